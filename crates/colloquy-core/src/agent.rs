@@ -1,0 +1,81 @@
+//! Agent declarations: a persona with instructions and its own tools.
+
+use crate::tool::{FunctionTool, Toolset};
+
+/// An agent: id, instructions, tools. The session runs one agent at a time in an Activity.
+///
+/// ```
+/// use colloquy_core::Agent;
+/// let agent = Agent::new("travel", "You are a travel agent.").allow_interruptions(false);
+/// assert_eq!(agent.id(), "travel");
+/// ```
+#[derive(Clone, Debug)]
+pub struct Agent {
+    id: String,
+    instructions: String,
+    tools: Vec<FunctionTool>,
+    toolsets: Vec<Toolset>,
+    allow_interruptions: Option<bool>,
+}
+
+impl Agent {
+    /// An agent with no tools.
+    pub fn new(id: impl Into<String>, instructions: impl Into<String>) -> Self {
+        Self {
+            id: id.into(),
+            instructions: instructions.into(),
+            tools: Vec::new(),
+            toolsets: Vec::new(),
+            allow_interruptions: None,
+        }
+    }
+
+    /// Adds a tool to the agent's implicit toolset `agent:<id>`.
+    pub fn tool(mut self, tool: FunctionTool) -> Self {
+        self.tools.push(tool);
+        self
+    }
+
+    /// Adds several tools.
+    pub fn tools(mut self, tools: impl IntoIterator<Item = FunctionTool>) -> Self {
+        self.tools.extend(tools);
+        self
+    }
+
+    /// Adds a toolset; its tools join the agent's implicit toolset.
+    pub fn toolset(mut self, toolset: Toolset) -> Self {
+        self.toolsets.push(toolset);
+        self
+    }
+
+    /// Overrides the session's `allow_interruptions` for this agent's speeches.
+    pub fn allow_interruptions(mut self, allow: bool) -> Self {
+        self.allow_interruptions = Some(allow);
+        self
+    }
+
+    /// The agent's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The agent's instructions (the system prompt of its LLM requests).
+    pub fn instructions(&self) -> &str {
+        &self.instructions
+    }
+
+    /// The agent's interruption setting, if it overrides the session's.
+    pub fn interruptions_override(&self) -> Option<bool> {
+        self.allow_interruptions
+    }
+
+    /// Every tool of the agent in the order the model sees them: its own tools, then each
+    /// toolset's tools.
+    pub fn all_tools(&self) -> Vec<&FunctionTool> {
+        let mut out: Vec<&FunctionTool> = self.tools.iter().collect();
+        for set in &self.toolsets {
+            out.extend(set.flatten());
+        }
+        out
+    }
+}

@@ -1,0 +1,196 @@
+//! Session events (SCENARIO-FORMAT "Events", TOOL-SEMANTICS §13), as the host receives them.
+//!
+//! Every event carries the virtual time it was emitted at; the JSON form is the trace form:
+//! `{"at_ms": 10, "type": "tool_call_started", "call_id": "c1", "name": "get_weather"}`.
+//! Types colloquy adds beyond the format carry an `x_` prefix.
+
+use serde::{Deserialize, Serialize};
+
+use crate::chat::ChatItem;
+
+/// What the agent is doing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentState {
+    /// The session is starting.
+    Initializing,
+    /// Waiting for the user.
+    Listening,
+    /// Waiting for the LLM or for blocking tools.
+    Thinking,
+    /// Playing out a reply.
+    Speaking,
+}
+
+/// What the user is doing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UserState {
+    /// Quiet, present.
+    Listening,
+    /// Talking.
+    Speaking,
+    /// Silent for longer than the away timeout.
+    Away,
+}
+
+/// Why a speech exists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SpeechSource {
+    /// A reply to a user turn.
+    UserTurn,
+    /// `generate_reply`.
+    GenerateReply,
+    /// A deferred reply to background tool results.
+    DeferredReply,
+    /// `say`.
+    Say,
+    /// An agent's `on_enter`.
+    OnEnter,
+}
+
+/// Terminal status of a tool call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolCallStatus {
+    /// The body finished with a value.
+    Done,
+    /// The output reports an error (decision 13).
+    Error,
+    /// The call was cancelled.
+    Cancelled,
+}
+
+/// Where an error event comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorSource {
+    /// The LLM request or its stream.
+    Llm,
+    /// A tool or toolset.
+    Tool,
+    /// The speech sink.
+    Sink,
+    /// The session runtime itself.
+    Session,
+}
+
+/// One session event with its emission time.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SessionEvent {
+    /// Virtual milliseconds since the session started.
+    pub at_ms: u64,
+    /// What happened.
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+/// What happened.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum EventKind {
+    /// The agent state changed.
+    AgentState {
+        /// New state.
+        state: AgentState,
+    },
+    /// The user state changed.
+    UserState {
+        /// New state.
+        state: UserState,
+    },
+    /// A speech was created.
+    SpeechCreated {
+        /// `s1`, `s2`, … in creation order.
+        speech_id: String,
+        /// Why it exists.
+        source: SpeechSource,
+    },
+    /// A speech finished playing or was interrupted.
+    SpeechDone {
+        /// The speech.
+        speech_id: String,
+        /// True when it was interrupted.
+        interrupted: bool,
+    },
+    /// Every call of one LLM step has produced its output.
+    FunctionToolsExecuted {
+        /// Call ids in the order their outputs became available.
+        call_ids: Vec<String>,
+    },
+    /// A tool call was registered and started.
+    ToolCallStarted {
+        /// The call id.
+        call_id: String,
+        /// The tool name.
+        name: String,
+    },
+    /// A tool call ended; exactly once per started call.
+    ToolCallEnded {
+        /// `<call_id>` (or `<call_id>_final` once the call has posted updates).
+        id: String,
+        /// The call id.
+        call_id: String,
+        /// Terminal status.
+        status: ToolCallStatus,
+        /// The result or error text, `null` when there is none.
+        message: Option<String>,
+    },
+    /// A call the model emitted under `tool_choice = none` was dropped (decision 10).
+    ToolCallDropped {
+        /// The call id.
+        call_id: String,
+        /// The tool name.
+        name: String,
+        /// Why.
+        reason: String,
+    },
+    /// The agent changed (the first event of a session has no old agent).
+    AgentHandoff {
+        /// Previous agent.
+        old_agent: Option<String>,
+        /// New agent.
+        new_agent: String,
+    },
+    /// An error reached the session; the session lives on.
+    Error {
+        /// Where it came from.
+        source: ErrorSource,
+        /// What went wrong.
+        message: String,
+    },
+    /// The session has closed; the last event of a session.
+    SessionClosed {
+        /// Why.
+        reason: String,
+    },
+    /// An item was committed to the session history (colloquy's addition, for transcripts).
+    #[serde(rename = "x_conversation_item_added")]
+    ConversationItemAdded {
+        /// The item.
+        item: ChatItem,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_serialize_in_trace_shape() {
+        let e = SessionEvent {
+            at_ms: 310,
+            kind: EventKind::ToolCallEnded {
+                id: "c1".into(),
+                call_id: "c1".into(),
+                status: ToolCallStatus::Done,
+                message: None,
+            },
+        };
+        assert_eq!(
+            serde_json::to_string(&e).unwrap(),
+            r#"{"at_ms":310,"type":"tool_call_ended","id":"c1","call_id":"c1","status":"done","message":null}"#
+        );
+    }
+}

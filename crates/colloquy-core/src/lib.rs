@@ -1,0 +1,29 @@
+//! colloquy's data model: chat items, tool declarations, argument handling, tool outputs and
+//! session events.
+//!
+//! Architecture invariant: this crate has no actors, no I/O and no clock. Everything here is
+//! plain data and pure functions, unit-tested in microseconds; the runtime (`colloquy-actors`)
+//! only moves this data between actors and owns its lifetime. Time enters as [`Timestamp`]
+//! values the runtime stamps from tokio's clock.
+
+pub mod agent;
+pub mod args;
+pub mod chat;
+pub mod event;
+pub mod output;
+pub mod run_context;
+mod schema;
+pub mod text;
+pub mod time;
+pub mod tool;
+
+pub use agent::Agent;
+pub use args::{ArgumentError, ParsedArguments, canonical_json, parse_arguments, validate_arguments};
+pub use chat::{ChatContext, ChatItem, FunctionCall, FunctionCallOutput, Message, Role};
+pub use event::{
+    AgentState, ErrorSource, EventKind, SessionEvent, SpeechSource, ToolCallStatus, UserState,
+};
+pub use output::{IntoToolOutput, Json, StopResponse, ToolError, ToolErrorKind, ToolOutput, ToolResult};
+pub use run_context::RunContext;
+pub use time::Timestamp;
+pub use tool::{DuplicateScope, FunctionTool, OnDuplicate, ToolFlags, ToolSchema, Toolset};

@@ -1,0 +1,281 @@
+//! What a tool returns and how it becomes the text the model sees (TOOL-SEMANTICS §4 and
+//! decisions 1, 2, 13, 18).
+//!
+//! A tool body returns `Result<R, ToolError>` with `R: IntoToolOutput`. Strings are used as
+//! they are; other values render as compact JSON; `()`, `None` and [`StopResponse`] give an
+//! empty output that asks for no reply; [`ToolResult`] sets `reply_required` explicitly.
+
+use std::fmt;
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// A tool's successful output, before it becomes a chat item.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolOutput {
+    /// The rendered text; `None` when the tool returned nothing (empty output, ended message
+    /// `null`).
+    pub text: Option<String>,
+    /// Whether the model should reply to this output.
+    pub reply_required: bool,
+}
+
+impl ToolOutput {
+    /// A text output that asks for a reply.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self { text: Some(text.into()), reply_required: true }
+    }
+
+    /// The empty output that asks for no reply.
+    pub fn nothing() -> Self {
+        Self { text: None, reply_required: false }
+    }
+
+    /// The text the model sees (empty for nothing).
+    pub fn output_text(&self) -> &str {
+        self.text.as_deref().unwrap_or("")
+    }
+}
+
+/// Whether an error's text is meant for the model or is an internal failure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ToolErrorKind {
+    /// The model sees the message (e.g. "card declined").
+    Tool,
+    /// The model sees only [`crate::text::INTERNAL_ERROR`]; the message goes to events and logs.
+    Internal,
+}
+
+/// A failed tool call.
+///
+/// ```
+/// use colloquy_core::ToolError;
+/// let declined = ToolError::new("card declined");            // the model reads this
+/// let broken = ToolError::internal("db timeout on shard 3"); // the model reads a generic text
+/// assert_eq!(declined.model_text(), "card declined");
+/// assert_eq!(broken.model_text(), "An internal error occurred.");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolError {
+    message: String,
+    kind: ToolErrorKind,
+}
+
+impl ToolError {
+    /// An error whose message the model sees.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self { message: message.into(), kind: ToolErrorKind::Tool }
+    }
+
+    /// An unexpected failure: the model sees only the internal-error text.
+    pub fn internal(message: impl fmt::Display) -> Self {
+        Self { message: message.to_string(), kind: ToolErrorKind::Internal }
+    }
+
+    /// The real message (what `ToolCallEnded` carries).
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// Which kind of error this is.
+    pub fn kind(&self) -> ToolErrorKind {
+        self.kind
+    }
+
+    /// The text the model sees.
+    pub fn model_text(&self) -> &str {
+        match self.kind {
+            ToolErrorKind::Tool => &self.message,
+            ToolErrorKind::Internal => crate::text::INTERNAL_ERROR,
+        }
+    }
+}
+
+impl fmt::Display for ToolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ToolError {}
+
+/// Return this to answer the call with an empty output and ask for no reply.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StopResponse;
+
+/// An output with an explicit `reply_required` (decision 15): keep an output in history
+/// without asking the model to reply to it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolResult {
+    /// The output text.
+    pub output: String,
+    /// Whether the model should reply.
+    pub reply_required: bool,
+}
+
+/// Wraps any serializable value so it renders as compact JSON.
+///
+/// ```
+/// use colloquy_core::{IntoToolOutput, Json};
+/// #[derive(serde::Serialize)]
+/// struct Booking { confirmation: &'static str }
+/// let out = Json(Booking { confirmation: "FL-1" }).into_tool_output().unwrap();
+/// assert_eq!(out.output_text(), r#"{"confirmation":"FL-1"}"#);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Json<T>(pub T);
+
+/// Text the model sees when a value cannot be rendered.
+pub const INVALID_OUTPUT: &str = "the tool returned an invalid output";
+
+/// Conversion of a tool's return value into a [`ToolOutput`].
+pub trait IntoToolOutput {
+    /// Renders the value; an unrenderable value is an error output.
+    fn into_tool_output(self) -> Result<ToolOutput, ToolError>;
+}
+
+impl IntoToolOutput for ToolOutput {
+    fn into_tool_output(self) -> Result<ToolOutput, ToolError> {
+        Ok(self)
+    }
+}
+
+impl IntoToolOutput for String {
+    fn into_tool_output(self) -> Result<ToolOutput, ToolError> {
+        Ok(ToolOutput::text(self))
+    }
+}
+
+impl IntoToolOutput for &str {
+    fn into_tool_output(self) -> Result<ToolOutput, ToolError> {
+        Ok(ToolOutput::text(self))
+    }
+}
+
+impl IntoToolOutput for () {
+    fn into_tool_output(self) -> Result<ToolOutput, ToolError> {
+        Ok(ToolOutput::nothing())
+    }
+}
+
+impl IntoToolOutput for StopResponse {
+    fn into_tool_output(self) -> Result<ToolOutput, ToolError> {
+        Ok(ToolOutput::nothing())
+    }
+}
+
+impl IntoToolOutput for ToolResult {
+    fn into_tool_output(self) -> Result<ToolOutput, ToolError> {
+        Ok(ToolOutput { text: Some(self.output), reply_required: self.reply_required })
+    }
+}
+
+impl IntoToolOutput for Value {
+    /// A JSON string is used as is; any other value renders as compact JSON (`null` included).
+    fn into_tool_output(self) -> Result<ToolOutput, ToolError> {
+        match self {
+            Value::String(s) => Ok(ToolOutput::text(s)),
+            other => Ok(ToolOutput::text(other.to_string())),
+        }
+    }
+}
+
+impl<T: Serialize> IntoToolOutput for Json<T> {
+    fn into_tool_output(self) -> Result<ToolOutput, ToolError> {
+        serde_json::to_value(&self.0)
+            .map_err(|e| ToolError {
+                message: format!("{INVALID_OUTPUT}: {e}"),
+                kind: ToolErrorKind::Tool,
+            })
+            .and_then(IntoToolOutput::into_tool_output)
+    }
+}
+
+impl<T: IntoToolOutput> IntoToolOutput for Option<T> {
+    /// `None` is "nothing" (decision 2); `Some(v)` renders `v`.
+    fn into_tool_output(self) -> Result<ToolOutput, ToolError> {
+        match self {
+            Some(v) => v.into_tool_output(),
+            None => Ok(ToolOutput::nothing()),
+        }
+    }
+}
+
+macro_rules! display_output {
+    ($($t:ty),*) => {$(
+        impl IntoToolOutput for $t {
+            fn into_tool_output(self) -> Result<ToolOutput, ToolError> {
+                Ok(ToolOutput::text(self.to_string()))
+            }
+        }
+    )*};
+}
+display_output!(bool, i8, i16, i32, i64, isize, u8, u16, u32, u64, usize);
+
+macro_rules! float_output {
+    ($($t:ty),*) => {$(
+        impl IntoToolOutput for $t {
+            /// Rendered as JSON renders it (`1.0`, `0.5`); NaN and infinities are invalid.
+            fn into_tool_output(self) -> Result<ToolOutput, ToolError> {
+                Json(self).into_tool_output().and_then(|out| match out.output_text() {
+                    "null" => Err(ToolError::new(INVALID_OUTPUT)),
+                    _ => Ok(out),
+                })
+            }
+        }
+    )*};
+}
+float_output!(f32, f64);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn render<T: IntoToolOutput>(v: T) -> (String, bool) {
+        let out = v.into_tool_output().unwrap();
+        (out.output_text().to_string(), out.reply_required)
+    }
+
+    #[test]
+    fn strings_are_used_as_is() {
+        assert_eq!(render("sunny in Tokyo"), ("sunny in Tokyo".into(), true));
+        assert_eq!(render(json!("plain")), ("plain".into(), true));
+    }
+
+    #[test]
+    fn maps_render_as_compact_json_in_key_order() {
+        let v = json!({"confirmation": "FL-1", "seats": 2});
+        assert_eq!(render(v), (r#"{"confirmation":"FL-1","seats":2}"#.into(), true));
+    }
+
+    #[test]
+    fn falsy_values_render_and_ask_for_a_reply() {
+        assert_eq!(render(0i64), ("0".into(), true));
+        assert_eq!(render(false), ("false".into(), true));
+        assert_eq!(render(""), ("".into(), true));
+        assert_eq!(render(json!([])), ("[]".into(), true));
+        assert_eq!(render(Value::Null), ("null".into(), true));
+        assert_eq!(render(1.0f64), ("1.0".into(), true));
+    }
+
+    #[test]
+    fn nothing_asks_for_no_reply() {
+        assert_eq!(render(()), ("".into(), false));
+        assert_eq!(render(StopResponse), ("".into(), false));
+        assert_eq!(render(None::<String>), ("".into(), false));
+        assert_eq!(().into_tool_output().unwrap().text, None);
+    }
+
+    #[test]
+    fn tool_result_sets_reply_required() {
+        let r = ToolResult { output: "kept".into(), reply_required: false };
+        assert_eq!(render(r), ("kept".into(), false));
+    }
+
+    #[test]
+    fn non_finite_floats_are_invalid_outputs() {
+        let err = f64::NAN.into_tool_output().unwrap_err();
+        assert_eq!(err.model_text(), INVALID_OUTPUT);
+    }
+}

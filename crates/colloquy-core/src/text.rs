@@ -1,0 +1,15 @@
+//! Fixed texts the LLM sees (TOOL-SEMANTICS decision 18 and §4), kept in one place so traces
+//! and prompts stay in step.
+
+/// Output of a tool that failed or panicked; the real error only goes to events and logs.
+pub const INTERNAL_ERROR: &str = "An internal error occurred.";
+
+/// Output for an LLM call to a name that is not a visible tool (§4 step 2), without the list.
+pub fn unknown_function(name: &str, available: &[&str]) -> String {
+    format!("Unknown function: {name} - available tools: {}", available.join(", "))
+}
+
+/// Prefix of every argument error (§5, decision 19).
+pub fn argument_error_prefix(name: &str) -> String {
+    format!("Error parsing arguments for `{name}`: ")
+}

@@ -1,0 +1,420 @@
+//! Tool declarations (TOOL-SEMANTICS §1): typed function tools built from an async closure
+//! over an argument struct, raw tools with an explicit JSON schema, and toolsets.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::args::validate_arguments;
+use crate::output::{IntoToolOutput, ToolError, ToolOutput};
+use crate::run_context::RunContext;
+
+/// The future a tool body returns once its arguments are bound.
+pub type ToolFuture = Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send>>;
+
+type Body = dyn Fn(RunContext, Value) -> ToolFuture + Send + Sync;
+
+/// Flags of a tool (§1.2).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolFlags {
+    /// The running call may be cancelled (by the model, `replace`, or a drain).
+    pub cancellable: bool,
+    /// Hidden from the model while the agent's `on_enter` replies run.
+    pub ignore_on_enter: bool,
+}
+
+/// What to do when the tool is called while an equal call is still running (§6.1).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnDuplicate {
+    /// Run both.
+    #[default]
+    Allow,
+    /// Answer the new call with the reject text.
+    Reject,
+    /// Cancel the running call, then run the new one.
+    Replace,
+    /// Ask the model to confirm with `lk_agents_confirm_duplicate`.
+    Confirm,
+}
+
+/// What makes two calls duplicates (§6.1).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DuplicateScope {
+    /// Same tool name.
+    #[default]
+    Name,
+    /// Same tool name and the same validated arguments.
+    NameAndArgs,
+}
+
+/// A tool as the model sees it: name, description, JSON schema of its parameters.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ToolSchema {
+    /// Tool name.
+    pub name: String,
+    /// Description.
+    pub description: String,
+    /// JSON schema of the parameters (an object schema).
+    pub parameters: Arc<Value>,
+}
+
+/// Declaration errors.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ToolDeclarationError {
+    /// A raw tool needs a name.
+    #[error("raw function name cannot be empty")]
+    EmptyName,
+    /// A raw tool's parameters must be a JSON object schema.
+    #[error("raw function description must contain a parameters key")]
+    MissingParameters,
+}
+
+/// An argument struct for tools that take no arguments.
+#[derive(Clone, Copy, Debug, Default, Deserialize, JsonSchema)]
+pub struct NoArgs {}
+
+/// A function tool: metadata plus an async body.
+///
+/// ```
+/// use colloquy_core::{FunctionTool, RunContext, ToolError};
+/// use schemars::JsonSchema;
+/// use serde::Deserialize;
+///
+/// #[derive(Deserialize, JsonSchema)]
+/// struct Weather {
+///     /// City name.
+///     location: String,
+///     #[serde(default = "one")]
+///     days: u32,
+/// }
+/// fn one() -> u32 { 1 }
+///
+/// let tool = FunctionTool::new("get_weather", "Current weather.", |_ctx: RunContext, a: Weather| async move {
+///     Ok::<_, ToolError>(format!("sunny in {} for {} day(s)", a.location, a.days))
+/// });
+/// assert_eq!(tool.name(), "get_weather");
+/// assert_eq!(tool.schema().parameters["required"], serde_json::json!(["location"]));
+/// ```
+#[derive(Clone)]
+pub struct FunctionTool {
+    name: String,
+    description: String,
+    parameters: Arc<Value>,
+    flags: ToolFlags,
+    on_duplicate: OnDuplicate,
+    duplicate_scope: DuplicateScope,
+    raw: bool,
+    body: Arc<Body>,
+}
+
+/// The JSON schema schemars derives for `A`, trimmed to what a model needs.
+pub fn parameters_schema<A: JsonSchema>() -> Value {
+    let mut value = schemars::schema_for!(A).to_value();
+    if let Value::Object(map) = &mut value {
+        map.remove("$schema");
+        map.remove("title");
+        map.entry("type").or_insert_with(|| Value::String("object".into()));
+        map.entry("properties").or_insert_with(|| Value::Object(Map::new()));
+    }
+    value
+}
+
+impl FunctionTool {
+    /// A typed tool: arguments are validated against `A`'s schema (lax rules, §5.2) and
+    /// deserialized into `A` before the body runs.
+    pub fn new<A, F, Fut, R>(name: impl Into<String>, description: impl Into<String>, body: F) -> Self
+    where
+        A: DeserializeOwned + JsonSchema + Send + 'static,
+        F: Fn(RunContext, A) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<R, ToolError>> + Send + 'static,
+        R: IntoToolOutput,
+    {
+        let name = name.into();
+        let tool_name = name.clone();
+        let body = move |ctx: RunContext, args: Value| -> ToolFuture {
+            match serde_json::from_value::<A>(args) {
+                Ok(args) => {
+                    let fut = body(ctx, args);
+                    Box::pin(async move { fut.await.and_then(IntoToolOutput::into_tool_output) })
+                }
+                Err(e) => {
+                    let text = format!("{}{e}", crate::text::argument_error_prefix(&tool_name));
+                    Box::pin(std::future::ready(Err(ToolError::new(text))))
+                }
+            }
+        };
+        Self {
+            name,
+            description: description.into(),
+            parameters: Arc::new(parameters_schema::<A>()),
+            flags: ToolFlags::default(),
+            on_duplicate: OnDuplicate::default(),
+            duplicate_scope: DuplicateScope::default(),
+            raw: false,
+            body: Arc::new(body),
+        }
+    }
+
+    /// A raw tool with an explicit JSON schema; the body receives the decoded argument object
+    /// unvalidated.
+    pub fn raw<F, Fut, R>(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        parameters: Value,
+        body: F,
+    ) -> Result<Self, ToolDeclarationError>
+    where
+        F: Fn(RunContext, Map<String, Value>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<R, ToolError>> + Send + 'static,
+        R: IntoToolOutput,
+    {
+        let name = name.into();
+        if name.is_empty() {
+            return Err(ToolDeclarationError::EmptyName);
+        }
+        if !parameters.is_object() {
+            return Err(ToolDeclarationError::MissingParameters);
+        }
+        let body = move |ctx: RunContext, args: Value| -> ToolFuture {
+            let map = match args {
+                Value::Object(map) => map,
+                _ => Map::new(),
+            };
+            let fut = body(ctx, map);
+            Box::pin(async move { fut.await.and_then(IntoToolOutput::into_tool_output) })
+        };
+        Ok(Self {
+            name,
+            description: description.into(),
+            parameters: Arc::new(parameters),
+            flags: ToolFlags::default(),
+            on_duplicate: OnDuplicate::default(),
+            duplicate_scope: DuplicateScope::default(),
+            raw: true,
+            body: Arc::new(body),
+        })
+    }
+
+    /// Marks the tool cancellable.
+    pub fn cancellable(mut self) -> Self {
+        self.flags.cancellable = true;
+        self
+    }
+
+    /// Hides the tool during `on_enter` replies.
+    pub fn ignore_on_enter(mut self) -> Self {
+        self.flags.ignore_on_enter = true;
+        self
+    }
+
+    /// Sets the duplicate policy.
+    pub fn on_duplicate(mut self, policy: OnDuplicate, scope: DuplicateScope) -> Self {
+        self.on_duplicate = policy;
+        self.duplicate_scope = scope;
+        self
+    }
+
+    /// Tool name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Description.
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+
+    /// Flags.
+    pub fn flags(&self) -> ToolFlags {
+        self.flags
+    }
+
+    /// Duplicate policy.
+    pub fn duplicate_policy(&self) -> (OnDuplicate, DuplicateScope) {
+        (self.on_duplicate, self.duplicate_scope)
+    }
+
+    /// True for raw tools (no validation).
+    pub fn is_raw(&self) -> bool {
+        self.raw
+    }
+
+    /// The JSON schema of the parameters.
+    pub fn parameters(&self) -> &Value {
+        &self.parameters
+    }
+
+    /// What the model sees.
+    pub fn schema(&self) -> ToolSchema {
+        ToolSchema {
+            name: self.name.clone(),
+            description: self.description.clone(),
+            parameters: Arc::clone(&self.parameters),
+        }
+    }
+
+    /// Validates `arguments` (typed tools) and starts the body. Validation failures become a
+    /// [`ToolError`] the model sees, with the texts of decision 19.
+    pub fn invoke(&self, ctx: RunContext, arguments: Map<String, Value>) -> ToolFuture {
+        if self.raw {
+            return (self.body)(ctx, Value::Object(arguments));
+        }
+        match validate_arguments(&self.name, &self.parameters, arguments) {
+            Ok(valid) => (self.body)(ctx, valid),
+            Err(e) => Box::pin(std::future::ready(Err(ToolError::new(e.to_string())))),
+        }
+    }
+}
+
+impl fmt::Debug for FunctionTool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FunctionTool")
+            .field("name", &self.name)
+            .field("flags", &self.flags)
+            .field("on_duplicate", &self.on_duplicate)
+            .field("duplicate_scope", &self.duplicate_scope)
+            .field("raw", &self.raw)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A named group of tools and nested toolsets (§1.1). Flattened in declaration order.
+#[derive(Clone, Debug)]
+pub struct Toolset {
+    id: String,
+    tools: Vec<FunctionTool>,
+    toolsets: Vec<Toolset>,
+}
+
+impl Toolset {
+    /// An empty toolset.
+    pub fn new(id: impl Into<String>) -> Self {
+        Self { id: id.into(), tools: Vec::new(), toolsets: Vec::new() }
+    }
+
+    /// Adds a tool.
+    pub fn tool(mut self, tool: FunctionTool) -> Self {
+        self.tools.push(tool);
+        self
+    }
+
+    /// Adds a nested toolset.
+    pub fn toolset(mut self, toolset: Toolset) -> Self {
+        self.toolsets.push(toolset);
+        self
+    }
+
+    /// The toolset's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Every tool, depth first: this toolset's own tools, then each nested toolset's.
+    pub fn flatten(&self) -> Vec<&FunctionTool> {
+        let mut out: Vec<&FunctionTool> = self.tools.iter().collect();
+        for nested in &self.toolsets {
+            out.extend(nested.flatten());
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chat::FunctionCall;
+    use crate::time::Timestamp;
+    use serde_json::json;
+
+    #[derive(Deserialize, JsonSchema)]
+    struct Weather {
+        location: String,
+        #[serde(default)]
+        days: Option<u32>,
+    }
+
+    fn ctx() -> RunContext {
+        let call = FunctionCall {
+            id: "i".into(),
+            call_id: "c1".into(),
+            name: "get_weather".into(),
+            arguments: "{}".into(),
+            extra: Map::new(),
+            created_at: Timestamp::default(),
+        };
+        RunContext::new(call, "s1", "a", None)
+    }
+
+    fn weather() -> FunctionTool {
+        FunctionTool::new("get_weather", "Weather.", |_ctx, a: Weather| async move {
+            Ok(format!("sunny in {} ({:?})", a.location, a.days))
+        })
+    }
+
+    fn block_on<F: Future>(f: F) -> F::Output {
+        // The bodies here never wait, so a single poll with a no-op waker finishes them.
+        let mut f = std::pin::pin!(f);
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        match f.as_mut().poll(&mut cx) {
+            std::task::Poll::Ready(v) => v,
+            std::task::Poll::Pending => panic!("tool body did not finish"),
+        }
+    }
+
+    #[test]
+    fn typed_tools_validate_then_deserialize() {
+        let args = json!({"location": "Tokyo", "days": "2"}).as_object().unwrap().clone();
+        let out = block_on(weather().invoke(ctx(), args)).unwrap();
+        assert_eq!(out.output_text(), "sunny in Tokyo (Some(2))");
+    }
+
+    #[test]
+    fn typed_tools_report_validation_errors_as_tool_errors() {
+        let err = block_on(weather().invoke(ctx(), Map::new())).unwrap_err();
+        assert_eq!(err.model_text(), "Error parsing arguments for `get_weather`: location: missing");
+    }
+
+    #[test]
+    fn schema_has_no_title_and_lists_required_fields() {
+        let schema = weather().schema();
+        assert_eq!(schema.parameters.get("title"), None);
+        assert_eq!(schema.parameters["required"], json!(["location"]));
+        assert_eq!(schema.parameters["type"], json!("object"));
+    }
+
+    #[test]
+    fn raw_tools_need_a_name_and_parameters() {
+        let body = |_c: RunContext, _a: Map<String, Value>| async { Ok::<_, ToolError>("x") };
+        assert_eq!(
+            FunctionTool::raw("", "", json!({}), body).unwrap_err().to_string(),
+            "raw function name cannot be empty"
+        );
+        assert_eq!(
+            FunctionTool::raw("r", "", Value::Null, body).unwrap_err().to_string(),
+            "raw function description must contain a parameters key"
+        );
+        let raw = FunctionTool::raw("r", "", json!({"type": "object"}), |_c, a| async move {
+            Ok::<_, ToolError>(Value::Object(a))
+        })
+        .unwrap();
+        let args = json!({"anything": [1]}).as_object().unwrap().clone();
+        assert_eq!(block_on(raw.invoke(ctx(), args)).unwrap().output_text(), r#"{"anything":[1]}"#);
+    }
+
+    #[test]
+    fn toolsets_flatten_depth_first() {
+        let set = Toolset::new("outer")
+            .tool(weather())
+            .toolset(Toolset::new("inner").tool(weather().cancellable()));
+        let names: Vec<_> = set.flatten().iter().map(|t| (t.name(), t.flags().cancellable)).collect();
+        assert_eq!(names, [("get_weather", false), ("get_weather", true)]);
+    }
+}
