@@ -1,0 +1,98 @@
+//! Requests to the model and the chunks it streams back.
+
+use std::pin::Pin;
+use std::sync::Arc;
+
+use colloquy_core::{ChatItem, ToolSchema};
+use futures_core::Stream;
+use serde::{Deserialize, Serialize};
+
+/// Why the runtime asks the model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RequestKind {
+    /// The first step of a reply to a user turn.
+    UserTurn,
+    /// A follow-up step answering tool outputs.
+    ToolReply,
+    /// A deferred reply to background tool results.
+    DeferredReply,
+    /// The first step of `generate_reply`.
+    GenerateReply,
+    /// The first step of an agent's `on_enter` reply.
+    OnEnter,
+}
+
+/// The `tool_choice` of a request; `None` in [`LlmRequest::tool_choice`] means unset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolChoice {
+    /// The model decides.
+    Auto,
+    /// The model must not call tools (calls it still emits are dropped).
+    None,
+    /// The model must call a tool.
+    Required,
+}
+
+/// One request to the model.
+#[derive(Clone, Debug)]
+pub struct LlmRequest {
+    /// Why it is made.
+    pub kind: RequestKind,
+    /// The agent making it.
+    pub agent: String,
+    /// The speech it belongs to.
+    pub speech_id: String,
+    /// The agent's instructions (the leading system prompt).
+    pub instructions: Arc<str>,
+    /// Extra instructions for this reply only, sent as a trailing system message.
+    pub extra_instructions: Option<String>,
+    /// The chat context, without instructions or system messages.
+    pub items: Arc<Vec<ChatItem>>,
+    /// Visible tools, in the order sent.
+    pub tools: Arc<[ToolSchema]>,
+    /// `None` = unset.
+    pub tool_choice: Option<ToolChoice>,
+}
+
+/// Token counts reported by the model.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Prompt tokens.
+    pub prompt_tokens: u64,
+    /// Completion tokens.
+    pub completion_tokens: u64,
+}
+
+/// A piece of a tool call, addressed by its index within the response. The first piece of a
+/// call carries its id and name; arguments arrive as text pieces to concatenate.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolCallDelta {
+    /// Index of the call within the response.
+    pub index: usize,
+    /// The call id (first piece).
+    pub id: Option<String>,
+    /// The tool name (first piece).
+    pub name: Option<String>,
+    /// The next piece of the argument text.
+    pub arguments: String,
+}
+
+/// One chunk of a streamed response.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LlmChunk {
+    /// More reply text.
+    Text(String),
+    /// A piece of a tool call.
+    ToolCall(ToolCallDelta),
+    /// Token usage.
+    Usage(Usage),
+    /// The response is complete.
+    End,
+    /// The request failed; the stream ends.
+    Error(String),
+}
+
+/// The stream a model returns. Dropping it cancels the request.
+pub type LlmStream = Pin<Box<dyn Stream<Item = LlmChunk> + Send>>;
