@@ -1,1 +1,63 @@
+//! # colloquy
+//!
+//! An actor runtime, on ractor and tokio, for conversational AI agents (voice or chat) whose
+//! tools may run in the background while the conversation goes on. Its tool semantics follow
+//! LiveKit Agents'; its shape is an actor tree (Session → Activity → Toolset → ToolCall).
+//!
+//! ```
+//! use colloquy::prelude::*;
+//! use serde::Deserialize;
+//! use schemars::JsonSchema;
+//!
+//! #[derive(Deserialize, JsonSchema)]
+//! struct Weather {
+//!     /// City name.
+//!     location: String,
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() -> Result<(), SessionError> {
+//! let weather = FunctionTool::new("get_weather", "Current weather.", |_ctx: RunContext, a: Weather| async move {
+//!     Ok::<_, ToolError>(format!("sunny in {}", a.location))
+//! });
+//! let llm = ScriptedLlm::new([
+//!     ScriptedResponse::calls([ScriptedCall::new("c1", "get_weather", r#"{"location":"Paris"}"#)]),
+//!     ScriptedResponse::text("It's sunny in Paris."),
+//! ]);
+//! let session = Session::builder()
+//!     .llm(llm)
+//!     .start(Agent::new("travel", "You are a travel agent.").tool(weather))
+//!     .await?;
+//! session.user_turn("What's the weather in Paris?").await?;
+//! session.wait_for_idle().await?;
+//! let history = session.history().await?;
+//! assert_eq!(history.last().and_then(|i| i.as_message()).map(|m| m.text.as_str()),
+//!            Some("It's sunny in Paris."));
+//! session.close().await?;
+//! # Ok(()) }
+//! ```
 
+pub use colloquy_actors::{
+    BROADCAST_CAPACITY, EventStream, Playout, PlayoutReport, Session, SessionBuilder, SessionError,
+    SessionHandle, SessionOptions, SpeechSink,
+};
+pub use colloquy_core::{
+    Agent, AgentHandoff, AgentState, ChatContext, ChatItem, ErrorSource, EventKind, FunctionCall,
+    FunctionCallOutput, IntoToolOutput, Json, Message, OnDuplicate, DuplicateScope, Role,
+    RunContext, SessionEvent, SpeechSource, StopResponse, Timestamp, ToolCallStatus, ToolError,
+    ToolFlags, ToolOutput, ToolResult, ToolSchema, Toolset, UserState,
+};
+pub use colloquy_core::{FunctionTool, args, text, tool};
+pub use colloquy_llm::{
+    Llm, LlmChunk, LlmRequest, LlmStream, RecordedRequest, RequestKind, ScriptedCall, ScriptedLlm,
+    ScriptedResponse, ToolCallDelta, ToolChoice, Usage,
+};
+
+/// Everything a typical host or tool author needs.
+pub mod prelude {
+    pub use crate::{
+        Agent, AgentState, ChatItem, EventKind, FunctionTool, Json, RunContext, ScriptedCall,
+        ScriptedLlm, ScriptedResponse, Session, SessionError, SessionEvent, SessionHandle,
+        StopResponse, ToolError, ToolResult, Toolset, UserState,
+    };
+}

@@ -1,1 +1,29 @@
+//! colloquy's actor runtime, on ractor.
+//!
+//! A host starts a session with [`Session::builder`] and drives it through the returned
+//! [`SessionHandle`]. Inside, each box is a ractor actor with its own typed messages:
+//!
+//! ```text
+//! Session          history, every agent's context, states, idle decision, event fan-out
+//! └─ Activity      the current agent: speech queue, one speech task at a time
+//!    └─ Toolset    the agent's implicit toolset `agent:<id>`
+//!       └─ ToolCall   one per running call; runs the tool's future in a task it owns
+//! ```
+//!
+//! See `docs/ARCHITECTURE.md` for the code map and the invariants each actor keeps.
 
+mod activity;
+mod catalog;
+mod clock;
+mod error;
+mod handle;
+mod session;
+mod speech_sink;
+mod task;
+mod tool_call;
+mod toolset;
+
+pub use error::SessionError;
+pub use handle::{BROADCAST_CAPACITY, EventStream, Session, SessionBuilder, SessionHandle};
+pub use session::SessionOptions;
+pub use speech_sink::{Playout, PlayoutReport, SpeechSink};

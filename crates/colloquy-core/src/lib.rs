@@ -19,7 +19,7 @@ pub mod tool;
 
 pub use agent::Agent;
 pub use args::{ArgumentError, ParsedArguments, canonical_json, parse_arguments, validate_arguments};
-pub use chat::{ChatContext, ChatItem, FunctionCall, FunctionCallOutput, Message, Role};
+pub use chat::{AgentHandoff, ChatContext, ChatItem, FunctionCall, FunctionCallOutput, Message, Role};
 pub use event::{
     AgentState, ErrorSource, EventKind, SessionEvent, SpeechSource, ToolCallStatus, UserState,
 };

@@ -247,6 +247,11 @@ impl FunctionTool {
         self.raw
     }
 
+    /// True when `other` is this very tool (a clone of the same declaration).
+    pub fn same_as(&self, other: &FunctionTool) -> bool {
+        Arc::ptr_eq(&self.body, &other.body)
+    }
+
     /// The JSON schema of the parameters.
     pub fn parameters(&self) -> &Value {
         &self.parameters

@@ -3,7 +3,7 @@
 use std::pin::Pin;
 use std::sync::Arc;
 
-use colloquy_core::{ChatItem, ToolSchema};
+use colloquy_core::{ChatContext, ToolSchema};
 use futures_core::Stream;
 use serde::{Deserialize, Serialize};
 
@@ -49,7 +49,7 @@ pub struct LlmRequest {
     /// Extra instructions for this reply only, sent as a trailing system message.
     pub extra_instructions: Option<String>,
     /// The chat context, without instructions or system messages.
-    pub items: Arc<Vec<ChatItem>>,
+    pub items: Arc<ChatContext>,
     /// Visible tools, in the order sent.
     pub tools: Arc<[ToolSchema]>,
     /// `None` = unset.

@@ -226,7 +226,7 @@ impl Llm for ScriptedLlm {
                 tools: request.tools.iter().map(|t| t.name.clone()).collect(),
                 tool_choice: request.tool_choice,
                 instructions: request.extra_instructions.clone(),
-                items: request.items.as_ref().clone(),
+                items: request.items.items().to_vec(),
             };
             if let Ok(mut requests) = self.inner.requests.lock() {
                 requests.push(record);
@@ -258,7 +258,7 @@ mod tests {
             speech_id: "s1".into(),
             instructions: Arc::from("inst"),
             extra_instructions: None,
-            items: Arc::new(Vec::new()),
+            items: Arc::default(),
             tools: Arc::from(Vec::new()),
             tool_choice: None,
         }

@@ -1,0 +1,158 @@
+//! Dispatch of one LLM step's tool calls (TOOL-SEMANTICS §4): drop them under
+//! `tool_choice = none`, answer unknown names and unparseable arguments at once, send the rest
+//! to the Toolset, and collect outputs in the order they become available.
+
+use std::pin::Pin;
+
+use colloquy_core::{
+    ChatItem, EventKind, FunctionCall, FunctionCallOutput, Timestamp, parse_arguments, text,
+};
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use serde_json::Map;
+use tokio::sync::oneshot;
+
+use super::speech::SpeechEnv;
+use crate::toolset::{CallOutcome, ExecuteCall, ToolsetMsg};
+
+/// A tool call as assembled from the stream.
+#[derive(Debug, Default)]
+pub(crate) struct StreamedCall {
+    pub call_id: String,
+    pub name: String,
+    pub arguments: String,
+    /// When the call first appeared in the stream.
+    pub streamed_at: Timestamp,
+}
+
+/// A call together with its output.
+pub(crate) struct CallResult {
+    pub call: FunctionCall,
+    pub output: FunctionCallOutput,
+}
+
+type Pending = Pin<Box<dyn Future<Output = CallResult> + Send>>;
+
+/// The calls of one step, running.
+pub(crate) struct StepCalls {
+    pending: FuturesUnordered<Pending>,
+}
+
+impl StepCalls {
+    /// True while some call has no output yet.
+    pub fn is_empty(&self) -> bool {
+        self.pending.is_empty()
+    }
+
+    /// Waits for every output (tool bodies are never cancelled by an interruption), in the
+    /// order they become available.
+    pub async fn collect(mut self) -> Vec<CallResult> {
+        let mut done = Vec::with_capacity(self.pending.len());
+        while let Some(result) = self.pending.next().await {
+            done.push(result);
+        }
+        done
+    }
+}
+
+/// Dispatches the calls of a step in the model's order. `generation_id` prefixes item ids.
+pub(crate) fn dispatch(env: &SpeechEnv, speech_id: &str, calls: Vec<StreamedCall>) -> StepCalls {
+    let pending = FuturesUnordered::new();
+    let generation_id = env.session.clock.item_id();
+    for (index, streamed) in calls.into_iter().enumerate() {
+        let item_id = format!("{generation_id}/fnc_{index}");
+        pending.push(dispatch_one(env, speech_id, item_id, streamed));
+    }
+    StepCalls { pending }
+}
+
+/// Drops the calls of a step requested with `tool_choice = none` (decision 10).
+pub(crate) fn drop_calls(env: &SpeechEnv, calls: Vec<StreamedCall>) {
+    for call in calls {
+        tracing::warn!(
+            agent = %env.agent_id,
+            call_id = %call.call_id,
+            name = %call.name,
+            "dropping a tool call the model emitted under tool_choice = none"
+        );
+        env.session.emit(EventKind::ToolCallDropped {
+            call_id: call.call_id,
+            name: call.name,
+            reason: "tool_choice is none".into(),
+        });
+    }
+}
+
+fn dispatch_one(env: &SpeechEnv, speech_id: &str, item_id: String, streamed: StreamedCall) -> Pending {
+    let clock = &env.session.clock;
+    let StreamedCall { call_id, name, arguments, streamed_at } = streamed;
+    let rejected = |arguments: String, output: String| -> Pending {
+        // Unknown names and unparseable arguments never reach a toolset: no lifecycle events,
+        // the call keeps its stream-time stamp and its text as sent (decision 9).
+        let call = FunctionCall { id: item_id.clone(), call_id: call_id.clone(), name: name.clone(),
+            arguments, extra: Map::new(), created_at: streamed_at };
+        let output = error_output(clock.item_id(), &call, output, clock.now());
+        Box::pin(std::future::ready(CallResult { call, output }))
+    };
+    if env.catalog.get(&name).is_none() {
+        let output = text::unknown_function(&name, &env.catalog.names());
+        return rejected(arguments, output);
+    }
+    let parsed = match parse_arguments(&name, &arguments) {
+        Ok(parsed) => parsed,
+        Err(e) => return rejected(arguments, e.to_string()),
+    };
+    let call = FunctionCall {
+        id: item_id,
+        call_id,
+        name,
+        arguments: parsed.canonical,
+        extra: Map::new(),
+        created_at: clock.now(),
+    };
+    let (tx, rx) = oneshot::channel::<CallOutcome>();
+    let exec = ExecuteCall { call: call.clone(), arguments: parsed.value, speech_id: speech_id.into() };
+    let _ = env.toolset.cast(ToolsetMsg::Execute(exec, tx.into()));
+    let clock = clock.clone();
+    Box::pin(async move {
+        let outcome = rx.await.unwrap_or_else(|_| CallOutcome {
+            // The toolset went away without answering (it failed or the session is closing).
+            output: text::INTERNAL_ERROR.into(),
+            is_error: true,
+            reply_required: true,
+            finished_at: clock.now(),
+        });
+        let output = FunctionCallOutput {
+            id: clock.item_id(),
+            call_id: call.call_id.clone(),
+            name: call.name.clone(),
+            output: outcome.output,
+            is_error: outcome.is_error,
+            reply_required: outcome.reply_required,
+            created_at: outcome.finished_at,
+        };
+        CallResult { call, output }
+    })
+}
+
+fn error_output(id: String, call: &FunctionCall, output: String, at: Timestamp) -> FunctionCallOutput {
+    FunctionCallOutput {
+        id,
+        call_id: call.call_id.clone(),
+        name: call.name.clone(),
+        output,
+        is_error: true,
+        reply_required: true,
+        created_at: at,
+    }
+}
+
+/// The items a finished step commits: every call, then every output (inserted by timestamp).
+pub(crate) fn step_items(results: &[CallResult], keep_reply: bool) -> Vec<ChatItem> {
+    let calls = results.iter().map(|r| ChatItem::FunctionCall(r.call.clone()));
+    let outputs = results.iter().map(|r| {
+        let mut output = r.output.clone();
+        output.reply_required &= keep_reply;
+        ChatItem::FunctionCallOutput(output)
+    });
+    calls.chain(outputs).collect()
+}

@@ -1,0 +1,34 @@
+//! The Activity's messages and the speech jobs it runs.
+
+use colloquy_llm::RequestKind;
+use ractor::RpcReplyPort;
+
+/// What a speech does.
+#[derive(Clone, Debug)]
+pub(crate) enum SpeechContent {
+    /// Ask the LLM (with optional extra instructions on the first step).
+    Reply { kind: RequestKind, extra_instructions: Option<String> },
+    /// Play a fixed text.
+    Say { text: String },
+}
+
+/// One unit of agent output.
+#[derive(Clone, Debug)]
+pub(crate) struct SpeechJob {
+    pub speech_id: String,
+    pub content: SpeechContent,
+    pub allow_interruptions: bool,
+}
+
+/// Everything an Activity actor handles.
+pub(crate) enum ActivityMsg {
+    /// Queue a speech.
+    Speak(SpeechJob),
+    /// Interrupt the current speech and queued ones that allow it; `reply` answers once the
+    /// current speech is done (at once if nothing was interrupted).
+    Interrupt { reply: Option<RpcReplyPort<()>> },
+    /// The speech task finished.
+    SpeechFinished { speech_id: String, interrupted: bool },
+    /// Interrupt everything, let the current speech wind down, then tell the Session.
+    Close,
+}

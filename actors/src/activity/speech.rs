@@ -1,0 +1,207 @@
+//! One speech, run as a task the Activity owns: LLM steps, playout, tool dispatch, commits.
+//!
+//! The task keeps the Activity's mailbox free (an interrupt must get through while the LLM
+//! streams or tools run). It talks to the Session through [`SessionLink`] and tells the
+//! Activity when it is done. A step: stream the LLM response, playing text as it arrives;
+//! dispatch the tool calls once the response is complete (they run while the text plays out);
+//! commit the assistant message; wait for every tool output; emit `function_tools_executed`;
+//! commit calls and outputs; run a tool-reply step if any output asks for one.
+
+use std::sync::Arc;
+
+use colloquy_core::{AgentState, ChatItem, ErrorSource, EventKind, Message, Role, Timestamp};
+use colloquy_llm::{Llm, LlmChunk, LlmRequest, RequestKind, ToolChoice};
+use futures_util::StreamExt;
+use ractor::ActorRef;
+use std::collections::BTreeMap;
+use tokio_util::sync::CancellationToken;
+
+use super::dispatch::{self, StreamedCall};
+use super::messages::{SpeechContent, SpeechJob};
+use crate::catalog::ToolCatalog;
+use crate::session::SessionLink;
+use crate::speech_sink::{PlayoutDriver, PlayoutEnd, SpeechSink};
+use crate::toolset::ToolsetMsg;
+
+/// What every speech of one Activity shares.
+pub(crate) struct SpeechEnv {
+    pub session: SessionLink,
+    pub llm: Arc<dyn Llm>,
+    pub sink: Option<Arc<dyn SpeechSink>>,
+    pub agent_id: String,
+    pub instructions: Arc<str>,
+    pub catalog: Arc<ToolCatalog>,
+    pub toolset: ActorRef<ToolsetMsg>,
+    pub max_tool_steps: u32,
+}
+
+/// Runs one speech to its end; returns whether it was interrupted.
+pub(crate) async fn run(env: Arc<SpeechEnv>, job: SpeechJob, interrupt: CancellationToken) -> bool {
+    match job.content {
+        SpeechContent::Say { text } => say(&env, &job.speech_id, &text, &interrupt).await,
+        SpeechContent::Reply { kind, extra_instructions } => {
+            reply(&env, &job.speech_id, kind, extra_instructions, &interrupt).await
+        }
+    }
+}
+
+async fn say(env: &SpeechEnv, speech_id: &str, text: &str, interrupt: &CancellationToken) -> bool {
+    if interrupt.is_cancelled() {
+        return true;
+    }
+    let started = env.session.clock.now();
+    env.session.set_agent_state(AgentState::Speaking);
+    let mut playout = PlayoutDriver::open(env.sink.as_ref(), speech_id);
+    playout.push(text);
+    let end = playout.finish(interrupt).await;
+    commit_message(env, started, &end);
+    end.interrupted
+}
+
+/// The text of one step as it plays.
+struct StepText {
+    playout: PlayoutDriver,
+    started: Timestamp,
+}
+
+async fn reply(
+    env: &SpeechEnv,
+    speech_id: &str,
+    first_kind: RequestKind,
+    extra_instructions: Option<String>,
+    interrupt: &CancellationToken,
+) -> bool {
+    let session = &env.session;
+    let mut step: u32 = 1;
+    loop {
+        if interrupt.is_cancelled() {
+            return true;
+        }
+        session.set_agent_state(AgentState::Thinking);
+        let Some(items) = session.context(&env.agent_id).await else { return true };
+        // Requests 1..=max_tool_steps+1 may call tools; later ones are sent with `none` (§4.1).
+        let tool_choice = match step {
+            1 => None,
+            s if s > env.max_tool_steps + 1 => Some(ToolChoice::None),
+            _ => Some(ToolChoice::Auto),
+        };
+        let request = LlmRequest {
+            kind: if step == 1 { first_kind } else { RequestKind::ToolReply },
+            agent: env.agent_id.clone(),
+            speech_id: speech_id.to_string(),
+            instructions: Arc::clone(&env.instructions),
+            extra_instructions: if step == 1 { extra_instructions.clone() } else { None },
+            items,
+            tools: Arc::clone(env.catalog.schemas()),
+            tool_choice,
+        };
+        let mut stream = env.llm.chat(request);
+        let mut text: Option<StepText> = None;
+        let mut calls: BTreeMap<usize, StreamedCall> = BTreeMap::new();
+        let mut stream_interrupted = false;
+        let mut failure: Option<String> = None;
+        loop {
+            let chunk = tokio::select! {
+                biased;
+                _ = interrupt.cancelled() => { stream_interrupted = true; break }
+                chunk = stream.next() => chunk,
+            };
+            match chunk {
+                None | Some(LlmChunk::End) => break,
+                Some(LlmChunk::Text(delta)) if delta.is_empty() => {}
+                Some(LlmChunk::Text(delta)) => {
+                    let step_text = text.get_or_insert_with(|| {
+                        session.set_agent_state(AgentState::Speaking);
+                        StepText {
+                            playout: PlayoutDriver::open(env.sink.as_ref(), speech_id),
+                            started: session.clock.now(),
+                        }
+                    });
+                    step_text.playout.push(&delta);
+                }
+                Some(LlmChunk::ToolCall(delta)) => {
+                    let call = calls.entry(delta.index).or_insert_with(|| StreamedCall {
+                        streamed_at: session.clock.now(),
+                        ..StreamedCall::default()
+                    });
+                    if let Some(id) = delta.id {
+                        call.call_id = id;
+                    }
+                    if let Some(name) = delta.name {
+                        call.name = name;
+                    }
+                    call.arguments.push_str(&delta.arguments);
+                }
+                Some(LlmChunk::Usage(_)) => {}
+                Some(LlmChunk::Error(message)) => {
+                    failure = Some(message);
+                    break;
+                }
+            }
+        }
+        // Dropping the stream cancels the request.
+        drop(stream);
+
+        // Calls of a response that was cut short or failed are never run.
+        let calls: Vec<StreamedCall> = calls.into_values().collect();
+        let running = match (stream_interrupted || failure.is_some(), tool_choice) {
+            (true, _) => None,
+            (false, _) if calls.is_empty() => None,
+            (false, Some(ToolChoice::None)) => {
+                dispatch::drop_calls(env, calls);
+                None
+            }
+            (false, _) => Some(dispatch::dispatch(env, speech_id, calls)),
+        };
+
+        let mut interrupted_in_playout = stream_interrupted;
+        if let Some(StepText { playout, started }) = text {
+            let end = if stream_interrupted {
+                playout.interrupt().await
+            } else {
+                playout.finish(interrupt).await
+            };
+            interrupted_in_playout |= end.interrupted;
+            commit_message(env, started, &end);
+        }
+        if let Some(message) = failure {
+            tracing::warn!(agent = %env.agent_id, %speech_id, "LLM request failed: {message}");
+            session.emit(EventKind::Error { source: ErrorSource::Llm, message });
+            return interrupted_in_playout;
+        }
+        let Some(running) = running else { return interrupted_in_playout };
+        if !running.is_empty() {
+            session.set_agent_state(AgentState::Thinking);
+        }
+        let results = running.collect().await;
+        let interrupted = interrupted_in_playout || interrupt.is_cancelled();
+        session.emit(EventKind::FunctionToolsExecuted {
+            call_ids: results.iter().map(|r| r.call.call_id.clone()).collect(),
+        });
+        // Interrupted during playout: results are kept but ask for no reply (§4.1).
+        let items = dispatch::step_items(&results, !interrupted_in_playout);
+        session.commit(&env.agent_id, items);
+        let wants_reply = results.iter().any(|r| r.output.reply_required);
+        if interrupted || !wants_reply {
+            return interrupted;
+        }
+        step += 1;
+    }
+}
+
+fn commit_message(env: &SpeechEnv, started: Timestamp, end: &PlayoutEnd) {
+    if let Some(message) = &end.sink_error {
+        env.session.emit(EventKind::Error { source: ErrorSource::Sink, message: message.clone() });
+    }
+    if end.text.is_empty() {
+        return;
+    }
+    let message = Message {
+        id: env.session.clock.item_id(),
+        role: Role::Assistant,
+        text: end.text.clone(),
+        interrupted: end.interrupted,
+        created_at: started,
+    };
+    env.session.commit(&env.agent_id, vec![ChatItem::Message(message)]);
+}

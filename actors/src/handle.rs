@@ -1,0 +1,287 @@
+//! The host's API: [`Session::builder`] starts a session, [`SessionHandle`] drives it.
+//! Hosts never build actor messages.
+
+use std::any::Any;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use colloquy_core::{Agent, AgentState, ChatItem, FunctionTool, SessionEvent, UserState};
+use colloquy_llm::Llm;
+use futures_core::Stream;
+use ractor::rpc::CallResult;
+use ractor::{Actor, ActorRef, RpcReplyPort};
+use tokio::sync::{broadcast, mpsc};
+
+use crate::error::SessionError;
+use crate::session::{SessionActor, SessionArgs, SessionMsg, SessionOptions};
+use crate::speech_sink::SpeechSink;
+
+/// Capacity of each [`SessionHandle::events`] channel before a slow receiver lags.
+pub const BROADCAST_CAPACITY: usize = 1024;
+
+/// Entry point: `Session::builder()`.
+pub struct Session;
+
+impl Session {
+    /// A builder with default options.
+    pub fn builder() -> SessionBuilder {
+        SessionBuilder::default()
+    }
+}
+
+/// Configures and starts a session.
+///
+/// ```
+/// use colloquy_actors::Session;
+/// use colloquy_core::Agent;
+/// use colloquy_llm::{ScriptedLlm, ScriptedResponse};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), colloquy_actors::SessionError> {
+/// let mut builder = Session::builder().llm(ScriptedLlm::new([ScriptedResponse::text("Hi!")]));
+/// let mut events = builder.subscribe(); // sees the session's very first events too
+/// let session = builder.start(Agent::new("greeter", "Greet the user.")).await?;
+/// session.user_turn("hello").await?;
+/// session.wait_for_idle().await?;
+/// assert_eq!(session.history().await?.len(), 3); // handoff, user, assistant
+/// session.close().await?;
+/// # let _ = events.recv().await;
+/// # Ok(()) }
+/// ```
+#[derive(Default)]
+pub struct SessionBuilder {
+    llm: Option<Arc<dyn Llm>>,
+    sink: Option<Arc<dyn SpeechSink>>,
+    options: SessionOptions,
+    history: Vec<ChatItem>,
+    tools: Vec<FunctionTool>,
+    userdata: Option<Arc<dyn Any + Send + Sync>>,
+    subscribers: Vec<mpsc::UnboundedSender<SessionEvent>>,
+}
+
+impl SessionBuilder {
+    /// The model (required): `ScriptedLlm` for offline runs and tests, or a real adapter.
+    pub fn llm(mut self, llm: impl Llm) -> Self {
+        self.llm = Some(Arc::new(llm));
+        self
+    }
+
+    /// Where speech goes; without one, speech plays out at once.
+    pub fn speech_sink(mut self, sink: impl SpeechSink) -> Self {
+        self.sink = Some(Arc::new(sink));
+        self
+    }
+
+    /// All options at once.
+    pub fn options(mut self, options: SessionOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// How many tool-reply steps may still call tools (default 3).
+    pub fn max_tool_steps(mut self, steps: u32) -> Self {
+        self.options.max_tool_steps = steps;
+        self
+    }
+
+    /// Whether speeches may be interrupted (default true; an agent may override it).
+    pub fn allow_interruptions(mut self, allow: bool) -> Self {
+        self.options.allow_interruptions = allow;
+        self
+    }
+
+    /// The user-away timeout (default 15 s; `None` disables it).
+    pub fn user_away_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.options.user_away_timeout = timeout;
+        self
+    }
+
+    /// Starts from a stored history (as exported by [`SessionHandle::history`]); its messages
+    /// and tool items also seed the first agent's chat context.
+    pub fn history(mut self, items: Vec<ChatItem>) -> Self {
+        self.history = items;
+        self
+    }
+
+    /// A tool visible to every agent (runs in the current agent's toolset).
+    pub fn tool(mut self, tool: FunctionTool) -> Self {
+        self.tools.push(tool);
+        self
+    }
+
+    /// Data every tool can read through `RunContext::userdata`.
+    pub fn userdata<T: Any + Send + Sync>(mut self, data: T) -> Self {
+        self.userdata = Some(Arc::new(data));
+        self
+    }
+
+    /// A lossless subscription that also sees the events emitted while the session starts.
+    pub fn subscribe(&mut self) -> EventStream {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.subscribers.push(tx);
+        EventStream { rx }
+    }
+
+    /// Spawns the session's actors with `agent` as the first agent.
+    pub async fn start(self, agent: Agent) -> Result<SessionHandle, SessionError> {
+        let llm = self
+            .llm
+            .ok_or_else(|| SessionError::Config("no LLM: call SessionBuilder::llm".into()))?;
+        let id = uuid::Uuid::new_v4().to_string();
+        let args = SessionArgs {
+            id: id.clone(),
+            agent,
+            llm,
+            sink: self.sink,
+            options: self.options,
+            history: self.history,
+            session_tools: self.tools,
+            userdata: self.userdata,
+            subscribers: self.subscribers,
+        };
+        match Actor::spawn(None, SessionActor, args).await {
+            Ok((actor, _)) => Ok(SessionHandle { id, actor }),
+            Err(ractor::SpawnErr::StartupFailed(e)) => {
+                let text = e.to_string();
+                if text.starts_with("duplicate function name") {
+                    Err(SessionError::Config(text))
+                } else {
+                    Err(SessionError::Spawn(text))
+                }
+            }
+            Err(e) => Err(SessionError::Spawn(e.to_string())),
+        }
+    }
+}
+
+/// A running session. Cheap to clone; every method talks to the Session actor.
+#[derive(Clone)]
+pub struct SessionHandle {
+    id: String,
+    actor: ActorRef<SessionMsg>,
+}
+
+impl SessionHandle {
+    /// The session's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    async fn ask<T: Send + 'static>(
+        &self,
+        build: impl FnOnce(RpcReplyPort<T>) -> SessionMsg,
+    ) -> Result<T, SessionError> {
+        match self.actor.call(build, None).await {
+            Ok(CallResult::Success(value)) => Ok(value),
+            _ => Err(SessionError::Closed),
+        }
+    }
+
+    /// Commits a user message and starts a reply; interrupts the current speech if it allows
+    /// interruptions. Returns once the turn is accepted, not when the reply is done.
+    pub async fn user_turn(&self, text: impl Into<String>) -> Result<(), SessionError> {
+        let text = text.into();
+        self.ask(|reply| SessionMsg::UserTurn { text, reply }).await?
+    }
+
+    /// Starts a reply with extra instructions for its first LLM step (queued after the
+    /// current speech).
+    pub async fn generate_reply(&self, instructions: impl Into<String>) -> Result<(), SessionError> {
+        let instructions = Some(instructions.into());
+        self.ask(|reply| SessionMsg::GenerateReply { instructions, reply }).await?
+    }
+
+    /// Speaks a fixed text (queued after the current speech).
+    pub async fn say(&self, text: impl Into<String>) -> Result<(), SessionError> {
+        let text = text.into();
+        self.ask(|reply| SessionMsg::Say { text, reply }).await?
+    }
+
+    /// Interrupts the current speech and queued ones that allow it. Returns once the current
+    /// speech is done: an interruption never cancels a tool body, so a speech waiting for a
+    /// blocking tool ends when the tool does (its result is kept, no tool reply follows).
+    pub async fn interrupt(&self) -> Result<(), SessionError> {
+        self.ask(|reply| SessionMsg::Interrupt { reply }).await
+    }
+
+    /// Reports the user speaking (interrupts the current speech if allowed) or quiet.
+    pub fn set_user_speaking(&self, speaking: bool) -> Result<(), SessionError> {
+        self.actor.cast(SessionMsg::SetUserSpeaking(speaking)).map_err(|_| SessionError::Closed)
+    }
+
+    /// A lossless event stream (an unbounded channel) from now on.
+    pub fn subscribe(&self) -> EventStream {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let _ = self.actor.cast(SessionMsg::Subscribe(tx));
+        EventStream { rx }
+    }
+
+    /// A bounded broadcast of events from now on: a receiver that falls more than
+    /// [`BROADCAST_CAPACITY`] behind gets `RecvError::Lagged(n)` telling it how many it missed.
+    pub fn events(&self) -> broadcast::Receiver<SessionEvent> {
+        let (tx, rx) = broadcast::channel(BROADCAST_CAPACITY);
+        let _ = self.actor.cast(SessionMsg::AddBroadcast(tx));
+        rx
+    }
+
+    /// The session history (it starts with the first agent handoff).
+    pub async fn history(&self) -> Result<Vec<ChatItem>, SessionError> {
+        self.ask(SessionMsg::History).await
+    }
+
+    /// One agent's chat context, if that agent has run in this session.
+    pub async fn chat_context(&self, agent: impl Into<String>) -> Result<Option<Vec<ChatItem>>, SessionError> {
+        let agent = agent.into();
+        let ctx = self.ask(|reply| SessionMsg::Context { agent, reply }).await?;
+        Ok(ctx.map(|c| c.items().to_vec()))
+    }
+
+    /// The current agent and user state.
+    pub async fn states(&self) -> Result<(AgentState, UserState), SessionError> {
+        self.ask(SessionMsg::States).await
+    }
+
+    /// Waits until no speech is queued, playing or waiting for blocking tools, and the user is
+    /// not speaking. Fails if the session closes first.
+    pub async fn wait_for_idle(&self) -> Result<(), SessionError> {
+        self.ask(SessionMsg::WaitForIdle).await?
+    }
+
+    /// Closes the session: interrupts every speech, lets running tools finish, stops every
+    /// actor, emits `session_closed`. Returns once the session actor has stopped. Closing a
+    /// closed session is a no-op.
+    pub async fn close(&self) -> Result<(), SessionError> {
+        let reason = "close".to_string();
+        let _ = self.ask(|reply| SessionMsg::Close { reason, reply }).await;
+        let _ = self.actor.wait(None).await;
+        Ok(())
+    }
+}
+
+/// A lossless stream of session events; ends when the session closes.
+#[derive(Debug)]
+pub struct EventStream {
+    rx: mpsc::UnboundedReceiver<SessionEvent>,
+}
+
+impl EventStream {
+    /// The next event; `None` once the session has closed and every event was read.
+    pub async fn recv(&mut self) -> Option<SessionEvent> {
+        self.rx.recv().await
+    }
+
+    /// The next event if one is ready.
+    pub fn try_recv(&mut self) -> Option<SessionEvent> {
+        self.rx.try_recv().ok()
+    }
+}
+
+impl Stream for EventStream {
+    type Item = SessionEvent;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<SessionEvent>> {
+        self.rx.poll_recv(cx)
+    }
+}

@@ -1,0 +1,47 @@
+//! How a session's own actors and tasks talk to it: events, commits and state changes, all
+//! through the Session's mailbox so their order is the order they were sent in.
+
+use std::sync::Arc;
+
+use colloquy_core::{AgentState, ChatContext, ChatItem, EventKind, SessionEvent};
+use ractor::ActorRef;
+
+use super::messages::SessionMsg;
+use crate::clock::SessionClock;
+
+/// A session's address plus its clock. Cheap to clone.
+#[derive(Clone)]
+pub(crate) struct SessionLink {
+    pub actor: ActorRef<SessionMsg>,
+    pub clock: SessionClock,
+}
+
+impl SessionLink {
+    /// Emits an event stamped now. A closed session drops it (nobody is listening).
+    pub fn emit(&self, kind: EventKind) {
+        let event = SessionEvent { at_ms: self.clock.elapsed_ms(), kind };
+        let _ = self.actor.cast(SessionMsg::Emit(event));
+    }
+
+    /// Commits items to `agent`'s context and the history.
+    pub fn commit(&self, agent: &str, items: Vec<ChatItem>) {
+        if items.is_empty() {
+            return;
+        }
+        let _ = self.actor.cast(SessionMsg::Commit { agent: agent.to_string(), items });
+    }
+
+    /// Reports an agent state.
+    pub fn set_agent_state(&self, state: AgentState) {
+        let _ = self.actor.cast(SessionMsg::SetAgentState(state));
+    }
+
+    /// The agent's current chat context (a shared snapshot), or `None` once the session is gone.
+    pub async fn context(&self, agent: &str) -> Option<Arc<ChatContext>> {
+        let agent = agent.to_string();
+        match self.actor.call(|reply| SessionMsg::Context { agent, reply }, None).await {
+            Ok(ractor::rpc::CallResult::Success(ctx)) => ctx,
+            _ => None,
+        }
+    }
+}

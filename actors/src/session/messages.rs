@@ -1,0 +1,52 @@
+//! The Session's messages. Hosts never build these: `SessionHandle` wraps them.
+
+use std::sync::Arc;
+
+use colloquy_core::{AgentState, ChatContext, ChatItem, SessionEvent};
+use ractor::RpcReplyPort;
+use tokio::sync::{broadcast, mpsc};
+
+use crate::error::SessionError;
+
+/// Everything a Session actor handles.
+pub enum SessionMsg {
+    // ---- from the host (through SessionHandle) ----
+    /// Commit a user message and start a reply to it.
+    UserTurn { text: String, reply: RpcReplyPort<Result<(), SessionError>> },
+    /// Start a reply with extra instructions.
+    GenerateReply { instructions: Option<String>, reply: RpcReplyPort<Result<(), SessionError>> },
+    /// Speak a fixed text.
+    Say { text: String, reply: RpcReplyPort<Result<(), SessionError>> },
+    /// Interrupt the current speech (and queued ones that allow it); replies when done.
+    Interrupt { reply: RpcReplyPort<()> },
+    /// The user started or stopped speaking.
+    SetUserSpeaking(bool),
+    /// Add a lossless event subscriber.
+    Subscribe(mpsc::UnboundedSender<SessionEvent>),
+    /// Add a lagging (broadcast) event subscriber.
+    AddBroadcast(broadcast::Sender<SessionEvent>),
+    /// The session history.
+    History(RpcReplyPort<Vec<ChatItem>>),
+    /// One agent's chat context.
+    Context { agent: String, reply: RpcReplyPort<Option<Arc<ChatContext>>> },
+    /// The current agent and user state.
+    States(RpcReplyPort<(AgentState, colloquy_core::UserState)>),
+    /// Replies once the session is idle.
+    WaitForIdle(RpcReplyPort<Result<(), SessionError>>),
+    /// Close the session; replies once it has closed.
+    Close { reason: String, reply: RpcReplyPort<()> },
+
+    // ---- from the session's own actors ----
+    /// Fan an event out to subscribers (and track running calls).
+    Emit(SessionEvent),
+    /// Insert items into an agent's context and the history, by timestamp.
+    Commit { agent: String, items: Vec<ChatItem> },
+    /// A speech changed the agent state.
+    SetAgentState(AgentState),
+    /// A speech finished (or was dropped from the queue).
+    SpeechDone { speech_id: String, interrupted: bool },
+    /// The activity finished its speeches after a close request.
+    ActivityClosed,
+    /// The user-away timer fired.
+    AwayTimeout(u64),
+}

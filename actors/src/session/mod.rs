@@ -1,0 +1,205 @@
+//! The Session actor: one per conversation, the root of its actor tree.
+//!
+//! It owns what must outlive an Activity: the session history, every agent's chat context,
+//! agent and user state, the running-call index and the idle decision. It is the front door
+//! for every speech (it numbers them `s1`, `s2`, …) and the one place events fan out to
+//! subscribers, so their order is the order its mailbox received them in. Handlers never wait
+//! on the session's own actors: a close is a sequence of messages, not an await.
+
+mod link;
+pub(crate) mod messages;
+mod state;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use colloquy_core::{
+    Agent, ChatContext, ChatItem, EventKind, FunctionTool, SessionEvent, SpeechSource,
+};
+use colloquy_llm::{Llm, RequestKind};
+use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
+use tokio::sync::mpsc;
+
+pub(crate) use link::SessionLink;
+pub use messages::SessionMsg;
+use state::SessionState;
+
+use crate::activity::{ActivityActor, ActivityArgs, ActivityMsg, SpeechContent};
+use crate::clock::SessionClock;
+use crate::speech_sink::SpeechSink;
+
+/// Session-wide options.
+#[derive(Clone, Debug)]
+pub struct SessionOptions {
+    /// Tool-reply steps that may still call tools (default 3, §4.1).
+    pub max_tool_steps: u32,
+    /// Whether speeches may be interrupted unless the agent says otherwise (default true).
+    pub allow_interruptions: bool,
+    /// How long both sides must be quiet before the user counts as away (default 15 s;
+    /// `None` disables the timer).
+    pub user_away_timeout: Option<Duration>,
+}
+
+impl Default for SessionOptions {
+    fn default() -> Self {
+        Self { max_tool_steps: 3, allow_interruptions: true, user_away_timeout: Some(Duration::from_secs(15)) }
+    }
+}
+
+pub(crate) struct SessionActor;
+
+pub(crate) struct SessionArgs {
+    pub id: String,
+    pub agent: Agent,
+    pub llm: Arc<dyn Llm>,
+    pub sink: Option<Arc<dyn SpeechSink>>,
+    pub options: SessionOptions,
+    pub history: Vec<ChatItem>,
+    pub session_tools: Vec<FunctionTool>,
+    pub userdata: Option<Arc<dyn std::any::Any + Send + Sync>>,
+    pub subscribers: Vec<mpsc::UnboundedSender<SessionEvent>>,
+}
+
+impl Actor for SessionActor {
+    type Msg = SessionMsg;
+    type State = SessionState;
+    type Arguments = SessionArgs;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        args: Self::Arguments,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        // New items must sort after a restored history: start the clock past its last stamp.
+        let offset = args.history.iter().map(|i| i.created_at().micros + 1).max().unwrap_or(0);
+        let clock = SessionClock::new(offset);
+        let link = SessionLink { actor: myself.clone(), clock: clock.clone() };
+        let agent_id = args.agent.id().to_string();
+        let previous_agent = args.history.iter().rev().find_map(|item| match item {
+            ChatItem::AgentHandoff(h) => Some(h.new_agent.clone()),
+            _ => None,
+        });
+        let restored: Vec<ChatItem> = args
+            .history
+            .iter()
+            .filter(|i| !matches!(i, ChatItem::AgentHandoff(_)))
+            .cloned()
+            .collect();
+        let mut contexts = BTreeMap::new();
+        contexts.insert(agent_id.clone(), Arc::new(ChatContext::from_items(restored)));
+        let allow_interruptions =
+            args.agent.interruptions_override().unwrap_or(args.options.allow_interruptions);
+        let activity_args = ActivityArgs {
+            agent: args.agent,
+            session: link.clone(),
+            llm: args.llm,
+            sink: args.sink,
+            session_tools: args.session_tools,
+            max_tool_steps: args.options.max_tool_steps,
+            userdata: args.userdata,
+        };
+        let (activity, _) =
+            Actor::spawn_linked(None, ActivityActor, activity_args, myself.get_cell()).await?;
+        Ok(SessionState::new(state::Init {
+            id: args.id,
+            link,
+            options: args.options,
+            history: ChatContext::from_items(args.history),
+            contexts,
+            agent_id,
+            previous_agent,
+            allow_interruptions,
+            activity,
+            subscribers: args.subscribers,
+        }))
+    }
+
+    async fn post_start(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        state.start();
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        _state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        myself.stop_children_and_wait(Some("session closed".into()), None).await;
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        message: Self::Msg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            SessionMsg::UserTurn { text, reply } => {
+                let result = state.user_turn(text);
+                let _ = reply.send(result);
+            }
+            SessionMsg::GenerateReply { instructions, reply } => {
+                let content = SpeechContent::Reply {
+                    kind: RequestKind::GenerateReply,
+                    extra_instructions: instructions,
+                };
+                let _ = reply.send(state.create_speech(SpeechSource::GenerateReply, content));
+            }
+            SessionMsg::Say { text, reply } => {
+                let content = SpeechContent::Say { text };
+                let _ = reply.send(state.create_speech(SpeechSource::Say, content));
+            }
+            SessionMsg::Interrupt { reply } => {
+                let _ = state.activity.cast(ActivityMsg::Interrupt { reply: Some(reply) });
+            }
+            SessionMsg::SetUserSpeaking(speaking) => state.set_user_speaking(speaking),
+            SessionMsg::Subscribe(tx) => state.subscribers.push(tx),
+            SessionMsg::AddBroadcast(tx) => state.broadcasts.push(tx),
+            SessionMsg::History(reply) => {
+                let _ = reply.send(state.history.items().to_vec());
+            }
+            SessionMsg::Context { agent, reply } => {
+                let _ = reply.send(state.contexts.get(&agent).cloned());
+            }
+            SessionMsg::States(reply) => {
+                let _ = reply.send((state.agent_state, state.user_state));
+            }
+            SessionMsg::WaitForIdle(reply) => state.wait_for_idle(reply),
+            SessionMsg::Close { reason, reply } => state.close(reason, reply),
+            SessionMsg::Emit(event) => state.emit(event),
+            SessionMsg::Commit { agent, items } => state.commit(&agent, items),
+            SessionMsg::SetAgentState(agent_state) => state.set_agent_state(agent_state),
+            SessionMsg::SpeechDone { speech_id, interrupted } => {
+                state.speech_done(speech_id, interrupted)
+            }
+            SessionMsg::ActivityClosed => {
+                state.finish_close(&myself).await;
+            }
+            SessionMsg::AwayTimeout(generation) => state.away_timeout(generation),
+        }
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        event: SupervisionEvent,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        // The default would stop the session when any child ends; report failures instead.
+        if let SupervisionEvent::ActorFailed(cell, err) = event {
+            tracing::error!(session = %state.id, actor = %cell.get_id(), "actor failed: {err}");
+            state.emit_now(EventKind::Error {
+                source: colloquy_core::ErrorSource::Session,
+                message: format!("activity failed: {err}"),
+            });
+        }
+        Ok(())
+    }
+}

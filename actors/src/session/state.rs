@@ -1,0 +1,317 @@
+//! The Session's state and its transitions.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use colloquy_core::{
+    AgentState, ChatContext, ChatItem, EventKind, Message, Role, SessionEvent,
+    SpeechSource, UserState,
+};
+use colloquy_core::chat::AgentHandoff;
+use colloquy_llm::RequestKind;
+use ractor::{ActorRef, RpcReplyPort};
+use tokio::sync::{broadcast, mpsc};
+
+use super::SessionOptions;
+use super::link::SessionLink;
+use super::messages::SessionMsg;
+use crate::activity::{ActivityMsg, SpeechContent, SpeechJob};
+use crate::error::SessionError;
+use crate::task::OwnedTask;
+
+/// Everything the Session starts with.
+pub(crate) struct Init {
+    pub id: String,
+    pub link: SessionLink,
+    pub options: SessionOptions,
+    pub history: ChatContext,
+    pub contexts: BTreeMap<String, Arc<ChatContext>>,
+    pub agent_id: String,
+    pub previous_agent: Option<String>,
+    pub allow_interruptions: bool,
+    pub activity: ActorRef<ActivityMsg>,
+    pub subscribers: Vec<mpsc::UnboundedSender<SessionEvent>>,
+}
+
+struct Closing {
+    reason: String,
+    waiters: Vec<RpcReplyPort<()>>,
+}
+
+pub(crate) struct SessionState {
+    pub id: String,
+    link: SessionLink,
+    options: SessionOptions,
+    pub history: ChatContext,
+    /// Every agent's chat context, shared with in-flight LLM requests (copy on write).
+    pub contexts: BTreeMap<String, Arc<ChatContext>>,
+    agent_id: String,
+    previous_agent: Option<String>,
+    allow_interruptions: bool,
+    pub activity: ActorRef<ActivityMsg>,
+    pub agent_state: AgentState,
+    pub user_state: UserState,
+    speech_seq: u64,
+    /// Speeches created and not yet done (queued, playing, or waiting on blocking tools).
+    pending_speeches: usize,
+    /// Running calls by call id, from the toolsets' started/ended events.
+    running_calls: BTreeMap<String, String>,
+    pub subscribers: Vec<mpsc::UnboundedSender<SessionEvent>>,
+    pub broadcasts: Vec<broadcast::Sender<SessionEvent>>,
+    idle_waiters: Vec<RpcReplyPort<Result<(), SessionError>>>,
+    closing: Option<Closing>,
+    away_timer: Option<OwnedTask>,
+    away_generation: u64,
+}
+
+impl SessionState {
+    pub fn new(init: Init) -> Self {
+        Self {
+            id: init.id,
+            link: init.link,
+            options: init.options,
+            history: init.history,
+            contexts: init.contexts,
+            agent_id: init.agent_id,
+            previous_agent: init.previous_agent,
+            allow_interruptions: init.allow_interruptions,
+            activity: init.activity,
+            agent_state: AgentState::Initializing,
+            user_state: UserState::Listening,
+            speech_seq: 0,
+            pending_speeches: 0,
+            running_calls: BTreeMap::new(),
+            subscribers: init.subscribers,
+            broadcasts: Vec::new(),
+            idle_waiters: Vec::new(),
+            closing: None,
+            away_timer: None,
+            away_generation: 0,
+        }
+    }
+
+    /// Records the first handoff and moves to listening.
+    pub fn start(&mut self) {
+        let item = ChatItem::AgentHandoff(AgentHandoff {
+            id: self.link.clock.item_id(),
+            old_agent: self.previous_agent.clone(),
+            new_agent: self.agent_id.clone(),
+            created_at: self.link.clock.now(),
+        });
+        self.history.insert(item.clone());
+        self.emit_now(EventKind::AgentHandoff {
+            old_agent: self.previous_agent.clone(),
+            new_agent: self.agent_id.clone(),
+        });
+        self.emit_now(EventKind::ConversationItemAdded { item });
+        self.set_agent_state(AgentState::Listening);
+    }
+
+    fn is_idle(&self) -> bool {
+        self.pending_speeches == 0 && self.user_state != UserState::Speaking
+    }
+
+    // ---- events ----
+
+    pub fn emit_now(&mut self, kind: EventKind) {
+        let event = SessionEvent { at_ms: self.link.clock.elapsed_ms(), kind };
+        self.emit(event);
+    }
+
+    /// Fans an event out; a subscriber that went away is dropped.
+    pub fn emit(&mut self, event: SessionEvent) {
+        match &event.kind {
+            EventKind::ToolCallStarted { call_id, name } => {
+                self.running_calls.insert(call_id.clone(), name.clone());
+                self.update_away_timer(false);
+            }
+            EventKind::ToolCallEnded { call_id, .. } => {
+                self.running_calls.remove(call_id);
+                // The last tool to land restarts the away window in full (§10.4).
+                self.update_away_timer(true);
+            }
+            _ => {}
+        }
+        self.subscribers.retain(|tx| tx.send(event.clone()).is_ok());
+        self.broadcasts.retain(|tx| tx.receiver_count() > 0);
+        for tx in &self.broadcasts {
+            let _ = tx.send(event.clone());
+        }
+    }
+
+    // ---- history ----
+
+    pub fn commit(&mut self, agent: &str, items: Vec<ChatItem>) {
+        let notify = !self.subscribers.is_empty() || !self.broadcasts.is_empty();
+        let mut added = Vec::new();
+        let context = Arc::make_mut(self.contexts.entry(agent.to_string()).or_default());
+        for item in items {
+            if !matches!(item, ChatItem::AgentHandoff(_)) {
+                context.insert(item.clone());
+            }
+            if notify {
+                added.push(item.clone());
+            }
+            self.history.insert(item);
+        }
+        for item in added {
+            self.emit_now(EventKind::ConversationItemAdded { item });
+        }
+    }
+
+    // ---- speeches ----
+
+    pub fn user_turn(&mut self, text: String) -> Result<(), SessionError> {
+        if self.closing.is_some() {
+            return Err(SessionError::Closed);
+        }
+        if self.user_state == UserState::Away {
+            self.set_user_state(UserState::Listening);
+        }
+        let _ = self.activity.cast(ActivityMsg::Interrupt { reply: None });
+        let message = ChatItem::Message(Message {
+            id: self.link.clock.item_id(),
+            role: Role::User,
+            text,
+            interrupted: false,
+            created_at: self.link.clock.now(),
+        });
+        let agent = self.agent_id.clone();
+        self.commit(&agent, vec![message]);
+        let content = SpeechContent::Reply { kind: RequestKind::UserTurn, extra_instructions: None };
+        self.create_speech(SpeechSource::UserTurn, content)
+    }
+
+    pub fn create_speech(&mut self, source: SpeechSource, content: SpeechContent) -> Result<(), SessionError> {
+        if self.closing.is_some() {
+            return Err(SessionError::Closed);
+        }
+        self.speech_seq += 1;
+        let speech_id = format!("s{}", self.speech_seq);
+        self.pending_speeches += 1;
+        self.update_away_timer(false);
+        self.emit_now(EventKind::SpeechCreated { speech_id: speech_id.clone(), source });
+        let job = SpeechJob { speech_id, content, allow_interruptions: self.allow_interruptions };
+        self.activity.cast(ActivityMsg::Speak(job)).map_err(|_| SessionError::Closed)
+    }
+
+    pub fn speech_done(&mut self, speech_id: String, interrupted: bool) {
+        self.pending_speeches = self.pending_speeches.saturating_sub(1);
+        self.emit_now(EventKind::SpeechDone { speech_id, interrupted });
+        if self.pending_speeches == 0 {
+            self.set_agent_state(AgentState::Listening);
+        }
+        self.release_idle_waiters();
+    }
+
+    // ---- states ----
+
+    pub fn set_agent_state(&mut self, state: AgentState) {
+        if self.agent_state != state {
+            self.agent_state = state;
+            self.emit_now(EventKind::AgentState { state });
+            self.update_away_timer(false);
+        }
+    }
+
+    fn set_user_state(&mut self, state: UserState) {
+        if self.user_state != state {
+            self.user_state = state;
+            self.emit_now(EventKind::UserState { state });
+            self.update_away_timer(false);
+        }
+    }
+
+    pub fn set_user_speaking(&mut self, speaking: bool) {
+        if speaking {
+            let _ = self.activity.cast(ActivityMsg::Interrupt { reply: None });
+            self.set_user_state(UserState::Speaking);
+        } else {
+            self.set_user_state(UserState::Listening);
+            self.release_idle_waiters();
+        }
+    }
+
+    /// Runs the user-away timer only while both sides listen and no call runs (§10.4);
+    /// `restart` starts a full new window even if one is already counting.
+    fn update_away_timer(&mut self, restart: bool) {
+        let quiet = self.agent_state == AgentState::Listening
+            && self.user_state == UserState::Listening
+            && self.running_calls.is_empty()
+            && self.pending_speeches == 0
+            && self.closing.is_none();
+        let Some(timeout) = self.options.user_away_timeout.filter(|_| quiet) else {
+            self.away_timer = None;
+            return;
+        };
+        if self.away_timer.is_some() && !restart {
+            return;
+        }
+        self.away_generation += 1;
+        let generation = self.away_generation;
+        let session = self.link.actor.clone();
+        self.away_timer = Some(OwnedTask::spawn(async move {
+            tokio::time::sleep(timeout).await;
+            let _ = session.cast(SessionMsg::AwayTimeout(generation));
+        }));
+    }
+
+    pub fn away_timeout(&mut self, generation: u64) {
+        if generation == self.away_generation && self.away_timer.is_some() {
+            self.away_timer = None;
+            self.set_user_state(UserState::Away);
+        }
+    }
+
+    // ---- idle and close ----
+
+    pub fn wait_for_idle(&mut self, reply: RpcReplyPort<Result<(), SessionError>>) {
+        if self.closing.is_some() {
+            let _ = reply.send(Err(SessionError::Closed));
+        } else if self.is_idle() {
+            let _ = reply.send(Ok(()));
+        } else {
+            self.idle_waiters.push(reply);
+        }
+    }
+
+    fn release_idle_waiters(&mut self) {
+        if self.is_idle() {
+            for waiter in self.idle_waiters.drain(..) {
+                let _ = waiter.send(Ok(()));
+            }
+        }
+    }
+
+    pub fn close(&mut self, reason: String, reply: RpcReplyPort<()>) {
+        if let Some(closing) = &mut self.closing {
+            closing.waiters.push(reply);
+            return;
+        }
+        self.closing = Some(Closing { reason, waiters: vec![reply] });
+        self.away_timer = None;
+        for waiter in self.idle_waiters.drain(..) {
+            let _ = waiter.send(Err(SessionError::Closed));
+        }
+        let _ = self.activity.cast(ActivityMsg::Close);
+    }
+
+    /// The activity is quiet: stop the tree, tell everyone, stop.
+    pub async fn finish_close(&mut self, myself: &ActorRef<SessionMsg>) {
+        // `closing` stays set: the session refuses new work until it has stopped.
+        let Some(closing) = &mut self.closing else { return };
+        let reason = closing.reason.clone();
+        let waiters = std::mem::take(&mut closing.waiters);
+        // The activity has no speech left and its toolset no call: a graceful stop is short.
+        if let Err(e) = self.activity.stop_and_wait(Some(reason.clone()), None).await {
+            tracing::warn!(session = %self.id, "activity did not stop cleanly: {e}");
+        }
+        self.emit_now(EventKind::SessionClosed { reason: reason.clone() });
+        self.subscribers.clear();
+        self.broadcasts.clear();
+        for waiter in waiters {
+            let _ = waiter.send(());
+        }
+        myself.stop(Some(reason));
+    }
+}

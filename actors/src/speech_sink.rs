@@ -1,0 +1,216 @@
+//! Where speech goes: the [`SpeechSink`] a host provides (terminal, TTS, websocket).
+//!
+//! For each piece of agent speech the runtime hands the sink a [`Playout`]: the sink reads
+//! text deltas from it, plays them at its own pace, and reports back either
+//! [`Playout::done`] or [`Playout::interrupted`] with the text actually played, which becomes
+//! the assistant message. Without a sink, speech plays out at once.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+/// Receives the agent's speech.
+///
+/// ```
+/// use colloquy_actors::{Playout, SpeechSink};
+/// /// Prints speech to stdout as it arrives.
+/// struct Terminal;
+/// impl SpeechSink for Terminal {
+///     fn play(&self, mut playout: Playout) {
+///         tokio::spawn(async move {
+///             while let Some(delta) = playout.next_text().await {
+///                 print!("{delta}");
+///             }
+///             println!();
+///             playout.done();
+///         });
+///     }
+/// }
+/// ```
+pub trait SpeechSink: Send + Sync + 'static {
+    /// Starts playing one piece of speech (one reply step). Must not block: hand the playout
+    /// to a task.
+    fn play(&self, playout: Playout);
+}
+
+/// How a playout ended, as the sink reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PlayoutReport {
+    /// Everything was played.
+    Done,
+    /// Playback stopped early; `played_text` is what the user heard.
+    Interrupted {
+        /// The text actually played.
+        played_text: String,
+    },
+}
+
+/// One piece of speech for a sink to play.
+#[derive(Debug)]
+pub struct Playout {
+    speech_id: String,
+    text: mpsc::UnboundedReceiver<String>,
+    interrupt: CancellationToken,
+    report: Option<oneshot::Sender<PlayoutReport>>,
+    progress: Arc<AtomicUsize>,
+}
+
+impl Playout {
+    /// The speech this belongs to (`s1`, `s2`, …).
+    pub fn speech_id(&self) -> &str {
+        &self.speech_id
+    }
+
+    /// The next text delta; `None` once all text has been delivered.
+    pub async fn next_text(&mut self) -> Option<String> {
+        self.text.recv().await
+    }
+
+    /// Resolves when the runtime asks the sink to stop playing.
+    pub async fn interrupt_requested(&self) {
+        self.interrupt.cancelled().await
+    }
+
+    /// True once the runtime asked the sink to stop.
+    pub fn is_interrupt_requested(&self) -> bool {
+        self.interrupt.is_cancelled()
+    }
+
+    /// Reports how many characters have been played so far (used if the sink goes away
+    /// without a final report after an interruption).
+    pub fn progress(&self, played_chars: usize) {
+        self.progress.store(played_chars, Ordering::Relaxed);
+    }
+
+    /// Reports that everything was played.
+    pub fn done(mut self) {
+        if let Some(tx) = self.report.take() {
+            let _ = tx.send(PlayoutReport::Done);
+        }
+    }
+
+    /// Reports that playback stopped after `played_text`.
+    pub fn interrupted(mut self, played_text: impl Into<String>) {
+        if let Some(tx) = self.report.take() {
+            let _ = tx.send(PlayoutReport::Interrupted { played_text: played_text.into() });
+        }
+    }
+}
+
+/// How a playout ended, from the runtime's side.
+#[derive(Debug)]
+pub(crate) struct PlayoutEnd {
+    /// The text played (the whole text unless interrupted).
+    pub text: String,
+    pub interrupted: bool,
+    /// Set when the sink misbehaved (dropped the playout without a report).
+    pub sink_error: Option<String>,
+}
+
+/// The runtime's end of a playout.
+pub(crate) enum PlayoutDriver {
+    /// No sink: text counts as played the moment it arrives.
+    Immediate { text: String },
+    Sink {
+        tx: Option<mpsc::UnboundedSender<String>>,
+        pushed: String,
+        interrupt: CancellationToken,
+        report: oneshot::Receiver<PlayoutReport>,
+        progress: Arc<AtomicUsize>,
+    },
+}
+
+impl PlayoutDriver {
+    pub fn open(sink: Option<&Arc<dyn SpeechSink>>, speech_id: &str) -> Self {
+        let Some(sink) = sink else {
+            return Self::Immediate { text: String::new() };
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        let (report_tx, report_rx) = oneshot::channel();
+        let interrupt = CancellationToken::new();
+        let progress = Arc::new(AtomicUsize::new(0));
+        sink.play(Playout {
+            speech_id: speech_id.to_string(),
+            text: rx,
+            interrupt: interrupt.clone(),
+            report: Some(report_tx),
+            progress: Arc::clone(&progress),
+        });
+        Self::Sink { tx: Some(tx), pushed: String::new(), interrupt, report: report_rx, progress }
+    }
+
+    pub fn push(&mut self, delta: &str) {
+        match self {
+            Self::Immediate { text } => text.push_str(delta),
+            Self::Sink { tx, pushed, .. } => {
+                pushed.push_str(delta);
+                if let Some(tx) = tx {
+                    let _ = tx.send(delta.to_string());
+                }
+            }
+        }
+    }
+
+    /// Ends the text and waits for the playout to finish, or to be interrupted when `stop`
+    /// fires first.
+    pub async fn finish(self, stop: &CancellationToken) -> PlayoutEnd {
+        match self {
+            Self::Immediate { text } => PlayoutEnd { text, interrupted: false, sink_error: None },
+            Self::Sink { tx, pushed, interrupt, mut report, progress } => {
+                drop(tx);
+                let early = tokio::select! {
+                    biased;
+                    r = &mut report => Some(r),
+                    _ = stop.cancelled() => None,
+                };
+                let result = match early {
+                    Some(r) => r,
+                    None => {
+                        interrupt.cancel();
+                        report.await
+                    }
+                };
+                Self::settle(result, pushed, &progress)
+            }
+        }
+    }
+
+    /// Asks the sink to stop and waits for its report.
+    pub async fn interrupt(self) -> PlayoutEnd {
+        match self {
+            Self::Immediate { text } => PlayoutEnd { text, interrupted: true, sink_error: None },
+            Self::Sink { tx, pushed, interrupt, report, progress } => {
+                drop(tx);
+                interrupt.cancel();
+                let result = report.await;
+                let mut end = Self::settle(result, pushed, &progress);
+                end.interrupted = true;
+                end
+            }
+        }
+    }
+
+    fn settle(
+        result: Result<PlayoutReport, oneshot::error::RecvError>,
+        pushed: String,
+        progress: &AtomicUsize,
+    ) -> PlayoutEnd {
+        match result {
+            Ok(PlayoutReport::Done) => PlayoutEnd { text: pushed, interrupted: false, sink_error: None },
+            Ok(PlayoutReport::Interrupted { played_text }) => {
+                PlayoutEnd { text: played_text, interrupted: true, sink_error: None }
+            }
+            Err(_) => {
+                let played = progress.load(Ordering::Relaxed);
+                let text: String = if played > 0 { pushed.chars().take(played).collect() } else { pushed };
+                PlayoutEnd {
+                    text,
+                    interrupted: played > 0,
+                    sink_error: Some("the speech sink dropped a playout without reporting".into()),
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,32 @@
+//! The Toolset's messages.
+
+use colloquy_core::{FunctionCall, Timestamp, ToolError, ToolOutput};
+use ractor::RpcReplyPort;
+use serde_json::{Map, Value};
+
+/// A call to run.
+pub(crate) struct ExecuteCall {
+    /// The function-call item (canonical arguments, stamped at execution start).
+    pub call: FunctionCall,
+    /// Parsed arguments.
+    pub arguments: Map<String, Value>,
+    /// The dispatching speech.
+    pub speech_id: String,
+}
+
+/// What dispatch receives for a call: the output the model will see.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct CallOutcome {
+    pub output: String,
+    pub is_error: bool,
+    pub reply_required: bool,
+    pub finished_at: Timestamp,
+}
+
+/// Everything a Toolset actor handles.
+pub(crate) enum ToolsetMsg {
+    /// Register and start a call; `reply` answers with its output.
+    Execute(ExecuteCall, RpcReplyPort<CallOutcome>),
+    /// A ToolCall actor's body ended.
+    Finished { call_id: String, result: Result<ToolOutput, ToolError> },
+}
