@@ -14,6 +14,7 @@ use ractor::rpc::CallResult;
 use ractor::{Actor, ActorRef, RpcReplyPort};
 use tokio::sync::{broadcast, mpsc};
 
+use crate::catalog::ToolCatalog;
 use crate::error::SessionError;
 use crate::session::{SessionActor, SessionArgs, SessionMsg, SessionOptions};
 use crate::speech_sink::SpeechSink;
@@ -129,28 +130,21 @@ impl SessionBuilder {
         let llm = self
             .llm
             .ok_or_else(|| SessionError::Config("no LLM: call SessionBuilder::llm".into()))?;
+        let catalog = ToolCatalog::build(&self.tools, &agent).map_err(SessionError::Config)?;
         let id = uuid::Uuid::new_v4().to_string();
         let args = SessionArgs {
             id: id.clone(),
             agent,
+            catalog: Arc::new(catalog),
             llm,
             sink: self.sink,
             options: self.options,
             history: self.history,
-            session_tools: self.tools,
             userdata: self.userdata,
             subscribers: self.subscribers,
         };
         match Actor::spawn(None, SessionActor, args).await {
             Ok((actor, _)) => Ok(SessionHandle { id, actor }),
-            Err(ractor::SpawnErr::StartupFailed(e)) => {
-                let text = e.to_string();
-                if text.starts_with("duplicate function name") {
-                    Err(SessionError::Config(text))
-                } else {
-                    Err(SessionError::Spawn(text))
-                }
-            }
             Err(e) => Err(SessionError::Spawn(e.to_string())),
         }
     }

@@ -12,7 +12,7 @@ use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
-use colloquy_core::{Agent, ErrorSource, EventKind, FunctionTool};
+use colloquy_core::{Agent, ErrorSource, EventKind};
 use colloquy_llm::Llm;
 use futures_util::FutureExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
@@ -31,10 +31,10 @@ pub(crate) struct ActivityActor;
 
 pub(crate) struct ActivityArgs {
     pub agent: Agent,
+    pub catalog: Arc<ToolCatalog>,
     pub session: SessionLink,
     pub llm: Arc<dyn Llm>,
     pub sink: Option<Arc<dyn SpeechSink>>,
-    pub session_tools: Vec<FunctionTool>,
     pub max_tool_steps: u32,
     pub userdata: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
@@ -65,7 +65,7 @@ impl Actor for ActivityActor {
         myself: ActorRef<Self::Msg>,
         args: Self::Arguments,
     ) -> Result<Self::State, ActorProcessingErr> {
-        let catalog = Arc::new(ToolCatalog::build(&args.session_tools, &args.agent)?);
+        let catalog = args.catalog;
         let agent_id = args.agent.id().to_string();
         let toolset_args = ToolsetArgs {
             id: format!("agent:{agent_id}"),

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use colloquy_core::{
-    Agent, ChatContext, ChatItem, EventKind, FunctionTool, SessionEvent, SpeechSource,
+    Agent, ChatContext, ChatItem, EventKind, SessionEvent, SpeechSource,
 };
 use colloquy_llm::{Llm, RequestKind};
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
@@ -26,6 +26,7 @@ pub use messages::SessionMsg;
 use state::SessionState;
 
 use crate::activity::{ActivityActor, ActivityArgs, ActivityMsg, SpeechContent};
+use crate::catalog::ToolCatalog;
 use crate::clock::SessionClock;
 use crate::speech_sink::SpeechSink;
 
@@ -52,11 +53,12 @@ pub(crate) struct SessionActor;
 pub(crate) struct SessionArgs {
     pub id: String,
     pub agent: Agent,
+    /// The first agent's tools, already checked by the builder.
+    pub catalog: Arc<ToolCatalog>,
     pub llm: Arc<dyn Llm>,
     pub sink: Option<Arc<dyn SpeechSink>>,
     pub options: SessionOptions,
     pub history: Vec<ChatItem>,
-    pub session_tools: Vec<FunctionTool>,
     pub userdata: Option<Arc<dyn std::any::Any + Send + Sync>>,
     pub subscribers: Vec<mpsc::UnboundedSender<SessionEvent>>,
 }
@@ -92,10 +94,10 @@ impl Actor for SessionActor {
             args.agent.interruptions_override().unwrap_or(args.options.allow_interruptions);
         let activity_args = ActivityArgs {
             agent: args.agent,
+            catalog: args.catalog,
             session: link.clone(),
             llm: args.llm,
             sink: args.sink,
-            session_tools: args.session_tools,
             max_tool_steps: args.options.max_tool_steps,
             userdata: args.userdata,
         };

@@ -1,0 +1,160 @@
+//! Test harness: a session on the scripted LLM, with every event recorded, and the compact
+//! notation of SCENARIOS.md (`user(x)`, `call(name#id args)`, `out(#id,"text",ok,rr=T)`,
+//! `S(id)`, `E(id,status,msg)`, …) so assertions read like the scenarios.
+
+#![allow(dead_code)] // each test binary uses a different part of the harness
+
+use colloquy::prelude::*;
+use colloquy::{EventStream, RecordedRequest, SessionBuilder, ToolCallStatus, ToolChoice};
+
+/// A started session plus what it needs for assertions.
+pub struct Harness {
+    pub session: SessionHandle,
+    pub llm: ScriptedLlm,
+    events: EventStream,
+    seen: Vec<SessionEvent>,
+}
+
+impl Harness {
+    /// Starts `agent` on a recording scripted LLM answering `script`.
+    pub async fn start(agent: Agent, script: Vec<ScriptedResponse>) -> Self {
+        Self::start_with(Session::builder(), agent, script).await
+    }
+
+    /// As [`Harness::start`], with a configured builder.
+    pub async fn start_with(builder: SessionBuilder, agent: Agent, script: Vec<ScriptedResponse>) -> Self {
+        let llm = ScriptedLlm::new(script).recording();
+        let mut builder = builder.llm(llm.clone());
+        let events = builder.subscribe();
+        let session = builder.start(agent).await.expect("session starts");
+        Self { session, llm, events, seen: Vec::new() }
+    }
+
+    /// Runs a user turn and waits until the session is idle.
+    pub async fn turn(&self, text: &str) {
+        self.session.user_turn(text).await.expect("turn accepted");
+        self.session.wait_for_idle().await.expect("session goes idle");
+    }
+
+    /// Every event received so far.
+    pub fn events(&mut self) -> &[SessionEvent] {
+        while let Some(e) = self.events.try_recv() {
+            self.seen.push(e);
+        }
+        &self.seen
+    }
+
+    /// Closes the session and returns every event, `session_closed` last.
+    pub async fn close(mut self) -> Vec<SessionEvent> {
+        self.session.close().await.expect("close");
+        while let Some(e) = self.events.recv().await {
+            self.seen.push(e);
+        }
+        self.seen
+    }
+
+    /// The tool lifecycle events so far, in the notation of the scenarios.
+    pub fn tool_events(&mut self) -> Vec<String> {
+        tool_events(self.events())
+    }
+
+    /// The agent states so far (including the initial listening).
+    pub fn agent_states(&mut self) -> Vec<String> {
+        self.events()
+            .iter()
+            .filter_map(|e| match &e.kind {
+                EventKind::AgentState { state } => Some(format!("{state:?}").to_lowercase()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The agent's chat context, in notation.
+    pub async fn ctx(&self, agent: &str) -> Vec<String> {
+        let items = self.session.chat_context(agent).await.unwrap().expect("agent has a context");
+        show(&items)
+    }
+
+    /// The session history without its leading handoff, in notation.
+    pub async fn hist(&self) -> Vec<String> {
+        let items = self.session.history().await.unwrap();
+        assert!(matches!(items.first(), Some(ChatItem::AgentHandoff(_))), "history starts with a handoff");
+        show(&items[1..])
+    }
+
+    /// Recorded LLM requests.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.llm.requests()
+    }
+}
+
+/// Items in the notation of SCENARIOS.md H4.
+pub fn show(items: &[ChatItem]) -> Vec<String> {
+    items
+        .iter()
+        .map(|item| match item {
+            ChatItem::Message(m) => {
+                let role = format!("{:?}", m.role).to_lowercase();
+                let role = if role == "assistant" { "asst".to_string() } else { role };
+                let cut = if m.interrupted { ",interrupted" } else { "" };
+                format!("{role}({}{cut})", m.text)
+            }
+            ChatItem::FunctionCall(c) => format!("call({}#{} {})", c.name, c.call_id, c.arguments),
+            ChatItem::FunctionCallOutput(o) => format!(
+                "out(#{},{:?},{},rr={})",
+                o.call_id,
+                o.output,
+                if o.is_error { "ERR" } else { "ok" },
+                if o.reply_required { "T" } else { "F" }
+            ),
+            ChatItem::AgentHandoff(h) => format!("handoff({:?}->{})", h.old_agent, h.new_agent),
+        })
+        .collect()
+}
+
+/// Tool lifecycle events in notation: `S(id)`, `E(id,status,msg)`, `FTE[ids]`, `DROP(id)`.
+pub fn tool_events(events: &[SessionEvent]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::ToolCallStarted { call_id, .. } => Some(format!("S({call_id})")),
+            EventKind::ToolCallEnded { id, status, message, .. } => {
+                let status = match status {
+                    ToolCallStatus::Done => "done",
+                    ToolCallStatus::Error => "error",
+                    ToolCallStatus::Cancelled => "cancelled",
+                };
+                let message = message.as_deref().map_or("null".to_string(), |m| format!("{m:?}"));
+                Some(format!("E({id},{status},{message})"))
+            }
+            EventKind::FunctionToolsExecuted { call_ids } => Some(format!("FTE{call_ids:?}")),
+            EventKind::ToolCallDropped { call_id, .. } => Some(format!("DROP({call_id})")),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The `at_ms` of the first event matching `f`.
+pub fn at_ms(events: &[SessionEvent], f: impl Fn(&EventKind) -> bool) -> u64 {
+    events.iter().find(|e| f(&e.kind)).map(|e| e.at_ms).expect("event present")
+}
+
+/// `tool_choice` in the notation of the scenarios.
+pub fn choice(r: &RecordedRequest) -> &'static str {
+    match r.tool_choice {
+        None => "unset",
+        Some(ToolChoice::Auto) => "auto",
+        Some(ToolChoice::None) => "none",
+        Some(ToolChoice::Required) => "required",
+    }
+}
+
+/// A scripted response made of one tool call.
+pub fn call(id: &str, name: &str, args: &str) -> ScriptedResponse {
+    ScriptedResponse::calls([ScriptedCall::new(id, name, args)])
+}
+
+/// A scripted text response.
+pub fn text(t: &str) -> ScriptedResponse {
+    ScriptedResponse::text(t)
+}
