@@ -38,7 +38,7 @@
 //! ```
 
 pub use colloquy_actors::{
-    BROADCAST_CAPACITY, EventStream, Playout, PlayoutReport, Session, SessionBuilder, SessionError,
+    BROADCAST_CAPACITY, EventStream, InterruptSignal, Playout, PlayoutReport, Session, SessionBuilder, SessionError,
     SessionHandle, SessionOptions, SpeechSink,
 };
 pub use colloquy_core::{

@@ -26,4 +26,4 @@ mod toolset;
 pub use error::SessionError;
 pub use handle::{BROADCAST_CAPACITY, EventStream, Session, SessionBuilder, SessionHandle};
 pub use session::SessionOptions;
-pub use speech_sink::{Playout, PlayoutReport, SpeechSink};
+pub use speech_sink::{InterruptSignal, Playout, PlayoutReport, SpeechSink};

@@ -35,6 +35,22 @@ pub trait SpeechSink: Send + Sync + 'static {
     fn play(&self, playout: Playout);
 }
 
+/// Fires when the runtime interrupts a playout (see [`Playout::interrupt_signal`]).
+#[derive(Clone, Debug)]
+pub struct InterruptSignal(CancellationToken);
+
+impl InterruptSignal {
+    /// Resolves once the playout is interrupted.
+    pub async fn requested(&self) {
+        self.0.cancelled().await
+    }
+
+    /// True once the playout is interrupted.
+    pub fn is_requested(&self) -> bool {
+        self.0.is_cancelled()
+    }
+}
+
 /// How a playout ended, as the sink reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PlayoutReport {
@@ -68,14 +84,10 @@ impl Playout {
         self.text.recv().await
     }
 
-    /// Resolves when the runtime asks the sink to stop playing.
-    pub async fn interrupt_requested(&self) {
-        self.interrupt.cancelled().await
-    }
-
-    /// True once the runtime asked the sink to stop.
-    pub fn is_interrupt_requested(&self) -> bool {
-        self.interrupt.is_cancelled()
+    /// A signal that fires when the runtime asks the sink to stop playing. It is a separate
+    /// value so a sink can wait on it and on [`Playout::next_text`] in one `select!`.
+    pub fn interrupt_signal(&self) -> InterruptSignal {
+        InterruptSignal(self.interrupt.clone())
     }
 
     /// Reports how many characters have been played so far (used if the sink goes away
