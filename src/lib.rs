@@ -38,14 +38,14 @@
 //! ```
 
 pub use colloquy_actors::{
-    BROADCAST_CAPACITY, EventStream, InterruptSignal, Playout, PlayoutReport, Session, SessionBuilder, SessionError,
-    SessionHandle, SessionOptions, SpeechSink,
+    BROADCAST_CAPACITY, EventStream, InterruptSignal, Playout, PlayoutReport, Session,
+    SessionBuilder, SessionError, SessionHandle, SessionOptions, SpeechSink,
 };
 pub use colloquy_core::{
-    Agent, AgentHandoff, AgentState, ChatContext, ChatItem, ErrorSource, EventKind, FunctionCall,
-    FunctionCallOutput, IntoToolOutput, Json, Message, OnDuplicate, DuplicateScope, Role,
-    RunContext, SessionEvent, SpeechSource, StopResponse, Timestamp, ToolCallStatus, ToolError,
-    ToolFlags, ToolOutput, ToolResult, ToolSchema, Toolset, UserState,
+    Agent, AgentHandoff, AgentState, ChatContext, ChatItem, DuplicateScope, ErrorSource, EventKind,
+    FunctionCall, FunctionCallOutput, IntoToolOutput, Json, Message, OnDuplicate, Role, RunContext,
+    SessionEvent, SpeechSource, StopResponse, Timestamp, ToolCallStatus, ToolError, ToolFlags,
+    ToolOutput, ToolResult, ToolSchema, Toolset, UserState,
 };
 pub use colloquy_core::{FunctionTool, args, text, tool};
 pub use colloquy_llm::{

@@ -25,9 +25,13 @@ fn one() -> i64 {
 }
 
 fn get_weather() -> FunctionTool {
-    FunctionTool::new("get_weather", "Current weather.", |_ctx: RunContext, a: Weather| async move {
-        Ok::<_, ToolError>(format!("sunny in {}", a.location))
-    })
+    FunctionTool::new(
+        "get_weather",
+        "Current weather.",
+        |_ctx: RunContext, a: Weather| async move {
+            Ok::<_, ToolError>(format!("sunny in {}", a.location))
+        },
+    )
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -48,8 +52,10 @@ async fn c01_sync_tool_returning_a_string() {
 
     let reqs = h.requests();
     assert_eq!(reqs.len(), 2);
-    assert_eq!((reqs[0].kind, reqs[0].tools.clone(), choice(&reqs[0])),
-               (RequestKind::UserTurn, vec!["get_weather".to_string()], "unset"));
+    assert_eq!(
+        (reqs[0].kind, reqs[0].tools.clone(), choice(&reqs[0])),
+        (RequestKind::UserTurn, vec!["get_weather".to_string()], "unset")
+    );
     assert_eq!(show(&reqs[0].items), ["user(weather?)"]);
     assert_eq!((reqs[1].kind, choice(&reqs[1])), (RequestKind::ToolReply, "auto"));
     assert_eq!(
@@ -81,7 +87,9 @@ async fn c02_map_return_renders_as_compact_json() {
     });
     let mut h = Harness::start(agent().tool(book), vec![call("c1", "book", "{}")]).await;
     h.turn("book").await;
-    assert!(h.ctx("A").await.contains(&r#"out(#c1,"{\"confirmation\":\"FL-1\"}",ok,rr=T)"#.to_string()));
+    assert!(
+        h.ctx("A").await.contains(&r#"out(#c1,"{\"confirmation\":\"FL-1\"}",ok,rr=T)"#.to_string())
+    );
     assert_eq!(h.tool_events()[1], r#"E(c1,done,"{\"confirmation\":\"FL-1\"}")"#);
     h.close().await;
 }
@@ -104,13 +112,17 @@ async fn c04_falsy_return_renders_and_asks_for_a_reply() {
 
 #[tokio::test(start_paused = true)]
 async fn c05_blocking_tool_keeps_the_agent_thinking() {
-    let lookup = FunctionTool::new("lookup", "Look up.", |_ctx: RunContext, _a: NoArgs| async move {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        Ok::<_, ToolError>("order 42")
-    });
+    let lookup =
+        FunctionTool::new("lookup", "Look up.", |_ctx: RunContext, _a: NoArgs| async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            Ok::<_, ToolError>("order 42")
+        });
     let mut h = Harness::start(
         agent().tool(lookup),
-        vec![text("Let me check.").with_call(ScriptedCall::new("c1", "lookup", "{}")), text("It shipped.")],
+        vec![
+            text("Let me check.").with_call(ScriptedCall::new("c1", "lookup", "{}")),
+            text("It shipped."),
+        ],
     )
     .await;
     h.turn("order?").await;
@@ -124,7 +136,13 @@ async fn c05_blocking_tool_keeps_the_agent_thinking() {
     );
     assert_eq!(
         h.ctx("A").await,
-        ["user(order?)", "asst(Let me check.)", "call(lookup#c1 {})", r#"out(#c1,"order 42",ok,rr=T)"#, "asst(It shipped.)"]
+        [
+            "user(order?)",
+            "asst(Let me check.)",
+            "call(lookup#c1 {})",
+            r#"out(#c1,"order 42",ok,rr=T)"#,
+            "asst(It shipped.)"
+        ]
     );
     // The tool-reply request was sent only once the tool had ended, 10 ms before its answer.
     assert_eq!(at_ms(&events, |k| matches!(k, EventKind::SpeechDone { .. })), 320);
@@ -133,12 +151,16 @@ async fn c05_blocking_tool_keeps_the_agent_thinking() {
 
 #[tokio::test(start_paused = true)]
 async fn c13_tool_error_before_any_update() {
-    let charge = FunctionTool::new("charge", "Charge.", |_ctx: RunContext, _a: NoArgs| async move {
-        Err::<String, _>(ToolError::new("card declined"))
-    });
+    let charge =
+        FunctionTool::new("charge", "Charge.", |_ctx: RunContext, _a: NoArgs| async move {
+            Err::<String, _>(ToolError::new("card declined"))
+        });
     let mut h = Harness::start(agent().tool(charge), vec![call("e1", "charge", "{}")]).await;
     h.turn("pay").await;
-    assert_eq!(show(&h.requests()[1].items).last().unwrap(), r#"out(#e1,"card declined",ERR,rr=T)"#);
+    assert_eq!(
+        show(&h.requests()[1].items).last().unwrap(),
+        r#"out(#e1,"card declined",ERR,rr=T)"#
+    );
     assert_eq!(choice(&h.requests()[1]), "auto");
     assert_eq!(h.tool_events()[1], r#"E(e1,error,"card declined")"#);
     h.close().await;
@@ -146,13 +168,21 @@ async fn c13_tool_error_before_any_update() {
 
 #[tokio::test(start_paused = true)]
 async fn c14_internal_error_hides_its_text_from_the_model() {
-    let weather = FunctionTool::new("get_weather", "W.", |_ctx: RunContext, _a: Weather| async move {
-        Err::<String, _>(ToolError::internal("kaboom: secret"))
-    });
-    let mut h = Harness::start(agent().tool(weather), vec![call("1", "get_weather", r#"{"location":"Tokyo"}"#)]).await;
+    let weather =
+        FunctionTool::new("get_weather", "W.", |_ctx: RunContext, _a: Weather| async move {
+            Err::<String, _>(ToolError::internal("kaboom: secret"))
+        });
+    let mut h = Harness::start(
+        agent().tool(weather),
+        vec![call("1", "get_weather", r#"{"location":"Tokyo"}"#)],
+    )
+    .await;
     h.turn("weather").await;
     let ctx = h.ctx("A").await;
-    assert!(ctx.contains(&r#"out(#1,"An internal error occurred.",ERR,rr=T)"#.to_string()), "{ctx:?}");
+    assert!(
+        ctx.contains(&r#"out(#1,"An internal error occurred.",ERR,rr=T)"#.to_string()),
+        "{ctx:?}"
+    );
     assert!(!ctx.iter().any(|i| i.contains("secret")));
     assert_eq!(h.tool_events()[1], r#"E(1,error,"kaboom: secret")"#);
     h.close().await;
@@ -206,7 +236,11 @@ async fn c22_unknown_tool_name() {
 
 #[tokio::test(start_paused = true)]
 async fn c23_unparseable_json_arguments() {
-    let mut h = Harness::start(agent().tool(get_weather()), vec![call("b1", "get_weather", "not json at all")]).await;
+    let mut h = Harness::start(
+        agent().tool(get_weather()),
+        vec![call("b1", "get_weather", "not json at all")],
+    )
+    .await;
     h.turn("x").await;
     let items = h.session.chat_context("A").await.unwrap().unwrap();
     let call = items[1].as_function_call().unwrap();
@@ -214,7 +248,9 @@ async fn c23_unparseable_json_arguments() {
     let out = items[2].as_function_call_output().unwrap();
     assert!(out.is_error);
     assert!(
-        out.output.starts_with("Error parsing arguments for `get_weather`: could not parse function arguments as JSON:"),
+        out.output.starts_with(
+            "Error parsing arguments for `get_weather`: could not parse function arguments as JSON:"
+        ),
         "{}",
         out.output
     );
@@ -224,11 +260,15 @@ async fn c23_unparseable_json_arguments() {
 
 #[tokio::test(start_paused = true)]
 async fn c25_missing_required_argument_is_a_tool_error_with_events() {
-    let mut h = Harness::start(agent().tool(get_weather()), vec![call("1", "get_weather", "{}")]).await;
+    let mut h =
+        Harness::start(agent().tool(get_weather()), vec![call("1", "get_weather", "{}")]).await;
     h.turn("x").await;
     let text = "Error parsing arguments for `get_weather`: location: missing";
     assert!(h.ctx("A").await.contains(&format!("out(#1,{text:?},ERR,rr=T)")));
-    assert_eq!(h.tool_events(), ["S(1)".to_string(), format!("E(1,error,{text:?})"), r#"FTE["1"]"#.into()]);
+    assert_eq!(
+        h.tool_events(),
+        ["S(1)".to_string(), format!("E(1,error,{text:?})"), r#"FTE["1"]"#.into()]
+    );
     assert_eq!(h.hist().await[1], "call(get_weather#1 {})");
     h.close().await;
 }
@@ -252,7 +292,11 @@ async fn lax_arguments_are_canonicalised_and_coerced() {
     let seen = FunctionTool::new("get_weather", "W.", |_ctx: RunContext, a: Weather| async move {
         Ok::<_, ToolError>(format!("{} x{}", a.location, a.days))
     });
-    let h = Harness::start(agent().tool(seen), vec![call("c1", "get_weather", r#"{"days":"3","location":"Oslo","x":1}"#)]).await;
+    let h = Harness::start(
+        agent().tool(seen),
+        vec![call("c1", "get_weather", r#"{"days":"3","location":"Oslo","x":1}"#)],
+    )
+    .await;
     h.turn("x").await;
     let ctx = h.ctx("A").await;
     assert_eq!(ctx[1], r#"call(get_weather#c1 {"days": "3", "location": "Oslo", "x": 1})"#);
@@ -261,7 +305,9 @@ async fn lax_arguments_are_canonicalised_and_coerced() {
 }
 
 fn job() -> FunctionTool {
-    FunctionTool::new("job", "Job.", |_ctx: RunContext, _a: NoArgs| async move { Ok::<_, ToolError>("job done") })
+    FunctionTool::new("job", "Job.", |_ctx: RunContext, _a: NoArgs| async move {
+        Ok::<_, ToolError>("job done")
+    })
 }
 
 #[tokio::test(start_paused = true)]
@@ -269,7 +315,8 @@ async fn step_limit_sends_tool_choice_none_and_drops_calls() {
     // C-28 adapted: calls emitted under tool_choice = none are dropped, each with an event
     // (decision 10). Here `none` comes from the step limit (max_tool_steps = 3): requests 1-4
     // may call tools, the 5th is sent with `none`.
-    let script: Vec<_> = (1..=5).map(|i| call(&format!("c{i}"), "job", "{}").with_latency(Duration::ZERO)).collect();
+    let script: Vec<_> =
+        (1..=5).map(|i| call(&format!("c{i}"), "job", "{}").with_latency(Duration::ZERO)).collect();
     let mut h = Harness::start(agent().tool(job()), script).await;
     h.turn("go").await;
     let choices: Vec<_> = h.requests().iter().map(choice).collect();
@@ -284,7 +331,8 @@ async fn step_limit_sends_tool_choice_none_and_drops_calls() {
 #[tokio::test(start_paused = true)]
 async fn max_tool_steps_is_configurable() {
     let script: Vec<_> = (1..=3).map(|i| call(&format!("c{i}"), "job", "{}")).collect();
-    let h = Harness::start_with(Session::builder().max_tool_steps(1), agent().tool(job()), script).await;
+    let h = Harness::start_with(Session::builder().max_tool_steps(1), agent().tool(job()), script)
+        .await;
     h.turn("go").await;
     let choices: Vec<_> = h.requests().iter().map(|r| r.tool_choice).collect();
     assert_eq!(choices, [None, Some(ToolChoice::Auto), Some(ToolChoice::None)]);
@@ -293,8 +341,12 @@ async fn max_tool_steps_is_configurable() {
 
 #[tokio::test(start_paused = true)]
 async fn empty_outputs_ask_for_no_reply() {
-    let quiet = FunctionTool::new("quiet", "Nothing.", |_ctx: RunContext, _a: NoArgs| async move { Ok::<_, ToolError>(()) });
-    let stop = FunctionTool::new("stop", "Stop.", |_ctx: RunContext, _a: NoArgs| async move { Ok::<_, ToolError>(StopResponse) });
+    let quiet = FunctionTool::new("quiet", "Nothing.", |_ctx: RunContext, _a: NoArgs| async move {
+        Ok::<_, ToolError>(())
+    });
+    let stop = FunctionTool::new("stop", "Stop.", |_ctx: RunContext, _a: NoArgs| async move {
+        Ok::<_, ToolError>(StopResponse)
+    });
     let kept = FunctionTool::new("kept", "Kept.", |_ctx: RunContext, _a: NoArgs| async move {
         Ok::<_, ToolError>(ToolResult { output: "noted".into(), reply_required: false })
     });
@@ -327,7 +379,10 @@ async fn calls_of_one_response_run_in_parallel() {
     };
     let mut h = Harness::start(
         agent().tool(slow("slow_a", 200)).tool(slow("slow_b", 100)),
-        vec![ScriptedResponse::calls([ScriptedCall::new("a", "slow_a", "{}"), ScriptedCall::new("b", "slow_b", "{}")])],
+        vec![ScriptedResponse::calls([
+            ScriptedCall::new("a", "slow_a", "{}"),
+            ScriptedCall::new("b", "slow_b", "{}"),
+        ])],
     )
     .await;
     h.turn("go").await;
@@ -338,7 +393,12 @@ async fn calls_of_one_response_run_in_parallel() {
     assert_eq!(h.tool_events().last().unwrap(), r#"FTE["b", "a"]"#);
     assert_eq!(
         h.ctx("A").await[1..5],
-        ["call(slow_a#a {})", "call(slow_b#b {})", r#"out(#b,"slow_b done",ok,rr=T)"#, r#"out(#a,"slow_a done",ok,rr=T)"#]
+        [
+            "call(slow_a#a {})",
+            "call(slow_b#b {})",
+            r#"out(#b,"slow_b done",ok,rr=T)"#,
+            r#"out(#a,"slow_a done",ok,rr=T)"#
+        ]
     );
     h.close().await;
 }
@@ -357,7 +417,8 @@ async fn duplicate_tool_names_are_a_configuration_error() {
     }
     // The same tool listed twice is kept once.
     let tool = get_weather();
-    let h = Harness::start_with(Session::builder().tool(tool.clone()), agent().tool(tool), vec![]).await;
+    let h = Harness::start_with(Session::builder().tool(tool.clone()), agent().tool(tool), vec![])
+        .await;
     h.turn("hi").await;
     assert_eq!(h.requests()[0].tools, ["get_weather"]);
     h.close().await;

@@ -3,8 +3,8 @@
 
 mod common;
 
-use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use colloquy::prelude::*;
@@ -46,7 +46,12 @@ async fn history_exports_and_restores_into_a_new_session() {
     assert_eq!(h.requests()[0].items.len(), 3, "the restored context goes to the LLM");
     assert_eq!(
         h.ctx("A").await,
-        ["user(Tell me about Paris)", "asst(Paris is lovely.)", "user(And Lyon?)", "asst(And Lyon too.)"]
+        [
+            "user(Tell me about Paris)",
+            "asst(Paris is lovely.)",
+            "user(And Lyon?)",
+            "asst(And Lyon too.)"
+        ]
     );
     let history = h.session.history().await.unwrap();
     assert_eq!(
@@ -61,7 +66,8 @@ async fn history_exports_and_restores_into_a_new_session() {
 
 #[tokio::test(start_paused = true)]
 async fn a_speaking_user_holds_idle_and_interrupts_the_agent() {
-    let h = Harness::start(agent(), vec![text("long").with_latency(Duration::from_millis(500))]).await;
+    let h =
+        Harness::start(agent(), vec![text("long").with_latency(Duration::from_millis(500))]).await;
     h.session.user_turn("hi").await.unwrap();
     tokio::time::sleep(Duration::from_millis(50)).await;
     h.session.set_user_speaking(true).unwrap();
@@ -86,7 +92,8 @@ async fn the_user_counts_as_away_after_a_quiet_window() {
     assert_eq!(user_states(h.events())[1], (20_010, UserState::Listening));
     h.close().await;
 
-    let mut h = Harness::start_with(Session::builder().user_away_timeout(None), agent(), vec![]).await;
+    let mut h =
+        Harness::start_with(Session::builder().user_away_timeout(None), agent(), vec![]).await;
     tokio::time::sleep(Duration::from_secs(60)).await;
     assert!(user_states(h.events()).is_empty());
     h.close().await;
@@ -98,7 +105,8 @@ async fn a_running_tool_holds_the_away_timer() {
         tokio::time::sleep(Duration::from_secs(20)).await;
         Ok::<_, ToolError>("done")
     });
-    let mut h = Harness::start(agent().tool(slow), vec![call("c1", "slow", "{}"), text("Done.")]).await;
+    let mut h =
+        Harness::start(agent().tool(slow), vec![call("c1", "slow", "{}"), text("Done.")]).await;
     h.turn("go").await; // the tool ends at 20.01 s, the reply at 20.02 s
     tokio::time::sleep(Duration::from_secs(30)).await;
     assert_eq!(user_states(h.events()), [(35_020, UserState::Away)]);
@@ -120,7 +128,9 @@ async fn lossless_and_broadcast_subscribers() {
         lossless += 1;
     }
     match lagging.recv().await {
-        Err(RecvError::Lagged(missed)) => assert_eq!(missed as usize, lossless - colloquy::BROADCAST_CAPACITY),
+        Err(RecvError::Lagged(missed)) => {
+            assert_eq!(missed as usize, lossless - colloquy::BROADCAST_CAPACITY)
+        }
         other => panic!("a lagging receiver is told it lagged, got {other:?}"),
     }
     assert!(lossless > colloquy::BROADCAST_CAPACITY);
@@ -136,9 +146,15 @@ struct Ledger {
 #[tokio::test(start_paused = true)]
 async fn tools_read_session_userdata_and_their_call() {
     let note = FunctionTool::new("note", "Note.", |ctx: RunContext, _a: NoArgs| async move {
-        let ledger = ctx.userdata::<Arc<Ledger>>().ok_or_else(|| ToolError::internal("no ledger"))?;
+        let ledger =
+            ctx.userdata::<Arc<Ledger>>().ok_or_else(|| ToolError::internal("no ledger"))?;
         ledger.calls.fetch_add(1, Ordering::SeqCst);
-        ledger.notes.lock().unwrap().push(format!("{}@{}/{}", ctx.call_id(), ctx.speech_id(), ctx.agent_id()));
+        ledger.notes.lock().unwrap().push(format!(
+            "{}@{}/{}",
+            ctx.call_id(),
+            ctx.speech_id(),
+            ctx.agent_id()
+        ));
         Ok::<_, ToolError>("noted")
     });
     let ledger = Arc::new(Ledger::default());

@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use colloquy::prelude::*;
 use colloquy::ToolCallStatus;
+use colloquy::prelude::*;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -18,7 +18,7 @@ struct Lookup {
 fn lookup() -> FunctionTool {
     FunctionTool::new("lookup", "Look up.", |_ctx: RunContext, a: Lookup| async move {
         tokio::time::sleep(Duration::from_millis(u64::from(a.n % 3))).await;
-        if a.n % 5 == 0 {
+        if a.n.is_multiple_of(5) {
             return Err(ToolError::new("not found"));
         }
         Ok(format!("item {}", a.n))
@@ -33,9 +33,14 @@ async fn run_session(index: u32, turns: u32) -> (Vec<ChatItem>, Vec<SessionEvent
             return ScriptedResponse::text(format!("answer {i}")).with_latency(Duration::ZERO);
         }
         let n = index * 100 + i as u32;
-        let mut calls = vec![ScriptedCall::new(format!("c{i}"), "lookup", format!(r#"{{"n":{n}}}"#))];
-        if i % 3 == 0 {
-            calls.push(ScriptedCall::new(format!("d{i}"), "lookup", format!(r#"{{"n":"{}"}}"#, n + 1)));
+        let mut calls =
+            vec![ScriptedCall::new(format!("c{i}"), "lookup", format!(r#"{{"n":{n}}}"#))];
+        if i.is_multiple_of(3) {
+            calls.push(ScriptedCall::new(
+                format!("d{i}"),
+                "lookup",
+                format!(r#"{{"n":"{}"}}"#, n + 1),
+            ));
         }
         ScriptedResponse::calls(calls).with_latency(Duration::from_millis(1))
     });
@@ -66,7 +71,9 @@ async fn many_sessions_on_two_threads_keep_every_invariant() {
         let mut ended: BTreeMap<String, u32> = BTreeMap::new();
         for e in &events {
             match &e.kind {
-                EventKind::ToolCallStarted { call_id, .. } => *started.entry(call_id.clone()).or_default() += 1,
+                EventKind::ToolCallStarted { call_id, .. } => {
+                    *started.entry(call_id.clone()).or_default() += 1
+                }
                 EventKind::ToolCallEnded { call_id, status, .. } => {
                     assert_ne!(*status, ToolCallStatus::Cancelled);
                     *ended.entry(call_id.clone()).or_default() += 1;

@@ -22,8 +22,12 @@ fn speech_events(events: &[SessionEvent]) -> Vec<String> {
     events
         .iter()
         .filter_map(|e| match &e.kind {
-            EventKind::SpeechCreated { speech_id, source } => Some(format!("created({speech_id},{source:?})")),
-            EventKind::SpeechDone { speech_id, interrupted } => Some(format!("done({speech_id},{interrupted})")),
+            EventKind::SpeechCreated { speech_id, source } => {
+                Some(format!("created({speech_id},{source:?})"))
+            }
+            EventKind::SpeechDone { speech_id, interrupted } => {
+                Some(format!("done({speech_id},{interrupted})"))
+            }
             _ => None,
         })
         .collect()
@@ -57,7 +61,9 @@ async fn generate_reply_sends_its_instructions_for_one_reply_only() {
 
 #[tokio::test(start_paused = true)]
 async fn interrupting_while_the_llm_thinks_drops_the_request() {
-    let mut h = Harness::start(agent(), vec![text("too late").with_latency(Duration::from_millis(500))]).await;
+    let mut h =
+        Harness::start(agent(), vec![text("too late").with_latency(Duration::from_millis(500))])
+            .await;
     h.session.user_turn("hi").await.unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
     h.session.interrupt().await.unwrap();
@@ -168,7 +174,8 @@ impl SpeechSink for PacedSink {
 #[tokio::test(start_paused = true)]
 async fn a_sink_paces_playout_and_an_interruption_keeps_what_was_played() {
     let builder = Session::builder().speech_sink(PacedSink);
-    let mut h = Harness::start_with(builder, agent(), vec![text("Hello world"), text("Goodbye now")]).await;
+    let mut h =
+        Harness::start_with(builder, agent(), vec![text("Hello world"), text("Goodbye now")]).await;
     h.turn("hi").await;
     // 10 ms of latency, then 11 characters at 10 ms each.
     assert_eq!(at_ms(h.events(), |k| matches!(k, EventKind::SpeechDone { .. })), 120);
@@ -184,7 +191,8 @@ async fn a_sink_paces_playout_and_an_interruption_keeps_what_was_played() {
 
 #[tokio::test(start_paused = true)]
 async fn a_broken_llm_stream_ends_the_turn_cleanly() {
-    let mut h = Harness::start(agent(), vec![ScriptedResponse::error("rate limited"), text("Back.")]).await;
+    let mut h =
+        Harness::start(agent(), vec![ScriptedResponse::error("rate limited"), text("Back.")]).await;
     h.turn("hi").await;
     let errors: Vec<_> = h
         .events()
@@ -217,6 +225,9 @@ async fn speeches_queue_in_order() {
             _ => None,
         })
         .collect();
-    assert_eq!(sources, [SpeechSource::GenerateReply, SpeechSource::Say, SpeechSource::GenerateReply]);
+    assert_eq!(
+        sources,
+        [SpeechSource::GenerateReply, SpeechSource::Say, SpeechSource::GenerateReply]
+    );
     h.close().await;
 }

@@ -182,7 +182,10 @@ impl SessionHandle {
 
     /// Starts a reply with extra instructions for its first LLM step (queued after the
     /// current speech).
-    pub async fn generate_reply(&self, instructions: impl Into<String>) -> Result<(), SessionError> {
+    pub async fn generate_reply(
+        &self,
+        instructions: impl Into<String>,
+    ) -> Result<(), SessionError> {
         let instructions = Some(instructions.into());
         self.ask(|reply| SessionMsg::GenerateReply { instructions, reply }).await?
     }
@@ -226,7 +229,10 @@ impl SessionHandle {
     }
 
     /// One agent's chat context, if that agent has run in this session.
-    pub async fn chat_context(&self, agent: impl Into<String>) -> Result<Option<Vec<ChatItem>>, SessionError> {
+    pub async fn chat_context(
+        &self,
+        agent: impl Into<String>,
+    ) -> Result<Option<Vec<ChatItem>>, SessionError> {
         let agent = agent.into();
         let ctx = self.ask(|reply| SessionMsg::Context { agent, reply }).await?;
         Ok(ctx.map(|c| c.items().to_vec()))

@@ -210,13 +210,16 @@ impl PlayoutDriver {
         progress: &AtomicUsize,
     ) -> PlayoutEnd {
         match result {
-            Ok(PlayoutReport::Done) => PlayoutEnd { text: pushed, interrupted: false, sink_error: None },
+            Ok(PlayoutReport::Done) => {
+                PlayoutEnd { text: pushed, interrupted: false, sink_error: None }
+            }
             Ok(PlayoutReport::Interrupted { played_text }) => {
                 PlayoutEnd { text: played_text, interrupted: true, sink_error: None }
             }
             Err(_) => {
                 let played = progress.load(Ordering::Relaxed);
-                let text: String = if played > 0 { pushed.chars().take(played).collect() } else { pushed };
+                let text: String =
+                    if played > 0 { pushed.chars().take(played).collect() } else { pushed };
                 PlayoutEnd {
                     text,
                     interrupted: played > 0,

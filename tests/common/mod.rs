@@ -22,7 +22,11 @@ impl Harness {
     }
 
     /// As [`Harness::start`], with a configured builder.
-    pub async fn start_with(builder: SessionBuilder, agent: Agent, script: Vec<ScriptedResponse>) -> Self {
+    pub async fn start_with(
+        builder: SessionBuilder,
+        agent: Agent,
+        script: Vec<ScriptedResponse>,
+    ) -> Self {
         let llm = ScriptedLlm::new(script).recording();
         let mut builder = builder.llm(llm.clone());
         let events = builder.subscribe();
@@ -78,7 +82,10 @@ impl Harness {
     /// The session history without its leading handoff, in notation.
     pub async fn hist(&self) -> Vec<String> {
         let items = self.session.history().await.unwrap();
-        assert!(matches!(items.first(), Some(ChatItem::AgentHandoff(_))), "history starts with a handoff");
+        assert!(
+            matches!(items.first(), Some(ChatItem::AgentHandoff(_))),
+            "history starts with a handoff"
+        );
         show(&items[1..])
     }
 

@@ -82,14 +82,25 @@ pub(crate) fn drop_calls(env: &SpeechEnv, calls: Vec<StreamedCall>) {
     }
 }
 
-fn dispatch_one(env: &SpeechEnv, speech_id: &str, item_id: String, streamed: StreamedCall) -> Pending {
+fn dispatch_one(
+    env: &SpeechEnv,
+    speech_id: &str,
+    item_id: String,
+    streamed: StreamedCall,
+) -> Pending {
     let clock = &env.session.clock;
     let StreamedCall { call_id, name, arguments, streamed_at } = streamed;
     let rejected = |arguments: String, output: String| -> Pending {
         // Unknown names and unparseable arguments never reach a toolset: no lifecycle events,
         // the call keeps its stream-time stamp and its text as sent (decision 9).
-        let call = FunctionCall { id: item_id.clone(), call_id: call_id.clone(), name: name.clone(),
-            arguments, extra: Map::new(), created_at: streamed_at };
+        let call = FunctionCall {
+            id: item_id.clone(),
+            call_id: call_id.clone(),
+            name: name.clone(),
+            arguments,
+            extra: Map::new(),
+            created_at: streamed_at,
+        };
         let output = error_output(clock.item_id(), &call, output, clock.now());
         Box::pin(std::future::ready(CallResult { call, output }))
     };
@@ -110,8 +121,9 @@ fn dispatch_one(env: &SpeechEnv, speech_id: &str, item_id: String, streamed: Str
         created_at: clock.now(),
     };
     let (tx, rx) = oneshot::channel::<CallOutcome>();
-    let exec = ExecuteCall { call: call.clone(), arguments: parsed.value, speech_id: speech_id.into() };
-    let _ = env.toolset.cast(ToolsetMsg::Execute(exec, tx.into()));
+    let exec =
+        ExecuteCall { call: call.clone(), arguments: parsed.value, speech_id: speech_id.into() };
+    let _ = env.toolset.cast(ToolsetMsg::Execute(Box::new(exec), tx.into()));
     let clock = clock.clone();
     Box::pin(async move {
         let outcome = rx.await.unwrap_or_else(|_| CallOutcome {
@@ -134,7 +146,12 @@ fn dispatch_one(env: &SpeechEnv, speech_id: &str, item_id: String, streamed: Str
     })
 }
 
-fn error_output(id: String, call: &FunctionCall, output: String, at: Timestamp) -> FunctionCallOutput {
+fn error_output(
+    id: String,
+    call: &FunctionCall,
+    output: String,
+    at: Timestamp,
+) -> FunctionCallOutput {
     FunctionCallOutput {
         id,
         call_id: call.call_id.clone(),

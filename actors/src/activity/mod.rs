@@ -179,7 +179,8 @@ impl ActivityState {
             };
             let _ = activity.cast(ActivityMsg::SpeechFinished { speech_id: id, interrupted });
         });
-        self.current = Some(CurrentSpeech { speech_id, allow_interruptions, interrupt, _task: task });
+        self.current =
+            Some(CurrentSpeech { speech_id, allow_interruptions, interrupt, _task: task });
     }
 
     /// Interrupts the current speech and drops queued ones, skipping those that disallow
@@ -207,7 +208,12 @@ impl ActivityState {
         }
     }
 
-    fn speech_finished(&mut self, myself: &ActorRef<ActivityMsg>, speech_id: String, interrupted: bool) {
+    fn speech_finished(
+        &mut self,
+        myself: &ActorRef<ActivityMsg>,
+        speech_id: String,
+        interrupted: bool,
+    ) {
         if self.current.as_ref().is_some_and(|c| c.speech_id == speech_id) {
             self.current = None;
         }

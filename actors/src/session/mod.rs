@@ -14,9 +14,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use colloquy_core::{
-    Agent, ChatContext, ChatItem, EventKind, SessionEvent, SpeechSource,
-};
+use colloquy_core::{Agent, ChatContext, ChatItem, EventKind, SessionEvent, SpeechSource};
 use colloquy_llm::{Llm, RequestKind};
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tokio::sync::mpsc;
@@ -44,7 +42,11 @@ pub struct SessionOptions {
 
 impl Default for SessionOptions {
     fn default() -> Self {
-        Self { max_tool_steps: 3, allow_interruptions: true, user_away_timeout: Some(Duration::from_secs(15)) }
+        Self {
+            max_tool_steps: 3,
+            allow_interruptions: true,
+            user_away_timeout: Some(Duration::from_secs(15)),
+        }
     }
 }
 

@@ -3,11 +3,11 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use colloquy_core::{
-    AgentState, ChatContext, ChatItem, EventKind, Message, Role, SessionEvent,
-    SpeechSource, UserState,
-};
 use colloquy_core::chat::AgentHandoff;
+use colloquy_core::{
+    AgentState, ChatContext, ChatItem, EventKind, Message, Role, SessionEvent, SpeechSource,
+    UserState,
+};
 use colloquy_llm::RequestKind;
 use ractor::{ActorRef, RpcReplyPort};
 use tokio::sync::{broadcast, mpsc};
@@ -178,11 +178,16 @@ impl SessionState {
         });
         let agent = self.agent_id.clone();
         self.commit(&agent, vec![message]);
-        let content = SpeechContent::Reply { kind: RequestKind::UserTurn, extra_instructions: None };
+        let content =
+            SpeechContent::Reply { kind: RequestKind::UserTurn, extra_instructions: None };
         self.create_speech(SpeechSource::UserTurn, content)
     }
 
-    pub fn create_speech(&mut self, source: SpeechSource, content: SpeechContent) -> Result<(), SessionError> {
+    pub fn create_speech(
+        &mut self,
+        source: SpeechSource,
+        content: SpeechContent,
+    ) -> Result<(), SessionError> {
         if self.closing.is_some() {
             return Err(SessionError::Closed);
         }

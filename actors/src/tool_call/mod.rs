@@ -67,7 +67,9 @@ impl Actor for ToolCallActor {
         state._task = Some(OwnedTask::spawn(async move {
             let result = match AssertUnwindSafe(body).catch_unwind().await {
                 Ok(result) => result,
-                Err(payload) => Err(ToolError::internal(format!("panic: {}", panic_text(&*payload)))),
+                Err(payload) => {
+                    Err(ToolError::internal(format!("panic: {}", panic_text(&*payload))))
+                }
             };
             let _ = myself.cast(ToolCallMsg::Finished(result));
         }));

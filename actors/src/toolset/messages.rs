@@ -26,7 +26,7 @@ pub(crate) struct CallOutcome {
 /// Everything a Toolset actor handles.
 pub(crate) enum ToolsetMsg {
     /// Register and start a call; `reply` answers with its output.
-    Execute(ExecuteCall, RpcReplyPort<CallOutcome>),
+    Execute(Box<ExecuteCall>, RpcReplyPort<CallOutcome>),
     /// A ToolCall actor's body ended.
     Finished { call_id: String, result: Result<ToolOutput, ToolError> },
 }

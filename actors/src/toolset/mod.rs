@@ -63,7 +63,7 @@ impl Actor for ToolsetActor {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         match message {
-            ToolsetMsg::Execute(call, reply) => state.execute(myself, call, reply).await,
+            ToolsetMsg::Execute(call, reply) => state.execute(myself, *call, reply).await,
             ToolsetMsg::Finished { call_id, result } => state.finish(&call_id, result),
         }
         Ok(())
@@ -90,7 +90,8 @@ impl Actor for ToolsetActor {
             .find(|(_, call)| call.actor.get_id() == cell.get_id())
             .map(|(id, _)| id.clone());
         if let Some(call_id) = orphan {
-            let error = ToolError::internal(format!("tool call actor ended before its call: {why}"));
+            let error =
+                ToolError::internal(format!("tool call actor ended before its call: {why}"));
             state.finish(&call_id, Err(error));
         }
         Ok(())
@@ -116,7 +117,10 @@ impl ToolsetState {
                 return;
             }
         };
-        session.emit(EventKind::ToolCallStarted { call_id: call_id.clone(), name: tool.name().into() });
+        session.emit(EventKind::ToolCallStarted {
+            call_id: call_id.clone(),
+            name: tool.name().into(),
+        });
         let ctx = RunContext::new(
             exec.call,
             exec.speech_id,

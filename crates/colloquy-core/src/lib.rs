@@ -18,12 +18,18 @@ pub mod time;
 pub mod tool;
 
 pub use agent::Agent;
-pub use args::{ArgumentError, ParsedArguments, canonical_json, parse_arguments, validate_arguments};
-pub use chat::{AgentHandoff, ChatContext, ChatItem, FunctionCall, FunctionCallOutput, Message, Role};
+pub use args::{
+    ArgumentError, ParsedArguments, canonical_json, parse_arguments, validate_arguments,
+};
+pub use chat::{
+    AgentHandoff, ChatContext, ChatItem, FunctionCall, FunctionCallOutput, Message, Role,
+};
 pub use event::{
     AgentState, ErrorSource, EventKind, SessionEvent, SpeechSource, ToolCallStatus, UserState,
 };
-pub use output::{IntoToolOutput, Json, StopResponse, ToolError, ToolErrorKind, ToolOutput, ToolResult};
+pub use output::{
+    IntoToolOutput, Json, StopResponse, ToolError, ToolErrorKind, ToolOutput, ToolResult,
+};
 pub use run_context::RunContext;
 pub use time::Timestamp;
 pub use tool::{DuplicateScope, FunctionTool, OnDuplicate, ToolFlags, ToolSchema, Toolset};

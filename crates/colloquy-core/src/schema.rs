@@ -67,15 +67,15 @@ impl<'a> Validator<'a> {
                 None => return Value::Null,
             }
         }
-        if let Some(Value::Array(options)) = schema.get("enum") {
-            if !options.iter().any(|o| json_eq(o, &value)) {
-                self.problem(path, "invalid");
-            }
+        if let Some(Value::Array(options)) = schema.get("enum")
+            && !options.iter().any(|o| json_eq(o, &value))
+        {
+            self.problem(path, "invalid");
         }
-        if let Some(expected) = schema.get("const") {
-            if !json_eq(expected, &value) {
-                self.problem(path, "invalid");
-            }
+        if let Some(expected) = schema.get("const")
+            && !json_eq(expected, &value)
+        {
+            self.problem(path, "invalid");
         }
         match value {
             Value::Object(map) => Value::Object(self.validate_object(schema, map, path)),
@@ -225,10 +225,9 @@ impl<'a> Validator<'a> {
             && bound("exclusiveMinimum").is_none_or(|m| x > m)
             && bound("exclusiveMaximum").is_none_or(|m| x < m)
             && bound("multipleOf").is_none_or(|m| m == 0.0 || (x / m).fract() == 0.0);
-        if let Some(format) = schema.get("format").and_then(Value::as_str) {
-            if let Some((lo, hi)) = integer_range(format) {
-                ok &= x >= lo && x <= hi;
-            }
+        if let Some((lo, hi)) = schema.get("format").and_then(Value::as_str).and_then(integer_range)
+        {
+            ok &= x >= lo && x <= hi;
         }
         if !ok {
             self.problem(path, "invalid");
@@ -272,7 +271,9 @@ fn type_matches(t: &str, value: &Value) -> bool {
         ("string", Value::String(_)) | ("array", Value::Array(_)) => true,
         ("object", Value::Object(_)) | ("number", Value::Number(_)) => true,
         ("integer", Value::Number(n)) => {
-            n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0 && f.is_finite())
+            n.is_i64()
+                || n.is_u64()
+                || n.as_f64().is_some_and(|f| f.fract() == 0.0 && f.is_finite())
         }
         _ => false,
     }

@@ -8,7 +8,9 @@ use serde::{Deserialize, Serialize};
 
 /// When an item was created: microseconds of session time, then a per-session sequence number
 /// that breaks ties. Ordering is lexicographic.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 pub struct Timestamp {
     /// Microseconds since the session's time origin.
     pub micros: u64,

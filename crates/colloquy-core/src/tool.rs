@@ -130,7 +130,11 @@ pub fn parameters_schema<A: JsonSchema>() -> Value {
 impl FunctionTool {
     /// A typed tool: arguments are validated against `A`'s schema (lax rules, §5.2) and
     /// deserialized into `A` before the body runs.
-    pub fn new<A, F, Fut, R>(name: impl Into<String>, description: impl Into<String>, body: F) -> Self
+    pub fn new<A, F, Fut, R>(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        body: F,
+    ) -> Self
     where
         A: DeserializeOwned + JsonSchema + Send + 'static,
         F: Fn(RunContext, A) -> Fut + Send + Sync + 'static,
@@ -384,7 +388,10 @@ mod tests {
     #[test]
     fn typed_tools_report_validation_errors_as_tool_errors() {
         let err = block_on(weather().invoke(ctx(), Map::new())).unwrap_err();
-        assert_eq!(err.model_text(), "Error parsing arguments for `get_weather`: location: missing");
+        assert_eq!(
+            err.model_text(),
+            "Error parsing arguments for `get_weather`: location: missing"
+        );
     }
 
     #[test]
@@ -419,7 +426,8 @@ mod tests {
         let set = Toolset::new("outer")
             .tool(weather())
             .toolset(Toolset::new("inner").tool(weather().cancellable()));
-        let names: Vec<_> = set.flatten().iter().map(|t| (t.name(), t.flags().cancellable)).collect();
+        let names: Vec<_> =
+            set.flatten().iter().map(|t| (t.name(), t.flags().cancellable)).collect();
         assert_eq!(names, [("get_weather", false), ("get_weather", true)]);
     }
 }

@@ -25,7 +25,11 @@ pub struct ScriptedCall {
 
 impl ScriptedCall {
     /// A call with raw argument text.
-    pub fn new(id: impl Into<String>, name: impl Into<String>, arguments: impl Into<String>) -> Self {
+    pub fn new(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: impl Into<String>,
+    ) -> Self {
         Self { id: id.into(), name: name.into(), arguments: arguments.into() }
     }
 }
@@ -279,7 +283,9 @@ mod tests {
         assert_eq!(text, "hello there, traveller");
         let args: String = chunks
             .iter()
-            .filter_map(|c| if let LlmChunk::ToolCall(d) = c { Some(d.arguments.as_str()) } else { None })
+            .filter_map(|c| {
+                if let LlmChunk::ToolCall(d) = c { Some(d.arguments.as_str()) } else { None }
+            })
             .collect();
         assert_eq!(args, r#"{"city":"Paris"}"#);
         assert_eq!(chunks.last(), Some(&LlmChunk::End));
