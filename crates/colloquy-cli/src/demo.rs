@@ -1,0 +1,153 @@
+//! The built-in demo: a travel agent with a weather tool and a booking tool, on the scripted
+//! LLM. No network, no keys.
+
+use std::error::Error;
+use std::io::Write;
+use std::time::Duration;
+
+use colloquy::prelude::*;
+use colloquy::ScriptedCall;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::transcript::Transcript;
+
+/// Arguments of `get_weather`.
+#[derive(Deserialize, JsonSchema)]
+pub struct WeatherArgs {
+    /// City name.
+    pub city: String,
+    /// How many days of forecast (1-7).
+    #[serde(default = "one_day")]
+    #[schemars(range(min = 1, max = 7))]
+    pub days: u32,
+}
+
+fn one_day() -> u32 {
+    1
+}
+
+/// Arguments of `book_flight`.
+#[derive(Deserialize, JsonSchema)]
+pub struct BookingArgs {
+    /// Departure city.
+    pub origin: String,
+    /// Arrival city.
+    pub destination: String,
+    /// Day of travel.
+    pub date: String,
+}
+
+#[derive(Serialize)]
+struct Booking {
+    confirmation: String,
+    departs: &'static str,
+    seat: &'static str,
+}
+
+/// A weather tool with canned forecasts; it takes `pause` to answer.
+pub fn weather_tool(pause: Duration) -> FunctionTool {
+    FunctionTool::new(
+        "get_weather",
+        "Get the weather forecast for a city.",
+        move |_ctx: RunContext, args: WeatherArgs| async move {
+            tokio::time::sleep(pause).await;
+            let days = ["sunny, 24°C", "light rain, 19°C", "cloudy, 21°C"];
+            let forecast: Vec<String> = days
+                .iter()
+                .cycle()
+                .take(args.days as usize)
+                .enumerate()
+                .map(|(i, d)| format!("day {}: {d}", i + 1))
+                .collect();
+            Ok::<_, ToolError>(format!("{}: {}", args.city, forecast.join("; ")))
+        },
+    )
+}
+
+/// A booking tool that takes `pause` to confirm a seat.
+pub fn booking_tool(pause: Duration) -> FunctionTool {
+    FunctionTool::new(
+        "book_flight",
+        "Book a flight between two cities on a given day.",
+        move |ctx: RunContext, args: BookingArgs| async move {
+            if args.origin.eq_ignore_ascii_case(&args.destination) {
+                return Err(ToolError::new("origin and destination are the same city"));
+            }
+            tokio::time::sleep(pause).await;
+            let confirmation = format!("CQ-{}", 4800 + ctx.call_id().len() * 7);
+            Ok(Json(Booking { confirmation, departs: "08:15", seat: "14A" }))
+        },
+    )
+}
+
+/// The travel agent.
+pub fn travel_agent(pause: Duration) -> Agent {
+    Agent::new("travel", "You are a friendly travel agent. Use tools to check and book.")
+        .tool(weather_tool(pause))
+        .tool(booking_tool(pause * 2))
+}
+
+/// What the user says, turn by turn.
+pub const USER_TURNS: [&str; 3] = [
+    "What's the weather in Paris this weekend?",
+    "Lovely. Book me a flight from London to Paris on Saturday.",
+    "Perfect, thanks. Bye!",
+];
+
+/// The scripted model's answers, in request order.
+pub fn script(latency: Duration) -> Vec<ScriptedResponse> {
+    let at = |r: ScriptedResponse| r.with_latency(latency);
+    vec![
+        at(ScriptedResponse::text("Let me check the forecast for Paris.").with_call(
+            ScriptedCall::new("call_weather", "get_weather", r#"{"city":"Paris","days":2}"#),
+        )),
+        at(ScriptedResponse::text(
+            "Saturday looks sunny at 24°C; Sunday brings light rain and 19°C. Pack a light jacket!",
+        )),
+        at(ScriptedResponse::text("Booking that for you now.").with_call(ScriptedCall::new(
+            "call_booking",
+            "book_flight",
+            r#"{"origin":"London","destination":"Paris","date":"Saturday"}"#,
+        ))),
+        at(ScriptedResponse::text(
+            "You're booked on Saturday's 08:15 from London to Paris, seat 14A. Your confirmation is CQ-4884.",
+        )),
+        at(ScriptedResponse::text("Have a wonderful trip to Paris. Goodbye!")),
+    ]
+}
+
+/// Plays the demo, writing the transcript to `out` as the events arrive. `pace` scales every
+/// simulated delay (zero for `--fast`).
+pub async fn run(out: impl Write, color: bool, pace: Duration) -> Result<(), Box<dyn Error>> {
+    let mut transcript = Transcript::new(out, color);
+    transcript.heading("colloquy demo: a travel agent on the scripted LLM (no network, no keys)")?;
+    let mut builder = Session::builder().llm(ScriptedLlm::new(script(pace * 3)));
+    let mut events = builder.subscribe();
+    let session = builder.start(travel_agent(pace * 4)).await?;
+    let conversation = async {
+        for turn in USER_TURNS {
+            // The user takes a moment to type.
+            tokio::time::sleep(pace * 3).await;
+            session.user_turn(turn).await?;
+            session.wait_for_idle().await?;
+        }
+        session.close().await
+    };
+    tokio::pin!(conversation);
+    let mut talking = true;
+    loop {
+        tokio::select! {
+            biased;
+            event = events.recv() => match event {
+                Some(event) => transcript.event(&event)?,
+                None => break, // the session closed and every event was printed
+            },
+            result = &mut conversation, if talking => {
+                result?;
+                talking = false;
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,77 @@
+//! The `colloquy` command's library: argument handling and the demo, kept out of `main.rs`
+//! so tests can run them.
+
+pub mod demo;
+pub mod transcript;
+
+/// Usage text.
+pub const USAGE: &str = "\
+usage: colloquy <command> [options]
+
+commands:
+  demo [--no-color] [--fast]   play a travel-agent conversation on the scripted LLM
+                               (no network, no keys); --fast skips the pauses
+  help                         show this text
+";
+
+/// A parsed command line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Command {
+    /// Play the demo.
+    Demo {
+        /// Colour the transcript.
+        color: bool,
+        /// Skip the simulated latencies.
+        fast: bool,
+    },
+    /// Print usage.
+    Help,
+}
+
+/// Parses the arguments after the program name. `color_default` is what `demo` uses without
+/// `--no-color` (the caller checks the terminal and `NO_COLOR`).
+pub fn parse_args(args: &[String], color_default: bool) -> Result<Command, String> {
+    let mut it = args.iter().map(String::as_str);
+    match it.next() {
+        None | Some("help" | "--help" | "-h") => Ok(Command::Help),
+        Some("demo") => {
+            let (mut color, mut fast) = (color_default, false);
+            for arg in it {
+                match arg {
+                    "--no-color" => color = false,
+                    "--fast" => fast = true,
+                    other => return Err(format!("demo: unknown option `{other}`")),
+                }
+            }
+            Ok(Command::Demo { color, fast })
+        }
+        Some(other) => Err(format!("unknown command `{other}`")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn parses_demo_options_and_rejects_unknown_input() {
+        assert_eq!(parse_args(&args(&[]), true), Ok(Command::Help));
+        assert_eq!(
+            parse_args(&args(&["demo"]), true),
+            Ok(Command::Demo { color: true, fast: false })
+        );
+        assert_eq!(
+            parse_args(&args(&["demo", "--no-color", "--fast"]), true),
+            Ok(Command::Demo { color: false, fast: true })
+        );
+        assert_eq!(
+            parse_args(&args(&["demo", "--loud"]), true),
+            Err("demo: unknown option `--loud`".into())
+        );
+        assert_eq!(parse_args(&args(&["dance"]), true), Err("unknown command `dance`".into()));
+    }
+}

@@ -1,0 +1,84 @@
+//! A readable, optionally coloured transcript of session events.
+
+use std::io::{self, Write};
+
+use colloquy::{ChatItem, ErrorSource, EventKind, Role, SessionEvent};
+
+const RESET: &str = "\x1b[0m";
+const USER: &str = "\x1b[1;36m";
+const AGENT: &str = "\x1b[1;32m";
+const TOOL: &str = "\x1b[33m";
+const ERROR: &str = "\x1b[1;31m";
+const DIM: &str = "\x1b[2m";
+
+/// Writes transcript lines for the events that matter to a reader.
+pub struct Transcript<W: Write> {
+    out: W,
+    color: bool,
+}
+
+impl<W: Write> Transcript<W> {
+    /// A transcript writing to `out`.
+    pub fn new(out: W, color: bool) -> Self {
+        Self { out, color }
+    }
+
+    fn paint(&self, style: &'static str) -> (&'static str, &'static str) {
+        if self.color { (style, RESET) } else { ("", "") }
+    }
+
+    /// A free-form heading line.
+    pub fn heading(&mut self, text: &str) -> io::Result<()> {
+        let (on, off) = self.paint(DIM);
+        writeln!(self.out, "{on}{text}{off}")
+    }
+
+    /// Writes the line for one event, if it has one.
+    pub fn event(&mut self, event: &SessionEvent) -> io::Result<()> {
+        match &event.kind {
+            EventKind::ConversationItemAdded { item } => self.item(item),
+            EventKind::Error { source, message } => {
+                let (on, off) = self.paint(ERROR);
+                let source = match source {
+                    ErrorSource::Llm => "llm",
+                    ErrorSource::Tool => "tool",
+                    ErrorSource::Sink => "sink",
+                    ErrorSource::Session => "session",
+                };
+                writeln!(self.out, "{on} error ! {source}: {message}{off}")
+            }
+            EventKind::ToolCallDropped { name, reason, .. } => {
+                let (on, off) = self.paint(ERROR);
+                writeln!(self.out, "{on}  tool x {name} dropped: {reason}{off}")
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn item(&mut self, item: &ChatItem) -> io::Result<()> {
+        match item {
+            ChatItem::Message(m) => {
+                let (label, style) = match m.role {
+                    Role::User => ("user ", USER),
+                    _ => ("agent", AGENT),
+                };
+                let (on, off) = self.paint(style);
+                let cut = if m.interrupted { " [interrupted]" } else { "" };
+                writeln!(self.out, "{on}{label} ›{off} {}{cut}", m.text)
+            }
+            ChatItem::FunctionCall(c) => {
+                let (on, off) = self.paint(TOOL);
+                writeln!(self.out, "{on}  tool ▸ {}{off} {}", c.name, c.arguments)
+            }
+            ChatItem::FunctionCallOutput(o) => {
+                let (on, off) = self.paint(if o.is_error { ERROR } else { TOOL });
+                let shown = if o.output.is_empty() { "(no output)" } else { &o.output };
+                writeln!(self.out, "{on}  tool ◂ {}{off} {shown}", o.name)
+            }
+            ChatItem::AgentHandoff(h) => {
+                let (on, off) = self.paint(DIM);
+                writeln!(self.out, "{on}  ── agent: {} ──{off}", h.new_agent)
+            }
+        }
+    }
+}

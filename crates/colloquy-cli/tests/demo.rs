@@ -1,0 +1,39 @@
+//! The demo plays its whole conversation on the paused clock and prints a readable transcript.
+
+use std::time::Duration;
+
+#[tokio::test(start_paused = true)]
+async fn the_demo_prints_the_whole_conversation() {
+    let mut out = Vec::new();
+    colloquy_cli::demo::run(&mut out, false, Duration::from_millis(100)).await.unwrap();
+    let text = String::from_utf8(out).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "colloquy demo: a travel agent on the scripted LLM (no network, no keys)",
+            "  ── agent: travel ──",
+            "user  › What's the weather in Paris this weekend?",
+            "agent › Let me check the forecast for Paris.",
+            r#"  tool ▸ get_weather {"city": "Paris", "days": 2}"#,
+            "  tool ◂ get_weather Paris: day 1: sunny, 24°C; day 2: light rain, 19°C",
+            "agent › Saturday looks sunny at 24°C; Sunday brings light rain and 19°C. Pack a light jacket!",
+            "user  › Lovely. Book me a flight from London to Paris on Saturday.",
+            "agent › Booking that for you now.",
+            r#"  tool ▸ book_flight {"origin": "London", "destination": "Paris", "date": "Saturday"}"#,
+            r#"  tool ◂ book_flight {"confirmation":"CQ-4884","departs":"08:15","seat":"14A"}"#,
+            "agent › You're booked on Saturday's 08:15 from London to Paris, seat 14A. Your confirmation is CQ-4884.",
+            "user  › Perfect, thanks. Bye!",
+            "agent › Have a wonderful trip to Paris. Goodbye!",
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_coloured_transcript_uses_ansi_styles() {
+    let mut out = Vec::new();
+    colloquy_cli::demo::run(&mut out, true, Duration::ZERO).await.unwrap();
+    let text = String::from_utf8(out).unwrap();
+    assert!(text.contains("\x1b[1;36muser  ›\x1b[0m What's the weather"));
+    assert!(text.contains("\x1b[33m  tool ▸ book_flight\x1b[0m"));
+}

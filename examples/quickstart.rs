@@ -1,0 +1,53 @@
+//! The smallest complete colloquy program: a travel agent with one tool, driven by the
+//! embedded scripted LLM. Run it with `cargo run --example quickstart`.
+
+use colloquy::prelude::*;
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+/// Arguments of `lookup_weather`; doc comments become the schema's descriptions.
+#[derive(Deserialize, JsonSchema)]
+struct LookupWeather {
+    /// The city to look up.
+    city: String,
+}
+
+fn lookup_weather() -> FunctionTool {
+    FunctionTool::new(
+        "lookup_weather",
+        "Look up the current weather in a city.",
+        |_ctx: RunContext, args: LookupWeather| async move {
+            Ok::<_, ToolError>(format!("It is sunny and 22°C in {}.", args.city))
+        },
+    )
+}
+
+/// Runs one turn and returns the session history.
+pub async fn run() -> Result<Vec<ChatItem>, SessionError> {
+    let script = [
+        ScriptedResponse::calls([ScriptedCall::new("c1", "lookup_weather", r#"{"city":"Paris"}"#)]),
+        ScriptedResponse::text("It's sunny and 22°C in Paris today."),
+    ];
+    let session = Session::builder()
+        .llm(ScriptedLlm::new(script)) // the embedded default; a real adapter comes later
+        .start(Agent::new("travel", "You are a travel agent.").tool(lookup_weather()))
+        .await?;
+    let mut events = session.subscribe(); // lossless stream of SessionEvent
+    session.user_turn("What's the weather in Paris?").await?;
+    session.wait_for_idle().await?;
+    let history = session.history().await?;
+    session.close().await?;
+    while let Some(event) = events.recv().await {
+        if let EventKind::ToolCallEnded { call_id, status, message, .. } = event.kind {
+            println!("[{} ms] {call_id} ended {status:?}: {message:?}", event.at_ms);
+        }
+    }
+    Ok(history)
+}
+
+#[tokio::main]
+async fn main() -> Result<(), SessionError> {
+    let history = run().await?;
+    println!("{history:#?}");
+    Ok(())
+}

@@ -1,0 +1,26 @@
+//! The examples in `examples/` run here, on the paused clock, so they keep working.
+
+#[path = "../examples/quickstart.rs"]
+#[allow(dead_code)] // its `main` is for `cargo run --example`
+mod quickstart;
+
+use colloquy::ChatItem;
+
+#[tokio::test(start_paused = true)]
+async fn quickstart_answers_with_the_tool_result() {
+    let history = quickstart::run().await.expect("quickstart runs");
+    let kinds: Vec<&str> = history
+        .iter()
+        .map(|item| match item {
+            ChatItem::Message(_) => "message",
+            ChatItem::FunctionCall(_) => "function_call",
+            ChatItem::FunctionCallOutput(_) => "function_call_output",
+            ChatItem::AgentHandoff(_) => "agent_handoff",
+        })
+        .collect();
+    assert_eq!(kinds, ["agent_handoff", "message", "function_call", "function_call_output", "message"]);
+    let output = history[3].as_function_call_output().unwrap();
+    assert_eq!(output.output, "It is sunny and 22°C in Paris.");
+    let answer = history[4].as_message().unwrap();
+    assert_eq!(answer.text, "It's sunny and 22°C in Paris today.");
+}
