@@ -18,7 +18,10 @@ async fn quickstart_answers_with_the_tool_result() {
             ChatItem::AgentHandoff(_) => "agent_handoff",
         })
         .collect();
-    assert_eq!(kinds, ["agent_handoff", "message", "function_call", "function_call_output", "message"]);
+    assert_eq!(
+        kinds,
+        ["agent_handoff", "message", "function_call", "function_call_output", "message"]
+    );
     let output = history[3].as_function_call_output().unwrap();
     assert_eq!(output.output, "It is sunny and 22°C in Paris.");
     let answer = history[4].as_message().unwrap();

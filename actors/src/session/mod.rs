@@ -192,17 +192,25 @@ impl Actor for SessionActor {
 
     async fn handle_supervisor_evt(
         &self,
-        _myself: ActorRef<Self::Msg>,
+        myself: ActorRef<Self::Msg>,
         event: SupervisionEvent,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         // The default would stop the session when any child ends; report failures instead.
-        if let SupervisionEvent::ActorFailed(cell, err) = event {
-            tracing::error!(session = %state.id, actor = %cell.get_id(), "actor failed: {err}");
-            state.emit_now(EventKind::Error {
-                source: colloquy_core::ErrorSource::Session,
-                message: format!("activity failed: {err}"),
-            });
+        match event {
+            SupervisionEvent::ActorFailed(cell, err) => {
+                tracing::error!(session = %state.id, actor = %cell.get_id(), "actor failed: {err}");
+                state.emit_now(EventKind::Error {
+                    source: colloquy_core::ErrorSource::Session,
+                    message: format!("activity failed: {err}"),
+                });
+                state.activity_lost(&myself).await;
+            }
+            SupervisionEvent::ActorTerminated(cell, _, reason) if !state.is_closing() => {
+                tracing::warn!(session = %state.id, actor = %cell.get_id(), ?reason, "activity stopped");
+                state.activity_lost(&myself).await;
+            }
+            _ => {}
         }
         Ok(())
     }

@@ -197,7 +197,14 @@ impl SessionState {
         self.update_away_timer(false);
         self.emit_now(EventKind::SpeechCreated { speech_id: speech_id.clone(), source });
         let job = SpeechJob { speech_id, content, allow_interruptions: self.allow_interruptions };
-        self.activity.cast(ActivityMsg::Speak(job)).map_err(|_| SessionError::Closed)
+        if let Err(e) = self.activity.cast(ActivityMsg::Speak(job)) {
+            // Only after an Activity failure: report the speech as done so idle holds.
+            if let ractor::MessagingErr::SendErr(ActivityMsg::Speak(job)) = e {
+                self.speech_done(job.speech_id, true);
+            }
+            return Err(SessionError::Closed);
+        }
+        Ok(())
     }
 
     pub fn speech_done(&mut self, speech_id: String, interrupted: bool) {
@@ -288,6 +295,21 @@ impl SessionState {
         }
     }
 
+    pub fn is_closing(&self) -> bool {
+        self.closing.is_some()
+    }
+
+    /// The Activity died (restarting it is the supervision issue's work): nothing is speaking
+    /// any more, so the session is idle; a close in progress completes.
+    pub async fn activity_lost(&mut self, myself: &ActorRef<SessionMsg>) {
+        self.pending_speeches = 0;
+        self.set_agent_state(AgentState::Listening);
+        self.release_idle_waiters();
+        if self.closing.is_some() {
+            self.finish_close(myself).await;
+        }
+    }
+
     pub fn close(&mut self, reason: String, reply: RpcReplyPort<()>) {
         if let Some(closing) = &mut self.closing {
             closing.waiters.push(reply);
@@ -298,7 +320,10 @@ impl SessionState {
         for waiter in self.idle_waiters.drain(..) {
             let _ = waiter.send(Err(SessionError::Closed));
         }
-        let _ = self.activity.cast(ActivityMsg::Close);
+        if self.activity.cast(ActivityMsg::Close).is_err() {
+            // No activity to wind down: finish at once.
+            let _ = self.link.actor.cast(SessionMsg::ActivityClosed);
+        }
     }
 
     /// The activity is quiet: stop the tree, tell everyone, stop.

@@ -5,8 +5,8 @@ use std::error::Error;
 use std::io::Write;
 use std::time::Duration;
 
-use colloquy::prelude::*;
 use colloquy::ScriptedCall;
+use colloquy::prelude::*;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -121,7 +121,8 @@ pub fn script(latency: Duration) -> Vec<ScriptedResponse> {
 /// simulated delay (zero for `--fast`).
 pub async fn run(out: impl Write, color: bool, pace: Duration) -> Result<(), Box<dyn Error>> {
     let mut transcript = Transcript::new(out, color);
-    transcript.heading("colloquy demo: a travel agent on the scripted LLM (no network, no keys)")?;
+    transcript
+        .heading("colloquy demo: a travel agent on the scripted LLM (no network, no keys)")?;
     let mut builder = Session::builder().llm(ScriptedLlm::new(script(pace * 3)));
     let mut events = builder.subscribe();
     let session = builder.start(travel_agent(pace * 4)).await?;
