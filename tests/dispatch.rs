@@ -34,9 +34,6 @@ fn get_weather() -> FunctionTool {
     )
 }
 
-#[derive(Deserialize, JsonSchema)]
-struct NoArgs {}
-
 fn agent() -> Agent {
     Agent::new("A", "inst")
 }
@@ -112,11 +109,7 @@ async fn c04_falsy_return_renders_and_asks_for_a_reply() {
 
 #[tokio::test(start_paused = true)]
 async fn c05_blocking_tool_keeps_the_agent_thinking() {
-    let lookup =
-        FunctionTool::new("lookup", "Look up.", |_ctx: RunContext, _a: NoArgs| async move {
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            Ok::<_, ToolError>("order 42")
-        });
+    let lookup = sleeper("lookup", 300, "order 42");
     let mut h = Harness::start(
         agent().tool(lookup),
         vec![

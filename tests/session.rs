@@ -9,12 +9,7 @@ use std::time::Duration;
 
 use colloquy::prelude::*;
 use common::*;
-use schemars::JsonSchema;
-use serde::Deserialize;
 use tokio::sync::broadcast::error::RecvError;
-
-#[derive(Deserialize, JsonSchema)]
-struct NoArgs {}
 
 fn agent() -> Agent {
     Agent::new("A", "inst")
@@ -101,10 +96,7 @@ async fn the_user_counts_as_away_after_a_quiet_window() {
 
 #[tokio::test(start_paused = true)]
 async fn a_running_tool_holds_the_away_timer() {
-    let slow = FunctionTool::new("slow", "Slow.", |_ctx: RunContext, _a: NoArgs| async move {
-        tokio::time::sleep(Duration::from_secs(20)).await;
-        Ok::<_, ToolError>("done")
-    });
+    let slow = sleeper("slow", 20_000, "done");
     let mut h =
         Harness::start(agent().tool(slow), vec![call("c1", "slow", "{}"), text("Done.")]).await;
     h.turn("go").await; // the tool ends at 20.01 s, the reply at 20.02 s
@@ -173,10 +165,7 @@ async fn tools_read_session_userdata_and_their_call() {
 
 #[tokio::test(start_paused = true)]
 async fn close_waits_for_running_tools_and_ends_every_call_once() {
-    let slow = FunctionTool::new("slow", "Slow.", |_ctx: RunContext, _a: NoArgs| async move {
-        tokio::time::sleep(Duration::from_millis(400)).await;
-        Ok::<_, ToolError>("finished")
-    });
+    let slow = sleeper("slow", 400, "finished");
     let h = Harness::start(agent().tool(slow), vec![call("c1", "slow", "{}")]).await;
     h.session.user_turn("go").await.unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;

@@ -8,11 +8,6 @@ use std::time::Duration;
 use colloquy::prelude::*;
 use colloquy::{Playout, RequestKind, SpeechSink, SpeechSource};
 use common::*;
-use schemars::JsonSchema;
-use serde::Deserialize;
-
-#[derive(Deserialize, JsonSchema)]
-struct NoArgs {}
 
 fn agent() -> Agent {
     Agent::new("A", "inst")
@@ -91,10 +86,7 @@ async fn a_user_turn_interrupts_the_current_speech() {
 
 #[tokio::test(start_paused = true)]
 async fn c48_an_interruption_never_cancels_a_tool_body() {
-    let pay = FunctionTool::new("pay", "Pay.", |_ctx: RunContext, _a: NoArgs| async move {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        Ok::<_, ToolError>("paid")
-    });
+    let pay = sleeper("pay", 300, "paid");
     let mut h = Harness::start(
         agent().tool(pay),
         vec![text("Processing.").with_call(ScriptedCall::new("p1", "pay", "{}"))],
@@ -119,10 +111,7 @@ async fn c48_an_interruption_never_cancels_a_tool_body() {
 
 #[tokio::test(start_paused = true)]
 async fn c49_speeches_that_disallow_interruptions_play_on() {
-    let pay = FunctionTool::new("pay", "Pay.", |_ctx: RunContext, _a: NoArgs| async move {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        Ok::<_, ToolError>("paid")
-    });
+    let pay = sleeper("pay", 300, "paid");
     let mut h = Harness::start(
         agent().tool(pay).allow_interruptions(false),
         vec![text("Processing.").with_call(ScriptedCall::new("p1", "pay", "{}"))],

@@ -4,8 +4,24 @@
 
 #![allow(dead_code)] // each test binary uses a different part of the harness
 
+use std::time::Duration;
+
 use colloquy::prelude::*;
 use colloquy::{EventStream, RecordedRequest, SessionBuilder, ToolCallStatus, ToolChoice};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+/// Arguments of tools that take none.
+#[derive(Deserialize, JsonSchema)]
+pub struct NoArgs {}
+
+/// A tool that sleeps `ms` of virtual time, then returns `output`.
+pub fn sleeper(name: &'static str, ms: u64, output: &'static str) -> FunctionTool {
+    FunctionTool::new(name, "Takes a while.", move |_ctx: RunContext, _a: NoArgs| async move {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        Ok::<_, ToolError>(output)
+    })
+}
 
 /// A started session plus what it needs for assertions.
 pub struct Harness {
