@@ -44,10 +44,10 @@ pub use colloquy_actors::{
 pub use colloquy_core::{
     Agent, AgentHandoff, AgentState, ChatContext, ChatItem, DuplicateScope, ErrorSource, EventKind,
     FunctionCall, FunctionCallOutput, IntoToolOutput, Json, Message, OnDuplicate, Role, RunContext,
-    SessionEvent, SpeechSource, StopResponse, Timestamp, ToolCallStatus, ToolError, ToolFlags,
-    ToolOutput, ToolResult, ToolSchema, Toolset, UserState,
+    RunExpect, RunResult, SessionEvent, SpeechSource, StopResponse, Timestamp, ToolCallStatus,
+    ToolError, ToolFlags, ToolOutput, ToolResult, ToolSchema, Toolset, UserState,
 };
-pub use colloquy_core::{FunctionTool, args, text, tool};
+pub use colloquy_core::{FunctionTool, args, run_result, text, tool};
 pub use colloquy_llm::{
     Llm, LlmChunk, LlmRequest, LlmStream, RecordedRequest, RequestKind, ScriptedCall, ScriptedLlm,
     ScriptedResponse, ToolCallDelta, ToolChoice, Usage,
@@ -56,8 +56,8 @@ pub use colloquy_llm::{
 /// Everything a typical host or tool author needs.
 pub mod prelude {
     pub use crate::{
-        Agent, AgentState, ChatItem, EventKind, FunctionTool, Json, RunContext, ScriptedCall,
-        ScriptedLlm, ScriptedResponse, Session, SessionError, SessionEvent, SessionHandle,
-        StopResponse, ToolError, ToolResult, Toolset, UserState,
+        Agent, AgentState, ChatItem, EventKind, FunctionTool, Json, Role, RunContext, RunResult,
+        ScriptedCall, ScriptedLlm, ScriptedResponse, Session, SessionError, SessionEvent,
+        SessionHandle, StopResponse, ToolError, ToolResult, Toolset, UserState,
     };
 }

@@ -4,8 +4,14 @@
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SessionError {
     /// The session is closing or closed.
-    #[error("session is closed")]
+    #[error("session closed")]
     Closed,
+    /// `run` was called while another run was still going.
+    #[error("nested runs are not supported")]
+    NestedRun,
+    /// A speech of the run failed (e.g. the LLM request).
+    #[error("run failed: {0}")]
+    RunFailed(String),
     /// The session could not be built (bad configuration).
     #[error("invalid session configuration: {0}")]
     Config(String),

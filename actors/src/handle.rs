@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use colloquy_core::{Agent, AgentState, ChatItem, FunctionTool, SessionEvent, UserState};
+use colloquy_core::{
+    Agent, AgentState, ChatItem, FunctionTool, RunResult, SessionEvent, UserState,
+};
 use colloquy_llm::Llm;
 use futures_core::Stream;
 use ractor::rpc::CallResult;
@@ -178,6 +180,30 @@ impl SessionHandle {
     pub async fn user_turn(&self, text: impl Into<String>) -> Result<(), SessionError> {
         let text = text.into();
         self.ask(|reply| SessionMsg::UserTurn { text, reply }).await?
+    }
+
+    /// The testing API: a user turn whose reply is watched to its end (with every speech created
+    /// while it runs), returning what those speeches committed. Fails with
+    /// `nested runs are not supported` while another run is going, with the LLM's error if a
+    /// request fails, and with `session closed` if the session closes first.
+    ///
+    /// ```
+    /// use colloquy_actors::Session;
+    /// use colloquy_core::{Agent, Role};
+    /// use colloquy_llm::{ScriptedLlm, ScriptedResponse};
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), colloquy_actors::SessionError> {
+    /// let session = Session::builder()
+    ///     .llm(ScriptedLlm::new([ScriptedResponse::text("Hello!")]))
+    ///     .start(Agent::new("greeter", "Greet."))
+    ///     .await?;
+    /// let result = session.run("hi").await?;
+    /// result.expect().next_event().is_message(Role::Assistant).with_text("Hello!");
+    /// # session.close().await }
+    /// ```
+    pub async fn run(&self, user_input: impl Into<String>) -> Result<RunResult, SessionError> {
+        let text = user_input.into();
+        self.ask(|reply| SessionMsg::Run { text, reply }).await?
     }
 
     /// Starts a reply with extra instructions for its first LLM step (queued after the

@@ -54,7 +54,7 @@ async fn say(env: &SpeechEnv, speech_id: &str, text: &str, interrupt: &Cancellat
     let mut playout = PlayoutDriver::open(env.sink.as_ref(), speech_id);
     playout.push(text);
     let end = playout.finish(interrupt).await;
-    commit_message(env, started, &end);
+    commit_message(env, speech_id, started, &end);
     end.interrupted
 }
 
@@ -162,7 +162,7 @@ async fn reply(
                 playout.finish(interrupt).await
             };
             interrupted_in_playout |= end.interrupted;
-            commit_message(env, started, &end);
+            commit_message(env, speech_id, started, &end);
         }
         if let Some(message) = failure {
             tracing::warn!(agent = %env.agent_id, %speech_id, "LLM request failed: {message}");
@@ -180,7 +180,7 @@ async fn reply(
         });
         // Interrupted during playout: results are kept but ask for no reply (§4.1).
         let items = dispatch::step_items(&results, !interrupted_in_playout);
-        session.commit(&env.agent_id, items);
+        session.commit(&env.agent_id, speech_id, items);
         let wants_reply = results.iter().any(|r| r.output.reply_required);
         if interrupted || !wants_reply {
             return interrupted;
@@ -189,7 +189,7 @@ async fn reply(
     }
 }
 
-fn commit_message(env: &SpeechEnv, started: Timestamp, end: &PlayoutEnd) {
+fn commit_message(env: &SpeechEnv, speech_id: &str, started: Timestamp, end: &PlayoutEnd) {
     if let Some(message) = &end.sink_error {
         env.session.emit(EventKind::Error { source: ErrorSource::Sink, message: message.clone() });
     }
@@ -203,5 +203,5 @@ fn commit_message(env: &SpeechEnv, started: Timestamp, end: &PlayoutEnd) {
         interrupted: end.interrupted,
         created_at: started,
     };
-    env.session.commit(&env.agent_id, vec![ChatItem::Message(message)]);
+    env.session.commit(&env.agent_id, speech_id, vec![ChatItem::Message(message)]);
 }

@@ -23,12 +23,13 @@ impl SessionLink {
         let _ = self.actor.cast(SessionMsg::Emit(event));
     }
 
-    /// Commits items to `agent`'s context and the history.
-    pub fn commit(&self, agent: &str, items: Vec<ChatItem>) {
+    /// Commits items a speech produced to `agent`'s context and the history.
+    pub fn commit(&self, agent: &str, speech_id: &str, items: Vec<ChatItem>) {
         if items.is_empty() {
             return;
         }
-        let _ = self.actor.cast(SessionMsg::Commit { agent: agent.to_string(), items });
+        let (agent, speech_id) = (agent.to_string(), Some(speech_id.to_string()));
+        let _ = self.actor.cast(SessionMsg::Commit { agent, speech_id, items });
     }
 
     /// Reports an agent state.

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use colloquy_core::{AgentState, ChatContext, ChatItem, SessionEvent};
+use colloquy_core::{AgentState, ChatContext, ChatItem, RunResult, SessionEvent};
 use ractor::RpcReplyPort;
 use tokio::sync::{broadcast, mpsc};
 
@@ -13,6 +13,8 @@ pub enum SessionMsg {
     // ---- from the host (through SessionHandle) ----
     /// Commit a user message and start a reply to it.
     UserTurn { text: String, reply: RpcReplyPort<Result<(), SessionError>> },
+    /// A user turn whose reply is watched to its end (the testing API).
+    Run { text: String, reply: RpcReplyPort<Result<RunResult, SessionError>> },
     /// Start a reply with extra instructions.
     GenerateReply { instructions: Option<String>, reply: RpcReplyPort<Result<(), SessionError>> },
     /// Speak a fixed text.
@@ -40,7 +42,7 @@ pub enum SessionMsg {
     /// Fan an event out to subscribers (and track running calls).
     Emit(SessionEvent),
     /// Insert items into an agent's context and the history, by timestamp.
-    Commit { agent: String, items: Vec<ChatItem> },
+    Commit { agent: String, speech_id: Option<String>, items: Vec<ChatItem> },
     /// A speech changed the agent state.
     SetAgentState(AgentState),
     /// A speech finished (or was dropped from the queue).

@@ -148,6 +148,7 @@ impl Actor for SessionActor {
                 let result = state.user_turn(text);
                 let _ = reply.send(result);
             }
+            SessionMsg::Run { text, reply } => state.run(text, reply),
             SessionMsg::GenerateReply { instructions, reply } => {
                 let content = SpeechContent::Reply {
                     kind: RequestKind::GenerateReply,
@@ -177,7 +178,9 @@ impl Actor for SessionActor {
             SessionMsg::WaitForIdle(reply) => state.wait_for_idle(reply),
             SessionMsg::Close { reason, reply } => state.close(reason, reply),
             SessionMsg::Emit(event) => state.emit(event),
-            SessionMsg::Commit { agent, items } => state.commit(&agent, items),
+            SessionMsg::Commit { agent, speech_id, items } => {
+                state.commit(&agent, speech_id.as_deref(), items)
+            }
             SessionMsg::SetAgentState(agent_state) => state.set_agent_state(agent_state),
             SessionMsg::SpeechDone { speech_id, interrupted } => {
                 state.speech_done(speech_id, interrupted)

@@ -1,12 +1,12 @@
 //! The Session's state and its transitions.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use colloquy_core::chat::AgentHandoff;
 use colloquy_core::{
-    AgentState, ChatContext, ChatItem, EventKind, Message, Role, SessionEvent, SpeechSource,
-    UserState,
+    AgentState, ChatContext, ChatItem, ErrorSource, EventKind, Message, Role, RunResult,
+    SessionEvent, SpeechSource, UserState,
 };
 use colloquy_llm::RequestKind;
 use ractor::{ActorRef, RpcReplyPort};
@@ -31,6 +31,14 @@ pub(crate) struct Init {
     pub allow_interruptions: bool,
     pub activity: ActorRef<ActivityMsg>,
     pub subscribers: Vec<mpsc::UnboundedSender<SessionEvent>>,
+}
+
+/// A `run` in progress: the speeches it watches and the items they committed.
+struct RunTracker {
+    speeches: BTreeSet<String>,
+    items: Vec<ChatItem>,
+    failure: Option<String>,
+    reply: RpcReplyPort<Result<RunResult, SessionError>>,
 }
 
 struct Closing {
@@ -60,6 +68,7 @@ pub(crate) struct SessionState {
     pub broadcasts: Vec<broadcast::Sender<SessionEvent>>,
     idle_waiters: Vec<RpcReplyPort<Result<(), SessionError>>>,
     closing: Option<Closing>,
+    run: Option<RunTracker>,
     away_timer: Option<OwnedTask>,
     away_generation: u64,
 }
@@ -85,6 +94,7 @@ impl SessionState {
             broadcasts: Vec::new(),
             idle_waiters: Vec::new(),
             closing: None,
+            run: None,
             away_timer: None,
             away_generation: 0,
         }
@@ -125,6 +135,11 @@ impl SessionState {
                 self.running_calls.insert(call_id.clone(), name.clone());
                 self.update_away_timer(false);
             }
+            EventKind::Error { source: ErrorSource::Llm, message } => {
+                if let Some(run) = &mut self.run {
+                    run.failure.get_or_insert_with(|| message.clone());
+                }
+            }
             EventKind::ToolCallEnded { call_id, .. } => {
                 self.running_calls.remove(call_id);
                 // The last tool to land restarts the away window in full (§10.4).
@@ -141,7 +156,12 @@ impl SessionState {
 
     // ---- history ----
 
-    pub fn commit(&mut self, agent: &str, items: Vec<ChatItem>) {
+    pub fn commit(&mut self, agent: &str, speech_id: Option<&str>, items: Vec<ChatItem>) {
+        if let Some(run) = &mut self.run
+            && speech_id.is_some_and(|id| run.speeches.contains(id))
+        {
+            run.items.extend(items.iter().cloned());
+        }
         let notify = !self.subscribers.is_empty() || !self.broadcasts.is_empty();
         let mut added = Vec::new();
         let context = Arc::make_mut(self.contexts.entry(agent.to_string()).or_default());
@@ -177,7 +197,7 @@ impl SessionState {
             created_at: self.link.clock.now(),
         });
         let agent = self.agent_id.clone();
-        self.commit(&agent, vec![message]);
+        self.commit(&agent, None, vec![message]);
         let content =
             SpeechContent::Reply { kind: RequestKind::UserTurn, extra_instructions: None };
         self.create_speech(SpeechSource::UserTurn, content)
@@ -193,6 +213,10 @@ impl SessionState {
         }
         self.speech_seq += 1;
         let speech_id = format!("s{}", self.speech_seq);
+        if let Some(run) = &mut self.run {
+            // Speeches created while a run is active belong to it (§17.1).
+            run.speeches.insert(speech_id.clone());
+        }
         self.pending_speeches += 1;
         self.update_away_timer(false);
         self.emit_now(EventKind::SpeechCreated { speech_id: speech_id.clone(), source });
@@ -209,11 +233,43 @@ impl SessionState {
 
     pub fn speech_done(&mut self, speech_id: String, interrupted: bool) {
         self.pending_speeches = self.pending_speeches.saturating_sub(1);
+        if let Some(run) = &mut self.run {
+            run.speeches.remove(&speech_id);
+            if run.speeches.is_empty() {
+                self.finish_run(None);
+            }
+        }
         self.emit_now(EventKind::SpeechDone { speech_id, interrupted });
         if self.pending_speeches == 0 {
             self.set_agent_state(AgentState::Listening);
         }
         self.release_idle_waiters();
+    }
+
+    // ---- runs (the testing API) ----
+
+    /// A user turn watched to its end: replies with the items its speeches committed.
+    pub fn run(&mut self, text: String, reply: RpcReplyPort<Result<RunResult, SessionError>>) {
+        if self.run.is_some() {
+            let _ = reply.send(Err(SessionError::NestedRun));
+            return;
+        }
+        let tracker =
+            RunTracker { speeches: BTreeSet::new(), items: Vec::new(), failure: None, reply };
+        self.run = Some(tracker);
+        if let Err(e) = self.user_turn(text) {
+            self.finish_run(Some(e));
+        }
+    }
+
+    fn finish_run(&mut self, error: Option<SessionError>) {
+        let Some(run) = self.run.take() else { return };
+        let result = match (error, run.failure) {
+            (Some(e), _) => Err(e),
+            (None, Some(failure)) => Err(SessionError::RunFailed(failure)),
+            (None, None) => Ok(RunResult::new(run.items)),
+        };
+        let _ = run.reply.send(result);
     }
 
     // ---- states ----
@@ -317,6 +373,7 @@ impl SessionState {
         }
         self.closing = Some(Closing { reason, waiters: vec![reply] });
         self.away_timer = None;
+        self.finish_run(Some(SessionError::Closed));
         for waiter in self.idle_waiters.drain(..) {
             let _ = waiter.send(Err(SessionError::Closed));
         }

@@ -12,6 +12,7 @@ pub mod chat;
 pub mod event;
 pub mod output;
 pub mod run_context;
+pub mod run_result;
 mod schema;
 pub mod text;
 pub mod time;
@@ -31,5 +32,6 @@ pub use output::{
     IntoToolOutput, Json, StopResponse, ToolError, ToolErrorKind, ToolOutput, ToolResult,
 };
 pub use run_context::RunContext;
+pub use run_result::{RunExpect, RunResult};
 pub use time::Timestamp;
 pub use tool::{DuplicateScope, FunctionTool, OnDuplicate, ToolFlags, ToolSchema, Toolset};
