@@ -38,7 +38,7 @@
 //! ```
 
 pub use colloquy_actors::{
-    BROADCAST_CAPACITY, EventStream, InterruptSignal, Playout, PlayoutReport, Session,
+    BROADCAST_CAPACITY, EventStream, InterruptSignal, MockScope, Playout, PlayoutReport, Session,
     SessionBuilder, SessionError, SessionHandle, SessionOptions, SpeechSink,
 };
 pub use colloquy_core::{

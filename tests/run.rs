@@ -105,3 +105,113 @@ async fn no_more_events_fails_listing_the_remaining_event() {
     let result = h.session.run("hi").await.unwrap();
     result.expect().no_more_events();
 }
+
+mod mocks {
+    use super::*;
+    use colloquy::MockScope;
+    use schemars::JsonSchema;
+    use serde::Deserialize;
+
+    #[derive(Deserialize, JsonSchema)]
+    struct Weather {
+        location: String,
+        #[serde(default)]
+        unit: Option<String>,
+    }
+
+    #[derive(Deserialize, JsonSchema)]
+    struct Book {
+        city: String,
+    }
+
+    #[derive(Deserialize, JsonSchema)]
+    struct Order {
+        #[allow(dead_code)]
+        item: String,
+    }
+
+    fn real_agent() -> Agent {
+        Agent::new("A", "inst")
+            .tool(FunctionTool::new(
+                "get_weather",
+                "Weather.",
+                |_c: RunContext, a: Weather| async move {
+                    Ok::<_, ToolError>(format!("REAL weather {} {:?}", a.location, a.unit))
+                },
+            ))
+            .tool(FunctionTool::new("book", "Book.", |_c: RunContext, a: Book| async move {
+                Ok::<_, ToolError>(format!("REAL booked {}", a.city))
+            }))
+            .tool(FunctionTool::new("order", "Order.", |_c: RunContext, _a: Order| async move {
+                Ok::<_, ToolError>("REAL order")
+            }))
+    }
+
+    fn weather_mock(prefix: &'static str) -> FunctionTool {
+        FunctionTool::new("get_weather", "", move |_c: RunContext, a: Weather| async move {
+            Ok::<_, ToolError>(format!("{prefix} {}", a.location))
+        })
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn c70_typed_mocks_replace_bodies_and_keep_the_real_schema() {
+        let script = vec![ScriptedResponse::calls([
+            ScriptedCall::new("w1", "get_weather", r#"{"location":"Tokyo"}"#),
+            ScriptedCall::new("b1", "book", r#"{"city":"Paris"}"#),
+            ScriptedCall::new("o1", "order", r#"{"item":"x"}"#),
+            ScriptedCall::new("w2", "get_weather", "{}"),
+        ])];
+        let mut h = Harness::start(real_agent(), script).await;
+        let book = FunctionTool::new("book", "", |_c: RunContext, a: Book| async move {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            Ok::<_, ToolError>(format!("mock booked {}", a.city))
+        });
+        let order = FunctionTool::new("order", "", |_c: RunContext, _a: Order| async move {
+            Err::<String, _>(ToolError::internal("boom"))
+        });
+        let agent_scope = MockScope::Agent("A".into());
+        h.session.mock_tools(agent_scope, [weather_mock("mock sunny"), book, order]).await.unwrap();
+        let result = h.session.run("go").await.unwrap();
+        result.contains_function_call_output("mock sunny Tokyo", false);
+        result.contains_function_call_output("mock booked Paris", false);
+        result.contains_function_call_output("An internal error occurred.", true);
+        result.contains_function_call_output(
+            "Error parsing arguments for `get_weather`: location: missing",
+            true,
+        );
+        assert!(h.tool_events().contains(&r#"E(o1,error,"boom")"#.to_string()));
+        let schema = &h.llm.requests()[0];
+        assert_eq!(schema.tools, ["get_weather", "book", "order"]);
+        h.close().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn agent_mocks_override_session_mocks_and_an_empty_list_removes_them() {
+        let call = || call("w", "get_weather", r#"{"location":"Oslo"}"#);
+        let h =
+            Harness::start(real_agent(), vec![call(), text("a"), call(), text("b"), call()]).await;
+        h.session.mock_tools(MockScope::Session, [weather_mock("session")]).await.unwrap();
+        h.session.mock_tools(MockScope::Agent("A".into()), [weather_mock("agent")]).await.unwrap();
+        h.session.run("1").await.unwrap().contains_function_call_output("agent Oslo", false);
+        h.session.mock_tools(MockScope::Agent("A".into()), []).await.unwrap();
+        h.session.run("2").await.unwrap().contains_function_call_output("session Oslo", false);
+        h.session.mock_tools(MockScope::Session, []).await.unwrap();
+        let real = h.session.run("3").await.unwrap();
+        real.contains_function_call_output("REAL weather Oslo None", false);
+        h.close().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn mocking_a_tool_the_agent_does_not_have_is_an_error() {
+        let h = Harness::start(real_agent(), vec![]).await;
+        let stray = FunctionTool::new("get_wether", "", |_c: RunContext, _a: Order| async move {
+            Ok::<_, ToolError>("x")
+        });
+        let err = h.session.mock_tools(MockScope::Session, [stray]).await.unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid session configuration: cannot mock `get_wether`: agent `A` has no such tool"
+        );
+        h.close().await;
+    }
+}

@@ -18,7 +18,7 @@ use tokio::sync::{broadcast, mpsc};
 
 use crate::catalog::ToolCatalog;
 use crate::error::SessionError;
-use crate::session::{SessionActor, SessionArgs, SessionMsg, SessionOptions};
+use crate::session::{MockScope, SessionActor, SessionArgs, SessionMsg, SessionOptions};
 use crate::speech_sink::SpeechSink;
 
 /// Capacity of each [`SessionHandle::events`] channel before a slow receiver lags.
@@ -204,6 +204,19 @@ impl SessionHandle {
     pub async fn run(&self, user_input: impl Into<String>) -> Result<RunResult, SessionError> {
         let text = user_input.into();
         self.ask(|reply| SessionMsg::Run { text, reply }).await?
+    }
+
+    /// The testing API: replaces tool bodies for calls made from now on (decision 6). Each mock
+    /// is a `FunctionTool` with the real tool's name and a body over the same argument type;
+    /// the model still sees the real schema, and arguments are validated against it. Agent
+    /// mocks override session mocks of the same name; an empty list removes a scope's mocks.
+    pub async fn mock_tools(
+        &self,
+        scope: MockScope,
+        mocks: impl IntoIterator<Item = FunctionTool>,
+    ) -> Result<(), SessionError> {
+        let mocks: Vec<FunctionTool> = mocks.into_iter().collect();
+        self.ask(|reply| SessionMsg::MockTools { scope, mocks, reply }).await?
     }
 
     /// Starts a reply with extra instructions for its first LLM step (queued after the

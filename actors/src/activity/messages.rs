@@ -1,5 +1,9 @@
 //! The Activity's messages and the speech jobs it runs.
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use colloquy_core::FunctionTool;
 use colloquy_llm::RequestKind;
 use ractor::RpcReplyPort;
 
@@ -31,4 +35,6 @@ pub(crate) enum ActivityMsg {
     SpeechFinished { speech_id: String, interrupted: bool },
     /// Interrupt everything, let the current speech wind down, then tell the Session.
     Close,
+    /// Replace the mocked tool bodies of this agent's toolset.
+    SetMocks(Arc<BTreeMap<String, FunctionTool>>),
 }

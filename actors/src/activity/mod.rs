@@ -118,6 +118,9 @@ impl Actor for ActivityActor {
             ActivityMsg::SpeechFinished { speech_id, interrupted } => {
                 state.speech_finished(&myself, speech_id, interrupted)
             }
+            ActivityMsg::SetMocks(mocks) => {
+                let _ = state.env.toolset.cast(crate::toolset::ToolsetMsg::SetMocks(mocks));
+            }
             ActivityMsg::Close => {
                 state.closing = true;
                 state.interrupt(None, true);

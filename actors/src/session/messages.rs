@@ -2,11 +2,20 @@
 
 use std::sync::Arc;
 
-use colloquy_core::{AgentState, ChatContext, ChatItem, RunResult, SessionEvent};
+use colloquy_core::{AgentState, ChatContext, ChatItem, FunctionTool, RunResult, SessionEvent};
 use ractor::RpcReplyPort;
 use tokio::sync::{broadcast, mpsc};
 
 use crate::error::SessionError;
+
+/// Which calls a set of mocks applies to (the testing API, §17.3).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum MockScope {
+    /// Calls made while this agent is current; these override session mocks of the same name.
+    Agent(String),
+    /// Calls of every agent.
+    Session,
+}
 
 /// Everything a Session actor handles.
 pub enum SessionMsg {
@@ -33,6 +42,12 @@ pub enum SessionMsg {
     Context { agent: String, reply: RpcReplyPort<Option<Arc<ChatContext>>> },
     /// The current agent and user state.
     States(RpcReplyPort<(AgentState, colloquy_core::UserState)>),
+    /// Replace the mocked tool bodies of one scope.
+    MockTools {
+        scope: MockScope,
+        mocks: Vec<FunctionTool>,
+        reply: RpcReplyPort<Result<(), SessionError>>,
+    },
     /// Replies once the session is idle.
     WaitForIdle(RpcReplyPort<Result<(), SessionError>>),
     /// Close the session; replies once it has closed.

@@ -20,7 +20,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tokio::sync::mpsc;
 
 pub(crate) use link::SessionLink;
-pub use messages::SessionMsg;
+pub use messages::{MockScope, SessionMsg};
 use state::SessionState;
 
 use crate::activity::{ActivityActor, ActivityArgs, ActivityMsg, SpeechContent};
@@ -96,7 +96,7 @@ impl Actor for SessionActor {
             args.agent.interruptions_override().unwrap_or(args.options.allow_interruptions);
         let activity_args = ActivityArgs {
             agent: args.agent,
-            catalog: args.catalog,
+            catalog: Arc::clone(&args.catalog),
             session: link.clone(),
             llm: args.llm,
             sink: args.sink,
@@ -114,6 +114,7 @@ impl Actor for SessionActor {
             agent_id,
             previous_agent,
             allow_interruptions,
+            catalog: Arc::clone(&args.catalog),
             activity,
             subscribers: args.subscribers,
         }))
@@ -171,6 +172,9 @@ impl Actor for SessionActor {
             }
             SessionMsg::Context { agent, reply } => {
                 let _ = reply.send(state.contexts.get(&agent).cloned());
+            }
+            SessionMsg::MockTools { scope, mocks, reply } => {
+                let _ = reply.send(state.mock_tools(scope, mocks));
             }
             SessionMsg::States(reply) => {
                 let _ = reply.send((state.agent_state, state.user_state));

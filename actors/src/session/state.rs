@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use colloquy_core::chat::AgentHandoff;
 use colloquy_core::{
-    AgentState, ChatContext, ChatItem, ErrorSource, EventKind, Message, Role, RunResult,
-    SessionEvent, SpeechSource, UserState,
+    AgentState, ChatContext, ChatItem, ErrorSource, EventKind, FunctionTool, Message, Role,
+    RunResult, SessionEvent, SpeechSource, UserState,
 };
 use colloquy_llm::RequestKind;
 use ractor::{ActorRef, RpcReplyPort};
@@ -14,8 +14,9 @@ use tokio::sync::{broadcast, mpsc};
 
 use super::SessionOptions;
 use super::link::SessionLink;
-use super::messages::SessionMsg;
+use super::messages::{MockScope, SessionMsg};
 use crate::activity::{ActivityMsg, SpeechContent, SpeechJob};
+use crate::catalog::ToolCatalog;
 use crate::error::SessionError;
 use crate::task::OwnedTask;
 
@@ -29,6 +30,7 @@ pub(crate) struct Init {
     pub agent_id: String,
     pub previous_agent: Option<String>,
     pub allow_interruptions: bool,
+    pub catalog: Arc<ToolCatalog>,
     pub activity: ActorRef<ActivityMsg>,
     pub subscribers: Vec<mpsc::UnboundedSender<SessionEvent>>,
 }
@@ -56,6 +58,10 @@ pub(crate) struct SessionState {
     agent_id: String,
     previous_agent: Option<String>,
     allow_interruptions: bool,
+    /// The current agent's tools.
+    catalog: Arc<ToolCatalog>,
+    /// Mocked tool bodies by scope, then tool name.
+    mocks: BTreeMap<MockScope, BTreeMap<String, FunctionTool>>,
     pub activity: ActorRef<ActivityMsg>,
     pub agent_state: AgentState,
     pub user_state: UserState,
@@ -84,6 +90,8 @@ impl SessionState {
             agent_id: init.agent_id,
             previous_agent: init.previous_agent,
             allow_interruptions: init.allow_interruptions,
+            catalog: init.catalog,
+            mocks: BTreeMap::new(),
             activity: init.activity,
             agent_state: AgentState::Initializing,
             user_state: UserState::Listening,
@@ -270,6 +278,42 @@ impl SessionState {
             (None, None) => Ok(RunResult::new(run.items)),
         };
         let _ = run.reply.send(result);
+    }
+
+    /// Replaces one scope's mocks (an empty list removes them) and hands the current agent's
+    /// effective set to its toolset. A name the current agent does not have is an error.
+    pub fn mock_tools(
+        &mut self,
+        scope: MockScope,
+        mocks: Vec<FunctionTool>,
+    ) -> Result<(), SessionError> {
+        let applies_now = match &scope {
+            MockScope::Session => true,
+            MockScope::Agent(agent) => *agent == self.agent_id,
+        };
+        if applies_now
+            && let Some(unknown) = mocks.iter().find(|m| self.catalog.get(m.name()).is_none())
+        {
+            return Err(SessionError::Config(format!(
+                "cannot mock `{}`: agent `{}` has no such tool",
+                unknown.name(),
+                self.agent_id
+            )));
+        }
+        let named: BTreeMap<String, FunctionTool> =
+            mocks.into_iter().map(|m| (m.name().to_string(), m)).collect();
+        if named.is_empty() {
+            self.mocks.remove(&scope);
+        } else {
+            self.mocks.insert(scope, named);
+        }
+        let mut effective = self.mocks.get(&MockScope::Session).cloned().unwrap_or_default();
+        if let Some(agent) = self.mocks.get(&MockScope::Agent(self.agent_id.clone())) {
+            effective.extend(agent.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+        self.activity
+            .cast(ActivityMsg::SetMocks(Arc::new(effective)))
+            .map_err(|_| SessionError::Closed)
     }
 
     // ---- states ----

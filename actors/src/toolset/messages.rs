@@ -1,6 +1,9 @@
 //! The Toolset's messages.
 
-use colloquy_core::{FunctionCall, Timestamp, ToolError, ToolOutput};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use colloquy_core::{FunctionCall, FunctionTool, Timestamp, ToolError, ToolOutput};
 use ractor::RpcReplyPort;
 use serde_json::{Map, Value};
 
@@ -27,6 +30,8 @@ pub(crate) struct CallOutcome {
 pub(crate) enum ToolsetMsg {
     /// Register and start a call; `reply` answers with its output.
     Execute(Box<ExecuteCall>, RpcReplyPort<CallOutcome>),
+    /// Replace the mocked tool bodies (tool name → mock), for calls that start from now on.
+    SetMocks(Arc<BTreeMap<String, FunctionTool>>),
     /// A ToolCall actor's body ended.
     Finished { call_id: String, result: Result<ToolOutput, ToolError> },
 }

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use colloquy_core::{
-    EventKind, RunContext, ToolCallStatus, ToolError, ToolErrorKind, ToolOutput, text,
+    EventKind, FunctionTool, RunContext, ToolCallStatus, ToolError, ToolErrorKind, ToolOutput, text,
 };
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 
@@ -41,6 +41,8 @@ pub(crate) struct ToolsetState {
     args: ToolsetArgs,
     /// Running calls by call id (ordered: anything observable iterates deterministically).
     running: BTreeMap<String, RunningCall>,
+    /// Mocked bodies by tool name (the testing API).
+    mocks: Arc<BTreeMap<String, FunctionTool>>,
 }
 
 impl Actor for ToolsetActor {
@@ -53,7 +55,7 @@ impl Actor for ToolsetActor {
         _myself: ActorRef<Self::Msg>,
         args: Self::Arguments,
     ) -> Result<Self::State, ActorProcessingErr> {
-        Ok(ToolsetState { args, running: BTreeMap::new() })
+        Ok(ToolsetState { args, running: BTreeMap::new(), mocks: Arc::default() })
     }
 
     async fn handle(
@@ -64,6 +66,7 @@ impl Actor for ToolsetActor {
     ) -> Result<(), ActorProcessingErr> {
         match message {
             ToolsetMsg::Execute(call, reply) => state.execute(myself, *call, reply).await,
+            ToolsetMsg::SetMocks(mocks) => state.mocks = mocks,
             ToolsetMsg::Finished { call_id, result } => state.finish(&call_id, result),
         }
         Ok(())
@@ -108,7 +111,11 @@ impl ToolsetState {
         let session = &self.args.session;
         let call_id = exec.call.call_id.clone();
         let tool = match self.args.catalog.get(&exec.call.name) {
-            Some(tool) if !self.running.contains_key(&call_id) => tool.clone(),
+            Some(tool) if !self.running.contains_key(&call_id) => match self.mocks.get(tool.name())
+            {
+                Some(mock) => tool.with_body_of(mock),
+                None => tool.clone(),
+            },
             found => {
                 // Dispatch only routes known tools here; a reused call id is a model error.
                 let why = if found.is_some() { "is already running" } else { "has no tool here" };

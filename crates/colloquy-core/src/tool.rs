@@ -251,6 +251,25 @@ impl FunctionTool {
         self.raw
     }
 
+    /// This tool with `mock`'s body (decision 6): the model still sees this tool's schema and
+    /// arguments are validated against it, then deserialized into the mock's own argument type.
+    ///
+    /// ```
+    /// # use colloquy_core::{FunctionTool, RunContext, ToolError};
+    /// # #[derive(serde::Deserialize, schemars::JsonSchema)] struct City { city: String }
+    /// let real = FunctionTool::new("get_weather", "Weather.", |_c: RunContext, a: City| async move {
+    ///     Ok::<_, ToolError>(format!("calling the weather service for {}", a.city))
+    /// });
+    /// let mock = FunctionTool::new("get_weather", "", |_c: RunContext, a: City| async move {
+    ///     Ok::<_, ToolError>(format!("mock sunny in {}", a.city))
+    /// });
+    /// let mocked = real.with_body_of(&mock);
+    /// assert_eq!(mocked.schema(), real.schema());
+    /// ```
+    pub fn with_body_of(&self, mock: &FunctionTool) -> FunctionTool {
+        FunctionTool { body: Arc::clone(&mock.body), raw: self.raw, ..self.clone() }
+    }
+
     /// True when `other` is this very tool (a clone of the same declaration).
     pub fn same_as(&self, other: &FunctionTool) -> bool {
         Arc::ptr_eq(&self.body, &other.body)
