@@ -38,8 +38,9 @@
 //! ```
 
 pub use colloquy_actors::{
-    BROADCAST_CAPACITY, EventStream, InterruptSignal, MockScope, Playout, PlayoutReport, Session,
-    SessionBuilder, SessionError, SessionHandle, SessionOptions, SpeechSink,
+    BROADCAST_CAPACITY, ClosedSession, EventStream, InterruptSignal, MockScope, PacedSink, Playout,
+    PlayoutReport, Session, SessionBuilder, SessionError, SessionHandle, SessionOptions,
+    SpeechSink,
 };
 pub use colloquy_core::{
     Agent, AgentHandoff, AgentState, ChatContext, ChatItem, DuplicateScope, ErrorSource, EventKind,

@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 
 use colloquy::prelude::*;
-use colloquy::{Playout, RequestKind, SpeechSink, SpeechSource};
+use colloquy::{PacedSink, RequestKind, SpeechSource};
 use common::*;
 
 fn agent() -> Agent {
@@ -128,41 +128,9 @@ async fn c49_speeches_that_disallow_interruptions_play_on() {
     h.close().await;
 }
 
-/// A sink that plays one character every 10 ms of virtual time.
-struct PacedSink;
-
-impl SpeechSink for PacedSink {
-    fn play(&self, mut playout: Playout) {
-        tokio::spawn(async move {
-            let stop = playout.interrupt_signal();
-            let mut played = String::new();
-            'playing: loop {
-                let delta = tokio::select! {
-                    biased;
-                    _ = stop.requested() => break 'playing,
-                    delta = playout.next_text() => delta,
-                };
-                let Some(delta) = delta else { break };
-                for c in delta.chars() {
-                    tokio::select! {
-                        biased;
-                        _ = stop.requested() => break 'playing,
-                        _ = tokio::time::sleep(Duration::from_millis(10)) => played.push(c),
-                    }
-                    playout.progress(played.chars().count());
-                }
-            }
-            if stop.is_requested() {
-                return playout.interrupted(played);
-            }
-            playout.done();
-        });
-    }
-}
-
 #[tokio::test(start_paused = true)]
 async fn a_sink_paces_playout_and_an_interruption_keeps_what_was_played() {
-    let builder = Session::builder().speech_sink(PacedSink);
+    let builder = Session::builder().speech_sink(PacedSink::new(Duration::from_millis(10)));
     let mut h =
         Harness::start_with(builder, agent(), vec![text("Hello world"), text("Goodbye now")]).await;
     h.turn("hi").await;

@@ -18,7 +18,9 @@ use tokio::sync::{broadcast, mpsc};
 
 use crate::catalog::ToolCatalog;
 use crate::error::SessionError;
-use crate::session::{MockScope, SessionActor, SessionArgs, SessionMsg, SessionOptions};
+use crate::session::{
+    ClosedSession, MockScope, SessionActor, SessionArgs, SessionMsg, SessionOptions,
+};
 use crate::speech_sink::SpeechSink;
 
 /// Capacity of each [`SessionHandle::events`] channel before a slow receiver lags.
@@ -292,10 +294,24 @@ impl SessionHandle {
     /// actor, emits `session_closed`. Returns once the session actor has stopped. Closing a
     /// closed session is a no-op.
     pub async fn close(&self) -> Result<(), SessionError> {
-        let reason = "close".to_string();
-        let _ = self.ask(|reply| SessionMsg::Close { reason, reply }).await;
+        match self.close_with_reason("close").await {
+            Ok(_) | Err(SessionError::Closed) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Closes the session with `reason` (carried by `session_closed`) and returns what it held
+    /// at the end: the final history and every agent's context, including items that tools
+    /// still committed while it closed. Fails with [`SessionError::Closed`] if it was already
+    /// closed.
+    pub async fn close_with_reason(
+        &self,
+        reason: impl Into<String>,
+    ) -> Result<ClosedSession, SessionError> {
+        let reason = reason.into();
+        let closed = self.ask(|reply| SessionMsg::Close { reason, reply }).await;
         let _ = self.actor.wait(None).await;
-        Ok(())
+        closed
     }
 }
 

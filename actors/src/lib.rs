@@ -25,5 +25,5 @@ mod toolset;
 
 pub use error::SessionError;
 pub use handle::{BROADCAST_CAPACITY, EventStream, Session, SessionBuilder, SessionHandle};
-pub use session::{MockScope, SessionOptions};
-pub use speech_sink::{InterruptSignal, Playout, PlayoutReport, SpeechSink};
+pub use session::{ClosedSession, MockScope, SessionOptions};
+pub use speech_sink::{InterruptSignal, PacedSink, Playout, PlayoutReport, SpeechSink};

@@ -35,6 +35,59 @@ pub trait SpeechSink: Send + Sync + 'static {
     fn play(&self, playout: Playout);
 }
 
+/// A sink that "plays" text at a fixed pace of virtual or real time per character and plays
+/// it nowhere: for tests, scenario files (`playout_ms_per_char`) and load tests that need
+/// speech to take time. An interruption keeps the characters played so far.
+///
+/// ```
+/// use colloquy_actors::PacedSink;
+/// let sink = PacedSink::new(std::time::Duration::from_millis(10)); // 100 characters a second
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct PacedSink {
+    per_char: std::time::Duration,
+}
+
+impl PacedSink {
+    /// A sink taking `per_char` for every character.
+    pub fn new(per_char: std::time::Duration) -> Self {
+        Self { per_char }
+    }
+}
+
+impl SpeechSink for PacedSink {
+    fn play(&self, mut playout: Playout) {
+        let per_char = self.per_char;
+        tokio::spawn(async move {
+            let stop = playout.interrupt_signal();
+            let mut played = String::new();
+            let mut count = 0;
+            'playing: loop {
+                let delta = tokio::select! {
+                    biased;
+                    _ = stop.requested() => break 'playing,
+                    delta = playout.next_text() => delta,
+                };
+                let Some(delta) = delta else { break };
+                for c in delta.chars() {
+                    tokio::select! {
+                        biased;
+                        _ = stop.requested() => break 'playing,
+                        _ = tokio::time::sleep(per_char) => played.push(c),
+                    }
+                    count += 1;
+                    playout.progress(count);
+                }
+            }
+            if stop.is_requested() {
+                playout.interrupted(played);
+            } else {
+                playout.done();
+            }
+        });
+    }
+}
+
 /// Fires when the runtime interrupts a playout (see [`Playout::interrupt_signal`]).
 #[derive(Clone, Debug)]
 pub struct InterruptSignal(CancellationToken);

@@ -8,6 +8,17 @@ use tokio::sync::{broadcast, mpsc};
 
 use crate::error::SessionError;
 
+/// What a session held when it closed.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ClosedSession {
+    /// Why it closed.
+    pub reason: String,
+    /// The final session history.
+    pub history: Vec<ChatItem>,
+    /// Every agent's final chat context, by agent id.
+    pub contexts: std::collections::BTreeMap<String, Vec<ChatItem>>,
+}
+
 /// Which calls a set of mocks applies to (the testing API, §17.3).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum MockScope {
@@ -50,8 +61,8 @@ pub enum SessionMsg {
     },
     /// Replies once the session is idle.
     WaitForIdle(RpcReplyPort<Result<(), SessionError>>),
-    /// Close the session; replies once it has closed.
-    Close { reason: String, reply: RpcReplyPort<()> },
+    /// Close the session; replies once it has closed, with its final history and contexts.
+    Close { reason: String, reply: RpcReplyPort<ClosedSession> },
 
     // ---- from the session's own actors ----
     /// Fan an event out to subscribers (and track running calls).

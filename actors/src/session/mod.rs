@@ -20,7 +20,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tokio::sync::mpsc;
 
 pub(crate) use link::SessionLink;
-pub use messages::{MockScope, SessionMsg};
+pub use messages::{ClosedSession, MockScope, SessionMsg};
 use state::SessionState;
 
 use crate::activity::{ActivityActor, ActivityArgs, ActivityMsg, SpeechContent};

@@ -14,7 +14,7 @@ use tokio::sync::{broadcast, mpsc};
 
 use super::SessionOptions;
 use super::link::SessionLink;
-use super::messages::{MockScope, SessionMsg};
+use super::messages::{ClosedSession, MockScope, SessionMsg};
 use crate::activity::{ActivityMsg, SpeechContent, SpeechJob};
 use crate::catalog::ToolCatalog;
 use crate::error::SessionError;
@@ -45,7 +45,7 @@ struct RunTracker {
 
 struct Closing {
     reason: String,
-    waiters: Vec<RpcReplyPort<()>>,
+    waiters: Vec<RpcReplyPort<ClosedSession>>,
 }
 
 pub(crate) struct SessionState {
@@ -410,7 +410,7 @@ impl SessionState {
         }
     }
 
-    pub fn close(&mut self, reason: String, reply: RpcReplyPort<()>) {
+    pub fn close(&mut self, reason: String, reply: RpcReplyPort<ClosedSession>) {
         if let Some(closing) = &mut self.closing {
             closing.waiters.push(reply);
             return;
@@ -440,8 +440,13 @@ impl SessionState {
         self.emit_now(EventKind::SessionClosed { reason: reason.clone() });
         self.subscribers.clear();
         self.broadcasts.clear();
+        let closed = ClosedSession {
+            reason: reason.clone(),
+            history: self.history.items().to_vec(),
+            contexts: self.contexts.iter().map(|(k, v)| (k.clone(), v.items().to_vec())).collect(),
+        };
         for waiter in waiters {
-            let _ = waiter.send(());
+            let _ = waiter.send(closed.clone());
         }
         myself.stop(Some(reason));
     }

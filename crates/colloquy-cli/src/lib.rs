@@ -11,6 +11,8 @@ usage: colloquy <command> [options]
 commands:
   demo [--no-color] [--fast]   play a travel-agent conversation on the scripted LLM
                                (no network, no keys); --fast skips the pauses
+  run FILE.json                play a scenario file on the paused clock and print its
+                               trace as JSON (exit 2 on a bad file)
   help                         show this text
 ";
 
@@ -23,6 +25,11 @@ pub enum Command {
         color: bool,
         /// Skip the simulated latencies.
         fast: bool,
+    },
+    /// Play a scenario file and print its trace.
+    Run {
+        /// The scenario file.
+        path: String,
     },
     /// Print usage.
     Help,
@@ -45,6 +52,11 @@ pub fn parse_args(args: &[String], color_default: bool) -> Result<Command, Strin
             }
             Ok(Command::Demo { color, fast })
         }
+        Some("run") => match (it.next(), it.next()) {
+            (Some(path), None) if !path.starts_with('-') => Ok(Command::Run { path: path.into() }),
+            (None, _) => Err("run: missing the scenario file".into()),
+            _ => Err("run: expected exactly one scenario file".into()),
+        },
         Some(other) => Err(format!("unknown command `{other}`")),
     }
 }
@@ -73,5 +85,11 @@ mod tests {
             Err("demo: unknown option `--loud`".into())
         );
         assert_eq!(parse_args(&args(&["dance"]), true), Err("unknown command `dance`".into()));
+        assert_eq!(
+            parse_args(&args(&["run", "a.json"]), true),
+            Ok(Command::Run { path: "a.json".into() })
+        );
+        assert!(parse_args(&args(&["run"]), true).is_err());
+        assert!(parse_args(&args(&["run", "a.json", "b.json"]), true).is_err());
     }
 }

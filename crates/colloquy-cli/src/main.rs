@@ -21,6 +21,20 @@ fn main() -> ExitCode {
             print!("{USAGE}");
             ExitCode::SUCCESS
         }
+        Command::Run { path } => match colloquy_scenario::run_file(&path) {
+            Ok(trace) => {
+                print!("{}", trace.to_json());
+                ExitCode::SUCCESS
+            }
+            Err(e @ colloquy_scenario::ScenarioError::Run(_)) => {
+                eprintln!("colloquy: {e}");
+                ExitCode::FAILURE
+            }
+            Err(e) => {
+                eprintln!("colloquy: {path}: {e}");
+                ExitCode::from(2)
+            }
+        },
         Command::Demo { color, fast } => {
             let pace = if fast { Duration::ZERO } else { Duration::from_millis(100) };
             let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {

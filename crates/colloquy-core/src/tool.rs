@@ -207,6 +207,25 @@ impl FunctionTool {
         })
     }
 
+    /// A tool with an explicit JSON schema whose arguments are validated like a typed tool's
+    /// (§5.2), for tools defined as data (scenario files, tool servers). The body receives the
+    /// validated argument object.
+    pub fn from_schema<F, Fut, R>(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        parameters: Value,
+        body: F,
+    ) -> Result<Self, ToolDeclarationError>
+    where
+        F: Fn(RunContext, Map<String, Value>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<R, ToolError>> + Send + 'static,
+        R: IntoToolOutput,
+    {
+        let mut tool = Self::raw(name, description, parameters, body)?;
+        tool.raw = false;
+        Ok(tool)
+    }
+
     /// Marks the tool cancellable.
     pub fn cancellable(mut self) -> Self {
         self.flags.cancellable = true;

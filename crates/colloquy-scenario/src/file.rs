@@ -1,0 +1,439 @@
+//! The scenario file (SCENARIO-FORMAT.md "File"), parsed whole before anything runs. Keys the
+//! runtime does not support yet fail with `not supported yet: <path>`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use colloquy::{ScriptedCall, ScriptedResponse};
+use serde_json::{Map, Value};
+
+use crate::ScenarioError;
+use crate::json::{Obj, invalid, kind, unsupported};
+use crate::template::Template;
+
+/// A parsed scenario.
+#[derive(Debug)]
+pub struct Scenario {
+    /// The scenario's name.
+    pub name: Option<String>,
+    /// Session options.
+    pub options: Options,
+    /// Tools by name, in file order.
+    pub tools: Vec<ToolDef>,
+    /// Agents by id, in file order.
+    pub agents: Vec<AgentDef>,
+    /// The session.
+    pub session: SessionDef,
+    /// The scripted LLM's answers.
+    pub llm: Vec<ScriptedResponse>,
+    /// What happens, in order.
+    pub steps: Vec<Step>,
+}
+
+/// `options`.
+#[derive(Debug)]
+pub struct Options {
+    /// `max_tool_steps`.
+    pub max_tool_steps: Option<u32>,
+    /// `allow_interruptions`.
+    pub allow_interruptions: Option<bool>,
+    /// `user_away_timeout_ms` (`null` disables the timer).
+    pub user_away_timeout: Option<Duration>,
+    /// `playout_ms_per_char`.
+    pub playout_ms_per_char: u64,
+    /// `end_timeout_ms`.
+    pub end_timeout: Duration,
+}
+
+/// A tool defined in `tools`.
+#[derive(Debug)]
+pub struct ToolDef {
+    /// Name.
+    pub name: String,
+    /// Description.
+    pub description: String,
+    /// JSON schema of the parameters.
+    pub parameters: Value,
+    /// The scripted body.
+    pub body: Vec<BodyStep>,
+}
+
+/// One step of a tool body.
+#[derive(Clone, Debug)]
+pub enum BodyStep {
+    /// `sleep_ms`.
+    Sleep(Duration),
+    /// `return`.
+    Return(Template),
+    /// `return_nothing`.
+    ReturnNothing,
+    /// `tool_result`.
+    ToolResult {
+        /// The output.
+        output: Template,
+        /// Whether a reply is asked for.
+        reply_required: bool,
+    },
+    /// `error`: a ToolError.
+    Error(Template),
+    /// `fail`: an unexpected error.
+    Fail(Template),
+    /// `panic`.
+    Panic(Template),
+    /// `stop_response`.
+    StopResponse,
+}
+
+impl BodyStep {
+    fn is_terminal(&self) -> bool {
+        !matches!(self, BodyStep::Sleep(_))
+    }
+}
+
+/// An agent defined in `agents`.
+#[derive(Debug)]
+pub struct AgentDef {
+    /// Id.
+    pub id: String,
+    /// Instructions.
+    pub instructions: String,
+    /// Tool names.
+    pub tools: Vec<String>,
+    /// `allow_interruptions`.
+    pub allow_interruptions: Option<bool>,
+}
+
+/// `session`.
+#[derive(Debug)]
+pub struct SessionDef {
+    /// The first agent.
+    pub agent: String,
+    /// Session-level tool names.
+    pub tools: Vec<String>,
+}
+
+/// A step, with its optional `at_ms`.
+#[derive(Debug)]
+pub struct Step {
+    /// Sleep until this virtual time first.
+    pub at: Option<Duration>,
+    /// What to do.
+    pub action: Action,
+}
+
+/// What a step does.
+#[derive(Debug, PartialEq)]
+pub enum Action {
+    /// Only `at_ms`.
+    Nothing,
+    /// `wait_ms`.
+    Wait(Duration),
+    /// `user`.
+    User(String),
+    /// `user_speaking`.
+    UserSpeaking(bool),
+    /// `wait_idle`.
+    WaitIdle,
+    /// `generate_reply`.
+    GenerateReply(Option<String>),
+    /// `say`.
+    Say(String),
+    /// `interrupt`.
+    Interrupt,
+    /// `close`.
+    Close,
+}
+
+fn ms(v: u64) -> Duration {
+    Duration::from_millis(v)
+}
+
+/// Parses a whole scenario file.
+pub fn parse(text: &str) -> Result<Scenario, ScenarioError> {
+    let value: Value = serde_json::from_str(text)
+        .map_err(|e| ScenarioError::File(format!("not valid JSON: {e}")))?;
+    let mut root = Obj::new(value, "")?;
+    let name = root.string("name")?;
+    let options = match root.take("options") {
+        Some(v) => parse_options(Obj::new(v, "options")?)?,
+        None => parse_options(Obj::new(Value::Object(Map::new()), "options")?)?,
+    };
+    let mut tools = Vec::new();
+    for (tool_name, v) in root.entries("tools")? {
+        let path = format!("tools.{tool_name}");
+        tools.push(parse_tool(tool_name, Obj::new(v, path)?)?);
+    }
+    if let Some((id, _)) = root.entries("toolsets")?.into_iter().next() {
+        return Err(unsupported(&format!("toolsets.{id}")));
+    }
+    let known_tools: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+    let mut agents = Vec::new();
+    for (id, v) in root.entries("agents")? {
+        let path = format!("agents.{id}");
+        agents.push(parse_agent(id, Obj::new(v, path)?, &known_tools)?);
+    }
+    let session = match root.take("session") {
+        Some(v) => parse_session(Obj::new(v, "session")?, &known_tools, &agents)?,
+        None => return Err(invalid("session", "missing")),
+    };
+    let llm = root
+        .array("llm")?
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| parse_llm_entry(Obj::new(v, format!("llm[{i}]"))?))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut steps = Vec::new();
+    for (i, v) in root.array("steps")?.into_iter().enumerate() {
+        let path = format!("steps[{i}]");
+        if steps.last().is_some_and(|s: &Step| s.action == Action::Close) {
+            return Err(invalid(&path, "no step may follow `close`"));
+        }
+        steps.push(parse_step(Obj::new(v, path)?)?);
+    }
+    root.finish()?;
+    Ok(Scenario { name, options, tools, agents, session, llm, steps })
+}
+
+fn parse_options(mut o: Obj) -> Result<Options, ScenarioError> {
+    let max_tool_steps = match o.u64("max_tool_steps")? {
+        Some(n) => {
+            Some(u32::try_from(n).map_err(|_| invalid(&o.at("max_tool_steps"), "too large"))?)
+        }
+        None => None,
+    };
+    let allow_interruptions = o.bool("allow_interruptions")?;
+    let user_away_timeout = match o.take("user_away_timeout_ms") {
+        None => Some(ms(15_000)),
+        Some(Value::Null) => None,
+        Some(Value::Number(n)) if n.as_u64().is_some() => n.as_u64().map(ms),
+        Some(other) => {
+            let at = o.at("user_away_timeout_ms");
+            return Err(invalid(
+                &at,
+                format!("expected milliseconds or null, got {}", kind(&other)),
+            ));
+        }
+    };
+    let playout_ms_per_char = o.u64("playout_ms_per_char")?.unwrap_or(0);
+    let end_timeout = ms(o.u64("end_timeout_ms")?.unwrap_or(60_000));
+    for key in ["cancel_grace_ms", "drain_timeout_ms", "templates"] {
+        o.refuse(key)?;
+    }
+    o.finish()?;
+    Ok(Options {
+        max_tool_steps,
+        allow_interruptions,
+        user_away_timeout,
+        playout_ms_per_char,
+        end_timeout,
+    })
+}
+
+fn parse_tool(name: String, mut o: Obj) -> Result<ToolDef, ScenarioError> {
+    let description = o.string("description")?.unwrap_or_default();
+    let parameters = match o.take("parameters") {
+        None => serde_json::json!({"type": "object", "properties": {}}),
+        Some(v @ Value::Object(_)) => v,
+        Some(other) => {
+            return Err(invalid(
+                &o.at("parameters"),
+                format!("expected a JSON schema object, got {}", kind(&other)),
+            ));
+        }
+    };
+    let declared: Vec<String> = parameters
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|p| p.keys().cloned().collect())
+        .unwrap_or_default();
+    if !o.strings("flags")?.is_empty() {
+        return Err(unsupported(&o.at("flags")));
+    }
+    match o.string("on_duplicate")?.as_deref() {
+        None | Some("allow") => {}
+        Some("reject" | "replace" | "confirm") => return Err(unsupported(&o.at("on_duplicate"))),
+        Some(other) => {
+            return Err(invalid(&o.at("on_duplicate"), format!("unknown policy `{other}`")));
+        }
+    }
+    match o.string("duplicate_scope")?.as_deref() {
+        None | Some("name" | "name_and_args") => {}
+        Some(other) => {
+            return Err(invalid(&o.at("duplicate_scope"), format!("unknown scope `{other}`")));
+        }
+    }
+    let body_path = o.at("body");
+    let mut body: Vec<BodyStep> = Vec::new();
+    for (i, v) in o.array("body")?.into_iter().enumerate() {
+        let path = format!("{body_path}[{i}]");
+        if body.last().is_some_and(BodyStep::is_terminal) {
+            return Err(invalid(&path, "unreachable: the step before it ends the body"));
+        }
+        body.push(parse_body_step(Obj::new(v, path)?, &declared)?);
+    }
+    o.finish()?;
+    Ok(ToolDef { name, description, parameters, body })
+}
+
+fn parse_body_step(mut o: Obj, declared: &[String]) -> Result<BodyStep, ScenarioError> {
+    for key in ["update", "handoff", "disallow_interruptions", "wait_cancelled"] {
+        o.refuse(key)?;
+    }
+    let actions = o.keys();
+    let [action] = actions.as_slice() else {
+        return Err(invalid(&o.path, "a body step needs exactly one action"));
+    };
+    let at = o.at(action);
+    let template = |value: Value| Template::parse(value, declared, &at);
+    let step = match action.as_str() {
+        "sleep_ms" => BodyStep::Sleep(ms(o.u64("sleep_ms")?.unwrap_or(0))),
+        "return" => BodyStep::Return(template(o.take("return").unwrap_or(Value::Null))?),
+        "return_nothing" => {
+            expect_true(o.take("return_nothing"), &at)?;
+            BodyStep::ReturnNothing
+        }
+        "stop_response" => {
+            expect_true(o.take("stop_response"), &at)?;
+            BodyStep::StopResponse
+        }
+        "tool_result" => {
+            let mut r = Obj::new(o.take("tool_result").unwrap_or(Value::Null), at.clone())?;
+            let output = match r.take("output") {
+                Some(v) => Template::parse(v, declared, &r.at("output"))?,
+                None => return Err(invalid(&r.at("output"), "missing")),
+            };
+            let reply_required = r.bool("reply_required")?.unwrap_or(true);
+            r.finish()?;
+            BodyStep::ToolResult { output, reply_required }
+        }
+        "error" | "fail" | "panic" => {
+            let text = o.string(action)?.unwrap_or_default();
+            let t = template(Value::String(text))?;
+            match action.as_str() {
+                "error" => BodyStep::Error(t),
+                "fail" => BodyStep::Fail(t),
+                _ => BodyStep::Panic(t),
+            }
+        }
+        _ => return Err(invalid(&at, "unknown key")),
+    };
+    o.finish()?;
+    Ok(step)
+}
+
+fn expect_true(value: Option<Value>, path: &str) -> Result<(), ScenarioError> {
+    match value {
+        Some(Value::Bool(true)) => Ok(()),
+        _ => Err(invalid(path, "expected true")),
+    }
+}
+
+fn check_tools(names: &[String], known: &[&str], path: &str) -> Result<(), ScenarioError> {
+    for (i, name) in names.iter().enumerate() {
+        if !known.contains(&name.as_str()) {
+            return Err(invalid(&format!("{path}[{i}]"), format!("undefined tool `{name}`")));
+        }
+    }
+    Ok(())
+}
+
+fn parse_agent(id: String, mut o: Obj, known: &[&str]) -> Result<AgentDef, ScenarioError> {
+    let instructions = o.string("instructions")?.unwrap_or_default();
+    let tools = o.strings("tools")?;
+    check_tools(&tools, known, &o.at("tools"))?;
+    if !o.strings("toolsets")?.is_empty() {
+        return Err(unsupported(&o.at("toolsets")));
+    }
+    let allow_interruptions = o.bool("allow_interruptions")?;
+    for key in ["templates", "on_enter"] {
+        o.refuse(key)?;
+    }
+    o.finish()?;
+    Ok(AgentDef { id, instructions, tools, allow_interruptions })
+}
+
+fn parse_session(
+    mut o: Obj,
+    known: &[&str],
+    agents: &[AgentDef],
+) -> Result<SessionDef, ScenarioError> {
+    let agent = o.required_string("agent")?;
+    if !agents.iter().any(|a| a.id == agent) {
+        return Err(invalid(&o.at("agent"), format!("undefined agent `{agent}`")));
+    }
+    let tools = o.strings("tools")?;
+    check_tools(&tools, known, &o.at("tools"))?;
+    if !o.strings("toolsets")?.is_empty() {
+        return Err(unsupported(&o.at("toolsets")));
+    }
+    o.finish()?;
+    Ok(SessionDef { agent, tools })
+}
+
+fn parse_llm_entry(mut o: Obj) -> Result<ScriptedResponse, ScenarioError> {
+    let mut response = ScriptedResponse::text(o.string("text")?.unwrap_or_default());
+    let calls_path = o.at("tool_calls");
+    for (i, v) in o.array("tool_calls")?.into_iter().enumerate() {
+        let mut c = Obj::new(v, format!("{calls_path}[{i}]"))?;
+        let id = c.required_string("id")?;
+        let name = c.required_string("name")?;
+        let arguments = c.string("arguments")?.unwrap_or_default();
+        c.finish()?;
+        response = response.with_call(ScriptedCall::new(id, name, arguments));
+    }
+    if let Some(latency) = o.u64("latency_ms")? {
+        response = response.with_latency(ms(latency));
+    }
+    if let Some(message) = o.string("error")? {
+        response.error = Some(message);
+    }
+    o.finish()?;
+    Ok(response)
+}
+
+fn parse_step(mut o: Obj) -> Result<Step, ScenarioError> {
+    let at = o.u64("at_ms")?.map(ms);
+    for key in ["cancel", "handoff", "inspect"] {
+        o.refuse(key)?;
+    }
+    let keys = o.keys();
+    let action = match keys.as_slice() {
+        [] if at.is_some() => Action::Nothing,
+        [key] => {
+            let path = o.at(key);
+            match key.as_str() {
+                "wait_ms" => Action::Wait(ms(o.u64("wait_ms")?.unwrap_or(0))),
+                "user" => Action::User(o.required_string("user")?),
+                "user_speaking" => Action::UserSpeaking(o.bool("user_speaking")?.unwrap_or(false)),
+                "wait_idle" => {
+                    expect_true(o.take("wait_idle"), &path)?;
+                    Action::WaitIdle
+                }
+                "generate_reply" => {
+                    let mut g = Obj::new(o.take("generate_reply").unwrap_or(Value::Null), path)?;
+                    let instructions = g.string("instructions")?;
+                    g.finish()?;
+                    Action::GenerateReply(instructions)
+                }
+                "say" => Action::Say(o.required_string("say")?),
+                "interrupt" => {
+                    expect_true(o.take("interrupt"), &path)?;
+                    Action::Interrupt
+                }
+                "close" => {
+                    expect_true(o.take("close"), &path)?;
+                    Action::Close
+                }
+                _ => return Err(invalid(&path, "unknown key")),
+            }
+        }
+        _ => return Err(invalid(&o.path, "a step needs exactly one action")),
+    };
+    o.finish()?;
+    Ok(Step { at, action })
+}
+
+/// Tool names to definitions, for the runner.
+pub(crate) fn tool_map(tools: &[ToolDef]) -> BTreeMap<&str, &ToolDef> {
+    tools.iter().map(|t| (t.name.as_str(), t)).collect()
+}

@@ -1,0 +1,154 @@
+//! Plays a parsed scenario on a current-thread runtime with tokio's clock paused.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use colloquy::{
+    Agent, FunctionTool, IntoToolOutput, PacedSink, RunContext, ScriptedLlm, Session,
+    SessionHandle, StopResponse, ToolError, ToolOutput, ToolResult,
+};
+use serde_json::{Map, Value};
+use tokio::time::Instant;
+
+use crate::ScenarioError;
+use crate::file::{Action, BodyStep, Scenario, ToolDef, tool_map};
+use crate::trace::{self, Trace};
+
+/// Plays `scenario` to its end and returns its trace.
+pub fn play(scenario: &Scenario) -> Result<Trace, ScenarioError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .map_err(|e| ScenarioError::Run(format!("cannot start the runtime: {e}")))?;
+    runtime.block_on(play_async(scenario))
+}
+
+async fn play_async(scenario: &Scenario) -> Result<Trace, ScenarioError> {
+    let start = Instant::now();
+    let tools = tool_map(&scenario.tools);
+    let build = |names: &[String]| -> Vec<FunctionTool> {
+        names.iter().filter_map(|n| tools.get(n.as_str())).map(|def| scripted_tool(def)).collect()
+    };
+    let first =
+        scenario.agents.iter().find(|a| a.id == scenario.session.agent).ok_or_else(|| {
+            ScenarioError::File(format!("undefined agent `{}`", scenario.session.agent))
+        })?;
+    let mut agent =
+        Agent::new(first.id.clone(), first.instructions.clone()).tools(build(&first.tools));
+    if let Some(allow) = first.allow_interruptions {
+        agent = agent.allow_interruptions(allow);
+    }
+    let llm = ScriptedLlm::new(scenario.llm.iter().cloned()).recording();
+    let options = &scenario.options;
+    let mut builder =
+        Session::builder().llm(llm.clone()).user_away_timeout(options.user_away_timeout);
+    if let Some(steps) = options.max_tool_steps {
+        builder = builder.max_tool_steps(steps);
+    }
+    if let Some(allow) = options.allow_interruptions {
+        builder = builder.allow_interruptions(allow);
+    }
+    if options.playout_ms_per_char > 0 {
+        builder =
+            builder.speech_sink(PacedSink::new(Duration::from_millis(options.playout_ms_per_char)));
+    }
+    for tool in build(&scenario.session.tools) {
+        builder = builder.tool(tool);
+    }
+    let mut events = builder.subscribe();
+    let session = builder.start(agent).await.map_err(|e| ScenarioError::Run(e.to_string()))?;
+
+    let mut closed = None;
+    for (i, step) in scenario.steps.iter().enumerate() {
+        if let Some(at) = step.at {
+            tokio::time::sleep_until(start + at).await;
+        }
+        let failed = |e: colloquy::SessionError| ScenarioError::Run(format!("steps[{i}]: {e}"));
+        match &step.action {
+            Action::Nothing => {}
+            Action::Wait(d) => tokio::time::sleep(*d).await,
+            Action::User(text) => session.user_turn(text.clone()).await.map_err(failed)?,
+            Action::UserSpeaking(speaking) => {
+                session.set_user_speaking(*speaking).map_err(failed)?
+            }
+            Action::WaitIdle => session.wait_for_idle().await.map_err(failed)?,
+            Action::GenerateReply(instructions) => {
+                let text = instructions.clone().unwrap_or_default();
+                session.generate_reply(text).await.map_err(failed)?
+            }
+            Action::Say(text) => session.say(text.clone()).await.map_err(failed)?,
+            Action::Interrupt => session.interrupt().await.map_err(failed)?,
+            Action::Close => {
+                closed = Some(session.close_with_reason("close").await.map_err(failed)?)
+            }
+        }
+    }
+    let closed = match closed {
+        Some(closed) => closed,
+        None => finish(&session, options.end_timeout).await?,
+    };
+    let mut traced = Vec::new();
+    while let Some(event) = events.recv().await {
+        if trace::traced(&event) {
+            traced.push(event);
+        }
+    }
+    Ok(Trace {
+        history: trace::items(&closed.history),
+        contexts: closed
+            .contexts
+            .iter()
+            .map(|(id, items)| (id.clone(), trace::items(items)))
+            .collect(),
+        events: traced,
+        llm_requests: llm.requests().iter().map(trace::TraceRequest::from).collect(),
+        snapshots: Vec::new(),
+    })
+}
+
+/// After the last step: wait for idle (at most `end_timeout` of virtual time), then close.
+async fn finish(
+    session: &SessionHandle,
+    end_timeout: Duration,
+) -> Result<colloquy::ClosedSession, ScenarioError> {
+    let _ = tokio::time::timeout(end_timeout, session.wait_for_idle()).await;
+    session.close_with_reason("scenario_end").await.map_err(|e| ScenarioError::Run(e.to_string()))
+}
+
+/// A function tool whose body plays the scripted steps.
+fn scripted_tool(def: &ToolDef) -> FunctionTool {
+    let body: Arc<[BodyStep]> = def.body.clone().into();
+    FunctionTool::from_schema(
+        def.name.clone(),
+        def.description.clone(),
+        def.parameters.clone(),
+        move |_ctx: RunContext, args: Map<String, Value>| {
+            let body = Arc::clone(&body);
+            async move { run_body(&body, &args).await }
+        },
+    )
+    .expect("scenario tools are checked when the file is parsed")
+}
+
+async fn run_body(body: &[BodyStep], args: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
+    for step in body {
+        match step {
+            BodyStep::Sleep(d) => tokio::time::sleep(*d).await,
+            BodyStep::Return(t) => return t.render(args).into_tool_output(),
+            BodyStep::ReturnNothing => return ().into_tool_output(),
+            BodyStep::ToolResult { output, reply_required } => {
+                let result = ToolResult {
+                    output: output.render_text(args),
+                    reply_required: *reply_required,
+                };
+                return result.into_tool_output();
+            }
+            BodyStep::Error(t) => return Err(ToolError::new(t.render_text(args))),
+            BodyStep::Fail(t) => return Err(ToolError::internal(t.render_text(args))),
+            BodyStep::Panic(t) => panic!("{}", t.render_text(args)),
+            BodyStep::StopResponse => return StopResponse.into_tool_output(),
+        }
+    }
+    ().into_tool_output()
+}

@@ -1,0 +1,158 @@
+//! The trace a scenario produces (SCENARIO-FORMAT.md "Trace"): keys in the order the format
+//! lists them, absent optional fields omitted.
+
+use std::collections::BTreeMap;
+
+use colloquy::{ChatItem, EventKind, RecordedRequest, RequestKind, Role, SessionEvent, ToolChoice};
+use serde::Serialize;
+
+/// The whole trace.
+#[derive(Clone, Debug, Serialize)]
+pub struct Trace {
+    /// The session history (starts with the first handoff).
+    pub history: Vec<TraceItem>,
+    /// Each agent's final chat context.
+    pub contexts: BTreeMap<String, Vec<TraceItem>>,
+    /// Events in emission order.
+    pub events: Vec<SessionEvent>,
+    /// Every LLM request.
+    pub llm_requests: Vec<TraceRequest>,
+    /// Actor-tree snapshots (`inspect` steps).
+    pub snapshots: Vec<serde_json::Value>,
+}
+
+impl Trace {
+    /// The trace as pretty JSON with a trailing newline, byte-identical for the same run.
+    pub fn to_json(&self) -> String {
+        let mut text = serde_json::to_string_pretty(self).expect("traces serialize");
+        text.push('\n');
+        text
+    }
+}
+
+/// An item in trace form.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum TraceItem {
+    /// A message.
+    Message {
+        /// `user` or `assistant`.
+        role: &'static str,
+        /// The text.
+        text: String,
+        /// Assistant messages only.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        interrupted: Option<bool>,
+    },
+    /// A function call.
+    FunctionCall {
+        /// Tool name.
+        name: String,
+        /// Call id.
+        call_id: String,
+        /// Argument text.
+        arguments: String,
+    },
+    /// A function call output.
+    FunctionCallOutput {
+        /// Tool name.
+        name: String,
+        /// Call id.
+        call_id: String,
+        /// Output text.
+        output: String,
+        /// Error flag.
+        is_error: bool,
+        /// Reply flag.
+        reply_required: bool,
+    },
+    /// An agent handoff.
+    AgentHandoff {
+        /// Previous agent (null for the first).
+        old_agent: Option<String>,
+        /// New agent.
+        new_agent: String,
+    },
+}
+
+impl From<&ChatItem> for TraceItem {
+    fn from(item: &ChatItem) -> Self {
+        match item {
+            ChatItem::Message(m) => {
+                let role = match m.role {
+                    Role::User => "user",
+                    Role::Assistant => "assistant",
+                    Role::System => "system",
+                    Role::Developer => "developer",
+                };
+                let interrupted = (m.role == Role::Assistant).then_some(m.interrupted);
+                TraceItem::Message { role, text: m.text.clone(), interrupted }
+            }
+            ChatItem::FunctionCall(c) => TraceItem::FunctionCall {
+                name: c.name.clone(),
+                call_id: c.call_id.clone(),
+                arguments: c.arguments.clone(),
+            },
+            ChatItem::FunctionCallOutput(o) => TraceItem::FunctionCallOutput {
+                name: o.name.clone(),
+                call_id: o.call_id.clone(),
+                output: o.output.clone(),
+                is_error: o.is_error,
+                reply_required: o.reply_required,
+            },
+            ChatItem::AgentHandoff(h) => TraceItem::AgentHandoff {
+                old_agent: h.old_agent.clone(),
+                new_agent: h.new_agent.clone(),
+            },
+        }
+    }
+}
+
+/// Items in trace form, without system messages (instructions never appear in traces).
+pub fn items(items: &[ChatItem]) -> Vec<TraceItem> {
+    items
+        .iter()
+        .filter(|i| {
+            !i.as_message().is_some_and(|m| matches!(m.role, Role::System | Role::Developer))
+        })
+        .map(TraceItem::from)
+        .collect()
+}
+
+/// An LLM request in trace form.
+#[derive(Clone, Debug, Serialize)]
+pub struct TraceRequest {
+    /// Why it was made.
+    pub kind: RequestKind,
+    /// The agent.
+    pub agent: String,
+    /// The speech.
+    pub speech_id: String,
+    /// Tool names in the order sent.
+    pub tools: Vec<String>,
+    /// `null` when unset.
+    pub tool_choice: Option<ToolChoice>,
+    /// Extra instructions of the reply, or null.
+    pub instructions: Option<String>,
+    /// The context sent.
+    pub items: Vec<TraceItem>,
+}
+
+impl From<&RecordedRequest> for TraceRequest {
+    fn from(r: &RecordedRequest) -> Self {
+        Self {
+            kind: r.kind,
+            agent: r.agent.clone(),
+            speech_id: r.speech_id.clone(),
+            tools: r.tools.clone(),
+            tool_choice: r.tool_choice,
+            instructions: r.instructions.clone(),
+            items: items(&r.items),
+        }
+    }
+}
+
+/// Whether an event belongs in a trace (colloquy's own `x_` events do not).
+pub fn traced(event: &SessionEvent) -> bool {
+    !matches!(event.kind, EventKind::ConversationItemAdded { .. })
+}

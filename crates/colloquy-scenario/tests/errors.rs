@@ -1,0 +1,79 @@
+//! A bad scenario file is refused before anything runs, with an error naming the JSON path.
+
+use colloquy_scenario::{ScenarioError, run_str};
+
+fn file_error(text: &str) -> String {
+    match run_str(text) {
+        Err(ScenarioError::File(message)) => message,
+        Err(other) => panic!("expected a file error, got {other}"),
+        Ok(_) => panic!("expected a file error, the scenario ran"),
+    }
+}
+
+const MINIMAL: &str = r#""agents": {"A": {}}, "session": {"agent": "A"}"#;
+
+#[test]
+fn unknown_keys_are_named_with_their_path() {
+    let text = format!(r#"{{"tools": {{"silent": {{"bodyy": []}}}}, {MINIMAL}}}"#);
+    assert_eq!(file_error(&text), "tools.silent.bodyy: unknown key");
+    let text =
+        format!(r#"{{"tools": {{"t": {{"body": [{{"sleep_ms": 5, "x": 1}}]}}}}, {MINIMAL}}}"#);
+    assert_eq!(file_error(&text), "tools.t.body[0]: a body step needs exactly one action");
+    let text = format!(r#"{{{MINIMAL}, "steps": [{{"usr": "hi"}}]}}"#);
+    assert_eq!(file_error(&text), "steps[0].usr: unknown key");
+    assert_eq!(file_error(&format!(r#"{{{MINIMAL}, "extra": 1}}"#)), "extra: unknown key");
+}
+
+#[test]
+fn features_still_to_come_are_not_supported_yet() {
+    let update =
+        format!(r#"{{"tools": {{"t": {{"body": [{{"update": "working"}}]}}}}, {MINIMAL}}}"#);
+    assert_eq!(file_error(&update), "not supported yet: tools.t.body[0].update");
+    let toolset = format!(r#"{{"toolsets": {{"booking": {{"kind": "async"}}}}, {MINIMAL}}}"#);
+    assert_eq!(file_error(&toolset), "not supported yet: toolsets.booking");
+    let cancel = format!(r#"{{{MINIMAL}, "steps": [{{"at_ms": 5, "cancel": "c1"}}]}}"#);
+    assert_eq!(file_error(&cancel), "not supported yet: steps[0].cancel");
+    let flags = format!(r#"{{"tools": {{"t": {{"flags": ["cancellable"]}}}}, {MINIMAL}}}"#);
+    assert_eq!(file_error(&flags), "not supported yet: tools.t.flags");
+    let on_enter = r#"{"agents": {"A": {"on_enter": {}}}, "session": {"agent": "A"}}"#;
+    assert_eq!(file_error(on_enter), "not supported yet: agents.A.on_enter");
+}
+
+#[test]
+fn references_must_resolve() {
+    let tool = r#"{"agents": {"A": {"tools": ["nope"]}}, "session": {"agent": "A"}}"#;
+    assert_eq!(file_error(tool), "agents.A.tools[0]: undefined tool `nope`");
+    let agent = r#"{"agents": {"A": {}}, "session": {"agent": "B"}}"#;
+    assert_eq!(file_error(agent), "session.agent: undefined agent `B`");
+    let placeholder =
+        format!(r#"{{"tools": {{"t": {{"body": [{{"return": "hi {{who}}"}}]}}}}, {MINIMAL}}}"#);
+    assert_eq!(file_error(&placeholder), "tools.t.body[0].return: unknown placeholder `{who}`");
+}
+
+#[test]
+fn structure_errors_are_caught() {
+    assert!(file_error("not json").starts_with("not valid JSON"));
+    assert_eq!(file_error(r#"{"agents": {"A": {}}}"#), "session: missing");
+    let after_close = format!(r#"{{{MINIMAL}, "steps": [{{"close": true}}, {{"say": "x"}}]}}"#);
+    assert_eq!(file_error(&after_close), "steps[1]: no step may follow `close`");
+    let unreachable = format!(
+        r#"{{"tools": {{"t": {{"body": [{{"return": 1}}, {{"sleep_ms": 1}}]}}}}, {MINIMAL}}}"#
+    );
+    assert_eq!(
+        file_error(&unreachable),
+        "tools.t.body[1]: unreachable: the step before it ends the body"
+    );
+    let wrong_type = format!(r#"{{"options": {{"max_tool_steps": "3"}}, {MINIMAL}}}"#);
+    assert_eq!(
+        file_error(&wrong_type),
+        "options.max_tool_steps: expected a non-negative integer, got a string"
+    );
+}
+
+#[test]
+fn an_explicit_close_ends_the_scenario_with_reason_close() {
+    let file = format!(r#"{{{MINIMAL}, "steps": [{{"say": "bye"}}, {{"close": true}}]}}"#);
+    let trace = run_str(&file).unwrap();
+    let last = trace.events.last().unwrap();
+    assert_eq!(serde_json::to_value(last).unwrap()["reason"], "close");
+}
