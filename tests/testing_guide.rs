@@ -88,6 +88,6 @@ fn the_guide_scenario_file_plays() {
     let end = start + guide[start..].find("```\n").unwrap();
     let trace = colloquy_scenario::run_str(&guide[start..end]).expect("the guide's file plays");
     let history = serde_json::to_value(&trace.history).unwrap();
-    assert_eq!(history[3]["output"], "BK-1 Paris -> Tokyo");
-    assert_eq!(history[4]["text"], "Done: your confirmation is BK-1.");
+    assert_eq!(history[4]["output"], "BK-1 Paris -> Tokyo");
+    assert_eq!(history[5]["text"], "Done: your confirmation is BK-1.");
 }
