@@ -8,7 +8,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use colloquy_core::{
-    Agent, AgentState, ChatItem, FunctionTool, RunResult, SessionEvent, UserState,
+    Agent, AgentState, ChatItem, FunctionTool, RunResult, SessionEvent, Templates, UserState,
 };
 use colloquy_llm::Llm;
 use futures_core::Stream;
@@ -100,6 +100,13 @@ impl SessionBuilder {
     /// The user-away timeout (default 15 s; `None` disables it).
     pub fn user_away_timeout(mut self, timeout: Option<Duration>) -> Self {
         self.options.user_away_timeout = timeout;
+        self
+    }
+
+    /// Session-level templates (§8): update wrapping, duplicate answers, deferred-reply
+    /// instructions. An agent's own templates replace them as a whole.
+    pub fn templates(mut self, templates: Templates) -> Self {
+        self.options.templates = Some(templates);
         self
     }
 
@@ -284,10 +291,17 @@ impl SessionHandle {
         self.ask(SessionMsg::States).await
     }
 
-    /// Waits until no speech is queued, playing or waiting for blocking tools, and the user is
-    /// not speaking. Fails if the session closes first.
+    /// Waits until the session is idle (decision 8): no speech is queued, playing or waiting
+    /// for blocking tools, the user is not speaking, and no deferred reply is pending or being
+    /// spoken. Background tools may still run (see [`SessionHandle::wait_for_quiet`]). Fails
+    /// if the session closes first.
     pub async fn wait_for_idle(&self) -> Result<(), SessionError> {
         self.ask(SessionMsg::WaitForIdle).await?
+    }
+
+    /// Waits until the session is idle and no tool call runs, background calls included.
+    pub async fn wait_for_quiet(&self) -> Result<(), SessionError> {
+        self.ask(SessionMsg::WaitForQuiet).await?
     }
 
     /// Closes the session: interrupts every speech, lets running tools finish, stops every

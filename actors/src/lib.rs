@@ -15,6 +15,7 @@
 mod activity;
 mod catalog;
 mod clock;
+mod coalescer;
 mod error;
 mod handle;
 mod session;

@@ -12,7 +12,7 @@ use serde_json::Map;
 use tokio::sync::oneshot;
 
 use super::speech::SpeechEnv;
-use crate::toolset::{CallOutcome, ExecuteCall, ToolsetMsg};
+use crate::toolset::{CallOutcome, ExecuteCall, NON_BLOCKING, ToolsetMsg};
 
 /// A tool call as assembled from the stream.
 #[derive(Debug, Default)]
@@ -28,6 +28,8 @@ pub(crate) struct StreamedCall {
 pub(crate) struct CallResult {
     pub call: FunctionCall,
     pub output: FunctionCallOutput,
+    /// The output is the call's first update; the call runs on in the background.
+    pub provisional: bool,
 }
 
 type Pending = Pin<Box<dyn Future<Output = CallResult> + Send>>;
@@ -35,12 +37,14 @@ type Pending = Pin<Box<dyn Future<Output = CallResult> + Send>>;
 /// The calls of one step, running.
 pub(crate) struct StepCalls {
     pending: FuturesUnordered<Pending>,
+    /// How many calls went to a toolset (the others were answered at once).
+    executing: usize,
 }
 
 impl StepCalls {
-    /// True while some call has no output yet.
-    pub fn is_empty(&self) -> bool {
-        self.pending.is_empty()
+    /// True when some call runs in a toolset.
+    pub fn executing(&self) -> bool {
+        self.executing > 0
     }
 
     /// Waits for every output (tool bodies are never cancelled by an interruption), in the
@@ -57,12 +61,15 @@ impl StepCalls {
 /// Dispatches the calls of a step in the model's order. `generation_id` prefixes item ids.
 pub(crate) fn dispatch(env: &SpeechEnv, speech_id: &str, calls: Vec<StreamedCall>) -> StepCalls {
     let pending = FuturesUnordered::new();
+    let mut executing = 0;
     let generation_id = env.session.clock.item_id();
     for (index, streamed) in calls.into_iter().enumerate() {
         let item_id = format!("{generation_id}/fnc_{index}");
-        pending.push(dispatch_one(env, speech_id, item_id, streamed));
+        let (future, executes) = dispatch_one(env, speech_id, item_id, streamed);
+        executing += usize::from(executes);
+        pending.push(future);
     }
-    StepCalls { pending }
+    StepCalls { pending, executing }
 }
 
 /// Drops the calls of a step requested with `tool_choice = none` (decision 10).
@@ -87,10 +94,10 @@ fn dispatch_one(
     speech_id: &str,
     item_id: String,
     streamed: StreamedCall,
-) -> Pending {
+) -> (Pending, bool) {
     let clock = &env.session.clock;
     let StreamedCall { call_id, name, arguments, streamed_at } = streamed;
-    let rejected = |arguments: String, output: String| -> Pending {
+    let rejected = |arguments: String, output: String| -> (Pending, bool) {
         // Unknown names and unparseable arguments never reach a toolset: no lifecycle events,
         // the call keeps its stream-time stamp and its text as sent (decision 9).
         let call = FunctionCall {
@@ -102,7 +109,9 @@ fn dispatch_one(
             created_at: streamed_at,
         };
         let output = error_output(clock.item_id(), &call, output, clock.now());
-        Box::pin(std::future::ready(CallResult { call, output }))
+        let done: Pending =
+            Box::pin(std::future::ready(CallResult { call, output, provisional: false }));
+        (done, false)
     };
     if env.catalog.get(&name).is_none() {
         let output = text::unknown_function(&name, &env.catalog.names());
@@ -125,14 +134,19 @@ fn dispatch_one(
         ExecuteCall { call: call.clone(), arguments: parsed.value, speech_id: speech_id.into() };
     let _ = env.toolset.cast(ToolsetMsg::Execute(Box::new(exec), tx.into()));
     let clock = clock.clone();
-    Box::pin(async move {
+    let running: Pending = Box::pin(async move {
+        let mut call = call;
         let outcome = rx.await.unwrap_or_else(|_| CallOutcome {
             // The toolset went away without answering (it failed or the session is closing).
             output: text::INTERNAL_ERROR.into(),
             is_error: true,
             reply_required: true,
             finished_at: clock.now(),
+            provisional: false,
         });
+        if outcome.provisional {
+            call.extra.insert(NON_BLOCKING.into(), serde_json::Value::Bool(true));
+        }
         let output = FunctionCallOutput {
             id: clock.item_id(),
             call_id: call.call_id.clone(),
@@ -142,8 +156,9 @@ fn dispatch_one(
             reply_required: outcome.reply_required,
             created_at: outcome.finished_at,
         };
-        CallResult { call, output }
-    })
+        CallResult { call, output, provisional: outcome.provisional }
+    });
+    (running, true)
 }
 
 fn error_output(

@@ -4,14 +4,14 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use colloquy_core::FunctionTool;
-use colloquy_llm::RequestKind;
+use colloquy_llm::{RequestKind, ToolChoice};
 use ractor::RpcReplyPort;
 
 /// What a speech does.
 #[derive(Clone, Debug)]
 pub(crate) enum SpeechContent {
-    /// Ask the LLM (with optional extra instructions on the first step).
-    Reply { kind: RequestKind, extra_instructions: Option<String> },
+    /// Ask the LLM (with optional extra instructions and `tool_choice` on the first step).
+    Reply { kind: RequestKind, extra_instructions: Option<String>, tool_choice: Option<ToolChoice> },
     /// Play a fixed text.
     Say { text: String },
 }
@@ -31,6 +31,10 @@ pub(crate) enum ActivityMsg {
     /// Interrupt the current speech and queued ones that allow it; `reply` answers once the
     /// current speech is done (at once if nothing was interrupted).
     Interrupt { reply: Option<RpcReplyPort<()>> },
+    /// The speech waits for its blocking tools: others may speak meanwhile (§10.1).
+    FloorReleased { speech_id: String },
+    /// The speech wants to speak again (its tool reply); answered when it holds the floor.
+    FloorRequest { speech_id: String, reply: RpcReplyPort<()> },
     /// The speech task finished.
     SpeechFinished { speech_id: String, interrupted: bool },
     /// Interrupt everything, let the current speech wind down, then tell the Session.

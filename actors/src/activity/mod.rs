@@ -1,19 +1,22 @@
 //! The Activity actor: the current agent. It owns the agent's implicit Toolset
-//! (`agent:<id>`), queues speeches and runs one at a time in a task it owns.
+//! (`agent:<id>`), queues speeches and runs each in a task it owns.
 //!
-//! Its mailbox only takes short messages (queue, interrupt, speech finished, close), so an
-//! interrupt always gets through while a speech streams or waits for tools.
+//! One speech holds the floor at a time. A speech that waits for blocking tools releases the
+//! floor, so other speeches (a `generate_reply`, a deferred reply) may speak meanwhile, and
+//! asks for it back, ahead of the queue, for its tool reply (§10.1). A user turn's reply waits
+//! for the speeches it interrupted — and so for their tools — before it starts (§14). The
+//! mailbox only takes short messages, so an interrupt always gets through.
 
 mod dispatch;
 pub(crate) mod messages;
 mod speech;
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
-use colloquy_core::{Agent, ErrorSource, EventKind};
-use colloquy_llm::Llm;
+use colloquy_core::{Agent, ErrorSource, EventKind, Template};
+use colloquy_llm::{Llm, RequestKind};
 use futures_util::FutureExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use tokio_util::sync::CancellationToken;
@@ -22,10 +25,11 @@ pub(crate) use messages::{ActivityMsg, SpeechContent, SpeechJob};
 use speech::SpeechEnv;
 
 use crate::catalog::ToolCatalog;
+use crate::coalescer::CoalescerMsg;
 use crate::session::{SessionLink, SessionMsg};
 use crate::speech_sink::SpeechSink;
 use crate::task::{OwnedTask, panic_text};
-use crate::toolset::{ToolsetActor, ToolsetArgs};
+use crate::toolset::{ToolsetActor, ToolsetArgs, ToolsetMsg};
 
 pub(crate) struct ActivityActor;
 
@@ -35,12 +39,14 @@ pub(crate) struct ActivityArgs {
     pub session: SessionLink,
     pub llm: Arc<dyn Llm>,
     pub sink: Option<Arc<dyn SpeechSink>>,
+    pub coalescer: ActorRef<CoalescerMsg>,
+    pub update_template: Template,
     pub max_tool_steps: u32,
     pub userdata: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
-struct CurrentSpeech {
-    speech_id: String,
+/// A speech whose task runs: it holds the floor or waits for its tools.
+struct LiveSpeech {
     allow_interruptions: bool,
     interrupt: CancellationToken,
     _task: OwnedTask,
@@ -49,9 +55,13 @@ struct CurrentSpeech {
 pub(crate) struct ActivityState {
     env: Arc<SpeechEnv>,
     queue: VecDeque<SpeechJob>,
-    current: Option<CurrentSpeech>,
-    /// Interrupt callers waiting for the current speech to end.
-    interrupt_waiters: Vec<RpcReplyPort<()>>,
+    live: BTreeMap<String, LiveSpeech>,
+    /// The speech holding the floor.
+    floor: Option<String>,
+    /// Speeches asking for the floor back (they go before the queue).
+    floor_requests: VecDeque<(String, RpcReplyPort<()>)>,
+    /// Interrupt callers and the speeches they wait for.
+    interrupt_waiters: Vec<(Vec<String>, RpcReplyPort<()>)>,
     closing: bool,
 }
 
@@ -72,6 +82,8 @@ impl Actor for ActivityActor {
             agent_id: agent_id.clone(),
             catalog: Arc::clone(&catalog),
             session: args.session.clone(),
+            coalescer: args.coalescer,
+            update_template: args.update_template,
             userdata: args.userdata,
         };
         let (toolset, _) = Actor::spawn_linked(None, ToolsetActor, toolset_args, myself.get_cell())
@@ -79,6 +91,7 @@ impl Actor for ActivityActor {
             .map_err(|e| format!("could not start toolset agent:{agent_id}: {e}"))?;
         let env = SpeechEnv {
             session: args.session,
+            activity: myself,
             llm: args.llm,
             sink: args.sink,
             agent_id,
@@ -90,7 +103,9 @@ impl Actor for ActivityActor {
         Ok(ActivityState {
             env: Arc::new(env),
             queue: VecDeque::new(),
-            current: None,
+            live: BTreeMap::new(),
+            floor: None,
+            floor_requests: VecDeque::new(),
             interrupt_waiters: Vec::new(),
             closing: false,
         })
@@ -108,18 +123,28 @@ impl Actor for ActivityActor {
 
     async fn handle(
         &self,
-        myself: ActorRef<Self::Msg>,
+        _myself: ActorRef<Self::Msg>,
         message: Self::Msg,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         match message {
-            ActivityMsg::Speak(job) => state.speak(&myself, job),
+            ActivityMsg::Speak(job) => state.speak(job),
             ActivityMsg::Interrupt { reply } => state.interrupt(reply, false),
+            ActivityMsg::FloorReleased { speech_id } => {
+                if state.floor.as_deref() == Some(speech_id.as_str()) {
+                    state.floor = None;
+                    state.pump();
+                }
+            }
+            ActivityMsg::FloorRequest { speech_id, reply } => {
+                state.floor_requests.push_back((speech_id, reply));
+                state.pump();
+            }
             ActivityMsg::SpeechFinished { speech_id, interrupted } => {
-                state.speech_finished(&myself, speech_id, interrupted)
+                state.speech_finished(speech_id, interrupted)
             }
             ActivityMsg::SetMocks(mocks) => {
-                let _ = state.env.toolset.cast(crate::toolset::ToolsetMsg::SetMocks(mocks));
+                let _ = state.env.toolset.cast(ToolsetMsg::SetMocks(mocks));
             }
             ActivityMsg::Close => {
                 state.closing = true;
@@ -147,25 +172,43 @@ impl Actor for ActivityActor {
 }
 
 impl ActivityState {
-    fn speak(&mut self, myself: &ActorRef<ActivityMsg>, job: SpeechJob) {
+    fn speak(&mut self, job: SpeechJob) {
         if self.closing {
             self.report_done(job.speech_id, true);
             return;
         }
         self.queue.push_back(job);
-        if self.current.is_none() {
-            self.start_next(myself);
+        self.pump();
+    }
+
+    /// Hands a free floor on: first to a speech asking for it back, then to the queue. A user
+    /// turn's reply waits until the speeches it interrupted are gone.
+    fn pump(&mut self) {
+        while self.floor.is_none() {
+            if let Some((speech_id, reply)) = self.floor_requests.pop_front() {
+                if self.live.contains_key(&speech_id) && reply.send(()).is_ok() {
+                    self.floor = Some(speech_id);
+                }
+                continue;
+            }
+            let Some(job) = self.queue.front() else { return };
+            let is_user_turn =
+                matches!(job.content, SpeechContent::Reply { kind: RequestKind::UserTurn, .. });
+            if is_user_turn && self.live.values().any(|s| s.interrupt.is_cancelled()) {
+                return;
+            }
+            if let Some(job) = self.queue.pop_front() {
+                self.start(job);
+            }
         }
     }
 
-    fn start_next(&mut self, myself: &ActorRef<ActivityMsg>) {
-        let Some(job) = self.queue.pop_front() else { return };
+    fn start(&mut self, job: SpeechJob) {
         let interrupt = CancellationToken::new();
         let speech_id = job.speech_id.clone();
         let allow_interruptions = job.allow_interruptions;
         let env = Arc::clone(&self.env);
         let token = interrupt.clone();
-        let activity = myself.clone();
         let task = OwnedTask::spawn(async move {
             let id = job.speech_id.clone();
             let interrupted = match AssertUnwindSafe(speech::run(Arc::clone(&env), job, token))
@@ -180,14 +223,16 @@ impl ActivityState {
                     true
                 }
             };
-            let _ = activity.cast(ActivityMsg::SpeechFinished { speech_id: id, interrupted });
+            let _ = env.activity.cast(ActivityMsg::SpeechFinished { speech_id: id, interrupted });
         });
-        self.current =
-            Some(CurrentSpeech { speech_id, allow_interruptions, interrupt, _task: task });
+        self.live
+            .insert(speech_id.clone(), LiveSpeech { allow_interruptions, interrupt, _task: task });
+        self.floor = Some(speech_id);
     }
 
-    /// Interrupts the current speech and drops queued ones, skipping those that disallow
-    /// interruptions unless `force`.
+    /// Interrupts live speeches and drops queued ones, skipping those that disallow
+    /// interruptions unless `force`. `reply` answers once every interrupted speech has ended
+    /// (at once if none was).
     fn interrupt(&mut self, reply: Option<RpcReplyPort<()>>, force: bool) {
         let (dropped, kept): (Vec<_>, Vec<_>) =
             self.queue.drain(..).partition(|job| force || job.allow_interruptions);
@@ -195,39 +240,40 @@ impl ActivityState {
         for job in dropped {
             self.report_done(job.speech_id, true);
         }
-        let waiting = match &self.current {
-            Some(current) if force || current.allow_interruptions => {
-                current.interrupt.cancel();
-                true
+        let mut waiting_for = Vec::new();
+        for (id, speech) in &self.live {
+            if force || speech.allow_interruptions {
+                speech.interrupt.cancel();
+                waiting_for.push(id.clone());
             }
-            _ => false,
-        };
-        if let Some(reply) = reply {
-            if waiting {
-                self.interrupt_waiters.push(reply);
-            } else {
+        }
+        match reply {
+            Some(reply) if waiting_for.is_empty() => {
                 let _ = reply.send(());
             }
+            Some(reply) => self.interrupt_waiters.push((waiting_for, reply)),
+            None => {}
         }
     }
 
-    fn speech_finished(
-        &mut self,
-        myself: &ActorRef<ActivityMsg>,
-        speech_id: String,
-        interrupted: bool,
-    ) {
-        if self.current.as_ref().is_some_and(|c| c.speech_id == speech_id) {
-            self.current = None;
+    fn speech_finished(&mut self, speech_id: String, interrupted: bool) {
+        self.live.remove(&speech_id);
+        if self.floor.as_deref() == Some(speech_id.as_str()) {
+            self.floor = None;
         }
         self.report_done(speech_id, interrupted);
-        for waiter in self.interrupt_waiters.drain(..) {
-            let _ = waiter.send(());
+        let live = &self.live;
+        let (done, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.interrupt_waiters)
+            .into_iter()
+            .partition(|(ids, _)| ids.iter().all(|id| !live.contains_key(id)));
+        self.interrupt_waiters = waiting;
+        for (_, reply) in done {
+            let _ = reply.send(());
         }
         if self.closing {
             self.report_closed_if_quiet();
         } else {
-            self.start_next(myself);
+            self.pump();
         }
     }
 
@@ -236,7 +282,7 @@ impl ActivityState {
     }
 
     fn report_closed_if_quiet(&self) {
-        if self.current.is_none() {
+        if self.live.is_empty() {
             let _ = self.env.session.actor.cast(SessionMsg::ActivityClosed);
         }
     }

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use tokio_util::sync::CancellationToken;
 
 use super::dispatch::{self, StreamedCall};
-use super::messages::{SpeechContent, SpeechJob};
+use super::messages::{ActivityMsg, SpeechContent, SpeechJob};
 use crate::catalog::ToolCatalog;
 use crate::session::SessionLink;
 use crate::speech_sink::{PlayoutDriver, PlayoutEnd, SpeechSink};
@@ -26,6 +26,7 @@ use crate::toolset::ToolsetMsg;
 /// What every speech of one Activity shares.
 pub(crate) struct SpeechEnv {
     pub session: SessionLink,
+    pub activity: ActorRef<ActivityMsg>,
     pub llm: Arc<dyn Llm>,
     pub sink: Option<Arc<dyn SpeechSink>>,
     pub agent_id: String,
@@ -39,8 +40,9 @@ pub(crate) struct SpeechEnv {
 pub(crate) async fn run(env: Arc<SpeechEnv>, job: SpeechJob, interrupt: CancellationToken) -> bool {
     match job.content {
         SpeechContent::Say { text } => say(&env, &job.speech_id, &text, &interrupt).await,
-        SpeechContent::Reply { kind, extra_instructions } => {
-            reply(&env, &job.speech_id, kind, extra_instructions, &interrupt).await
+        SpeechContent::Reply { kind, extra_instructions, tool_choice } => {
+            let first = FirstStep { kind, extra_instructions, tool_choice };
+            reply(&env, &job.speech_id, first, &interrupt).await
         }
     }
 }
@@ -64,33 +66,41 @@ struct StepText {
     started: Timestamp,
 }
 
+/// How the first LLM step of a reply is asked.
+struct FirstStep {
+    kind: RequestKind,
+    extra_instructions: Option<String>,
+    tool_choice: Option<ToolChoice>,
+}
+
 async fn reply(
     env: &SpeechEnv,
     speech_id: &str,
-    first_kind: RequestKind,
-    extra_instructions: Option<String>,
+    first: FirstStep,
     interrupt: &CancellationToken,
 ) -> bool {
     let session = &env.session;
     let mut step: u32 = 1;
+    let mut only_progress = false;
     loop {
         if interrupt.is_cancelled() {
             return true;
         }
         session.set_agent_state(AgentState::Thinking);
-        let Some(items) = session.context(&env.agent_id).await else { return true };
+        let Some(items) = session.request_context(&env.agent_id).await else { return true };
         // Requests 1..=max_tool_steps+1 may call tools; later ones are sent with `none` (§4.1).
+        // A tool reply to nothing but first updates is sent with `none` too (decision 15).
         let tool_choice = match step {
-            1 => None,
-            s if s > env.max_tool_steps + 1 => Some(ToolChoice::None),
+            1 => first.tool_choice,
+            s if s > env.max_tool_steps + 1 || only_progress => Some(ToolChoice::None),
             _ => Some(ToolChoice::Auto),
         };
         let request = LlmRequest {
-            kind: if step == 1 { first_kind } else { RequestKind::ToolReply },
+            kind: if step == 1 { first.kind } else { RequestKind::ToolReply },
             agent: env.agent_id.clone(),
             speech_id: speech_id.to_string(),
             instructions: Arc::clone(&env.instructions),
-            extra_instructions: if step == 1 { extra_instructions.clone() } else { None },
+            extra_instructions: if step == 1 { first.extra_instructions.clone() } else { None },
             items,
             tools: Arc::clone(env.catalog.schemas()),
             tool_choice,
@@ -170,8 +180,11 @@ async fn reply(
             return interrupted_in_playout;
         }
         let Some(running) = running else { return interrupted_in_playout };
-        if !running.is_empty() {
+        let released = running.executing();
+        if released {
+            // Blocking tools run: let other speeches have the floor meanwhile (§10.1).
             session.set_agent_state(AgentState::Thinking);
+            let _ = env.activity.cast(ActivityMsg::FloorReleased { speech_id: speech_id.into() });
         }
         let results = running.collect().await;
         let interrupted = interrupted_in_playout || interrupt.is_cancelled();
@@ -185,8 +198,20 @@ async fn reply(
         if interrupted || !wants_reply {
             return interrupted;
         }
+        only_progress = results.iter().all(|r| r.provisional);
+        if released && !regain_floor(env, speech_id).await {
+            return true;
+        }
         step += 1;
     }
+}
+
+/// Asks the Activity for the floor back; false if it is gone.
+async fn regain_floor(env: &SpeechEnv, speech_id: &str) -> bool {
+    let speech_id = speech_id.to_string();
+    let granted =
+        env.activity.call(|reply| ActivityMsg::FloorRequest { speech_id, reply }, None).await;
+    matches!(granted, Ok(ractor::rpc::CallResult::Success(())))
 }
 
 fn commit_message(env: &SpeechEnv, speech_id: &str, started: Timestamp, end: &PlayoutEnd) {

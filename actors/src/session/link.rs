@@ -29,7 +29,7 @@ impl SessionLink {
             return;
         }
         let (agent, speech_id) = (agent.to_string(), Some(speech_id.to_string()));
-        let _ = self.actor.cast(SessionMsg::Commit { agent, speech_id, items });
+        let _ = self.actor.cast(SessionMsg::Commit { agent, speech_id, items, awaits_reply: None });
     }
 
     /// Reports an agent state.
@@ -37,10 +37,11 @@ impl SessionLink {
         let _ = self.actor.cast(SessionMsg::SetAgentState(state));
     }
 
-    /// The agent's current chat context (a shared snapshot), or `None` once the session is gone.
-    pub async fn context(&self, agent: &str) -> Option<Arc<ChatContext>> {
+    /// The agent's current chat context for an LLM request (a shared snapshot, with
+    /// placeholders for running calls it does not mention), or `None` once the session is gone.
+    pub async fn request_context(&self, agent: &str) -> Option<Arc<ChatContext>> {
         let agent = agent.to_string();
-        match self.actor.call(|reply| SessionMsg::Context { agent, reply }, None).await {
+        match self.actor.call(|reply| SessionMsg::RequestContext { agent, reply }, None).await {
             Ok(ractor::rpc::CallResult::Success(ctx)) => ctx,
             _ => None,
         }

@@ -2,10 +2,13 @@
 
 use std::sync::Arc;
 
-use colloquy_core::{AgentState, ChatContext, ChatItem, FunctionTool, RunResult, SessionEvent};
+use colloquy_core::{
+    AgentState, ChatContext, ChatItem, FunctionCall, FunctionTool, RunResult, SessionEvent,
+};
 use ractor::RpcReplyPort;
 use tokio::sync::{broadcast, mpsc};
 
+use crate::coalescer::PendingReply;
 use crate::error::SessionError;
 
 /// What a session held when it closed.
@@ -61,14 +64,29 @@ pub enum SessionMsg {
     },
     /// Replies once the session is idle.
     WaitForIdle(RpcReplyPort<Result<(), SessionError>>),
+    /// Replies once the session is idle and no tool call runs.
+    WaitForQuiet(RpcReplyPort<Result<(), SessionError>>),
     /// Close the session; replies once it has closed, with its final history and contexts.
     Close { reason: String, reply: RpcReplyPort<ClosedSession> },
 
     // ---- from the session's own actors ----
     /// Fan an event out to subscribers (and track running calls).
     Emit(SessionEvent),
-    /// Insert items into an agent's context and the history, by timestamp.
-    Commit { agent: String, speech_id: Option<String>, items: Vec<ChatItem> },
+    /// Insert items into an agent's context and the history, by timestamp. `speech_id` names
+    /// the speech that produced them; `awaits_reply` the update id of a synthetic pair that
+    /// waits for a deferred reply.
+    Commit {
+        agent: String,
+        speech_id: Option<String>,
+        items: Vec<ChatItem>,
+        awaits_reply: Option<String>,
+    },
+    /// An agent's context for an LLM request (with running-call placeholders).
+    RequestContext { agent: String, reply: RpcReplyPort<Option<Arc<ChatContext>>> },
+    /// A toolset registered and started a call (emits `tool_call_started`).
+    CallRegistered(FunctionCall),
+    /// The ReplyCoalescer offers pending pairs; answers whether a deferred reply was admitted.
+    AdmitReply { batch: Vec<PendingReply>, reply: RpcReplyPort<bool> },
     /// A speech changed the agent state.
     SetAgentState(AgentState),
     /// A speech finished (or was dropped from the queue).

@@ -14,7 +14,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use colloquy_core::{Agent, ChatContext, ChatItem, EventKind, SessionEvent, SpeechSource};
+use colloquy_core::{
+    Agent, ChatContext, ChatItem, EventKind, SessionEvent, SpeechSource, Templates,
+};
 use colloquy_llm::{Llm, RequestKind};
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tokio::sync::mpsc;
@@ -26,6 +28,7 @@ use state::SessionState;
 use crate::activity::{ActivityActor, ActivityArgs, ActivityMsg, SpeechContent};
 use crate::catalog::ToolCatalog;
 use crate::clock::SessionClock;
+use crate::coalescer::CoalescerActor;
 use crate::speech_sink::SpeechSink;
 
 /// Session-wide options.
@@ -38,6 +41,8 @@ pub struct SessionOptions {
     /// How long both sides must be quiet before the user counts as away (default 15 s;
     /// `None` disables the timer).
     pub user_away_timeout: Option<Duration>,
+    /// Session-level templates (§8); agents may replace them.
+    pub templates: Option<Templates>,
 }
 
 impl Default for SessionOptions {
@@ -46,6 +51,7 @@ impl Default for SessionOptions {
             max_tool_steps: 3,
             allow_interruptions: true,
             user_away_timeout: Some(Duration::from_secs(15)),
+            templates: None,
         }
     }
 }
@@ -94,12 +100,18 @@ impl Actor for SessionActor {
         contexts.insert(agent_id.clone(), Arc::new(ChatContext::from_items(restored)));
         let allow_interruptions =
             args.agent.interruptions_override().unwrap_or(args.options.allow_interruptions);
+        let templates =
+            Templates::resolve(&[args.agent.template_overrides(), args.options.templates.as_ref()]);
+        let (coalescer, _) =
+            Actor::spawn_linked(None, CoalescerActor, myself.clone(), myself.get_cell()).await?;
         let activity_args = ActivityArgs {
             agent: args.agent,
             catalog: Arc::clone(&args.catalog),
             session: link.clone(),
             llm: args.llm,
             sink: args.sink,
+            coalescer: coalescer.clone(),
+            update_template: templates.update.clone(),
             max_tool_steps: args.options.max_tool_steps,
             userdata: args.userdata,
         };
@@ -115,6 +127,8 @@ impl Actor for SessionActor {
             previous_agent,
             allow_interruptions,
             catalog: Arc::clone(&args.catalog),
+            templates,
+            coalescer,
             activity,
             subscribers: args.subscribers,
         }))
@@ -154,6 +168,7 @@ impl Actor for SessionActor {
                 let content = SpeechContent::Reply {
                     kind: RequestKind::GenerateReply,
                     extra_instructions: instructions,
+                    tool_choice: None,
                 };
                 let _ = reply.send(state.create_speech(SpeechSource::GenerateReply, content));
             }
@@ -179,11 +194,22 @@ impl Actor for SessionActor {
             SessionMsg::States(reply) => {
                 let _ = reply.send((state.agent_state, state.user_state));
             }
-            SessionMsg::WaitForIdle(reply) => state.wait_for_idle(reply),
+            SessionMsg::WaitForIdle(reply) => state.wait_for_idle(reply, false),
+            SessionMsg::WaitForQuiet(reply) => state.wait_for_idle(reply, true),
+            SessionMsg::CallRegistered(call) => state.call_registered(call),
+            SessionMsg::RequestContext { agent, reply } => {
+                let _ = reply.send(state.request_context(&agent));
+            }
+            SessionMsg::AdmitReply { batch, reply } => {
+                let _ = reply.send(state.admit_reply(batch));
+            }
             SessionMsg::Close { reason, reply } => state.close(reason, reply),
             SessionMsg::Emit(event) => state.emit(event),
-            SessionMsg::Commit { agent, speech_id, items } => {
-                state.commit(&agent, speech_id.as_deref(), items)
+            SessionMsg::Commit { agent, speech_id, items, awaits_reply } => {
+                state.commit(&agent, speech_id.as_deref(), items);
+                if let Some(update_id) = awaits_reply {
+                    state.await_reply(update_id);
+                }
             }
             SessionMsg::SetAgentState(agent_state) => state.set_agent_state(agent_state),
             SessionMsg::SpeechDone { speech_id, interrupted } => {

@@ -4,11 +4,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use colloquy_core::chat::AgentHandoff;
+use colloquy_core::templates::reply_placeholders;
 use colloquy_core::{
-    AgentState, ChatContext, ChatItem, ErrorSource, EventKind, FunctionTool, Message, Role,
-    RunResult, SessionEvent, SpeechSource, UserState,
+    AgentState, ChatContext, ChatItem, ErrorSource, EventKind, FunctionCall, FunctionCallOutput,
+    FunctionTool, Message, ReplyStatus, ResolvedTemplates, Role, RunResult, SessionEvent,
+    SpeechSource, UserState,
 };
-use colloquy_llm::RequestKind;
+use colloquy_llm::{RequestKind, ToolChoice};
 use ractor::{ActorRef, RpcReplyPort};
 use tokio::sync::{broadcast, mpsc};
 
@@ -17,8 +19,15 @@ use super::link::SessionLink;
 use super::messages::{ClosedSession, MockScope, SessionMsg};
 use crate::activity::{ActivityMsg, SpeechContent, SpeechJob};
 use crate::catalog::ToolCatalog;
+use crate::coalescer::{CoalescerMsg, PendingReply};
 use crate::error::SessionError;
 use crate::task::OwnedTask;
+
+/// Marks a placeholder copy of a running call in an LLM request (§16).
+const PLACEHOLDER: &str = "__colloquy_running_call_placeholder";
+
+/// The output a running call shows in requests made while it runs (§16).
+pub(crate) const STILL_RUNNING: &str = "The tool call is still in progress.";
 
 /// Everything the Session starts with.
 pub(crate) struct Init {
@@ -31,6 +40,8 @@ pub(crate) struct Init {
     pub previous_agent: Option<String>,
     pub allow_interruptions: bool,
     pub catalog: Arc<ToolCatalog>,
+    pub templates: ResolvedTemplates,
+    pub coalescer: ActorRef<CoalescerMsg>,
     pub activity: ActorRef<ActivityMsg>,
     pub subscribers: Vec<mpsc::UnboundedSender<SessionEvent>>,
 }
@@ -38,6 +49,9 @@ pub(crate) struct Init {
 /// A `run` in progress: the speeches it watches and the items they committed.
 struct RunTracker {
     speeches: BTreeSet<String>,
+    /// Pairs inserted during the run whose deferred reply is not admitted yet: the run waits
+    /// for that reply too (§9.1 step 4).
+    pending_updates: BTreeSet<String>,
     items: Vec<ChatItem>,
     failure: Option<String>,
     reply: RpcReplyPort<Result<RunResult, SessionError>>,
@@ -62,17 +76,25 @@ pub(crate) struct SessionState {
     catalog: Arc<ToolCatalog>,
     /// Mocked tool bodies by scope, then tool name.
     mocks: BTreeMap<MockScope, BTreeMap<String, FunctionTool>>,
+    /// The current agent's templates.
+    templates: ResolvedTemplates,
+    coalescer: ActorRef<CoalescerMsg>,
+    /// Update ids of inserted pairs still waiting for their deferred reply to be admitted.
+    unreplied: BTreeSet<String>,
+    /// Deferred-reply speeches in flight: their update ids, and whether they said anything.
+    deferred: BTreeMap<String, (Vec<String>, bool)>,
     pub activity: ActorRef<ActivityMsg>,
     pub agent_state: AgentState,
     pub user_state: UserState,
     speech_seq: u64,
     /// Speeches created and not yet done (queued, playing, or waiting on blocking tools).
     pending_speeches: usize,
-    /// Running calls by call id, from the toolsets' started/ended events.
-    running_calls: BTreeMap<String, String>,
+    /// Running calls by call id (registered by toolsets, removed by `tool_call_ended`).
+    running_calls: BTreeMap<String, FunctionCall>,
     pub subscribers: Vec<mpsc::UnboundedSender<SessionEvent>>,
     pub broadcasts: Vec<broadcast::Sender<SessionEvent>>,
-    idle_waiters: Vec<RpcReplyPort<Result<(), SessionError>>>,
+    /// Callers of `wait_for_idle` (`false`) and `wait_for_quiet` (`true`).
+    idle_waiters: Vec<(RpcReplyPort<Result<(), SessionError>>, bool)>,
     closing: Option<Closing>,
     run: Option<RunTracker>,
     away_timer: Option<OwnedTask>,
@@ -92,6 +114,10 @@ impl SessionState {
             allow_interruptions: init.allow_interruptions,
             catalog: init.catalog,
             mocks: BTreeMap::new(),
+            templates: init.templates,
+            coalescer: init.coalescer,
+            unreplied: BTreeSet::new(),
+            deferred: BTreeMap::new(),
             activity: init.activity,
             agent_state: AgentState::Initializing,
             user_state: UserState::Listening,
@@ -125,8 +151,16 @@ impl SessionState {
         self.set_agent_state(AgentState::Listening);
     }
 
-    fn is_idle(&self) -> bool {
+    /// Nobody holds or waits for the floor: no speech is queued, playing or waiting for
+    /// blocking tools, and the user is not speaking. A deferred reply may start.
+    fn floor_free(&self) -> bool {
         self.pending_speeches == 0 && self.user_state != UserState::Speaking
+    }
+
+    /// Idle (decision 8): the floor is free and no deferred reply is pending; `quiet` also
+    /// asks that no tool call runs at all.
+    fn is_idle(&self, quiet: bool) -> bool {
+        self.floor_free() && self.unreplied.is_empty() && (!quiet || self.running_calls.is_empty())
     }
 
     // ---- events ----
@@ -139,10 +173,6 @@ impl SessionState {
     /// Fans an event out; a subscriber that went away is dropped.
     pub fn emit(&mut self, event: SessionEvent) {
         match &event.kind {
-            EventKind::ToolCallStarted { call_id, name } => {
-                self.running_calls.insert(call_id.clone(), name.clone());
-                self.update_away_timer(false);
-            }
             EventKind::Error { source: ErrorSource::Llm, message } => {
                 if let Some(run) = &mut self.run {
                     run.failure.get_or_insert_with(|| message.clone());
@@ -152,6 +182,7 @@ impl SessionState {
                 self.running_calls.remove(call_id);
                 // The last tool to land restarts the away window in full (§10.4).
                 self.update_away_timer(true);
+                self.release_idle_waiters();
             }
             _ => {}
         }
@@ -165,6 +196,9 @@ impl SessionState {
     // ---- history ----
 
     pub fn commit(&mut self, agent: &str, speech_id: Option<&str>, items: Vec<ChatItem>) {
+        if let Some((_, said)) = speech_id.and_then(|id| self.deferred.get_mut(id)) {
+            *said = true;
+        }
         if let Some(run) = &mut self.run
             && speech_id.is_some_and(|id| run.speeches.contains(id))
         {
@@ -187,6 +221,125 @@ impl SessionState {
         }
     }
 
+    /// A toolset registered a call.
+    pub fn call_registered(&mut self, call: FunctionCall) {
+        let (call_id, name) = (call.call_id.clone(), call.name.clone());
+        self.running_calls.insert(call_id.clone(), call);
+        self.update_away_timer(false);
+        self.emit_now(EventKind::ToolCallStarted { call_id, name });
+    }
+
+    /// The current agent's context for an LLM request, with a placeholder pair for every
+    /// running call it does not mention (§16): never persisted.
+    pub fn request_context(&self, agent: &str) -> Option<Arc<ChatContext>> {
+        let context = self.contexts.get(agent)?;
+        let mentioned: BTreeSet<&str> = context
+            .items()
+            .iter()
+            .filter_map(|item| match item {
+                ChatItem::FunctionCall(c) => Some(c.call_id.as_str()),
+                ChatItem::FunctionCallOutput(o) => Some(o.call_id.as_str()),
+                _ => None,
+            })
+            .collect();
+        let missing: Vec<&FunctionCall> = self
+            .running_calls
+            .values()
+            .filter(|c| !mentioned.contains(c.call_id.as_str()))
+            .collect();
+        if missing.is_empty() {
+            return Some(Arc::clone(context));
+        }
+        let mut with_placeholders = ChatContext::clone(context);
+        for call in missing {
+            let mut copy = call.clone();
+            copy.extra.insert(PLACEHOLDER.into(), serde_json::Value::Bool(true));
+            let output = FunctionCallOutput {
+                id: format!("{}/placeholder", call.id),
+                call_id: call.call_id.clone(),
+                name: call.name.clone(),
+                output: STILL_RUNNING.into(),
+                is_error: false,
+                reply_required: true,
+                created_at: call.created_at,
+            };
+            with_placeholders.insert(ChatItem::FunctionCall(copy));
+            with_placeholders.insert(ChatItem::FunctionCallOutput(output));
+        }
+        Some(Arc::new(with_placeholders))
+    }
+
+    // ---- deferred replies ----
+
+    /// A pair was inserted and waits for a deferred reply.
+    pub fn await_reply(&mut self, update_id: String) {
+        if let Some(run) = &mut self.run {
+            run.pending_updates.insert(update_id.clone());
+        }
+        self.unreplied.insert(update_id);
+    }
+
+    /// The ReplyCoalescer offers its pending pairs. Admitted only if the floor is free right
+    /// now, inside this handler, so a user turn that arrived first always wins (decision 17).
+    pub fn admit_reply(&mut self, batch: Vec<PendingReply>) -> bool {
+        if self.closing.is_some() {
+            return true; // pending replies are dropped at close (§9.3)
+        }
+        if !self.floor_free() {
+            return false;
+        }
+        let batch: Vec<PendingReply> =
+            batch.into_iter().filter(|p| self.unreplied.remove(&p.update_id)).collect();
+        let Some(last) = batch.last() else { return true };
+        let update_ids: Vec<String> = batch.iter().map(|p| p.update_id.clone()).collect();
+        // At tail ⇔ the newest pending output is still the agent's last item (§9.2 step 5).
+        let at_tail = self
+            .contexts
+            .get(&self.agent_id)
+            .and_then(|ctx| ctx.items().last())
+            .is_some_and(|item| item.id() == last.output_item_id);
+        let template = if at_tail {
+            &self.templates.reply_at_tail
+        } else {
+            &self.templates.reply_maybe_covered
+        };
+        let instructions = match template.render(&reply_placeholders(&update_ids)) {
+            Ok(text) => text,
+            Err(e) => {
+                self.emit_now(EventKind::Error {
+                    source: ErrorSource::Session,
+                    message: e.to_string(),
+                });
+                return true;
+            }
+        };
+        // Decision 15: only updates → `none`; at least one final → unset.
+        let tool_choice = (!batch.iter().any(|p| p.is_final)).then_some(ToolChoice::None);
+        let handoff = batch.iter().any(|p| p.agent != self.agent_id);
+        let content = SpeechContent::Reply {
+            kind: RequestKind::DeferredReply,
+            extra_instructions: Some(instructions),
+            tool_choice,
+        };
+        if let Some(run) = &mut self.run {
+            for id in &update_ids {
+                run.pending_updates.remove(id);
+            }
+        }
+        let speech_id = format!("s{}", self.speech_seq + 1);
+        if self.create_speech(SpeechSource::DeferredReply, content).is_err() {
+            return true;
+        }
+        self.deferred.insert(speech_id.clone(), (update_ids.clone(), false));
+        self.emit_now(EventKind::ToolReplyUpdated {
+            update_ids,
+            status: ReplyStatus::Scheduled,
+            speech_id,
+            handoff,
+        });
+        true
+    }
+
     // ---- speeches ----
 
     pub fn user_turn(&mut self, text: String) -> Result<(), SessionError> {
@@ -206,8 +359,11 @@ impl SessionState {
         });
         let agent = self.agent_id.clone();
         self.commit(&agent, None, vec![message]);
-        let content =
-            SpeechContent::Reply { kind: RequestKind::UserTurn, extra_instructions: None };
+        let content = SpeechContent::Reply {
+            kind: RequestKind::UserTurn,
+            extra_instructions: None,
+            tool_choice: None,
+        };
         self.create_speech(SpeechSource::UserTurn, content)
     }
 
@@ -243,13 +399,34 @@ impl SessionState {
         self.pending_speeches = self.pending_speeches.saturating_sub(1);
         if let Some(run) = &mut self.run {
             run.speeches.remove(&speech_id);
-            if run.speeches.is_empty() {
-                self.finish_run(None);
-            }
         }
-        self.emit_now(EventKind::SpeechDone { speech_id, interrupted });
-        if self.pending_speeches == 0 {
-            self.set_agent_state(AgentState::Listening);
+        self.emit_now(EventKind::SpeechDone { speech_id: speech_id.clone(), interrupted });
+        if let Some((update_ids, said)) = self.deferred.remove(&speech_id) {
+            let status = match (interrupted, said) {
+                (true, _) => ReplyStatus::Interrupted,
+                (false, true) => ReplyStatus::Completed,
+                (false, false) => ReplyStatus::Skipped,
+            };
+            let event =
+                EventKind::ToolReplyUpdated { update_ids, status, speech_id, handoff: false };
+            self.emit_now(event);
+        }
+        // Speeches still pending wait for blocking tools (or are queued): the agent thinks.
+        let state =
+            if self.pending_speeches == 0 { AgentState::Listening } else { AgentState::Thinking };
+        self.set_agent_state(state);
+        self.floor_changed();
+    }
+
+    /// After anything that may free the floor: offer pending replies, finish a run, release
+    /// idle waiters.
+    fn floor_changed(&mut self) {
+        if self.floor_free() && !self.unreplied.is_empty() && self.closing.is_none() {
+            let _ = self.coalescer.cast(CoalescerMsg::SessionIdle);
+        }
+        if self.run.as_ref().is_some_and(|r| r.speeches.is_empty() && r.pending_updates.is_empty())
+        {
+            self.finish_run(None);
         }
         self.release_idle_waiters();
     }
@@ -262,8 +439,13 @@ impl SessionState {
             let _ = reply.send(Err(SessionError::NestedRun));
             return;
         }
-        let tracker =
-            RunTracker { speeches: BTreeSet::new(), items: Vec::new(), failure: None, reply };
+        let tracker = RunTracker {
+            speeches: BTreeSet::new(),
+            pending_updates: BTreeSet::new(),
+            items: Vec::new(),
+            failure: None,
+            reply,
+        };
         self.run = Some(tracker);
         if let Err(e) = self.user_turn(text) {
             self.finish_run(Some(e));
@@ -340,7 +522,7 @@ impl SessionState {
             self.set_user_state(UserState::Speaking);
         } else {
             self.set_user_state(UserState::Listening);
-            self.release_idle_waiters();
+            self.floor_changed();
         }
     }
 
@@ -377,21 +559,27 @@ impl SessionState {
 
     // ---- idle and close ----
 
-    pub fn wait_for_idle(&mut self, reply: RpcReplyPort<Result<(), SessionError>>) {
+    pub fn wait_for_idle(&mut self, reply: RpcReplyPort<Result<(), SessionError>>, quiet: bool) {
         if self.closing.is_some() {
             let _ = reply.send(Err(SessionError::Closed));
-        } else if self.is_idle() {
+        } else if self.is_idle(quiet) {
             let _ = reply.send(Ok(()));
         } else {
-            self.idle_waiters.push(reply);
+            self.idle_waiters.push((reply, quiet));
         }
     }
 
     fn release_idle_waiters(&mut self) {
-        if self.is_idle() {
-            for waiter in self.idle_waiters.drain(..) {
-                let _ = waiter.send(Ok(()));
-            }
+        if !self.is_idle(false) {
+            return;
+        }
+        let quiet_now = self.is_idle(true);
+        let (ready, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.idle_waiters)
+            .into_iter()
+            .partition(|(_, quiet)| !*quiet || quiet_now);
+        self.idle_waiters = waiting;
+        for (reply, _) in ready {
+            let _ = reply.send(Ok(()));
         }
     }
 
@@ -418,9 +606,11 @@ impl SessionState {
         self.closing = Some(Closing { reason, waiters: vec![reply] });
         self.away_timer = None;
         self.finish_run(Some(SessionError::Closed));
-        for waiter in self.idle_waiters.drain(..) {
+        for (waiter, _) in self.idle_waiters.drain(..) {
             let _ = waiter.send(Err(SessionError::Closed));
         }
+        // Pending deferred replies are dropped at close (§9.3).
+        self.unreplied.clear();
         if self.activity.cast(ActivityMsg::Close).is_err() {
             // No activity to wind down: finish at once.
             let _ = self.link.actor.cast(SessionMsg::ActivityClosed);

@@ -1,16 +1,21 @@
 //! The ToolCall actor: one per running call, a child of its Toolset.
 //!
 //! It runs the tool's future in a task it owns (aborted if the actor dies), so its mailbox
-//! stays free while the tool works. A panic in the body is caught and becomes an internal
-//! error (`panic: <text>`), so the session lives on. The actor forwards the result to its
-//! Toolset and waits to be stopped there: it never stops itself, because supervision events
-//! overtake messages (RACTOR-NOTES §2.3 item 4).
+//! stays free while the tool works. The tool's `RunContext` posts updates here; the actor
+//! numbers them and forwards them, then the result, to its Toolset in the order they happened.
+//! A panic in the body is caught and becomes an internal error (`panic: <text>`). The actor
+//! never stops itself: supervision events overtake messages (RACTOR-NOTES §2.3 item 4), so the
+//! Toolset stops it after consuming its result.
 
 pub(crate) mod messages;
 
+use std::any::Any;
 use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
 
-use colloquy_core::{FunctionTool, RunContext, ToolError};
+use colloquy_core::{
+    CallHooks, FunctionCall, FunctionTool, PostedUpdate, RunContext, Template, ToolError,
+};
 use futures_util::FutureExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use serde_json::{Map, Value};
@@ -22,20 +27,44 @@ use crate::toolset::ToolsetMsg;
 
 pub(crate) struct ToolCallActor;
 
+/// What a call needs to start.
 pub(crate) struct ToolCallArgs {
     pub tool: FunctionTool,
-    pub ctx: RunContext,
+    pub call: FunctionCall,
     pub arguments: Map<String, Value>,
+    pub speech_id: String,
+    pub agent_id: String,
+    pub userdata: Option<Arc<dyn Any + Send + Sync>>,
+    pub update_template: Template,
     pub toolset: ActorRef<ToolsetMsg>,
 }
 
 pub(crate) struct ToolCallState {
     call_id: String,
     toolset: ActorRef<ToolsetMsg>,
+    /// Updates posted so far.
+    updates: u32,
     /// Taken by `post_start` to start the body.
-    start: Option<(FunctionTool, RunContext, Map<String, Value>)>,
+    start: Option<ToolCallArgs>,
     /// The body's task; dropping the state aborts it.
     _task: Option<OwnedTask>,
+}
+
+/// The runtime's side of `RunContext`: updates become messages to this actor.
+struct Hooks {
+    actor: ActorRef<ToolCallMsg>,
+    update_template: Template,
+}
+
+impl CallHooks for Hooks {
+    fn update_template(&self) -> Template {
+        self.update_template.clone()
+    }
+
+    fn post_update(&self, update: PostedUpdate) {
+        // After the call ended the actor is gone: the update is dropped, as §2 says.
+        let _ = self.actor.cast(ToolCallMsg::Update(update));
+    }
 }
 
 impl Actor for ToolCallActor {
@@ -50,9 +79,10 @@ impl Actor for ToolCallActor {
     ) -> Result<Self::State, ActorProcessingErr> {
         // Kept cheap: this runs inside the Toolset's handler.
         Ok(ToolCallState {
-            call_id: args.ctx.call_id().to_string(),
-            toolset: args.toolset,
-            start: Some((args.tool, args.ctx, args.arguments)),
+            call_id: args.call.call_id.clone(),
+            toolset: args.toolset.clone(),
+            updates: 0,
+            start: Some(args),
             _task: None,
         })
     }
@@ -62,7 +92,12 @@ impl Actor for ToolCallActor {
         myself: ActorRef<Self::Msg>,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        let Some((tool, ctx, arguments)) = state.start.take() else { return Ok(()) };
+        let Some(args) = state.start.take() else { return Ok(()) };
+        let hooks =
+            Arc::new(Hooks { actor: myself.clone(), update_template: args.update_template });
+        let ctx =
+            RunContext::with_hooks(args.call, args.speech_id, args.agent_id, args.userdata, hooks);
+        let (tool, arguments) = (args.tool, args.arguments);
         let body = async move { tool.invoke(ctx, arguments).await };
         state._task = Some(OwnedTask::spawn(async move {
             let result = match AssertUnwindSafe(body).catch_unwind().await {
@@ -82,13 +117,17 @@ impl Actor for ToolCallActor {
         message: Self::Msg,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        match message {
-            ToolCallMsg::Finished(result) => {
-                let call_id = state.call_id.clone();
-                if let Err(e) = state.toolset.cast(ToolsetMsg::Finished { call_id, result }) {
-                    tracing::warn!(call_id = %state.call_id, "toolset gone before the call ended: {e}");
-                }
+        let call_id = state.call_id.clone();
+        let forward = match message {
+            ToolCallMsg::Update(update) => {
+                let index = state.updates;
+                state.updates += 1;
+                ToolsetMsg::Updated { call_id, index, update }
             }
+            ToolCallMsg::Finished(result) => ToolsetMsg::Finished { call_id, result },
+        };
+        if state.toolset.cast(forward).is_err() {
+            tracing::warn!(call_id = %state.call_id, "toolset gone before the call ended");
         }
         Ok(())
     }

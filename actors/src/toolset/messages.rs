@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use colloquy_core::{FunctionCall, FunctionTool, Timestamp, ToolError, ToolOutput};
+use colloquy_core::{FunctionCall, FunctionTool, PostedUpdate, Timestamp, ToolError, ToolOutput};
 use ractor::RpcReplyPort;
 use serde_json::{Map, Value};
 
@@ -24,6 +24,8 @@ pub(crate) struct CallOutcome {
     pub is_error: bool,
     pub reply_required: bool,
     pub finished_at: Timestamp,
+    /// The output is the call's first update: the call goes on in the background.
+    pub provisional: bool,
 }
 
 /// Everything a Toolset actor handles.
@@ -32,6 +34,8 @@ pub(crate) enum ToolsetMsg {
     Execute(Box<ExecuteCall>, RpcReplyPort<CallOutcome>),
     /// Replace the mocked tool bodies (tool name → mock), for calls that start from now on.
     SetMocks(Arc<BTreeMap<String, FunctionTool>>),
+    /// A ToolCall's body posted its `index`-th update (0 = the first).
+    Updated { call_id: String, index: u32, update: PostedUpdate },
     /// A ToolCall actor's body ended.
     Finished { call_id: String, result: Result<ToolOutput, ToolError> },
 }

@@ -1,10 +1,18 @@
 //! The Toolset actor: runs the calls of one toolset, each in its own ToolCall child.
 //!
-//! For now every agent has one, its implicit toolset `agent:<id>`, child of its Activity.
-//! The Toolset registers a call, emits `tool_call_started`, spawns the ToolCall, and when the
-//! body ends turns the result into the output the model sees, emits exactly one
-//! `tool_call_ended` (status derived from that output, decision 13), answers dispatch and
-//! stops the ToolCall.
+//! For now every agent has one, its implicit toolset `agent:<id>`, child of its Activity. The
+//! Toolset registers a call, spawns its ToolCall, and turns what the body reports into what
+//! the model sees:
+//! - before any update, the result is the call's output (dispatch waits for it);
+//! - the first update's text is the call's provisional output: dispatch is released and the
+//!   call goes on in the background;
+//! - later updates and the final result become synthetic pairs (`<id>_update_<n>`,
+//!   `<id>_final`) inserted into the agent's context and the history at once, then queued on
+//!   the ReplyCoalescer for a deferred reply.
+//!
+//! Every call ends with exactly one `tool_call_ended`, whose status follows the output the
+//! model receives (decision 13); it is emitted after the final pair is inserted and before the
+//! pair is queued, so it always precedes the reply that carries it (decision 5).
 
 pub(crate) mod messages;
 
@@ -12,15 +20,21 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use colloquy_core::{
-    EventKind, FunctionTool, RunContext, ToolCallStatus, ToolError, ToolErrorKind, ToolOutput, text,
+    ChatItem, EventKind, FunctionCall, FunctionCallOutput, FunctionTool, PostedUpdate, Template,
+    ToolCallStatus, ToolError, ToolErrorKind, ToolOutput, text,
 };
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
+use serde_json::Value;
 
 pub(crate) use messages::{CallOutcome, ExecuteCall, ToolsetMsg};
 
 use crate::catalog::ToolCatalog;
-use crate::session::SessionLink;
+use crate::coalescer::{CoalescerMsg, PendingReply};
+use crate::session::{SessionLink, SessionMsg};
 use crate::tool_call::{ToolCallActor, ToolCallArgs, ToolCallMsg};
+
+/// The mark a call's item gets once it has posted its first update (§7 step 6).
+pub(crate) const NON_BLOCKING: &str = "__livekit_agents_tool_non_blocking";
 
 pub(crate) struct ToolsetActor;
 
@@ -29,12 +43,19 @@ pub(crate) struct ToolsetArgs {
     pub agent_id: String,
     pub catalog: Arc<ToolCatalog>,
     pub session: SessionLink,
+    pub coalescer: ActorRef<CoalescerMsg>,
+    /// The update template resolved for this toolset (toolset → agent → session → default).
+    pub update_template: Template,
     pub userdata: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 struct RunningCall {
     actor: ActorRef<ToolCallMsg>,
-    reply: RpcReplyPort<CallOutcome>,
+    /// Answered with the result, or with the first update.
+    reply: Option<RpcReplyPort<CallOutcome>>,
+    /// The call's item, for synthetic pairs.
+    call: FunctionCall,
+    updates: u32,
 }
 
 pub(crate) struct ToolsetState {
@@ -67,6 +88,9 @@ impl Actor for ToolsetActor {
         match message {
             ToolsetMsg::Execute(call, reply) => state.execute(myself, *call, reply).await,
             ToolsetMsg::SetMocks(mocks) => state.mocks = mocks,
+            ToolsetMsg::Updated { call_id, index, update } => {
+                state.updated(&call_id, index, update)
+            }
             ToolsetMsg::Finished { call_id, result } => state.finish(&call_id, result),
         }
         Ok(())
@@ -108,7 +132,6 @@ impl ToolsetState {
         exec: ExecuteCall,
         reply: RpcReplyPort<CallOutcome>,
     ) {
-        let session = &self.args.session;
         let call_id = exec.call.call_id.clone();
         let tool = match self.args.catalog.get(&exec.call.name) {
             Some(tool) if !self.running.contains_key(&call_id) => match self.mocks.get(tool.name())
@@ -124,20 +147,22 @@ impl ToolsetState {
                 return;
             }
         };
-        session.emit(EventKind::ToolCallStarted {
-            call_id: call_id.clone(),
-            name: tool.name().into(),
-        });
-        let ctx = RunContext::new(
-            exec.call,
-            exec.speech_id,
-            self.args.agent_id.clone(),
-            self.args.userdata.clone(),
-        );
-        let args = ToolCallArgs { tool, ctx, arguments: exec.arguments, toolset: myself.clone() };
+        let session = &self.args.session;
+        let _ = session.actor.cast(SessionMsg::CallRegistered(exec.call.clone()));
+        let args = ToolCallArgs {
+            tool,
+            call: exec.call.clone(),
+            arguments: exec.arguments,
+            speech_id: exec.speech_id,
+            agent_id: self.args.agent_id.clone(),
+            userdata: self.args.userdata.clone(),
+            update_template: self.args.update_template.clone(),
+            toolset: myself.clone(),
+        };
         match Actor::spawn_linked(None, ToolCallActor, args, myself.get_cell()).await {
             Ok((actor, _)) => {
-                self.running.insert(call_id, RunningCall { actor, reply });
+                let call = RunningCall { actor, reply: Some(reply), call: exec.call, updates: 0 };
+                self.running.insert(call_id, call);
             }
             Err(e) => {
                 session.emit(EventKind::ToolCallEnded {
@@ -157,42 +182,150 @@ impl ToolsetState {
             is_error: true,
             reply_required: true,
             finished_at: self.args.session.clock.now(),
+            provisional: false,
+        }
+    }
+
+    fn updated(&mut self, call_id: &str, index: u32, update: PostedUpdate) {
+        let Some(call) = self.running.get_mut(call_id) else { return };
+        call.updates = index + 1;
+        let session = &self.args.session;
+        let id = if index == 0 { call_id.to_string() } else { format!("{call_id}_update_{index}") };
+        session.emit(EventKind::ToolCallUpdated {
+            id: id.clone(),
+            call_id: call_id.to_string(),
+            message: update.message,
+            silent: update.silent,
+        });
+        if index == 0 {
+            // The first update answers the call for this turn; the body goes on.
+            call.call.extra.insert(NON_BLOCKING.into(), Value::Bool(true));
+            if let Some(reply) = call.reply.take() {
+                let _ = reply.send(CallOutcome {
+                    output: update.output,
+                    is_error: false,
+                    reply_required: !update.silent,
+                    finished_at: session.clock.now(),
+                    provisional: true,
+                });
+            }
+            return;
+        }
+        let original = call.call.clone();
+        let pair = self.pair(original, &id, update.output, false, !update.silent);
+        self.deliver_then(pair, false, || {});
+    }
+
+    /// A synthetic function_call / function_call_output pair (§7 step 3) copying the original
+    /// call's name, arguments and extra, stamped now.
+    fn pair(
+        &self,
+        mut call: FunctionCall,
+        id: &str,
+        output: String,
+        is_error: bool,
+        reply: bool,
+    ) -> Pair {
+        let clock = &self.args.session.clock;
+        call.id = clock.item_id();
+        call.call_id = id.to_string();
+        call.created_at = clock.now();
+        let output = FunctionCallOutput {
+            id: clock.item_id(),
+            call_id: id.to_string(),
+            name: call.name.clone(),
+            output,
+            is_error,
+            reply_required: reply,
+            created_at: clock.now(),
+        };
+        Pair { call, output }
+    }
+
+    /// Inserts a pair into the agent's context and the history; queues it for a reply if it
+    /// asks for one. `after_insert` runs between the two (the final's `tool_call_ended`).
+    fn deliver_then(&self, pair: Pair, is_final: bool, after_insert: impl FnOnce()) {
+        let wants_reply = pair.output.reply_required;
+        let pending = PendingReply {
+            update_id: pair.output.call_id.clone(),
+            agent: self.args.agent_id.clone(),
+            output_item_id: pair.output.id.clone(),
+            is_final,
+        };
+        let items =
+            vec![ChatItem::FunctionCall(pair.call), ChatItem::FunctionCallOutput(pair.output)];
+        let awaits_reply = wants_reply.then(|| pending.update_id.clone());
+        let _ = self.args.session.actor.cast(SessionMsg::Commit {
+            agent: self.args.agent_id.clone(),
+            speech_id: None,
+            items,
+            awaits_reply,
+        });
+        after_insert();
+        if wants_reply {
+            let _ = self.args.coalescer.cast(CoalescerMsg::Enqueue(pending));
         }
     }
 
     fn finish(&mut self, call_id: &str, result: Result<ToolOutput, ToolError>) {
-        let Some(call) = self.running.remove(call_id) else { return };
-        let finished_at = self.args.session.clock.now();
-        let (outcome, status, message) = match result {
-            Ok(out) => {
-                let outcome = CallOutcome {
-                    output: out.output_text().to_string(),
-                    is_error: false,
-                    reply_required: out.reply_required,
-                    finished_at,
-                };
-                (outcome, ToolCallStatus::Done, out.text)
-            }
-            Err(e) => {
-                if e.kind() == ToolErrorKind::Internal {
-                    tracing::warn!(toolset = %self.args.id, %call_id, "tool failed: {}", e.message());
-                }
-                let outcome = CallOutcome {
-                    output: e.model_text().to_string(),
-                    is_error: true,
-                    reply_required: true,
-                    finished_at,
-                };
-                (outcome, ToolCallStatus::Error, Some(e.message().to_string()))
-            }
+        let Some(call) = self.running.get(call_id) else { return };
+        let original = call.call.clone();
+        if let Err(e) = &result
+            && e.kind() == ToolErrorKind::Internal
+        {
+            tracing::warn!(toolset = %self.args.id, %call_id, "tool failed: {}", e.message());
+        }
+        let background = call.updates > 0;
+        let (status, message) = match &result {
+            Ok(out) => (ToolCallStatus::Done, out.text.clone()),
+            Err(e) => (ToolCallStatus::Error, Some(e.message().to_string())),
         };
-        self.args.session.emit(EventKind::ToolCallEnded {
-            id: call_id.to_string(),
+        let ended_id = if background { format!("{call_id}_final") } else { call_id.to_string() };
+        let ended = EventKind::ToolCallEnded {
+            id: ended_id.clone(),
             call_id: call_id.to_string(),
             status,
             message,
-        });
-        let _ = call.reply.send(outcome);
-        call.actor.stop(None);
+        };
+        if background {
+            // §6.2, after the first update: a value or an error becomes the `_final` pair;
+            // nothing (unit, None, StopResponse) ends the call quietly.
+            let pair = match &result {
+                Ok(out) => out.text.clone().map(|text| (text, false, out.reply_required)),
+                Err(e) => Some((e.model_text().to_string(), true, true)),
+            };
+            match pair {
+                Some((text, is_error, reply)) => {
+                    let pair = self.pair(original, &ended_id, text, is_error, reply);
+                    let session = self.args.session.clone();
+                    self.deliver_then(pair, true, move || session.emit(ended));
+                }
+                None => self.args.session.emit(ended),
+            }
+        } else {
+            let outcome = match result {
+                Ok(out) => CallOutcome {
+                    output: out.output_text().to_string(),
+                    is_error: false,
+                    reply_required: out.reply_required,
+                    finished_at: self.args.session.clock.now(),
+                    provisional: false,
+                },
+                Err(e) => self.error_outcome(e.model_text()),
+            };
+            self.args.session.emit(ended);
+            if let Some(reply) = self.running.get_mut(call_id).and_then(|c| c.reply.take()) {
+                let _ = reply.send(outcome);
+            }
+        }
+        if let Some(call) = self.running.remove(call_id) {
+            call.actor.stop(None);
+        }
     }
+}
+
+/// A synthetic pair.
+struct Pair {
+    call: FunctionCall,
+    output: FunctionCallOutput,
 }

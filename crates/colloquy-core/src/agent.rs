@@ -1,5 +1,6 @@
 //! Agent declarations: a persona with instructions and its own tools.
 
+use crate::templates::Templates;
 use crate::tool::{FunctionTool, Toolset};
 
 /// An agent: id, instructions, tools. The session runs one agent at a time in an Activity.
@@ -16,6 +17,7 @@ pub struct Agent {
     tools: Vec<FunctionTool>,
     toolsets: Vec<Toolset>,
     allow_interruptions: Option<bool>,
+    templates: Option<Templates>,
 }
 
 impl Agent {
@@ -27,6 +29,7 @@ impl Agent {
             tools: Vec::new(),
             toolsets: Vec::new(),
             allow_interruptions: None,
+            templates: None,
         }
     }
 
@@ -52,6 +55,18 @@ impl Agent {
     pub fn allow_interruptions(mut self, allow: bool) -> Self {
         self.allow_interruptions = Some(allow);
         self
+    }
+
+    /// Templates for this agent's calls and deferred replies; they replace the session's
+    /// templates as a whole (§8: missing keys fall back to the defaults).
+    pub fn templates(mut self, templates: Templates) -> Self {
+        self.templates = Some(templates);
+        self
+    }
+
+    /// The agent's templates, if it sets any.
+    pub fn template_overrides(&self) -> Option<&Templates> {
+        self.templates.as_ref()
     }
 
     /// The agent's id.

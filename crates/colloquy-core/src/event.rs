@@ -62,6 +62,20 @@ pub enum ToolCallStatus {
     Cancelled,
 }
 
+/// State of a deferred reply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReplyStatus {
+    /// Admitted: its speech is created.
+    Scheduled,
+    /// Its speech finished and said something.
+    Completed,
+    /// Its speech was interrupted (it is not rescheduled).
+    Interrupted,
+    /// The model had nothing to add.
+    Skipped,
+}
+
 /// Where an error event comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -126,6 +140,17 @@ pub enum EventKind {
         /// The tool name.
         name: String,
     },
+    /// A tool posted an update (`ctx.update()`).
+    ToolCallUpdated {
+        /// `<call_id>` for the first update, `<call_id>_update_<n>` for later ones.
+        id: String,
+        /// The call id.
+        call_id: String,
+        /// The raw message (a value as compact JSON), before wrapping.
+        message: String,
+        /// Whether the update asked for no reply.
+        silent: bool,
+    },
     /// A tool call ended; exactly once per started call.
     ToolCallEnded {
         /// `<call_id>` (or `<call_id>_final` once the call has posted updates).
@@ -145,6 +170,17 @@ pub enum EventKind {
         name: String,
         /// Why.
         reason: String,
+    },
+    /// A deferred reply changed state.
+    ToolReplyUpdated {
+        /// The call ids of the pairs it delivers, in enqueue order.
+        update_ids: Vec<String>,
+        /// Its state.
+        status: ReplyStatus,
+        /// The reply's speech.
+        speech_id: String,
+        /// True when delivered by another agent than the one that received the eager insert.
+        handoff: bool,
     },
     /// The agent changed (the first event of a session has no old agent).
     AgentHandoff {

@@ -14,6 +14,7 @@ pub mod output;
 pub mod run_context;
 pub mod run_result;
 mod schema;
+pub mod templates;
 pub mod text;
 pub mod time;
 pub mod tool;
@@ -26,12 +27,14 @@ pub use chat::{
     AgentHandoff, ChatContext, ChatItem, FunctionCall, FunctionCallOutput, Message, Role,
 };
 pub use event::{
-    AgentState, ErrorSource, EventKind, SessionEvent, SpeechSource, ToolCallStatus, UserState,
+    AgentState, ErrorSource, EventKind, ReplyStatus, SessionEvent, SpeechSource, ToolCallStatus,
+    UserState,
 };
 pub use output::{
     IntoToolOutput, Json, StopResponse, ToolError, ToolErrorKind, ToolOutput, ToolResult,
 };
-pub use run_context::RunContext;
+pub use run_context::{CallHooks, PostedUpdate, RunContext, UpdateMessage, UpdateOptions};
 pub use run_result::{RunExpect, RunResult};
+pub use templates::{ResolvedTemplates, Template, Templates};
 pub use time::Timestamp;
 pub use tool::{DuplicateScope, FunctionTool, OnDuplicate, ToolFlags, ToolSchema, Toolset};

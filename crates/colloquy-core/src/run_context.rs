@@ -2,9 +2,73 @@
 
 use std::any::Any;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
 
 use crate::chat::FunctionCall;
+use crate::output::ToolError;
+use crate::templates::{Template, update_placeholders};
+
+/// What a tool reports through [`RunContext::update`]: text (wrapped by the update template)
+/// or any JSON value (rendered as compact JSON, not wrapped).
+#[derive(Clone, Debug, PartialEq)]
+pub enum UpdateMessage {
+    /// A text message.
+    Text(String),
+    /// A structured value.
+    Value(Value),
+}
+
+impl From<&str> for UpdateMessage {
+    fn from(text: &str) -> Self {
+        UpdateMessage::Text(text.to_string())
+    }
+}
+
+impl From<String> for UpdateMessage {
+    fn from(text: String) -> Self {
+        UpdateMessage::Text(text)
+    }
+}
+
+impl From<Value> for UpdateMessage {
+    fn from(value: Value) -> Self {
+        match value {
+            Value::String(s) => UpdateMessage::Text(s),
+            other => UpdateMessage::Value(other),
+        }
+    }
+}
+
+/// Options of one update (decision 15, §7).
+#[derive(Clone, Debug, Default)]
+pub struct UpdateOptions {
+    /// Record the update for the model without asking for a reply; the user hears nothing.
+    pub silent: bool,
+    /// A template for this call's text updates instead of the resolved one.
+    pub template: Option<Template>,
+}
+
+/// An update as a tool posted it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PostedUpdate {
+    /// The raw message (a value as compact JSON), as events carry it.
+    pub message: String,
+    /// The text the model sees (a text message wrapped by the update template).
+    pub output: String,
+    /// Whether the update asks for no reply.
+    pub silent: bool,
+}
+
+/// How a running call reports to the runtime. The runtime implements it; a context without
+/// hooks (standalone execution) records updates instead (see [`RunContext::recorded_updates`]).
+pub trait CallHooks: Send + Sync {
+    /// The update template resolved for this call (toolset → agent → session → default).
+    fn update_template(&self) -> Template;
+    /// Delivers an update. Updates after the call ended are ignored.
+    fn post_update(&self, update: PostedUpdate);
+}
 
 /// The context handed to every tool body: the call it answers, the speech that dispatched it,
 /// the agent, and the session's user data. Cheap to clone.
@@ -27,6 +91,8 @@ struct Inner {
     speech_id: String,
     agent_id: String,
     userdata: Option<Arc<dyn Any + Send + Sync>>,
+    hooks: Option<Arc<dyn CallHooks>>,
+    recorded: Mutex<Vec<PostedUpdate>>,
 }
 
 impl RunContext {
@@ -43,8 +109,95 @@ impl RunContext {
                 speech_id: speech_id.into(),
                 agent_id: agent_id.into(),
                 userdata,
+                hooks: None,
+                recorded: Mutex::new(Vec::new()),
             }),
         }
+    }
+
+    /// A context whose updates go to `hooks` (the runtime's side of a running call).
+    pub fn with_hooks(
+        function_call: FunctionCall,
+        speech_id: impl Into<String>,
+        agent_id: impl Into<String>,
+        userdata: Option<Arc<dyn Any + Send + Sync>>,
+        hooks: Arc<dyn CallHooks>,
+    ) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                function_call,
+                speech_id: speech_id.into(),
+                agent_id: agent_id.into(),
+                userdata,
+                hooks: Some(hooks),
+                recorded: Mutex::new(Vec::new()),
+            }),
+        }
+    }
+
+    /// Reports progress (§7): the first update is handed to the model at once as this call's
+    /// output and the conversation goes on while the tool keeps working; later updates and the
+    /// final result are delivered together when the session is idle. Text is wrapped by the
+    /// update template; other values render as compact JSON. A template that cannot be
+    /// rendered is an error here, at the point of use.
+    ///
+    /// ```
+    /// # use colloquy_core::{FunctionCall, RunContext, Timestamp};
+    /// # let call = FunctionCall { id: "i".into(), call_id: "c1".into(), name: "book".into(),
+    /// #     arguments: "{}".into(), extra: Default::default(), created_at: Timestamp::default() };
+    /// let ctx = RunContext::new(call, "s1", "travel", None); // standalone: updates are recorded
+    /// # futures_executor_free_block_on(async {
+    /// ctx.update("Looking up flights…").await.unwrap();
+    /// # });
+    /// assert_eq!(ctx.recorded_updates()[0].message, "Looking up flights…");
+    /// # fn futures_executor_free_block_on<F: std::future::Future>(f: F) -> F::Output {
+    /// #     let mut f = std::pin::pin!(f);
+    /// #     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    /// #     match f.as_mut().poll(&mut cx) { std::task::Poll::Ready(v) => v, _ => unreachable!() }
+    /// # }
+    /// ```
+    pub async fn update(&self, message: impl Into<UpdateMessage>) -> Result<(), ToolError> {
+        self.update_with(message, UpdateOptions::default()).await
+    }
+
+    /// [`RunContext::update`] with options (`silent`, a per-call template).
+    pub async fn update_with(
+        &self,
+        message: impl Into<UpdateMessage>,
+        options: UpdateOptions,
+    ) -> Result<(), ToolError> {
+        let (message, output) = match message.into() {
+            UpdateMessage::Text(text) => {
+                let template = match (&options.template, &self.inner.hooks) {
+                    (Some(t), _) => t.clone(),
+                    (None, Some(hooks)) => hooks.update_template(),
+                    (None, None) => Template::text(crate::templates::defaults::UPDATE),
+                };
+                let call = &self.inner.function_call;
+                let values = update_placeholders(&call.name, &call.call_id, &text);
+                let output = template.render(&values).map_err(ToolError::internal)?;
+                (text, output)
+            }
+            UpdateMessage::Value(value) => {
+                let text = value.to_string();
+                (text.clone(), text)
+            }
+        };
+        let update = PostedUpdate { message, output, silent: options.silent };
+        match &self.inner.hooks {
+            Some(hooks) => hooks.post_update(update),
+            None => {
+                if let Ok(mut recorded) = self.inner.recorded.lock() {
+                    recorded.push(update);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Updates recorded by a standalone context (one without runtime hooks).
+    pub fn recorded_updates(&self) -> Vec<PostedUpdate> {
+        self.inner.recorded.lock().map(|r| r.clone()).unwrap_or_default()
     }
 
     /// The function-call item (with canonical arguments).

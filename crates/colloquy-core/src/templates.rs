@@ -1,0 +1,250 @@
+//! Prompt templates (TOOL-SEMANTICS §8, decisions 17 and 18): a format string with named
+//! placeholders in braces (`{{` and `}}` are literal braces) or a closure over the placeholder
+//! map. `{call_ids}` renders as a JSON array.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+/// The default texts of decision 18.
+pub mod defaults {
+    /// Wraps a string progress update.
+    pub const UPDATE: &str = "Progress from `{function_name}`: {message}\nThe tool is still working. Share only what this update says and do not guess the final result.";
+    /// Answers a rejected duplicate.
+    pub const DUPLICATE_REJECT: &str = "`{function_name}` is already running:\n{fnc_calls_text}\nTo stop it, call `lk_agents_cancel_task` with its call_id, but only if the user explicitly asks.";
+    /// Answers an unconfirmed duplicate.
+    pub const DUPLICATE_CONFIRM: &str = "`{function_name}` is already running:\n{fnc_calls_text}\nIf the user really wants another run, call it again with `lk_agents_confirm_duplicate` set to true. To stop the running one instead, call `lk_agents_cancel_task` with its call_id. Do either only when the user explicitly asks.";
+    /// Deferred-reply instructions when the pending items are the last ones.
+    pub const REPLY_AT_TAIL: &str = "Background tool calls have new results (call ids: {call_ids}). Tell the user about them naturally, without repeating anything already said.";
+    /// Deferred-reply instructions when newer items exist.
+    pub const REPLY_MAYBE_COVERED: &str = "Background tool calls have new results (call ids: {call_ids}). You may already have mentioned some of them. If everything was already said, reply with nothing at all. Otherwise mention only what is new, with a natural transition, and never repeat yourself.";
+}
+
+/// The values a template is rendered with.
+pub type Placeholders = BTreeMap<&'static str, String>;
+
+type Render = dyn Fn(&Placeholders) -> String + Send + Sync;
+
+/// A template: a format string or a closure.
+///
+/// ```
+/// use colloquy_core::templates::{Template, Placeholders};
+/// let t = Template::text("[{function_name}] {message}");
+/// let mut p = Placeholders::new();
+/// p.insert("function_name", "book".into());
+/// p.insert("message", "searching".into());
+/// assert_eq!(t.render(&p).unwrap(), "[book] searching");
+/// let f = Template::func(|p| format!("{}!", p["message"]));
+/// assert_eq!(f.render(&p).unwrap(), "searching!");
+/// ```
+#[derive(Clone)]
+pub enum Template {
+    /// A format string with `{placeholder}`s.
+    Text(Arc<str>),
+    /// A closure receiving the placeholder map.
+    Func(Arc<Render>),
+}
+
+impl Template {
+    /// A format-string template.
+    pub fn text(text: impl Into<Arc<str>>) -> Self {
+        Template::Text(text.into())
+    }
+
+    /// A closure template.
+    pub fn func(f: impl Fn(&Placeholders) -> String + Send + Sync + 'static) -> Self {
+        Template::Func(Arc::new(f))
+    }
+
+    /// Renders; an unknown placeholder or a stray brace is an error naming it.
+    pub fn render(&self, values: &Placeholders) -> Result<String, TemplateError> {
+        match self {
+            Template::Func(f) => Ok(f(values)),
+            Template::Text(text) => render_text(text, values),
+        }
+    }
+}
+
+impl fmt::Debug for Template {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Template::Text(t) => f.debug_tuple("Text").field(t).finish(),
+            Template::Func(_) => f.write_str("Func(..)"),
+        }
+    }
+}
+
+impl From<&str> for Template {
+    fn from(text: &str) -> Self {
+        Template::text(text)
+    }
+}
+
+impl From<String> for Template {
+    fn from(text: String) -> Self {
+        Template::text(text)
+    }
+}
+
+/// A template that could not be rendered.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("cannot render template: {0}")]
+pub struct TemplateError(pub String);
+
+fn render_text(text: &str, values: &Placeholders) -> Result<String, TemplateError> {
+    let mut out = String::with_capacity(text.len() + 64);
+    let mut chars = text.char_indices().peekable();
+    while let Some((_, c)) = chars.next() {
+        match c {
+            '{' if chars.peek().map(|(_, c)| *c) == Some('{') => {
+                chars.next();
+                out.push('{');
+            }
+            '}' if chars.peek().map(|(_, c)| *c) == Some('}') => {
+                chars.next();
+                out.push('}');
+            }
+            '{' => {
+                let mut name = String::new();
+                loop {
+                    match chars.next() {
+                        Some((_, '}')) => break,
+                        Some((_, c)) => name.push(c),
+                        None => return Err(TemplateError(format!("unclosed `{{{name}`"))),
+                    }
+                }
+                match values.get(name.as_str()) {
+                    Some(v) => out.push_str(v),
+                    None => return Err(TemplateError(format!("unknown placeholder `{{{name}}}`"))),
+                }
+            }
+            '}' => return Err(TemplateError("single `}` (write `}}`)".into())),
+            c => out.push(c),
+        }
+    }
+    Ok(out)
+}
+
+/// The five templates of §8; `None` means "not set here".
+#[derive(Clone, Debug, Default)]
+pub struct Templates {
+    /// Wraps string progress updates (`function_name`, `call_id`, `message`).
+    pub update: Option<Template>,
+    /// Rejected duplicate (`function_name`, `fnc_calls_json`, `fnc_calls_text`).
+    pub duplicate_reject: Option<Template>,
+    /// Unconfirmed duplicate (same placeholders).
+    pub duplicate_confirm: Option<Template>,
+    /// Deferred reply at tail (`call_ids`).
+    pub reply_at_tail: Option<Template>,
+    /// Deferred reply maybe covered (`call_ids`).
+    pub reply_maybe_covered: Option<Template>,
+}
+
+/// Templates with every key resolved.
+#[derive(Clone, Debug)]
+pub struct ResolvedTemplates {
+    /// See [`Templates::update`].
+    pub update: Template,
+    /// See [`Templates::duplicate_reject`].
+    pub duplicate_reject: Template,
+    /// See [`Templates::duplicate_confirm`].
+    pub duplicate_confirm: Template,
+    /// See [`Templates::reply_at_tail`].
+    pub reply_at_tail: Template,
+    /// See [`Templates::reply_maybe_covered`].
+    pub reply_maybe_covered: Template,
+}
+
+impl Default for ResolvedTemplates {
+    fn default() -> Self {
+        Templates::default().over_defaults()
+    }
+}
+
+impl Templates {
+    /// These templates merged over the module defaults.
+    pub fn over_defaults(&self) -> ResolvedTemplates {
+        let pick = |t: &Option<Template>, d: &str| t.clone().unwrap_or_else(|| Template::text(d));
+        ResolvedTemplates {
+            update: pick(&self.update, defaults::UPDATE),
+            duplicate_reject: pick(&self.duplicate_reject, defaults::DUPLICATE_REJECT),
+            duplicate_confirm: pick(&self.duplicate_confirm, defaults::DUPLICATE_CONFIRM),
+            reply_at_tail: pick(&self.reply_at_tail, defaults::REPLY_AT_TAIL),
+            reply_maybe_covered: pick(&self.reply_maybe_covered, defaults::REPLY_MAYBE_COVERED),
+        }
+    }
+
+    /// §8 resolution, "most specific wins, whole value": the first level that sets templates
+    /// at all, merged over the defaults (not over the levels below it).
+    pub fn resolve(levels: &[Option<&Templates>]) -> ResolvedTemplates {
+        levels.iter().flatten().next().map(|t| t.over_defaults()).unwrap_or_default()
+    }
+}
+
+/// Placeholders for the update template.
+pub fn update_placeholders(function_name: &str, call_id: &str, message: &str) -> Placeholders {
+    let mut p = Placeholders::new();
+    p.insert("function_name", function_name.to_string());
+    p.insert("call_id", call_id.to_string());
+    p.insert("message", message.to_string());
+    p
+}
+
+/// Placeholders for the reply templates: `call_ids` as a JSON array (decision 18).
+pub fn reply_placeholders(call_ids: &[String]) -> Placeholders {
+    let mut p = Placeholders::new();
+    p.insert("call_ids", serde_json::to_string(call_ids).unwrap_or_else(|_| "[]".into()));
+    p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_render_with_their_placeholders() {
+        let t = Template::text(defaults::UPDATE);
+        let out = t.render(&update_placeholders("book", "c1", "Looking up Tokyo")).unwrap();
+        assert_eq!(
+            out,
+            "Progress from `book`: Looking up Tokyo\nThe tool is still working. Share only what this update says and do not guess the final result."
+        );
+        let ids = ["a_final".to_string(), "b_final".to_string()];
+        let out =
+            Template::text(defaults::REPLY_AT_TAIL).render(&reply_placeholders(&ids)).unwrap();
+        assert!(out.starts_with(
+            r#"Background tool calls have new results (call ids: ["a_final","b_final"])."#
+        ));
+    }
+
+    #[test]
+    fn unknown_placeholders_and_braces() {
+        let p = update_placeholders("f", "c", "m");
+        assert_eq!(
+            Template::text("{nope}").render(&p).unwrap_err().to_string(),
+            "cannot render template: unknown placeholder `{nope}`"
+        );
+        assert_eq!(Template::text("{{literal}} {message}").render(&p).unwrap(), "{literal} m");
+        assert!(Template::text("oops }").render(&p).is_err());
+    }
+
+    #[test]
+    fn the_most_specific_level_wins_whole() {
+        let session = Templates {
+            update: Some("S {message}".into()),
+            reply_at_tail: Some("S tail".into()),
+            ..Default::default()
+        };
+        let agent = Templates { update: Some("A {message}".into()), ..Default::default() };
+        let r = Templates::resolve(&[Some(&agent), Some(&session)]);
+        let p = update_placeholders("f", "c", "m");
+        assert_eq!(r.update.render(&p).unwrap(), "A m");
+        // The agent set templates, so its missing keys fall back to the defaults, not the session's.
+        assert_eq!(
+            r.reply_at_tail.render(&reply_placeholders(&[])).unwrap(),
+            Template::text(defaults::REPLY_AT_TAIL).render(&reply_placeholders(&[])).unwrap()
+        );
+        let r = Templates::resolve(&[None, Some(&session)]);
+        assert_eq!(r.update.render(&p).unwrap(), "S m");
+    }
+}
