@@ -48,7 +48,11 @@ pub use colloquy_core::{
     RunExpect, RunResult, SessionEvent, SpeechSource, StopResponse, Timestamp, ToolCallStatus,
     ToolError, ToolFlags, ToolOutput, ToolResult, ToolSchema, Toolset, UserState,
 };
-pub use colloquy_core::{FunctionTool, args, run_result, text, tool};
+pub use colloquy_core::{
+    CallHooks, PostedUpdate, ReplyStatus, ResolvedTemplates, Template, Templates, UpdateMessage,
+    UpdateOptions,
+};
+pub use colloquy_core::{FunctionTool, args, run_result, templates, text, tool};
 pub use colloquy_llm::{
     Llm, LlmChunk, LlmRequest, LlmStream, RecordedRequest, RequestKind, ScriptedCall, ScriptedLlm,
     ScriptedResponse, ToolCallDelta, ToolChoice, Usage,

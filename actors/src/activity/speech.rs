@@ -105,6 +105,9 @@ async fn reply(
             tools: Arc::clone(env.catalog.schemas()),
             tool_choice,
         };
+        // The reply's message is stamped when its step is authorised, before any text exists
+        // (§9.2 step 5): results landing while it is generated still sort after it.
+        let authorised = session.clock.now();
         let mut stream = env.llm.chat(request);
         let mut text: Option<StepText> = None;
         let mut calls: BTreeMap<usize, StreamedCall> = BTreeMap::new();
@@ -124,7 +127,7 @@ async fn reply(
                         session.set_agent_state(AgentState::Speaking);
                         StepText {
                             playout: PlayoutDriver::open(env.sink.as_ref(), speech_id),
-                            started: session.clock.now(),
+                            started: authorised,
                         }
                     });
                     step_text.playout.push(&delta);
