@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use colloquy::{ScriptedCall, ScriptedResponse};
+use colloquy::{ScriptedCall, ScriptedResponse, Templates};
 use serde_json::{Map, Value};
 
 use crate::ScenarioError;
@@ -43,6 +43,8 @@ pub struct Options {
     pub playout_ms_per_char: u64,
     /// `end_timeout_ms`.
     pub end_timeout: Duration,
+    /// `templates`.
+    pub templates: Option<Templates>,
 }
 
 /// A tool defined in `tools`.
@@ -61,6 +63,15 @@ pub struct ToolDef {
 /// One step of a tool body.
 #[derive(Clone, Debug)]
 pub enum BodyStep {
+    /// `update`: `ctx.update()` with a string (placeholders substituted) or any JSON value.
+    Update {
+        /// The message.
+        message: Template,
+        /// Record without asking for a reply.
+        silent: bool,
+        /// A per-call update template.
+        template: Option<String>,
+    },
     /// `sleep_ms`.
     Sleep(Duration),
     /// `return`.
@@ -86,7 +97,7 @@ pub enum BodyStep {
 
 impl BodyStep {
     fn is_terminal(&self) -> bool {
-        !matches!(self, BodyStep::Sleep(_))
+        !matches!(self, BodyStep::Sleep(_) | BodyStep::Update { .. })
     }
 }
 
@@ -101,6 +112,8 @@ pub struct AgentDef {
     pub tools: Vec<String>,
     /// `allow_interruptions`.
     pub allow_interruptions: Option<bool>,
+    /// `templates`.
+    pub templates: Option<Templates>,
 }
 
 /// `session`.
@@ -216,7 +229,8 @@ fn parse_options(mut o: Obj) -> Result<Options, ScenarioError> {
     };
     let playout_ms_per_char = o.u64("playout_ms_per_char")?.unwrap_or(0);
     let end_timeout = ms(o.u64("end_timeout_ms")?.unwrap_or(60_000));
-    for key in ["cancel_grace_ms", "drain_timeout_ms", "templates"] {
+    let templates = parse_templates(&mut o)?;
+    for key in ["cancel_grace_ms", "drain_timeout_ms"] {
         o.refuse(key)?;
     }
     o.finish()?;
@@ -226,7 +240,26 @@ fn parse_options(mut o: Obj) -> Result<Options, ScenarioError> {
         user_away_timeout,
         playout_ms_per_char,
         end_timeout,
+        templates,
     })
+}
+
+/// `templates`: the five template texts of §8, any of them.
+fn parse_templates(o: &mut Obj) -> Result<Option<Templates>, ScenarioError> {
+    let Some(value) = o.take("templates") else { return Ok(None) };
+    let mut t = Obj::new(value, o.at("templates"))?;
+    let mut read = |key: &str| -> Result<Option<colloquy::Template>, ScenarioError> {
+        Ok(t.string(key)?.map(colloquy::Template::from))
+    };
+    let templates = Templates {
+        update: read("update")?,
+        duplicate_reject: read("duplicate_reject")?,
+        duplicate_confirm: read("duplicate_confirm")?,
+        reply_at_tail: read("reply_at_tail")?,
+        reply_maybe_covered: read("reply_maybe_covered")?,
+    };
+    t.finish()?;
+    Ok(Some(templates))
 }
 
 fn parse_tool(name: String, mut o: Obj) -> Result<ToolDef, ScenarioError> {
@@ -276,8 +309,16 @@ fn parse_tool(name: String, mut o: Obj) -> Result<ToolDef, ScenarioError> {
 }
 
 fn parse_body_step(mut o: Obj, declared: &[String]) -> Result<BodyStep, ScenarioError> {
-    for key in ["update", "handoff", "disallow_interruptions", "wait_cancelled"] {
+    for key in ["handoff", "disallow_interruptions", "wait_cancelled"] {
         o.refuse(key)?;
+    }
+    if o.keys().iter().any(|k| k == "update") {
+        let at = o.at("update");
+        let message = Template::parse(o.take("update").unwrap_or(Value::Null), declared, &at)?;
+        let silent = o.bool("silent")?.unwrap_or(false);
+        let template = o.string("template")?;
+        o.finish()?;
+        return Ok(BodyStep::Update { message, silent, template });
     }
     let actions = o.keys();
     let [action] = actions.as_slice() else {
@@ -345,11 +386,10 @@ fn parse_agent(id: String, mut o: Obj, known: &[&str]) -> Result<AgentDef, Scena
         return Err(unsupported(&o.at("toolsets")));
     }
     let allow_interruptions = o.bool("allow_interruptions")?;
-    for key in ["templates", "on_enter"] {
-        o.refuse(key)?;
-    }
+    let templates = parse_templates(&mut o)?;
+    o.refuse("on_enter")?;
     o.finish()?;
-    Ok(AgentDef { id, instructions, tools, allow_interruptions })
+    Ok(AgentDef { id, instructions, tools, allow_interruptions, templates })
 }
 
 fn parse_session(

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use colloquy::{
     Agent, FunctionTool, IntoToolOutput, PacedSink, RunContext, ScriptedLlm, Session,
-    SessionHandle, StopResponse, ToolError, ToolOutput, ToolResult,
+    SessionHandle, StopResponse, Template, ToolError, ToolOutput, ToolResult, UpdateOptions,
 };
 use serde_json::{Map, Value};
 use tokio::time::Instant;
@@ -39,6 +39,9 @@ async fn play_async(scenario: &Scenario) -> Result<Trace, ScenarioError> {
     if let Some(allow) = first.allow_interruptions {
         agent = agent.allow_interruptions(allow);
     }
+    if let Some(templates) = &first.templates {
+        agent = agent.templates(templates.clone());
+    }
     let llm = ScriptedLlm::new(scenario.llm.iter().cloned()).recording();
     let options = &scenario.options;
     let mut builder =
@@ -48,6 +51,9 @@ async fn play_async(scenario: &Scenario) -> Result<Trace, ScenarioError> {
     }
     if let Some(allow) = options.allow_interruptions {
         builder = builder.allow_interruptions(allow);
+    }
+    if let Some(templates) = &options.templates {
+        builder = builder.templates(templates.clone());
     }
     if options.playout_ms_per_char > 0 {
         builder =
@@ -107,12 +113,17 @@ async fn play_async(scenario: &Scenario) -> Result<Trace, ScenarioError> {
     })
 }
 
-/// After the last step: wait for idle (at most `end_timeout` of virtual time), then close.
+/// After the last step: wait until the session is quiet, then close with `scenario_end`.
 async fn finish(
     session: &SessionHandle,
     end_timeout: Duration,
 ) -> Result<colloquy::ClosedSession, ScenarioError> {
-    let _ = tokio::time::timeout(end_timeout, session.wait_for_idle()).await;
+    // Idle and no call running (background ones included), at most `end_timeout`.
+    let _ = tokio::time::timeout(end_timeout, async {
+        session.wait_for_quiet().await?;
+        session.wait_for_idle().await
+    })
+    .await;
     session.close_with_reason("scenario_end").await.map_err(|e| ScenarioError::Run(e.to_string()))
 }
 
@@ -123,17 +134,26 @@ fn scripted_tool(def: &ToolDef) -> FunctionTool {
         def.name.clone(),
         def.description.clone(),
         def.parameters.clone(),
-        move |_ctx: RunContext, args: Map<String, Value>| {
+        move |ctx: RunContext, args: Map<String, Value>| {
             let body = Arc::clone(&body);
-            async move { run_body(&body, &args).await }
+            async move { run_body(&ctx, &body, &args).await }
         },
     )
     .expect("scenario tools are checked when the file is parsed")
 }
 
-async fn run_body(body: &[BodyStep], args: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
+async fn run_body(
+    ctx: &RunContext,
+    body: &[BodyStep],
+    args: &Map<String, Value>,
+) -> Result<ToolOutput, ToolError> {
     for step in body {
         match step {
+            BodyStep::Update { message, silent, template } => {
+                let template = template.as_deref().map(Template::from);
+                let options = UpdateOptions { silent: *silent, template };
+                ctx.update_with(message.render(args), options).await?;
+            }
             BodyStep::Sleep(d) => tokio::time::sleep(*d).await,
             BodyStep::Return(t) => return t.render(args).into_tool_output(),
             BodyStep::ReturnNothing => return ().into_tool_output(),

@@ -26,9 +26,9 @@ fn unknown_keys_are_named_with_their_path() {
 
 #[test]
 fn features_still_to_come_are_not_supported_yet() {
-    let update =
-        format!(r#"{{"tools": {{"t": {{"body": [{{"update": "working"}}]}}}}, {MINIMAL}}}"#);
-    assert_eq!(file_error(&update), "not supported yet: tools.t.body[0].update");
+    let wait =
+        format!(r#"{{"tools": {{"t": {{"body": [{{"wait_cancelled": true}}]}}}}, {MINIMAL}}}"#);
+    assert_eq!(file_error(&wait), "not supported yet: tools.t.body[0].wait_cancelled");
     let toolset = format!(r#"{{"toolsets": {{"booking": {{"kind": "async"}}}}, {MINIMAL}}}"#);
     assert_eq!(file_error(&toolset), "not supported yet: toolsets.booking");
     let cancel = format!(r#"{{{MINIMAL}, "steps": [{{"at_ms": 5, "cancel": "c1"}}]}}"#);
