@@ -65,7 +65,8 @@ pub fn weather_tool(pause: Duration) -> FunctionTool {
     )
 }
 
-/// A booking tool that takes `pause` to confirm a seat.
+/// A background booking tool: it narrates its progress with `ctx.update()` while it works,
+/// each step taking `pause`.
 pub fn booking_tool(pause: Duration) -> FunctionTool {
     FunctionTool::new(
         "book_flight",
@@ -74,6 +75,10 @@ pub fn booking_tool(pause: Duration) -> FunctionTool {
             if args.origin.eq_ignore_ascii_case(&args.destination) {
                 return Err(ToolError::new("origin and destination are the same city"));
             }
+            let route = format!("{} to {}", args.origin, args.destination);
+            ctx.update(format!("Searching {} flights from {route}…", args.date)).await?;
+            tokio::time::sleep(pause).await;
+            ctx.update("Found 3 flights; holding a window seat on the 08:15…").await?;
             tokio::time::sleep(pause).await;
             let confirmation = format!("CQ-{}", 4800 + ctx.call_id().len() * 7);
             Ok(Json(Booking { confirmation, departs: "08:15", seat: "14A" }))
@@ -110,6 +115,10 @@ pub fn script(latency: Duration) -> Vec<ScriptedResponse> {
             "book_flight",
             r#"{"origin":"London","destination":"Paris","date":"Saturday"}"#,
         ))),
+        at(ScriptedResponse::text("I'm searching flights now; I'll keep you posted.")),
+        at(ScriptedResponse::text(
+            "Good news: I found three flights and I'm holding a window seat.",
+        )),
         at(ScriptedResponse::text(
             "You're booked on Saturday's 08:15 from London to Paris, seat 14A. Your confirmation is CQ-4884.",
         )),
@@ -131,6 +140,8 @@ pub async fn run(out: impl Write, color: bool, pace: Duration) -> Result<(), Box
             // The user takes a moment to type.
             tokio::time::sleep(pace * 3).await;
             session.user_turn(turn).await?;
+            // Background tools keep working after the reply: wait for them and their news.
+            session.wait_for_quiet().await?;
             session.wait_for_idle().await?;
         }
         session.close().await

@@ -1,5 +1,6 @@
 //! A readable, optionally coloured transcript of session events.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, Write};
 
 use colloquy::{ChatItem, ErrorSource, EventKind, Role, SessionEvent};
@@ -15,12 +16,16 @@ const DIM: &str = "\x1b[2m";
 pub struct Transcript<W: Write> {
     out: W,
     color: bool,
+    /// Tool names by call id (from `tool_call_started`).
+    names: BTreeMap<String, String>,
+    /// Calls whose output is a progress update already shown.
+    updated: BTreeSet<String>,
 }
 
 impl<W: Write> Transcript<W> {
     /// A transcript writing to `out`.
     pub fn new(out: W, color: bool) -> Self {
-        Self { out, color }
+        Self { out, color, names: BTreeMap::new(), updated: BTreeSet::new() }
     }
 
     fn paint(&self, style: &'static str) -> (&'static str, &'static str) {
@@ -47,6 +52,16 @@ impl<W: Write> Transcript<W> {
                 };
                 writeln!(self.out, "{on} error ! {source}: {message}{off}")
             }
+            EventKind::ToolCallStarted { call_id, name } => {
+                self.names.insert(call_id.clone(), name.clone());
+                Ok(())
+            }
+            EventKind::ToolCallUpdated { id, call_id, message, .. } => {
+                self.updated.insert(id.clone());
+                let name = self.names.get(call_id).cloned().unwrap_or_default();
+                let (on, off) = self.paint(TOOL);
+                writeln!(self.out, "{on}  tool … {name}{off} {message}")
+            }
             EventKind::ToolCallDropped { name, reason, .. } => {
                 let (on, off) = self.paint(ERROR);
                 writeln!(self.out, "{on}  tool x {name} dropped: {reason}{off}")
@@ -66,10 +81,13 @@ impl<W: Write> Transcript<W> {
                 let cut = if m.interrupted { " [interrupted]" } else { "" };
                 writeln!(self.out, "{on}{label} ›{off} {}{cut}", m.text)
             }
+            // Synthetic pairs of background calls: their updates were shown as they came.
+            ChatItem::FunctionCall(c) if self.names.get(&c.call_id).is_none() => Ok(()),
             ChatItem::FunctionCall(c) => {
                 let (on, off) = self.paint(TOOL);
                 writeln!(self.out, "{on}  tool ▸ {}{off} {}", c.name, c.arguments)
             }
+            ChatItem::FunctionCallOutput(o) if self.updated.contains(&o.call_id) => Ok(()),
             ChatItem::FunctionCallOutput(o) => {
                 let (on, off) = self.paint(if o.is_error { ERROR } else { TOOL });
                 let shown = if o.output.is_empty() { "(no output)" } else { &o.output };
