@@ -82,7 +82,7 @@ impl<W: Write> Transcript<W> {
                 writeln!(self.out, "{on}{label} ›{off} {}{cut}", m.text)
             }
             // Synthetic pairs of background calls: their updates were shown as they came.
-            ChatItem::FunctionCall(c) if self.names.get(&c.call_id).is_none() => Ok(()),
+            ChatItem::FunctionCall(c) if !self.names.contains_key(&c.call_id) => Ok(()),
             ChatItem::FunctionCall(c) => {
                 let (on, off) = self.paint(TOOL);
                 writeln!(self.out, "{on}  tool ▸ {}{off} {}", c.name, c.arguments)
