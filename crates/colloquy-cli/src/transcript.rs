@@ -70,6 +70,16 @@ impl<W: Write> Transcript<W> {
         }
     }
 
+    /// `<id>_update_<n>` or `<id>_final` of a call this transcript saw start.
+    fn is_synthetic(&self, call_id: &str) -> bool {
+        self.names.keys().any(|id| {
+            call_id.strip_prefix(id.as_str()).is_some_and(|rest| {
+                rest == "_final"
+                    || rest.strip_prefix("_update_").is_some_and(|n| n.parse::<u32>().is_ok())
+            })
+        })
+    }
+
     fn item(&mut self, item: &ChatItem) -> io::Result<()> {
         match item {
             ChatItem::Message(m) => {
@@ -82,7 +92,7 @@ impl<W: Write> Transcript<W> {
                 writeln!(self.out, "{on}{label} ›{off} {}{cut}", m.text)
             }
             // Synthetic pairs of background calls: their updates were shown as they came.
-            ChatItem::FunctionCall(c) if !self.names.contains_key(&c.call_id) => Ok(()),
+            ChatItem::FunctionCall(c) if self.is_synthetic(&c.call_id) => Ok(()),
             ChatItem::FunctionCall(c) => {
                 let (on, off) = self.paint(TOOL);
                 writeln!(self.out, "{on}  tool ▸ {}{off} {}", c.name, c.arguments)
