@@ -2,10 +2,12 @@
 //! a deferred reply and offers them, all at once, to the Session; the Session admits the reply
 //! inside its own handler only if its floor is free, so a user turn arriving at the same
 //! instant always wins. Pairs that land while the session is busy are delivered together.
+//!
+//! Offers and answers are one-way messages: neither actor ever waits on the other inside a
+//! handler, so stopping the session (which stops this child) can never deadlock.
 
 pub(crate) mod messages;
 
-use ractor::rpc::CallResult;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 
 pub(crate) use messages::{CoalescerMsg, PendingReply};
@@ -18,6 +20,8 @@ pub(crate) struct CoalescerState {
     session: ActorRef<SessionMsg>,
     /// In enqueue order.
     pending: Vec<PendingReply>,
+    /// An offer awaits the Session's answer.
+    offered: bool,
 }
 
 impl Actor for CoalescerActor {
@@ -30,38 +34,45 @@ impl Actor for CoalescerActor {
         _myself: ActorRef<Self::Msg>,
         session: Self::Arguments,
     ) -> Result<Self::State, ActorProcessingErr> {
-        Ok(CoalescerState { session, pending: Vec::new() })
+        Ok(CoalescerState { session, pending: Vec::new(), offered: false })
     }
 
     async fn handle(
         &self,
-        _myself: ActorRef<Self::Msg>,
+        myself: ActorRef<Self::Msg>,
         message: Self::Msg,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         match message {
             CoalescerMsg::Enqueue(pending) => {
                 state.pending.push(pending);
-                state.offer().await;
+                state.offer(&myself);
             }
-            CoalescerMsg::SessionIdle => state.offer().await,
+            CoalescerMsg::SessionIdle => state.offer(&myself),
+            CoalescerMsg::Admitted(ids) => {
+                state.offered = false;
+                state.pending.retain(|p| !ids.contains(&p.update_id));
+                // Pairs that came meanwhile: the Session is speaking now, so it will say Busy
+                // and send `SessionIdle` once the reply is done.
+                state.offer(&myself);
+            }
+            CoalescerMsg::Busy => state.offered = false,
         }
         Ok(())
     }
 }
 
 impl CoalescerState {
-    /// Offers everything pending; the Session answers whether it admitted the reply. The
-    /// Session never waits on this actor, so the call cannot deadlock.
-    async fn offer(&mut self) {
-        if self.pending.is_empty() {
+    /// Offers everything pending, unless an offer is still unanswered.
+    fn offer(&mut self, myself: &ActorRef<CoalescerMsg>) {
+        if self.offered || self.pending.is_empty() {
             return;
         }
         let batch = self.pending.clone();
-        match self.session.call(|reply| SessionMsg::AdmitReply { batch, reply }, None).await {
-            Ok(CallResult::Success(true)) => self.pending.clear(),
-            Ok(CallResult::Success(false)) => {} // busy: the Session says when it is idle
-            _ => self.pending.clear(),           // the session is gone
+        let offer = SessionMsg::AdmitReply { batch, coalescer: myself.clone() };
+        self.offered = self.session.cast(offer).is_ok();
+        if !self.offered {
+            self.pending.clear(); // the session is gone
         }
     }
 }

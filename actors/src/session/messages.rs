@@ -5,10 +5,10 @@ use std::sync::Arc;
 use colloquy_core::{
     AgentState, ChatContext, ChatItem, FunctionCall, FunctionTool, RunResult, SessionEvent,
 };
-use ractor::RpcReplyPort;
+use ractor::{ActorRef, RpcReplyPort};
 use tokio::sync::{broadcast, mpsc};
 
-use crate::coalescer::PendingReply;
+use crate::coalescer::{CoalescerMsg, PendingReply};
 use crate::error::SessionError;
 
 /// What a session held when it closed.
@@ -85,8 +85,8 @@ pub enum SessionMsg {
     RequestContext { agent: String, reply: RpcReplyPort<Option<Arc<ChatContext>>> },
     /// A toolset registered and started a call (emits `tool_call_started`).
     CallRegistered(FunctionCall),
-    /// The ReplyCoalescer offers pending pairs; answers whether a deferred reply was admitted.
-    AdmitReply { batch: Vec<PendingReply>, reply: RpcReplyPort<bool> },
+    /// The ReplyCoalescer offers pending pairs; the Session answers `Admitted` or `Busy`.
+    AdmitReply { batch: Vec<PendingReply>, coalescer: ActorRef<CoalescerMsg> },
     /// A speech changed the agent state.
     SetAgentState(AgentState),
     /// A speech finished (or was dropped from the queue).

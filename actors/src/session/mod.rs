@@ -28,7 +28,7 @@ use state::SessionState;
 use crate::activity::{ActivityActor, ActivityArgs, ActivityMsg, SpeechContent};
 use crate::catalog::ToolCatalog;
 use crate::clock::SessionClock;
-use crate::coalescer::CoalescerActor;
+use crate::coalescer::{CoalescerActor, CoalescerMsg};
 use crate::speech_sink::SpeechSink;
 
 /// Session-wide options.
@@ -200,11 +200,23 @@ impl Actor for SessionActor {
             SessionMsg::RequestContext { agent, reply } => {
                 let _ = reply.send(state.request_context(&agent));
             }
-            SessionMsg::AdmitReply { batch, reply } => {
-                let _ = reply.send(state.admit_reply(batch));
+            SessionMsg::AdmitReply { batch, coalescer } => {
+                let answer = match state.admit_reply(&batch) {
+                    true => {
+                        CoalescerMsg::Admitted(batch.into_iter().map(|p| p.update_id).collect())
+                    }
+                    false => CoalescerMsg::Busy,
+                };
+                let _ = coalescer.cast(answer);
             }
             SessionMsg::Close { reason, reply } => state.close(reason, reply),
-            SessionMsg::Emit(event) => state.emit(event),
+            SessionMsg::Emit(event) => {
+                let ended = matches!(event.kind, EventKind::ToolCallEnded { .. });
+                state.emit(event);
+                if ended {
+                    state.close_if_quiet(&myself).await;
+                }
+            }
             SessionMsg::Commit { agent, speech_id, items, awaits_reply } => {
                 state.commit(&agent, speech_id.as_deref(), items);
                 if let Some(update_id) = awaits_reply {
@@ -215,9 +227,7 @@ impl Actor for SessionActor {
             SessionMsg::SpeechDone { speech_id, interrupted } => {
                 state.speech_done(speech_id, interrupted)
             }
-            SessionMsg::ActivityClosed => {
-                state.finish_close(&myself).await;
-            }
+            SessionMsg::ActivityClosed => state.activity_closed(&myself).await,
             SessionMsg::AwayTimeout(generation) => state.away_timeout(generation),
         }
         Ok(())

@@ -60,6 +60,10 @@ struct RunTracker {
 struct Closing {
     reason: String,
     waiters: Vec<RpcReplyPort<ClosedSession>>,
+    /// The activity has no speech left; the close completes once no call runs either.
+    activity_quiet: bool,
+    /// The tree is stopped and `session_closed` emitted.
+    finished: bool,
 }
 
 pub(crate) struct SessionState {
@@ -273,6 +277,9 @@ impl SessionState {
 
     /// A pair was inserted and waits for a deferred reply.
     pub fn await_reply(&mut self, update_id: String) {
+        if self.closing.is_some() {
+            return; // replies pending at close are dropped (§9.3)
+        }
         if let Some(run) = &mut self.run {
             run.pending_updates.insert(update_id.clone());
         }
@@ -281,15 +288,15 @@ impl SessionState {
 
     /// The ReplyCoalescer offers its pending pairs. Admitted only if the floor is free right
     /// now, inside this handler, so a user turn that arrived first always wins (decision 17).
-    pub fn admit_reply(&mut self, batch: Vec<PendingReply>) -> bool {
+    pub fn admit_reply(&mut self, batch: &[PendingReply]) -> bool {
         if self.closing.is_some() {
             return true; // pending replies are dropped at close (§9.3)
         }
         if !self.floor_free() {
             return false;
         }
-        let batch: Vec<PendingReply> =
-            batch.into_iter().filter(|p| self.unreplied.remove(&p.update_id)).collect();
+        let batch: Vec<&PendingReply> =
+            batch.iter().filter(|p| self.unreplied.remove(&p.update_id)).collect();
         let Some(last) = batch.last() else { return true };
         let update_ids: Vec<String> = batch.iter().map(|p| p.update_id.clone()).collect();
         // At tail ⇔ the newest pending output is still the agent's last item (§9.2 step 5).
@@ -603,7 +610,8 @@ impl SessionState {
             closing.waiters.push(reply);
             return;
         }
-        self.closing = Some(Closing { reason, waiters: vec![reply] });
+        self.closing =
+            Some(Closing { reason, waiters: vec![reply], activity_quiet: false, finished: false });
         self.away_timer = None;
         self.finish_run(Some(SessionError::Closed));
         for (waiter, _) in self.idle_waiters.drain(..) {
@@ -617,10 +625,32 @@ impl SessionState {
         }
     }
 
-    /// The activity is quiet: stop the tree, tell everyone, stop.
+    /// The activity has no speech left. Calls still running in the background are awaited
+    /// (none is cancellable yet), so each still ends exactly once and its result lands in the
+    /// history; then the close completes.
+    pub async fn activity_closed(&mut self, myself: &ActorRef<SessionMsg>) {
+        if let Some(closing) = &mut self.closing {
+            closing.activity_quiet = true;
+        }
+        self.close_if_quiet(myself).await;
+    }
+
+    /// Completes a close whose activity is quiet once no call runs.
+    pub async fn close_if_quiet(&mut self, myself: &ActorRef<SessionMsg>) {
+        if self.closing.as_ref().is_some_and(|c| c.activity_quiet) && self.running_calls.is_empty()
+        {
+            self.finish_close(myself).await;
+        }
+    }
+
+    /// Stop the tree, tell everyone, stop.
     pub async fn finish_close(&mut self, myself: &ActorRef<SessionMsg>) {
         // `closing` stays set: the session refuses new work until it has stopped.
         let Some(closing) = &mut self.closing else { return };
+        if closing.finished {
+            return;
+        }
+        closing.finished = true;
         let reason = closing.reason.clone();
         let waiters = std::mem::take(&mut closing.waiters);
         // The activity has no speech left and its toolset no call: a graceful stop is short.
