@@ -1,35 +1,92 @@
-//! The tools one agent can call: schemas in the order the model sees them, and lookup by name.
+//! The tools one agent can call: schemas in the order the model sees them, lookup by name, and
+//! which toolset actor runs each (§1.5, §4 step 7, decision 16).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use colloquy_core::{Agent, FunctionTool, ToolSchema};
+use colloquy_core::{Agent, FunctionTool, Templates, ToolSchema, Toolset};
+
+/// Whether an async toolset lives with the session or with the agent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Scope {
+    /// Placed on the session: a child of the Session, survives handoffs.
+    Session,
+    /// Placed on the agent: a child of the Activity.
+    Agent,
+}
+
+/// An async toolset to spawn.
+#[derive(Clone, Debug)]
+pub(crate) struct AsyncToolset {
+    pub id: String,
+    pub scope: Scope,
+    pub templates: Option<Templates>,
+}
 
 /// An agent's visible tools: session tools first, then the agent's own (§1.5).
 #[derive(Debug)]
 pub(crate) struct ToolCatalog {
     schemas: Arc<[ToolSchema]>,
-    tools: HashMap<String, FunctionTool>,
+    /// Tool → the id of the toolset actor that runs it.
+    tools: HashMap<String, (FunctionTool, String)>,
+    async_toolsets: Vec<AsyncToolset>,
+}
+
+/// The id of an agent's implicit toolset.
+pub(crate) fn implicit_toolset(agent_id: &str) -> String {
+    format!("agent:{agent_id}")
 }
 
 impl ToolCatalog {
-    /// Builds the catalog; two different tools with one name are an error, the same tool listed
-    /// twice is kept once.
-    pub fn build(session_tools: &[FunctionTool], agent: &Agent) -> Result<Self, String> {
-        let mut ordered: Vec<&FunctionTool> = Vec::new();
-        let mut tools: HashMap<String, FunctionTool> = HashMap::new();
-        for tool in session_tools.iter().chain(agent.all_tools()) {
+    /// Builds the catalog; two different tools with one name, or two async toolsets with one
+    /// id, are errors; the same tool listed twice is kept once.
+    pub fn build(
+        session_tools: &[FunctionTool],
+        session_toolsets: &[Toolset],
+        agent: &Agent,
+    ) -> Result<Self, String> {
+        let implicit = implicit_toolset(agent.id());
+        let mut routed: Vec<(&FunctionTool, Option<&Toolset>, Scope)> =
+            session_tools.iter().map(|t| (t, None, Scope::Session)).collect();
+        for set in session_toolsets {
+            routed.extend(set.routed().into_iter().map(|(t, owner)| (t, owner, Scope::Session)));
+        }
+        routed.extend(agent.routed_tools().into_iter().map(|(t, owner)| (t, owner, Scope::Agent)));
+
+        let mut schemas = Vec::new();
+        let mut tools: HashMap<String, (FunctionTool, String)> = HashMap::new();
+        let mut async_toolsets: Vec<AsyncToolset> = Vec::new();
+        for (tool, owner, scope) in routed {
+            let route = match owner {
+                None => implicit.clone(),
+                Some(set) => {
+                    match async_toolsets.iter().find(|a| a.id == set.id()) {
+                        Some(known) if known.scope != scope => {
+                            return Err(format!("duplicate toolset id: {}", set.id()));
+                        }
+                        Some(_) => {}
+                        None => async_toolsets.push(AsyncToolset {
+                            id: set.id().to_string(),
+                            scope,
+                            templates: set.template_overrides().cloned(),
+                        }),
+                    }
+                    set.id().to_string()
+                }
+            };
             match tools.get(tool.name()) {
-                Some(existing) if existing.same_as(tool) => continue,
+                Some((existing, _)) if existing.same_as(tool) => continue,
                 Some(_) => return Err(format!("duplicate function name: {}", tool.name())),
                 None => {
-                    tools.insert(tool.name().to_string(), tool.clone());
-                    ordered.push(tool);
+                    schemas.push(tool.schema());
+                    tools.insert(tool.name().to_string(), (tool.clone(), route));
                 }
             }
         }
-        let schemas: Vec<ToolSchema> = ordered.iter().map(|t| t.schema()).collect();
-        Ok(Self { schemas: schemas.into(), tools })
+        if async_toolsets.iter().any(|a| a.id == implicit) {
+            return Err(format!("duplicate toolset id: {implicit}"));
+        }
+        Ok(Self { schemas: schemas.into(), tools, async_toolsets })
     }
 
     /// The schemas, in order.
@@ -39,11 +96,21 @@ impl ToolCatalog {
 
     /// The tool called `name`.
     pub fn get(&self, name: &str) -> Option<&FunctionTool> {
-        self.tools.get(name)
+        self.tools.get(name).map(|(tool, _)| tool)
+    }
+
+    /// The id of the toolset actor that runs `name`.
+    pub fn route(&self, name: &str) -> Option<&str> {
+        self.tools.get(name).map(|(_, route)| route.as_str())
     }
 
     /// Visible names, in order.
     pub fn names(&self) -> Vec<&str> {
         self.schemas.iter().map(|s| s.name.as_str()).collect()
+    }
+
+    /// The async toolsets of `scope`, in declaration order.
+    pub fn async_toolsets(&self, scope: Scope) -> impl Iterator<Item = &AsyncToolset> {
+        self.async_toolsets.iter().filter(move |a| a.scope == scope)
     }
 }

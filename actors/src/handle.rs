@@ -8,7 +8,8 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use colloquy_core::{
-    Agent, AgentState, ChatItem, FunctionTool, RunResult, SessionEvent, Templates, UserState,
+    Agent, AgentState, ChatItem, FunctionTool, RunResult, SessionEvent, Templates, Toolset,
+    UserState,
 };
 use colloquy_llm::Llm;
 use futures_core::Stream;
@@ -62,6 +63,7 @@ pub struct SessionBuilder {
     options: SessionOptions,
     history: Vec<ChatItem>,
     tools: Vec<FunctionTool>,
+    toolsets: Vec<Toolset>,
     userdata: Option<Arc<dyn Any + Send + Sync>>,
     subscribers: Vec<mpsc::UnboundedSender<SessionEvent>>,
 }
@@ -123,6 +125,14 @@ impl SessionBuilder {
         self
     }
 
+    /// A toolset visible to every agent. A plain toolset's tools run in the current agent's
+    /// toolset; an async toolset ([`Toolset::new_async`]) is session-scoped: a child of the
+    /// Session whose results reach whichever agent is current (decision 16).
+    pub fn toolset(mut self, toolset: Toolset) -> Self {
+        self.toolsets.push(toolset);
+        self
+    }
+
     /// Data every tool can read through `RunContext::userdata`.
     pub fn userdata<T: Any + Send + Sync>(mut self, data: T) -> Self {
         self.userdata = Some(Arc::new(data));
@@ -141,7 +151,8 @@ impl SessionBuilder {
         let llm = self
             .llm
             .ok_or_else(|| SessionError::Config("no LLM: call SessionBuilder::llm".into()))?;
-        let catalog = ToolCatalog::build(&self.tools, &agent).map_err(SessionError::Config)?;
+        let catalog = ToolCatalog::build(&self.tools, &self.toolsets, &agent)
+            .map_err(SessionError::Config)?;
         let id = uuid::Uuid::new_v4().to_string();
         let args = SessionArgs {
             id: id.clone(),

@@ -132,7 +132,11 @@ fn dispatch_one(
     let (tx, rx) = oneshot::channel::<CallOutcome>();
     let exec =
         ExecuteCall { call: call.clone(), arguments: parsed.value, speech_id: speech_id.into() };
-    let _ = env.toolset.cast(ToolsetMsg::Execute(Box::new(exec), tx.into()));
+    // Routed by name to the toolset that runs the tool (§4 step 7).
+    let toolset = env.catalog.route(&call.name).and_then(|id| env.toolsets.get(id));
+    if let Some(toolset) = toolset {
+        let _ = toolset.cast(ToolsetMsg::Execute(Box::new(exec), tx.into()));
+    }
     let clock = clock.clone();
     let running: Pending = Box::pin(async move {
         let mut call = call;

@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
-use colloquy_core::{Agent, ErrorSource, EventKind, Template};
+use colloquy_core::{Agent, ErrorSource, EventKind, Templates};
 use colloquy_llm::{Llm, RequestKind};
 use futures_util::FutureExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 pub(crate) use messages::{ActivityMsg, SpeechContent, SpeechJob};
 use speech::SpeechEnv;
 
-use crate::catalog::ToolCatalog;
+use crate::catalog::{Scope, ToolCatalog, implicit_toolset};
 use crate::coalescer::CoalescerMsg;
 use crate::session::{SessionLink, SessionMsg};
 use crate::speech_sink::SpeechSink;
@@ -40,7 +40,10 @@ pub(crate) struct ActivityArgs {
     pub llm: Arc<dyn Llm>,
     pub sink: Option<Arc<dyn SpeechSink>>,
     pub coalescer: ActorRef<CoalescerMsg>,
-    pub update_template: Template,
+    /// Session-level templates (an agent's own replace them whole).
+    pub session_templates: Option<Templates>,
+    /// The session-scoped async toolsets, by id.
+    pub session_toolsets: BTreeMap<String, ActorRef<ToolsetMsg>>,
     pub max_tool_steps: u32,
     pub userdata: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
@@ -77,18 +80,35 @@ impl Actor for ActivityActor {
     ) -> Result<Self::State, ActorProcessingErr> {
         let catalog = args.catalog;
         let agent_id = args.agent.id().to_string();
-        let toolset_args = ToolsetArgs {
-            id: format!("agent:{agent_id}"),
-            agent_id: agent_id.clone(),
-            catalog: Arc::clone(&catalog),
-            session: args.session.clone(),
-            coalescer: args.coalescer,
-            update_template: args.update_template,
-            userdata: args.userdata,
-        };
-        let (toolset, _) = Actor::spawn_linked(None, ToolsetActor, toolset_args, myself.get_cell())
-            .await
-            .map_err(|e| format!("could not start toolset agent:{agent_id}: {e}"))?;
+        // The implicit toolset, then the agent-scoped async ones; templates resolve toolset →
+        // agent → session (§8).
+        let implicit = implicit_toolset(&agent_id);
+        let mut specs = vec![(implicit.clone(), None)];
+        specs.extend(
+            catalog.async_toolsets(Scope::Agent).map(|a| (a.id.clone(), a.templates.clone())),
+        );
+        let mut toolsets = args.session_toolsets;
+        for (id, templates) in specs {
+            let levels = [
+                templates.as_ref(),
+                args.agent.template_overrides(),
+                args.session_templates.as_ref(),
+            ];
+            let toolset_args = ToolsetArgs {
+                id: id.clone(),
+                agent_id: agent_id.clone(),
+                catalog: Arc::clone(&catalog),
+                session: args.session.clone(),
+                coalescer: args.coalescer.clone(),
+                update_template: Templates::resolve(&levels).update,
+                userdata: args.userdata.clone(),
+            };
+            let (toolset, _) =
+                Actor::spawn_linked(None, ToolsetActor, toolset_args, myself.get_cell())
+                    .await
+                    .map_err(|e| format!("could not start toolset {id}: {e}"))?;
+            toolsets.insert(id, toolset);
+        }
         let env = SpeechEnv {
             session: args.session,
             activity: myself,
@@ -97,7 +117,7 @@ impl Actor for ActivityActor {
             agent_id,
             instructions: Arc::from(args.agent.instructions()),
             catalog,
-            toolset,
+            toolsets,
             max_tool_steps: args.max_tool_steps,
         };
         Ok(ActivityState {
@@ -144,7 +164,9 @@ impl Actor for ActivityActor {
                 state.speech_finished(speech_id, interrupted)
             }
             ActivityMsg::SetMocks(mocks) => {
-                let _ = state.env.toolset.cast(ToolsetMsg::SetMocks(mocks));
+                for toolset in state.env.toolsets.values() {
+                    let _ = toolset.cast(ToolsetMsg::SetMocks(Arc::clone(&mocks)));
+                }
             }
             ActivityMsg::Close => {
                 state.closing = true;

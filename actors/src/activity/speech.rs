@@ -32,7 +32,8 @@ pub(crate) struct SpeechEnv {
     pub agent_id: String,
     pub instructions: Arc<str>,
     pub catalog: Arc<ToolCatalog>,
-    pub toolset: ActorRef<ToolsetMsg>,
+    /// Every toolset actor this agent's calls may go to, by toolset id.
+    pub toolsets: BTreeMap<String, ActorRef<ToolsetMsg>>,
     pub max_tool_steps: u32,
 }
 

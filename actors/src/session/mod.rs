@@ -26,10 +26,11 @@ pub use messages::{ClosedSession, MockScope, SessionMsg};
 use state::SessionState;
 
 use crate::activity::{ActivityActor, ActivityArgs, ActivityMsg, SpeechContent};
-use crate::catalog::ToolCatalog;
+use crate::catalog::{Scope, ToolCatalog};
 use crate::clock::SessionClock;
 use crate::coalescer::{CoalescerActor, CoalescerMsg};
 use crate::speech_sink::SpeechSink;
+use crate::toolset::{ToolsetActor, ToolsetArgs};
 
 /// Session-wide options.
 #[derive(Clone, Debug)]
@@ -104,6 +105,26 @@ impl Actor for SessionActor {
             Templates::resolve(&[args.agent.template_overrides(), args.options.templates.as_ref()]);
         let (coalescer, _) =
             Actor::spawn_linked(None, CoalescerActor, myself.clone(), myself.get_cell()).await?;
+        // Session-scoped async toolsets are children of the Session from birth, so no agent
+        // (or agent failure) can take them down.
+        let mut session_toolsets = BTreeMap::new();
+        for set in args.catalog.async_toolsets(Scope::Session) {
+            let update_template =
+                Templates::resolve(&[set.templates.as_ref(), args.options.templates.as_ref()])
+                    .update;
+            let toolset_args = ToolsetArgs {
+                id: set.id.clone(),
+                agent_id: agent_id.clone(),
+                catalog: Arc::clone(&args.catalog),
+                session: link.clone(),
+                coalescer: coalescer.clone(),
+                update_template,
+                userdata: args.userdata.clone(),
+            };
+            let (toolset, _) =
+                Actor::spawn_linked(None, ToolsetActor, toolset_args, myself.get_cell()).await?;
+            session_toolsets.insert(set.id.clone(), toolset);
+        }
         let activity_args = ActivityArgs {
             agent: args.agent,
             catalog: Arc::clone(&args.catalog),
@@ -111,7 +132,8 @@ impl Actor for SessionActor {
             llm: args.llm,
             sink: args.sink,
             coalescer: coalescer.clone(),
-            update_template: templates.update.clone(),
+            session_templates: args.options.templates.clone(),
+            session_toolsets,
             max_tool_steps: args.options.max_tool_steps,
             userdata: args.userdata,
         };

@@ -87,9 +87,16 @@ impl Agent {
     /// Every tool of the agent in the order the model sees them: its own tools, then each
     /// toolset's tools.
     pub fn all_tools(&self) -> Vec<&FunctionTool> {
-        let mut out: Vec<&FunctionTool> = self.tools.iter().collect();
+        self.routed_tools().into_iter().map(|(tool, _)| tool).collect()
+    }
+
+    /// Every tool with the innermost async toolset that runs it (`None`: the agent's implicit
+    /// toolset `agent:<id>`).
+    pub fn routed_tools(&self) -> Vec<(&FunctionTool, Option<&Toolset>)> {
+        let mut out: Vec<(&FunctionTool, Option<&Toolset>)> =
+            self.tools.iter().map(|t| (t, None)).collect();
         for set in &self.toolsets {
-            out.extend(set.flatten());
+            out.extend(set.routed());
         }
         out
     }

@@ -14,6 +14,7 @@ use serde_json::{Map, Value};
 use crate::args::validate_arguments;
 use crate::output::{IntoToolOutput, ToolError, ToolOutput};
 use crate::run_context::RunContext;
+use crate::templates::Templates;
 
 /// The future a tool body returns once its arguments are bound.
 pub type ToolFuture = Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send>>;
@@ -334,17 +335,42 @@ impl fmt::Debug for FunctionTool {
 }
 
 /// A named group of tools and nested toolsets (§1.1). Flattened in declaration order.
+///
+/// A plain toolset only groups tools. An *async* toolset ([`Toolset::new_async`], the
+/// reference's `AsyncToolset`) runs its calls in a toolset actor of its own, with its own
+/// templates: placed on the session it is session-scoped (it survives handoffs and its results
+/// reach whichever agent is current); placed on an agent it is agent-scoped (decision 16).
+///
+/// ```
+/// use colloquy_core::{Templates, Toolset};
+/// let shared = Toolset::new_async("shared")
+///     .templates(Templates { update: Some("Still on it: {message}".into()), ..Default::default() });
+/// assert!(shared.is_async());
+/// ```
 #[derive(Clone, Debug)]
 pub struct Toolset {
     id: String,
     tools: Vec<FunctionTool>,
     toolsets: Vec<Toolset>,
+    is_async: bool,
+    templates: Option<Templates>,
 }
 
 impl Toolset {
-    /// An empty toolset.
+    /// An empty plain toolset.
     pub fn new(id: impl Into<String>) -> Self {
-        Self { id: id.into(), tools: Vec::new(), toolsets: Vec::new() }
+        Self {
+            id: id.into(),
+            tools: Vec::new(),
+            toolsets: Vec::new(),
+            is_async: false,
+            templates: None,
+        }
+    }
+
+    /// An empty async toolset: its calls run in its own toolset actor.
+    pub fn new_async(id: impl Into<String>) -> Self {
+        Self { is_async: true, ..Self::new(id) }
     }
 
     /// Adds a tool.
@@ -359,18 +385,50 @@ impl Toolset {
         self
     }
 
+    /// Templates for the calls of this (async) toolset; they replace the agent's and the
+    /// session's as a whole (§8).
+    pub fn templates(mut self, templates: Templates) -> Self {
+        self.templates = Some(templates);
+        self
+    }
+
     /// The toolset's id.
     pub fn id(&self) -> &str {
         &self.id
     }
 
+    /// True for an async toolset.
+    pub fn is_async(&self) -> bool {
+        self.is_async
+    }
+
+    /// The toolset's templates, if it sets any.
+    pub fn template_overrides(&self) -> Option<&Templates> {
+        self.templates.as_ref()
+    }
+
     /// Every tool, depth first: this toolset's own tools, then each nested toolset's.
     pub fn flatten(&self) -> Vec<&FunctionTool> {
-        let mut out: Vec<&FunctionTool> = self.tools.iter().collect();
-        for nested in &self.toolsets {
-            out.extend(nested.flatten());
-        }
+        self.routed().into_iter().map(|(tool, _)| tool).collect()
+    }
+
+    /// Every tool with the innermost async toolset that contains it (§4 step 7), if any.
+    pub fn routed(&self) -> Vec<(&FunctionTool, Option<&Toolset>)> {
+        let mut out = Vec::new();
+        self.route_into(None, &mut out);
         out
+    }
+
+    fn route_into<'a>(
+        &'a self,
+        outer: Option<&'a Toolset>,
+        out: &mut Vec<(&'a FunctionTool, Option<&'a Toolset>)>,
+    ) {
+        let owner = if self.is_async { Some(self) } else { outer };
+        out.extend(self.tools.iter().map(|t| (t, owner)));
+        for nested in &self.toolsets {
+            nested.route_into(owner, out);
+        }
     }
 }
 

@@ -1,0 +1,117 @@
+//! Toolsets: plain ones group tools, async ones run their calls in a toolset actor of their own
+//! with their own templates, session-scoped when placed on the session (decision 16).
+
+mod common;
+
+use colloquy::Templates;
+use colloquy::prelude::*;
+use common::*;
+
+fn lookup(name: &'static str, ms: u64) -> FunctionTool {
+    FunctionTool::new(name, "Looks up.", move |ctx: RunContext, _a: NoArgs| async move {
+        ctx.update("lookup started").await?;
+        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+        Ok::<_, ToolError>("lookup done")
+    })
+}
+
+fn tmpl(update: &str) -> Templates {
+    Templates { update: Some(update.into()), ..Default::default() }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_session_scoped_async_toolset_reports_to_the_current_agent() {
+    let shared = Toolset::new_async("shared").tool(lookup("long_lookup", 500));
+    let builder = Session::builder().toolset(shared);
+    let mut h = Harness::start_with(
+        builder,
+        Agent::new("A", "inst").tool(sleeper("local", 10, "local done")),
+        vec![call("l", "long_lookup", "{}"), text("Looking."), text("Found it.")],
+    )
+    .await;
+    h.turn("look it up").await;
+    h.session.wait_for_quiet().await.unwrap();
+    h.session.wait_for_idle().await.unwrap();
+    let reqs = h.requests();
+    assert_eq!(reqs[0].tools, ["long_lookup", "local"], "session tools come first");
+    assert_eq!(reqs[2].kind, colloquy::RequestKind::DeferredReply);
+    let ctx = h.ctx("A").await;
+    assert_eq!(
+        ctx[ctx.len() - 3..],
+        [
+            "call(long_lookup#l_final {})",
+            r#"out(#l_final,"lookup done",ok,rr=T)"#,
+            "asst(Found it.)",
+        ]
+    );
+    let handoffs: Vec<bool> = h
+        .events()
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::ToolReplyUpdated { handoff, .. } => Some(*handoff),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(handoffs, [false, false]);
+    h.close().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn templates_resolve_toolset_then_agent_then_session() {
+    let agent_set = Toolset::new_async("agent_set")
+        .tool(lookup("in_agent_set", 10))
+        .templates(tmpl("T: {message}"));
+    let session_set = Toolset::new_async("session_set").tool(lookup("in_session_set", 10));
+    let agent = Agent::new("A", "inst")
+        .tool(lookup("plain", 10))
+        .toolset(agent_set)
+        .templates(tmpl("A: {message}"));
+    let builder = Session::builder().toolset(session_set).templates(tmpl("S: {message}"));
+    let h = Harness::start_with(
+        builder,
+        agent,
+        vec![ScriptedResponse::calls([
+            ScriptedCall::new("p", "plain", "{}"),
+            ScriptedCall::new("t", "in_agent_set", "{}"),
+            ScriptedCall::new("s", "in_session_set", "{}"),
+        ])],
+    )
+    .await;
+    h.turn("go").await;
+    let ctx = h.ctx("A").await;
+    // The agent's implicit toolset uses the agent's templates; an agent-scoped async toolset
+    // its own; a session-scoped one skips the agent and falls back to the session's.
+    assert!(ctx.contains(&r#"out(#p,"A: lookup started",ok,rr=T)"#.to_string()), "{ctx:?}");
+    assert!(ctx.contains(&r#"out(#t,"T: lookup started",ok,rr=T)"#.to_string()), "{ctx:?}");
+    assert!(ctx.contains(&r#"out(#s,"S: lookup started",ok,rr=T)"#.to_string()), "{ctx:?}");
+    h.close().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn plain_toolsets_group_tools_and_ids_must_be_unique() {
+    let plain =
+        Toolset::new("weather").tool(sleeper("forecast", 5, "rain")).tool(sleeper("now", 5, "sun"));
+    let h = Harness::start_with(
+        Session::builder().toolset(plain),
+        Agent::new("A", "inst").tool(sleeper("book", 5, "booked")),
+        vec![call("f", "forecast", "{}")],
+    )
+    .await;
+    h.turn("weather?").await;
+    assert_eq!(h.requests()[0].tools, ["forecast", "now", "book"]);
+    assert!(h.ctx("A").await.contains(&r#"out(#f,"rain",ok,rr=T)"#.to_string()));
+    h.close().await;
+
+    let clash = Session::builder()
+        .llm(ScriptedLlm::new([]))
+        .toolset(Toolset::new_async("x").tool(sleeper("one", 1, "1")))
+        .start(
+            Agent::new("A", "inst").toolset(Toolset::new_async("x").tool(sleeper("two", 1, "2"))),
+        )
+        .await;
+    match clash {
+        Err(SessionError::Config(text)) => assert_eq!(text, "duplicate toolset id: x"),
+        Err(other) => panic!("unexpected error {other}"),
+        Ok(_) => panic!("two async toolsets named x must not start"),
+    }
+}
