@@ -20,6 +20,8 @@ pub struct Scenario {
     pub options: Options,
     /// Tools by name, in file order.
     pub tools: Vec<ToolDef>,
+    /// Toolsets by id, in file order.
+    pub toolsets: Vec<ToolsetDef>,
     /// Agents by id, in file order.
     pub agents: Vec<AgentDef>,
     /// The session.
@@ -101,6 +103,17 @@ impl BodyStep {
     }
 }
 
+/// A toolset defined in `toolsets` (kind `async` for now).
+#[derive(Debug)]
+pub struct ToolsetDef {
+    /// Id.
+    pub id: String,
+    /// Tool names.
+    pub tools: Vec<String>,
+    /// `templates`.
+    pub templates: Option<Templates>,
+}
+
 /// An agent defined in `agents`.
 #[derive(Debug)]
 pub struct AgentDef {
@@ -110,6 +123,8 @@ pub struct AgentDef {
     pub instructions: String,
     /// Tool names.
     pub tools: Vec<String>,
+    /// Toolset ids.
+    pub toolsets: Vec<String>,
     /// `allow_interruptions`.
     pub allow_interruptions: Option<bool>,
     /// `templates`.
@@ -123,6 +138,8 @@ pub struct SessionDef {
     pub agent: String,
     /// Session-level tool names.
     pub tools: Vec<String>,
+    /// Session-level toolset ids.
+    pub toolsets: Vec<String>,
 }
 
 /// A step, with its optional `at_ms`.
@@ -176,17 +193,20 @@ pub fn parse(text: &str) -> Result<Scenario, ScenarioError> {
         let path = format!("tools.{tool_name}");
         tools.push(parse_tool(tool_name, Obj::new(v, path)?)?);
     }
-    if let Some((id, _)) = root.entries("toolsets")?.into_iter().next() {
-        return Err(unsupported(&format!("toolsets.{id}")));
-    }
     let known_tools: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+    let mut toolsets = Vec::new();
+    for (id, v) in root.entries("toolsets")? {
+        let path = format!("toolsets.{id}");
+        toolsets.push(parse_toolset(id, Obj::new(v, path)?, &known_tools)?);
+    }
+    let known_toolsets: Vec<&str> = toolsets.iter().map(|t| t.id.as_str()).collect();
     let mut agents = Vec::new();
     for (id, v) in root.entries("agents")? {
         let path = format!("agents.{id}");
-        agents.push(parse_agent(id, Obj::new(v, path)?, &known_tools)?);
+        agents.push(parse_agent(id, Obj::new(v, path)?, &known_tools, &known_toolsets)?);
     }
     let session = match root.take("session") {
-        Some(v) => parse_session(Obj::new(v, "session")?, &known_tools, &agents)?,
+        Some(v) => parse_session(Obj::new(v, "session")?, &known_tools, &known_toolsets, &agents)?,
         None => return Err(invalid("session", "missing")),
     };
     let llm = root
@@ -204,7 +224,7 @@ pub fn parse(text: &str) -> Result<Scenario, ScenarioError> {
         steps.push(parse_step(Obj::new(v, path)?)?);
     }
     root.finish()?;
-    Ok(Scenario { name, options, tools, agents, session, llm, steps })
+    Ok(Scenario { name, options, tools, toolsets, agents, session, llm, steps })
 }
 
 fn parse_options(mut o: Obj) -> Result<Options, ScenarioError> {
@@ -378,23 +398,51 @@ fn check_tools(names: &[String], known: &[&str], path: &str) -> Result<(), Scena
     Ok(())
 }
 
-fn parse_agent(id: String, mut o: Obj, known: &[&str]) -> Result<AgentDef, ScenarioError> {
+fn check_toolsets(ids: &[String], known: &[&str], path: &str) -> Result<(), ScenarioError> {
+    for (i, id) in ids.iter().enumerate() {
+        if !known.contains(&id.as_str()) {
+            return Err(invalid(&format!("{path}[{i}]"), format!("undefined toolset `{id}`")));
+        }
+    }
+    Ok(())
+}
+
+fn parse_toolset(id: String, mut o: Obj, known: &[&str]) -> Result<ToolsetDef, ScenarioError> {
+    match o.string("kind")?.as_deref() {
+        Some("async") => {}
+        Some("tool_search" | "tool_proxy" | "end_call") => return Err(unsupported(&o.at("kind"))),
+        Some(other) => return Err(invalid(&o.at("kind"), format!("unknown kind `{other}`"))),
+        None => return Err(invalid(&o.at("kind"), "missing")),
+    }
+    let tools = o.strings("tools")?;
+    check_tools(&tools, known, &o.at("tools"))?;
+    let templates = parse_templates(&mut o)?;
+    o.finish()?;
+    Ok(ToolsetDef { id, tools, templates })
+}
+
+fn parse_agent(
+    id: String,
+    mut o: Obj,
+    known: &[&str],
+    known_toolsets: &[&str],
+) -> Result<AgentDef, ScenarioError> {
     let instructions = o.string("instructions")?.unwrap_or_default();
     let tools = o.strings("tools")?;
     check_tools(&tools, known, &o.at("tools"))?;
-    if !o.strings("toolsets")?.is_empty() {
-        return Err(unsupported(&o.at("toolsets")));
-    }
+    let toolsets = o.strings("toolsets")?;
+    check_toolsets(&toolsets, known_toolsets, &o.at("toolsets"))?;
     let allow_interruptions = o.bool("allow_interruptions")?;
     let templates = parse_templates(&mut o)?;
     o.refuse("on_enter")?;
     o.finish()?;
-    Ok(AgentDef { id, instructions, tools, allow_interruptions, templates })
+    Ok(AgentDef { id, instructions, tools, toolsets, allow_interruptions, templates })
 }
 
 fn parse_session(
     mut o: Obj,
     known: &[&str],
+    known_toolsets: &[&str],
     agents: &[AgentDef],
 ) -> Result<SessionDef, ScenarioError> {
     let agent = o.required_string("agent")?;
@@ -403,11 +451,10 @@ fn parse_session(
     }
     let tools = o.strings("tools")?;
     check_tools(&tools, known, &o.at("tools"))?;
-    if !o.strings("toolsets")?.is_empty() {
-        return Err(unsupported(&o.at("toolsets")));
-    }
+    let toolsets = o.strings("toolsets")?;
+    check_toolsets(&toolsets, known_toolsets, &o.at("toolsets"))?;
     o.finish()?;
-    Ok(SessionDef { agent, tools })
+    Ok(SessionDef { agent, tools, toolsets })
 }
 
 fn parse_llm_entry(mut o: Obj) -> Result<ScriptedResponse, ScenarioError> {

@@ -25,7 +25,9 @@ mod runner;
 mod template;
 pub mod trace;
 
-pub use file::{Action, AgentDef, BodyStep, Options, Scenario, SessionDef, Step, ToolDef, parse};
+pub use file::{
+    Action, AgentDef, BodyStep, Options, Scenario, SessionDef, Step, ToolDef, ToolsetDef, parse,
+};
 pub use runner::play;
 pub use template::Template;
 pub use trace::Trace;

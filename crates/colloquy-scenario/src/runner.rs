@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use colloquy::{
     Agent, FunctionTool, IntoToolOutput, PacedSink, RunContext, ScriptedLlm, Session,
-    SessionHandle, StopResponse, Template, ToolError, ToolOutput, ToolResult, UpdateOptions,
+    SessionHandle, StopResponse, Template, ToolError, ToolOutput, ToolResult, Toolset,
+    UpdateOptions,
 };
 use serde_json::{Map, Value};
 use tokio::time::Instant;
@@ -34,8 +35,22 @@ async fn play_async(scenario: &Scenario) -> Result<Trace, ScenarioError> {
         scenario.agents.iter().find(|a| a.id == scenario.session.agent).ok_or_else(|| {
             ScenarioError::File(format!("undefined agent `{}`", scenario.session.agent))
         })?;
+    let build_toolset = |id: &String| -> Option<Toolset> {
+        let def = scenario.toolsets.iter().find(|t| &t.id == id)?;
+        let mut set = Toolset::new_async(def.id.clone());
+        for tool in build(&def.tools) {
+            set = set.tool(tool);
+        }
+        if let Some(templates) = &def.templates {
+            set = set.templates(templates.clone());
+        }
+        Some(set)
+    };
     let mut agent =
         Agent::new(first.id.clone(), first.instructions.clone()).tools(build(&first.tools));
+    for set in first.toolsets.iter().filter_map(build_toolset) {
+        agent = agent.toolset(set);
+    }
     if let Some(allow) = first.allow_interruptions {
         agent = agent.allow_interruptions(allow);
     }
@@ -61,6 +76,9 @@ async fn play_async(scenario: &Scenario) -> Result<Trace, ScenarioError> {
     }
     for tool in build(&scenario.session.tools) {
         builder = builder.tool(tool);
+    }
+    for set in scenario.session.toolsets.iter().filter_map(build_toolset) {
+        builder = builder.toolset(set);
     }
     let mut events = builder.subscribe();
     let session = builder.start(agent).await.map_err(|e| ScenarioError::Run(e.to_string()))?;

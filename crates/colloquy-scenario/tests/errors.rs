@@ -29,8 +29,8 @@ fn features_still_to_come_are_not_supported_yet() {
     let wait =
         format!(r#"{{"tools": {{"t": {{"body": [{{"wait_cancelled": true}}]}}}}, {MINIMAL}}}"#);
     assert_eq!(file_error(&wait), "not supported yet: tools.t.body[0].wait_cancelled");
-    let toolset = format!(r#"{{"toolsets": {{"booking": {{"kind": "async"}}}}, {MINIMAL}}}"#);
-    assert_eq!(file_error(&toolset), "not supported yet: toolsets.booking");
+    let toolset = format!(r#"{{"toolsets": {{"search": {{"kind": "tool_search"}}}}, {MINIMAL}}}"#);
+    assert_eq!(file_error(&toolset), "not supported yet: toolsets.search.kind");
     let cancel = format!(r#"{{{MINIMAL}, "steps": [{{"at_ms": 5, "cancel": "c1"}}]}}"#);
     assert_eq!(file_error(&cancel), "not supported yet: steps[0].cancel");
     let flags = format!(r#"{{"tools": {{"t": {{"flags": ["cancellable"]}}}}, {MINIMAL}}}"#);
