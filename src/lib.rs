@@ -39,8 +39,8 @@
 
 pub use colloquy_actors::{
     BROADCAST_CAPACITY, ClosedSession, EventStream, InterruptSignal, MockScope, PacedSink, Playout,
-    PlayoutReport, Session, SessionBuilder, SessionError, SessionHandle, SessionOptions,
-    SpeechSink,
+    PlayoutReport, RunContextExt, Session, SessionBuilder, SessionError, SessionHandle,
+    SessionOptions, SpeechSink,
 };
 pub use colloquy_core::{
     Agent, AgentHandoff, AgentState, ChatContext, ChatItem, DuplicateScope, ErrorSource, EventKind,
@@ -61,8 +61,9 @@ pub use colloquy_llm::{
 /// Everything a typical host or tool author needs.
 pub mod prelude {
     pub use crate::{
-        Agent, AgentState, ChatItem, EventKind, FunctionTool, Json, Role, RunContext, RunResult,
-        ScriptedCall, ScriptedLlm, ScriptedResponse, Session, SessionError, SessionEvent,
-        SessionHandle, StopResponse, ToolError, ToolResult, Toolset, UserState,
+        Agent, AgentState, ChatItem, EventKind, FunctionTool, Json, Role, RunContext,
+        RunContextExt, RunResult, ScriptedCall, ScriptedLlm, ScriptedResponse, Session,
+        SessionError, SessionEvent, SessionHandle, StopResponse, ToolError, ToolResult, Toolset,
+        UserState,
     };
 }

@@ -650,3 +650,74 @@ async fn c90_standalone_execution_records_updates() {
     let missing = tool.invoke(ctx.clone(), Default::default()).await.unwrap_err();
     assert_eq!(missing.model_text(), "Error parsing arguments for `progress_tool`: query: missing");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_tool_can_wait_for_its_step_to_finish_playing() {
+    let waits = FunctionTool::new("waits", "Waits.", |ctx: RunContext, _a: NoArgs| async move {
+        let start = tokio::time::Instant::now();
+        ctx.wait_for_playout().await;
+        Ok::<_, ToolError>(format!("waited {} ms", start.elapsed().as_millis()))
+    });
+    let builder = Session::builder().speech_sink(colloquy::PacedSink::new(ms(10)));
+    let h = Harness::start_with(
+        builder,
+        agent().tool(waits),
+        vec![text("Let me check.").with_call(ScriptedCall::new("w1", "waits", "{}")), text("ok")],
+    )
+    .await;
+    h.turn("go").await;
+    // Dispatched when the response completed (10 ms); "Let me check." plays 13 × 10 ms.
+    assert!(h.ctx("A").await.contains(&r#"out(#w1,"waited 130 ms",ok,rr=T)"#.to_string()));
+    h.close().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_tool_reaches_its_session() {
+    let announce =
+        FunctionTool::new("announce", "Announces.", |ctx: RunContext, _a: NoArgs| async move {
+            let session = ctx.session().ok_or_else(|| ToolError::internal("no session"))?;
+            session.say("Bear with me.").await.map_err(ToolError::internal)?;
+            Ok::<_, ToolError>("announced")
+        });
+    let h =
+        Harness::start(agent().tool(announce), vec![call("a1", "announce", "{}"), text("Done.")])
+            .await;
+    h.turn("go").await;
+    let ctx = h.ctx("A").await;
+    assert!(ctx.contains(&"asst(Bear with me.)".to_string()), "{ctx:?}");
+    assert!(ctx.contains(&r#"out(#a1,"announced",ok,rr=T)"#.to_string()));
+    h.close().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn c55_one_reply_for_pairs_landing_while_the_session_is_held_busy() {
+    let progress = |name: &'static str| {
+        FunctionTool::new(name, "P.", |ctx: RunContext, _a: NoArgs| async move {
+            ctx.update("working").await?;
+            Ok::<_, ToolError>("done")
+        })
+    };
+    let mut h = Harness::start(
+        agent().tool(progress("progress_a")).tool(progress("progress_b")),
+        vec![
+            ScriptedResponse::calls([
+                ScriptedCall::new("a", "progress_a", "{}"),
+                ScriptedCall::new("b", "progress_b", "{}"),
+            ]),
+            text("tool reply").with_latency(ms(200)),
+        ],
+    )
+    .await;
+    // Both finish while their turn's tool reply is generated, then the user talks: the
+    // session stays busy, so the two pairs wait and go out together.
+    h.session.user_turn("go").await.unwrap();
+    tokio::time::sleep(ms(15)).await;
+    h.session.set_user_speaking(true).unwrap();
+    tokio::time::sleep(ms(500)).await;
+    h.session.set_user_speaking(false).unwrap();
+    h.session.wait_for_idle().await.unwrap();
+    let replies: Vec<_> =
+        notation(h.events()).into_iter().filter(|e| e.starts_with("R(scheduled")).collect();
+    assert_eq!(replies, [r#"R(scheduled,["a_final", "b_final"])"#]);
+    h.close().await;
+}

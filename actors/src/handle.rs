@@ -19,6 +19,7 @@ use tokio::sync::{broadcast, mpsc};
 
 use crate::catalog::ToolCatalog;
 use crate::error::SessionError;
+use crate::session::SessionLink;
 use crate::session::{
     ClosedSession, MockScope, SessionActor, SessionArgs, SessionMsg, SessionOptions,
 };
@@ -180,6 +181,10 @@ pub struct SessionHandle {
 }
 
 impl SessionHandle {
+    pub(crate) fn from_link(link: &SessionLink) -> Self {
+        Self { id: link.id.to_string(), actor: link.actor.clone() }
+    }
+
     /// The session's id.
     pub fn id(&self) -> &str {
         &self.id
@@ -337,6 +342,32 @@ impl SessionHandle {
         let closed = self.ask(|reply| SessionMsg::Close { reason, reply }).await;
         let _ = self.actor.wait(None).await;
         closed
+    }
+}
+
+/// The session, from inside a tool: `ctx.session()` gives the tool a [`SessionHandle`] to
+/// `say`, `generate_reply`, read the history…
+///
+/// ```
+/// use colloquy_actors::RunContextExt;
+/// use colloquy_core::{FunctionTool, RunContext, ToolError};
+/// # #[derive(serde::Deserialize, schemars::JsonSchema)] struct NoArgs {}
+/// let announce = FunctionTool::new("announce", "Announces.", |ctx: RunContext, _a: NoArgs| async move {
+///     if let Some(session) = ctx.session() {
+///         session.say("One moment, please.").await.map_err(ToolError::internal)?;
+///     }
+///     Ok::<_, ToolError>("announced")
+/// });
+/// ```
+pub trait RunContextExt {
+    /// The session this call runs in (`None` in a standalone context).
+    fn session(&self) -> Option<SessionHandle>;
+}
+
+impl RunContextExt for colloquy_core::RunContext {
+    fn session(&self) -> Option<SessionHandle> {
+        let any = self.session_any()?;
+        any.downcast_ref::<SessionHandle>().cloned()
     }
 }
 

@@ -25,6 +25,8 @@ mod tool_call;
 mod toolset;
 
 pub use error::SessionError;
-pub use handle::{BROADCAST_CAPACITY, EventStream, Session, SessionBuilder, SessionHandle};
+pub use handle::{
+    BROADCAST_CAPACITY, EventStream, RunContextExt, Session, SessionBuilder, SessionHandle,
+};
 pub use session::{ClosedSession, MockScope, SessionOptions};
 pub use speech_sink::{InterruptSignal, PacedSink, Playout, PlayoutReport, SpeechSink};

@@ -10,6 +10,7 @@ use colloquy_core::{
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use serde_json::Map;
 use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
 
 use super::speech::SpeechEnv;
 use crate::toolset::{CallOutcome, ExecuteCall, NON_BLOCKING, ToolsetMsg};
@@ -59,13 +60,18 @@ impl StepCalls {
 }
 
 /// Dispatches the calls of a step in the model's order. `generation_id` prefixes item ids.
-pub(crate) fn dispatch(env: &SpeechEnv, speech_id: &str, calls: Vec<StreamedCall>) -> StepCalls {
+pub(crate) fn dispatch(
+    env: &SpeechEnv,
+    speech_id: &str,
+    calls: Vec<StreamedCall>,
+    playout_done: &CancellationToken,
+) -> StepCalls {
     let pending = FuturesUnordered::new();
     let mut executing = 0;
     let generation_id = env.session.clock.item_id();
     for (index, streamed) in calls.into_iter().enumerate() {
         let item_id = format!("{generation_id}/fnc_{index}");
-        let (future, executes) = dispatch_one(env, speech_id, item_id, streamed);
+        let (future, executes) = dispatch_one(env, speech_id, item_id, streamed, playout_done);
         executing += usize::from(executes);
         pending.push(future);
     }
@@ -94,6 +100,7 @@ fn dispatch_one(
     speech_id: &str,
     item_id: String,
     streamed: StreamedCall,
+    playout_done: &CancellationToken,
 ) -> (Pending, bool) {
     let clock = &env.session.clock;
     let StreamedCall { call_id, name, arguments, streamed_at } = streamed;
@@ -130,8 +137,12 @@ fn dispatch_one(
         created_at: clock.now(),
     };
     let (tx, rx) = oneshot::channel::<CallOutcome>();
-    let exec =
-        ExecuteCall { call: call.clone(), arguments: parsed.value, speech_id: speech_id.into() };
+    let exec = ExecuteCall {
+        call: call.clone(),
+        arguments: parsed.value,
+        speech_id: speech_id.into(),
+        playout_done: playout_done.clone(),
+    };
     // Routed by name to the toolset that runs the tool (§4 step 7).
     let toolset = env.catalog.route(&call.name).and_then(|id| env.toolsets.get(id));
     if let Some(toolset) = toolset {

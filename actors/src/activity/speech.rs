@@ -156,6 +156,10 @@ async fn reply(
         // Dropping the stream cancels the request.
         drop(stream);
 
+        // Tools may wait for this step's text to finish playing (`ctx.wait_for_playout()`);
+        // the guard releases them however the step ends.
+        let playout_done = CancellationToken::new();
+        let _release = playout_done.clone().drop_guard();
         // Calls of a response that was cut short or failed are never run.
         let calls: Vec<StreamedCall> = calls.into_values().collect();
         let running = match (stream_interrupted || failure.is_some(), tool_choice) {
@@ -165,7 +169,7 @@ async fn reply(
                 dispatch::drop_calls(env, calls);
                 None
             }
-            (false, _) => Some(dispatch::dispatch(env, speech_id, calls)),
+            (false, _) => Some(dispatch::dispatch(env, speech_id, calls, &playout_done)),
         };
 
         let mut interrupted_in_playout = stream_interrupted;
@@ -178,6 +182,7 @@ async fn reply(
             interrupted_in_playout |= end.interrupted;
             commit_message(env, speech_id, started, &end);
         }
+        playout_done.cancel();
         if let Some(message) = failure {
             tracing::warn!(agent = %env.agent_id, %speech_id, "LLM request failed: {message}");
             session.emit(EventKind::Error { source: ErrorSource::Llm, message });

@@ -14,6 +14,8 @@ use crate::clock::SessionClock;
 pub(crate) struct SessionLink {
     pub actor: ActorRef<SessionMsg>,
     pub clock: SessionClock,
+    /// The session's id (for handles given to tools).
+    pub id: Arc<str>,
 }
 
 impl SessionLink {

@@ -85,7 +85,11 @@ impl Actor for SessionActor {
         // New items must sort after a restored history: start the clock past its last stamp.
         let offset = args.history.iter().map(|i| i.created_at().micros + 1).max().unwrap_or(0);
         let clock = SessionClock::new(offset);
-        let link = SessionLink { actor: myself.clone(), clock: clock.clone() };
+        let link = SessionLink {
+            actor: myself.clone(),
+            clock: clock.clone(),
+            id: Arc::from(args.id.as_str()),
+        };
         let agent_id = args.agent.id().to_string();
         let previous_agent = args.history.iter().rev().find_map(|item| match item {
             ChatItem::AgentHandoff(h) => Some(h.new_agent.clone()),

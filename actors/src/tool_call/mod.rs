@@ -22,6 +22,12 @@ use serde_json::{Map, Value};
 
 pub(crate) use messages::ToolCallMsg;
 
+use std::pin::Pin;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::handle::SessionHandle;
+use crate::session::SessionLink;
 use crate::task::{OwnedTask, panic_text};
 use crate::toolset::ToolsetMsg;
 
@@ -33,6 +39,8 @@ pub(crate) struct ToolCallArgs {
     pub call: FunctionCall,
     pub arguments: Map<String, Value>,
     pub speech_id: String,
+    pub playout_done: CancellationToken,
+    pub session: SessionLink,
     pub agent_id: String,
     pub userdata: Option<Arc<dyn Any + Send + Sync>>,
     pub update_template: Template,
@@ -54,6 +62,8 @@ pub(crate) struct ToolCallState {
 struct Hooks {
     actor: ActorRef<ToolCallMsg>,
     update_template: Template,
+    playout_done: CancellationToken,
+    session: SessionLink,
 }
 
 impl CallHooks for Hooks {
@@ -64,6 +74,15 @@ impl CallHooks for Hooks {
     fn post_update(&self, update: PostedUpdate) {
         // After the call ended the actor is gone: the update is dropped, as §2 says.
         let _ = self.actor.cast(ToolCallMsg::Update(update));
+    }
+
+    fn wait_for_playout(&self) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+        let done = self.playout_done.clone();
+        Box::pin(async move { done.cancelled().await })
+    }
+
+    fn session(&self) -> Option<Arc<dyn Any + Send + Sync>> {
+        Some(Arc::new(SessionHandle::from_link(&self.session)))
     }
 }
 
@@ -93,8 +112,12 @@ impl Actor for ToolCallActor {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         let Some(args) = state.start.take() else { return Ok(()) };
-        let hooks =
-            Arc::new(Hooks { actor: myself.clone(), update_template: args.update_template });
+        let hooks = Arc::new(Hooks {
+            actor: myself.clone(),
+            update_template: args.update_template,
+            playout_done: args.playout_done,
+            session: args.session,
+        });
         let ctx =
             RunContext::with_hooks(args.call, args.speech_id, args.agent_id, args.userdata, hooks);
         let (tool, arguments) = (args.tool, args.arguments);

@@ -1,7 +1,9 @@
 //! The Toolset's messages.
 
 use std::collections::BTreeMap;
+
 use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
 
 use colloquy_core::{FunctionCall, FunctionTool, PostedUpdate, Timestamp, ToolError, ToolOutput};
 use ractor::RpcReplyPort;
@@ -15,6 +17,8 @@ pub(crate) struct ExecuteCall {
     pub arguments: Map<String, Value>,
     /// The dispatching speech.
     pub speech_id: String,
+    /// Fires once the text of the step that made the call has finished playing.
+    pub playout_done: CancellationToken,
 }
 
 /// What dispatch receives for a call: the output the model will see.

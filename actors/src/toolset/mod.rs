@@ -154,6 +154,8 @@ impl ToolsetState {
             call: exec.call.clone(),
             arguments: exec.arguments,
             speech_id: exec.speech_id,
+            playout_done: exec.playout_done,
+            session: self.args.session.clone(),
             agent_id: self.args.agent_id.clone(),
             userdata: self.args.userdata.clone(),
             update_template: self.args.update_template.clone(),

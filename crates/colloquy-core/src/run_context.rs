@@ -68,6 +68,10 @@ pub trait CallHooks: Send + Sync {
     fn update_template(&self) -> Template;
     /// Delivers an update. Updates after the call ended are ignored.
     fn post_update(&self, update: PostedUpdate);
+    /// Resolves once the text of the LLM step that made this call has finished playing.
+    fn wait_for_playout(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+    /// The runtime's handle to the session, type-erased (the runtime crate downcasts it).
+    fn session(&self) -> Option<Arc<dyn Any + Send + Sync>>;
 }
 
 /// The context handed to every tool body: the call it answers, the speech that dispatched it,
@@ -193,6 +197,20 @@ impl RunContext {
             }
         }
         Ok(())
+    }
+
+    /// Waits until the text of the LLM step that made this call has finished playing (the
+    /// "Let me check…" said before the tool's result). Returns at once in a standalone context.
+    pub async fn wait_for_playout(&self) {
+        if let Some(hooks) = &self.inner.hooks {
+            hooks.wait_for_playout().await;
+        }
+    }
+
+    /// The runtime's session handle, type-erased; `colloquy` offers it typed as
+    /// `RunContextExt::session`. `None` in a standalone context.
+    pub fn session_any(&self) -> Option<Arc<dyn Any + Send + Sync>> {
+        self.inner.hooks.as_ref().and_then(|h| h.session())
     }
 
     /// Updates recorded by a standalone context (one without runtime hooks).
