@@ -350,8 +350,7 @@ impl SessionHandle {
 ///
 /// ```
 /// use colloquy_actors::RunContextExt;
-/// use colloquy_core::{FunctionTool, RunContext, ToolError};
-/// # #[derive(serde::Deserialize, schemars::JsonSchema)] struct NoArgs {}
+/// use colloquy_core::{FunctionTool, RunContext, ToolError, tool::NoArgs};
 /// let announce = FunctionTool::new("announce", "Announces.", |ctx: RunContext, _a: NoArgs| async move {
 ///     if let Some(session) = ctx.session() {
 ///         session.say("One moment, please.").await.map_err(ToolError::internal)?;
