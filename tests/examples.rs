@@ -4,6 +4,10 @@
 #[allow(dead_code)] // its `main` is for `cargo run --example`
 mod quickstart;
 
+#[path = "../examples/background.rs"]
+#[allow(dead_code)]
+mod background;
+
 use colloquy::ChatItem;
 
 #[tokio::test(start_paused = true)]
@@ -26,4 +30,17 @@ async fn quickstart_answers_with_the_tool_result() {
     assert_eq!(output.output, "It is sunny and 22°C in Paris.");
     let answer = history[4].as_message().unwrap();
     assert_eq!(answer.text, "It's sunny and 22°C in Paris today.");
+}
+
+#[tokio::test(start_paused = true)]
+async fn background_narrates_progress_then_the_result() {
+    let said = background::run().await.expect("background example runs");
+    assert_eq!(
+        said,
+        [
+            "Sure, let me look that up.",
+            "I found three flights and I'm picking the best one.",
+            "You're booked! Your confirmation number is BK-3007.",
+        ]
+    );
 }
