@@ -38,9 +38,9 @@
 //! ```
 
 pub use colloquy_actors::{
-    BROADCAST_CAPACITY, ClosedSession, EventStream, InterruptSignal, MockScope, PacedSink, Playout,
-    PlayoutReport, RunContextExt, Session, SessionBuilder, SessionError, SessionHandle,
-    SessionOptions, SpeechSink,
+    BROADCAST_CAPACITY, ClosedSession, EventStream, Filler, FillerGuard, InterruptSignal,
+    MockScope, PacedSink, Playout, PlayoutReport, RunContextExt, RunContextFiller, Session,
+    SessionBuilder, SessionError, SessionHandle, SessionOptions, SpeechSink,
 };
 pub use colloquy_core::{
     Agent, AgentHandoff, AgentState, ChatContext, ChatItem, DuplicateScope, ErrorSource, EventKind,
@@ -61,9 +61,9 @@ pub use colloquy_llm::{
 /// Everything a typical host or tool author needs.
 pub mod prelude {
     pub use crate::{
-        Agent, AgentState, ChatItem, EventKind, FunctionTool, Json, Role, RunContext,
-        RunContextExt, RunResult, ScriptedCall, ScriptedLlm, ScriptedResponse, Session,
-        SessionError, SessionEvent, SessionHandle, StopResponse, ToolError, ToolResult, Toolset,
-        UserState,
+        Agent, AgentState, ChatItem, EventKind, Filler, FunctionTool, Json, Role, RunContext,
+        RunContextExt, RunContextFiller, RunResult, ScriptedCall, ScriptedLlm, ScriptedResponse,
+        Session, SessionError, SessionEvent, SessionHandle, StopResponse, ToolError, ToolResult,
+        Toolset, UserState,
     };
 }

@@ -721,3 +721,46 @@ async fn c55_one_reply_for_pairs_landing_while_the_session_is_held_busy() {
     assert_eq!(replies, [r#"R(scheduled,["a_final", "b_final"])"#]);
     h.close().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn c65_a_filler_speaks_while_a_blocking_tool_runs() {
+    let lookup_order =
+        FunctionTool::new("lookup_order", "Look up.", |ctx: RunContext, _a: NoArgs| async move {
+            let _filler = ctx.with_filler(Filler::text("Just a moment.").delay(ms(500)));
+            tokio::time::sleep(Duration::from_secs(8)).await;
+            Ok::<_, ToolError>("order 42 shipped")
+        });
+    let builder = Session::builder().user_away_timeout(Some(Duration::from_secs(3)));
+    let mut h = Harness::start_with(
+        builder,
+        agent().tool(lookup_order),
+        vec![
+            text("Let me check.").with_call(ScriptedCall::new("o1", "lookup_order", "{}")),
+            text("Order 42 is on the way."),
+        ],
+    )
+    .await;
+    h.turn("where is my order?").await;
+    let states = h.agent_states();
+    let after_speaking: Vec<&str> =
+        states.windows(2).filter(|w| w[0] == "speaking").map(|w| w[1].as_str()).collect();
+    assert_eq!(after_speaking, ["thinking", "thinking", "listening"], "preamble, filler, reply");
+    assert_eq!(
+        h.ctx("A").await,
+        [
+            "user(where is my order?)",
+            "asst(Let me check.)",
+            "call(lookup_order#o1 {})",
+            "asst(Just a moment.)",
+            r#"out(#o1,"order 42 shipped",ok,rr=T)"#,
+            "asst(Order 42 is on the way.)",
+        ]
+    );
+    assert!(
+        !h.events()
+            .iter()
+            .any(|e| matches!(e.kind, EventKind::UserState { state: UserState::Away })),
+        "the user is never away while the tool runs"
+    );
+    h.close().await;
+}

@@ -17,6 +17,7 @@ mod catalog;
 mod clock;
 mod coalescer;
 mod error;
+mod filler;
 mod handle;
 mod session;
 mod speech_sink;
@@ -25,6 +26,7 @@ mod tool_call;
 mod toolset;
 
 pub use error::SessionError;
+pub use filler::{Filler, FillerGuard, RunContextFiller};
 pub use handle::{
     BROADCAST_CAPACITY, EventStream, RunContextExt, Session, SessionBuilder, SessionHandle,
 };
