@@ -38,8 +38,8 @@
 //! ```
 
 pub use colloquy_actors::{
-    BROADCAST_CAPACITY, ClosedSession, EventStream, Filler, FillerGuard, InterruptSignal,
-    MockScope, PacedSink, Playout, PlayoutReport, RunContextExt, RunContextFiller, Session,
+    BROADCAST_CAPACITY, ClosedSession, EventStream, Filler, FillerGuard, Foreground,
+    InterruptSignal, MockScope, PacedSink, Playout, PlayoutReport, RunContextExt, Session,
     SessionBuilder, SessionError, SessionHandle, SessionOptions, SpeechSink,
 };
 pub use colloquy_core::{
@@ -62,8 +62,8 @@ pub use colloquy_llm::{
 pub mod prelude {
     pub use crate::{
         Agent, AgentState, ChatItem, EventKind, Filler, FunctionTool, Json, Role, RunContext,
-        RunContextExt, RunContextFiller, RunResult, ScriptedCall, ScriptedLlm, ScriptedResponse,
-        Session, SessionError, SessionEvent, SessionHandle, StopResponse, ToolError, ToolResult,
-        Toolset, UserState,
+        RunContextExt, RunResult, ScriptedCall, ScriptedLlm, ScriptedResponse, Session,
+        SessionError, SessionEvent, SessionHandle, StopResponse, ToolError, ToolResult, Toolset,
+        UserState,
     };
 }

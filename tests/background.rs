@@ -764,3 +764,66 @@ async fn c65_a_filler_speaks_while_a_blocking_tool_runs() {
     );
     h.close().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn c68_foreground_holds_the_floor_and_keeps_the_run_open() {
+    let forward =
+        FunctionTool::new("forward", "Forwards.", |ctx: RunContext, _a: NoArgs| async move {
+            ctx.update("").await?;
+            let held = ctx.foreground().await.map_err(ToolError::internal)?;
+            held.session().generate_reply("tell a joke").await.map_err(ToolError::internal)?;
+            tokio::time::sleep(ms(300)).await; // interactive work while holding the floor
+            drop(held);
+            Ok::<_, ToolError>(())
+        });
+    let h = Harness::start(
+        agent().tool(forward),
+        vec![call("call_1", "forward", "{}"), text(""), text("here is a joke")],
+    )
+    .await;
+    let start = tokio::time::Instant::now();
+    let result = h.session.run("go").await.unwrap();
+    assert!(start.elapsed() >= ms(300), "the run stayed open until the scope ended");
+    let mut expect = result.expect();
+    expect.next_event().is_function_call("forward");
+    expect.next_event().is_function_call_output();
+    expect.next_event().is_message(Role::Assistant).with_text("here is a joke");
+    expect.no_more_events();
+    h.close().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn deferred_replies_wait_while_a_tool_holds_the_floor() {
+    let holder = FunctionTool::new("holder", "Holds.", |ctx: RunContext, _a: NoArgs| async move {
+        // A blocking call may hold the floor too: its own speech waits for it, not the other
+        // way round.
+        let held = ctx.foreground().await.map_err(ToolError::internal)?;
+        tokio::time::sleep(ms(400)).await;
+        drop(held);
+        Ok::<_, ToolError>("held")
+    });
+    let mut h = Harness::start(
+        agent().tool(holder).tool(job_with_update()),
+        vec![
+            ScriptedResponse::calls([
+                ScriptedCall::new("h1", "holder", "{}"),
+                ScriptedCall::new("j1", "job", "{}"),
+            ]),
+            text("tool reply"),
+            text("deferred"),
+        ],
+    )
+    .await;
+    h.turn("go").await;
+    h.session.wait_for_quiet().await.unwrap();
+    h.session.wait_for_idle().await.unwrap();
+    let events = h.events().to_vec();
+    let ended =
+        at_ms(&events, |k| matches!(k, EventKind::ToolCallEnded { id, .. } if id == "j1_final"));
+    let scheduled = at_ms(&events, |k| {
+        matches!(k, EventKind::ToolReplyUpdated { status: colloquy::ReplyStatus::Scheduled, .. })
+    });
+    assert_eq!(ended, 110);
+    assert!(scheduled >= 410, "the reply waited for the hold to end (scheduled at {scheduled})");
+    h.close().await;
+}

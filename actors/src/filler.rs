@@ -9,10 +9,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use colloquy_core::{AgentState, EventKind, RunContext, UserState};
+use colloquy_core::{AgentState, EventKind, UserState};
 use tokio::time::Instant;
 
-use crate::handle::{RunContextExt, SessionHandle};
+use crate::handle::SessionHandle;
 use crate::task::OwnedTask;
 
 type Source = dyn Fn(u32) -> Option<String> + Send + Sync;
@@ -76,22 +76,23 @@ pub struct FillerGuard {
     _task: Option<OwnedTask>,
 }
 
-/// `with_filler` for tools.
-pub trait RunContextFiller {
-    /// Starts a filler for this call; it runs until the guard is dropped. In a standalone
-    /// context (no session) nothing is said.
-    fn with_filler(&self, filler: Filler) -> FillerGuard;
-}
-
-impl RunContextFiller for RunContext {
-    fn with_filler(&self, filler: Filler) -> FillerGuard {
-        let Some(session) = self.session() else { return FillerGuard { _task: None } };
-        let call_id = self.call_id().to_string();
-        let speech_id = self.speech_id().to_string();
+impl Filler {
+    /// Starts this filler for the call of `ctx`; it runs until the guard is dropped.
+    pub(crate) fn start(
+        self,
+        session: SessionHandle,
+        call_id: String,
+        speech_id: String,
+    ) -> FillerGuard {
         // Subscribe now, before the guard is returned, so no state change is missed.
         let events = session.subscribe();
-        let task = OwnedTask::spawn(run(session, events, filler, call_id, speech_id));
+        let task = OwnedTask::spawn(run(session, events, self, call_id, speech_id));
         FillerGuard { _task: Some(task) }
+    }
+
+    /// A guard that does nothing (no session to speak in).
+    pub(crate) fn inert() -> FillerGuard {
+        FillerGuard { _task: None }
     }
 }
 

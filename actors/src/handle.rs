@@ -315,6 +315,18 @@ impl SessionHandle {
         self.ask(SessionMsg::WaitForIdle).await?
     }
 
+    /// Holds the floor (for `RunContextExt::foreground`): waits until the session is idle with
+    /// no deferred reply pending and no other hold, then keeps deferred replies and other
+    /// holds out until [`SessionHandle::release_floor`].
+    pub(crate) async fn hold_floor(&self) -> Result<u64, SessionError> {
+        self.ask(SessionMsg::HoldFloor).await?
+    }
+
+    /// Ends a hold.
+    pub(crate) fn release_floor(&self, hold: u64) {
+        let _ = self.actor.cast(SessionMsg::ReleaseFloor(hold));
+    }
+
     /// Waits until the session is idle and no tool call runs, background calls included.
     pub async fn wait_for_quiet(&self) -> Result<(), SessionError> {
         self.ask(SessionMsg::WaitForQuiet).await?
@@ -342,31 +354,6 @@ impl SessionHandle {
         let closed = self.ask(|reply| SessionMsg::Close { reason, reply }).await;
         let _ = self.actor.wait(None).await;
         closed
-    }
-}
-
-/// The session, from inside a tool: `ctx.session()` gives the tool a [`SessionHandle`] to
-/// `say`, `generate_reply`, read the history…
-///
-/// ```
-/// use colloquy_actors::RunContextExt;
-/// use colloquy_core::{FunctionTool, RunContext, ToolError, tool::NoArgs};
-/// let announce = FunctionTool::new("announce", "Announces.", |ctx: RunContext, _a: NoArgs| async move {
-///     if let Some(session) = ctx.session() {
-///         session.say("One moment, please.").await.map_err(ToolError::internal)?;
-///     }
-///     Ok::<_, ToolError>("announced")
-/// });
-/// ```
-pub trait RunContextExt {
-    /// The session this call runs in (`None` in a standalone context).
-    fn session(&self) -> Option<SessionHandle>;
-}
-
-impl RunContextExt for colloquy_core::RunContext {
-    fn session(&self) -> Option<SessionHandle> {
-        let any = self.session_any()?;
-        any.downcast_ref::<SessionHandle>().cloned()
     }
 }
 

@@ -23,12 +23,12 @@ mod session;
 mod speech_sink;
 mod task;
 mod tool_call;
+mod tool_context;
 mod toolset;
 
 pub use error::SessionError;
-pub use filler::{Filler, FillerGuard, RunContextFiller};
-pub use handle::{
-    BROADCAST_CAPACITY, EventStream, RunContextExt, Session, SessionBuilder, SessionHandle,
-};
+pub use filler::{Filler, FillerGuard};
+pub use handle::{BROADCAST_CAPACITY, EventStream, Session, SessionBuilder, SessionHandle};
 pub use session::{ClosedSession, MockScope, SessionOptions};
 pub use speech_sink::{InterruptSignal, PacedSink, Playout, PlayoutReport, SpeechSink};
+pub use tool_context::{Foreground, RunContextExt};

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use super::dispatch::{self, StreamedCall};
 use super::messages::{ActivityMsg, SpeechContent, SpeechJob};
 use crate::catalog::ToolCatalog;
-use crate::session::SessionLink;
+use crate::session::{SessionLink, SessionMsg};
 use crate::speech_sink::{PlayoutDriver, PlayoutEnd, SpeechSink};
 use crate::toolset::ToolsetMsg;
 
@@ -194,6 +194,8 @@ async fn reply(
             // Blocking tools run: let other speeches have the floor meanwhile (§10.1).
             session.set_agent_state(AgentState::Thinking);
             let _ = env.activity.cast(ActivityMsg::FloorReleased { speech_id: speech_id.into() });
+            let waiting = SessionMsg::SpeechWaiting { speech_id: speech_id.into(), waiting: true };
+            let _ = session.actor.cast(waiting);
         }
         let results = running.collect().await;
         let interrupted = interrupted_in_playout || interrupt.is_cancelled();
@@ -208,8 +210,12 @@ async fn reply(
             return interrupted;
         }
         only_progress = results.iter().all(|r| r.provisional);
-        if released && !regain_floor(env, speech_id).await {
-            return true;
+        if released {
+            if !regain_floor(env, speech_id).await {
+                return true;
+            }
+            let waiting = SessionMsg::SpeechWaiting { speech_id: speech_id.into(), waiting: false };
+            let _ = session.actor.cast(waiting);
         }
         step += 1;
     }

@@ -62,6 +62,10 @@ pub enum SessionMsg {
         mocks: Vec<FunctionTool>,
         reply: RpcReplyPort<Result<(), SessionError>>,
     },
+    /// Hold the floor (a tool's `foreground`); answers with the hold's id once granted.
+    HoldFloor(RpcReplyPort<Result<u64, SessionError>>),
+    /// End a hold.
+    ReleaseFloor(u64),
     /// Replies once the session is idle.
     WaitForIdle(RpcReplyPort<Result<(), SessionError>>),
     /// Replies once the session is idle and no tool call runs.
@@ -89,6 +93,8 @@ pub enum SessionMsg {
     AdmitReply { batch: Vec<PendingReply>, coalescer: ActorRef<CoalescerMsg> },
     /// A speech changed the agent state.
     SetAgentState(AgentState),
+    /// A speech released the floor to wait for its blocking tools (`true`), or took it back.
+    SpeechWaiting { speech_id: String, waiting: bool },
     /// A speech finished (or was dropped from the queue).
     SpeechDone { speech_id: String, interrupted: bool },
     /// The activity finished its speeches after a close request.

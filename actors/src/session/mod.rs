@@ -222,6 +222,11 @@ impl Actor for SessionActor {
             }
             SessionMsg::WaitForIdle(reply) => state.wait_for_idle(reply, false),
             SessionMsg::WaitForQuiet(reply) => state.wait_for_idle(reply, true),
+            SessionMsg::HoldFloor(reply) => state.hold_floor(reply),
+            SessionMsg::SpeechWaiting { speech_id, waiting } => {
+                state.speech_waiting(speech_id, waiting)
+            }
+            SessionMsg::ReleaseFloor(hold) => state.release_floor(hold),
             SessionMsg::CallRegistered(call) => state.call_registered(call),
             SessionMsg::RequestContext { agent, reply } => {
                 let _ = reply.send(state.request_context(&agent));

@@ -52,6 +52,8 @@ struct RunTracker {
     /// Pairs inserted during the run whose deferred reply is not admitted yet: the run waits
     /// for that reply too (§9.1 step 4).
     pending_updates: BTreeSet<String>,
+    /// Floor holds granted while the run was active: the run stays open until they end.
+    holds: BTreeSet<u64>,
     items: Vec<ChatItem>,
     failure: Option<String>,
     reply: RpcReplyPort<Result<RunResult, SessionError>>,
@@ -87,6 +89,12 @@ pub(crate) struct SessionState {
     unreplied: BTreeSet<String>,
     /// Deferred-reply speeches in flight: their update ids, and whether they said anything.
     deferred: BTreeMap<String, (Vec<String>, bool)>,
+    /// The floor hold in force (a tool's `foreground`), and holds waiting for it.
+    held: Option<u64>,
+    /// Speeches that released the floor to wait for their blocking tools.
+    waiting_speeches: BTreeSet<String>,
+    hold_waiters: Vec<(u64, RpcReplyPort<Result<u64, SessionError>>)>,
+    hold_seq: u64,
     pub activity: ActorRef<ActivityMsg>,
     pub agent_state: AgentState,
     pub user_state: UserState,
@@ -122,6 +130,10 @@ impl SessionState {
             coalescer: init.coalescer,
             unreplied: BTreeSet::new(),
             deferred: BTreeMap::new(),
+            held: None,
+            waiting_speeches: BTreeSet::new(),
+            hold_waiters: Vec::new(),
+            hold_seq: 0,
             activity: init.activity,
             agent_state: AgentState::Initializing,
             user_state: UserState::Listening,
@@ -164,7 +176,10 @@ impl SessionState {
     /// Idle (decision 8): the floor is free and no deferred reply is pending; `quiet` also
     /// asks that no tool call runs at all.
     fn is_idle(&self, quiet: bool) -> bool {
-        self.floor_free() && self.unreplied.is_empty() && (!quiet || self.running_calls.is_empty())
+        self.floor_free()
+            && self.held.is_none()
+            && self.unreplied.is_empty()
+            && (!quiet || self.running_calls.is_empty())
     }
 
     // ---- events ----
@@ -292,7 +307,7 @@ impl SessionState {
         if self.closing.is_some() {
             return true; // pending replies are dropped at close (§9.3)
         }
-        if !self.floor_free() {
+        if !self.floor_free() || self.held.is_some() {
             return false;
         }
         let batch: Vec<&PendingReply> =
@@ -404,6 +419,7 @@ impl SessionState {
 
     pub fn speech_done(&mut self, speech_id: String, interrupted: bool) {
         self.pending_speeches = self.pending_speeches.saturating_sub(1);
+        self.waiting_speeches.remove(&speech_id);
         if let Some(run) = &mut self.run {
             run.speeches.remove(&speech_id);
         }
@@ -428,14 +444,74 @@ impl SessionState {
     /// After anything that may free the floor: offer pending replies, finish a run, release
     /// idle waiters.
     fn floor_changed(&mut self) {
-        if self.floor_free() && !self.unreplied.is_empty() && self.closing.is_none() {
-            let _ = self.coalescer.cast(CoalescerMsg::SessionIdle);
+        if self.floor_free() && self.held.is_none() && !self.unreplied.is_empty() {
+            if self.closing.is_none() {
+                let _ = self.coalescer.cast(CoalescerMsg::SessionIdle);
+            }
+        } else {
+            self.grant_hold();
         }
-        if self.run.as_ref().is_some_and(|r| r.speeches.is_empty() && r.pending_updates.is_empty())
-        {
+        let run_done = self.run.as_ref().is_some_and(|r| {
+            r.speeches.is_empty() && r.pending_updates.is_empty() && r.holds.is_empty()
+        });
+        if run_done {
             self.finish_run(None);
         }
         self.release_idle_waiters();
+    }
+
+    // ---- floor holds (`foreground`) ----
+
+    /// Queues a hold; granted once the session is idle with no deferred reply pending.
+    pub fn hold_floor(&mut self, reply: RpcReplyPort<Result<u64, SessionError>>) {
+        if self.closing.is_some() {
+            let _ = reply.send(Err(SessionError::Closed));
+            return;
+        }
+        self.hold_seq += 1;
+        self.hold_waiters.push((self.hold_seq, reply));
+        self.floor_changed();
+    }
+
+    /// A speech waiting for its blocking tools does not hold the floor (§10.1): a hold may
+    /// start while such a tool runs — the tool itself may be the one asking.
+    pub fn speech_waiting(&mut self, speech_id: String, waiting: bool) {
+        if waiting {
+            self.waiting_speeches.insert(speech_id);
+        } else {
+            self.waiting_speeches.remove(&speech_id);
+        }
+        self.floor_changed();
+    }
+
+    fn grant_hold(&mut self) {
+        let speaking = self.pending_speeches > self.waiting_speeches.len();
+        if speaking || self.user_state == UserState::Speaking || self.closing.is_some() {
+            return;
+        }
+        // Replies that can go out first do; while blocking tools run they cannot (decision 8).
+        if !self.unreplied.is_empty() && self.waiting_speeches.is_empty() {
+            return;
+        }
+        while self.held.is_none() && !self.hold_waiters.is_empty() {
+            let (hold, reply) = self.hold_waiters.remove(0);
+            if reply.send(Ok(hold)).is_ok() {
+                self.held = Some(hold);
+                if let Some(run) = &mut self.run {
+                    run.holds.insert(hold);
+                }
+            }
+        }
+    }
+
+    pub fn release_floor(&mut self, hold: u64) {
+        if self.held == Some(hold) {
+            self.held = None;
+        }
+        if let Some(run) = &mut self.run {
+            run.holds.remove(&hold);
+        }
+        self.floor_changed();
     }
 
     // ---- runs (the testing API) ----
@@ -449,6 +525,7 @@ impl SessionState {
         let tracker = RunTracker {
             speeches: BTreeSet::new(),
             pending_updates: BTreeSet::new(),
+            holds: BTreeSet::new(),
             items: Vec::new(),
             failure: None,
             reply,
@@ -615,6 +692,9 @@ impl SessionState {
         self.away_timer = None;
         self.finish_run(Some(SessionError::Closed));
         for (waiter, _) in self.idle_waiters.drain(..) {
+            let _ = waiter.send(Err(SessionError::Closed));
+        }
+        for (_, waiter) in self.hold_waiters.drain(..) {
             let _ = waiter.send(Err(SessionError::Closed));
         }
         // Pending deferred replies are dropped at close (§9.3).
