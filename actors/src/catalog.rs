@@ -6,6 +6,8 @@ use std::sync::Arc;
 
 use colloquy_core::{Agent, FunctionTool, Templates, ToolSchema, Toolset};
 
+use crate::companions;
+
 /// Whether an async toolset lives with the session or with the agent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Scope {
@@ -81,6 +83,17 @@ impl ToolCatalog {
                     schemas.push(tool.schema());
                     tools.insert(tool.name().to_string(), (tool.clone(), route));
                 }
+            }
+        }
+        // The companions join whenever some tool is cancellable (§1.5), run by the implicit
+        // toolset; their schema never changes, which keeps provider prompt caches warm.
+        if tools.values().any(|(tool, _)| tool.flags().cancellable) {
+            for companion in [companions::cancel_task(), companions::get_running_tasks()] {
+                if tools.contains_key(companion.name()) {
+                    return Err(format!("duplicate function name: {}", companion.name()));
+                }
+                schemas.push(companion.schema());
+                tools.insert(companion.name().to_string(), (companion, implicit.clone()));
             }
         }
         if async_toolsets.iter().any(|a| a.id == implicit) {

@@ -19,3 +19,17 @@ pub enum SessionError {
     #[error("could not start the session: {0}")]
     Spawn(String),
 }
+
+/// Why a tool call could not be cancelled (the texts `lk_agents_cancel_task` answers with).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CancelError {
+    /// No running call has this id.
+    #[error("Task {0} not found")]
+    NotFound(String),
+    /// The call's tool is not cancellable.
+    #[error("Tool call {0} is not cancellable")]
+    NotCancellable(String),
+    /// The session is closed.
+    #[error("session closed")]
+    Closed,
+}

@@ -18,10 +18,11 @@ use ractor::{Actor, ActorRef, RpcReplyPort};
 use tokio::sync::{broadcast, mpsc};
 
 use crate::catalog::ToolCatalog;
-use crate::error::SessionError;
+use crate::error::{CancelError, SessionError};
 use crate::session::SessionLink;
 use crate::session::{
-    ClosedSession, MockScope, SessionActor, SessionArgs, SessionMsg, SessionOptions,
+    ClosedSession, MockScope, RunningToolCall, SessionActor, SessionArgs, SessionMsg,
+    SessionOptions,
 };
 use crate::speech_sink::SpeechSink;
 
@@ -97,6 +98,12 @@ impl SessionBuilder {
     /// Whether speeches may be interrupted (default true; an agent may override it).
     pub fn allow_interruptions(mut self, allow: bool) -> Self {
         self.options.allow_interruptions = allow;
+        self
+    }
+
+    /// How long a cooperative call may clean up after a cancel (default 2 s).
+    pub fn cancel_grace(mut self, grace: Duration) -> Self {
+        self.options.cancel_grace = grace;
         self
     }
 
@@ -325,6 +332,22 @@ impl SessionHandle {
     /// Ends a hold.
     pub(crate) fn release_floor(&self, hold: u64) {
         let _ = self.actor.cast(SessionMsg::ReleaseFloor(hold));
+    }
+
+    /// Cancels a running call (decision 20). Accepted at once: the call ends `cancelled`; a
+    /// body that awaited `ctx.cancelled()` gets the grace period to clean up, any other is
+    /// aborted. Fails for an unknown or finished call and for a tool that is not cancellable.
+    pub async fn cancel_tool_call(&self, call_id: impl Into<String>) -> Result<(), CancelError> {
+        let call_id = call_id.into();
+        match self.actor.call(|reply| SessionMsg::CancelCall { call_id, reply }, None).await {
+            Ok(CallResult::Success(result)) => result,
+            _ => Err(CancelError::Closed),
+        }
+    }
+
+    /// The calls running now (blocking and background), in call-id order.
+    pub async fn running_tool_calls(&self) -> Result<Vec<RunningToolCall>, SessionError> {
+        self.ask(SessionMsg::RunningCalls).await
     }
 
     /// Waits until the session is idle and no tool call runs, background calls included.

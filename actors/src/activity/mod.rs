@@ -42,6 +42,7 @@ pub(crate) struct ActivityArgs {
     pub coalescer: ActorRef<CoalescerMsg>,
     /// Session-level templates (an agent's own replace them whole).
     pub session_templates: Option<Templates>,
+    pub cancel_grace: std::time::Duration,
     /// The session-scoped async toolsets, by id.
     pub session_toolsets: BTreeMap<String, ActorRef<ToolsetMsg>>,
     pub max_tool_steps: u32,
@@ -100,7 +101,8 @@ impl Actor for ActivityActor {
                 catalog: Arc::clone(&catalog),
                 session: args.session.clone(),
                 coalescer: args.coalescer.clone(),
-                update_template: Templates::resolve(&levels).update,
+                templates: Templates::resolve(&levels),
+                cancel_grace: args.cancel_grace,
                 userdata: args.userdata.clone(),
             };
             let (toolset, _) =

@@ -9,7 +9,8 @@ use ractor::{ActorRef, RpcReplyPort};
 use tokio::sync::{broadcast, mpsc};
 
 use crate::coalescer::{CoalescerMsg, PendingReply};
-use crate::error::SessionError;
+use crate::error::{CancelError, SessionError};
+use crate::toolset::ToolsetMsg;
 
 /// What a session held when it closed.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -20,6 +21,19 @@ pub struct ClosedSession {
     pub history: Vec<ChatItem>,
     /// Every agent's final chat context, by agent id.
     pub contexts: std::collections::BTreeMap<String, Vec<ChatItem>>,
+}
+
+/// A call running now (`SessionHandle::running_tool_calls`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunningToolCall {
+    /// The call id.
+    pub call_id: String,
+    /// The tool.
+    pub name: String,
+    /// Canonical argument text.
+    pub arguments: String,
+    /// Whether it can be cancelled.
+    pub cancellable: bool,
 }
 
 /// Which calls a set of mocks applies to (the testing API, §17.3).
@@ -88,7 +102,11 @@ pub enum SessionMsg {
     /// An agent's context for an LLM request (with running-call placeholders).
     RequestContext { agent: String, reply: RpcReplyPort<Option<Arc<ChatContext>>> },
     /// A toolset registered and started a call (emits `tool_call_started`).
-    CallRegistered(FunctionCall),
+    CallRegistered { call: FunctionCall, toolset: ActorRef<ToolsetMsg>, cancellable: bool },
+    /// Cancel a running call (host API and the cancel companion tool).
+    CancelCall { call_id: String, reply: RpcReplyPort<Result<(), CancelError>> },
+    /// The calls running now.
+    RunningCalls(RpcReplyPort<Vec<RunningToolCall>>),
     /// The ReplyCoalescer offers pending pairs; the Session answers `Admitted` or `Busy`.
     AdmitReply { batch: Vec<PendingReply>, coalescer: ActorRef<CoalescerMsg> },
     /// A speech changed the agent state.

@@ -22,7 +22,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tokio::sync::mpsc;
 
 pub(crate) use link::SessionLink;
-pub use messages::{ClosedSession, MockScope, SessionMsg};
+pub use messages::{ClosedSession, MockScope, RunningToolCall, SessionMsg};
 use state::SessionState;
 
 use crate::activity::{ActivityActor, ActivityArgs, ActivityMsg, SpeechContent};
@@ -44,6 +44,8 @@ pub struct SessionOptions {
     pub user_away_timeout: Option<Duration>,
     /// Session-level templates (§8); agents may replace them.
     pub templates: Option<Templates>,
+    /// How long a cooperative call may clean up after a cancel (default 2 s, decision 20).
+    pub cancel_grace: Duration,
 }
 
 impl Default for SessionOptions {
@@ -53,6 +55,7 @@ impl Default for SessionOptions {
             allow_interruptions: true,
             user_away_timeout: Some(Duration::from_secs(15)),
             templates: None,
+            cancel_grace: Duration::from_secs(2),
         }
     }
 }
@@ -113,16 +116,16 @@ impl Actor for SessionActor {
         // (or agent failure) can take them down.
         let mut session_toolsets = BTreeMap::new();
         for set in args.catalog.async_toolsets(Scope::Session) {
-            let update_template =
-                Templates::resolve(&[set.templates.as_ref(), args.options.templates.as_ref()])
-                    .update;
+            let templates =
+                Templates::resolve(&[set.templates.as_ref(), args.options.templates.as_ref()]);
             let toolset_args = ToolsetArgs {
                 id: set.id.clone(),
                 agent_id: agent_id.clone(),
                 catalog: Arc::clone(&args.catalog),
                 session: link.clone(),
                 coalescer: coalescer.clone(),
-                update_template,
+                templates,
+                cancel_grace: args.options.cancel_grace,
                 userdata: args.userdata.clone(),
             };
             let (toolset, _) =
@@ -137,6 +140,7 @@ impl Actor for SessionActor {
             sink: args.sink,
             coalescer: coalescer.clone(),
             session_templates: args.options.templates.clone(),
+            cancel_grace: args.options.cancel_grace,
             session_toolsets,
             max_tool_steps: args.options.max_tool_steps,
             userdata: args.userdata,
@@ -227,7 +231,13 @@ impl Actor for SessionActor {
                 state.speech_waiting(speech_id, waiting)
             }
             SessionMsg::ReleaseFloor(hold) => state.release_floor(hold),
-            SessionMsg::CallRegistered(call) => state.call_registered(call),
+            SessionMsg::CallRegistered { call, toolset, cancellable } => {
+                state.call_registered(call, toolset, cancellable)
+            }
+            SessionMsg::CancelCall { call_id, reply } => state.cancel_call(call_id, reply),
+            SessionMsg::RunningCalls(reply) => {
+                let _ = reply.send(state.running_tool_calls());
+            }
             SessionMsg::RequestContext { agent, reply } => {
                 let _ = reply.send(state.request_context(&agent));
             }

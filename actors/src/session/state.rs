@@ -16,12 +16,20 @@ use tokio::sync::{broadcast, mpsc};
 
 use super::SessionOptions;
 use super::link::SessionLink;
-use super::messages::{ClosedSession, MockScope, SessionMsg};
+use super::messages::{ClosedSession, MockScope, RunningToolCall, SessionMsg};
 use crate::activity::{ActivityMsg, SpeechContent, SpeechJob};
 use crate::catalog::ToolCatalog;
 use crate::coalescer::{CoalescerMsg, PendingReply};
-use crate::error::SessionError;
+use crate::error::{CancelError, SessionError};
 use crate::task::OwnedTask;
+use crate::toolset::ToolsetMsg;
+
+/// A running call, as the Session knows it.
+struct Running {
+    call: FunctionCall,
+    toolset: ActorRef<ToolsetMsg>,
+    cancellable: bool,
+}
 
 /// Marks a placeholder copy of a running call in an LLM request (§16).
 const PLACEHOLDER: &str = "__colloquy_running_call_placeholder";
@@ -102,7 +110,7 @@ pub(crate) struct SessionState {
     /// Speeches created and not yet done (queued, playing, or waiting on blocking tools).
     pending_speeches: usize,
     /// Running calls by call id (registered by toolsets, removed by `tool_call_ended`).
-    running_calls: BTreeMap<String, FunctionCall>,
+    running_calls: BTreeMap<String, Running>,
     pub subscribers: Vec<mpsc::UnboundedSender<SessionEvent>>,
     pub broadcasts: Vec<broadcast::Sender<SessionEvent>>,
     /// Callers of `wait_for_idle` (`false`) and `wait_for_quiet` (`true`).
@@ -241,9 +249,14 @@ impl SessionState {
     }
 
     /// A toolset registered a call.
-    pub fn call_registered(&mut self, call: FunctionCall) {
+    pub fn call_registered(
+        &mut self,
+        call: FunctionCall,
+        toolset: ActorRef<ToolsetMsg>,
+        cancellable: bool,
+    ) {
         let (call_id, name) = (call.call_id.clone(), call.name.clone());
-        self.running_calls.insert(call_id.clone(), call);
+        self.running_calls.insert(call_id.clone(), Running { call, toolset, cancellable });
         self.update_away_timer(false);
         self.emit_now(EventKind::ToolCallStarted { call_id, name });
     }
@@ -264,6 +277,7 @@ impl SessionState {
         let missing: Vec<&FunctionCall> = self
             .running_calls
             .values()
+            .map(|r| &r.call)
             .filter(|c| !mentioned.contains(c.call_id.as_str()))
             .collect();
         if missing.is_empty() {
@@ -286,6 +300,31 @@ impl SessionState {
             with_placeholders.insert(ChatItem::FunctionCallOutput(output));
         }
         Some(Arc::new(with_placeholders))
+    }
+
+    /// Asks the call's toolset to cancel it; the toolset answers the caller.
+    pub fn cancel_call(&mut self, call_id: String, reply: RpcReplyPort<Result<(), CancelError>>) {
+        match self.running_calls.get(&call_id) {
+            Some(running) => {
+                let _ = running.toolset.cast(ToolsetMsg::Cancel { call_id, reply: Some(reply) });
+            }
+            None => {
+                let _ = reply.send(Err(CancelError::NotFound(call_id)));
+            }
+        }
+    }
+
+    /// The calls running now, in call-id order.
+    pub fn running_tool_calls(&self) -> Vec<RunningToolCall> {
+        self.running_calls
+            .values()
+            .map(|r| RunningToolCall {
+                call_id: r.call.call_id.clone(),
+                name: r.call.name.clone(),
+                arguments: r.call.arguments.clone(),
+                cancellable: r.cancellable,
+            })
+            .collect()
     }
 
     // ---- deferred replies ----
@@ -697,8 +736,15 @@ impl SessionState {
         for (_, waiter) in self.hold_waiters.drain(..) {
             let _ = waiter.send(Err(SessionError::Closed));
         }
-        // Pending deferred replies are dropped at close (§9.3).
+        // Pending deferred replies are dropped at close (§9.3); cancellable calls are
+        // cancelled, the others awaited (decision 7).
         self.unreplied.clear();
+        for (call_id, running) in &self.running_calls {
+            if running.cancellable {
+                let cancel = ToolsetMsg::Cancel { call_id: call_id.clone(), reply: None };
+                let _ = running.toolset.cast(cancel);
+            }
+        }
         if self.activity.cast(ActivityMsg::Close).is_err() {
             // No activity to wind down: finish at once.
             let _ = self.link.actor.cast(SessionMsg::ActivityClosed);

@@ -8,4 +8,9 @@ pub(crate) enum ToolCallMsg {
     Update(PostedUpdate),
     /// The body's task ended (a panic arrives here as an internal error).
     Finished(Result<ToolOutput, ToolError>),
+    /// The call was cancelled (its Toolset already ended it): stop now, or after `grace` if
+    /// the body is cooperative.
+    Cancel { grace: std::time::Duration },
+    /// A cooperative body's grace period is over.
+    GraceOver,
 }

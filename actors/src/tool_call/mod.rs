@@ -12,6 +12,7 @@ pub(crate) mod messages;
 use std::any::Any;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use colloquy_core::{
     CallHooks, FunctionCall, FunctionTool, PostedUpdate, RunContext, Template, ToolError,
@@ -52,6 +53,12 @@ pub(crate) struct ToolCallState {
     toolset: ActorRef<ToolsetMsg>,
     /// Updates posted so far.
     updates: u32,
+    /// Fired on cancel; a body that awaited `ctx.cancelled()` is cooperative.
+    cancel: CancellationToken,
+    cooperative: Arc<AtomicBool>,
+    /// Cancelled: nothing is forwarded any more, the actor only waits to stop.
+    cancelling: bool,
+    _grace_timer: Option<OwnedTask>,
     /// Taken by `post_start` to start the body.
     start: Option<ToolCallArgs>,
     /// The body's task; dropping the state aborts it.
@@ -64,6 +71,8 @@ struct Hooks {
     update_template: Template,
     playout_done: CancellationToken,
     session: SessionLink,
+    cancel: CancellationToken,
+    cooperative: Arc<AtomicBool>,
 }
 
 impl CallHooks for Hooks {
@@ -84,6 +93,12 @@ impl CallHooks for Hooks {
     fn session(&self) -> Option<Arc<dyn Any + Send + Sync>> {
         Some(Arc::new(SessionHandle::from_link(&self.session)))
     }
+
+    fn cancelled(&self) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+        self.cooperative.store(true, Ordering::SeqCst);
+        let cancel = self.cancel.clone();
+        Box::pin(async move { cancel.cancelled().await })
+    }
 }
 
 impl Actor for ToolCallActor {
@@ -101,6 +116,10 @@ impl Actor for ToolCallActor {
             call_id: args.call.call_id.clone(),
             toolset: args.toolset.clone(),
             updates: 0,
+            cancel: CancellationToken::new(),
+            cooperative: Arc::new(AtomicBool::new(false)),
+            cancelling: false,
+            _grace_timer: None,
             start: Some(args),
             _task: None,
         })
@@ -117,6 +136,8 @@ impl Actor for ToolCallActor {
             update_template: args.update_template,
             playout_done: args.playout_done,
             session: args.session,
+            cancel: state.cancel.clone(),
+            cooperative: Arc::clone(&state.cooperative),
         });
         let ctx =
             RunContext::with_hooks(args.call, args.speech_id, args.agent_id, args.userdata, hooks);
@@ -136,12 +157,39 @@ impl Actor for ToolCallActor {
 
     async fn handle(
         &self,
-        _myself: ActorRef<Self::Msg>,
+        myself: ActorRef<Self::Msg>,
         message: Self::Msg,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         let call_id = state.call_id.clone();
         let forward = match message {
+            // Decision 20: a cooperative body gets the grace period to clean up, any other is
+            // aborted at once (stopping drops the state, which aborts the task).
+            ToolCallMsg::Cancel { grace } => {
+                state.cancelling = true;
+                if state.cooperative.load(Ordering::SeqCst) && !grace.is_zero() {
+                    state.cancel.cancel();
+                    let me = myself.clone();
+                    state._grace_timer = Some(OwnedTask::spawn(async move {
+                        tokio::time::sleep(grace).await;
+                        let _ = me.cast(ToolCallMsg::GraceOver);
+                    }));
+                } else {
+                    myself.stop(Some("cancelled".into()));
+                }
+                return Ok(());
+            }
+            ToolCallMsg::GraceOver => {
+                myself.stop(Some("cancelled".into()));
+                return Ok(());
+            }
+            _ if state.cancelling => {
+                // The call already ended `cancelled`: whatever the body does now is dropped.
+                if matches!(message, ToolCallMsg::Finished(_)) {
+                    myself.stop(Some("cancelled".into()));
+                }
+                return Ok(());
+            }
             ToolCallMsg::Update(update) => {
                 let index = state.updates;
                 state.updates += 1;

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
+use crate::error::CancelError;
 use colloquy_core::{FunctionCall, FunctionTool, PostedUpdate, Timestamp, ToolError, ToolOutput};
 use ractor::RpcReplyPort;
 use serde_json::{Map, Value};
@@ -38,6 +39,8 @@ pub(crate) enum ToolsetMsg {
     Execute(Box<ExecuteCall>, RpcReplyPort<CallOutcome>),
     /// Replace the mocked tool bodies (tool name → mock), for calls that start from now on.
     SetMocks(Arc<BTreeMap<String, FunctionTool>>),
+    /// Cancel a running call (decision 20): accepted at once, the call ends `cancelled`.
+    Cancel { call_id: String, reply: Option<RpcReplyPort<Result<(), CancelError>>> },
     /// A ToolCall's body posted its `index`-th update (0 = the first).
     Updated { call_id: String, index: u32, update: PostedUpdate },
     /// A ToolCall actor's body ended.

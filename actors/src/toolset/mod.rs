@@ -19,9 +19,13 @@ pub(crate) mod messages;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use std::time::Duration;
+
+use colloquy_core::duplicate::{duplicate_key, running_call_json, take_confirmation};
+use colloquy_core::templates::Placeholders;
 use colloquy_core::{
-    ChatItem, EventKind, FunctionCall, FunctionCallOutput, FunctionTool, PostedUpdate, Template,
-    ToolCallStatus, ToolError, ToolErrorKind, ToolOutput, text,
+    ChatItem, EventKind, FunctionCall, FunctionCallOutput, FunctionTool, OnDuplicate, PostedUpdate,
+    ResolvedTemplates, ToolCallStatus, ToolError, ToolErrorKind, ToolOutput, text,
 };
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use serde_json::Value;
@@ -30,6 +34,7 @@ pub(crate) use messages::{CallOutcome, ExecuteCall, ToolsetMsg};
 
 use crate::catalog::ToolCatalog;
 use crate::coalescer::{CoalescerMsg, PendingReply};
+use crate::error::CancelError;
 use crate::session::{SessionLink, SessionMsg};
 use crate::tool_call::{ToolCallActor, ToolCallArgs, ToolCallMsg};
 
@@ -44,13 +49,18 @@ pub(crate) struct ToolsetArgs {
     pub catalog: Arc<ToolCatalog>,
     pub session: SessionLink,
     pub coalescer: ActorRef<CoalescerMsg>,
-    /// The update template resolved for this toolset (toolset → agent → session → default).
-    pub update_template: Template,
+    /// Templates resolved for this toolset (toolset → agent → session → default).
+    pub templates: ResolvedTemplates,
+    /// How long a cooperative call may clean up after a cancel.
+    pub cancel_grace: Duration,
     pub userdata: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 struct RunningCall {
     actor: ActorRef<ToolCallMsg>,
+    /// The duplicate key (`None` for `allow` tools).
+    key: Option<String>,
+    cancellable: bool,
     /// Answered with the result, or with the first update.
     reply: Option<RpcReplyPort<CallOutcome>>,
     /// The call's item, for synthetic pairs.
@@ -88,6 +98,12 @@ impl Actor for ToolsetActor {
         match message {
             ToolsetMsg::Execute(call, reply) => state.execute(myself, *call, reply).await,
             ToolsetMsg::SetMocks(mocks) => state.mocks = mocks,
+            ToolsetMsg::Cancel { call_id, reply } => {
+                let result = state.cancel(&call_id);
+                if let Some(reply) = reply {
+                    let _ = reply.send(result);
+                }
+            }
             ToolsetMsg::Updated { call_id, index, update } => {
                 state.updated(&call_id, index, update)
             }
@@ -147,23 +163,88 @@ impl ToolsetState {
                 return;
             }
         };
+        let mut arguments = exec.arguments;
+        let (policy, _) = tool.duplicate_policy();
+        let confirmed = match policy {
+            OnDuplicate::Confirm => match take_confirmation(tool.name(), &mut arguments) {
+                Ok(confirmed) => confirmed,
+                Err(e) => {
+                    let _ = reply.send(self.error_outcome(&e.to_string()));
+                    return;
+                }
+            },
+            _ => false,
+        };
+        // Check and register in this one handler: two calls of one response can never both
+        // pass a reject check (§6 step 4).
+        let key = duplicate_key(&tool, &arguments);
+        let duplicates: Vec<String> = match &key {
+            Some(key) => self
+                .running
+                .iter()
+                .filter(|(_, call)| call.key.as_ref() == Some(key))
+                .map(|(id, _)| id.clone())
+                .collect(),
+            None => Vec::new(),
+        };
+        if !duplicates.is_empty() {
+            let answer = match policy {
+                OnDuplicate::Reject => Some(self.duplicate_text(&tool, &duplicates, false)),
+                OnDuplicate::Confirm if !confirmed => {
+                    Some(self.duplicate_text(&tool, &duplicates, true))
+                }
+                OnDuplicate::Replace => {
+                    if duplicates.iter().any(|id| !self.running[id].cancellable) {
+                        let text = format!(
+                            "cannot replace duplicate call of `{}`: running call is not cancellable (allow_cancellation=False)",
+                            tool.name()
+                        );
+                        let _ = reply.send(self.error_outcome(&text));
+                        return;
+                    }
+                    for id in &duplicates {
+                        let _ = self.cancel(id);
+                    }
+                    None
+                }
+                _ => None,
+            };
+            if let Some(answer) = answer {
+                // Not registered: no lifecycle events (§6 step 2).
+                let _ = reply.send(answer);
+                return;
+            }
+        }
         let session = &self.args.session;
-        let _ = session.actor.cast(SessionMsg::CallRegistered(exec.call.clone()));
+        let cancellable = tool.flags().cancellable;
+        let registered = SessionMsg::CallRegistered {
+            call: exec.call.clone(),
+            toolset: myself.clone(),
+            cancellable,
+        };
+        let _ = session.actor.cast(registered);
         let args = ToolCallArgs {
             tool,
             call: exec.call.clone(),
-            arguments: exec.arguments,
+            arguments,
             speech_id: exec.speech_id,
             playout_done: exec.playout_done,
             session: self.args.session.clone(),
             agent_id: self.args.agent_id.clone(),
             userdata: self.args.userdata.clone(),
-            update_template: self.args.update_template.clone(),
+            update_template: self.args.templates.update.clone(),
             toolset: myself.clone(),
         };
         match Actor::spawn_linked(None, ToolCallActor, args, myself.get_cell()).await {
             Ok((actor, _)) => {
-                let call = RunningCall { actor, reply: Some(reply), call: exec.call, updates: 0 };
+                let call = RunningCall {
+                    actor,
+                    key,
+                    cancellable,
+                    reply: Some(reply),
+                    call: exec.call,
+                    updates: 0,
+                };
                 self.running.insert(call_id, call);
             }
             Err(e) => {
@@ -176,6 +257,75 @@ impl ToolsetState {
                 let _ = reply.send(self.error_outcome(text::INTERNAL_ERROR));
             }
         }
+    }
+
+    /// The reject or confirm answer (a normal, non-error output): the running duplicates as
+    /// one compact JSON object per line (decision 18).
+    fn duplicate_text(
+        &self,
+        tool: &FunctionTool,
+        duplicates: &[String],
+        confirm: bool,
+    ) -> CallOutcome {
+        let calls: Vec<Value> = duplicates
+            .iter()
+            .filter_map(|id| self.running.get(id))
+            .map(|c| running_call_json(&c.call.call_id, &c.call.name, &c.call.arguments))
+            .collect();
+        let text = calls.iter().map(Value::to_string).collect::<Vec<_>>().join("\n");
+        let mut values = Placeholders::new();
+        values.insert("function_name", tool.name().to_string());
+        values.insert("fnc_calls_json", Value::Array(calls).to_string());
+        values.insert("fnc_calls_text", text);
+        let template = if confirm {
+            &self.args.templates.duplicate_confirm
+        } else {
+            &self.args.templates.duplicate_reject
+        };
+        match template.render(&values) {
+            Ok(output) => CallOutcome {
+                output,
+                is_error: false,
+                reply_required: true,
+                finished_at: self.args.session.clock.now(),
+                provisional: false,
+            },
+            Err(e) => self.error_outcome(&e.to_string()),
+        }
+    }
+
+    /// Cancels a running call (decision 20): accepted at once, it ends `cancelled` now —
+    /// whatever its body does later is dropped — and dispatch, if it still waits, gets the
+    /// empty output that asks for no reply. The ToolCall winds down on its own (grace period
+    /// for a cooperative body), so this mailbox never waits.
+    fn cancel(&mut self, call_id: &str) -> Result<(), CancelError> {
+        let Some(call) = self.running.get(call_id) else {
+            return Err(CancelError::NotFound(call_id.to_string()));
+        };
+        if !call.cancellable {
+            return Err(CancelError::NotCancellable(call_id.to_string()));
+        }
+        let Some(mut call) = self.running.remove(call_id) else {
+            return Err(CancelError::NotFound(call_id.to_string()));
+        };
+        let id = if call.updates > 0 { format!("{call_id}_final") } else { call_id.to_string() };
+        self.args.session.emit(EventKind::ToolCallEnded {
+            id,
+            call_id: call_id.to_string(),
+            status: ToolCallStatus::Cancelled,
+            message: None,
+        });
+        if let Some(reply) = call.reply.take() {
+            let _ = reply.send(CallOutcome {
+                output: String::new(),
+                is_error: false,
+                reply_required: false,
+                finished_at: self.args.session.clock.now(),
+                provisional: false,
+            });
+        }
+        let _ = call.actor.cast(ToolCallMsg::Cancel { grace: self.args.cancel_grace });
+        Ok(())
     }
 
     fn error_outcome(&self, output: &str) -> CallOutcome {

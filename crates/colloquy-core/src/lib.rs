@@ -9,6 +9,7 @@
 pub mod agent;
 pub mod args;
 pub mod chat;
+pub mod duplicate;
 pub mod event;
 pub mod output;
 pub mod run_context;

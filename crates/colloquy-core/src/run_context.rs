@@ -72,6 +72,8 @@ pub trait CallHooks: Send + Sync {
     fn wait_for_playout(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
     /// The runtime's handle to the session, type-erased (the runtime crate downcasts it).
     fn session(&self) -> Option<Arc<dyn Any + Send + Sync>>;
+    /// Resolves when the call is cancelled; asking marks the call cooperative (decision 20).
+    fn cancelled(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 }
 
 /// The context handed to every tool body: the call it answers, the speech that dispatched it,
@@ -204,6 +206,18 @@ impl RunContext {
     pub async fn wait_for_playout(&self) {
         if let Some(hooks) = &self.inner.hooks {
             hooks.wait_for_playout().await;
+        }
+    }
+
+    /// Resolves when this call is cancelled. A tool that asks is *cooperative*: on cancel it
+    /// gets a grace period (default 2 s) to clean up — revert a write, close a connection —
+    /// before its task is aborted; a tool that never asks is aborted at once (decision 20).
+    /// Never resolves in a standalone context. Typically raced against the work in a
+    /// `tokio::select!`, with the clean-up in the cancelled branch.
+    pub async fn cancelled(&self) {
+        match &self.inner.hooks {
+            Some(hooks) => hooks.cancelled().await,
+            None => std::future::pending::<()>().await,
         }
     }
 

@@ -239,8 +239,13 @@ impl FunctionTool {
         self
     }
 
-    /// Sets the duplicate policy.
+    /// Sets the duplicate policy (§6.1). A `confirm` tool gets the optional boolean parameter
+    /// `lk_agents_confirm_duplicate` in its schema (§1.3); its body never sees it.
     pub fn on_duplicate(mut self, policy: OnDuplicate, scope: DuplicateScope) -> Self {
+        if policy == OnDuplicate::Confirm && self.on_duplicate != OnDuplicate::Confirm {
+            let schema = crate::duplicate::with_confirm_param((*self.parameters).clone());
+            self.parameters = Arc::new(schema);
+        }
         self.on_duplicate = policy;
         self.duplicate_scope = scope;
         self

@@ -1,0 +1,144 @@
+//! Duplicate detection (TOOL-SEMANTICS §6.1, §1.3, decisions 11 and 18): keys, the confirm
+//! parameter, and the running-call listing the duplicate templates show.
+
+use serde_json::{Map, Value, json};
+
+use crate::args::{ArgumentError, validate_arguments};
+use crate::tool::{DuplicateScope, FunctionTool, OnDuplicate};
+
+/// The parameter a `confirm` tool gets (decision 14 keeps the reference's name).
+pub const CONFIRM_PARAM: &str = "lk_agents_confirm_duplicate";
+
+/// Its description in the tool's schema.
+pub const CONFIRM_DESCRIPTION: &str = "Set to true to confirm running this tool again while an identical call is still running. Only set it when the user confirms the duplicate is needed.";
+
+/// JSON with keys sorted at every depth, lists in order (the `name_and_args` key text).
+pub fn sorted_json(value: &Value) -> String {
+    fn sort(value: &Value) -> Value {
+        match value {
+            Value::Object(map) => {
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort();
+                Value::Object(keys.into_iter().map(|k| (k.clone(), sort(&map[k]))).collect())
+            }
+            Value::Array(items) => Value::Array(items.iter().map(sort).collect()),
+            other => other.clone(),
+        }
+    }
+    sort(value).to_string()
+}
+
+/// The duplicate key of a call, or `None` for `allow` tools (they never match). For
+/// `name_and_args` the validated arguments are used, or the arguments as sent if they do not
+/// validate (fail-open: the call then fails validation itself).
+pub fn duplicate_key(tool: &FunctionTool, arguments: &Map<String, Value>) -> Option<String> {
+    let (policy, scope) = tool.duplicate_policy();
+    if policy == OnDuplicate::Allow {
+        return None;
+    }
+    match scope {
+        DuplicateScope::Name => Some(tool.name().to_string()),
+        DuplicateScope::NameAndArgs => {
+            let args = if tool.is_raw() {
+                Value::Object(arguments.clone())
+            } else {
+                validate_arguments(tool.name(), tool.parameters(), arguments.clone())
+                    .unwrap_or_else(|_| Value::Object(arguments.clone()))
+            };
+            Some(format!("{}\u{0}{}", tool.name(), sorted_json(&args)))
+        }
+    }
+}
+
+/// Takes the confirm parameter out of the arguments (decision 11): only JSON `true` confirms;
+/// `false`, `null` or absence do not; any other type is an argument error.
+pub fn take_confirmation(
+    tool_name: &str,
+    arguments: &mut Map<String, Value>,
+) -> Result<bool, ArgumentError> {
+    match arguments.remove(CONFIRM_PARAM) {
+        None | Some(Value::Null) | Some(Value::Bool(false)) => Ok(false),
+        Some(Value::Bool(true)) => Ok(true),
+        Some(_) => Err(ArgumentError::new(tool_name, format!("{CONFIRM_PARAM}: expected boolean"))),
+    }
+}
+
+/// Adds the confirm parameter to a tool schema (an optional boolean, default `false`).
+pub fn with_confirm_param(mut schema: Value) -> Value {
+    if let Some(map) = schema.as_object_mut() {
+        let properties = map.entry("properties").or_insert_with(|| Value::Object(Map::new()));
+        if let Some(properties) = properties.as_object_mut() {
+            properties.insert(
+                CONFIRM_PARAM.into(),
+                json!({"type": ["boolean", "null"], "default": false, "description": CONFIRM_DESCRIPTION}),
+            );
+        }
+    }
+    schema
+}
+
+/// One running call as the duplicate templates and `lk_agents_get_running_tasks` show it
+/// (decision 18): `{"call_id", "name", "arguments"}`.
+pub fn running_call_json(call_id: &str, name: &str, arguments: &str) -> Value {
+    json!({"call_id": call_id, "name": name, "arguments": arguments})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::RunContext;
+    use crate::output::ToolError;
+
+    fn tool(policy: OnDuplicate, scope: DuplicateScope) -> FunctionTool {
+        let schema = json!({"type": "object", "properties": {"order_id": {"type": "string"},
+            "note": {"type": ["string", "null"], "default": null}}, "required": ["order_id"]});
+        FunctionTool::from_schema("check_order", "", schema, |_c: RunContext, _a| async {
+            Ok::<_, ToolError>("x")
+        })
+        .unwrap()
+        .on_duplicate(policy, scope)
+    }
+
+    fn args(v: Value) -> Map<String, Value> {
+        v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn keys_follow_policy_and_scope() {
+        let a = args(json!({"order_id": "5"}));
+        assert_eq!(duplicate_key(&tool(OnDuplicate::Allow, DuplicateScope::Name), &a), None);
+        assert_eq!(
+            duplicate_key(&tool(OnDuplicate::Reject, DuplicateScope::Name), &a).as_deref(),
+            Some("check_order")
+        );
+        let by_args = tool(OnDuplicate::Reject, DuplicateScope::NameAndArgs);
+        let k1 = duplicate_key(&by_args, &args(json!({"order_id": "5"})));
+        let k2 = duplicate_key(&by_args, &args(json!({"note": null, "order_id": "5", "x": 1})));
+        assert_eq!(k1, k2, "validated, defaults filled, extra keys dropped, keys sorted");
+        assert_ne!(k1, duplicate_key(&by_args, &args(json!({"order_id": "7"}))));
+    }
+
+    #[test]
+    fn only_json_true_confirms() {
+        let mut a = args(json!({"order_id": "5", CONFIRM_PARAM: true}));
+        assert_eq!(take_confirmation("t", &mut a), Ok(true));
+        assert!(!a.contains_key(CONFIRM_PARAM));
+        for v in [json!(false), json!(null)] {
+            let mut a = args(json!({CONFIRM_PARAM: v}));
+            assert_eq!(take_confirmation("t", &mut a), Ok(false));
+        }
+        let mut a = args(json!({CONFIRM_PARAM: "false"}));
+        assert_eq!(
+            take_confirmation("t", &mut a).unwrap_err().to_string(),
+            "Error parsing arguments for `t`: lk_agents_confirm_duplicate: expected boolean"
+        );
+    }
+
+    #[test]
+    fn sorted_json_sorts_at_every_depth() {
+        assert_eq!(
+            sorted_json(&json!({"b": {"d": 1, "c": [2, 1]}, "a": 0})),
+            r#"{"a":0,"b":{"c":[2,1],"d":1}}"#
+        );
+    }
+}
