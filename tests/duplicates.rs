@@ -397,3 +397,91 @@ async fn close_cancels_cancellable_calls_and_awaits_the_others() {
     let ends: Vec<_> = tool_events(&events).into_iter().filter(|e| e.starts_with("E(")).collect();
     assert_eq!(ends, ["E(f_final,cancelled,null)", r#"E(n_final,done,"job done")"#]);
 }
+
+#[tokio::test(start_paused = true)]
+async fn c37_replace_fails_when_the_running_call_disallows_interruptions() {
+    #[derive(Deserialize, JsonSchema)]
+    struct Q {
+        q: String,
+    }
+    let search = FunctionTool::new("search", "Search.", |ctx: RunContext, a: Q| async move {
+        ctx.disallow_interruptions()?;
+        ctx.update("searching").await?;
+        tokio::time::sleep(ms(400)).await;
+        Ok::<_, ToolError>(format!("results {}", a.q))
+    })
+    .cancellable()
+    .on_duplicate(OnDuplicate::Replace, DuplicateScope::Name);
+    let h = Harness::start(
+        Agent::new("A", "inst").tool(search),
+        vec![
+            call("c1", "search", r#"{"q":"a"}"#),
+            text("ok"),
+            call("c2", "search", r#"{"q":"b"}"#),
+        ],
+    )
+    .await;
+    h.turn("a").await;
+    h.turn("b").await;
+    let ctx = h.ctx("A").await;
+    assert_eq!(
+        output_of(&ctx, "c2"),
+        r#"out(#c2,"Failed to cancel duplicate tool calls: Tool call c1 is not cancellable because interruptions are disallowed",ERR,rr=T)"#
+    );
+    h.session.wait_for_quiet().await.unwrap();
+    h.session.wait_for_idle().await.unwrap();
+    assert!(h.ctx("A").await.iter().any(|i| i.starts_with(r#"out(#c1_final,"results a""#)));
+    h.close().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn c49_a_tool_that_disallows_interruptions_keeps_its_speech() {
+    let pay = FunctionTool::new("pay", "Pay.", |ctx: RunContext, _a: NoArgs| async move {
+        ctx.disallow_interruptions()?;
+        tokio::time::sleep(ms(300)).await;
+        Ok::<_, ToolError>("paid")
+    })
+    .cancellable();
+    let h = Harness::start(
+        Agent::new("A", "inst").tool(pay),
+        vec![text("Processing.").with_call(ScriptedCall::new("p1", "pay", "{}"))],
+    )
+    .await;
+    h.session.user_turn("pay").await.unwrap();
+    tokio::time::sleep(ms(100)).await;
+    let before = tokio::time::Instant::now();
+    h.session.interrupt().await.unwrap();
+    assert_eq!(before.elapsed(), Duration::ZERO, "nothing to interrupt");
+    assert_eq!(
+        h.session.cancel_tool_call("p1").await,
+        Err(CancelError::InterruptionsDisallowed("p1".into()))
+    );
+    h.session.wait_for_idle().await.unwrap();
+    assert_eq!(h.ctx("A").await.last().unwrap(), "asst(reply 1)", "the tool reply runs");
+    h.close().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn c50_an_interruption_during_playout_keeps_results_once_without_a_reply() {
+    let builder = Session::builder().speech_sink(colloquy::PacedSink::new(ms(10)));
+    let h = Harness::start_with(
+        builder,
+        Agent::new("A", "inst").tool(sleeper("get_weather", 50, "sunny")),
+        vec![text("Let me look at the sky for you, one moment.").with_call(ScriptedCall::new(
+            "w1",
+            "get_weather",
+            "{}",
+        ))],
+    )
+    .await;
+    h.session.user_turn("weather?").await.unwrap();
+    tokio::time::sleep(ms(200)).await; // the tool finished at 60 ms; playout is still going
+    h.session.interrupt().await.unwrap();
+    h.session.wait_for_idle().await.unwrap();
+    let ctx = h.ctx("A").await;
+    assert_eq!(ctx.iter().filter(|i| i.starts_with("out(#w1")).count(), 1);
+    assert!(ctx.contains(&r#"out(#w1,"sunny",ok,rr=F)"#.to_string()), "{ctx:?}");
+    assert!(ctx[1].ends_with(",interrupted)"), "the message keeps what was played: {ctx:?}");
+    assert_eq!(h.llm.request_count(), 1, "no tool reply");
+    h.close().await;
+}

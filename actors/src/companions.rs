@@ -30,9 +30,11 @@ pub(crate) fn cancel_task() -> FunctionTool {
             let session = ctx.session().ok_or_else(|| ToolError::internal("no session"))?;
             match session.cancel_tool_call(&args.call_id).await {
                 Ok(()) => Ok(format!("Task {} cancelled successfully.", args.call_id)),
-                Err(e @ (CancelError::NotFound(_) | CancelError::NotCancellable(_))) => {
-                    Err(ToolError::new(e.to_string()))
-                }
+                Err(
+                    e @ (CancelError::NotFound(_)
+                    | CancelError::NotCancellable(_)
+                    | CancelError::InterruptionsDisallowed(_)),
+                ) => Err(ToolError::new(e.to_string())),
                 Err(e) => Err(ToolError::internal(e)),
             }
         },

@@ -29,6 +29,9 @@ pub enum CancelError {
     /// The call's tool is not cancellable.
     #[error("Tool call {0} is not cancellable")]
     NotCancellable(String),
+    /// The call's speech disallows interruptions.
+    #[error("Tool call {0} is not cancellable because interruptions are disallowed")]
+    InterruptionsDisallowed(String),
     /// The session is closed.
     #[error("session closed")]
     Closed,

@@ -21,6 +21,7 @@ mod error;
 mod filler;
 mod handle;
 mod session;
+mod speech_control;
 mod speech_sink;
 mod task;
 mod tool_call;

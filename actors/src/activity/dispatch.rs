@@ -13,6 +13,7 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::speech::SpeechEnv;
+use crate::speech_control::SpeechControl;
 use crate::toolset::{CallOutcome, ExecuteCall, NON_BLOCKING, ToolsetMsg};
 
 /// A tool call as assembled from the stream.
@@ -65,13 +66,15 @@ pub(crate) fn dispatch(
     speech_id: &str,
     calls: Vec<StreamedCall>,
     playout_done: &CancellationToken,
+    control: &SpeechControl,
 ) -> StepCalls {
     let pending = FuturesUnordered::new();
     let mut executing = 0;
     let generation_id = env.session.clock.item_id();
     for (index, streamed) in calls.into_iter().enumerate() {
         let item_id = format!("{generation_id}/fnc_{index}");
-        let (future, executes) = dispatch_one(env, speech_id, item_id, streamed, playout_done);
+        let (future, executes) =
+            dispatch_one(env, speech_id, item_id, streamed, playout_done, control);
         executing += usize::from(executes);
         pending.push(future);
     }
@@ -101,6 +104,7 @@ fn dispatch_one(
     item_id: String,
     streamed: StreamedCall,
     playout_done: &CancellationToken,
+    control: &SpeechControl,
 ) -> (Pending, bool) {
     let clock = &env.session.clock;
     let StreamedCall { call_id, name, arguments, streamed_at } = streamed;
@@ -142,6 +146,7 @@ fn dispatch_one(
         arguments: parsed.value,
         speech_id: speech_id.into(),
         playout_done: playout_done.clone(),
+        speech: control.clone(),
     };
     // Routed by name to the toolset that runs the tool (§4 step 7).
     let toolset = env.catalog.route(&call.name).and_then(|id| env.toolsets.get(id));

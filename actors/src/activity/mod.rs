@@ -19,7 +19,6 @@ use colloquy_core::{Agent, ErrorSource, EventKind, Templates};
 use colloquy_llm::{Llm, RequestKind};
 use futures_util::FutureExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
-use tokio_util::sync::CancellationToken;
 
 pub(crate) use messages::{ActivityMsg, SpeechContent, SpeechJob};
 use speech::SpeechEnv;
@@ -27,6 +26,7 @@ use speech::SpeechEnv;
 use crate::catalog::{Scope, ToolCatalog, implicit_toolset};
 use crate::coalescer::CoalescerMsg;
 use crate::session::{SessionLink, SessionMsg};
+use crate::speech_control::SpeechControl;
 use crate::speech_sink::SpeechSink;
 use crate::task::{OwnedTask, panic_text};
 use crate::toolset::{ToolsetActor, ToolsetArgs, ToolsetMsg};
@@ -51,8 +51,7 @@ pub(crate) struct ActivityArgs {
 
 /// A speech whose task runs: it holds the floor or waits for its tools.
 struct LiveSpeech {
-    allow_interruptions: bool,
-    interrupt: CancellationToken,
+    control: SpeechControl,
     _task: OwnedTask,
 }
 
@@ -218,7 +217,7 @@ impl ActivityState {
             let Some(job) = self.queue.front() else { return };
             let is_user_turn =
                 matches!(job.content, SpeechContent::Reply { kind: RequestKind::UserTurn, .. });
-            if is_user_turn && self.live.values().any(|s| s.interrupt.is_cancelled()) {
+            if is_user_turn && self.live.values().any(|s| s.control.is_interrupted()) {
                 return;
             }
             if let Some(job) = self.queue.pop_front() {
@@ -228,29 +227,29 @@ impl ActivityState {
     }
 
     fn start(&mut self, job: SpeechJob) {
-        let interrupt = CancellationToken::new();
+        let control = SpeechControl::new(job.allow_interruptions);
         let speech_id = job.speech_id.clone();
-        let allow_interruptions = job.allow_interruptions;
         let env = Arc::clone(&self.env);
-        let token = interrupt.clone();
+        let task_control = control.clone();
         let task = OwnedTask::spawn(async move {
             let id = job.speech_id.clone();
-            let interrupted = match AssertUnwindSafe(speech::run(Arc::clone(&env), job, token))
-                .catch_unwind()
-                .await
-            {
-                Ok(interrupted) => interrupted,
-                Err(payload) => {
-                    let message = format!("speech {id} failed: {}", panic_text(&*payload));
-                    tracing::error!(agent = %env.agent_id, "{message}");
-                    env.session.emit(EventKind::Error { source: ErrorSource::Session, message });
-                    true
-                }
-            };
+            let interrupted =
+                match AssertUnwindSafe(speech::run(Arc::clone(&env), job, task_control))
+                    .catch_unwind()
+                    .await
+                {
+                    Ok(interrupted) => interrupted,
+                    Err(payload) => {
+                        let message = format!("speech {id} failed: {}", panic_text(&*payload));
+                        tracing::error!(agent = %env.agent_id, "{message}");
+                        env.session
+                            .emit(EventKind::Error { source: ErrorSource::Session, message });
+                        true
+                    }
+                };
             let _ = env.activity.cast(ActivityMsg::SpeechFinished { speech_id: id, interrupted });
         });
-        self.live
-            .insert(speech_id.clone(), LiveSpeech { allow_interruptions, interrupt, _task: task });
+        self.live.insert(speech_id.clone(), LiveSpeech { control, _task: task });
         self.floor = Some(speech_id);
     }
 
@@ -266,8 +265,8 @@ impl ActivityState {
         }
         let mut waiting_for = Vec::new();
         for (id, speech) in &self.live {
-            if force || speech.allow_interruptions {
-                speech.interrupt.cancel();
+            if force || speech.control.allows_interruptions() {
+                speech.control.interrupt();
                 waiting_for.push(id.clone());
             }
         }

@@ -20,6 +20,7 @@ use super::dispatch::{self, StreamedCall};
 use super::messages::{ActivityMsg, SpeechContent, SpeechJob};
 use crate::catalog::ToolCatalog;
 use crate::session::{SessionLink, SessionMsg};
+use crate::speech_control::SpeechControl;
 use crate::speech_sink::{PlayoutDriver, PlayoutEnd, SpeechSink};
 use crate::toolset::ToolsetMsg;
 
@@ -38,12 +39,12 @@ pub(crate) struct SpeechEnv {
 }
 
 /// Runs one speech to its end; returns whether it was interrupted.
-pub(crate) async fn run(env: Arc<SpeechEnv>, job: SpeechJob, interrupt: CancellationToken) -> bool {
+pub(crate) async fn run(env: Arc<SpeechEnv>, job: SpeechJob, control: SpeechControl) -> bool {
     match job.content {
-        SpeechContent::Say { text } => say(&env, &job.speech_id, &text, &interrupt).await,
+        SpeechContent::Say { text } => say(&env, &job.speech_id, &text, control.token()).await,
         SpeechContent::Reply { kind, extra_instructions, tool_choice } => {
             let first = FirstStep { kind, extra_instructions, tool_choice };
-            reply(&env, &job.speech_id, first, &interrupt).await
+            reply(&env, &job.speech_id, first, &control).await
         }
     }
 }
@@ -78,8 +79,9 @@ async fn reply(
     env: &SpeechEnv,
     speech_id: &str,
     first: FirstStep,
-    interrupt: &CancellationToken,
+    control: &SpeechControl,
 ) -> bool {
+    let interrupt = control.token();
     let session = &env.session;
     let mut step: u32 = 1;
     let mut only_progress = false;
@@ -169,7 +171,7 @@ async fn reply(
                 dispatch::drop_calls(env, calls);
                 None
             }
-            (false, _) => Some(dispatch::dispatch(env, speech_id, calls, &playout_done)),
+            (false, _) => Some(dispatch::dispatch(env, speech_id, calls, &playout_done, control)),
         };
 
         let mut interrupted_in_playout = stream_interrupted;

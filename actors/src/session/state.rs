@@ -306,7 +306,8 @@ impl SessionState {
     pub fn cancel_call(&mut self, call_id: String, reply: RpcReplyPort<Result<(), CancelError>>) {
         match self.running_calls.get(&call_id) {
             Some(running) => {
-                let _ = running.toolset.cast(ToolsetMsg::Cancel { call_id, reply: Some(reply) });
+                let cancel = ToolsetMsg::Cancel { call_id, reply: Some(reply), drain: false };
+                let _ = running.toolset.cast(cancel);
             }
             None => {
                 let _ = reply.send(Err(CancelError::NotFound(call_id)));
@@ -741,7 +742,8 @@ impl SessionState {
         self.unreplied.clear();
         for (call_id, running) in &self.running_calls {
             if running.cancellable {
-                let cancel = ToolsetMsg::Cancel { call_id: call_id.clone(), reply: None };
+                let cancel =
+                    ToolsetMsg::Cancel { call_id: call_id.clone(), reply: None, drain: true };
                 let _ = running.toolset.cast(cancel);
             }
         }

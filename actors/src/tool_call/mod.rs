@@ -29,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::handle::SessionHandle;
 use crate::session::SessionLink;
+use crate::speech_control::SpeechControl;
 use crate::task::{OwnedTask, panic_text};
 use crate::toolset::ToolsetMsg;
 
@@ -41,6 +42,7 @@ pub(crate) struct ToolCallArgs {
     pub arguments: Map<String, Value>,
     pub speech_id: String,
     pub playout_done: CancellationToken,
+    pub speech: SpeechControl,
     pub session: SessionLink,
     pub agent_id: String,
     pub userdata: Option<Arc<dyn Any + Send + Sync>>,
@@ -70,6 +72,7 @@ struct Hooks {
     actor: ActorRef<ToolCallMsg>,
     update_template: Template,
     playout_done: CancellationToken,
+    speech: SpeechControl,
     session: SessionLink,
     cancel: CancellationToken,
     cooperative: Arc<AtomicBool>,
@@ -92,6 +95,10 @@ impl CallHooks for Hooks {
 
     fn session(&self) -> Option<Arc<dyn Any + Send + Sync>> {
         Some(Arc::new(SessionHandle::from_link(&self.session)))
+    }
+
+    fn disallow_interruptions(&self) -> Result<(), String> {
+        self.speech.disallow().map_err(str::to_string)
     }
 
     fn cancelled(&self) -> Pin<Box<dyn Future<Output = ()> + Send>> {
@@ -135,6 +142,7 @@ impl Actor for ToolCallActor {
             actor: myself.clone(),
             update_template: args.update_template,
             playout_done: args.playout_done,
+            speech: args.speech,
             session: args.session,
             cancel: state.cancel.clone(),
             cooperative: Arc::clone(&state.cooperative),

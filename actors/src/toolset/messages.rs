@@ -6,6 +6,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::CancelError;
+use crate::speech_control::SpeechControl;
 use colloquy_core::{FunctionCall, FunctionTool, PostedUpdate, Timestamp, ToolError, ToolOutput};
 use ractor::RpcReplyPort;
 use serde_json::{Map, Value};
@@ -20,6 +21,8 @@ pub(crate) struct ExecuteCall {
     pub speech_id: String,
     /// Fires once the text of the step that made the call has finished playing.
     pub playout_done: CancellationToken,
+    /// The dispatching speech's interruption switch.
+    pub speech: SpeechControl,
 }
 
 /// What dispatch receives for a call: the output the model will see.
@@ -40,7 +43,8 @@ pub(crate) enum ToolsetMsg {
     /// Replace the mocked tool bodies (tool name → mock), for calls that start from now on.
     SetMocks(Arc<BTreeMap<String, FunctionTool>>),
     /// Cancel a running call (decision 20): accepted at once, the call ends `cancelled`.
-    Cancel { call_id: String, reply: Option<RpcReplyPort<Result<(), CancelError>>> },
+    /// `drain` (handoff, close) cancels even when the speech disallows interruptions.
+    Cancel { call_id: String, reply: Option<RpcReplyPort<Result<(), CancelError>>>, drain: bool },
     /// A ToolCall's body posted its `index`-th update (0 = the first).
     Updated { call_id: String, index: u32, update: PostedUpdate },
     /// A ToolCall actor's body ended.

@@ -36,6 +36,7 @@ use crate::catalog::ToolCatalog;
 use crate::coalescer::{CoalescerMsg, PendingReply};
 use crate::error::CancelError;
 use crate::session::{SessionLink, SessionMsg};
+use crate::speech_control::SpeechControl;
 use crate::tool_call::{ToolCallActor, ToolCallArgs, ToolCallMsg};
 
 /// The mark a call's item gets once it has posted its first update (§7 step 6).
@@ -61,6 +62,9 @@ struct RunningCall {
     /// The duplicate key (`None` for `allow` tools).
     key: Option<String>,
     cancellable: bool,
+    /// The dispatching speech: a call whose speech disallows interruptions cannot be
+    /// cancelled by the model or `replace` (§12.2); a drain cancels it anyway.
+    speech: SpeechControl,
     /// Answered with the result, or with the first update.
     reply: Option<RpcReplyPort<CallOutcome>>,
     /// The call's item, for synthetic pairs.
@@ -98,8 +102,8 @@ impl Actor for ToolsetActor {
         match message {
             ToolsetMsg::Execute(call, reply) => state.execute(myself, *call, reply).await,
             ToolsetMsg::SetMocks(mocks) => state.mocks = mocks,
-            ToolsetMsg::Cancel { call_id, reply } => {
-                let result = state.cancel(&call_id);
+            ToolsetMsg::Cancel { call_id, reply, drain } => {
+                let result = state.cancel(&call_id, drain);
                 if let Some(reply) = reply {
                     let _ = reply.send(result);
                 }
@@ -202,8 +206,17 @@ impl ToolsetState {
                         let _ = reply.send(self.error_outcome(&text));
                         return;
                     }
-                    for id in &duplicates {
-                        let _ = self.cancel(id);
+                    let failures: Vec<String> = duplicates
+                        .iter()
+                        .filter_map(|id| self.cancel(id, false).err().map(|e| e.to_string()))
+                        .collect();
+                    if !failures.is_empty() {
+                        let text = format!(
+                            "Failed to cancel duplicate tool calls: {}",
+                            failures.join("\n")
+                        );
+                        let _ = reply.send(self.error_outcome(&text));
+                        return;
                     }
                     None
                 }
@@ -229,6 +242,7 @@ impl ToolsetState {
             arguments,
             speech_id: exec.speech_id,
             playout_done: exec.playout_done,
+            speech: exec.speech.clone(),
             session: self.args.session.clone(),
             agent_id: self.args.agent_id.clone(),
             userdata: self.args.userdata.clone(),
@@ -241,6 +255,7 @@ impl ToolsetState {
                     actor,
                     key,
                     cancellable,
+                    speech: exec.speech,
                     reply: Some(reply),
                     call: exec.call,
                     updates: 0,
@@ -298,12 +313,15 @@ impl ToolsetState {
     /// whatever its body does later is dropped — and dispatch, if it still waits, gets the
     /// empty output that asks for no reply. The ToolCall winds down on its own (grace period
     /// for a cooperative body), so this mailbox never waits.
-    fn cancel(&mut self, call_id: &str) -> Result<(), CancelError> {
+    fn cancel(&mut self, call_id: &str, drain: bool) -> Result<(), CancelError> {
         let Some(call) = self.running.get(call_id) else {
             return Err(CancelError::NotFound(call_id.to_string()));
         };
         if !call.cancellable {
             return Err(CancelError::NotCancellable(call_id.to_string()));
+        }
+        if !drain && !call.speech.allows_interruptions() {
+            return Err(CancelError::InterruptionsDisallowed(call_id.to_string()));
         }
         let Some(mut call) = self.running.remove(call_id) else {
             return Err(CancelError::NotFound(call_id.to_string()));

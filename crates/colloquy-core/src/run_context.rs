@@ -72,6 +72,8 @@ pub trait CallHooks: Send + Sync {
     fn wait_for_playout(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
     /// The runtime's handle to the session, type-erased (the runtime crate downcasts it).
     fn session(&self) -> Option<Arc<dyn Any + Send + Sync>>;
+    /// Forbids interrupting the speech that dispatched this call; fails if it already was.
+    fn disallow_interruptions(&self) -> Result<(), String>;
     /// Resolves when the call is cancelled; asking marks the call cooperative (decision 20).
     fn cancelled(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 }
@@ -206,6 +208,16 @@ impl RunContext {
     pub async fn wait_for_playout(&self) {
         if let Some(hooks) = &self.inner.hooks {
             hooks.wait_for_playout().await;
+        }
+    }
+
+    /// Forbids interrupting the speech that dispatched this call (§2): a user turn or
+    /// `interrupt()` leaves it alone, and the call cannot be cancelled by the model or by a
+    /// `replace` duplicate. Fails if that speech was already interrupted. No effect standalone.
+    pub fn disallow_interruptions(&self) -> Result<(), ToolError> {
+        match &self.inner.hooks {
+            Some(hooks) => hooks.disallow_interruptions().map_err(ToolError::new),
+            None => Ok(()),
         }
     }
 
