@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use colloquy::{ScriptedCall, ScriptedResponse, Templates};
+use colloquy::{DuplicateScope, OnDuplicate, ScriptedCall, ScriptedResponse, Templates};
 use serde_json::{Map, Value};
 
 use crate::ScenarioError;
@@ -47,6 +47,8 @@ pub struct Options {
     pub end_timeout: Duration,
     /// `templates`.
     pub templates: Option<Templates>,
+    /// `cancel_grace_ms`.
+    pub cancel_grace: Option<Duration>,
 }
 
 /// A tool defined in `tools`.
@@ -60,6 +62,10 @@ pub struct ToolDef {
     pub parameters: Value,
     /// The scripted body.
     pub body: Vec<BodyStep>,
+    /// `flags` contains `cancellable`.
+    pub cancellable: bool,
+    /// `on_duplicate` and `duplicate_scope`.
+    pub duplicates: (OnDuplicate, DuplicateScope),
 }
 
 /// One step of a tool body.
@@ -95,11 +101,21 @@ pub enum BodyStep {
     Panic(Template),
     /// `stop_response`.
     StopResponse,
+    /// `disallow_interruptions`.
+    DisallowInterruptions,
+    /// `wait_cancelled`: wait for the cooperative cancel signal, then go on.
+    WaitCancelled,
 }
 
 impl BodyStep {
     fn is_terminal(&self) -> bool {
-        !matches!(self, BodyStep::Sleep(_) | BodyStep::Update { .. })
+        !matches!(
+            self,
+            BodyStep::Sleep(_)
+                | BodyStep::Update { .. }
+                | BodyStep::DisallowInterruptions
+                | BodyStep::WaitCancelled
+        )
     }
 }
 
@@ -170,6 +186,8 @@ pub enum Action {
     Say(String),
     /// `interrupt`.
     Interrupt,
+    /// `cancel`: cancel a running call.
+    Cancel(String),
     /// `close`.
     Close,
 }
@@ -250,9 +268,8 @@ fn parse_options(mut o: Obj) -> Result<Options, ScenarioError> {
     let playout_ms_per_char = o.u64("playout_ms_per_char")?.unwrap_or(0);
     let end_timeout = ms(o.u64("end_timeout_ms")?.unwrap_or(60_000));
     let templates = parse_templates(&mut o)?;
-    for key in ["cancel_grace_ms", "drain_timeout_ms"] {
-        o.refuse(key)?;
-    }
+    let cancel_grace = o.u64("cancel_grace_ms")?.map(ms);
+    o.refuse("drain_timeout_ms")?;
     o.finish()?;
     Ok(Options {
         max_tool_steps,
@@ -261,6 +278,7 @@ fn parse_options(mut o: Obj) -> Result<Options, ScenarioError> {
         playout_ms_per_char,
         end_timeout,
         templates,
+        cancel_grace,
     })
 }
 
@@ -299,22 +317,36 @@ fn parse_tool(name: String, mut o: Obj) -> Result<ToolDef, ScenarioError> {
         .and_then(Value::as_object)
         .map(|p| p.keys().cloned().collect())
         .unwrap_or_default();
-    if !o.strings("flags")?.is_empty() {
-        return Err(unsupported(&o.at("flags")));
+    let flags_path = o.at("flags");
+    let mut cancellable = false;
+    for (i, flag) in o.strings("flags")?.iter().enumerate() {
+        match flag.as_str() {
+            "cancellable" => cancellable = true,
+            "ignore_on_enter" => return Err(unsupported(&format!("{flags_path}[{i}]"))),
+            other => {
+                return Err(invalid(
+                    &format!("{flags_path}[{i}]"),
+                    format!("unknown flag `{other}`"),
+                ));
+            }
+        }
     }
-    match o.string("on_duplicate")?.as_deref() {
-        None | Some("allow") => {}
-        Some("reject" | "replace" | "confirm") => return Err(unsupported(&o.at("on_duplicate"))),
+    let policy = match o.string("on_duplicate")?.as_deref() {
+        None | Some("allow") => OnDuplicate::Allow,
+        Some("reject") => OnDuplicate::Reject,
+        Some("replace") => OnDuplicate::Replace,
+        Some("confirm") => OnDuplicate::Confirm,
         Some(other) => {
             return Err(invalid(&o.at("on_duplicate"), format!("unknown policy `{other}`")));
         }
-    }
-    match o.string("duplicate_scope")?.as_deref() {
-        None | Some("name" | "name_and_args") => {}
+    };
+    let scope = match o.string("duplicate_scope")?.as_deref() {
+        None | Some("name") => DuplicateScope::Name,
+        Some("name_and_args") => DuplicateScope::NameAndArgs,
         Some(other) => {
             return Err(invalid(&o.at("duplicate_scope"), format!("unknown scope `{other}`")));
         }
-    }
+    };
     let body_path = o.at("body");
     let mut body: Vec<BodyStep> = Vec::new();
     for (i, v) in o.array("body")?.into_iter().enumerate() {
@@ -325,13 +357,11 @@ fn parse_tool(name: String, mut o: Obj) -> Result<ToolDef, ScenarioError> {
         body.push(parse_body_step(Obj::new(v, path)?, &declared)?);
     }
     o.finish()?;
-    Ok(ToolDef { name, description, parameters, body })
+    Ok(ToolDef { name, description, parameters, body, cancellable, duplicates: (policy, scope) })
 }
 
 fn parse_body_step(mut o: Obj, declared: &[String]) -> Result<BodyStep, ScenarioError> {
-    for key in ["handoff", "disallow_interruptions", "wait_cancelled"] {
-        o.refuse(key)?;
-    }
+    o.refuse("handoff")?;
     if o.keys().iter().any(|k| k == "update") {
         let at = o.at("update");
         let message = Template::parse(o.take("update").unwrap_or(Value::Null), declared, &at)?;
@@ -356,6 +386,14 @@ fn parse_body_step(mut o: Obj, declared: &[String]) -> Result<BodyStep, Scenario
         "stop_response" => {
             expect_true(o.take("stop_response"), &at)?;
             BodyStep::StopResponse
+        }
+        "disallow_interruptions" => {
+            expect_true(o.take("disallow_interruptions"), &at)?;
+            BodyStep::DisallowInterruptions
+        }
+        "wait_cancelled" => {
+            expect_true(o.take("wait_cancelled"), &at)?;
+            BodyStep::WaitCancelled
         }
         "tool_result" => {
             let mut r = Obj::new(o.take("tool_result").unwrap_or(Value::Null), at.clone())?;
@@ -480,7 +518,7 @@ fn parse_llm_entry(mut o: Obj) -> Result<ScriptedResponse, ScenarioError> {
 
 fn parse_step(mut o: Obj) -> Result<Step, ScenarioError> {
     let at = o.u64("at_ms")?.map(ms);
-    for key in ["cancel", "handoff", "inspect"] {
+    for key in ["handoff", "inspect"] {
         o.refuse(key)?;
     }
     let keys = o.keys();
@@ -503,6 +541,7 @@ fn parse_step(mut o: Obj) -> Result<Step, ScenarioError> {
                     Action::GenerateReply(instructions)
                 }
                 "say" => Action::Say(o.required_string("say")?),
+                "cancel" => Action::Cancel(o.required_string("cancel")?),
                 "interrupt" => {
                     expect_true(o.take("interrupt"), &path)?;
                     Action::Interrupt

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use crate::ScenarioError;
 use crate::file::{Action, BodyStep, Scenario, ToolDef, tool_map};
-use crate::trace::{self, Trace};
+use crate::trace::{self, ToValue, Trace};
 
 /// Plays `scenario` to its end and returns its trace.
 pub fn play(scenario: &Scenario) -> Result<Trace, ScenarioError> {
@@ -70,6 +70,9 @@ async fn play_async(scenario: &Scenario) -> Result<Trace, ScenarioError> {
     if let Some(templates) = &options.templates {
         builder = builder.templates(templates.clone());
     }
+    if let Some(grace) = options.cancel_grace {
+        builder = builder.cancel_grace(grace);
+    }
     if options.playout_ms_per_char > 0 {
         builder =
             builder.speech_sink(PacedSink::new(Duration::from_millis(options.playout_ms_per_char)));
@@ -83,6 +86,7 @@ async fn play_async(scenario: &Scenario) -> Result<Trace, ScenarioError> {
     let mut events = builder.subscribe();
     let session = builder.start(agent).await.map_err(|e| ScenarioError::Run(e.to_string()))?;
 
+    let mut traced: Vec<Value> = Vec::new();
     let mut closed = None;
     for (i, step) in scenario.steps.iter().enumerate() {
         if let Some(at) = step.at {
@@ -103,6 +107,22 @@ async fn play_async(scenario: &Scenario) -> Result<Trace, ScenarioError> {
             }
             Action::Say(text) => session.say(text.clone()).await.map_err(failed)?,
             Action::Interrupt => session.interrupt().await.map_err(failed)?,
+            Action::Cancel(call_id) => {
+                if let Err(refusal) = session.cancel_tool_call(call_id.clone()).await {
+                    // Recorded in the trace where it happened, after the events before it.
+                    while let Some(event) = events.try_recv() {
+                        if trace::traced(&event) {
+                            traced.push(event.to_value());
+                        }
+                    }
+                    traced.push(serde_json::json!({
+                        "at_ms": (Instant::now() - start).as_millis() as u64,
+                        "type": "x_cancel_refused",
+                        "call_id": call_id,
+                        "reason": refusal.to_string(),
+                    }));
+                }
+            }
             Action::Close => {
                 closed = Some(session.close_with_reason("close").await.map_err(failed)?)
             }
@@ -112,10 +132,9 @@ async fn play_async(scenario: &Scenario) -> Result<Trace, ScenarioError> {
         Some(closed) => closed,
         None => finish(&session, options.end_timeout).await?,
     };
-    let mut traced = Vec::new();
     while let Some(event) = events.recv().await {
         if trace::traced(&event) {
-            traced.push(event);
+            traced.push(event.to_value());
         }
     }
     Ok(Trace {
@@ -148,7 +167,7 @@ async fn finish(
 /// A function tool whose body plays the scripted steps.
 fn scripted_tool(def: &ToolDef) -> FunctionTool {
     let body: Arc<[BodyStep]> = def.body.clone().into();
-    FunctionTool::from_schema(
+    let tool = FunctionTool::from_schema(
         def.name.clone(),
         def.description.clone(),
         def.parameters.clone(),
@@ -158,6 +177,8 @@ fn scripted_tool(def: &ToolDef) -> FunctionTool {
         },
     )
     .expect("scenario tools are checked when the file is parsed")
+    .on_duplicate(def.duplicates.0, def.duplicates.1);
+    if def.cancellable { tool.cancellable() } else { tool }
 }
 
 async fn run_body(
@@ -186,6 +207,8 @@ async fn run_body(
             BodyStep::Fail(t) => return Err(ToolError::internal(t.render_text(args))),
             BodyStep::Panic(t) => panic!("{}", t.render_text(args)),
             BodyStep::StopResponse => return StopResponse.into_tool_output(),
+            BodyStep::DisallowInterruptions => ctx.disallow_interruptions()?,
+            BodyStep::WaitCancelled => ctx.cancelled().await,
         }
     }
     ().into_tool_output()

@@ -13,8 +13,8 @@ pub struct Trace {
     pub history: Vec<TraceItem>,
     /// Each agent's final chat context.
     pub contexts: BTreeMap<String, Vec<TraceItem>>,
-    /// Events in emission order.
-    pub events: Vec<SessionEvent>,
+    /// Events in emission order (the runner's own `x_` records among them).
+    pub events: Vec<serde_json::Value>,
     /// Every LLM request.
     pub llm_requests: Vec<TraceRequest>,
     /// Actor-tree snapshots (`inspect` steps).
@@ -155,4 +155,15 @@ impl From<&RecordedRequest> for TraceRequest {
 /// Whether an event belongs in a trace (colloquy's own `x_` events do not).
 pub fn traced(event: &SessionEvent) -> bool {
     !matches!(event.kind, EventKind::ConversationItemAdded { .. })
+}
+
+/// An event in trace form.
+pub(crate) trait ToValue {
+    fn to_value(&self) -> serde_json::Value;
+}
+
+impl ToValue for SessionEvent {
+    fn to_value(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
+    }
 }

@@ -26,17 +26,18 @@ fn unknown_keys_are_named_with_their_path() {
 
 #[test]
 fn features_still_to_come_are_not_supported_yet() {
-    let wait =
-        format!(r#"{{"tools": {{"t": {{"body": [{{"wait_cancelled": true}}]}}}}, {MINIMAL}}}"#);
-    assert_eq!(file_error(&wait), "not supported yet: tools.t.body[0].wait_cancelled");
+    let handoff = format!(r#"{{"tools": {{"t": {{"body": [{{"handoff": "B"}}]}}}}, {MINIMAL}}}"#);
+    assert_eq!(file_error(&handoff), "not supported yet: tools.t.body[0].handoff");
     let toolset = format!(r#"{{"toolsets": {{"search": {{"kind": "tool_search"}}}}, {MINIMAL}}}"#);
     assert_eq!(file_error(&toolset), "not supported yet: toolsets.search.kind");
-    let cancel = format!(r#"{{{MINIMAL}, "steps": [{{"at_ms": 5, "cancel": "c1"}}]}}"#);
-    assert_eq!(file_error(&cancel), "not supported yet: steps[0].cancel");
-    let flags = format!(r#"{{"tools": {{"t": {{"flags": ["cancellable"]}}}}, {MINIMAL}}}"#);
-    assert_eq!(file_error(&flags), "not supported yet: tools.t.flags");
+    let inspect = format!(r#"{{{MINIMAL}, "steps": [{{"at_ms": 5, "inspect": true}}]}}"#);
+    assert_eq!(file_error(&inspect), "not supported yet: steps[0].inspect");
+    let flags = format!(r#"{{"tools": {{"t": {{"flags": ["ignore_on_enter"]}}}}, {MINIMAL}}}"#);
+    assert_eq!(file_error(&flags), "not supported yet: tools.t.flags[0]");
     let on_enter = r#"{"agents": {"A": {"on_enter": {}}}, "session": {"agent": "A"}}"#;
     assert_eq!(file_error(on_enter), "not supported yet: agents.A.on_enter");
+    let drain = format!(r#"{{"options": {{"drain_timeout_ms": 5}}, {MINIMAL}}}"#);
+    assert_eq!(file_error(&drain), "not supported yet: options.drain_timeout_ms");
 }
 
 #[test]
