@@ -38,9 +38,10 @@
 //! ```
 
 pub use colloquy_actors::{
-    BROADCAST_CAPACITY, CancelError, ClosedSession, EventStream, Filler, FillerGuard, Foreground,
-    InterruptSignal, MockScope, PacedSink, Playout, PlayoutReport, RunContextExt, RunningToolCall,
-    Session, SessionBuilder, SessionError, SessionHandle, SessionOptions, SpeechSink,
+    ActorKind, BROADCAST_CAPACITY, CancelError, ClosedSession, EventStream, Filler, FillerGuard,
+    Foreground, InterruptSignal, Lifecycle, LifecycleEvent, MockScope, PacedSink, Playout,
+    PlayoutReport, RunContextExt, RunningToolCall, Session, SessionBuilder, SessionError,
+    SessionHandle, SessionOptions, SpeechSink,
 };
 pub use colloquy_core::{
     Agent, AgentHandoff, AgentState, ChatContext, ChatItem, DuplicateScope, ErrorSource, EventKind,

@@ -19,6 +19,7 @@ use tokio::sync::{broadcast, mpsc};
 
 use crate::catalog::ToolCatalog;
 use crate::error::{CancelError, SessionError};
+use crate::lifecycle::LifecycleEvent;
 use crate::session::SessionLink;
 use crate::session::{
     ClosedSession, MockScope, RunningToolCall, SessionActor, SessionArgs, SessionMsg,
@@ -68,6 +69,7 @@ pub struct SessionBuilder {
     toolsets: Vec<Toolset>,
     userdata: Option<Arc<dyn Any + Send + Sync>>,
     subscribers: Vec<mpsc::UnboundedSender<SessionEvent>>,
+    lifecycle: Option<mpsc::UnboundedSender<LifecycleEvent>>,
 }
 
 impl SessionBuilder {
@@ -154,6 +156,14 @@ impl SessionBuilder {
         EventStream { rx }
     }
 
+    /// Lifecycle records of every actor of the session (started, stopped gracefully): an actor
+    /// that was killed never reports `Stopped`.
+    pub fn lifecycle_events(&mut self) -> mpsc::UnboundedReceiver<LifecycleEvent> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.lifecycle = Some(tx);
+        rx
+    }
+
     /// Spawns the session's actors with `agent` as the first agent.
     pub async fn start(self, agent: Agent) -> Result<SessionHandle, SessionError> {
         let llm = self
@@ -172,6 +182,7 @@ impl SessionBuilder {
             history: self.history,
             userdata: self.userdata,
             subscribers: self.subscribers,
+            lifecycle: self.lifecycle,
         };
         match Actor::spawn(None, SessionActor, args).await {
             Ok((actor, _)) => Ok(SessionHandle { id, actor }),

@@ -25,6 +25,7 @@ use speech::SpeechEnv;
 
 use crate::catalog::{Scope, ToolCatalog, implicit_toolset};
 use crate::coalescer::CoalescerMsg;
+use crate::lifecycle::{ActorKind, Lifecycle};
 use crate::session::{SessionLink, SessionMsg};
 use crate::speech_control::SpeechControl;
 use crate::speech_sink::SpeechSink;
@@ -132,13 +133,25 @@ impl Actor for ActivityActor {
         })
     }
 
+    async fn post_start(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        let id = format!("activity:{}", state.env.agent_id);
+        state.env.session.lifecycle.report(ActorKind::Activity, id, Lifecycle::Started);
+        Ok(())
+    }
+
     async fn post_stop(
         &self,
         myself: ActorRef<Self::Msg>,
-        _state: &mut Self::State,
+        state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        // Stop the toolset gracefully rather than letting ractor kill it with us.
+        // Stop the toolsets gracefully rather than letting ractor kill them with us.
         myself.stop_children_and_wait(Some("activity stopped".into()), None).await;
+        let id = format!("activity:{}", state.env.agent_id);
+        state.env.session.lifecycle.report(ActorKind::Activity, id, Lifecycle::Stopped);
         Ok(())
     }
 

@@ -12,12 +12,14 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 
 pub(crate) use messages::{CoalescerMsg, PendingReply};
 
-use crate::session::SessionMsg;
+use crate::lifecycle::{ActorKind, Lifecycle, LifecycleSink};
+use crate::session::{SessionLink, SessionMsg};
 
 pub(crate) struct CoalescerActor;
 
 pub(crate) struct CoalescerState {
     session: ActorRef<SessionMsg>,
+    lifecycle: LifecycleSink,
     /// In enqueue order.
     pending: Vec<PendingReply>,
     /// An offer awaits the Session's answer.
@@ -27,14 +29,33 @@ pub(crate) struct CoalescerState {
 impl Actor for CoalescerActor {
     type Msg = CoalescerMsg;
     type State = CoalescerState;
-    type Arguments = ActorRef<SessionMsg>;
+    type Arguments = SessionLink;
 
     async fn pre_start(
         &self,
         _myself: ActorRef<Self::Msg>,
-        session: Self::Arguments,
+        link: Self::Arguments,
     ) -> Result<Self::State, ActorProcessingErr> {
-        Ok(CoalescerState { session, pending: Vec::new(), offered: false })
+        let (session, lifecycle) = (link.actor, link.lifecycle);
+        Ok(CoalescerState { session, lifecycle, pending: Vec::new(), offered: false })
+    }
+
+    async fn post_start(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        state.lifecycle.report(ActorKind::Coalescer, "coalescer", Lifecycle::Started);
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        state.lifecycle.report(ActorKind::Coalescer, "coalescer", Lifecycle::Stopped);
+        Ok(())
     }
 
     async fn handle(

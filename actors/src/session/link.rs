@@ -8,6 +8,7 @@ use ractor::ActorRef;
 
 use super::messages::SessionMsg;
 use crate::clock::SessionClock;
+use crate::lifecycle::LifecycleSink;
 
 /// A session's address plus its clock. Cheap to clone.
 #[derive(Clone)]
@@ -16,6 +17,8 @@ pub(crate) struct SessionLink {
     pub clock: SessionClock,
     /// The session's id (for handles given to tools).
     pub id: Arc<str>,
+    /// Where actors report their lifecycle.
+    pub lifecycle: LifecycleSink,
 }
 
 impl SessionLink {

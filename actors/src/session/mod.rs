@@ -29,6 +29,7 @@ use crate::activity::{ActivityActor, ActivityArgs, ActivityMsg, SpeechContent};
 use crate::catalog::{Scope, ToolCatalog};
 use crate::clock::SessionClock;
 use crate::coalescer::{CoalescerActor, CoalescerMsg};
+use crate::lifecycle::{ActorKind, Lifecycle, LifecycleEvent, LifecycleSink};
 use crate::speech_sink::SpeechSink;
 use crate::toolset::{ToolsetActor, ToolsetArgs};
 
@@ -73,6 +74,7 @@ pub(crate) struct SessionArgs {
     pub history: Vec<ChatItem>,
     pub userdata: Option<Arc<dyn std::any::Any + Send + Sync>>,
     pub subscribers: Vec<mpsc::UnboundedSender<SessionEvent>>,
+    pub lifecycle: Option<mpsc::UnboundedSender<LifecycleEvent>>,
 }
 
 impl Actor for SessionActor {
@@ -92,6 +94,7 @@ impl Actor for SessionActor {
             actor: myself.clone(),
             clock: clock.clone(),
             id: Arc::from(args.id.as_str()),
+            lifecycle: LifecycleSink::new(args.lifecycle),
         };
         let agent_id = args.agent.id().to_string();
         let previous_agent = args.history.iter().rev().find_map(|item| match item {
@@ -111,7 +114,7 @@ impl Actor for SessionActor {
         let templates =
             Templates::resolve(&[args.agent.template_overrides(), args.options.templates.as_ref()]);
         let (coalescer, _) =
-            Actor::spawn_linked(None, CoalescerActor, myself.clone(), myself.get_cell()).await?;
+            Actor::spawn_linked(None, CoalescerActor, link.clone(), myself.get_cell()).await?;
         // Session-scoped async toolsets are children of the Session from birth, so no agent
         // (or agent failure) can take them down.
         let mut session_toolsets = BTreeMap::new();
@@ -169,6 +172,7 @@ impl Actor for SessionActor {
         _myself: ActorRef<Self::Msg>,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
+        state.link().lifecycle.report(ActorKind::Session, "session", Lifecycle::Started);
         state.start();
         Ok(())
     }
@@ -176,9 +180,10 @@ impl Actor for SessionActor {
     async fn post_stop(
         &self,
         myself: ActorRef<Self::Msg>,
-        _state: &mut Self::State,
+        state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         myself.stop_children_and_wait(Some("session closed".into()), None).await;
+        state.link().lifecycle.report(ActorKind::Session, "session", Lifecycle::Stopped);
         Ok(())
     }
 

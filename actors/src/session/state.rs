@@ -158,6 +158,10 @@ impl SessionState {
         }
     }
 
+    pub fn link(&self) -> &SessionLink {
+        &self.link
+    }
+
     /// Records the first handoff and moves to listening.
     pub fn start(&mut self) {
         let item = ChatItem::AgentHandoff(AgentHandoff {

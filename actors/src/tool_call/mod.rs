@@ -28,6 +28,7 @@ use std::pin::Pin;
 use tokio_util::sync::CancellationToken;
 
 use crate::handle::SessionHandle;
+use crate::lifecycle::{ActorKind, Lifecycle};
 use crate::session::SessionLink;
 use crate::speech_control::SpeechControl;
 use crate::task::{OwnedTask, panic_text};
@@ -52,6 +53,7 @@ pub(crate) struct ToolCallArgs {
 
 pub(crate) struct ToolCallState {
     call_id: String,
+    lifecycle: crate::lifecycle::LifecycleSink,
     toolset: ActorRef<ToolsetMsg>,
     /// Updates posted so far.
     updates: u32,
@@ -121,6 +123,7 @@ impl Actor for ToolCallActor {
         // Kept cheap: this runs inside the Toolset's handler.
         Ok(ToolCallState {
             call_id: args.call.call_id.clone(),
+            lifecycle: args.session.lifecycle.clone(),
             toolset: args.toolset.clone(),
             updates: 0,
             cancel: CancellationToken::new(),
@@ -137,6 +140,8 @@ impl Actor for ToolCallActor {
         myself: ActorRef<Self::Msg>,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
+        let id = format!("tool_call:{}", state.call_id);
+        state.lifecycle.report(ActorKind::ToolCall, id, Lifecycle::Started);
         let Some(args) = state.start.take() else { return Ok(()) };
         let hooks = Arc::new(Hooks {
             actor: myself.clone(),
@@ -160,6 +165,16 @@ impl Actor for ToolCallActor {
             };
             let _ = myself.cast(ToolCallMsg::Finished(result));
         }));
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        let id = format!("tool_call:{}", state.call_id);
+        state.lifecycle.report(ActorKind::ToolCall, id, Lifecycle::Stopped);
         Ok(())
     }
 

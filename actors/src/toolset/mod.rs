@@ -35,6 +35,7 @@ pub(crate) use messages::{CallOutcome, ExecuteCall, ToolsetMsg};
 use crate::catalog::ToolCatalog;
 use crate::coalescer::{CoalescerMsg, PendingReply};
 use crate::error::CancelError;
+use crate::lifecycle::{ActorKind, Lifecycle};
 use crate::session::{SessionLink, SessionMsg};
 use crate::speech_control::SpeechControl;
 use crate::tool_call::{ToolCallActor, ToolCallArgs, ToolCallMsg};
@@ -91,6 +92,28 @@ impl Actor for ToolsetActor {
         args: Self::Arguments,
     ) -> Result<Self::State, ActorProcessingErr> {
         Ok(ToolsetState { args, running: BTreeMap::new(), mocks: Arc::default() })
+    }
+
+    async fn post_start(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        let id = format!("toolset:{}", state.args.id);
+        state.args.session.lifecycle.report(ActorKind::Toolset, id, Lifecycle::Started);
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        // Calls still winding down (a cooperative grace period) stop gracefully, not killed.
+        myself.stop_children_and_wait(Some("toolset stopped".into()), None).await;
+        let id = format!("toolset:{}", state.args.id);
+        state.args.session.lifecycle.report(ActorKind::Toolset, id, Lifecycle::Stopped);
+        Ok(())
     }
 
     async fn handle(
