@@ -45,9 +45,9 @@ pub use colloquy_actors::{
 };
 pub use colloquy_core::{
     Agent, AgentHandoff, AgentState, ChatContext, ChatItem, DuplicateScope, ErrorSource, EventKind,
-    FunctionCall, FunctionCallOutput, IntoToolOutput, Json, Message, OnDuplicate, Role, RunContext,
-    RunExpect, RunResult, SessionEvent, SpeechSource, StopResponse, Timestamp, ToolCallStatus,
-    ToolError, ToolFlags, ToolOutput, ToolResult, ToolSchema, Toolset, UserState,
+    FunctionCall, FunctionCallOutput, Handoff, IntoToolOutput, Json, Message, OnDuplicate, Role,
+    RunContext, RunExpect, RunResult, SessionEvent, SpeechSource, StopResponse, Timestamp,
+    ToolCallStatus, ToolError, ToolFlags, ToolOutput, ToolResult, ToolSchema, Toolset, UserState,
 };
 pub use colloquy_core::{
     CallHooks, PostedUpdate, ReplyStatus, ResolvedTemplates, Template, Templates, UpdateMessage,
@@ -62,8 +62,8 @@ pub use colloquy_llm::{
 /// Everything a typical host or tool author needs.
 pub mod prelude {
     pub use crate::{
-        Agent, AgentState, ChatItem, EventKind, Filler, FunctionTool, Json, Role, RunContext,
-        RunContextExt, RunResult, ScriptedCall, ScriptedLlm, ScriptedResponse, Session,
+        Agent, AgentState, ChatItem, EventKind, Filler, FunctionTool, Handoff, Json, Role,
+        RunContext, RunContextExt, RunResult, ScriptedCall, ScriptedLlm, ScriptedResponse, Session,
         SessionError, SessionEvent, SessionHandle, StopResponse, ToolError, ToolResult, Toolset,
         UserState,
     };

@@ -176,6 +176,8 @@ impl SessionBuilder {
             id: id.clone(),
             agent,
             catalog: Arc::new(catalog),
+            session_tools: self.tools,
+            session_toolsets: self.toolsets,
             llm,
             sink: self.sink,
             options: self.options,
@@ -343,6 +345,15 @@ impl SessionHandle {
     /// Ends a hold.
     pub(crate) fn release_floor(&self, hold: u64) {
         let _ = self.actor.cast(SessionMsg::ReleaseFloor(hold));
+    }
+
+    /// Hands the conversation to `agent` (§11.3): the current agent finishes its speeches, its
+    /// cancellable calls are cancelled and the others awaited, then `agent` takes over (its
+    /// `on_enter` reply first). Turns that arrive meanwhile go to the new agent.
+    pub async fn update_agent(&self, agent: Agent) -> Result<(), SessionError> {
+        self.actor
+            .cast(SessionMsg::Handoff { agent: Arc::new(agent) })
+            .map_err(|_| SessionError::Closed)
     }
 
     /// Cancels a running call (decision 20). Accepted at once: the call ends `cancelled`; a

@@ -3,9 +3,10 @@
 //! to the Toolset, and collect outputs in the order they become available.
 
 use std::pin::Pin;
+use std::sync::Arc;
 
 use colloquy_core::{
-    ChatItem, EventKind, FunctionCall, FunctionCallOutput, Timestamp, parse_arguments, text,
+    Agent, ChatItem, EventKind, FunctionCall, FunctionCallOutput, Timestamp, parse_arguments, text,
 };
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use serde_json::Map;
@@ -32,6 +33,10 @@ pub(crate) struct CallResult {
     pub output: FunctionCallOutput,
     /// The output is the call's first update; the call runs on in the background.
     pub provisional: bool,
+    /// The agent the tool returned, if any.
+    pub handoff: Option<Arc<Agent>>,
+    /// Position of the call in the model's response.
+    pub index: usize,
 }
 
 type Pending = Pin<Box<dyn Future<Output = CallResult> + Send>>;
@@ -74,7 +79,7 @@ pub(crate) fn dispatch(
     for (index, streamed) in calls.into_iter().enumerate() {
         let item_id = format!("{generation_id}/fnc_{index}");
         let (future, executes) =
-            dispatch_one(env, speech_id, item_id, streamed, playout_done, control);
+            dispatch_one(env, speech_id, (index, item_id), streamed, playout_done, control);
         executing += usize::from(executes);
         pending.push(future);
     }
@@ -101,7 +106,7 @@ pub(crate) fn drop_calls(env: &SpeechEnv, calls: Vec<StreamedCall>) {
 fn dispatch_one(
     env: &SpeechEnv,
     speech_id: &str,
-    item_id: String,
+    (index, item_id): (usize, String),
     streamed: StreamedCall,
     playout_done: &CancellationToken,
     control: &SpeechControl,
@@ -120,8 +125,13 @@ fn dispatch_one(
             created_at: streamed_at,
         };
         let output = error_output(clock.item_id(), &call, output, clock.now());
-        let done: Pending =
-            Box::pin(std::future::ready(CallResult { call, output, provisional: false }));
+        let done: Pending = Box::pin(std::future::ready(CallResult {
+            call,
+            output,
+            provisional: false,
+            handoff: None,
+            index,
+        }));
         (done, false)
     };
     if env.catalog.get(&name).is_none() {
@@ -163,6 +173,7 @@ fn dispatch_one(
             reply_required: true,
             finished_at: clock.now(),
             provisional: false,
+            handoff: None,
         });
         if outcome.provisional {
             call.extra.insert(NON_BLOCKING.into(), serde_json::Value::Bool(true));
@@ -176,7 +187,13 @@ fn dispatch_one(
             reply_required: outcome.reply_required,
             created_at: outcome.finished_at,
         };
-        CallResult { call, output, provisional: outcome.provisional }
+        CallResult {
+            call,
+            output,
+            provisional: outcome.provisional,
+            handoff: outcome.handoff,
+            index,
+        }
     });
     (running, true)
 }

@@ -39,6 +39,8 @@ pub(crate) enum ActivityMsg {
     SpeechFinished { speech_id: String, interrupted: bool },
     /// Interrupt everything, let the current speech wind down, then tell the Session.
     Close,
+    /// A handoff: let the live speeches finish (blocking tools included), then tell the Session.
+    Drain,
     /// Replace the mocked tool bodies of this agent's toolset.
     SetMocks(Arc<BTreeMap<String, FunctionTool>>),
 }

@@ -67,6 +67,8 @@ pub(crate) struct ActivityState {
     /// Interrupt callers and the speeches they wait for.
     interrupt_waiters: Vec<(Vec<String>, RpcReplyPort<()>)>,
     closing: bool,
+    /// A handoff: let the live speeches finish, start nothing new.
+    draining: bool,
 }
 
 impl Actor for ActivityActor {
@@ -103,6 +105,7 @@ impl Actor for ActivityActor {
                 coalescer: args.coalescer.clone(),
                 templates: Templates::resolve(&levels),
                 cancel_grace: args.cancel_grace,
+                scope: Scope::Agent,
                 userdata: args.userdata.clone(),
             };
             let (toolset, _) =
@@ -130,6 +133,7 @@ impl Actor for ActivityActor {
             floor_requests: VecDeque::new(),
             interrupt_waiters: Vec::new(),
             closing: false,
+            draining: false,
         })
     }
 
@@ -186,6 +190,10 @@ impl Actor for ActivityActor {
                 state.closing = true;
                 state.interrupt(None, true);
                 state.report_closed_if_quiet();
+            }
+            ActivityMsg::Drain => {
+                state.draining = true;
+                state.report_drained_if_quiet();
             }
         }
         Ok(())
@@ -308,6 +316,8 @@ impl ActivityState {
         }
         if self.closing {
             self.report_closed_if_quiet();
+        } else if self.draining {
+            self.report_drained_if_quiet();
         } else {
             self.pump();
         }
@@ -315,6 +325,12 @@ impl ActivityState {
 
     fn report_done(&self, speech_id: String, interrupted: bool) {
         let _ = self.env.session.actor.cast(SessionMsg::SpeechDone { speech_id, interrupted });
+    }
+
+    fn report_drained_if_quiet(&self) {
+        if self.live.is_empty() {
+            let _ = self.env.session.actor.cast(SessionMsg::ActivityDrained);
+        }
     }
 
     fn report_closed_if_quiet(&self) {

@@ -9,7 +9,9 @@
 
 use std::sync::Arc;
 
-use colloquy_core::{AgentState, ChatItem, ErrorSource, EventKind, Message, Role, Timestamp};
+use colloquy_core::{
+    Agent, AgentState, ChatItem, ErrorSource, EventKind, Message, Role, Timestamp,
+};
 use colloquy_llm::{Llm, LlmChunk, LlmRequest, RequestKind, ToolChoice};
 use futures_util::StreamExt;
 use ractor::ActorRef;
@@ -85,8 +87,10 @@ async fn reply(
     let session = &env.session;
     let mut step: u32 = 1;
     let mut only_progress = false;
+    let mut handoff: Option<Arc<Agent>> = None;
     loop {
         if interrupt.is_cancelled() {
+            request_handoff(env, handoff.take());
             return true;
         }
         session.set_agent_state(AgentState::Thinking);
@@ -105,7 +109,7 @@ async fn reply(
             instructions: Arc::clone(&env.instructions),
             extra_instructions: if step == 1 { first.extra_instructions.clone() } else { None },
             items,
-            tools: Arc::clone(env.catalog.schemas()),
+            tools: visible_tools(env, first.kind),
             tool_choice,
         };
         // The reply's message is stamped when its step is authorised, before any text exists
@@ -190,7 +194,10 @@ async fn reply(
             session.emit(EventKind::Error { source: ErrorSource::Llm, message });
             return interrupted_in_playout;
         }
-        let Some(running) = running else { return interrupted_in_playout };
+        let Some(running) = running else {
+            request_handoff(env, handoff.take());
+            return interrupted_in_playout;
+        };
         let released = running.executing();
         if released {
             // Blocking tools run: let other speeches have the floor meanwhile (§10.1).
@@ -199,8 +206,11 @@ async fn reply(
             let waiting = SessionMsg::SpeechWaiting { speech_id: speech_id.into(), waiting: true };
             let _ = session.actor.cast(waiting);
         }
-        let results = running.collect().await;
+        let mut results = running.collect().await;
         let interrupted = interrupted_in_playout || interrupt.is_cancelled();
+        if handoff.is_none() {
+            handoff = choose_handoff(&mut results, interrupted_in_playout);
+        }
         session.emit(EventKind::FunctionToolsExecuted {
             call_ids: results.iter().map(|r| r.call.call_id.clone()).collect(),
         });
@@ -209,9 +219,11 @@ async fn reply(
         session.commit(&env.agent_id, speech_id, items);
         let wants_reply = results.iter().any(|r| r.output.reply_required);
         if interrupted || !wants_reply {
+            request_handoff(env, handoff.take());
             return interrupted;
         }
-        only_progress = results.iter().all(|r| r.provisional);
+        // A reply to a step that chose a handoff is spoken by this agent with `none` (C-92).
+        only_progress = handoff.is_some() || results.iter().all(|r| r.provisional);
         if released {
             if !regain_floor(env, speech_id).await {
                 return true;
@@ -220,6 +232,51 @@ async fn reply(
             let _ = session.actor.cast(waiting);
         }
         step += 1;
+    }
+}
+
+/// The tools of a request: all of them, except `ignore_on_enter` ones in an `on_enter` reply
+/// (including its tool-reply steps, C-78).
+fn visible_tools(env: &SpeechEnv, kind: RequestKind) -> Arc<[colloquy_core::ToolSchema]> {
+    let all = env.catalog.schemas();
+    if kind != RequestKind::OnEnter {
+        return Arc::clone(all);
+    }
+    all.iter()
+        .filter(|s| env.catalog.get(&s.name).is_none_or(|t| !t.flags().ignore_on_enter))
+        .cloned()
+        .collect()
+}
+
+/// Decision 12: the first agent returned in the model's call order wins; later ones get an
+/// error output. A handoff chosen while the speech was interrupted during playout does not
+/// happen (§4.1, C-50).
+fn choose_handoff(results: &mut [dispatch::CallResult], interrupted: bool) -> Option<Arc<Agent>> {
+    let mut order: Vec<usize> = (0..results.len()).collect();
+    order.sort_by_key(|&i| results[i].index);
+    let mut chosen = None;
+    for i in order {
+        let Some(agent) = results[i].handoff.take() else { continue };
+        let output = &mut results[i].output;
+        if interrupted {
+            output.output = "the agent handoff was interrupted and did not happen".into();
+            output.is_error = true;
+            output.reply_required = false;
+        } else if chosen.is_none() {
+            chosen = Some(agent);
+        } else {
+            output.output = "a handoff to another agent was already chosen in this step".into();
+            output.is_error = true;
+            output.reply_required = true;
+        }
+    }
+    chosen
+}
+
+/// Asks the Session to hand off once this speech is done.
+fn request_handoff(env: &SpeechEnv, agent: Option<Arc<Agent>>) {
+    if let Some(agent) = agent {
+        let _ = env.session.actor.cast(SessionMsg::Handoff { agent });
     }
 }
 

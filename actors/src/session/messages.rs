@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use colloquy_core::{
-    AgentState, ChatContext, ChatItem, FunctionCall, FunctionTool, RunResult, SessionEvent,
+    Agent, AgentState, ChatContext, ChatItem, FunctionCall, FunctionTool, RunResult, SessionEvent,
 };
 use ractor::{ActorRef, RpcReplyPort};
 use tokio::sync::{broadcast, mpsc};
@@ -102,7 +102,12 @@ pub enum SessionMsg {
     /// An agent's context for an LLM request (with running-call placeholders).
     RequestContext { agent: String, reply: RpcReplyPort<Option<Arc<ChatContext>>> },
     /// A toolset registered and started a call (emits `tool_call_started`).
-    CallRegistered { call: FunctionCall, toolset: ActorRef<ToolsetMsg>, cancellable: bool },
+    CallRegistered {
+        call: FunctionCall,
+        toolset: ActorRef<ToolsetMsg>,
+        cancellable: bool,
+        agent_scoped: bool,
+    },
     /// Cancel a running call (host API and the cancel companion tool).
     CancelCall { call_id: String, reply: RpcReplyPort<Result<(), CancelError>> },
     /// The calls running now.
@@ -113,6 +118,10 @@ pub enum SessionMsg {
     SetAgentState(AgentState),
     /// A speech released the floor to wait for its blocking tools (`true`), or took it back.
     SpeechWaiting { speech_id: String, waiting: bool },
+    /// Hand the conversation to another agent (a tool returned it, or the host asked).
+    Handoff { agent: Arc<Agent> },
+    /// The Activity finished its speeches after `Drain`.
+    ActivityDrained,
     /// A speech finished (or was dropped from the queue).
     SpeechDone { speech_id: String, interrupted: bool },
     /// The activity finished its speeches after a close request.

@@ -6,6 +6,7 @@
 //! subscribers, so their order is the order its mailbox received them in. Handlers never wait
 //! on the session's own actors: a close is a sequence of messages, not an await.
 
+mod handoff;
 mod link;
 pub(crate) mod messages;
 mod state;
@@ -15,17 +16,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use colloquy_core::{
-    Agent, ChatContext, ChatItem, EventKind, SessionEvent, SpeechSource, Templates,
+    Agent, ChatContext, ChatItem, EventKind, FunctionTool, SessionEvent, SpeechSource, Templates,
+    Toolset,
 };
 use colloquy_llm::{Llm, RequestKind};
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tokio::sync::mpsc;
 
+use handoff::ActivityFactory;
 pub(crate) use link::SessionLink;
 pub use messages::{ClosedSession, MockScope, RunningToolCall, SessionMsg};
 use state::SessionState;
 
-use crate::activity::{ActivityActor, ActivityArgs, ActivityMsg, SpeechContent};
+use crate::activity::{ActivityMsg, SpeechContent};
 use crate::catalog::{Scope, ToolCatalog};
 use crate::clock::SessionClock;
 use crate::coalescer::{CoalescerActor, CoalescerMsg};
@@ -68,6 +71,9 @@ pub(crate) struct SessionArgs {
     pub agent: Agent,
     /// The first agent's tools, already checked by the builder.
     pub catalog: Arc<ToolCatalog>,
+    /// Tools and toolsets placed on the session (for the catalogs of later agents).
+    pub session_tools: Vec<FunctionTool>,
+    pub session_toolsets: Vec<Toolset>,
     pub llm: Arc<dyn Llm>,
     pub sink: Option<Arc<dyn SpeechSink>>,
     pub options: SessionOptions,
@@ -129,27 +135,28 @@ impl Actor for SessionActor {
                 coalescer: coalescer.clone(),
                 templates,
                 cancel_grace: args.options.cancel_grace,
+                scope: Scope::Session,
                 userdata: args.userdata.clone(),
             };
             let (toolset, _) =
                 Actor::spawn_linked(None, ToolsetActor, toolset_args, myself.get_cell()).await?;
             session_toolsets.insert(set.id.clone(), toolset);
         }
-        let activity_args = ActivityArgs {
-            agent: args.agent,
-            catalog: Arc::clone(&args.catalog),
-            session: link.clone(),
+        let factory = ActivityFactory {
+            link: link.clone(),
             llm: args.llm,
             sink: args.sink,
             coalescer: coalescer.clone(),
             session_templates: args.options.templates.clone(),
-            cancel_grace: args.options.cancel_grace,
             session_toolsets,
+            session_tools: args.session_tools,
+            session_toolset_decls: args.session_toolsets,
+            cancel_grace: args.options.cancel_grace,
             max_tool_steps: args.options.max_tool_steps,
             userdata: args.userdata,
         };
-        let (activity, _) =
-            Actor::spawn_linked(None, ActivityActor, activity_args, myself.get_cell()).await?;
+        let activity =
+            factory.spawn(args.agent, Arc::clone(&args.catalog), myself.get_cell()).await?;
         Ok(SessionState::new(state::Init {
             id: args.id,
             link,
@@ -163,6 +170,7 @@ impl Actor for SessionActor {
             templates,
             coalescer,
             activity,
+            factory,
             subscribers: args.subscribers,
         }))
     }
@@ -236,8 +244,8 @@ impl Actor for SessionActor {
                 state.speech_waiting(speech_id, waiting)
             }
             SessionMsg::ReleaseFloor(hold) => state.release_floor(hold),
-            SessionMsg::CallRegistered { call, toolset, cancellable } => {
-                state.call_registered(call, toolset, cancellable)
+            SessionMsg::CallRegistered { call, toolset, cancellable, agent_scoped } => {
+                state.call_registered(call, toolset, cancellable, agent_scoped)
             }
             SessionMsg::CancelCall { call_id, reply } => state.cancel_call(call_id, reply),
             SessionMsg::RunningCalls(reply) => {
@@ -261,6 +269,7 @@ impl Actor for SessionActor {
                 state.emit(event);
                 if ended {
                     state.close_if_quiet(&myself).await;
+                    state.complete_handoff_if_drained(&myself).await;
                 }
             }
             SessionMsg::Commit { agent, speech_id, items, awaits_reply } => {
@@ -274,6 +283,8 @@ impl Actor for SessionActor {
                 state.speech_done(speech_id, interrupted)
             }
             SessionMsg::ActivityClosed => state.activity_closed(&myself).await,
+            SessionMsg::Handoff { agent } => state.request_handoff(agent),
+            SessionMsg::ActivityDrained => state.activity_drained(&myself).await,
             SessionMsg::AwayTimeout(generation) => state.away_timeout(generation),
         }
         Ok(())

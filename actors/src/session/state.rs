@@ -6,15 +6,16 @@ use std::sync::Arc;
 use colloquy_core::chat::AgentHandoff;
 use colloquy_core::templates::reply_placeholders;
 use colloquy_core::{
-    AgentState, ChatContext, ChatItem, ErrorSource, EventKind, FunctionCall, FunctionCallOutput,
-    FunctionTool, Message, ReplyStatus, ResolvedTemplates, Role, RunResult, SessionEvent,
-    SpeechSource, UserState,
+    Agent, AgentState, ChatContext, ChatItem, ErrorSource, EventKind, FunctionCall,
+    FunctionCallOutput, FunctionTool, Message, ReplyStatus, ResolvedTemplates, Role, RunResult,
+    SessionEvent, SpeechSource, Templates, UserState,
 };
 use colloquy_llm::{RequestKind, ToolChoice};
 use ractor::{ActorRef, RpcReplyPort};
 use tokio::sync::{broadcast, mpsc};
 
 use super::SessionOptions;
+use super::handoff::{ActivityFactory, PendingHandoff, Queued};
 use super::link::SessionLink;
 use super::messages::{ClosedSession, MockScope, RunningToolCall, SessionMsg};
 use crate::activity::{ActivityMsg, SpeechContent, SpeechJob};
@@ -29,6 +30,8 @@ struct Running {
     call: FunctionCall,
     toolset: ActorRef<ToolsetMsg>,
     cancellable: bool,
+    /// Run by the current agent's toolsets (drained at handoff).
+    agent_scoped: bool,
 }
 
 /// Marks a placeholder copy of a running call in an LLM request (§16).
@@ -51,6 +54,7 @@ pub(crate) struct Init {
     pub templates: ResolvedTemplates,
     pub coalescer: ActorRef<CoalescerMsg>,
     pub activity: ActorRef<ActivityMsg>,
+    pub factory: ActivityFactory,
     pub subscribers: Vec<mpsc::UnboundedSender<SessionEvent>>,
 }
 
@@ -104,6 +108,10 @@ pub(crate) struct SessionState {
     hold_waiters: Vec<(u64, RpcReplyPort<Result<u64, SessionError>>)>,
     hold_seq: u64,
     pub activity: ActorRef<ActivityMsg>,
+    /// Starts Activities (the first, and one per handoff).
+    factory: ActivityFactory,
+    /// A handoff in progress.
+    handoff: Option<PendingHandoff>,
     pub agent_state: AgentState,
     pub user_state: UserState,
     speech_seq: u64,
@@ -143,6 +151,8 @@ impl SessionState {
             hold_waiters: Vec::new(),
             hold_seq: 0,
             activity: init.activity,
+            factory: init.factory,
+            handoff: None,
             agent_state: AgentState::Initializing,
             user_state: UserState::Listening,
             speech_seq: 0,
@@ -182,7 +192,9 @@ impl SessionState {
     /// Nobody holds or waits for the floor: no speech is queued, playing or waiting for
     /// blocking tools, and the user is not speaking. A deferred reply may start.
     fn floor_free(&self) -> bool {
-        self.pending_speeches == 0 && self.user_state != UserState::Speaking
+        self.pending_speeches == 0
+            && self.user_state != UserState::Speaking
+            && self.handoff.is_none()
     }
 
     /// Idle (decision 8): the floor is free and no deferred reply is pending; `quiet` also
@@ -258,9 +270,11 @@ impl SessionState {
         call: FunctionCall,
         toolset: ActorRef<ToolsetMsg>,
         cancellable: bool,
+        agent_scoped: bool,
     ) {
         let (call_id, name) = (call.call_id.clone(), call.name.clone());
-        self.running_calls.insert(call_id.clone(), Running { call, toolset, cancellable });
+        let running = Running { call, toolset, cancellable, agent_scoped };
+        self.running_calls.insert(call_id.clone(), running);
         self.update_away_timer(false);
         self.emit_now(EventKind::ToolCallStarted { call_id, name });
     }
@@ -382,6 +396,30 @@ impl SessionState {
         // Decision 15: only updates → `none`; at least one final → unset.
         let tool_choice = (!batch.iter().any(|p| p.is_final)).then_some(ToolChoice::None);
         let handoff = batch.iter().any(|p| p.agent != self.agent_id);
+        // Decision 4: pairs received by an agent that is gone are persisted into the context
+        // of the agent delivering them.
+        let moved: Vec<ChatItem> = batch
+            .iter()
+            .filter(|p| p.agent != self.agent_id)
+            .filter_map(|p| self.contexts.get(&p.agent).map(|ctx| (p, ctx)))
+            .flat_map(|(p, ctx)| {
+                ctx.items()
+                    .iter()
+                    .filter(|item| match item {
+                        ChatItem::FunctionCall(c) => c.call_id == p.update_id,
+                        ChatItem::FunctionCallOutput(o) => o.call_id == p.update_id,
+                        _ => false,
+                    })
+                    .cloned()
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        if !moved.is_empty() {
+            let context = Arc::make_mut(self.contexts.entry(self.agent_id.clone()).or_default());
+            for item in moved {
+                context.insert(item);
+            }
+        }
         let content = SpeechContent::Reply {
             kind: RequestKind::DeferredReply,
             extra_instructions: Some(instructions),
@@ -412,6 +450,11 @@ impl SessionState {
         if self.closing.is_some() {
             return Err(SessionError::Closed);
         }
+        if let Some(handoff) = &mut self.handoff {
+            // Decision 22: turns arriving during a handoff go to the new agent.
+            handoff.queued.push(Queued::UserTurn(text));
+            return Ok(());
+        }
         if self.user_state == UserState::Away {
             self.set_user_state(UserState::Listening);
         }
@@ -440,6 +483,10 @@ impl SessionState {
     ) -> Result<(), SessionError> {
         if self.closing.is_some() {
             return Err(SessionError::Closed);
+        }
+        if let Some(handoff) = &mut self.handoff {
+            handoff.queued.push(Queued::Speech(source, content));
+            return Ok(());
         }
         self.speech_seq += 1;
         let speech_id = format!("s{}", self.speech_seq);
@@ -495,13 +542,121 @@ impl SessionState {
         } else {
             self.grant_hold();
         }
-        let run_done = self.run.as_ref().is_some_and(|r| {
-            r.speeches.is_empty() && r.pending_updates.is_empty() && r.holds.is_empty()
-        });
+        let run_done = self.handoff.is_none()
+            && self.run.as_ref().is_some_and(|r| {
+                r.speeches.is_empty() && r.pending_updates.is_empty() && r.holds.is_empty()
+            });
         if run_done {
             self.finish_run(None);
         }
         self.release_idle_waiters();
+    }
+
+    // ---- handoff ----
+
+    /// Starts a handoff to `agent` (a tool returned it, or the host asked).
+    pub fn request_handoff(&mut self, agent: Arc<Agent>) {
+        if self.closing.is_some() {
+            return;
+        }
+        if self.handoff.is_some() {
+            let message =
+                format!("a handoff is already in progress; `{}` was not entered", agent.id());
+            self.emit_now(EventKind::Error { source: ErrorSource::Session, message });
+            return;
+        }
+        let catalog = match self.factory.catalog(&agent) {
+            Ok(catalog) => catalog,
+            Err(e) => {
+                let message = format!("cannot hand off to `{}`: {e}", agent.id());
+                self.emit_now(EventKind::Error { source: ErrorSource::Session, message });
+                return;
+            }
+        };
+        self.handoff = Some(PendingHandoff { agent, catalog, drained: false, queued: Vec::new() });
+        self.away_timer = None;
+        let _ = self.activity.cast(ActivityMsg::Drain);
+    }
+
+    /// The old Activity has no speech left: drain its calls (decision 7).
+    pub async fn activity_drained(&mut self, myself: &ActorRef<SessionMsg>) {
+        let Some(handoff) = &mut self.handoff else { return };
+        handoff.drained = true;
+        for (call_id, running) in &self.running_calls {
+            if running.agent_scoped && running.cancellable {
+                let cancel =
+                    ToolsetMsg::Cancel { call_id: call_id.clone(), reply: None, drain: true };
+                let _ = running.toolset.cast(cancel);
+            }
+        }
+        self.complete_handoff_if_drained(myself).await;
+    }
+
+    /// Completes the handoff once the old agent's calls have all ended.
+    pub async fn complete_handoff_if_drained(&mut self, myself: &ActorRef<SessionMsg>) {
+        let ready = self.handoff.as_ref().is_some_and(|h| h.drained)
+            && !self.running_calls.values().any(|r| r.agent_scoped);
+        if !ready {
+            return;
+        }
+        let Some(handoff) = self.handoff.take() else { return };
+        if let Err(e) = self.activity.stop_and_wait(Some("handoff".into()), None).await {
+            tracing::warn!(session = %self.id, "old activity did not stop cleanly: {e}");
+        }
+        let agent = Agent::clone(&handoff.agent);
+        let old_agent = std::mem::replace(&mut self.agent_id, agent.id().to_string());
+        let item = ChatItem::AgentHandoff(AgentHandoff {
+            id: self.link.clock.item_id(),
+            old_agent: Some(old_agent.clone()),
+            new_agent: self.agent_id.clone(),
+            created_at: self.link.clock.now(),
+        });
+        if let Some(run) = &mut self.run {
+            run.items.push(item.clone());
+        }
+        self.history.insert(item.clone());
+        self.emit_now(EventKind::AgentHandoff {
+            old_agent: Some(old_agent),
+            new_agent: self.agent_id.clone(),
+        });
+        if !self.subscribers.is_empty() || !self.broadcasts.is_empty() {
+            self.emit_now(EventKind::ConversationItemAdded { item });
+        }
+        self.contexts.entry(self.agent_id.clone()).or_default();
+        self.templates =
+            Templates::resolve(&[agent.template_overrides(), self.options.templates.as_ref()]);
+        self.allow_interruptions =
+            agent.interruptions_override().unwrap_or(self.options.allow_interruptions);
+        self.catalog = Arc::clone(&handoff.catalog);
+        let on_enter = agent.on_enter_instructions().map(str::to_string);
+        match self.factory.spawn(agent, handoff.catalog, myself.get_cell()).await {
+            Ok(activity) => self.activity = activity,
+            Err(e) => {
+                let message = format!("cannot start agent `{}`: {e}", self.agent_id);
+                self.emit_now(EventKind::Error { source: ErrorSource::Session, message });
+                return;
+            }
+        }
+        // Session-scoped toolsets now report to the new agent (decision 16).
+        for toolset in self.factory.session_toolsets.values() {
+            let _ = toolset.cast(ToolsetMsg::SetOwner { agent_id: self.agent_id.clone() });
+        }
+        let _ = self.mock_tools_refresh();
+        if let Some(instructions) = on_enter {
+            let content = SpeechContent::Reply {
+                kind: RequestKind::OnEnter,
+                extra_instructions: Some(instructions),
+                tool_choice: None,
+            };
+            let _ = self.create_speech(SpeechSource::OnEnter, content);
+        }
+        for queued in handoff.queued {
+            let _ = match queued {
+                Queued::UserTurn(text) => self.user_turn(text),
+                Queued::Speech(source, content) => self.create_speech(source, content),
+            };
+        }
+        self.floor_changed();
     }
 
     // ---- floor holds (`foreground`) ----
@@ -617,6 +772,11 @@ impl SessionState {
         } else {
             self.mocks.insert(scope, named);
         }
+        self.mock_tools_refresh()
+    }
+
+    /// Hands the current agent's effective mocks to its toolsets.
+    fn mock_tools_refresh(&self) -> Result<(), SessionError> {
         let mut effective = self.mocks.get(&MockScope::Session).cloned().unwrap_or_default();
         if let Some(agent) = self.mocks.get(&MockScope::Agent(self.agent_id.clone())) {
             effective.extend(agent.iter().map(|(k, v)| (k.clone(), v.clone())));
@@ -733,6 +893,7 @@ impl SessionState {
         }
         self.closing =
             Some(Closing { reason, waiters: vec![reply], activity_quiet: false, finished: false });
+        self.handoff = None; // a close wins over a handoff in progress
         self.away_timer = None;
         self.finish_run(Some(SessionError::Closed));
         for (waiter, _) in self.idle_waiters.drain(..) {

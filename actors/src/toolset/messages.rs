@@ -7,7 +7,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::CancelError;
 use crate::speech_control::SpeechControl;
-use colloquy_core::{FunctionCall, FunctionTool, PostedUpdate, Timestamp, ToolError, ToolOutput};
+use colloquy_core::{
+    Agent, FunctionCall, FunctionTool, PostedUpdate, Timestamp, ToolError, ToolOutput,
+};
 use ractor::RpcReplyPort;
 use serde_json::{Map, Value};
 
@@ -26,7 +28,7 @@ pub(crate) struct ExecuteCall {
 }
 
 /// What dispatch receives for a call: the output the model will see.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub(crate) struct CallOutcome {
     pub output: String,
     pub is_error: bool,
@@ -34,6 +36,8 @@ pub(crate) struct CallOutcome {
     pub finished_at: Timestamp,
     /// The output is the call's first update: the call goes on in the background.
     pub provisional: bool,
+    /// The tool returned an agent to hand off to.
+    pub handoff: Option<Arc<Agent>>,
 }
 
 /// Everything a Toolset actor handles.
@@ -45,6 +49,8 @@ pub(crate) enum ToolsetMsg {
     /// Cancel a running call (decision 20): accepted at once, the call ends `cancelled`.
     /// `drain` (handoff, close) cancels even when the speech disallows interruptions.
     Cancel { call_id: String, reply: Option<RpcReplyPort<Result<(), CancelError>>>, drain: bool },
+    /// The agent the toolset's results now go to (a session-scoped toolset after a handoff).
+    SetOwner { agent_id: String },
     /// A ToolCall's body posted its `index`-th update (0 = the first).
     Updated { call_id: String, index: u32, update: PostedUpdate },
     /// A ToolCall actor's body ended.

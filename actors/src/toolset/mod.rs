@@ -32,7 +32,7 @@ use serde_json::Value;
 
 pub(crate) use messages::{CallOutcome, ExecuteCall, ToolsetMsg};
 
-use crate::catalog::ToolCatalog;
+use crate::catalog::{Scope, ToolCatalog};
 use crate::coalescer::{CoalescerMsg, PendingReply};
 use crate::error::CancelError;
 use crate::lifecycle::{ActorKind, Lifecycle};
@@ -55,6 +55,8 @@ pub(crate) struct ToolsetArgs {
     pub templates: ResolvedTemplates,
     /// How long a cooperative call may clean up after a cancel.
     pub cancel_grace: Duration,
+    /// Session-scoped toolsets survive handoffs; agent-scoped ones are drained.
+    pub scope: Scope,
     pub userdata: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
@@ -125,6 +127,7 @@ impl Actor for ToolsetActor {
         match message {
             ToolsetMsg::Execute(call, reply) => state.execute(myself, *call, reply).await,
             ToolsetMsg::SetMocks(mocks) => state.mocks = mocks,
+            ToolsetMsg::SetOwner { agent_id } => state.args.agent_id = agent_id,
             ToolsetMsg::Cancel { call_id, reply, drain } => {
                 let result = state.cancel(&call_id, drain);
                 if let Some(reply) = reply {
@@ -257,6 +260,7 @@ impl ToolsetState {
             call: exec.call.clone(),
             toolset: myself.clone(),
             cancellable,
+            agent_scoped: self.args.scope == Scope::Agent,
         };
         let _ = session.actor.cast(registered);
         let args = ToolCallArgs {
@@ -327,6 +331,7 @@ impl ToolsetState {
                 reply_required: true,
                 finished_at: self.args.session.clock.now(),
                 provisional: false,
+                handoff: None,
             },
             Err(e) => self.error_outcome(&e.to_string()),
         }
@@ -363,6 +368,7 @@ impl ToolsetState {
                 reply_required: false,
                 finished_at: self.args.session.clock.now(),
                 provisional: false,
+                handoff: None,
             });
         }
         let _ = call.actor.cast(ToolCallMsg::Cancel { grace: self.args.cancel_grace });
@@ -376,6 +382,7 @@ impl ToolsetState {
             reply_required: true,
             finished_at: self.args.session.clock.now(),
             provisional: false,
+            handoff: None,
         }
     }
 
@@ -400,6 +407,7 @@ impl ToolsetState {
                     reply_required: !update.silent,
                     finished_at: session.clock.now(),
                     provisional: true,
+                    handoff: None,
                 });
             }
             return;
@@ -462,6 +470,14 @@ impl ToolsetState {
 
     fn finish(&mut self, call_id: &str, result: Result<ToolOutput, ToolError>) {
         let Some(call) = self.running.get(call_id) else { return };
+        // §6.2: after a first update the turn is over; an agent returned then cannot be
+        // handed to (C-19).
+        let result = match result {
+            Ok(out) if call.updates > 0 && out.handoff.is_some() => {
+                Err(ToolError::new("agent handoff after a progress update is not supported"))
+            }
+            other => other,
+        };
         let original = call.call.clone();
         if let Err(e) = &result
             && e.kind() == ToolErrorKind::Internal
@@ -503,6 +519,7 @@ impl ToolsetState {
                     reply_required: out.reply_required,
                     finished_at: self.args.session.clock.now(),
                     provisional: false,
+                    handoff: out.handoff,
                 },
                 Err(e) => self.error_outcome(e.model_text()),
             };

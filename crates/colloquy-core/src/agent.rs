@@ -18,6 +18,7 @@ pub struct Agent {
     toolsets: Vec<Toolset>,
     allow_interruptions: Option<bool>,
     templates: Option<Templates>,
+    on_enter: Option<String>,
 }
 
 impl Agent {
@@ -30,6 +31,7 @@ impl Agent {
             toolsets: Vec::new(),
             allow_interruptions: None,
             templates: None,
+            on_enter: None,
         }
     }
 
@@ -67,6 +69,19 @@ impl Agent {
     /// The agent's templates, if it sets any.
     pub fn template_overrides(&self) -> Option<&Templates> {
         self.templates.as_ref()
+    }
+
+    /// When the agent becomes active (after a handoff), it greets with a reply generated with
+    /// these instructions (the `on_enter` hook of §11.3). Tools marked `ignore_on_enter` are
+    /// hidden from that reply.
+    pub fn on_enter_reply(mut self, instructions: impl Into<String>) -> Self {
+        self.on_enter = Some(instructions.into());
+        self
+    }
+
+    /// The `on_enter` reply instructions, if any.
+    pub fn on_enter_instructions(&self) -> Option<&str> {
+        self.on_enter.as_deref()
     }
 
     /// The agent's id.

@@ -32,7 +32,7 @@ pub use event::{
     UserState,
 };
 pub use output::{
-    IntoToolOutput, Json, StopResponse, ToolError, ToolErrorKind, ToolOutput, ToolResult,
+    Handoff, IntoToolOutput, Json, StopResponse, ToolError, ToolErrorKind, ToolOutput, ToolResult,
 };
 pub use run_context::{CallHooks, PostedUpdate, RunContext, UpdateMessage, UpdateOptions};
 pub use run_result::{RunExpect, RunResult};

@@ -6,29 +6,34 @@
 //! empty output that asks for no reply; [`ToolResult`] sets `reply_required` explicitly.
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::agent::Agent;
+
 /// A tool's successful output, before it becomes a chat item.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct ToolOutput {
     /// The rendered text; `None` when the tool returned nothing (empty output, ended message
     /// `null`).
     pub text: Option<String>,
     /// Whether the model should reply to this output.
     pub reply_required: bool,
+    /// An agent to hand the conversation to (§4, [`Handoff`]).
+    pub handoff: Option<Arc<Agent>>,
 }
 
 impl ToolOutput {
     /// A text output that asks for a reply.
     pub fn text(text: impl Into<String>) -> Self {
-        Self { text: Some(text.into()), reply_required: true }
+        Self { text: Some(text.into()), reply_required: true, handoff: None }
     }
 
     /// The empty output that asks for no reply.
     pub fn nothing() -> Self {
-        Self { text: None, reply_required: false }
+        Self { text: None, reply_required: false, handoff: None }
     }
 
     /// The text the model sees (empty for nothing).
@@ -113,6 +118,43 @@ pub struct ToolResult {
     pub reply_required: bool,
 }
 
+/// Return this to hand the conversation to another agent (§4, §11.3): alone, the call's output
+/// is empty and asks for no reply; with a `result`, the current agent speaks its reply to it
+/// (with `tool_choice = none`) before the switch (C-92).
+///
+/// ```
+/// use colloquy_core::{Agent, Handoff, IntoToolOutput};
+/// let out = Handoff::to(Agent::new("billing", "You handle billing.")).with_result("transferring you")
+///     .into_tool_output().unwrap();
+/// assert_eq!(out.output_text(), "transferring you");
+/// assert_eq!(out.handoff.unwrap().id(), "billing");
+/// ```
+#[derive(Clone, Debug)]
+pub struct Handoff {
+    agent: Agent,
+    result: Option<String>,
+}
+
+impl Handoff {
+    /// Hand off to `agent`.
+    pub fn to(agent: Agent) -> Self {
+        Self { agent, result: None }
+    }
+
+    /// Also answer the call with `result`.
+    pub fn with_result(mut self, result: impl Into<String>) -> Self {
+        self.result = Some(result.into());
+        self
+    }
+}
+
+impl IntoToolOutput for Handoff {
+    fn into_tool_output(self) -> Result<ToolOutput, ToolError> {
+        let reply_required = self.result.is_some();
+        Ok(ToolOutput { text: self.result, reply_required, handoff: Some(Arc::new(self.agent)) })
+    }
+}
+
 /// Wraps any serializable value so it renders as compact JSON.
 ///
 /// ```
@@ -166,7 +208,11 @@ impl IntoToolOutput for StopResponse {
 
 impl IntoToolOutput for ToolResult {
     fn into_tool_output(self) -> Result<ToolOutput, ToolError> {
-        Ok(ToolOutput { text: Some(self.output), reply_required: self.reply_required })
+        Ok(ToolOutput {
+            text: Some(self.output),
+            reply_required: self.reply_required,
+            handoff: None,
+        })
     }
 }
 

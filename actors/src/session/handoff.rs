@@ -1,0 +1,86 @@
+//! Agent handoff (TOOL-SEMANTICS §11.3, decisions 4, 7, 12, 16 and 22), as the Session runs it:
+//!
+//! 1. The Session stops starting work on the old Activity: user turns and speeches that arrive
+//!    meanwhile are queued for the new agent.
+//! 2. The old Activity drains: its speeches finish (blocking tools run to completion).
+//! 3. Agent-scoped calls are drained: cancellable ones cancelled, the others awaited.
+//! 4. The old Activity stops (its toolsets with it), the `agent_handoff` item is committed and
+//!    its event emitted, the new Activity starts; session-scoped toolsets are told their new
+//!    target agent; the new agent's `on_enter` reply is queued.
+//! 5. Queued turns, then pending deferred replies, go to the new agent.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use colloquy_core::{Agent, FunctionTool, Templates, Toolset};
+use colloquy_llm::Llm;
+use ractor::{Actor, ActorCell, ActorRef, SpawnErr};
+
+use super::link::SessionLink;
+use crate::activity::{ActivityActor, ActivityArgs, ActivityMsg, SpeechContent};
+use crate::catalog::ToolCatalog;
+use crate::coalescer::CoalescerMsg;
+use crate::speech_sink::SpeechSink;
+use crate::toolset::ToolsetMsg;
+
+/// Everything needed to start an Activity for an agent, kept by the Session for handoffs.
+pub(crate) struct ActivityFactory {
+    pub link: SessionLink,
+    pub llm: Arc<dyn Llm>,
+    pub sink: Option<Arc<dyn SpeechSink>>,
+    pub coalescer: ActorRef<CoalescerMsg>,
+    pub session_templates: Option<Templates>,
+    pub session_toolsets: BTreeMap<String, ActorRef<ToolsetMsg>>,
+    pub session_tools: Vec<FunctionTool>,
+    pub session_toolset_decls: Vec<Toolset>,
+    pub cancel_grace: std::time::Duration,
+    pub max_tool_steps: u32,
+    pub userdata: Option<Arc<dyn std::any::Any + Send + Sync>>,
+}
+
+impl ActivityFactory {
+    /// The tools `agent` would see.
+    pub fn catalog(&self, agent: &Agent) -> Result<Arc<ToolCatalog>, String> {
+        ToolCatalog::build(&self.session_tools, &self.session_toolset_decls, agent).map(Arc::new)
+    }
+
+    /// Starts an Activity for `agent` under `supervisor`.
+    pub async fn spawn(
+        &self,
+        agent: Agent,
+        catalog: Arc<ToolCatalog>,
+        supervisor: ActorCell,
+    ) -> Result<ActorRef<ActivityMsg>, SpawnErr> {
+        let args = ActivityArgs {
+            agent,
+            catalog,
+            session: self.link.clone(),
+            llm: Arc::clone(&self.llm),
+            sink: self.sink.clone(),
+            coalescer: self.coalescer.clone(),
+            session_templates: self.session_templates.clone(),
+            cancel_grace: self.cancel_grace,
+            session_toolsets: self.session_toolsets.clone(),
+            max_tool_steps: self.max_tool_steps,
+            userdata: self.userdata.clone(),
+        };
+        Actor::spawn_linked(None, ActivityActor, args, supervisor).await.map(|(a, _)| a)
+    }
+}
+
+/// Work that arrives while a handoff is in progress, for the new agent.
+pub(crate) enum Queued {
+    /// A user turn (its message is committed when replayed, to the new agent).
+    UserTurn(String),
+    /// Any other speech.
+    Speech(colloquy_core::SpeechSource, SpeechContent),
+}
+
+/// A handoff in progress.
+pub(crate) struct PendingHandoff {
+    pub agent: Arc<Agent>,
+    pub catalog: Arc<ToolCatalog>,
+    /// The old Activity has no speech left.
+    pub drained: bool,
+    pub queued: Vec<Queued>,
+}
