@@ -297,16 +297,22 @@ impl Actor for SessionActor {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         // The default would stop the session when any child ends; report failures instead.
+        // Only the current Activity matters: an old one ends on purpose at a handoff.
+        let current = state.activity.get_id();
         match event {
             SupervisionEvent::ActorFailed(cell, err) => {
                 tracing::error!(session = %state.id, actor = %cell.get_id(), "actor failed: {err}");
                 state.emit_now(EventKind::Error {
                     source: colloquy_core::ErrorSource::Session,
-                    message: format!("activity failed: {err}"),
+                    message: format!("actor failed: {err}"),
                 });
-                state.activity_lost(&myself).await;
+                if cell.get_id() == current {
+                    state.activity_lost(&myself).await;
+                }
             }
-            SupervisionEvent::ActorTerminated(cell, _, reason) if !state.is_closing() => {
+            SupervisionEvent::ActorTerminated(cell, _, reason)
+                if !state.is_closing() && cell.get_id() == current =>
+            {
                 tracing::warn!(session = %state.id, actor = %cell.get_id(), ?reason, "activity stopped");
                 state.activity_lost(&myself).await;
             }

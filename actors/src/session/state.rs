@@ -99,8 +99,9 @@ pub(crate) struct SessionState {
     coalescer: ActorRef<CoalescerMsg>,
     /// Update ids of inserted pairs still waiting for their deferred reply to be admitted.
     unreplied: BTreeSet<String>,
-    /// Deferred-reply speeches in flight: their update ids, and whether they said anything.
-    deferred: BTreeMap<String, (Vec<String>, bool)>,
+    /// Deferred-reply speeches in flight: their update ids, whether they said anything, and
+    /// whether another agent than the receiving one delivers them.
+    deferred: BTreeMap<String, (Vec<String>, bool, bool)>,
     /// The floor hold in force (a tool's `foreground`), and holds waiting for it.
     held: Option<u64>,
     /// Speeches that released the floor to wait for their blocking tools.
@@ -239,7 +240,7 @@ impl SessionState {
     // ---- history ----
 
     pub fn commit(&mut self, agent: &str, speech_id: Option<&str>, items: Vec<ChatItem>) {
-        if let Some((_, said)) = speech_id.and_then(|id| self.deferred.get_mut(id)) {
+        if let Some((_, said, _)) = speech_id.and_then(|id| self.deferred.get_mut(id)) {
             *said = true;
         }
         if let Some(run) = &mut self.run
@@ -434,7 +435,7 @@ impl SessionState {
         if self.create_speech(SpeechSource::DeferredReply, content).is_err() {
             return true;
         }
-        self.deferred.insert(speech_id.clone(), (update_ids.clone(), false));
+        self.deferred.insert(speech_id.clone(), (update_ids.clone(), false, handoff));
         self.emit_now(EventKind::ToolReplyUpdated {
             update_ids,
             status: ReplyStatus::Scheduled,
@@ -515,14 +516,13 @@ impl SessionState {
             run.speeches.remove(&speech_id);
         }
         self.emit_now(EventKind::SpeechDone { speech_id: speech_id.clone(), interrupted });
-        if let Some((update_ids, said)) = self.deferred.remove(&speech_id) {
+        if let Some((update_ids, said, handoff)) = self.deferred.remove(&speech_id) {
             let status = match (interrupted, said) {
                 (true, _) => ReplyStatus::Interrupted,
                 (false, true) => ReplyStatus::Completed,
                 (false, false) => ReplyStatus::Skipped,
             };
-            let event =
-                EventKind::ToolReplyUpdated { update_ids, status, speech_id, handoff: false };
+            let event = EventKind::ToolReplyUpdated { update_ids, status, speech_id, handoff };
             self.emit_now(event);
         }
         // Speeches still pending wait for blocking tools (or are queued): the agent thinks.
