@@ -155,6 +155,7 @@ impl Actor for SessionActor {
             max_tool_steps: args.options.max_tool_steps,
             userdata: args.userdata,
         };
+        let on_enter = args.agent.on_enter_instructions().map(str::to_string);
         let activity =
             factory.spawn(args.agent, Arc::clone(&args.catalog), myself.get_cell()).await?;
         Ok(SessionState::new(state::Init {
@@ -165,6 +166,7 @@ impl Actor for SessionActor {
             contexts,
             agent_id,
             previous_agent,
+            on_enter,
             allow_interruptions,
             catalog: Arc::clone(&args.catalog),
             templates,

@@ -49,6 +49,8 @@ pub(crate) struct Init {
     pub contexts: BTreeMap<String, Arc<ChatContext>>,
     pub agent_id: String,
     pub previous_agent: Option<String>,
+    /// The first agent's `on_enter` reply instructions.
+    pub on_enter: Option<String>,
     pub allow_interruptions: bool,
     pub catalog: Arc<ToolCatalog>,
     pub templates: ResolvedTemplates,
@@ -89,6 +91,7 @@ pub(crate) struct SessionState {
     pub contexts: BTreeMap<String, Arc<ChatContext>>,
     agent_id: String,
     previous_agent: Option<String>,
+    on_enter: Option<String>,
     allow_interruptions: bool,
     /// The current agent's tools.
     catalog: Arc<ToolCatalog>,
@@ -140,6 +143,7 @@ impl SessionState {
             contexts: init.contexts,
             agent_id: init.agent_id,
             previous_agent: init.previous_agent,
+            on_enter: init.on_enter,
             allow_interruptions: init.allow_interruptions,
             catalog: init.catalog,
             mocks: BTreeMap::new(),
@@ -188,6 +192,19 @@ impl SessionState {
         });
         self.emit_now(EventKind::ConversationItemAdded { item });
         self.set_agent_state(AgentState::Listening);
+        if let Some(instructions) = self.on_enter.take() {
+            self.start_on_enter(instructions);
+        }
+    }
+
+    /// The entering agent's greeting (`Agent::on_enter_reply`).
+    fn start_on_enter(&mut self, instructions: String) {
+        let content = SpeechContent::Reply {
+            kind: RequestKind::OnEnter,
+            extra_instructions: Some(instructions),
+            tool_choice: None,
+        };
+        let _ = self.create_speech(SpeechSource::OnEnter, content);
     }
 
     /// Nobody holds or waits for the floor: no speech is queued, playing or waiting for
@@ -643,12 +660,7 @@ impl SessionState {
         }
         let _ = self.mock_tools_refresh();
         if let Some(instructions) = on_enter {
-            let content = SpeechContent::Reply {
-                kind: RequestKind::OnEnter,
-                extra_instructions: Some(instructions),
-                tool_choice: None,
-            };
-            let _ = self.create_speech(SpeechSource::OnEnter, content);
+            self.start_on_enter(instructions);
         }
         for queued in handoff.queued {
             let _ = match queued {

@@ -52,7 +52,7 @@ pub struct Options {
 }
 
 /// A tool defined in `tools`.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct ToolDef {
     /// Name.
     pub name: String,
@@ -64,6 +64,8 @@ pub struct ToolDef {
     pub body: Vec<BodyStep>,
     /// `flags` contains `cancellable`.
     pub cancellable: bool,
+    /// `flags` contains `ignore_on_enter`.
+    pub ignore_on_enter: bool,
     /// `on_duplicate` and `duplicate_scope`.
     pub duplicates: (OnDuplicate, DuplicateScope),
 }
@@ -105,6 +107,13 @@ pub enum BodyStep {
     DisallowInterruptions,
     /// `wait_cancelled`: wait for the cooperative cancel signal, then go on.
     WaitCancelled,
+    /// `handoff`: return an agent, optionally with a text result.
+    Handoff {
+        /// The agent's id.
+        agent: String,
+        /// The call's output, if any.
+        result: Option<Template>,
+    },
 }
 
 impl BodyStep {
@@ -120,7 +129,7 @@ impl BodyStep {
 }
 
 /// A toolset defined in `toolsets` (kind `async` for now).
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct ToolsetDef {
     /// Id.
     pub id: String,
@@ -131,7 +140,7 @@ pub struct ToolsetDef {
 }
 
 /// An agent defined in `agents`.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct AgentDef {
     /// Id.
     pub id: String,
@@ -145,6 +154,8 @@ pub struct AgentDef {
     pub allow_interruptions: Option<bool>,
     /// `templates`.
     pub templates: Option<Templates>,
+    /// `on_enter.generate_reply.instructions`.
+    pub on_enter: Option<String>,
 }
 
 /// `session`.
@@ -188,6 +199,8 @@ pub enum Action {
     Interrupt,
     /// `cancel`: cancel a running call.
     Cancel(String),
+    /// `handoff`: `SessionHandle::update_agent`.
+    Handoff(String),
     /// `close`.
     Close,
 }
@@ -223,6 +236,17 @@ pub fn parse(text: &str) -> Result<Scenario, ScenarioError> {
         let path = format!("agents.{id}");
         agents.push(parse_agent(id, Obj::new(v, path)?, &known_tools, &known_toolsets)?);
     }
+    let known_agents: Vec<&str> = agents.iter().map(|a| a.id.as_str()).collect();
+    for tool in &tools {
+        for (i, step) in tool.body.iter().enumerate() {
+            if let BodyStep::Handoff { agent, .. } = step
+                && !known_agents.contains(&agent.as_str())
+            {
+                let path = format!("tools.{}.body[{i}].handoff", tool.name);
+                return Err(invalid(&path, format!("undefined agent `{agent}`")));
+            }
+        }
+    }
     let session = match root.take("session") {
         Some(v) => parse_session(Obj::new(v, "session")?, &known_tools, &known_toolsets, &agents)?,
         None => return Err(invalid("session", "missing")),
@@ -240,6 +264,16 @@ pub fn parse(text: &str) -> Result<Scenario, ScenarioError> {
             return Err(invalid(&path, "no step may follow `close`"));
         }
         steps.push(parse_step(Obj::new(v, path)?)?);
+    }
+    for (i, step) in steps.iter().enumerate() {
+        if let Action::Handoff(agent) = &step.action
+            && !known_agents.contains(&agent.as_str())
+        {
+            return Err(invalid(
+                &format!("steps[{i}].handoff"),
+                format!("undefined agent `{agent}`"),
+            ));
+        }
     }
     root.finish()?;
     Ok(Scenario { name, options, tools, toolsets, agents, session, llm, steps })
@@ -318,11 +352,11 @@ fn parse_tool(name: String, mut o: Obj) -> Result<ToolDef, ScenarioError> {
         .map(|p| p.keys().cloned().collect())
         .unwrap_or_default();
     let flags_path = o.at("flags");
-    let mut cancellable = false;
+    let (mut cancellable, mut ignore_on_enter) = (false, false);
     for (i, flag) in o.strings("flags")?.iter().enumerate() {
         match flag.as_str() {
             "cancellable" => cancellable = true,
-            "ignore_on_enter" => return Err(unsupported(&format!("{flags_path}[{i}]"))),
+            "ignore_on_enter" => ignore_on_enter = true,
             other => {
                 return Err(invalid(
                     &format!("{flags_path}[{i}]"),
@@ -357,11 +391,27 @@ fn parse_tool(name: String, mut o: Obj) -> Result<ToolDef, ScenarioError> {
         body.push(parse_body_step(Obj::new(v, path)?, &declared)?);
     }
     o.finish()?;
-    Ok(ToolDef { name, description, parameters, body, cancellable, duplicates: (policy, scope) })
+    Ok(ToolDef {
+        name,
+        description,
+        parameters,
+        body,
+        cancellable,
+        ignore_on_enter,
+        duplicates: (policy, scope),
+    })
 }
 
 fn parse_body_step(mut o: Obj, declared: &[String]) -> Result<BodyStep, ScenarioError> {
-    o.refuse("handoff")?;
+    if o.keys().iter().any(|k| k == "handoff") {
+        let agent = o.required_string("handoff")?;
+        let result = match o.take("result") {
+            Some(v) => Some(Template::parse(v, declared, &o.at("result"))?),
+            None => None,
+        };
+        o.finish()?;
+        return Ok(BodyStep::Handoff { agent, result });
+    }
     if o.keys().iter().any(|k| k == "update") {
         let at = o.at("update");
         let message = Template::parse(o.take("update").unwrap_or(Value::Null), declared, &at)?;
@@ -472,9 +522,21 @@ fn parse_agent(
     check_toolsets(&toolsets, known_toolsets, &o.at("toolsets"))?;
     let allow_interruptions = o.bool("allow_interruptions")?;
     let templates = parse_templates(&mut o)?;
-    o.refuse("on_enter")?;
+    let on_enter = match o.take("on_enter") {
+        None => None,
+        Some(v) => {
+            let mut e = Obj::new(v, o.at("on_enter"))?;
+            let reply = e.take("generate_reply");
+            let path = e.at("generate_reply");
+            e.finish()?;
+            let mut g = Obj::new(reply.ok_or_else(|| invalid(&path, "missing"))?, path)?;
+            let instructions = g.string("instructions")?.unwrap_or_default();
+            g.finish()?;
+            Some(instructions)
+        }
+    };
     o.finish()?;
-    Ok(AgentDef { id, instructions, tools, toolsets, allow_interruptions, templates })
+    Ok(AgentDef { id, instructions, tools, toolsets, allow_interruptions, templates, on_enter })
 }
 
 fn parse_session(
@@ -518,9 +580,7 @@ fn parse_llm_entry(mut o: Obj) -> Result<ScriptedResponse, ScenarioError> {
 
 fn parse_step(mut o: Obj) -> Result<Step, ScenarioError> {
     let at = o.u64("at_ms")?.map(ms);
-    for key in ["handoff", "inspect"] {
-        o.refuse(key)?;
-    }
+    o.refuse("inspect")?;
     let keys = o.keys();
     let action = match keys.as_slice() {
         [] if at.is_some() => Action::Nothing,
@@ -542,6 +602,7 @@ fn parse_step(mut o: Obj) -> Result<Step, ScenarioError> {
                 }
                 "say" => Action::Say(o.required_string("say")?),
                 "cancel" => Action::Cancel(o.required_string("cancel")?),
+                "handoff" => Action::Handoff(o.required_string("handoff")?),
                 "interrupt" => {
                     expect_true(o.take("interrupt"), &path)?;
                     Action::Interrupt

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use colloquy::{
-    Agent, FunctionTool, IntoToolOutput, PacedSink, RunContext, ScriptedLlm, Session,
+    Agent, FunctionTool, Handoff, IntoToolOutput, PacedSink, RunContext, ScriptedLlm, Session,
     SessionHandle, StopResponse, Template, ToolError, ToolOutput, ToolResult, Toolset,
     UpdateOptions,
 };
@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 use tokio::time::Instant;
 
 use crate::ScenarioError;
-use crate::file::{Action, BodyStep, Scenario, ToolDef, tool_map};
+use crate::file::{Action, AgentDef, BodyStep, Scenario, ToolDef, ToolsetDef, tool_map};
 use crate::trace::{self, ToValue, Trace};
 
 /// Plays `scenario` to its end and returns its trace.
@@ -25,38 +25,66 @@ pub fn play(scenario: &Scenario) -> Result<Trace, ScenarioError> {
     runtime.block_on(play_async(scenario))
 }
 
-async fn play_async(scenario: &Scenario) -> Result<Trace, ScenarioError> {
-    let start = Instant::now();
-    let tools = tool_map(&scenario.tools);
-    let build = |names: &[String]| -> Vec<FunctionTool> {
-        names.iter().filter_map(|n| tools.get(n.as_str())).map(|def| scripted_tool(def)).collect()
-    };
-    let first =
-        scenario.agents.iter().find(|a| a.id == scenario.session.agent).ok_or_else(|| {
-            ScenarioError::File(format!("undefined agent `{}`", scenario.session.agent))
-        })?;
-    let build_toolset = |id: &String| -> Option<Toolset> {
-        let def = scenario.toolsets.iter().find(|t| &t.id == id)?;
+/// The scenario's tools, toolsets and agents, shared with tool bodies that hand off (an agent
+/// is built when it is entered, so agents may hand off to each other).
+struct Defs {
+    tools: Vec<ToolDef>,
+    toolsets: Vec<ToolsetDef>,
+    agents: Vec<AgentDef>,
+}
+
+impl Defs {
+    fn tools(self: &Arc<Self>, names: &[String]) -> Vec<FunctionTool> {
+        let map = tool_map(&self.tools);
+        names
+            .iter()
+            .filter_map(|n| map.get(n.as_str()))
+            .map(|def| scripted_tool(def, self))
+            .collect()
+    }
+
+    fn toolset(self: &Arc<Self>, id: &str) -> Option<Toolset> {
+        let def = self.toolsets.iter().find(|t| t.id == id)?;
         let mut set = Toolset::new_async(def.id.clone());
-        for tool in build(&def.tools) {
+        for tool in self.tools(&def.tools) {
             set = set.tool(tool);
         }
         if let Some(templates) = &def.templates {
             set = set.templates(templates.clone());
         }
         Some(set)
-    };
-    let mut agent =
-        Agent::new(first.id.clone(), first.instructions.clone()).tools(build(&first.tools));
-    for set in first.toolsets.iter().filter_map(build_toolset) {
-        agent = agent.toolset(set);
     }
-    if let Some(allow) = first.allow_interruptions {
-        agent = agent.allow_interruptions(allow);
+
+    fn agent(self: &Arc<Self>, id: &str) -> Option<Agent> {
+        let def = self.agents.iter().find(|a| a.id == id)?;
+        let mut agent =
+            Agent::new(def.id.clone(), def.instructions.clone()).tools(self.tools(&def.tools));
+        for set in def.toolsets.iter().filter_map(|t| self.toolset(t)) {
+            agent = agent.toolset(set);
+        }
+        if let Some(allow) = def.allow_interruptions {
+            agent = agent.allow_interruptions(allow);
+        }
+        if let Some(templates) = &def.templates {
+            agent = agent.templates(templates.clone());
+        }
+        if let Some(instructions) = &def.on_enter {
+            agent = agent.on_enter_reply(instructions.clone());
+        }
+        Some(agent)
     }
-    if let Some(templates) = &first.templates {
-        agent = agent.templates(templates.clone());
-    }
+}
+
+async fn play_async(scenario: &Scenario) -> Result<Trace, ScenarioError> {
+    let start = Instant::now();
+    let defs = Arc::new(Defs {
+        tools: scenario.tools.clone(),
+        toolsets: scenario.toolsets.clone(),
+        agents: scenario.agents.clone(),
+    });
+    let agent = defs.agent(&scenario.session.agent).ok_or_else(|| {
+        ScenarioError::File(format!("undefined agent `{}`", scenario.session.agent))
+    })?;
     let llm = ScriptedLlm::new(scenario.llm.iter().cloned()).recording();
     let options = &scenario.options;
     let mut builder =
@@ -77,10 +105,10 @@ async fn play_async(scenario: &Scenario) -> Result<Trace, ScenarioError> {
         builder =
             builder.speech_sink(PacedSink::new(Duration::from_millis(options.playout_ms_per_char)));
     }
-    for tool in build(&scenario.session.tools) {
+    for tool in defs.tools(&scenario.session.tools) {
         builder = builder.tool(tool);
     }
-    for set in scenario.session.toolsets.iter().filter_map(build_toolset) {
+    for set in scenario.session.toolsets.iter().filter_map(|t| defs.toolset(t)) {
         builder = builder.toolset(set);
     }
     let mut events = builder.subscribe();
@@ -107,6 +135,12 @@ async fn play_async(scenario: &Scenario) -> Result<Trace, ScenarioError> {
             }
             Action::Say(text) => session.say(text.clone()).await.map_err(failed)?,
             Action::Interrupt => session.interrupt().await.map_err(failed)?,
+            Action::Handoff(id) => {
+                let agent = defs
+                    .agent(id)
+                    .ok_or_else(|| ScenarioError::File(format!("undefined agent `{id}`")))?;
+                session.update_agent(agent).await.map_err(failed)?
+            }
             Action::Cancel(call_id) => {
                 if let Err(refusal) = session.cancel_tool_call(call_id.clone()).await {
                     // Recorded in the trace where it happened, after the events before it.
@@ -165,19 +199,23 @@ async fn finish(
 }
 
 /// A function tool whose body plays the scripted steps.
-fn scripted_tool(def: &ToolDef) -> FunctionTool {
+fn scripted_tool(def: &ToolDef, defs: &Arc<Defs>) -> FunctionTool {
     let body: Arc<[BodyStep]> = def.body.clone().into();
+    // A weak link: tool bodies live inside the agents the definitions build.
+    let defs = Arc::downgrade(defs);
     let tool = FunctionTool::from_schema(
         def.name.clone(),
         def.description.clone(),
         def.parameters.clone(),
         move |ctx: RunContext, args: Map<String, Value>| {
             let body = Arc::clone(&body);
-            async move { run_body(&ctx, &body, &args).await }
+            let defs = defs.upgrade();
+            async move { run_body(&ctx, &body, &args, defs).await }
         },
     )
     .expect("scenario tools are checked when the file is parsed")
     .on_duplicate(def.duplicates.0, def.duplicates.1);
+    let tool = if def.ignore_on_enter { tool.ignore_on_enter() } else { tool };
     if def.cancellable { tool.cancellable() } else { tool }
 }
 
@@ -185,6 +223,7 @@ async fn run_body(
     ctx: &RunContext,
     body: &[BodyStep],
     args: &Map<String, Value>,
+    defs: Option<Arc<Defs>>,
 ) -> Result<ToolOutput, ToolError> {
     for step in body {
         match step {
@@ -209,6 +248,17 @@ async fn run_body(
             BodyStep::StopResponse => return StopResponse.into_tool_output(),
             BodyStep::DisallowInterruptions => ctx.disallow_interruptions()?,
             BodyStep::WaitCancelled => ctx.cancelled().await,
+            BodyStep::Handoff { agent, result } => {
+                let target = defs.as_ref().and_then(|d| d.agent(agent));
+                let target =
+                    target.ok_or_else(|| ToolError::internal(format!("no agent `{agent}`")))?;
+                let handoff = Handoff::to(target);
+                let handoff = match result {
+                    Some(t) => handoff.with_result(t.render_text(args)),
+                    None => handoff,
+                };
+                return handoff.into_tool_output();
+            }
         }
     }
     ().into_tool_output()

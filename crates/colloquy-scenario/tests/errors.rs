@@ -27,15 +27,13 @@ fn unknown_keys_are_named_with_their_path() {
 #[test]
 fn features_still_to_come_are_not_supported_yet() {
     let handoff = format!(r#"{{"tools": {{"t": {{"body": [{{"handoff": "B"}}]}}}}, {MINIMAL}}}"#);
-    assert_eq!(file_error(&handoff), "not supported yet: tools.t.body[0].handoff");
+    assert_eq!(file_error(&handoff), "tools.t.body[0].handoff: undefined agent `B`");
     let toolset = format!(r#"{{"toolsets": {{"search": {{"kind": "tool_search"}}}}, {MINIMAL}}}"#);
     assert_eq!(file_error(&toolset), "not supported yet: toolsets.search.kind");
     let inspect = format!(r#"{{{MINIMAL}, "steps": [{{"at_ms": 5, "inspect": true}}]}}"#);
     assert_eq!(file_error(&inspect), "not supported yet: steps[0].inspect");
-    let flags = format!(r#"{{"tools": {{"t": {{"flags": ["ignore_on_enter"]}}}}, {MINIMAL}}}"#);
-    assert_eq!(file_error(&flags), "not supported yet: tools.t.flags[0]");
-    let on_enter = r#"{"agents": {"A": {"on_enter": {}}}, "session": {"agent": "A"}}"#;
-    assert_eq!(file_error(on_enter), "not supported yet: agents.A.on_enter");
+    let on_enter = r#"{"agents": {"A": {"on_enter": {"say": "hi"}}}, "session": {"agent": "A"}}"#;
+    assert_eq!(file_error(on_enter), "agents.A.on_enter.say: unknown key");
     let drain = format!(r#"{{"options": {{"drain_timeout_ms": 5}}, {MINIMAL}}}"#);
     assert_eq!(file_error(&drain), "not supported yet: options.drain_timeout_ms");
 }
