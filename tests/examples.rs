@@ -8,6 +8,10 @@ mod quickstart;
 #[allow(dead_code)]
 mod background;
 
+#[path = "../examples/handoff.rs"]
+#[allow(dead_code)]
+mod handoff;
+
 use colloquy::ChatItem;
 
 #[tokio::test(start_paused = true)]
@@ -41,6 +45,21 @@ async fn background_narrates_progress_then_the_result() {
             "Sure, let me look that up.",
             "I found three flights and I'm picking the best one.",
             "You're booked! Your confirmation number is BK-3007.",
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn handoff_keeps_the_session_scoped_lookup_and_billing_reports_it() {
+    let lines = handoff::run().await.expect("handoff example runs");
+    assert_eq!(
+        lines,
+        [
+            "user: Hi, my account is A-17.",
+            "receptionist: I'm pulling up your account.",
+            "user: I have a question about an invoice.",
+            "billing: Hi, billing here. Let me see your account.",
+            "billing: Your account has two unpaid invoices, 120 EUR in total.",
         ]
     );
 }
