@@ -357,3 +357,56 @@ async fn turns_during_a_handoff_go_to_the_new_agent() {
     assert!(!h.ctx("A").await.contains(&"user(are you there?)".to_string()));
     h.close().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_drain_timeout_aborts_calls_that_hold_up_a_handoff_or_a_close() {
+    let stubborn = FunctionTool::new(
+        "stubborn",
+        "Never cancellable.",
+        |ctx: RunContext, _a: NoArgs| async move {
+            ctx.update("started").await?;
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            Ok::<_, ToolError>("finally")
+        },
+    );
+    let builder = Session::builder().drain_timeout(Some(ms(200)));
+    let mut h = Harness::start_with(
+        builder,
+        Agent::new("A", "inst").tool(stubborn).tool(transfer(None)),
+        vec![call("s", "stubborn", "{}"), text("working"), call("t", "transfer", "{}")],
+    )
+    .await;
+    h.turn("start").await;
+    h.turn("transfer").await; // the handoff waits at most 200 ms for the stubborn call
+    let events = h.events().to_vec();
+    assert!(tool_events(&events).contains(&r#"E(s_final,error,"drain timeout")"#.to_string()));
+    let ended =
+        at_ms(&events, |k| matches!(k, EventKind::ToolCallEnded { id, .. } if id == "s_final"));
+    let handoff = at_ms(
+        &events,
+        |k| matches!(k, EventKind::AgentHandoff { new_agent, .. } if new_agent == "B"),
+    );
+    assert_eq!((ended, handoff), (230, 230)); // requested at 30 ms, plus the 200 ms timeout
+    h.close().await;
+
+    let builder = Session::builder().drain_timeout(Some(ms(300)));
+    let h = Harness::start_with(
+        builder,
+        Agent::new("A", "inst").tool(FunctionTool::new(
+            "stubborn",
+            "S.",
+            |ctx: RunContext, _a: NoArgs| async move {
+                ctx.update("started").await?;
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+                Ok::<_, ToolError>("finally")
+            },
+        )),
+        vec![call("s", "stubborn", "{}")],
+    )
+    .await;
+    h.turn("start").await;
+    let before = tokio::time::Instant::now();
+    let events = h.close().await;
+    assert_eq!(before.elapsed(), ms(300));
+    assert!(tool_events(&events).contains(&r#"E(s_final,error,"drain timeout")"#.to_string()));
+}

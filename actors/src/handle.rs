@@ -109,6 +109,13 @@ impl SessionBuilder {
         self
     }
 
+    /// How long a handoff or a close waits for calls that cannot be cancelled before aborting
+    /// them (default: as long as they run).
+    pub fn drain_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.options.drain_timeout = timeout;
+        self
+    }
+
     /// The user-away timeout (default 15 s; `None` disables it).
     pub fn user_away_timeout(mut self, timeout: Option<Duration>) -> Self {
         self.options.user_away_timeout = timeout;

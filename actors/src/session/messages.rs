@@ -126,6 +126,8 @@ pub enum SessionMsg {
     SpeechDone { speech_id: String, interrupted: bool },
     /// The activity finished its speeches after a close request.
     ActivityClosed,
+    /// A drain (handoff or close) ran out of time.
+    DrainTimeout,
     /// The user-away timer fired.
     AwayTimeout(u64),
 }

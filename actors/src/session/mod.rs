@@ -50,6 +50,9 @@ pub struct SessionOptions {
     pub templates: Option<Templates>,
     /// How long a cooperative call may clean up after a cancel (default 2 s, decision 20).
     pub cancel_grace: Duration,
+    /// How long a handoff or a close waits for non-cancellable calls before aborting them
+    /// (they end `error` "drain timeout"); `None` (the default) waits as long as they run.
+    pub drain_timeout: Option<Duration>,
 }
 
 impl Default for SessionOptions {
@@ -60,6 +63,7 @@ impl Default for SessionOptions {
             user_away_timeout: Some(Duration::from_secs(15)),
             templates: None,
             cancel_grace: Duration::from_secs(2),
+            drain_timeout: None,
         }
     }
 }
@@ -288,6 +292,7 @@ impl Actor for SessionActor {
             SessionMsg::Handoff { agent } => state.request_handoff(agent),
             SessionMsg::ActivityDrained => state.activity_drained(&myself).await,
             SessionMsg::AwayTimeout(generation) => state.away_timeout(generation),
+            SessionMsg::DrainTimeout => state.drain_timeout(),
         }
         Ok(())
     }

@@ -131,6 +131,8 @@ pub(crate) struct SessionState {
     run: Option<RunTracker>,
     away_timer: Option<OwnedTask>,
     away_generation: u64,
+    /// The drain timer of a handoff or close in progress.
+    drain_timer: Option<OwnedTask>,
 }
 
 impl SessionState {
@@ -170,6 +172,7 @@ impl SessionState {
             run: None,
             away_timer: None,
             away_generation: 0,
+            drain_timer: None,
         }
     }
 
@@ -599,6 +602,7 @@ impl SessionState {
     pub async fn activity_drained(&mut self, myself: &ActorRef<SessionMsg>) {
         let Some(handoff) = &mut self.handoff else { return };
         handoff.drained = true;
+        self.start_drain_timer();
         for (call_id, running) in &self.running_calls {
             if running.agent_scoped && running.cancellable {
                 let cancel =
@@ -609,6 +613,29 @@ impl SessionState {
         self.complete_handoff_if_drained(myself).await;
     }
 
+    /// Starts the drain timer, if the session has one (decision 7).
+    fn start_drain_timer(&mut self) {
+        let Some(timeout) = self.options.drain_timeout else { return };
+        let session = self.link.actor.clone();
+        self.drain_timer = Some(OwnedTask::spawn(async move {
+            tokio::time::sleep(timeout).await;
+            let _ = session.cast(SessionMsg::DrainTimeout);
+        }));
+    }
+
+    /// The drain ran out of time: abort the calls it waits for (all of them at close, the
+    /// old agent's at a handoff); each ends `error` "drain timeout".
+    pub fn drain_timeout(&mut self) {
+        self.drain_timer = None;
+        let closing = self.closing.as_ref().is_some_and(|c| c.activity_quiet);
+        let handing_off = self.handoff.as_ref().is_some_and(|h| h.drained);
+        for (call_id, running) in &self.running_calls {
+            if closing || (handing_off && running.agent_scoped) {
+                let _ = running.toolset.cast(ToolsetMsg::Abort { call_id: call_id.clone() });
+            }
+        }
+    }
+
     /// Completes the handoff once the old agent's calls have all ended.
     pub async fn complete_handoff_if_drained(&mut self, myself: &ActorRef<SessionMsg>) {
         let ready = self.handoff.as_ref().is_some_and(|h| h.drained)
@@ -617,6 +644,7 @@ impl SessionState {
             return;
         }
         let Some(handoff) = self.handoff.take() else { return };
+        self.drain_timer = None;
         if let Err(e) = self.activity.stop_and_wait(Some("handoff".into()), None).await {
             tracing::warn!(session = %self.id, "old activity did not stop cleanly: {e}");
         }
@@ -936,6 +964,9 @@ impl SessionState {
     pub async fn activity_closed(&mut self, myself: &ActorRef<SessionMsg>) {
         if let Some(closing) = &mut self.closing {
             closing.activity_quiet = true;
+        }
+        if !self.running_calls.is_empty() {
+            self.start_drain_timer();
         }
         self.close_if_quiet(myself).await;
     }

@@ -49,6 +49,8 @@ pub(crate) enum ToolsetMsg {
     /// Cancel a running call (decision 20): accepted at once, the call ends `cancelled`.
     /// `drain` (handoff, close) cancels even when the speech disallows interruptions.
     Cancel { call_id: String, reply: Option<RpcReplyPort<Result<(), CancelError>>>, drain: bool },
+    /// A drain timed out (decision 7): abort the call, which ends `error` "drain timeout".
+    Abort { call_id: String },
     /// The agent the toolset's results now go to (a session-scoped toolset after a handoff).
     SetOwner { agent_id: String },
     /// A ToolCall's body posted its `index`-th update (0 = the first).

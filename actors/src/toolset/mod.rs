@@ -128,6 +128,10 @@ impl Actor for ToolsetActor {
             ToolsetMsg::Execute(call, reply) => state.execute(myself, *call, reply).await,
             ToolsetMsg::SetMocks(mocks) => state.mocks = mocks,
             ToolsetMsg::SetOwner { agent_id } => state.args.agent_id = agent_id,
+            ToolsetMsg::Abort { call_id } => {
+                let message = Some("drain timeout".to_string());
+                state.end_early(&call_id, ToolCallStatus::Error, message, Duration::ZERO);
+            }
             ToolsetMsg::Cancel { call_id, reply, drain } => {
                 let result = state.cancel(&call_id, drain);
                 if let Some(reply) = reply {
@@ -351,15 +355,28 @@ impl ToolsetState {
         if !drain && !call.speech.allows_interruptions() {
             return Err(CancelError::InterruptionsDisallowed(call_id.to_string()));
         }
-        let Some(mut call) = self.running.remove(call_id) else {
-            return Err(CancelError::NotFound(call_id.to_string()));
-        };
+        self.end_early(call_id, ToolCallStatus::Cancelled, None, self.args.cancel_grace);
+        Ok(())
+    }
+
+    /// Ends a running call now with `status`, before its body has: the terminal event is
+    /// emitted at once, dispatch (if it still waits) gets the empty output that asks for no
+    /// reply, and the ToolCall winds down by itself (after `grace` if its body is
+    /// cooperative).
+    fn end_early(
+        &mut self,
+        call_id: &str,
+        status: ToolCallStatus,
+        message: Option<String>,
+        grace: Duration,
+    ) {
+        let Some(mut call) = self.running.remove(call_id) else { return };
         let id = if call.updates > 0 { format!("{call_id}_final") } else { call_id.to_string() };
         self.args.session.emit(EventKind::ToolCallEnded {
             id,
             call_id: call_id.to_string(),
-            status: ToolCallStatus::Cancelled,
-            message: None,
+            status,
+            message,
         });
         if let Some(reply) = call.reply.take() {
             let _ = reply.send(CallOutcome {
@@ -371,8 +388,7 @@ impl ToolsetState {
                 handoff: None,
             });
         }
-        let _ = call.actor.cast(ToolCallMsg::Cancel { grace: self.args.cancel_grace });
-        Ok(())
+        let _ = call.actor.cast(ToolCallMsg::Cancel { grace });
     }
 
     fn error_outcome(&self, output: &str) -> CallOutcome {

@@ -49,6 +49,8 @@ pub struct Options {
     pub templates: Option<Templates>,
     /// `cancel_grace_ms`.
     pub cancel_grace: Option<Duration>,
+    /// `drain_timeout_ms` (`null`: no timeout).
+    pub drain_timeout: Option<Duration>,
 }
 
 /// A tool defined in `tools`.
@@ -303,7 +305,7 @@ fn parse_options(mut o: Obj) -> Result<Options, ScenarioError> {
     let end_timeout = ms(o.u64("end_timeout_ms")?.unwrap_or(60_000));
     let templates = parse_templates(&mut o)?;
     let cancel_grace = o.u64("cancel_grace_ms")?.map(ms);
-    o.refuse("drain_timeout_ms")?;
+    let drain_timeout = o.u64("drain_timeout_ms")?.map(ms);
     o.finish()?;
     Ok(Options {
         max_tool_steps,
@@ -313,6 +315,7 @@ fn parse_options(mut o: Obj) -> Result<Options, ScenarioError> {
         end_timeout,
         templates,
         cancel_grace,
+        drain_timeout,
     })
 }
 

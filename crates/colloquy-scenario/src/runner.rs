@@ -101,6 +101,7 @@ async fn play_async(scenario: &Scenario) -> Result<Trace, ScenarioError> {
     if let Some(grace) = options.cancel_grace {
         builder = builder.cancel_grace(grace);
     }
+    builder = builder.drain_timeout(options.drain_timeout);
     if options.playout_ms_per_char > 0 {
         builder =
             builder.speech_sink(PacedSink::new(Duration::from_millis(options.playout_ms_per_char)));

@@ -34,8 +34,6 @@ fn features_still_to_come_are_not_supported_yet() {
     assert_eq!(file_error(&inspect), "not supported yet: steps[0].inspect");
     let on_enter = r#"{"agents": {"A": {"on_enter": {"say": "hi"}}}, "session": {"agent": "A"}}"#;
     assert_eq!(file_error(on_enter), "agents.A.on_enter.say: unknown key");
-    let drain = format!(r#"{{"options": {{"drain_timeout_ms": 5}}, {MINIMAL}}}"#);
-    assert_eq!(file_error(&drain), "not supported yet: options.drain_timeout_ms");
 }
 
 #[test]
