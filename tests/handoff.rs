@@ -410,3 +410,64 @@ async fn a_drain_timeout_aborts_calls_that_hold_up_a_handoff_or_a_close() {
     assert_eq!(before.elapsed(), ms(300));
     assert!(tool_events(&events).contains(&r#"E(s_final,error,"drain timeout")"#.to_string()));
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_async_toolset_both_agents_list_moves_with_its_calls_running() {
+    let shared = || {
+        Toolset::new_async("research").tool(FunctionTool::new(
+            "research",
+            "Researches.",
+            |ctx: RunContext, _a: NoArgs| async move {
+                ctx.update("researching").await?;
+                tokio::time::sleep(ms(500)).await;
+                Ok::<_, ToolError>("findings")
+            },
+        ))
+    };
+    let b = Agent::new("B", "billing").toolset(shared());
+    let to_b = FunctionTool::new("to_b", "To B.", move |_c: RunContext, _a: NoArgs| {
+        let b = b.clone();
+        async move { Ok::<_, ToolError>(Handoff::to(b)) }
+    });
+    let mut builder = Session::builder();
+    let mut lifecycle = builder.lifecycle_events();
+    let mut h = Harness::start_with(
+        builder,
+        Agent::new("A", "inst").toolset(shared()).tool(to_b),
+        vec![
+            call("r", "research", "{}"),
+            text("on it"),
+            call("t", "to_b", "{}"),
+            text("B: findings are in"),
+        ],
+    )
+    .await;
+    h.turn("research this").await;
+    h.turn("transfer").await;
+    let events = h.events().to_vec();
+    // The handoff did not wait for the research: the toolset moved to B with the call.
+    let handoff = at_ms(
+        &events,
+        |k| matches!(k, EventKind::AgentHandoff { new_agent, .. } if new_agent == "B"),
+    );
+    assert_eq!(handoff, 30);
+    h.session.wait_for_quiet().await.unwrap();
+    h.session.wait_for_idle().await.unwrap();
+    assert!(tool_events(h.events()).contains(&r#"E(r_final,done,"findings")"#.to_string()));
+    assert_eq!(
+        h.ctx("B").await,
+        [
+            "call(research#r_final {})",
+            r#"out(#r_final,"findings",ok,rr=T)"#,
+            "asst(B: findings are in)"
+        ]
+    );
+    h.close().await;
+    let mut started = 0;
+    while let Ok(record) = lifecycle.try_recv() {
+        if record.id == "toolset:research" && record.what == colloquy::Lifecycle::Started {
+            started += 1;
+        }
+    }
+    assert_eq!(started, 1, "one toolset actor served both agents");
+}

@@ -40,7 +40,9 @@ pub(crate) enum ActivityMsg {
     /// Interrupt everything, let the current speech wind down, then tell the Session.
     Close,
     /// A handoff: let the live speeches finish (blocking tools included), then tell the Session.
-    Drain,
+    /// `keep`: async toolsets the next agent also lists; they move to the Session (then to
+    /// the next Activity) with their calls running.
+    Drain { keep: Vec<String> },
     /// Replace the mocked tool bodies of this agent's toolset.
     SetMocks(Arc<BTreeMap<String, FunctionTool>>),
 }

@@ -46,6 +46,8 @@ pub(crate) struct ActivityArgs {
     pub cancel_grace: std::time::Duration,
     /// The session-scoped async toolsets, by id.
     pub session_toolsets: BTreeMap<String, ActorRef<ToolsetMsg>>,
+    /// Agent-scoped async toolsets handed over from the previous agent, by id.
+    pub adopted_toolsets: BTreeMap<String, ActorRef<ToolsetMsg>>,
     pub max_tool_steps: u32,
     pub userdata: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
@@ -69,6 +71,8 @@ pub(crate) struct ActivityState {
     closing: bool,
     /// A handoff: let the live speeches finish, start nothing new.
     draining: bool,
+    /// Toolsets that survive the handoff (the next agent lists them too).
+    keep: Vec<String>,
 }
 
 impl Actor for ActivityActor {
@@ -91,7 +95,15 @@ impl Actor for ActivityActor {
             catalog.async_toolsets(Scope::Agent).map(|a| (a.id.clone(), a.templates.clone())),
         );
         let mut toolsets = args.session_toolsets;
+        // Toolsets handed over from the previous agent keep running: adopt, don't spawn.
+        for (id, toolset) in args.adopted_toolsets {
+            toolset.get_cell().link(myself.get_cell());
+            toolsets.insert(id, toolset);
+        }
         for (id, templates) in specs {
+            if toolsets.contains_key(&id) {
+                continue;
+            }
             let levels = [
                 templates.as_ref(),
                 args.agent.template_overrides(),
@@ -134,6 +146,7 @@ impl Actor for ActivityActor {
             interrupt_waiters: Vec::new(),
             closing: false,
             draining: false,
+            keep: Vec::new(),
         })
     }
 
@@ -191,8 +204,9 @@ impl Actor for ActivityActor {
                 state.interrupt(None, true);
                 state.report_closed_if_quiet();
             }
-            ActivityMsg::Drain => {
+            ActivityMsg::Drain { keep } => {
                 state.draining = true;
+                state.keep = keep;
                 state.report_drained_if_quiet();
             }
         }
@@ -327,10 +341,21 @@ impl ActivityState {
         let _ = self.env.session.actor.cast(SessionMsg::SpeechDone { speech_id, interrupted });
     }
 
+    /// Once quiet: re-parents the toolsets to keep under the Session (inside this handler, so
+    /// this actor cannot be exiting meanwhile, RACTOR-NOTES §2.2) and reports them.
     fn report_drained_if_quiet(&self) {
-        if self.live.is_empty() {
-            let _ = self.env.session.actor.cast(SessionMsg::ActivityDrained);
+        if !self.live.is_empty() {
+            return;
         }
+        let session = self.env.session.actor.get_cell();
+        let mut kept = BTreeMap::new();
+        for id in &self.keep {
+            if let Some(toolset) = self.env.toolsets.get(id) {
+                toolset.get_cell().link(session.clone());
+                kept.insert(id.clone(), toolset.clone());
+            }
+        }
+        let _ = self.env.session.actor.cast(SessionMsg::ActivityDrained { kept });
     }
 
     fn report_closed_if_quiet(&self) {

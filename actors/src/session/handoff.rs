@@ -49,6 +49,7 @@ impl ActivityFactory {
         &self,
         agent: Agent,
         catalog: Arc<ToolCatalog>,
+        adopted_toolsets: BTreeMap<String, ActorRef<ToolsetMsg>>,
         supervisor: ActorCell,
     ) -> Result<ActorRef<ActivityMsg>, SpawnErr> {
         let args = ActivityArgs {
@@ -61,6 +62,7 @@ impl ActivityFactory {
             session_templates: self.session_templates.clone(),
             cancel_grace: self.cancel_grace,
             session_toolsets: self.session_toolsets.clone(),
+            adopted_toolsets,
             max_tool_steps: self.max_tool_steps,
             userdata: self.userdata.clone(),
         };
@@ -82,5 +84,8 @@ pub(crate) struct PendingHandoff {
     pub catalog: Arc<ToolCatalog>,
     /// The old Activity has no speech left.
     pub drained: bool,
+    /// Async toolsets both agents list, handed over by the old Activity: they move to the new
+    /// agent with their calls running.
+    pub kept: BTreeMap<String, ActorRef<ToolsetMsg>>,
     pub queued: Vec<Queued>,
 }

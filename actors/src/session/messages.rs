@@ -1,5 +1,6 @@
 //! The Session's messages. Hosts never build these: `SessionHandle` wraps them.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use colloquy_core::{
@@ -120,8 +121,9 @@ pub enum SessionMsg {
     SpeechWaiting { speech_id: String, waiting: bool },
     /// Hand the conversation to another agent (a tool returned it, or the host asked).
     Handoff { agent: Arc<Agent> },
-    /// The Activity finished its speeches after `Drain`.
-    ActivityDrained,
+    /// The Activity finished its speeches after `Drain`; `kept` are the toolsets it handed
+    /// over (now linked to the Session).
+    ActivityDrained { kept: BTreeMap<String, ActorRef<ToolsetMsg>> },
     /// A speech finished (or was dropped from the queue).
     SpeechDone { speech_id: String, interrupted: bool },
     /// The activity finished its speeches after a close request.

@@ -160,8 +160,9 @@ impl Actor for SessionActor {
             userdata: args.userdata,
         };
         let on_enter = args.agent.on_enter_instructions().map(str::to_string);
+        let catalog = Arc::clone(&args.catalog);
         let activity =
-            factory.spawn(args.agent, Arc::clone(&args.catalog), myself.get_cell()).await?;
+            factory.spawn(args.agent, catalog, BTreeMap::new(), myself.get_cell()).await?;
         Ok(SessionState::new(state::Init {
             id: args.id,
             link,
@@ -290,7 +291,7 @@ impl Actor for SessionActor {
             }
             SessionMsg::ActivityClosed => state.activity_closed(&myself).await,
             SessionMsg::Handoff { agent } => state.request_handoff(agent),
-            SessionMsg::ActivityDrained => state.activity_drained(&myself).await,
+            SessionMsg::ActivityDrained { kept } => state.activity_drained(kept, &myself).await,
             SessionMsg::AwayTimeout(generation) => state.away_timeout(generation),
             SessionMsg::DrainTimeout => state.drain_timeout(),
         }

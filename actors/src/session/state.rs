@@ -19,7 +19,7 @@ use super::handoff::{ActivityFactory, PendingHandoff, Queued};
 use super::link::SessionLink;
 use super::messages::{ClosedSession, MockScope, RunningToolCall, SessionMsg};
 use crate::activity::{ActivityMsg, SpeechContent, SpeechJob};
-use crate::catalog::ToolCatalog;
+use crate::catalog::{Scope, ToolCatalog};
 use crate::coalescer::{CoalescerMsg, PendingReply};
 use crate::error::{CancelError, SessionError};
 use crate::task::OwnedTask;
@@ -593,18 +593,40 @@ impl SessionState {
                 return;
             }
         };
-        self.handoff = Some(PendingHandoff { agent, catalog, drained: false, queued: Vec::new() });
+        // Decision 16: an agent-scoped async toolset the next agent also lists moves with its
+        // running calls instead of being drained.
+        let next: Vec<String> =
+            catalog.async_toolsets(Scope::Agent).map(|a| a.id.clone()).collect();
+        let keep: Vec<String> = self
+            .catalog
+            .async_toolsets(Scope::Agent)
+            .map(|a| a.id.clone())
+            .filter(|id| next.contains(id))
+            .collect();
+        let drain = ActivityMsg::Drain { keep };
+        self.handoff = Some(PendingHandoff {
+            agent,
+            catalog,
+            drained: false,
+            kept: BTreeMap::new(),
+            queued: Vec::new(),
+        });
         self.away_timer = None;
-        let _ = self.activity.cast(ActivityMsg::Drain);
+        let _ = self.activity.cast(drain);
     }
 
     /// The old Activity has no speech left: drain its calls (decision 7).
-    pub async fn activity_drained(&mut self, myself: &ActorRef<SessionMsg>) {
+    pub async fn activity_drained(
+        &mut self,
+        kept: BTreeMap<String, ActorRef<ToolsetMsg>>,
+        myself: &ActorRef<SessionMsg>,
+    ) {
         let Some(handoff) = &mut self.handoff else { return };
         handoff.drained = true;
+        handoff.kept = kept;
         self.start_drain_timer();
         for (call_id, running) in &self.running_calls {
-            if running.agent_scoped && running.cancellable {
+            if self.drains(running) && running.cancellable {
                 let cancel =
                     ToolsetMsg::Cancel { call_id: call_id.clone(), reply: None, drain: true };
                 let _ = running.toolset.cast(cancel);
@@ -630,16 +652,26 @@ impl SessionState {
         let closing = self.closing.as_ref().is_some_and(|c| c.activity_quiet);
         let handing_off = self.handoff.as_ref().is_some_and(|h| h.drained);
         for (call_id, running) in &self.running_calls {
-            if closing || (handing_off && running.agent_scoped) {
+            if closing || (handing_off && self.drains(running)) {
                 let _ = running.toolset.cast(ToolsetMsg::Abort { call_id: call_id.clone() });
             }
         }
     }
 
+    /// Whether a handoff in progress drains this call: the old agent's, unless its toolset
+    /// moves to the new agent.
+    fn drains(&self, running: &Running) -> bool {
+        let moving = self
+            .handoff
+            .as_ref()
+            .is_some_and(|h| h.kept.values().any(|t| t.get_id() == running.toolset.get_id()));
+        running.agent_scoped && !moving
+    }
+
     /// Completes the handoff once the old agent's calls have all ended.
     pub async fn complete_handoff_if_drained(&mut self, myself: &ActorRef<SessionMsg>) {
         let ready = self.handoff.as_ref().is_some_and(|h| h.drained)
-            && !self.running_calls.values().any(|r| r.agent_scoped);
+            && !self.running_calls.values().any(|r| self.drains(r));
         if !ready {
             return;
         }
@@ -674,7 +706,8 @@ impl SessionState {
             agent.interruptions_override().unwrap_or(self.options.allow_interruptions);
         self.catalog = Arc::clone(&handoff.catalog);
         let on_enter = agent.on_enter_instructions().map(str::to_string);
-        match self.factory.spawn(agent, handoff.catalog, myself.get_cell()).await {
+        let kept = handoff.kept.clone();
+        match self.factory.spawn(agent, handoff.catalog, kept.clone(), myself.get_cell()).await {
             Ok(activity) => self.activity = activity,
             Err(e) => {
                 let message = format!("cannot start agent `{}`: {e}", self.agent_id);
@@ -682,8 +715,8 @@ impl SessionState {
                 return;
             }
         }
-        // Session-scoped toolsets now report to the new agent (decision 16).
-        for toolset in self.factory.session_toolsets.values() {
+        // Session-scoped and handed-over toolsets now report to the new agent (decision 16).
+        for toolset in self.factory.session_toolsets.values().chain(kept.values()) {
             let _ = toolset.cast(ToolsetMsg::SetOwner { agent_id: self.agent_id.clone() });
         }
         let _ = self.mock_tools_refresh();
