@@ -471,3 +471,57 @@ async fn an_async_toolset_both_agents_list_moves_with_its_calls_running() {
     }
     assert_eq!(started, 1, "one toolset actor served both agents");
 }
+
+#[tokio::test(start_paused = true)]
+async fn c63_close_stops_every_actor_gracefully_and_ends_every_call_once() {
+    // The scenario file c63_close_with_tools_in_flight.json checks the trace; here: the actors.
+
+    let bg = |name: &'static str, ms_: u64, cancellable: bool| {
+        let tool =
+            FunctionTool::new(name, "Background.", move |ctx: RunContext, _a: NoArgs| async move {
+                ctx.update("started").await?;
+                tokio::time::sleep(ms(ms_)).await;
+                Ok::<_, ToolError>("done")
+            });
+        if cancellable { tool.cancellable() } else { tool }
+    };
+    let mut builder = Session::builder().toolset(
+        Toolset::new_async("shared").tool(bg("sess_c", 5000, true)).tool(bg("sess_nc", 600, false)),
+    );
+    let mut lifecycle = builder.lifecycle_events();
+    let h = Harness::start_with(
+        builder,
+        Agent::new("A", "inst").tool(bg("bg_nc", 500, false)).tool(bg("bg_c", 5000, true)),
+        vec![ScriptedResponse::calls([
+            ScriptedCall::new("n", "bg_nc", "{}"),
+            ScriptedCall::new("c", "bg_c", "{}"),
+            ScriptedCall::new("sc", "sess_c", "{}"),
+            ScriptedCall::new("snc", "sess_nc", "{}"),
+        ])],
+    )
+    .await;
+    h.turn("start").await;
+    let events = h.close().await;
+    let mut ended: Vec<String> =
+        tool_events(&events).into_iter().filter(|e| e.starts_with("E(")).collect();
+    ended.sort();
+    assert_eq!(
+        ended,
+        [
+            "E(c_final,cancelled,null)",
+            r#"E(n_final,done,"done")"#,
+            "E(sc_final,cancelled,null)",
+            r#"E(snc_final,done,"done")"#,
+        ]
+    );
+    let mut balance: std::collections::BTreeMap<String, i32> = Default::default();
+    while let Ok(record) = lifecycle.try_recv() {
+        *balance.entry(record.id).or_default() +=
+            if record.what == colloquy::Lifecycle::Started { 1 } else { -1 };
+    }
+    assert!(
+        balance.len() >= 9,
+        "session, coalescer, activity, two toolsets, four calls: {balance:?}"
+    );
+    assert!(balance.values().all(|n| *n == 0), "every actor stopped, none killed: {balance:?}");
+}
