@@ -525,3 +525,34 @@ async fn c63_close_stops_every_actor_gracefully_and_ends_every_call_once() {
     );
     assert!(balance.values().all(|n| *n == 0), "every actor stopped, none killed: {balance:?}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn c68_a_handoff_inside_foreground_is_part_of_the_run() {
+    let forwarded = Agent::new("Forwarded", "Tell jokes.").on_enter_reply("forwarded_greeting");
+    let forward = FunctionTool::new("forward", "Forwards.", move |ctx: RunContext, _a: NoArgs| {
+        let forwarded = forwarded.clone();
+        async move {
+            ctx.update("").await?;
+            let held = ctx.foreground().await.map_err(ToolError::internal)?;
+            held.session().update_agent(forwarded).await.map_err(ToolError::internal)?;
+            tokio::time::sleep(ms(50)).await;
+            drop(held);
+            Ok::<_, ToolError>(())
+        }
+    });
+    let h = Harness::start(
+        Agent::new("Router", "Route.").tool(forward),
+        vec![call("call_1", "forward", "{}"), text(""), text("here is a joke")],
+    )
+    .await;
+    let result = h.session.run("go").await.unwrap();
+    let mut expect = result.expect();
+    expect.next_event().is_function_call("forward");
+    expect.next_event().is_function_call_output();
+    expect.next_event().is_agent_handoff("Forwarded");
+    expect.next_event().is_message(Role::Assistant).with_text("here is a joke");
+    expect.no_more_events();
+    let greeting = h.requests().into_iter().find(|r| r.kind == RequestKind::OnEnter).unwrap();
+    assert_eq!(greeting.instructions.as_deref(), Some("forwarded_greeting"));
+    h.close().await;
+}
