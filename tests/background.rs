@@ -270,21 +270,27 @@ fn slow_with_update(
     })
 }
 
+/// C-12's agent: `slow_a` (200 ms) and `slow_b` (250 ms), each updating first.
+fn slow_pair() -> Agent {
+    agent().tool(slow_with_update("slow_a", "a started", 200, "A done")).tool(slow_with_update(
+        "slow_b",
+        "b started",
+        250,
+        "B done",
+    ))
+}
+
+/// One response calling both: `slow_a#a`, `slow_b#b`.
+fn both_slow_calls() -> ScriptedResponse {
+    ScriptedResponse::calls([
+        ScriptedCall::new("a", "slow_a", "{}"),
+        ScriptedCall::new("b", "slow_b", "{}"),
+    ])
+}
+
 #[tokio::test(start_paused = true)]
 async fn c12_parallel_async_tools_get_separate_replies_when_idle() {
-    let mut h = Harness::start(
-        agent()
-            .tool(slow_with_update("slow_a", "a started", 200, "A done"))
-            .tool(slow_with_update("slow_b", "b started", 250, "B done")),
-        vec![
-            ScriptedResponse::calls([
-                ScriptedCall::new("a", "slow_a", "{}"),
-                ScriptedCall::new("b", "slow_b", "{}"),
-            ]),
-            text("tool-reply"),
-        ],
-    )
-    .await;
+    let mut h = Harness::start(slow_pair(), vec![both_slow_calls(), text("tool-reply")]).await;
     h.turn("go").await;
     h.session.wait_for_quiet().await.unwrap();
     h.session.wait_for_idle().await.unwrap();
@@ -336,14 +342,9 @@ async fn c15_tool_error_after_an_update() {
 #[tokio::test(start_paused = true)]
 async fn c51_finals_landing_while_busy_coalesce_into_one_reply_at_tail() {
     let mut h = Harness::start(
-        agent()
-            .tool(slow_with_update("slow_a", "a started", 200, "A done"))
-            .tool(slow_with_update("slow_b", "b started", 250, "B done")),
+        slow_pair(),
         vec![
-            ScriptedResponse::calls([
-                ScriptedCall::new("a", "slow_a", "{}"),
-                ScriptedCall::new("b", "slow_b", "{}"),
-            ]),
+            both_slow_calls(),
             text("tool-reply"),
             text("user-reply").with_latency(ms(400)),
             text("deferred"),
@@ -388,14 +389,9 @@ async fn c51_finals_landing_while_busy_coalesce_into_one_reply_at_tail() {
 #[tokio::test(start_paused = true)]
 async fn c52_results_maybe_covered_by_a_later_user_turn() {
     let h = Harness::start(
-        agent()
-            .tool(slow_with_update("slow_a", "a started", 200, "A done"))
-            .tool(slow_with_update("slow_b", "b started", 250, "B done")),
+        slow_pair(),
         vec![
-            ScriptedResponse::calls([
-                ScriptedCall::new("a", "slow_a", "{}"),
-                ScriptedCall::new("b", "slow_b", "{}"),
-            ]),
+            both_slow_calls(),
             text("tool-reply").with_latency(ms(600)),
             text("user-reply"),
             text("deferred"),

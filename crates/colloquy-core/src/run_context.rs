@@ -104,23 +104,15 @@ struct Inner {
 }
 
 impl RunContext {
-    /// A context for one call. The runtime builds these; tests and standalone runs may too.
+    /// A context for one call. The runtime builds these; tests and standalone runs may too
+    /// (updates are then recorded, see [`RunContext::recorded_updates`]).
     pub fn new(
         function_call: FunctionCall,
         speech_id: impl Into<String>,
         agent_id: impl Into<String>,
         userdata: Option<Arc<dyn Any + Send + Sync>>,
     ) -> Self {
-        Self {
-            inner: Arc::new(Inner {
-                function_call,
-                speech_id: speech_id.into(),
-                agent_id: agent_id.into(),
-                userdata,
-                hooks: None,
-                recorded: Mutex::new(Vec::new()),
-            }),
-        }
+        Self::build(function_call, speech_id.into(), agent_id.into(), userdata, None)
     }
 
     /// A context whose updates go to `hooks` (the runtime's side of a running call).
@@ -131,16 +123,19 @@ impl RunContext {
         userdata: Option<Arc<dyn Any + Send + Sync>>,
         hooks: Arc<dyn CallHooks>,
     ) -> Self {
-        Self {
-            inner: Arc::new(Inner {
-                function_call,
-                speech_id: speech_id.into(),
-                agent_id: agent_id.into(),
-                userdata,
-                hooks: Some(hooks),
-                recorded: Mutex::new(Vec::new()),
-            }),
-        }
+        Self::build(function_call, speech_id.into(), agent_id.into(), userdata, Some(hooks))
+    }
+
+    fn build(
+        function_call: FunctionCall,
+        speech_id: String,
+        agent_id: String,
+        userdata: Option<Arc<dyn Any + Send + Sync>>,
+        hooks: Option<Arc<dyn CallHooks>>,
+    ) -> Self {
+        let recorded = Mutex::new(Vec::new());
+        let inner = Inner { function_call, speech_id, agent_id, userdata, hooks, recorded };
+        Self { inner: Arc::new(inner) }
     }
 
     /// Reports progress (§7): the first update is handed to the model at once as this call's
