@@ -1,0 +1,361 @@
+//! `colloquy-bench`: the benchmark workload of issue #7, the same as
+//! `../shared/peer/livekit_bench.py` runs on LiveKit Agents, so the figures compare.
+//!
+//! K sessions run concurrently in one process (multi-threaded runtime, real clock), each
+//! running T user turns one after another. In every turn the scripted LLM answers the user
+//! with one call of the background tool `progress_task` — `update("step 1 of 2")`, sleep
+//! `tool_ms`, `update("step 2 of 2")`, return a small JSON object — and answers every other
+//! request with a short text at once. A turn ends when the reply that delivers the tool's
+//! `_final` output has completed. Every session is checked at the end; any missing call,
+//! update, reply or history item makes the exit status 1. Prints one JSON object.
+//!
+//! ```sh
+//! cargo run --release -p colloquy-bench -- --sessions 1000 --turns 5 --tool-ms 0
+//! cargo run --release -p colloquy-bench -- --idle-sessions 10000
+//! ```
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use colloquy::prelude::*;
+use colloquy::{EventStream, ReplyStatus, RequestKind};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+
+#[derive(Deserialize, JsonSchema)]
+struct Task {
+    turn: u32,
+}
+
+fn progress_task(tool_ms: u64) -> FunctionTool {
+    FunctionTool::new(
+        "progress_task",
+        "Works in two steps.",
+        move |ctx: RunContext, t: Task| async move {
+            ctx.update("step 1 of 2").await?;
+            if tool_ms > 0 {
+                tokio::time::sleep(Duration::from_millis(tool_ms)).await;
+            }
+            ctx.update("step 2 of 2").await?;
+            Ok::<_, ToolError>(Json(json!({"turn": t.turn, "ok": true})))
+        },
+    )
+}
+
+/// The scripted model: a call for each user message, a short text for anything else.
+fn llm() -> ScriptedLlm {
+    ScriptedLlm::new([]).with_fallback(|_, request| {
+        let user = request
+            .items
+            .items()
+            .last()
+            .and_then(|i| i.as_message())
+            .filter(|m| m.role == Role::User);
+        match (request.kind, user) {
+            (RequestKind::UserTurn, Some(message)) => {
+                let turn = message.text.trim_start_matches("turn ").to_string();
+                let call = ScriptedCall::new(
+                    format!("t{turn}"),
+                    "progress_task",
+                    format!(r#"{{"turn":{turn}}}"#),
+                );
+                ScriptedResponse::calls([call]).with_latency(Duration::ZERO)
+            }
+            _ => ScriptedResponse::text("noted").with_latency(Duration::ZERO),
+        }
+    })
+}
+
+#[derive(Default)]
+struct SessionResult {
+    latencies: Vec<Duration>,
+    completed_calls: u32,
+    deferred_replies: u32,
+    llm_requests: usize,
+    problems: Vec<String>,
+}
+
+async fn run_session(turns: u32, tool_ms: u64, start: Arc<tokio::sync::Barrier>) -> SessionResult {
+    let mut result = SessionResult::default();
+    let llm = llm();
+    let mut builder = Session::builder().llm(llm.clone()).user_away_timeout(None);
+    let mut events = builder.subscribe();
+    let session =
+        match builder.start(Agent::new("bench", "Run tasks.").tool(progress_task(tool_ms))).await {
+            Ok(session) => session,
+            Err(e) => {
+                result.problems.push(format!("start: {e}"));
+                return result;
+            }
+        };
+    start.wait().await;
+    let mut seen: BTreeMap<String, u32> = BTreeMap::new();
+    for turn in 0..turns {
+        let began = Instant::now();
+        if let Err(e) = session.user_turn(format!("turn {turn}")).await {
+            result.problems.push(format!("turn {turn}: {e}"));
+            break;
+        }
+        let final_id = format!("t{turn}_final");
+        if !wait_for_delivery(&mut events, &final_id, &mut seen).await {
+            result.problems.push(format!("turn {turn}: the final result was never delivered"));
+            break;
+        }
+        result.latencies.push(began.elapsed());
+        result.completed_calls += 1;
+    }
+    let history = session.history().await.unwrap_or_default();
+    let _ = session.close().await;
+    while let Some(event) = events.recv().await {
+        count(&event, &mut seen);
+    }
+    // The checks: every call started, updated twice and ended; every reply completed; every
+    // pair in history.
+    for turn in 0..turns {
+        let id = format!("t{turn}");
+        for (what, want) in [("started", 1), ("updated", 2), ("ended", 1)] {
+            let got = seen.get(&format!("{what}:{id}")).copied().unwrap_or(0);
+            if got != want {
+                result.problems.push(format!("{id}: {what} {got} times, expected {want}"));
+            }
+        }
+        for item in [id.clone(), format!("{id}_update_1"), format!("{id}_final")] {
+            let present = history
+                .iter()
+                .any(|i| i.as_function_call_output().is_some_and(|o| o.call_id == item));
+            if !present {
+                result.problems.push(format!("{item}: missing from history"));
+            }
+        }
+    }
+    let scheduled = seen.get("reply:scheduled").copied().unwrap_or(0);
+    let completed = seen.get("reply:completed").copied().unwrap_or(0);
+    if scheduled != completed {
+        result.problems.push(format!("{scheduled} replies scheduled, {completed} completed"));
+    }
+    result.deferred_replies = completed;
+    result.llm_requests = llm.request_count();
+    result
+}
+
+fn count(event: &SessionEvent, seen: &mut BTreeMap<String, u32>) {
+    let key = match &event.kind {
+        EventKind::ToolCallStarted { call_id, .. } => format!("started:{call_id}"),
+        EventKind::ToolCallUpdated { call_id, .. } => format!("updated:{call_id}"),
+        EventKind::ToolCallEnded { call_id, .. } => format!("ended:{call_id}"),
+        EventKind::ToolReplyUpdated { status, .. } => match status {
+            ReplyStatus::Scheduled => "reply:scheduled".into(),
+            ReplyStatus::Completed => "reply:completed".into(),
+            _ => "reply:other".into(),
+        },
+        _ => return,
+    };
+    *seen.entry(key).or_default() += 1;
+}
+
+/// Reads events until the reply carrying `final_id` has completed.
+async fn wait_for_delivery(
+    events: &mut EventStream,
+    final_id: &str,
+    seen: &mut BTreeMap<String, u32>,
+) -> bool {
+    while let Some(event) = events.recv().await {
+        count(&event, seen);
+        if let EventKind::ToolReplyUpdated { update_ids, status: ReplyStatus::Completed, .. } =
+            &event.kind
+            && update_ids.iter().any(|id| id == final_id)
+        {
+            return true;
+        }
+    }
+    false
+}
+
+/// (user + system CPU seconds, current RSS MiB, peak RSS MiB) of this process, from /proc.
+fn usage() -> (f64, f64, f64) {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let fields: Vec<&str> = stat.rsplit(')').next().unwrap_or("").split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+    // utime and stime are fields 14 and 15 of stat, 12 and 13 after the command name.
+    let cpu = (ticks(11) + ticks(12)) / 100.0;
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let kib = |key: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(key))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (cpu, kib("VmRSS:") / 1024.0, kib("VmHWM:") / 1024.0)
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}
+
+fn round(x: f64, digits: i32) -> f64 {
+    let f = 10f64.powi(digits);
+    (x * f).round() / f
+}
+
+struct Args {
+    sessions: usize,
+    turns: u32,
+    tool_ms: u64,
+    idle_sessions: Option<usize>,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut args = Args { sessions: 100, turns: 5, tool_ms: 0, idle_sessions: None };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--sessions" => {
+                args.sessions = value()?.parse().map_err(|e| format!("--sessions: {e}"))?
+            }
+            "--turns" => args.turns = value()?.parse().map_err(|e| format!("--turns: {e}"))?,
+            "--tool-ms" => {
+                args.tool_ms = value()?.parse().map_err(|e| format!("--tool-ms: {e}"))?
+            }
+            "--idle-sessions" => {
+                args.idle_sessions =
+                    Some(value()?.parse().map_err(|e| format!("--idle-sessions: {e}"))?)
+            }
+            other => return Err(format!("unknown option `{other}`")),
+        }
+    }
+    Ok(args)
+}
+
+async fn idle(n: usize) -> serde_json::Value {
+    let (_, before, _) = usage();
+    let mut sessions = Vec::with_capacity(n);
+    for _ in 0..n {
+        let session = Session::builder()
+            .llm(llm())
+            .user_away_timeout(None)
+            .start(Agent::new("bench", "Run tasks.").tool(progress_task(0)))
+            .await;
+        if let Ok(session) = session {
+            sessions.push(session);
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (_, after, peak) = usage();
+    let started = sessions.len();
+    for session in &sessions {
+        let _ = session.close().await;
+    }
+    json!({
+        "framework": "colloquy",
+        "idle_sessions": started,
+        "rss_before_mib": round(before, 1),
+        "rss_with_sessions_mib": round(after, 1),
+        "bytes_per_idle_session": ((after - before) * 1024.0 * 1024.0 / started.max(1) as f64).round(),
+        "peak_rss_mib": round(peak, 1),
+    })
+}
+
+async fn run(args: &Args) -> (serde_json::Value, bool) {
+    let (_, rss_before, _) = usage();
+    let barrier = Arc::new(tokio::sync::Barrier::new(args.sessions + 1));
+    let tasks: Vec<_> = (0..args.sessions)
+        .map(|_| tokio::spawn(run_session(args.turns, args.tool_ms, Arc::clone(&barrier))))
+        .collect();
+    barrier.wait().await; // every session started
+    let (cpu_before, rss_after_setup, _) = usage();
+    let started = Instant::now();
+    let mut results = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        results.push(task.await.unwrap_or_else(|e| SessionResult {
+            problems: vec![e.to_string()],
+            ..Default::default()
+        }));
+    }
+    let run_wall = started.elapsed().as_secs_f64();
+    let (cpu_after, _, peak) = usage();
+    let cpu_run = cpu_after - cpu_before;
+    let mut latencies: Vec<f64> =
+        results.iter().flat_map(|r| r.latencies.iter().map(Duration::as_secs_f64)).collect();
+    latencies.sort_by(f64::total_cmp);
+    let completed: u32 = results.iter().map(|r| r.completed_calls).sum();
+    let expected = args.sessions as u64 * u64::from(args.turns);
+    let problems: Vec<&String> = results.iter().flat_map(|r| r.problems.iter()).collect();
+    let calls = expected.max(1) as f64;
+    let tool_s = args.tool_ms as f64 / 1000.0;
+    let mean = if latencies.is_empty() {
+        0.0
+    } else {
+        latencies.iter().sum::<f64>() / latencies.len() as f64
+    };
+    let ok = problems.is_empty() && u64::from(completed) == expected;
+    let report = json!({
+        "framework": "colloquy",
+        "nproc": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        "sessions": args.sessions,
+        "turns": args.turns,
+        "tool_ms": args.tool_ms,
+        "run_wall_s": round(run_wall, 3),
+        "cpu_s_run": round(cpu_run, 3),
+        "cpu_util_run": round(if run_wall > 0.0 { cpu_run / run_wall } else { 0.0 }, 3),
+        "rss_before_sessions_mib": round(rss_before, 1),
+        "rss_after_setup_mib": round(rss_after_setup, 1),
+        "peak_rss_mib": round(peak, 1),
+        "tool_calls_expected": expected,
+        "tool_calls_completed": completed,
+        "tool_calls_per_s": round(if run_wall > 0.0 { f64::from(completed) / run_wall } else { 0.0 }, 1),
+        "llm_requests": results.iter().map(|r| r.llm_requests).sum::<usize>(),
+        "deferred_replies": results.iter().map(|r| r.deferred_replies).sum::<u32>(),
+        "turn_latency_ms": {
+            "mean": round(mean * 1000.0, 2),
+            "p50": round(percentile(&latencies, 0.50) * 1000.0, 2),
+            "p95": round(percentile(&latencies, 0.95) * 1000.0, 2),
+            "p99": round(percentile(&latencies, 0.99) * 1000.0, 2),
+            "max": round(latencies.last().copied().unwrap_or(0.0) * 1000.0, 2),
+        },
+        "overhead_ms_per_call": {
+            "latency": round((mean - tool_s) * 1000.0, 3),
+            "amortised_wall": round((run_wall - f64::from(args.turns) * tool_s) * 1000.0 / calls, 3),
+            "cpu": round(cpu_run * 1000.0 / calls, 3),
+        },
+        "sessions_with_problems": results.iter().filter(|r| !r.problems.is_empty()).count(),
+        "problems_sample": problems.iter().take(5).collect::<Vec<_>>(),
+        "ok": ok,
+    });
+    (report, ok)
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args() {
+        Ok(args) => args,
+        Err(e) => {
+            eprintln!(
+                "colloquy-bench: {e}\nusage: colloquy-bench [--sessions K] [--turns T] [--tool-ms M] | --idle-sessions N"
+            );
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("colloquy-bench: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Some(n) = args.idle_sessions {
+        println!("{}", runtime.block_on(idle(n)));
+        return ExitCode::SUCCESS;
+    }
+    let (report, ok) = runtime.block_on(run(&args));
+    println!("{report}");
+    if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+}
