@@ -1,0 +1,199 @@
+//! Micro-benchmarks of the hot path (issue 7): argument parsing and validation, duplicate-key
+//! canonicalisation, history insertion, template rendering, and one whole tool-call round trip
+//! through the actors (user turn → Activity → Toolset → ToolCall → output → reply).
+//!
+//! ```sh
+//! cargo bench --bench micro
+//! ```
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use colloquy::prelude::*;
+use colloquy::{ChatContext, DuplicateScope, FunctionCallOutput, Message, OnDuplicate, Timestamp};
+use colloquy_core::args::{parse_arguments, validate_arguments};
+use colloquy_core::duplicate::duplicate_key;
+use colloquy_core::templates::{Template, update_placeholders};
+use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+#[derive(Deserialize, JsonSchema)]
+#[allow(dead_code)]
+struct Flight {
+    /// Departure airport.
+    origin: String,
+    /// Arrival airport.
+    destination: String,
+    /// Number of passengers.
+    passengers: u32,
+    /// Cabin class.
+    #[serde(default)]
+    cabin: Option<String>,
+}
+
+const FLIGHT_ARGS: &str =
+    r#"{"destination":"Tokyo","origin":"Paris","passengers":"2","cabin":"economy","extra":1}"#;
+
+fn flight_tool() -> FunctionTool {
+    FunctionTool::new("book_flight", "Books a flight.", |_ctx: RunContext, f: Flight| async move {
+        Ok::<_, ToolError>(format!("{} to {}", f.origin, f.destination))
+    })
+}
+
+fn arguments(c: &mut Criterion) {
+    let tool = flight_tool();
+    c.bench_function("args/parse", |b| {
+        b.iter(|| parse_arguments("book_flight", black_box(FLIGHT_ARGS)).unwrap())
+    });
+    let parsed = parse_arguments("book_flight", FLIGHT_ARGS).unwrap();
+    c.bench_function("args/validate", |b| {
+        b.iter_batched(
+            || parsed.value.clone(),
+            |args| validate_arguments("book_flight", tool.parameters(), args).unwrap(),
+            BatchSize::SmallInput,
+        )
+    });
+}
+
+fn duplicate_keys(c: &mut Criterion) {
+    let tool = flight_tool().on_duplicate(OnDuplicate::Reject, DuplicateScope::NameAndArgs);
+    let args: Map<String, Value> = parse_arguments("book_flight", FLIGHT_ARGS).unwrap().value;
+    c.bench_function("duplicate/name_and_args_key", |b| {
+        b.iter(|| duplicate_key(&tool, black_box(&args)).unwrap())
+    });
+}
+
+fn output(i: u64) -> ChatItem {
+    ChatItem::FunctionCallOutput(FunctionCallOutput {
+        id: format!("item_{i}"),
+        call_id: format!("c{i}"),
+        name: "book_flight".into(),
+        output: "{\"ok\": true}".into(),
+        is_error: false,
+        reply_required: true,
+        created_at: Timestamp::new(i * 1000, i),
+    })
+}
+
+fn history(c: &mut Criterion) {
+    // A conversation of 200 items, then one more at the end (the usual case) or one that a
+    // late tool output places 20 items back (the background case).
+    let base: ChatContext = {
+        let mut ctx = ChatContext::default();
+        for i in 0..200 {
+            ctx.insert(if i % 2 == 0 {
+                output(i)
+            } else {
+                ChatItem::Message(Message {
+                    id: format!("item_{i}"),
+                    role: Role::Assistant,
+                    text: "Sure, one moment.".into(),
+                    interrupted: false,
+                    created_at: Timestamp::new(i * 1000, i),
+                })
+            });
+        }
+        ctx
+    };
+    c.bench_function("history/insert_append", |b| {
+        b.iter_batched(
+            || (base.clone(), output(1000)),
+            |(mut ctx, item)| {
+                ctx.insert(item);
+                ctx
+            },
+            BatchSize::SmallInput,
+        )
+    });
+    c.bench_function("history/insert_back_20", |b| {
+        b.iter_batched(
+            || {
+                let mut item = output(180);
+                if let ChatItem::FunctionCallOutput(o) = &mut item {
+                    o.created_at = Timestamp::new(180 * 1000 + 1, 1000);
+                }
+                (base.clone(), item)
+            },
+            |(mut ctx, item)| {
+                ctx.insert(item);
+                ctx
+            },
+            BatchSize::SmallInput,
+        )
+    });
+}
+
+fn templates(c: &mut Criterion) {
+    let template = Template::text(
+        "Update from {function_name} (call {call_id}): {message}. Mention it briefly.",
+    );
+    c.bench_function("templates/render_update", |b| {
+        b.iter(|| {
+            let values = update_placeholders("book_flight", "call_123", "step 1 of 2");
+            template.render(black_box(&values)).unwrap()
+        })
+    });
+}
+
+fn round_trip(c: &mut Criterion) {
+    // One tool call through every actor, on a multi-threaded runtime: the model calls
+    // `echo`, the Toolset spawns its ToolCall actor, the output returns through the Activity
+    // and the model's text reply completes the turn.
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let echo = FunctionTool::new("echo", "Echoes.", |_ctx: RunContext, f: Flight| async move {
+        Ok::<_, ToolError>(f.destination)
+    });
+    let llm = ScriptedLlm::new([]).with_fallback(|_, request| {
+        let last_is_user = request
+            .items
+            .items()
+            .last()
+            .and_then(|i| i.as_message())
+            .is_some_and(|m| m.role == Role::User);
+        if last_is_user {
+            let call = ScriptedCall::new(format!("c{}", request.items.len()), "echo", FLIGHT_ARGS);
+            ScriptedResponse::calls([call]).with_latency(Duration::ZERO)
+        } else {
+            ScriptedResponse::text("done").with_latency(Duration::ZERO)
+        }
+    });
+    // Each session runs at most TURNS_PER_SESSION turns so the history (and every request
+    // built from it) stays conversation-sized; starting and closing sessions is not timed.
+    const TURNS_PER_SESSION: u64 = 50;
+    c.bench_function("round_trip/tool_call_through_actors", |b| {
+        b.iter_custom(|iters| {
+            let (echo, llm) = (echo.clone(), llm.clone());
+            runtime.block_on(async move {
+                let mut timed = Duration::ZERO;
+                let mut left = iters;
+                while left > 0 {
+                    let session = Session::builder()
+                        .llm(llm.clone())
+                        .user_away_timeout(None)
+                        .start(Agent::new("bench", "Echo.").tool(echo.clone()))
+                        .await
+                        .unwrap();
+                    let n = left.min(TURNS_PER_SESSION);
+                    let began = std::time::Instant::now();
+                    for _ in 0..n {
+                        black_box(session.run("book it").await.unwrap());
+                    }
+                    timed += began.elapsed();
+                    session.close().await.unwrap();
+                    left -= n;
+                }
+                timed
+            })
+        })
+    });
+}
+
+criterion_group! {
+    name = micro;
+    config = Criterion::default().measurement_time(Duration::from_secs(3)).warm_up_time(Duration::from_secs(1));
+    targets = arguments, duplicate_keys, history, templates, round_trip
+}
+criterion_main!(micro);

@@ -1,0 +1,54 @@
+//! The load harness runs the workload end to end, checks every session and reports the
+//! peer's fields. (Its figures are measurements, never asserted here.)
+
+use std::process::Command;
+
+use serde_json::Value;
+
+fn bench(args: &[&str]) -> (bool, Value) {
+    let out = Command::new(env!("CARGO_BIN_EXE_colloquy-bench")).args(args).output().unwrap();
+    let report = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout));
+    });
+    (out.status.success(), report)
+}
+
+#[test]
+fn a_small_load_completes_every_call_and_reply() {
+    let (success, report) = bench(&["--sessions", "3", "--turns", "2", "--tool-ms", "0"]);
+    assert!(success, "{report:#}");
+    assert_eq!(report["ok"], true);
+    assert_eq!(report["tool_calls_expected"], 6);
+    assert_eq!(report["tool_calls_completed"], 6);
+    assert_eq!(report["sessions_with_problems"], 0);
+    // Per turn: the user turn's call, the first update's reply, the deferred reply of the
+    // second update and the final output (coalesced when they arrive together).
+    let requests = report["llm_requests"].as_u64().unwrap();
+    assert!((12..=18).contains(&requests), "{requests} requests");
+    assert!(report["deferred_replies"].as_u64().unwrap() >= 6);
+    for field in ["p50", "p95", "p99", "max"] {
+        assert!(report["turn_latency_ms"][field].is_number(), "{field}");
+    }
+    for field in ["latency", "amortised_wall", "cpu"] {
+        assert!(report["overhead_ms_per_call"][field].is_number(), "{field}");
+    }
+}
+
+#[test]
+fn idle_sessions_report_bytes_per_session() {
+    let (success, report) = bench(&["--idle-sessions", "20"]);
+    assert!(success, "{report:#}");
+    assert_eq!(report["idle_sessions"], 20);
+    assert!(report["bytes_per_idle_session"].is_number());
+}
+
+#[test]
+fn a_bad_option_is_a_clear_error() {
+    let out = Command::new(env!("CARGO_BIN_EXE_colloquy-bench"))
+        .args(["--sessions", "many"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--sessions") && err.contains("usage"), "{err}");
+}
