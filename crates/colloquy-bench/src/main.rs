@@ -25,6 +25,13 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
+/// The allocator: mimalloc unless built with `--no-default-features` (glibc malloc fragments
+/// under hundreds of thousands of small, short-lived, cross-thread allocations; see
+/// docs/benchmarks.md).
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Deserialize, JsonSchema)]
 struct Task {
     turn: u32,
@@ -300,6 +307,7 @@ async fn run(args: &Args) -> (serde_json::Value, bool) {
     let ok = problems.is_empty() && u64::from(completed) == expected;
     let report = json!({
         "framework": "colloquy",
+        "allocator": if cfg!(feature = "mimalloc") { "mimalloc" } else { "system" },
         "nproc": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
         "sessions": args.sessions,
         "turns": args.turns,
