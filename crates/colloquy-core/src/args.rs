@@ -100,7 +100,9 @@ pub fn parse_arguments(tool: &str, text: &str) -> Result<ParsedArguments, Argume
             )));
         }
     };
-    let canonical = canonical_json(&Value::Object(value.clone()));
+    // Canonical text without cloning the map into a `Value` first (a hot path: every call).
+    let mut canonical = String::with_capacity(text.len() + 8);
+    write_object(&value, &mut canonical);
     Ok(ParsedArguments { value, canonical })
 }
 
@@ -139,18 +141,7 @@ pub fn canonical_json(value: &Value) -> String {
 
 fn write_canonical(value: &Value, out: &mut String) {
     match value {
-        Value::Object(map) => {
-            out.push('{');
-            for (i, (k, v)) in map.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                write_string(k, out);
-                out.push_str(": ");
-                write_canonical(v, out);
-            }
-            out.push('}');
-        }
+        Value::Object(map) => write_object(map, out),
         Value::Array(items) => {
             out.push('[');
             for (i, v) in items.iter().enumerate() {
@@ -164,6 +155,19 @@ fn write_canonical(value: &Value, out: &mut String) {
         Value::String(s) => write_string(s, out),
         other => out.push_str(&other.to_string()),
     }
+}
+
+fn write_object(map: &Map<String, Value>, out: &mut String) {
+    out.push('{');
+    for (i, (k, v)) in map.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        write_string(k, out);
+        out.push_str(": ");
+        write_canonical(v, out);
+    }
+    out.push('}');
 }
 
 fn write_string(s: &str, out: &mut String) {
