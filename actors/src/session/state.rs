@@ -304,20 +304,20 @@ impl SessionState {
     /// running call it does not mention (§16): never persisted.
     pub fn request_context(&self, agent: &str) -> Option<Arc<ChatContext>> {
         let context = self.contexts.get(agent)?;
-        let mentioned: BTreeSet<&str> = context
-            .items()
-            .iter()
-            .filter_map(|item| match item {
-                ChatItem::FunctionCall(c) => Some(c.call_id.as_str()),
-                ChatItem::FunctionCallOutput(o) => Some(o.call_id.as_str()),
-                _ => None,
+        // Few calls run at a time: scanning the context (from the end, where they are) per
+        // running call is cheaper than indexing every call id of the conversation per request.
+        let mentions = |call_id: &str| {
+            context.items().iter().rev().any(|item| match item {
+                ChatItem::FunctionCall(c) => c.call_id == call_id,
+                ChatItem::FunctionCallOutput(o) => o.call_id == call_id,
+                _ => false,
             })
-            .collect();
+        };
         let missing: Vec<&FunctionCall> = self
             .running_calls
             .values()
             .map(|r| &r.call)
-            .filter(|c| !mentioned.contains(c.call_id.as_str()))
+            .filter(|c| !mentions(&c.call_id))
             .collect();
         if missing.is_empty() {
             return Some(Arc::clone(context));
