@@ -186,7 +186,8 @@ fn usage() -> (f64, f64, f64) {
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
     let fields: Vec<&str> = stat.rsplit(')').next().unwrap_or("").split_whitespace().collect();
     let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
-    // utime and stime are fields 14 and 15 of stat, 12 and 13 after the command name.
+    // utime and stime are fields 14 and 15 of stat (1-based): indexes 11 and 12 counted from the
+    // state field that follows the command name; clock ticks are 100 per second on Linux.
     let cpu = (ticks(11) + ticks(12)) / 100.0;
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let kib = |key: &str| {
