@@ -85,19 +85,32 @@ struct SessionResult {
     problems: Vec<String>,
 }
 
-async fn run_session(turns: u32, tool_ms: u64, start: Arc<tokio::sync::Barrier>) -> SessionResult {
+/// One session after its turns: what the checks need, kept out of the timed run phase (as the
+/// peer keeps its checks and closing out of `run_wall_s`).
+struct Driven {
+    session: Option<SessionHandle>,
+    events: EventStream,
+    llm: ScriptedLlm,
+    seen: BTreeMap<String, u32>,
+    result: SessionResult,
+}
+
+/// Starts one session, waits for every session to be started, then runs its turns.
+async fn drive(turns: u32, tool_ms: u64, start: Arc<tokio::sync::Barrier>) -> Driven {
     let mut result = SessionResult::default();
     let llm = llm();
     let mut builder = Session::builder().llm(llm.clone()).user_away_timeout(None);
     let mut events = builder.subscribe();
-    let session =
-        match builder.start(Agent::new("bench", "Run tasks.").tool(progress_task(tool_ms))).await {
-            Ok(session) => session,
-            Err(e) => {
-                result.problems.push(format!("start: {e}"));
-                return result;
-            }
-        };
+    let started = builder.start(Agent::new("bench", "Run tasks.").tool(progress_task(tool_ms)));
+    let session = match started.await {
+        Ok(session) => session,
+        Err(e) => {
+            result.problems.push(format!("start: {e}"));
+            start.wait().await;
+            let seen = BTreeMap::new();
+            return Driven { session: None, events, llm, seen, result };
+        }
+    };
     start.wait().await;
     let mut seen: BTreeMap<String, u32> = BTreeMap::new();
     for turn in 0..turns {
@@ -114,6 +127,13 @@ async fn run_session(turns: u32, tool_ms: u64, start: Arc<tokio::sync::Barrier>)
         result.latencies.push(began.elapsed());
         result.completed_calls += 1;
     }
+    Driven { session: Some(session), events, llm, seen, result }
+}
+
+/// Closes a driven session and checks everything it must show after `turns` turns.
+async fn check(driven: Driven, turns: u32) -> SessionResult {
+    let Driven { session, mut events, llm, mut seen, mut result } = driven;
+    let Some(session) = session else { return result };
     let history = session.history().await.unwrap_or_default();
     let _ = session.close().await;
     while let Some(event) = events.recv().await {
@@ -244,17 +264,19 @@ fn parse_args() -> Result<Args, String> {
     Ok(args)
 }
 
-async fn idle(n: usize) -> serde_json::Value {
+async fn idle(n: usize) -> (serde_json::Value, bool) {
     let (_, before, _) = usage();
     let mut sessions = Vec::with_capacity(n);
+    let mut failures = Vec::new();
     for _ in 0..n {
         let session = Session::builder()
             .llm(llm())
             .user_away_timeout(None)
             .start(Agent::new("bench", "Run tasks.").tool(progress_task(0)))
             .await;
-        if let Ok(session) = session {
-            sessions.push(session);
+        match session {
+            Ok(session) => sessions.push(session),
+            Err(e) => failures.push(e.to_string()),
         }
     }
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -263,35 +285,53 @@ async fn idle(n: usize) -> serde_json::Value {
     for session in &sessions {
         let _ = session.close().await;
     }
-    json!({
+    let ok = failures.is_empty();
+    let report = json!({
         "framework": "colloquy",
+        "allocator": if cfg!(feature = "mimalloc") { "mimalloc" } else { "system" },
         "idle_sessions": started,
+        "failed_to_start": failures.len(),
+        "problems_sample": failures.iter().take(5).collect::<Vec<_>>(),
         "rss_before_mib": round(before, 1),
         "rss_with_sessions_mib": round(after, 1),
         "bytes_per_idle_session": ((after - before) * 1024.0 * 1024.0 / started.max(1) as f64).round(),
         "peak_rss_mib": round(peak, 1),
-    })
+        "ok": ok,
+    });
+    (report, ok)
 }
 
 async fn run(args: &Args) -> (serde_json::Value, bool) {
     let (_, rss_before, _) = usage();
     let barrier = Arc::new(tokio::sync::Barrier::new(args.sessions + 1));
+    let (turns, tool_ms) = (args.turns, args.tool_ms);
     let tasks: Vec<_> = (0..args.sessions)
-        .map(|_| tokio::spawn(run_session(args.turns, args.tool_ms, Arc::clone(&barrier))))
+        .map(|_| tokio::spawn(drive(turns, tool_ms, Arc::clone(&barrier))))
         .collect();
     barrier.wait().await; // every session started
     let (cpu_before, rss_after_setup, _) = usage();
     let started = Instant::now();
-    let mut results = Vec::with_capacity(tasks.len());
+    let mut driven = Vec::with_capacity(tasks.len());
+    let mut results = Vec::new();
     for task in tasks {
+        match task.await {
+            Ok(d) => driven.push(d),
+            Err(e) => {
+                results.push(SessionResult { problems: vec![e.to_string()], ..Default::default() })
+            }
+        }
+    }
+    let run_wall = started.elapsed().as_secs_f64();
+    let (cpu_after, _, peak) = usage();
+    let cpu_run = cpu_after - cpu_before;
+    // Closing and checking, outside the measured run phase.
+    let checks: Vec<_> = driven.into_iter().map(|d| tokio::spawn(check(d, turns))).collect();
+    for task in checks {
         results.push(task.await.unwrap_or_else(|e| SessionResult {
             problems: vec![e.to_string()],
             ..Default::default()
         }));
     }
-    let run_wall = started.elapsed().as_secs_f64();
-    let (cpu_after, _, peak) = usage();
-    let cpu_run = cpu_after - cpu_before;
     let mut latencies: Vec<f64> =
         results.iter().flat_map(|r| r.latencies.iter().map(Duration::as_secs_f64)).collect();
     latencies.sort_by(f64::total_cmp);
@@ -360,11 +400,10 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    if let Some(n) = args.idle_sessions {
-        println!("{}", runtime.block_on(idle(n)));
-        return ExitCode::SUCCESS;
-    }
-    let (report, ok) = runtime.block_on(run(&args));
+    let (report, ok) = match args.idle_sessions {
+        Some(n) => runtime.block_on(idle(n)),
+        None => runtime.block_on(run(&args)),
+    };
     println!("{report}");
     if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE }
 }

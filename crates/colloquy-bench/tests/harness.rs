@@ -39,6 +39,8 @@ fn idle_sessions_report_bytes_per_session() {
     let (success, report) = bench(&["--idle-sessions", "20"]);
     assert!(success, "{report:#}");
     assert_eq!(report["idle_sessions"], 20);
+    assert_eq!(report["failed_to_start"], 0);
+    assert_eq!(report["ok"], true);
     assert!(report["bytes_per_idle_session"].is_number());
 }
 
