@@ -21,10 +21,12 @@ fn a_small_load_completes_every_call_and_reply() {
     assert_eq!(report["tool_calls_expected"], 6);
     assert_eq!(report["tool_calls_completed"], 6);
     assert_eq!(report["sessions_with_problems"], 0);
-    // Per turn: the user turn's call, the first update's reply, the deferred reply of the
-    // second update and the final output (coalesced when they arrive together).
+    // Per turn: the user turn's call and the first update's reply, then the deferred second
+    // update and final output — one coalesced reply when they arrive together, two when the
+    // session went idle between them. Which one happens depends on the real clock, so the
+    // bound covers both (6 turns × 2..=4 requests).
     let requests = report["llm_requests"].as_u64().unwrap();
-    assert!((12..=18).contains(&requests), "{requests} requests");
+    assert!((12..=24).contains(&requests), "{requests} requests");
     assert!(report["deferred_replies"].as_u64().unwrap() >= 6);
     for field in ["p50", "p95", "p99", "max"] {
         assert!(report["turn_latency_ms"][field].is_number(), "{field}");
