@@ -326,7 +326,7 @@ impl SessionHandle {
     ) -> Result<Option<Vec<ChatItem>>, SessionError> {
         let agent = agent.into();
         let ctx = self.ask(|reply| SessionMsg::Context { agent, reply }).await?;
-        Ok(ctx.map(|c| c.items().to_vec()))
+        Ok(ctx.map(|c| c.to_items()))
     }
 
     /// The current agent and user state.

@@ -233,7 +233,7 @@ impl Actor for SessionActor {
             SessionMsg::Subscribe(tx) => state.subscribers.push(tx),
             SessionMsg::AddBroadcast(tx) => state.broadcasts.push(tx),
             SessionMsg::History(reply) => {
-                let _ = reply.send(state.history.items().to_vec());
+                let _ = reply.send(state.history.to_items());
             }
             SessionMsg::Context { agent, reply } => {
                 let _ = reply.send(state.contexts.get(&agent).cloned());

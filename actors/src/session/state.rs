@@ -188,7 +188,8 @@ impl SessionState {
             new_agent: self.agent_id.clone(),
             created_at: self.link.clock.now(),
         });
-        self.history.insert(item.clone());
+        let item = Arc::new(item);
+        self.history.insert(Arc::clone(&item));
         self.emit_now(EventKind::AgentHandoff {
             old_agent: self.previous_agent.clone(),
             new_agent: self.agent_id.clone(),
@@ -272,11 +273,12 @@ impl SessionState {
         let mut added = Vec::new();
         let context = Arc::make_mut(self.contexts.entry(agent.to_string()).or_default());
         for item in items {
-            if !matches!(item, ChatItem::AgentHandoff(_)) {
-                context.insert(item.clone());
+            let item = Arc::new(item);
+            if !matches!(*item, ChatItem::AgentHandoff(_)) {
+                context.insert(Arc::clone(&item));
             }
             if notify {
-                added.push(item.clone());
+                added.push(Arc::clone(&item));
             }
             self.history.insert(item);
         }
@@ -307,7 +309,7 @@ impl SessionState {
         // Few calls run at a time: scanning the context (from the end, where they are) per
         // running call is cheaper than indexing every call id of the conversation per request.
         let mentions = |call_id: &str| {
-            context.items().iter().rev().any(|item| match item {
+            context.iter().rev().any(|item| match item {
                 ChatItem::FunctionCall(c) => c.call_id == call_id,
                 ChatItem::FunctionCallOutput(o) => o.call_id == call_id,
                 _ => false,
@@ -419,14 +421,14 @@ impl SessionState {
         let handoff = batch.iter().any(|p| p.agent != self.agent_id);
         // Decision 4: pairs received by an agent that is gone are persisted into the context
         // of the agent delivering them.
-        let moved: Vec<ChatItem> = batch
+        let moved: Vec<Arc<ChatItem>> = batch
             .iter()
             .filter(|p| p.agent != self.agent_id)
             .filter_map(|p| self.contexts.get(&p.agent).map(|ctx| (p, ctx)))
             .flat_map(|(p, ctx)| {
                 ctx.items()
                     .iter()
-                    .filter(|item| match item {
+                    .filter(|item| match &***item {
                         ChatItem::FunctionCall(c) => c.call_id == p.update_id,
                         ChatItem::FunctionCallOutput(o) => o.call_id == p.update_id,
                         _ => false,
@@ -691,7 +693,8 @@ impl SessionState {
         if let Some(run) = &mut self.run {
             run.items.push(item.clone());
         }
-        self.history.insert(item.clone());
+        let item = Arc::new(item);
+        self.history.insert(Arc::clone(&item));
         self.emit_now(EventKind::AgentHandoff {
             old_agent: Some(old_agent),
             new_agent: self.agent_id.clone(),
@@ -1031,8 +1034,8 @@ impl SessionState {
         self.broadcasts.clear();
         let closed = ClosedSession {
             reason: reason.clone(),
-            history: self.history.items().to_vec(),
-            contexts: self.contexts.iter().map(|(k, v)| (k.clone(), v.items().to_vec())).collect(),
+            history: self.history.to_items(),
+            contexts: self.contexts.iter().map(|(k, v)| (k.clone(), v.to_items())).collect(),
         };
         for waiter in waiters {
             let _ = waiter.send(closed.clone());

@@ -5,6 +5,8 @@
 //! list position follows timestamps, not arrival order: an assistant message stamped when its
 //! speech started playing lands before the tool outputs that finished while it played.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -166,18 +168,23 @@ impl ChatItem {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct ChatContext {
-    items: Vec<ChatItem>,
+    // Shared items: the session's history, each agent's context, an in-flight request's copy
+    // and the `ConversationItemAdded` event all point at one allocation per item, so copying a
+    // context copies pointers, never the conversation.
+    items: Vec<Arc<ChatItem>>,
 }
 
 impl ChatContext {
     /// A context holding `items` as given (assumed already in timestamp order).
     pub fn from_items(items: Vec<ChatItem>) -> Self {
-        Self { items }
+        Self { items: items.into_iter().map(Arc::new).collect() }
     }
 
     /// Inserts after the last item whose timestamp is less than or equal to the new one's,
-    /// scanning from the end (appends are O(1)). Returns the position.
-    pub fn insert(&mut self, item: ChatItem) -> usize {
+    /// scanning from the end (appends are O(1)). Returns the position. Takes a `ChatItem` or
+    /// an `Arc<ChatItem>` (shared, not copied).
+    pub fn insert(&mut self, item: impl Into<Arc<ChatItem>>) -> usize {
+        let item = item.into();
         let at = item.created_at();
         let pos = self
             .items
@@ -188,9 +195,14 @@ impl ChatContext {
         pos
     }
 
-    /// The items, in order.
-    pub fn items(&self) -> &[ChatItem] {
+    /// The items, in order (shared; they deref to [`ChatItem`]).
+    pub fn items(&self) -> &[Arc<ChatItem>] {
         &self.items
+    }
+
+    /// The items, in order.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &ChatItem> + ExactSizeIterator {
+        self.items.iter().map(|item| &**item)
     }
 
     /// Number of items.
@@ -205,12 +217,17 @@ impl ChatContext {
 
     /// The latest timestamp in the context, if any.
     pub fn last_timestamp(&self) -> Option<Timestamp> {
-        self.items.iter().map(ChatItem::created_at).max()
+        self.items.iter().map(|item| item.created_at()).max()
     }
 
-    /// Consumes the context, returning its items.
+    /// Consumes the context, returning its items (copied only where still shared).
     pub fn into_items(self) -> Vec<ChatItem> {
-        self.items
+        self.items.into_iter().map(Arc::unwrap_or_clone).collect()
+    }
+
+    /// The items as owned values (each one copied).
+    pub fn to_items(&self) -> Vec<ChatItem> {
+        self.iter().cloned().collect()
     }
 }
 
@@ -229,7 +246,7 @@ mod tests {
     }
 
     fn ids(ctx: &ChatContext) -> Vec<&str> {
-        ctx.items().iter().map(ChatItem::id).collect()
+        ctx.iter().map(ChatItem::id).collect()
     }
 
     #[test]

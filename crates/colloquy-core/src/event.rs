@@ -4,6 +4,8 @@
 //! `{"at_ms": 10, "type": "tool_call_started", "call_id": "c1", "name": "get_weather"}`.
 //! Types colloquy adds beyond the format carry an `x_` prefix.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 use crate::chat::ChatItem;
@@ -204,8 +206,8 @@ pub enum EventKind {
     /// An item was committed to the session history (colloquy's addition, for transcripts).
     #[serde(rename = "x_conversation_item_added")]
     ConversationItemAdded {
-        /// The item.
-        item: ChatItem,
+        /// The item (shared with the history; derefs to [`ChatItem`]).
+        item: Arc<ChatItem>,
     },
 }
 

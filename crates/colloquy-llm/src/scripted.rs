@@ -230,7 +230,7 @@ impl Llm for ScriptedLlm {
                 tools: request.tools.iter().map(|t| t.name.clone()).collect(),
                 tool_choice: request.tool_choice,
                 instructions: request.extra_instructions.clone(),
-                items: request.items.items().to_vec(),
+                items: request.items.to_items(),
             };
             if let Ok(mut requests) = self.inner.requests.lock() {
                 requests.push(record);
