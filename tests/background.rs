@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use colloquy::prelude::*;
 use colloquy::templates::{Template, Templates, defaults};
-use colloquy::{RequestKind, UpdateOptions};
+use colloquy::{Lifecycle, LifecycleEvent, RequestKind, UpdateOptions};
 use common::*;
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -123,6 +123,42 @@ async fn c06_one_update_then_a_result() {
     let events = h.events().to_vec();
     assert_eq!(at_ms(&events, |k| matches!(k, EventKind::ToolCallEnded { .. })), 210);
     h.close().await;
+}
+
+/// The ReplyCoalescer actor is spawned by the first pair that waits for a deferred reply, not
+/// with the session: a session whose tools never defer a reply runs one actor fewer.
+#[tokio::test(start_paused = true)]
+async fn the_coalescer_starts_with_the_first_deferred_reply() {
+    let book = FunctionTool::new("book", "Book.", |ctx: RunContext, _a: NoArgs| async move {
+        ctx.update("step one").await?;
+        tokio::time::sleep(ms(200)).await;
+        Ok::<_, ToolError>("booked")
+    });
+    let mut builder = Session::builder();
+    let mut lifecycle = builder.lifecycle_events();
+    let script = vec![text("Hello."), call("c1", "book", "{}"), text("Looking."), text("Booked.")];
+    let mut h = Harness::start_with(builder, agent().tool(book), script).await;
+    let started = |lifecycle: &mut tokio::sync::mpsc::UnboundedReceiver<LifecycleEvent>| {
+        std::iter::from_fn(|| lifecycle.try_recv().ok())
+            .filter(|r| r.what == Lifecycle::Started)
+            .map(|r| r.id)
+            .collect::<Vec<_>>()
+    };
+    h.turn("hi").await;
+    let first = started(&mut lifecycle);
+    assert!(first.contains(&"session".to_string()), "{first:?}");
+    assert!(!first.contains(&"coalescer".to_string()), "{first:?}");
+    h.turn("book").await;
+    h.session.wait_for_quiet().await.unwrap();
+    h.session.wait_for_idle().await.unwrap();
+    assert_eq!(started(&mut lifecycle), ["tool_call:c1", "coalescer"]);
+    let tool_events = h.tool_events();
+    assert!(tool_events.contains(&r#"E(c1_final,done,"booked")"#.to_string()), "{tool_events:?}");
+    let stopped: Vec<_> = {
+        h.close().await;
+        std::iter::from_fn(|| lifecycle.try_recv().ok()).map(|r| (r.id, r.what)).collect()
+    };
+    assert!(stopped.contains(&("coalescer".to_string(), Lifecycle::Stopped)), "{stopped:?}");
 }
 
 #[tokio::test(start_paused = true)]

@@ -144,7 +144,7 @@ async fn play(ops: Vec<Op>) -> Result<(), TestCaseError> {
     }
     let killed: Vec<&String> = alive.iter().filter(|(_, n)| **n != 0).map(|(id, _)| id).collect();
     prop_assert!(killed.is_empty(), "actors that never stopped gracefully: {:?}", killed);
-    prop_assert!(alive.contains_key("session") && alive.contains_key("coalescer"));
+    prop_assert!(alive.contains_key("session") && alive.keys().any(|k| k.starts_with("activity:")));
     Ok(())
 }
 

@@ -24,7 +24,7 @@ pub(crate) use messages::{ActivityMsg, SpeechContent, SpeechJob};
 use speech::SpeechEnv;
 
 use crate::catalog::{Scope, ToolCatalog, implicit_toolset};
-use crate::coalescer::CoalescerMsg;
+use crate::coalescer::CoalescerSlot;
 use crate::lifecycle::{ActorKind, Lifecycle};
 use crate::session::{SessionLink, SessionMsg};
 use crate::speech_control::SpeechControl;
@@ -40,7 +40,7 @@ pub(crate) struct ActivityArgs {
     pub session: SessionLink,
     pub llm: Arc<dyn Llm>,
     pub sink: Option<Arc<dyn SpeechSink>>,
-    pub coalescer: ActorRef<CoalescerMsg>,
+    pub coalescer: CoalescerSlot,
     /// Session-level templates (an agent's own replace them whole).
     pub session_templates: Option<Templates>,
     pub cancel_grace: std::time::Duration,

@@ -19,7 +19,7 @@ use ractor::{Actor, ActorCell, ActorRef, SpawnErr};
 use super::link::SessionLink;
 use crate::activity::{ActivityActor, ActivityArgs, ActivityMsg, SpeechContent};
 use crate::catalog::ToolCatalog;
-use crate::coalescer::CoalescerMsg;
+use crate::coalescer::CoalescerSlot;
 use crate::speech_sink::SpeechSink;
 use crate::toolset::ToolsetMsg;
 
@@ -28,7 +28,7 @@ pub(crate) struct ActivityFactory {
     pub link: SessionLink,
     pub llm: Arc<dyn Llm>,
     pub sink: Option<Arc<dyn SpeechSink>>,
-    pub coalescer: ActorRef<CoalescerMsg>,
+    pub coalescer: CoalescerSlot,
     pub session_templates: Option<Templates>,
     pub session_toolsets: BTreeMap<String, ActorRef<ToolsetMsg>>,
     pub session_tools: Vec<FunctionTool>,

@@ -113,6 +113,9 @@ pub enum SessionMsg {
     CancelCall { call_id: String, reply: RpcReplyPort<Result<(), CancelError>> },
     /// The calls running now.
     RunningCalls(RpcReplyPort<Vec<RunningToolCall>>),
+    /// A toolset's pair waits for a deferred reply and the coalescer does not run yet: spawn it
+    /// and forward the pair (see `CoalescerSlot`).
+    Enqueue(PendingReply),
     /// The ReplyCoalescer offers pending pairs; the Session answers `Admitted` or `Busy`.
     AdmitReply { batch: Vec<PendingReply>, coalescer: ActorRef<CoalescerMsg> },
     /// A speech changed the agent state.

@@ -31,7 +31,7 @@ use state::SessionState;
 use crate::activity::{ActivityMsg, SpeechContent};
 use crate::catalog::{Scope, ToolCatalog};
 use crate::clock::SessionClock;
-use crate::coalescer::{CoalescerActor, CoalescerMsg};
+use crate::coalescer::{CoalescerMsg, CoalescerSlot};
 use crate::lifecycle::{ActorKind, Lifecycle, LifecycleEvent, LifecycleSink};
 use crate::speech_sink::SpeechSink;
 use crate::toolset::{ToolsetActor, ToolsetArgs};
@@ -123,8 +123,7 @@ impl Actor for SessionActor {
             args.agent.interruptions_override().unwrap_or(args.options.allow_interruptions);
         let templates =
             Templates::resolve(&[args.agent.template_overrides(), args.options.templates.as_ref()]);
-        let (coalescer, _) =
-            Actor::spawn_linked(None, CoalescerActor, link.clone(), myself.get_cell()).await?;
+        let coalescer = CoalescerSlot::default();
         // Session-scoped async toolsets are children of the Session from birth, so no agent
         // (or agent failure) can take them down.
         let mut session_toolsets = BTreeMap::new();
@@ -261,6 +260,7 @@ impl Actor for SessionActor {
             SessionMsg::RequestContext { agent, reply } => {
                 let _ = reply.send(state.request_context(&agent));
             }
+            SessionMsg::Enqueue(pending) => state.enqueue_reply(myself.get_cell(), pending).await,
             SessionMsg::AdmitReply { batch, coalescer } => {
                 let answer = match state.admit_reply(&batch) {
                     true => {

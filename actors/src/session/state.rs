@@ -20,7 +20,7 @@ use super::link::SessionLink;
 use super::messages::{ClosedSession, MockScope, RunningToolCall, SessionMsg};
 use crate::activity::{ActivityMsg, SpeechContent, SpeechJob};
 use crate::catalog::{Scope, ToolCatalog};
-use crate::coalescer::{CoalescerMsg, PendingReply};
+use crate::coalescer::{CoalescerMsg, CoalescerSlot, PendingReply};
 use crate::error::{CancelError, SessionError};
 use crate::task::OwnedTask;
 use crate::toolset::ToolsetMsg;
@@ -54,7 +54,7 @@ pub(crate) struct Init {
     pub allow_interruptions: bool,
     pub catalog: Arc<ToolCatalog>,
     pub templates: ResolvedTemplates,
-    pub coalescer: ActorRef<CoalescerMsg>,
+    pub coalescer: CoalescerSlot,
     pub activity: ActorRef<ActivityMsg>,
     pub factory: ActivityFactory,
     pub subscribers: Vec<mpsc::UnboundedSender<SessionEvent>>,
@@ -99,7 +99,7 @@ pub(crate) struct SessionState {
     mocks: BTreeMap<MockScope, BTreeMap<String, FunctionTool>>,
     /// The current agent's templates.
     templates: ResolvedTemplates,
-    coalescer: ActorRef<CoalescerMsg>,
+    coalescer: CoalescerSlot,
     /// Update ids of inserted pairs still waiting for their deferred reply to be admitted.
     unreplied: BTreeSet<String>,
     /// Deferred-reply speeches in flight: their update ids, whether they said anything, and
@@ -173,6 +173,14 @@ impl SessionState {
             away_timer: None,
             away_generation: 0,
             drain_timer: None,
+        }
+    }
+
+    /// Forwards a toolset's pair to the coalescer, spawning it first if need be.
+    pub async fn enqueue_reply(&self, supervisor: ractor::ActorCell, pending: PendingReply) {
+        if let Err(e) = self.coalescer.forward(&self.link, supervisor, pending).await {
+            // Only a session already stopping fails to spawn a child.
+            tracing::warn!(session = %self.id, "reply coalescer did not start: {e}");
         }
     }
 
@@ -558,8 +566,10 @@ impl SessionState {
     /// idle waiters.
     fn floor_changed(&mut self) {
         if self.floor_free() && self.held.is_none() && !self.unreplied.is_empty() {
-            if self.closing.is_none() {
-                let _ = self.coalescer.cast(CoalescerMsg::SessionIdle);
+            if self.closing.is_none()
+                && let Some(coalescer) = self.coalescer.get()
+            {
+                let _ = coalescer.cast(CoalescerMsg::SessionIdle);
             }
         } else {
             self.grant_hold();

@@ -33,7 +33,7 @@ use serde_json::Value;
 pub(crate) use messages::{CallOutcome, ExecuteCall, ToolsetMsg};
 
 use crate::catalog::{Scope, ToolCatalog};
-use crate::coalescer::{CoalescerMsg, PendingReply};
+use crate::coalescer::{CoalescerSlot, PendingReply};
 use crate::error::CancelError;
 use crate::lifecycle::{ActorKind, Lifecycle};
 use crate::session::{SessionLink, SessionMsg};
@@ -50,7 +50,7 @@ pub(crate) struct ToolsetArgs {
     pub agent_id: String,
     pub catalog: Arc<ToolCatalog>,
     pub session: SessionLink,
-    pub coalescer: ActorRef<CoalescerMsg>,
+    pub coalescer: CoalescerSlot,
     /// Templates resolved for this toolset (toolset → agent → session → default).
     pub templates: ResolvedTemplates,
     /// How long a cooperative call may clean up after a cancel.
@@ -480,7 +480,7 @@ impl ToolsetState {
         });
         after_insert();
         if wants_reply {
-            let _ = self.args.coalescer.cast(CoalescerMsg::Enqueue(pending));
+            self.args.coalescer.enqueue(&self.args.session.actor, pending);
         }
     }
 
