@@ -37,11 +37,17 @@
 //! # Ok(()) }
 //! ```
 
+/// The ractor crate colloquy runs on, for hosts that walk the actor tree themselves.
+pub use colloquy_actors::ractor;
 pub use colloquy_actors::{
     ActorKind, BROADCAST_CAPACITY, CancelError, ClosedSession, EventStream, Filler, FillerGuard,
     Foreground, InterruptSignal, Lifecycle, LifecycleEvent, MockScope, PacedSink, Playout,
     PlayoutReport, RunContextExt, RunningToolCall, Session, SessionBuilder, SessionError,
     SessionHandle, SessionOptions, SpeechSink,
+};
+pub use colloquy_actors::{
+    ActorNode, CoalescerSnapshot, NodeStatus, SessionSnapshot, SpeechSnapshot, SpeechStatus,
+    ToolsetScope,
 };
 pub use colloquy_core::{
     Agent, AgentHandoff, AgentState, ChatContext, ChatItem, DuplicateScope, ErrorSource, EventKind,

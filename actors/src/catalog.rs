@@ -117,6 +117,12 @@ impl ToolCatalog {
         self.tools.get(name).map(|(_, route)| route.as_str())
     }
 
+    /// The names of the tools toolset `id` runs, in the order the model sees them.
+    pub fn routed_to(&self, id: &str) -> Vec<String> {
+        let routed = |name: &str| self.route(name) == Some(id);
+        self.schemas.iter().filter(|s| routed(&s.name)).map(|s| s.name.clone()).collect()
+    }
+
     /// Visible names, in order.
     pub fn names(&self) -> Vec<&str> {
         self.schemas.iter().map(|s| s.name.as_str()).collect()

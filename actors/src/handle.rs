@@ -19,6 +19,7 @@ use tokio::sync::{broadcast, mpsc};
 
 use crate::catalog::ToolCatalog;
 use crate::error::{CancelError, SessionError};
+use crate::inspect::SessionSnapshot;
 use crate::lifecycle::LifecycleEvent;
 use crate::session::SessionLink;
 use crate::session::{
@@ -327,6 +328,40 @@ impl SessionHandle {
         let agent = agent.into();
         let ctx = self.ask(|reply| SessionMsg::Context { agent, reply }).await?;
         Ok(ctx.map(|c| c.to_items()))
+    }
+
+    /// A snapshot of the session: its actor tree (each actor's kind, stable id, status and
+    /// children; per toolset its tools and scope; per running call its name, arguments,
+    /// elapsed time, updates and whether it can be cancelled), the current agent, agent and
+    /// user state, the Activity's speeches, and what the ReplyCoalescer holds. Built from the
+    /// actors' own answers (see [`SessionSnapshot`]).
+    ///
+    /// ```
+    /// use colloquy_actors::Session;
+    /// use colloquy_core::Agent;
+    /// use colloquy_llm::ScriptedLlm;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), colloquy_actors::SessionError> {
+    /// let session = Session::builder()
+    ///     .llm(ScriptedLlm::new([]))
+    ///     .start(Agent::new("travel", "You are a travel agent."))
+    ///     .await?;
+    /// let snapshot = session.inspect().await?;
+    /// assert_eq!(snapshot.agent, "travel");
+    /// assert!(snapshot.tree.find("activity:travel").is_some());
+    /// println!("{}", serde_json::to_string_pretty(&snapshot).unwrap());
+    /// # Ok(()) }
+    /// ```
+    pub async fn inspect(&self) -> Result<SessionSnapshot, SessionError> {
+        let part = self.ask(SessionMsg::Inspect).await?;
+        Ok(crate::inspect::assemble(&self.actor.get_cell(), part).await)
+    }
+
+    /// The Session actor's ractor cell: the root of the session's supervision tree, for hosts
+    /// that walk ractor's tree themselves (`get_children`, `get_status`).
+    pub fn actor_cell(&self) -> ractor::ActorCell {
+        self.actor.get_cell()
     }
 
     /// The current agent and user state.

@@ -20,6 +20,7 @@ mod companions;
 mod error;
 mod filler;
 mod handle;
+mod inspect;
 mod lifecycle;
 mod session;
 mod speech_control;
@@ -32,7 +33,13 @@ mod toolset;
 pub use error::{CancelError, SessionError};
 pub use filler::{Filler, FillerGuard};
 pub use handle::{BROADCAST_CAPACITY, EventStream, Session, SessionBuilder, SessionHandle};
+pub use inspect::{
+    ActorNode, CoalescerSnapshot, NodeStatus, SessionSnapshot, SpeechSnapshot, SpeechStatus,
+    ToolsetScope,
+};
 pub use lifecycle::{ActorKind, Lifecycle, LifecycleEvent};
+/// The ractor crate colloquy runs on (the version [`SessionHandle::actor_cell`] returns).
+pub use ractor;
 pub use session::{ClosedSession, MockScope, RunningToolCall, SessionOptions};
 pub use speech_sink::{InterruptSignal, PacedSink, Playout, PlayoutReport, SpeechSink};
 pub use tool_context::{Foreground, RunContextExt};

@@ -21,6 +21,20 @@ pub enum ActorKind {
     ToolCall,
 }
 
+impl ActorKind {
+    /// The kind's name as serialized (`session`, `coalescer`, `activity`, `toolset`,
+    /// `tool_call`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ActorKind::Session => "session",
+            ActorKind::Coalescer => "coalescer",
+            ActorKind::Activity => "activity",
+            ActorKind::Toolset => "toolset",
+            ActorKind::ToolCall => "tool_call",
+        }
+    }
+}
+
 /// What happened to an actor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]

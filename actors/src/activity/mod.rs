@@ -25,6 +25,7 @@ use speech::SpeechEnv;
 
 use crate::catalog::{Scope, ToolCatalog, implicit_toolset};
 use crate::coalescer::CoalescerSlot;
+use crate::inspect::{ActivityPart, ActorNode, NodeStatus, SpeechSnapshot, SpeechStatus};
 use crate::lifecycle::{ActorKind, Lifecycle};
 use crate::session::{SessionLink, SessionMsg};
 use crate::speech_control::SpeechControl;
@@ -73,6 +74,8 @@ pub(crate) struct ActivityState {
     draining: bool,
     /// Toolsets that survive the handoff (the next agent lists them too).
     keep: Vec<String>,
+    /// The toolsets this Activity supervises (the others in `env.toolsets` are the Session's).
+    own_toolsets: Vec<String>,
 }
 
 impl Actor for ActivityActor {
@@ -95,9 +98,11 @@ impl Actor for ActivityActor {
             catalog.async_toolsets(Scope::Agent).map(|a| (a.id.clone(), a.templates.clone())),
         );
         let mut toolsets = args.session_toolsets;
+        let mut own_toolsets = Vec::new();
         // Toolsets handed over from the previous agent keep running: adopt, don't spawn.
         for (id, toolset) in args.adopted_toolsets {
             toolset.get_cell().link(myself.get_cell());
+            own_toolsets.push(id.clone());
             toolsets.insert(id, toolset);
         }
         for (id, templates) in specs {
@@ -124,6 +129,7 @@ impl Actor for ActivityActor {
                 Actor::spawn_linked(None, ToolsetActor, toolset_args, myself.get_cell())
                     .await
                     .map_err(|e| format!("could not start toolset {id}: {e}"))?;
+            own_toolsets.push(id.clone());
             toolsets.insert(id, toolset);
         }
         let env = SpeechEnv {
@@ -147,6 +153,7 @@ impl Actor for ActivityActor {
             closing: false,
             draining: false,
             keep: Vec::new(),
+            own_toolsets,
         })
     }
 
@@ -174,7 +181,7 @@ impl Actor for ActivityActor {
 
     async fn handle(
         &self,
-        _myself: ActorRef<Self::Msg>,
+        myself: ActorRef<Self::Msg>,
         message: Self::Msg,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
@@ -193,6 +200,9 @@ impl Actor for ActivityActor {
             }
             ActivityMsg::SpeechFinished { speech_id, interrupted } => {
                 state.speech_finished(speech_id, interrupted)
+            }
+            ActivityMsg::Inspect(reply) => {
+                let _ = reply.send(state.inspect(&myself));
             }
             ActivityMsg::SetMocks(mocks) => {
                 for toolset in state.env.toolsets.values() {
@@ -230,6 +240,38 @@ impl Actor for ActivityActor {
 }
 
 impl ActivityState {
+    /// This Activity, its speeches and the toolsets it supervises (`SessionHandle::inspect`).
+    fn inspect(&self, myself: &ActorRef<ActivityMsg>) -> ActivityPart {
+        let status = match (self.closing, self.draining) {
+            (true, _) => NodeStatus::Closing,
+            (false, true) => NodeStatus::Draining,
+            (false, false) => NodeStatus::Running,
+        };
+        let id = format!("activity:{}", self.env.agent_id);
+        let mut node = ActorNode::new(ActorKind::Activity, id, status, &myself.get_cell());
+        node.agent = Some(self.env.agent_id.clone());
+        let speaking = self.floor.iter().map(|id| (id.clone(), SpeechStatus::Speaking));
+        let waiting = self
+            .live
+            .keys()
+            .filter(|id| self.floor.as_ref() != Some(*id))
+            .map(|id| (id.clone(), SpeechStatus::WaitingForTools));
+        let queued = self.queue.iter().map(|job| (job.speech_id.clone(), SpeechStatus::Queued));
+        let speeches = speaking
+            .chain(waiting)
+            .chain(queued)
+            .map(|(speech_id, status)| SpeechSnapshot { speech_id, status })
+            .collect();
+        // Toolsets kept for the next agent move to the Session once the drain begins.
+        let toolsets = self
+            .own_toolsets
+            .iter()
+            .filter(|id| !(self.draining && self.keep.contains(id)))
+            .filter_map(|id| self.env.toolsets.get(id).cloned())
+            .collect();
+        ActivityPart { node, speeches, toolsets }
+    }
+
     fn speak(&mut self, job: SpeechJob) {
         if self.closing {
             self.report_done(job.speech_id, true);

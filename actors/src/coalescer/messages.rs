@@ -23,4 +23,6 @@ pub(crate) enum CoalescerMsg {
     Admitted(Vec<String>),
     /// The Session was busy; it sends `SessionIdle` once it is not.
     Busy,
+    /// Describe what is pending (`SessionHandle::inspect`).
+    Inspect(ractor::RpcReplyPort<crate::inspect::CoalescerSnapshot>),
 }

@@ -17,6 +17,7 @@ use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SpawnErr};
 
 pub(crate) use messages::{CoalescerMsg, PendingReply};
 
+use crate::inspect::CoalescerSnapshot;
 use crate::lifecycle::{ActorKind, Lifecycle, LifecycleSink};
 use crate::session::{SessionLink, SessionMsg};
 
@@ -128,6 +129,10 @@ impl Actor for CoalescerActor {
                 state.offer(&myself);
             }
             CoalescerMsg::Busy => state.offered = false,
+            CoalescerMsg::Inspect(reply) => {
+                let pending = state.pending.iter().map(|p| p.update_id.clone()).collect();
+                let _ = reply.send(CoalescerSnapshot { pending, offered: state.offered });
+            }
         }
         Ok(())
     }

@@ -69,6 +69,8 @@ pub enum SessionMsg {
     History(RpcReplyPort<Vec<ChatItem>>),
     /// One agent's chat context.
     Context { agent: String, reply: RpcReplyPort<Option<Arc<ChatContext>>> },
+    /// The Session's part of a snapshot; the handle asks the children.
+    Inspect(RpcReplyPort<crate::inspect::SessionPart>),
     /// The current agent and user state.
     States(RpcReplyPort<(AgentState, colloquy_core::UserState)>),
     /// Replace the mocked tool bodies of one scope.

@@ -240,6 +240,9 @@ impl Actor for SessionActor {
             SessionMsg::MockTools { scope, mocks, reply } => {
                 let _ = reply.send(state.mock_tools(scope, mocks));
             }
+            SessionMsg::Inspect(reply) => {
+                let _ = reply.send(state.inspect());
+            }
             SessionMsg::States(reply) => {
                 let _ = reply.send((state.agent_state, state.user_state));
             }

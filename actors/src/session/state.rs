@@ -176,6 +176,22 @@ impl SessionState {
         }
     }
 
+    /// The Session's part of a snapshot (`SessionHandle::inspect`).
+    pub fn inspect(&self) -> crate::inspect::SessionPart {
+        let kept = self.handoff.iter().flat_map(|h| h.kept.values());
+        crate::inspect::SessionPart {
+            at_ms: self.link.clock.elapsed_ms(),
+            session_id: self.id.clone(),
+            agent: self.agent_id.clone(),
+            agent_state: self.agent_state,
+            user_state: self.user_state,
+            closing: self.closing.is_some(),
+            activity: self.activity.clone(),
+            coalescer: self.coalescer.get().cloned(),
+            toolsets: self.factory.session_toolsets.values().chain(kept).cloned().collect(),
+        }
+    }
+
     /// Forwards a toolset's pair to the coalescer, spawning it first if need be.
     pub async fn enqueue_reply(&self, supervisor: ractor::ActorCell, pending: PendingReply) {
         if let Err(e) = self.coalescer.forward(&self.link, supervisor, pending).await {

@@ -35,6 +35,7 @@ pub(crate) use messages::{CallOutcome, ExecuteCall, ToolsetMsg};
 use crate::catalog::{Scope, ToolCatalog};
 use crate::coalescer::{CoalescerSlot, PendingReply};
 use crate::error::CancelError;
+use crate::inspect::{ActorNode, NodeStatus, ToolsetScope};
 use crate::lifecycle::{ActorKind, Lifecycle};
 use crate::session::{SessionLink, SessionMsg};
 use crate::speech_control::SpeechControl;
@@ -73,6 +74,7 @@ struct RunningCall {
     /// The call's item, for synthetic pairs.
     call: FunctionCall,
     updates: u32,
+    started: tokio::time::Instant,
 }
 
 pub(crate) struct ToolsetState {
@@ -81,6 +83,9 @@ pub(crate) struct ToolsetState {
     running: BTreeMap<String, RunningCall>,
     /// Mocked bodies by tool name (the testing API).
     mocks: Arc<BTreeMap<String, FunctionTool>>,
+    /// Calls that have ended whose ToolCall actor has not terminated yet (stopping, or a
+    /// cancelled body winding down), until its supervision event arrives.
+    stopping: BTreeMap<String, RunningCall>,
 }
 
 impl Actor for ToolsetActor {
@@ -93,7 +98,12 @@ impl Actor for ToolsetActor {
         _myself: ActorRef<Self::Msg>,
         args: Self::Arguments,
     ) -> Result<Self::State, ActorProcessingErr> {
-        Ok(ToolsetState { args, running: BTreeMap::new(), mocks: Arc::default() })
+        Ok(ToolsetState {
+            args,
+            running: BTreeMap::new(),
+            mocks: Arc::default(),
+            stopping: BTreeMap::new(),
+        })
     }
 
     async fn post_start(
@@ -142,6 +152,9 @@ impl Actor for ToolsetActor {
                 state.updated(&call_id, index, update)
             }
             ToolsetMsg::Finished { call_id, result } => state.finish(&call_id, result),
+            ToolsetMsg::Inspect(reply) => {
+                let _ = reply.send(state.inspect(&myself));
+            }
         }
         Ok(())
     }
@@ -161,6 +174,7 @@ impl Actor for ToolsetActor {
             }
             _ => return Ok(()),
         };
+        state.stopping.retain(|_, call| call.actor.get_id() != cell.get_id());
         let orphan = state
             .running
             .iter()
@@ -290,6 +304,7 @@ impl ToolsetState {
                     reply: Some(reply),
                     call: exec.call,
                     updates: 0,
+                    started: tokio::time::Instant::now(),
                 };
                 self.running.insert(call_id, call);
             }
@@ -389,6 +404,7 @@ impl ToolsetState {
             });
         }
         let _ = call.actor.cast(ToolCallMsg::Cancel { grace });
+        self.stopping.insert(call_id.to_string(), call);
     }
 
     fn error_outcome(&self, output: &str) -> CallOutcome {
@@ -546,7 +562,34 @@ impl ToolsetState {
         }
         if let Some(call) = self.running.remove(call_id) {
             call.actor.stop(None);
+            self.stopping.insert(call_id.to_string(), call);
         }
+    }
+
+    /// This toolset and its calls, for `SessionHandle::inspect`.
+    fn inspect(&self, myself: &ActorRef<ToolsetMsg>) -> ActorNode {
+        let id = format!("toolset:{}", self.args.id);
+        let mut node =
+            ActorNode::new(ActorKind::Toolset, id, NodeStatus::Running, &myself.get_cell());
+        node.scope = Some(match self.args.scope {
+            Scope::Session => ToolsetScope::Session,
+            Scope::Agent => ToolsetScope::Agent,
+        });
+        node.tools = Some(self.args.catalog.routed_to(&self.args.id));
+        let calls = self.running.iter().map(|c| (c, NodeStatus::Running));
+        let stopping = self.stopping.iter().map(|c| (c, NodeStatus::Stopping));
+        for ((call_id, call), status) in calls.chain(stopping) {
+            let id = format!("tool_call:{call_id}");
+            let mut child = ActorNode::new(ActorKind::ToolCall, id, status, &call.actor.get_cell());
+            child.call_id = Some(call_id.clone());
+            child.name = Some(call.call.name.clone());
+            child.arguments = Some(call.call.arguments.clone());
+            child.elapsed_ms = Some(call.started.elapsed().as_millis() as u64);
+            child.updates = Some(call.updates);
+            child.cancellable = Some(call.cancellable);
+            node.children.push(child);
+        }
+        node
     }
 }
 

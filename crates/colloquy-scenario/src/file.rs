@@ -205,6 +205,8 @@ pub enum Action {
     Handoff(String),
     /// `close`.
     Close,
+    /// `inspect`: record an actor-tree snapshot.
+    Inspect,
 }
 
 fn ms(v: u64) -> Duration {
@@ -583,7 +585,6 @@ fn parse_llm_entry(mut o: Obj) -> Result<ScriptedResponse, ScenarioError> {
 
 fn parse_step(mut o: Obj) -> Result<Step, ScenarioError> {
     let at = o.u64("at_ms")?.map(ms);
-    o.refuse("inspect")?;
     let keys = o.keys();
     let action = match keys.as_slice() {
         [] if at.is_some() => Action::Nothing,
@@ -613,6 +614,10 @@ fn parse_step(mut o: Obj) -> Result<Step, ScenarioError> {
                 "close" => {
                     expect_true(o.take("close"), &path)?;
                     Action::Close
+                }
+                "inspect" => {
+                    expect_true(o.take("inspect"), &path)?;
+                    Action::Inspect
                 }
                 _ => return Err(invalid(&path, "unknown key")),
             }

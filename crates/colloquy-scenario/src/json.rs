@@ -125,14 +125,6 @@ impl Obj {
             None => Ok(()),
         }
     }
-
-    /// Fails with `not supported yet` if `key` is present.
-    pub fn refuse(&mut self, key: &str) -> Result<(), ScenarioError> {
-        match self.take(key) {
-            Some(_) => Err(unsupported(&self.at(key))),
-            None => Ok(()),
-        }
-    }
 }
 
 pub(crate) fn kind(value: &Value) -> &'static str {

@@ -116,6 +116,7 @@ async fn play_async(scenario: &Scenario) -> Result<Trace, ScenarioError> {
     let session = builder.start(agent).await.map_err(|e| ScenarioError::Run(e.to_string()))?;
 
     let mut traced: Vec<Value> = Vec::new();
+    let mut snapshots: Vec<Value> = Vec::new();
     let mut closed = None;
     for (i, step) in scenario.steps.iter().enumerate() {
         if let Some(at) = step.at {
@@ -161,6 +162,10 @@ async fn play_async(scenario: &Scenario) -> Result<Trace, ScenarioError> {
             Action::Close => {
                 closed = Some(session.close_with_reason("close").await.map_err(failed)?)
             }
+            Action::Inspect => {
+                let snapshot = session.inspect().await.map_err(failed)?;
+                snapshots.push(trace::snapshot(&snapshot));
+            }
         }
     }
     let closed = match closed {
@@ -181,7 +186,7 @@ async fn play_async(scenario: &Scenario) -> Result<Trace, ScenarioError> {
             .collect(),
         events: traced,
         llm_requests: llm.requests().iter().map(trace::TraceRequest::from).collect(),
-        snapshots: Vec::new(),
+        snapshots,
     })
 }
 

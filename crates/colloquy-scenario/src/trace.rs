@@ -21,6 +21,23 @@ pub struct Trace {
     pub snapshots: Vec<serde_json::Value>,
 }
 
+/// A snapshot in the format's shape: `{ "at_ms", "tree": NODE }`, NODE with `kind`, `id`,
+/// `status`, the kind-specific fields the format lists, and `children` (sorted by kind, then
+/// id). colloquy's extra fields (a toolset's `tools`, a call's `arguments`) are left out.
+pub fn snapshot(snapshot: &colloquy::SessionSnapshot) -> serde_json::Value {
+    fn node(n: &colloquy::ActorNode) -> serde_json::Value {
+        let mut value = serde_json::to_value(n).expect("nodes serialize");
+        if let Some(object) = value.as_object_mut() {
+            object.shift_remove("tools");
+            object.shift_remove("arguments");
+            let children = n.children.iter().map(node).collect();
+            object.insert("children".into(), serde_json::Value::Array(children));
+        }
+        value
+    }
+    serde_json::json!({ "at_ms": snapshot.at_ms, "tree": node(&snapshot.tree) })
+}
+
 impl Trace {
     /// The trace as pretty JSON with a trailing newline, byte-identical for the same run.
     pub fn to_json(&self) -> String {

@@ -30,8 +30,8 @@ fn features_still_to_come_are_not_supported_yet() {
     assert_eq!(file_error(&handoff), "tools.t.body[0].handoff: undefined agent `B`");
     let toolset = format!(r#"{{"toolsets": {{"search": {{"kind": "tool_search"}}}}, {MINIMAL}}}"#);
     assert_eq!(file_error(&toolset), "not supported yet: toolsets.search.kind");
-    let inspect = format!(r#"{{{MINIMAL}, "steps": [{{"at_ms": 5, "inspect": true}}]}}"#);
-    assert_eq!(file_error(&inspect), "not supported yet: steps[0].inspect");
+    let inspect = format!(r#"{{{MINIMAL}, "steps": [{{"at_ms": 5, "inspect": false}}]}}"#);
+    assert_eq!(file_error(&inspect), "steps[0].inspect: expected true");
     let on_enter = r#"{"agents": {"A": {"on_enter": {"say": "hi"}}}, "session": {"agent": "A"}}"#;
     assert_eq!(file_error(on_enter), "agents.A.on_enter.say: unknown key");
 }

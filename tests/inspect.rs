@@ -1,0 +1,182 @@
+//! `SessionHandle::inspect`: snapshots of the actor tree, the running calls, the speeches and the
+//! coalescer, built from the actors' own answers and checked against ractor's supervision tree.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use colloquy::prelude::*;
+use colloquy::{ActorKind, ActorNode, NodeStatus, SessionSnapshot, SpeechStatus, ToolsetScope};
+use common::*;
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+#[derive(Deserialize, JsonSchema)]
+struct Trip {
+    city: String,
+}
+
+/// Posts an update, then works for `ms` before answering.
+fn book(ms: u64) -> FunctionTool {
+    FunctionTool::new("book", "Books a trip.", move |ctx: RunContext, a: Trip| async move {
+        ctx.update(format!("booking {}", a.city)).await?;
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        ctx.update("almost there").await?;
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        Ok::<_, ToolError>("booked")
+    })
+    .cancellable()
+}
+
+fn lookup() -> FunctionTool {
+    FunctionTool::new("lookup", "Looks up.", |ctx: RunContext, _a: NoArgs| async move {
+        ctx.update("looking").await?;
+        tokio::time::sleep(Duration::from_millis(5_000)).await;
+        Ok::<_, ToolError>("found")
+    })
+}
+
+/// `(actor id, parent actor id)` for every actor under `cell`, walking ractor's own tree.
+fn ractor_edges(cell: &colloquy::ractor::ActorCell) -> BTreeSet<(String, String)> {
+    let mut out = BTreeSet::new();
+    for child in cell.get_children() {
+        out.insert((child.get_id().to_string(), cell.get_id().to_string()));
+        out.extend(ractor_edges(&child));
+    }
+    out
+}
+
+/// The same edges, from the snapshot.
+fn snapshot_edges(node: &ActorNode) -> BTreeSet<(String, String)> {
+    let mut out = BTreeSet::new();
+    for child in &node.children {
+        out.insert((child.actor_id.to_string(), node.actor_id.to_string()));
+        out.extend(snapshot_edges(child));
+    }
+    out
+}
+
+fn ids(node: &ActorNode) -> Vec<String> {
+    node.walk().into_iter().map(|n| n.id.clone()).collect()
+}
+
+async fn start() -> Harness {
+    let builder = Session::builder().toolset(Toolset::new_async("shared").tool(lookup()));
+    let script = vec![
+        ScriptedResponse::calls([
+            ScriptedCall::new("b1", "book", r#"{"city":"Oslo"}"#),
+            ScriptedCall::new("l1", "lookup", "{}"),
+        ]),
+        text("Working on both."),
+        text("Almost there."),
+        text("All booked."),
+    ];
+    Harness::start_with(builder, Agent::new("A", "travel").tool(book(300)), script).await
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_snapshot_shows_the_tree_the_running_calls_and_their_progress() {
+    let h = start().await;
+    h.turn("book Oslo").await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let snap = h.session.inspect().await.unwrap();
+    assert_eq!(snap.agent, "A");
+    assert_eq!(snap.agent_state, AgentState::Listening);
+    assert!(snap.speeches.is_empty(), "{:?}", snap.speeches);
+    // Children sorted by kind name, then id; the coalescer does not run yet.
+    assert_eq!(
+        ids(&snap.tree),
+        [
+            "session",
+            "activity:A",
+            "toolset:agent:A",
+            "tool_call:b1",
+            "toolset:shared",
+            "tool_call:l1",
+        ]
+    );
+    assert!(snap.replies.is_none());
+    let agent_set = snap.tree.find("toolset:agent:A").unwrap();
+    assert_eq!(agent_set.scope, Some(ToolsetScope::Agent));
+    // A cancellable tool brings the companion tools, which run in the agent's toolset.
+    let tools = ["book", "lk_agents_cancel_task", "lk_agents_get_running_tasks"];
+    assert_eq!(agent_set.tools.clone().unwrap(), tools);
+    let shared = snap.tree.find("toolset:shared").unwrap();
+    assert_eq!(shared.scope, Some(ToolsetScope::Session));
+    assert_eq!(shared.tools.as_deref(), Some(&["lookup".to_string()][..]));
+    let b1 = snap.tree.find("tool_call:b1").unwrap();
+    assert_eq!(b1.kind, ActorKind::ToolCall);
+    assert_eq!(b1.status, NodeStatus::Running);
+    assert_eq!(b1.name.as_deref(), Some("book"));
+    assert_eq!(b1.arguments.as_deref(), Some(r#"{"city": "Oslo"}"#), "canonical text");
+    assert_eq!(b1.updates, Some(1));
+    assert_eq!(b1.cancellable, Some(true));
+    // Started when the first LLM response arrived; the text reply took its 10 ms latency.
+    assert_eq!(b1.elapsed_ms, Some(110));
+    assert_eq!(snap.tree.find("tool_call:l1").unwrap().cancellable, Some(false));
+    // Built from the actors' answers, it is exactly ractor's tree under the session.
+    assert_eq!(snapshot_edges(&snap.tree), ractor_edges(&h.session.actor_cell()));
+
+    // After the second update the coalescer runs and holds or has delivered the pair.
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    let snap = h.session.inspect().await.unwrap();
+    let b1 = snap.tree.find("tool_call:b1").unwrap();
+    assert_eq!((b1.updates, b1.elapsed_ms), (Some(2), Some(360)));
+    assert!(snap.tree.find("coalescer").is_some());
+    let replies = snap.replies.expect("the coalescer runs");
+    assert!(replies.pending.is_empty() && !replies.offered, "{replies:?}");
+    assert_eq!(snapshot_edges(&snap.tree), ractor_edges(&h.session.actor_cell()));
+
+    // A cancelled call leaves the tree once its actor has stopped.
+    h.session.cancel_tool_call("b1").await.unwrap();
+    h.session.wait_for_idle().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    let snap = h.session.inspect().await.unwrap();
+    assert!(snap.tree.find("tool_call:b1").is_none(), "{:?}", ids(&snap.tree));
+    assert!(snap.tree.find("tool_call:l1").is_some());
+    assert_eq!(snapshot_edges(&snap.tree), ractor_edges(&h.session.actor_cell()));
+    h.close().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn queued_and_speaking_speeches_and_pending_replies_show() {
+    let h = start().await;
+    // Inspect while the first reply is being generated: the speech holds the floor.
+    h.session.user_turn("book Oslo").await.unwrap();
+    let snap = h.session.inspect().await.unwrap();
+    assert_eq!(snap.speeches.len(), 1, "{:?}", snap.speeches);
+    assert_eq!(snap.speeches[0].speech_id, "s1");
+    assert!(
+        matches!(snap.speeches[0].status, SpeechStatus::Speaking | SpeechStatus::Queued),
+        "{:?}",
+        snap.speeches
+    );
+    h.session.wait_for_idle().await.unwrap();
+    let snap = h.session.inspect().await.unwrap();
+    assert!(snap.speeches.is_empty());
+    h.session.wait_for_quiet().await.unwrap();
+    h.session.wait_for_idle().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    let snap: SessionSnapshot = h.session.inspect().await.unwrap();
+    // Quiet: only the standing actors are left, and they match ractor's tree.
+    assert_eq!(
+        ids(&snap.tree),
+        ["session", "activity:A", "toolset:agent:A", "coalescer", "toolset:shared"]
+    );
+    assert_eq!(snapshot_edges(&snap.tree), ractor_edges(&h.session.actor_cell()));
+    // The snapshot serializes with stable ids and kind names.
+    let json = serde_json::to_value(&snap).unwrap();
+    assert_eq!(json["tree"]["kind"], "session");
+    assert_eq!(json["tree"]["children"][0]["kind"], "activity");
+    assert_eq!(json["tree"]["children"][0]["agent"], "A");
+    assert!(json["tree"].get("actor_id").is_none());
+    h.close().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_closed_session_cannot_be_inspected() {
+    let h = Harness::start(Agent::new("A", "inst"), vec![]).await;
+    h.session.close().await.unwrap();
+    assert!(matches!(h.session.inspect().await, Err(SessionError::Closed)));
+}
