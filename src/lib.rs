@@ -41,7 +41,7 @@
 pub use colloquy_actors::ractor;
 pub use colloquy_actors::{
     ActorKind, BROADCAST_CAPACITY, CancelError, ClosedSession, EventStream, Filler, FillerGuard,
-    Foreground, InterruptSignal, Lifecycle, LifecycleEvent, MockScope, PacedSink, Playout,
+    Foreground, Host, InterruptSignal, Lifecycle, LifecycleEvent, MockScope, PacedSink, Playout,
     PlayoutReport, RunContextExt, RunningToolCall, Session, SessionBuilder, SessionError,
     SessionHandle, SessionOptions, SpeechSink,
 };

@@ -140,6 +140,12 @@ async fn play(ops: Vec<Op>) -> Result<(), TestCaseError> {
         *alive.entry(record.id).or_default() += match record.what {
             Lifecycle::Started => 1,
             Lifecycle::Stopped => -1,
+            Lifecycle::Failed => {
+                return Err(TestCaseError::fail(format!(
+                    "{} failed: {:?}",
+                    record.id, record.reason
+                )));
+            }
         };
     }
     let killed: Vec<&String> = alive.iter().filter(|(_, n)| **n != 0).map(|(id, _)| id).collect();

@@ -19,6 +19,7 @@ use tokio::sync::{broadcast, mpsc};
 
 use crate::catalog::ToolCatalog;
 use crate::error::{CancelError, SessionError};
+use crate::host::Host;
 use crate::inspect::SessionSnapshot;
 use crate::lifecycle::LifecycleEvent;
 use crate::session::SessionLink;
@@ -71,6 +72,7 @@ pub struct SessionBuilder {
     userdata: Option<Arc<dyn Any + Send + Sync>>,
     subscribers: Vec<mpsc::UnboundedSender<SessionEvent>>,
     lifecycle: Option<mpsc::UnboundedSender<LifecycleEvent>>,
+    host: Option<Host>,
 }
 
 impl SessionBuilder {
@@ -172,6 +174,13 @@ impl SessionBuilder {
         rx
     }
 
+    /// Runs the session under `host`: the host lists it, supervises it and streams its actors'
+    /// lifecycle records (see [`Host`]).
+    pub fn host(mut self, host: &Host) -> Self {
+        self.host = Some(host.clone());
+        self
+    }
+
     /// Spawns the session's actors with `agent` as the first agent.
     pub async fn start(self, agent: Agent) -> Result<SessionHandle, SessionError> {
         let llm = self
@@ -193,11 +202,20 @@ impl SessionBuilder {
             userdata: self.userdata,
             subscribers: self.subscribers,
             lifecycle: self.lifecycle,
+            lifecycle_hub: self.host.as_ref().map(Host::hub),
         };
-        match Actor::spawn(None, SessionActor, args).await {
-            Ok((actor, _)) => Ok(SessionHandle { id, actor }),
-            Err(e) => Err(SessionError::Spawn(e.to_string())),
+        let spawned = match &self.host {
+            Some(host) => Actor::spawn_linked(None, SessionActor, args, host.actor_cell()).await,
+            None => Actor::spawn(None, SessionActor, args).await,
+        };
+        let session = match spawned {
+            Ok((actor, _)) => SessionHandle { id, actor },
+            Err(e) => return Err(SessionError::Spawn(e.to_string())),
+        };
+        if let Some(host) = &self.host {
+            host.register(&session);
         }
+        Ok(session)
     }
 }
 
@@ -356,6 +374,15 @@ impl SessionHandle {
     pub async fn inspect(&self) -> Result<SessionSnapshot, SessionError> {
         let part = self.ask(SessionMsg::Inspect).await?;
         Ok(crate::inspect::assemble(&self.actor.get_cell(), part).await)
+    }
+
+    /// True while the session runs (until it has closed or failed).
+    pub fn is_running(&self) -> bool {
+        use ractor::ActorStatus;
+        matches!(
+            self.actor.get_status(),
+            ActorStatus::Unstarted | ActorStatus::Starting | ActorStatus::Running
+        )
     }
 
     /// The Session actor's ractor cell: the root of the session's supervision tree, for hosts

@@ -20,6 +20,7 @@ mod companions;
 mod error;
 mod filler;
 mod handle;
+mod host;
 mod inspect;
 mod lifecycle;
 mod session;
@@ -33,6 +34,7 @@ mod toolset;
 pub use error::{CancelError, SessionError};
 pub use filler::{Filler, FillerGuard};
 pub use handle::{BROADCAST_CAPACITY, EventStream, Session, SessionBuilder, SessionHandle};
+pub use host::Host;
 pub use inspect::{
     ActorNode, CoalescerSnapshot, NodeStatus, SessionSnapshot, SpeechSnapshot, SpeechStatus,
     ToolsetScope,

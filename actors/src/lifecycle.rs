@@ -2,6 +2,8 @@
 //! started and when it has stopped gracefully. An actor that was killed (its parent ended
 //! first, or it panicked) never reports `Stopped`, so a recorder shows it.
 
+use std::sync::Arc;
+
 use serde::Serialize;
 use tokio::sync::mpsc;
 
@@ -41,13 +43,18 @@ impl ActorKind {
 pub enum Lifecycle {
     /// It finished starting.
     Started,
-    /// It stopped gracefully (its `post_stop` ran).
+    /// It stopped gracefully (its `post_stop` ran); `reason` says why when the actor knows.
     Stopped,
+    /// It panicked or its handler failed: its supervisor reports it, with the panic message
+    /// in `reason`. It never reports `Stopped`.
+    Failed,
 }
 
 /// One lifecycle record.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct LifecycleEvent {
+    /// The session the actor belongs to.
+    pub session_id: String,
     /// The actor's kind.
     pub kind: ActorKind,
     /// A stable id: `session`, `coalescer`, `activity:<agent>`, `toolset:<id>`,
@@ -55,20 +62,75 @@ pub struct LifecycleEvent {
     pub id: String,
     /// What happened.
     pub what: Lifecycle,
+    /// Why it stopped (`close`, `handoff`, `cancelled`, `finished`…) or the failure's message.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// Lifecycle subscribers shared by every session of a [`Host`](crate::Host): one added later
+/// hears from sessions already running.
+#[derive(Debug, Default)]
+pub(crate) struct LifecycleHub(std::sync::Mutex<Vec<mpsc::UnboundedSender<LifecycleEvent>>>);
+
+impl LifecycleHub {
+    pub fn subscribe(&self) -> mpsc::UnboundedReceiver<LifecycleEvent> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.0.lock().expect("lifecycle hub").push(tx);
+        rx
+    }
+
+    pub fn send(&self, event: &LifecycleEvent) {
+        self.0.lock().expect("lifecycle hub").retain(|tx| tx.send(event.clone()).is_ok());
+    }
 }
 
 /// Where a session's actors report (cheap to clone; nothing when no one listens).
 #[derive(Clone, Debug, Default)]
-pub(crate) struct LifecycleSink(Option<mpsc::UnboundedSender<LifecycleEvent>>);
+pub(crate) struct LifecycleSink(Option<Arc<SinkTargets>>);
+
+#[derive(Debug)]
+pub(crate) struct SinkTargets {
+    session_id: String,
+    own: Option<mpsc::UnboundedSender<LifecycleEvent>>,
+    hub: Option<Arc<LifecycleHub>>,
+}
 
 impl LifecycleSink {
-    pub fn new(tx: Option<mpsc::UnboundedSender<LifecycleEvent>>) -> Self {
-        Self(tx)
+    pub fn new(
+        session_id: &str,
+        own: Option<mpsc::UnboundedSender<LifecycleEvent>>,
+        hub: Option<Arc<LifecycleHub>>,
+    ) -> Self {
+        if own.is_none() && hub.is_none() {
+            return Self(None);
+        }
+        Self(Some(Arc::new(SinkTargets { session_id: session_id.to_string(), own, hub })))
     }
 
     pub fn report(&self, kind: ActorKind, id: impl Into<String>, what: Lifecycle) {
-        if let Some(tx) = &self.0 {
-            let _ = tx.send(LifecycleEvent { kind, id: id.into(), what });
+        self.report_why(kind, id, what, None);
+    }
+
+    pub fn report_why(
+        &self,
+        kind: ActorKind,
+        id: impl Into<String>,
+        what: Lifecycle,
+        reason: Option<String>,
+    ) {
+        let Some(targets) = &self.0 else { return };
+        let session_id = targets.session_id.clone();
+        let event = LifecycleEvent { session_id, kind, id: id.into(), what, reason };
+        if let Some(hub) = &targets.hub {
+            hub.send(&event);
         }
+        if let Some(tx) = &targets.own {
+            let _ = tx.send(event);
+        }
+    }
+
+    /// A child `id` of `kind` failed (reported by its supervisor: `post_stop` does not run).
+    pub fn failed(&self, kind: ActorKind, id: impl Into<String>, error: &dyn std::fmt::Display) {
+        self.report_why(kind, id, Lifecycle::Failed, Some(error.to_string()));
     }
 }

@@ -175,7 +175,13 @@ impl Actor for ActivityActor {
         // Stop the toolsets gracefully rather than letting ractor kill them with us.
         myself.stop_children_and_wait(Some("activity stopped".into()), None).await;
         let id = format!("activity:{}", state.env.agent_id);
-        state.env.session.lifecycle.report(ActorKind::Activity, id, Lifecycle::Stopped);
+        let reason = match (state.closing, state.draining) {
+            (true, _) => Some("close".to_string()),
+            (false, true) => Some("handoff".to_string()),
+            (false, false) => None,
+        };
+        let lifecycle = &state.env.session.lifecycle;
+        lifecycle.report_why(ActorKind::Activity, id, Lifecycle::Stopped, reason);
         Ok(())
     }
 
@@ -230,7 +236,12 @@ impl Actor for ActivityActor {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         // The default would stop this actor when its toolset ends; report instead.
-        if let SupervisionEvent::ActorFailed(_, err) = event {
+        if let SupervisionEvent::ActorFailed(cell, err) = event {
+            let toolset = state.env.toolsets.iter().find(|(_, t)| t.get_id() == cell.get_id());
+            if let Some((id, _)) = toolset {
+                let lifecycle = &state.env.session.lifecycle;
+                lifecycle.failed(ActorKind::Toolset, format!("toolset:{id}"), &err);
+            }
             let message = format!("toolset failed: {err}");
             tracing::error!(agent = %state.env.agent_id, "{message}");
             state.env.session.emit(EventKind::Error { source: ErrorSource::Tool, message });

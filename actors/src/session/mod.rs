@@ -32,7 +32,7 @@ use crate::activity::{ActivityMsg, SpeechContent};
 use crate::catalog::{Scope, ToolCatalog};
 use crate::clock::SessionClock;
 use crate::coalescer::{CoalescerMsg, CoalescerSlot};
-use crate::lifecycle::{ActorKind, Lifecycle, LifecycleEvent, LifecycleSink};
+use crate::lifecycle::{ActorKind, Lifecycle, LifecycleEvent, LifecycleHub, LifecycleSink};
 use crate::speech_sink::SpeechSink;
 use crate::toolset::{ToolsetActor, ToolsetArgs};
 
@@ -85,6 +85,8 @@ pub(crate) struct SessionArgs {
     pub userdata: Option<Arc<dyn std::any::Any + Send + Sync>>,
     pub subscribers: Vec<mpsc::UnboundedSender<SessionEvent>>,
     pub lifecycle: Option<mpsc::UnboundedSender<LifecycleEvent>>,
+    /// A host's lifecycle subscribers.
+    pub lifecycle_hub: Option<Arc<LifecycleHub>>,
 }
 
 impl Actor for SessionActor {
@@ -104,7 +106,7 @@ impl Actor for SessionActor {
             actor: myself.clone(),
             clock: clock.clone(),
             id: Arc::from(args.id.as_str()),
-            lifecycle: LifecycleSink::new(args.lifecycle),
+            lifecycle: LifecycleSink::new(&args.id, args.lifecycle, args.lifecycle_hub),
         };
         let agent_id = args.agent.id().to_string();
         let previous_agent = args.history.iter().rev().find_map(|item| match item {
@@ -197,7 +199,13 @@ impl Actor for SessionActor {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         myself.stop_children_and_wait(Some("session closed".into()), None).await;
-        state.link().lifecycle.report(ActorKind::Session, "session", Lifecycle::Stopped);
+        let reason = state.close_reason();
+        state.link().lifecycle.report_why(
+            ActorKind::Session,
+            "session",
+            Lifecycle::Stopped,
+            reason,
+        );
         Ok(())
     }
 
@@ -313,6 +321,9 @@ impl Actor for SessionActor {
         match event {
             SupervisionEvent::ActorFailed(cell, err) => {
                 tracing::error!(session = %state.id, actor = %cell.get_id(), "actor failed: {err}");
+                if let Some((kind, id)) = state.child_name(&cell) {
+                    state.link().lifecycle.failed(kind, id, &err);
+                }
                 state.emit_now(EventKind::Error {
                     source: colloquy_core::ErrorSource::Session,
                     message: format!("actor failed: {err}"),

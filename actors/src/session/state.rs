@@ -22,6 +22,7 @@ use crate::activity::{ActivityMsg, SpeechContent, SpeechJob};
 use crate::catalog::{Scope, ToolCatalog};
 use crate::coalescer::{CoalescerMsg, CoalescerSlot, PendingReply};
 use crate::error::{CancelError, SessionError};
+use crate::lifecycle::ActorKind;
 use crate::task::OwnedTask;
 use crate::toolset::ToolsetMsg;
 
@@ -986,6 +987,29 @@ impl SessionState {
         if self.closing.is_some() {
             self.finish_close(myself).await;
         }
+    }
+
+    /// Why the session is closing, once it is.
+    pub fn close_reason(&self) -> Option<String> {
+        self.closing.as_ref().map(|c| c.reason.clone())
+    }
+
+    /// The stable inspection id and kind of a child of the Session, by its actor id.
+    pub fn child_name(&self, cell: &ractor::ActorCell) -> Option<(ActorKind, String)> {
+        let id = cell.get_id();
+        if self.activity.get_id() == id {
+            return Some((ActorKind::Activity, format!("activity:{}", self.agent_id)));
+        }
+        if self.coalescer.get().is_some_and(|c| c.get_id() == id) {
+            return Some((ActorKind::Coalescer, "coalescer".into()));
+        }
+        let kept = self.handoff.iter().flat_map(|h| h.kept.iter());
+        self.factory
+            .session_toolsets
+            .iter()
+            .chain(kept)
+            .find(|(_, toolset)| toolset.get_id() == id)
+            .map(|(name, _)| (ActorKind::Toolset, format!("toolset:{name}")))
     }
 
     pub fn close(&mut self, reason: String, reply: RpcReplyPort<ClosedSession>) {

@@ -174,7 +174,13 @@ impl Actor for ToolCallActor {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         let id = format!("tool_call:{}", state.call_id);
-        state.lifecycle.report(ActorKind::ToolCall, id, Lifecycle::Stopped);
+        let reason = if state.cancelling { "cancelled" } else { "finished" };
+        state.lifecycle.report_why(
+            ActorKind::ToolCall,
+            id,
+            Lifecycle::Stopped,
+            Some(reason.into()),
+        );
         Ok(())
     }
 

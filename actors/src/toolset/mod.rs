@@ -174,6 +174,15 @@ impl Actor for ToolsetActor {
             }
             _ => return Ok(()),
         };
+        if let SupervisionEvent::ActorFailed(_, err) = &event {
+            let calls = state.running.iter().chain(state.stopping.iter());
+            if let Some((call_id, _)) =
+                calls.into_iter().find(|(_, c)| c.actor.get_id() == cell.get_id())
+            {
+                let lifecycle = &state.args.session.lifecycle;
+                lifecycle.failed(ActorKind::ToolCall, format!("tool_call:{call_id}"), err);
+            }
+        }
         state.stopping.retain(|_, call| call.actor.get_id() != cell.get_id());
         let orphan = state
             .running
