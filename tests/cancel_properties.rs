@@ -139,6 +139,9 @@ async fn play(ops: Vec<Op>) -> Result<(), TestCaseError> {
     while let Ok(record) = lifecycle.try_recv() {
         *alive.entry(record.id).or_default() += match record.what {
             Lifecycle::Started => 1,
+            Lifecycle::Stopped if record.reason.as_deref() == Some("killed") => {
+                return Err(TestCaseError::fail(format!("{} was killed", record.id)));
+            }
             Lifecycle::Stopped => -1,
             Lifecycle::Failed => {
                 return Err(TestCaseError::fail(format!(

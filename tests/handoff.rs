@@ -516,6 +516,7 @@ async fn c63_close_stops_every_actor_gracefully_and_ends_every_call_once() {
     );
     let mut balance: std::collections::BTreeMap<String, i32> = Default::default();
     while let Ok(record) = lifecycle.try_recv() {
+        assert_ne!(record.reason.as_deref(), Some("killed"), "{record:?}");
         *balance.entry(record.id).or_default() +=
             if record.what == colloquy::Lifecycle::Started { 1 } else { -1 };
     }

@@ -376,6 +376,13 @@ impl SessionHandle {
         Ok(crate::inspect::assemble(&self.actor.get_cell(), part).await)
     }
 
+    /// Makes the actor with inspection id `target` (`activity:<agent>`, `toolset:<id>`) panic,
+    /// to test failure isolation. Not for production use.
+    #[doc(hidden)]
+    pub fn inject_failure(&self, target: &str) {
+        let _ = self.actor.cast(SessionMsg::InjectFailure(target.to_string()));
+    }
+
     /// True while the session runs (until it has closed or failed).
     pub fn is_running(&self) -> bool {
         use ractor::ActorStatus;

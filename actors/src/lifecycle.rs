@@ -43,7 +43,8 @@ impl ActorKind {
 pub enum Lifecycle {
     /// It finished starting.
     Started,
-    /// It stopped gracefully (its `post_stop` ran); `reason` says why when the actor knows.
+    /// It stopped: gracefully (its `post_stop` ran), with `reason` saying why when the actor
+    /// knows, or killed with its parent (reason `killed`).
     Stopped,
     /// It panicked or its handler failed: its supervisor reports it, with the panic message
     /// in `reason`. It never reports `Stopped`.
@@ -65,6 +66,60 @@ pub struct LifecycleEvent {
     /// Why it stopped (`close`, `handoff`, `cancelled`, `finished`…) or the failure's message.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+}
+
+/// The reason an actor reports when it was killed: its parent exited without stopping it, so
+/// its `post_stop` never ran (its state's drop guard reports it).
+pub const KILLED: &str = "killed";
+
+/// Reports an actor's lifecycle from its state: `Started` from `post_start`, `Stopped` from
+/// `post_stop`, and — when the state is dropped without `post_stop` because the actor was
+/// killed with its parent — `Stopped` with reason [`KILLED`]. An actor that failed itself
+/// (its handler panicked: `busy` is still set) stays silent: its supervisor reports `Failed`.
+pub(crate) struct LifecycleGuard {
+    sink: LifecycleSink,
+    kind: ActorKind,
+    id: String,
+    started: bool,
+    stopped: bool,
+    busy: bool,
+}
+
+impl LifecycleGuard {
+    pub fn new(sink: LifecycleSink, kind: ActorKind, id: String) -> Self {
+        Self { sink, kind, id, started: false, stopped: false, busy: false }
+    }
+
+    pub fn started(&mut self) {
+        self.started = true;
+        self.sink.report(self.kind, self.id.clone(), Lifecycle::Started);
+    }
+
+    pub fn stopped(&mut self, reason: Option<String>) {
+        if self.started && !self.stopped {
+            self.sink.report_why(self.kind, self.id.clone(), Lifecycle::Stopped, reason);
+        }
+        self.stopped = true;
+    }
+
+    /// A handler starts (`true`) or has returned (`false`).
+    pub fn busy(&mut self, busy: bool) {
+        self.busy = busy;
+    }
+
+    /// The handler that was running when the state dropped panicked.
+    pub fn failed_in_handler(&self) -> bool {
+        self.busy && !self.stopped
+    }
+}
+
+impl Drop for LifecycleGuard {
+    fn drop(&mut self) {
+        if self.started && !self.stopped && !self.busy {
+            let (kind, id) = (self.kind, std::mem::take(&mut self.id));
+            self.sink.report_why(kind, id, Lifecycle::Stopped, Some(KILLED.into()));
+        }
+    }
 }
 
 /// Lifecycle subscribers shared by every session of a [`Host`](crate::Host): one added later

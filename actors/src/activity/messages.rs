@@ -43,6 +43,10 @@ pub(crate) enum ActivityMsg {
     /// `keep`: async toolsets the next agent also lists; they move to the Session (then to
     /// the next Activity) with their calls running.
     Drain { keep: Vec<String> },
+    /// Panic (failure-isolation tests).
+    InjectFailure,
+    /// Make one of this Activity's toolsets panic (failure-isolation tests).
+    InjectToolsetFailure(String),
     /// Describe this Activity (`SessionHandle::inspect`).
     Inspect(RpcReplyPort<crate::inspect::ActivityPart>),
     /// Replace the mocked tool bodies of this agent's toolset.

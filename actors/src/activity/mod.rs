@@ -26,7 +26,7 @@ use speech::SpeechEnv;
 use crate::catalog::{Scope, ToolCatalog, implicit_toolset};
 use crate::coalescer::CoalescerSlot;
 use crate::inspect::{ActivityPart, ActorNode, NodeStatus, SpeechSnapshot, SpeechStatus};
-use crate::lifecycle::{ActorKind, Lifecycle};
+use crate::lifecycle::{ActorKind, LifecycleGuard};
 use crate::session::{SessionLink, SessionMsg};
 use crate::speech_control::SpeechControl;
 use crate::speech_sink::SpeechSink;
@@ -76,6 +76,7 @@ pub(crate) struct ActivityState {
     keep: Vec<String>,
     /// The toolsets this Activity supervises (the others in `env.toolsets` are the Session's).
     own_toolsets: Vec<String>,
+    lifecycle: LifecycleGuard,
 }
 
 impl Actor for ActivityActor {
@@ -143,6 +144,8 @@ impl Actor for ActivityActor {
             toolsets,
             max_tool_steps: args.max_tool_steps,
         };
+        let id = format!("activity:{}", env.agent_id);
+        let lifecycle = LifecycleGuard::new(env.session.lifecycle.clone(), ActorKind::Activity, id);
         Ok(ActivityState {
             env: Arc::new(env),
             queue: VecDeque::new(),
@@ -154,6 +157,7 @@ impl Actor for ActivityActor {
             draining: false,
             keep: Vec::new(),
             own_toolsets,
+            lifecycle,
         })
     }
 
@@ -162,8 +166,7 @@ impl Actor for ActivityActor {
         _myself: ActorRef<Self::Msg>,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        let id = format!("activity:{}", state.env.agent_id);
-        state.env.session.lifecycle.report(ActorKind::Activity, id, Lifecycle::Started);
+        state.lifecycle.started();
         Ok(())
     }
 
@@ -174,14 +177,12 @@ impl Actor for ActivityActor {
     ) -> Result<(), ActorProcessingErr> {
         // Stop the toolsets gracefully rather than letting ractor kill them with us.
         myself.stop_children_and_wait(Some("activity stopped".into()), None).await;
-        let id = format!("activity:{}", state.env.agent_id);
         let reason = match (state.closing, state.draining) {
             (true, _) => Some("close".to_string()),
             (false, true) => Some("handoff".to_string()),
             (false, false) => None,
         };
-        let lifecycle = &state.env.session.lifecycle;
-        lifecycle.report_why(ActorKind::Activity, id, Lifecycle::Stopped, reason);
+        state.lifecycle.stopped(reason);
         Ok(())
     }
 
@@ -191,6 +192,9 @@ impl Actor for ActivityActor {
         message: Self::Msg,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
+        // Still set if this handler panics: the drop guard then stays silent (the Session
+        // reports the failure).
+        state.lifecycle.busy(true);
         match message {
             ActivityMsg::Speak(job) => state.speak(job),
             ActivityMsg::Interrupt { reply } => state.interrupt(reply, false),
@@ -206,6 +210,12 @@ impl Actor for ActivityActor {
             }
             ActivityMsg::SpeechFinished { speech_id, interrupted } => {
                 state.speech_finished(speech_id, interrupted)
+            }
+            ActivityMsg::InjectFailure => panic!("injected failure"),
+            ActivityMsg::InjectToolsetFailure(id) => {
+                if let Some(toolset) = state.env.toolsets.get(&id) {
+                    let _ = toolset.cast(ToolsetMsg::InjectFailure);
+                }
             }
             ActivityMsg::Inspect(reply) => {
                 let _ = reply.send(state.inspect(&myself));
@@ -226,6 +236,7 @@ impl Actor for ActivityActor {
                 state.report_drained_if_quiet();
             }
         }
+        state.lifecycle.busy(false);
         Ok(())
     }
 

@@ -18,7 +18,7 @@ use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SpawnErr};
 pub(crate) use messages::{CoalescerMsg, PendingReply};
 
 use crate::inspect::CoalescerSnapshot;
-use crate::lifecycle::{ActorKind, Lifecycle, LifecycleSink};
+use crate::lifecycle::{ActorKind, LifecycleGuard};
 use crate::session::{SessionLink, SessionMsg};
 
 pub(crate) struct CoalescerActor;
@@ -70,7 +70,7 @@ impl CoalescerSlot {
 
 pub(crate) struct CoalescerState {
     session: ActorRef<SessionMsg>,
-    lifecycle: LifecycleSink,
+    lifecycle: LifecycleGuard,
     /// In enqueue order.
     pending: Vec<PendingReply>,
     /// An offer awaits the Session's answer.
@@ -87,7 +87,9 @@ impl Actor for CoalescerActor {
         _myself: ActorRef<Self::Msg>,
         link: Self::Arguments,
     ) -> Result<Self::State, ActorProcessingErr> {
-        let (session, lifecycle) = (link.actor, link.lifecycle);
+        let lifecycle =
+            LifecycleGuard::new(link.lifecycle, ActorKind::Coalescer, "coalescer".into());
+        let session = link.actor;
         Ok(CoalescerState { session, lifecycle, pending: Vec::new(), offered: false })
     }
 
@@ -96,7 +98,7 @@ impl Actor for CoalescerActor {
         _myself: ActorRef<Self::Msg>,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        state.lifecycle.report(ActorKind::Coalescer, "coalescer", Lifecycle::Started);
+        state.lifecycle.started();
         Ok(())
     }
 
@@ -105,7 +107,7 @@ impl Actor for CoalescerActor {
         _myself: ActorRef<Self::Msg>,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        state.lifecycle.report(ActorKind::Coalescer, "coalescer", Lifecycle::Stopped);
+        state.lifecycle.stopped(None);
         Ok(())
     }
 

@@ -69,6 +69,8 @@ pub enum SessionMsg {
     History(RpcReplyPort<Vec<ChatItem>>),
     /// One agent's chat context.
     Context { agent: String, reply: RpcReplyPort<Option<Arc<ChatContext>>> },
+    /// Make the actor with this inspection id panic (failure-isolation tests).
+    InjectFailure(String),
     /// The Session's part of a snapshot; the handle asks the children.
     Inspect(RpcReplyPort<crate::inspect::SessionPart>),
     /// The current agent and user state.

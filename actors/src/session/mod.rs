@@ -162,6 +162,7 @@ impl Actor for SessionActor {
         };
         let on_enter = args.agent.on_enter_instructions().map(str::to_string);
         let catalog = Arc::clone(&args.catalog);
+        let agent = args.agent.clone();
         let activity =
             factory.spawn(args.agent, catalog, BTreeMap::new(), myself.get_cell()).await?;
         Ok(SessionState::new(state::Init {
@@ -171,6 +172,7 @@ impl Actor for SessionActor {
             history: ChatContext::from_items(args.history),
             contexts,
             agent_id,
+            agent,
             previous_agent,
             on_enter,
             allow_interruptions,
@@ -248,6 +250,7 @@ impl Actor for SessionActor {
             SessionMsg::MockTools { scope, mocks, reply } => {
                 let _ = reply.send(state.mock_tools(scope, mocks));
             }
+            SessionMsg::InjectFailure(target) => state.inject_failure(&target),
             SessionMsg::Inspect(reply) => {
                 let _ = reply.send(state.inspect());
             }
@@ -329,14 +332,14 @@ impl Actor for SessionActor {
                     message: format!("actor failed: {err}"),
                 });
                 if cell.get_id() == current {
-                    state.activity_lost(&myself).await;
+                    state.activity_lost(&myself, Some(err.to_string())).await;
                 }
             }
             SupervisionEvent::ActorTerminated(cell, _, reason)
                 if !state.is_closing() && cell.get_id() == current =>
             {
                 tracing::warn!(session = %state.id, actor = %cell.get_id(), ?reason, "activity stopped");
-                state.activity_lost(&myself).await;
+                state.activity_lost(&myself, reason.or(Some("stopped".into()))).await;
             }
             _ => {}
         }

@@ -49,6 +49,8 @@ pub(crate) struct Init {
     pub history: ChatContext,
     pub contexts: BTreeMap<String, Arc<ChatContext>>,
     pub agent_id: String,
+    /// The first agent (kept to restart its Activity if it fails).
+    pub agent: Agent,
     pub previous_agent: Option<String>,
     /// The first agent's `on_enter` reply instructions.
     pub on_enter: Option<String>,
@@ -91,6 +93,8 @@ pub(crate) struct SessionState {
     /// Every agent's chat context, shared with in-flight LLM requests (copy on write).
     pub contexts: BTreeMap<String, Arc<ChatContext>>,
     agent_id: String,
+    /// The current agent, to restart its Activity after a failure.
+    agent: Agent,
     previous_agent: Option<String>,
     on_enter: Option<String>,
     allow_interruptions: bool,
@@ -145,6 +149,7 @@ impl SessionState {
             history: init.history,
             contexts: init.contexts,
             agent_id: init.agent_id,
+            agent: init.agent,
             previous_agent: init.previous_agent,
             on_enter: init.on_enter,
             allow_interruptions: init.allow_interruptions,
@@ -710,6 +715,7 @@ impl SessionState {
             tracing::warn!(session = %self.id, "old activity did not stop cleanly: {e}");
         }
         let agent = Agent::clone(&handoff.agent);
+        self.agent = agent.clone();
         let old_agent = std::mem::replace(&mut self.agent_id, agent.id().to_string());
         let item = ChatItem::AgentHandoff(AgentHandoff {
             id: self.link.clock.item_id(),
@@ -980,12 +986,69 @@ impl SessionState {
 
     /// The Activity died (restarting it is the supervision issue's work): nothing is speaking
     /// any more, so the session is idle; a close in progress completes.
-    pub async fn activity_lost(&mut self, myself: &ActorRef<SessionMsg>) {
+    /// The current Activity ended without being asked to (it failed, or something stopped
+    /// it): its speeches are gone. Deferred replies it was speaking count as interrupted, a
+    /// `run` watching it fails, and a new Activity starts for the same agent over the same
+    /// context, so the conversation goes on. (Its agent-scoped calls end `error` on their own:
+    /// their Toolset's drop guard reports them when ractor kills it with its parent.)
+    pub async fn activity_lost(&mut self, myself: &ActorRef<SessionMsg>, why: Option<String>) {
+        let lost: Vec<String> = self.deferred.keys().cloned().collect();
+        for speech_id in lost {
+            self.speech_done(speech_id, true);
+        }
         self.pending_speeches = 0;
+        self.waiting_speeches.clear();
+        let why = why.unwrap_or_else(|| "stopped".into());
+        self.finish_run(Some(SessionError::RunFailed(format!("the activity failed: {why}"))));
         self.set_agent_state(AgentState::Listening);
-        self.release_idle_waiters();
         if self.closing.is_some() {
+            self.release_idle_waiters();
             self.finish_close(myself).await;
+            return;
+        }
+        if let Some(handoff) = &mut self.handoff {
+            // The old agent is gone anyway: the handoff goes ahead.
+            handoff.drained = true;
+            self.complete_handoff_if_drained(myself).await;
+            self.release_idle_waiters();
+            return;
+        }
+        let catalog = Arc::clone(&self.catalog);
+        match self
+            .factory
+            .spawn(self.agent.clone(), catalog, BTreeMap::new(), myself.get_cell())
+            .await
+        {
+            Ok(activity) => {
+                self.activity = activity;
+                let _ = self.mock_tools_refresh();
+                let message =
+                    format!("agent `{}` restarted: its activity failed: {why}", self.agent_id);
+                tracing::warn!(session = %self.id, "{message}");
+                self.emit_now(EventKind::Error { source: ErrorSource::Session, message });
+            }
+            Err(e) => {
+                let message = format!("cannot restart agent `{}`: {e}", self.agent_id);
+                self.emit_now(EventKind::Error { source: ErrorSource::Session, message });
+            }
+        }
+        self.release_idle_waiters();
+        self.floor_changed();
+    }
+
+    /// Test hook: makes the actor with inspection id `target` panic.
+    pub fn inject_failure(&self, target: &str) {
+        if target.starts_with("activity:") {
+            let _ = self.activity.cast(ActivityMsg::InjectFailure);
+        } else if let Some(id) = target.strip_prefix("toolset:") {
+            match self.factory.session_toolsets.get(id) {
+                Some(toolset) => {
+                    let _ = toolset.cast(ToolsetMsg::InjectFailure);
+                }
+                None => {
+                    let _ = self.activity.cast(ActivityMsg::InjectToolsetFailure(id.to_string()));
+                }
+            }
         }
     }
 

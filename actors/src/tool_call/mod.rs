@@ -28,7 +28,7 @@ use std::pin::Pin;
 use tokio_util::sync::CancellationToken;
 
 use crate::handle::SessionHandle;
-use crate::lifecycle::{ActorKind, Lifecycle};
+use crate::lifecycle::{ActorKind, LifecycleGuard};
 use crate::session::SessionLink;
 use crate::speech_control::SpeechControl;
 use crate::task::{OwnedTask, panic_text};
@@ -53,7 +53,7 @@ pub(crate) struct ToolCallArgs {
 
 pub(crate) struct ToolCallState {
     call_id: String,
-    lifecycle: crate::lifecycle::LifecycleSink,
+    lifecycle: LifecycleGuard,
     toolset: ActorRef<ToolsetMsg>,
     /// Updates posted so far.
     updates: u32,
@@ -123,7 +123,11 @@ impl Actor for ToolCallActor {
         // Kept cheap: this runs inside the Toolset's handler.
         Ok(ToolCallState {
             call_id: args.call.call_id.clone(),
-            lifecycle: args.session.lifecycle.clone(),
+            lifecycle: LifecycleGuard::new(
+                args.session.lifecycle.clone(),
+                ActorKind::ToolCall,
+                format!("tool_call:{}", args.call.call_id),
+            ),
             toolset: args.toolset.clone(),
             updates: 0,
             cancel: CancellationToken::new(),
@@ -140,8 +144,7 @@ impl Actor for ToolCallActor {
         myself: ActorRef<Self::Msg>,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        let id = format!("tool_call:{}", state.call_id);
-        state.lifecycle.report(ActorKind::ToolCall, id, Lifecycle::Started);
+        state.lifecycle.started();
         let Some(args) = state.start.take() else { return Ok(()) };
         let hooks = Arc::new(Hooks {
             actor: myself.clone(),
@@ -173,14 +176,8 @@ impl Actor for ToolCallActor {
         _myself: ActorRef<Self::Msg>,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        let id = format!("tool_call:{}", state.call_id);
         let reason = if state.cancelling { "cancelled" } else { "finished" };
-        state.lifecycle.report_why(
-            ActorKind::ToolCall,
-            id,
-            Lifecycle::Stopped,
-            Some(reason.into()),
-        );
+        state.lifecycle.stopped(Some(reason.into()));
         Ok(())
     }
 

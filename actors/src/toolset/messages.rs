@@ -57,6 +57,8 @@ pub(crate) enum ToolsetMsg {
     Updated { call_id: String, index: u32, update: PostedUpdate },
     /// A ToolCall actor's body ended.
     Finished { call_id: String, result: Result<ToolOutput, ToolError> },
+    /// Panic (failure-isolation tests).
+    InjectFailure,
     /// Describe this toolset and its calls (`SessionHandle::inspect`).
     Inspect(RpcReplyPort<crate::inspect::ActorNode>),
 }

@@ -36,7 +36,7 @@ use crate::catalog::{Scope, ToolCatalog};
 use crate::coalescer::{CoalescerSlot, PendingReply};
 use crate::error::CancelError;
 use crate::inspect::{ActorNode, NodeStatus, ToolsetScope};
-use crate::lifecycle::{ActorKind, Lifecycle};
+use crate::lifecycle::{ActorKind, LifecycleGuard};
 use crate::session::{SessionLink, SessionMsg};
 use crate::speech_control::SpeechControl;
 use crate::tool_call::{ToolCallActor, ToolCallArgs, ToolCallMsg};
@@ -86,6 +86,29 @@ pub(crate) struct ToolsetState {
     /// Calls that have ended whose ToolCall actor has not terminated yet (stopping, or a
     /// cancelled body winding down), until its supervision event arrives.
     stopping: BTreeMap<String, RunningCall>,
+    /// `post_stop` ran: calls left when the state drops were not killed with the toolset.
+    graceful: bool,
+    lifecycle: LifecycleGuard,
+}
+
+impl Drop for ToolsetState {
+    /// Drop guard: a toolset killed with its parent (an Activity or Session that failed) runs
+    /// no `post_stop`, and its ToolCalls die with it; each call still running ends `error`
+    /// here, exactly once, its `_final` pair delivered if it had updated.
+    fn drop(&mut self) {
+        if self.graceful || self.running.is_empty() {
+            return;
+        }
+        let why = match (self.lifecycle.failed_in_handler(), self.args.scope) {
+            (true, _) => "toolset failed",
+            (false, Scope::Agent) => "activity failed",
+            (false, Scope::Session) => "session failed",
+        };
+        let calls: Vec<String> = self.running.keys().cloned().collect();
+        for call_id in calls {
+            self.finish(&call_id, Err(ToolError::internal(why)));
+        }
+    }
 }
 
 impl Actor for ToolsetActor {
@@ -98,11 +121,15 @@ impl Actor for ToolsetActor {
         _myself: ActorRef<Self::Msg>,
         args: Self::Arguments,
     ) -> Result<Self::State, ActorProcessingErr> {
+        let id = format!("toolset:{}", args.id);
+        let lifecycle = LifecycleGuard::new(args.session.lifecycle.clone(), ActorKind::Toolset, id);
         Ok(ToolsetState {
             args,
             running: BTreeMap::new(),
             mocks: Arc::default(),
             stopping: BTreeMap::new(),
+            graceful: false,
+            lifecycle,
         })
     }
 
@@ -111,8 +138,7 @@ impl Actor for ToolsetActor {
         _myself: ActorRef<Self::Msg>,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        let id = format!("toolset:{}", state.args.id);
-        state.args.session.lifecycle.report(ActorKind::Toolset, id, Lifecycle::Started);
+        state.lifecycle.started();
         Ok(())
     }
 
@@ -121,10 +147,10 @@ impl Actor for ToolsetActor {
         myself: ActorRef<Self::Msg>,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
+        state.graceful = true;
         // Calls still winding down (a cooperative grace period) stop gracefully, not killed.
         myself.stop_children_and_wait(Some("toolset stopped".into()), None).await;
-        let id = format!("toolset:{}", state.args.id);
-        state.args.session.lifecycle.report(ActorKind::Toolset, id, Lifecycle::Stopped);
+        state.lifecycle.stopped(None);
         Ok(())
     }
 
@@ -134,6 +160,8 @@ impl Actor for ToolsetActor {
         message: Self::Msg,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
+        // Still set if this handler panics: the drop guard then knows the toolset itself failed.
+        state.lifecycle.busy(true);
         match message {
             ToolsetMsg::Execute(call, reply) => state.execute(myself, *call, reply).await,
             ToolsetMsg::SetMocks(mocks) => state.mocks = mocks,
@@ -152,10 +180,12 @@ impl Actor for ToolsetActor {
                 state.updated(&call_id, index, update)
             }
             ToolsetMsg::Finished { call_id, result } => state.finish(&call_id, result),
+            ToolsetMsg::InjectFailure => panic!("injected failure"),
             ToolsetMsg::Inspect(reply) => {
                 let _ = reply.send(state.inspect(&myself));
             }
         }
+        state.lifecycle.busy(false);
         Ok(())
     }
 

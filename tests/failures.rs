@@ -1,0 +1,145 @@
+//! Failure isolation and recovery: a failing Activity is restarted with the same agent and
+//! context while session-scoped calls go on; a failing Toolset ends its own calls; supervisors
+//! report failures in the lifecycle stream; nothing leaks after close.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use colloquy::prelude::*;
+use colloquy::{Lifecycle, LifecycleEvent, ToolCallStatus};
+use common::*;
+use tokio::sync::mpsc::UnboundedReceiver;
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// Updates, then works `ms` before answering.
+fn background(name: &'static str, work: u64) -> FunctionTool {
+    FunctionTool::new(name, "Works.", move |ctx: RunContext, _a: NoArgs| async move {
+        ctx.update(format!("{name} started")).await?;
+        tokio::time::sleep(ms(work)).await;
+        Ok::<_, ToolError>(format!("{name} done"))
+    })
+}
+
+fn drain(rx: &mut UnboundedReceiver<LifecycleEvent>) -> Vec<LifecycleEvent> {
+    std::iter::from_fn(|| rx.try_recv().ok()).collect()
+}
+
+fn ended(events: &[SessionEvent]) -> BTreeMap<String, (ToolCallStatus, Option<String>)> {
+    events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::ToolCallEnded { call_id, status, message, .. } => {
+                Some((call_id.clone(), (*status, message.clone())))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+async fn start(script: Vec<ScriptedResponse>) -> (Harness, UnboundedReceiver<LifecycleEvent>) {
+    let mut builder =
+        Session::builder().toolset(Toolset::new_async("shared").tool(background("lookup", 500)));
+    let lifecycle = builder.lifecycle_events();
+    let agent = Agent::new("A", "inst").tool(background("job", 500));
+    (Harness::start_with(builder, agent, script).await, lifecycle)
+}
+
+fn both_calls() -> ScriptedResponse {
+    ScriptedResponse::calls([
+        ScriptedCall::new("j", "job", "{}"),
+        ScriptedCall::new("l", "lookup", "{}"),
+    ])
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_activity_restarts_and_the_conversation_goes_on() {
+    let script = vec![
+        both_calls(),
+        text("Working on both."),
+        text("The job failed, sorry."),
+        text("The lookup is done."),
+        text("Still here."),
+    ];
+    let (mut h, mut lifecycle) = start(script).await;
+    h.turn("do both").await;
+    tokio::time::sleep(ms(100)).await;
+    h.session.inject_failure("activity:A");
+    tokio::time::sleep(ms(10)).await;
+
+    // The supervisor reports the failure with the panic message.
+    let records = drain(&mut lifecycle);
+    let failed: Vec<_> = records.iter().filter(|r| r.what == Lifecycle::Failed).collect();
+    assert_eq!(failed.len(), 1, "{records:?}");
+    assert_eq!(failed[0].id, "activity:A");
+    assert!(failed[0].reason.as_deref().unwrap().contains("injected failure"), "{failed:?}");
+    // The agent-scoped call ended through the drop guard; the session-scoped one runs on.
+    let ends = ended(h.events());
+    assert_eq!(ends["j"], (ToolCallStatus::Error, Some("activity failed".into())));
+    assert!(!ends.contains_key("l"));
+    let errors: Vec<String> = h
+        .events()
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Error { message, .. } => Some(message.clone()),
+            _ => None,
+        })
+        .collect();
+    assert!(errors.iter().any(|m| m.starts_with("agent `A` restarted")), "{errors:?}");
+
+    // A new Activity with a fresh agent toolset runs the same agent.
+    let snap = h.session.inspect().await.unwrap();
+    assert!(snap.tree.find("activity:A").is_some());
+    assert!(snap.tree.find("toolset:agent:A").unwrap().children.is_empty());
+    assert!(snap.tree.find("tool_call:l").is_some());
+
+    // The failed call's `_final` pair is delivered by a deferred reply, the lookup's too, and
+    // the next user turn is answered over the same context.
+    h.session.wait_for_quiet().await.unwrap();
+    h.session.wait_for_idle().await.unwrap();
+    assert_eq!(ended(h.events())["l"], (ToolCallStatus::Done, Some("lookup done".into())));
+    h.turn("still there?").await;
+    let ctx = h.ctx("A").await;
+    assert_eq!(ctx.first().map(String::as_str), Some("user(do both)"));
+    assert!(
+        ctx.iter().any(|i| i == r#"out(#j_final,"An internal error occurred.",ERR,rr=T)"#),
+        "{ctx:?}"
+    );
+    assert!(ctx.iter().any(|i| i == r#"out(#l_final,"lookup done",ok,rr=T)"#), "{ctx:?}");
+    assert_eq!(ctx.last().map(String::as_str), Some("asst(Still here.)"));
+
+    // After close every actor that started stopped or failed, none leaked.
+    h.close().await;
+    let mut balance: BTreeMap<String, i32> = BTreeMap::new();
+    for r in records.into_iter().chain(drain(&mut lifecycle)) {
+        let key = format!("{}#{}", r.id, r.session_id);
+        *balance.entry(key).or_default() += if r.what == Lifecycle::Started { 1 } else { -1 };
+    }
+    // activity:A started twice and ended twice (failed, then stopped at close).
+    assert!(balance.values().all(|n| *n == 0), "{balance:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_toolset_ends_its_own_calls_only() {
+    let script = vec![both_calls(), text("Working."), text("Lookup done."), text("Job?")];
+    let (mut h, mut lifecycle) = start(script).await;
+    h.turn("do both").await;
+    h.session.inject_failure("toolset:agent:A");
+    tokio::time::sleep(ms(10)).await;
+    let failed: Vec<_> =
+        drain(&mut lifecycle).into_iter().filter(|r| r.what == Lifecycle::Failed).collect();
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert_eq!(failed[0].id, "toolset:agent:A");
+    assert_eq!(ended(h.events())["j"], (ToolCallStatus::Error, Some("toolset failed".into())));
+    h.session.wait_for_quiet().await.unwrap();
+    h.session.wait_for_idle().await.unwrap();
+    assert_eq!(ended(h.events())["l"].0, ToolCallStatus::Done);
+    // The session and its Activity live on.
+    h.turn("anything else?").await;
+    assert!(h.session.is_running());
+    h.close().await;
+}
