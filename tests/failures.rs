@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use colloquy::prelude::*;
-use colloquy::{Lifecycle, LifecycleEvent, ToolCallStatus};
+use colloquy::{ErrorSource, Lifecycle, LifecycleEvent, ToolCallStatus};
 use common::*;
 use tokio::sync::mpsc::UnboundedReceiver;
 
@@ -141,5 +141,75 @@ async fn a_failed_toolset_ends_its_own_calls_only() {
     // The session and its Activity live on.
     h.turn("anything else?").await;
     assert!(h.session.is_running());
+    h.close().await;
+}
+
+fn errors(events: &[SessionEvent]) -> Vec<(ErrorSource, String)> {
+    events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Error { source, message } => Some((*source, message.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hanging_llm_ends_the_turn_with_an_error_after_the_timeout() {
+    let script = vec![text("never").with_latency(Duration::from_secs(3600)), text("Back again.")];
+    let builder = Session::builder().llm_timeout(Some(Duration::from_secs(5)));
+    let mut h = Harness::start_with(builder, Agent::new("A", "inst"), script).await;
+    let start = tokio::time::Instant::now();
+    h.turn("hello?").await;
+    assert_eq!(start.elapsed(), Duration::from_secs(5), "the turn ended at the timeout");
+    assert_eq!(
+        errors(h.events()),
+        [(ErrorSource::Llm, "LLM request timed out: nothing received for 5000 ms".to_string())]
+    );
+    assert_eq!(h.session.states().await.unwrap().0, AgentState::Listening);
+    // The next turn works; the failed one left nothing but the user's message.
+    h.turn("still there?").await;
+    assert_eq!(h.hist().await, ["user(hello?)", "user(still there?)", "asst(Back again.)"]);
+    h.close().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_broken_llm_stream_ends_the_turn_cleanly() {
+    let mut broken = text("half an ans");
+    broken.error = Some("connection reset".into());
+    let mut h = Harness::start(Agent::new("A", "inst"), vec![broken, text("Whole answer.")]).await;
+    h.turn("question").await;
+    assert_eq!(errors(h.events()), [(ErrorSource::Llm, "connection reset".to_string())]);
+    h.turn("again").await;
+    assert_eq!(h.hist().await.last().map(String::as_str), Some("asst(Whole answer.)"));
+    h.close().await;
+}
+
+/// A sink that takes every playout and never reports anything.
+struct SilentSink(std::sync::Mutex<Vec<colloquy::Playout>>);
+
+impl colloquy::SpeechSink for SilentSink {
+    fn play(&self, playout: colloquy::Playout) {
+        self.0.lock().unwrap().push(playout);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_watchdog_ends_a_speech_whose_sink_never_reports() {
+    let builder = Session::builder()
+        .speech_sink(SilentSink(Default::default()))
+        .playout_timeout(Some(Duration::from_secs(2)));
+    let mut h = Harness::start_with(builder, Agent::new("A", "inst"), vec![text("Hello!")]).await;
+    let start = tokio::time::Instant::now();
+    h.turn("hi").await;
+    // Two seconds without a report, then two more after being asked to stop.
+    assert_eq!(start.elapsed(), Duration::from_millis(4_010));
+    let errs = errors(h.events());
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert_eq!(errs[0].0, ErrorSource::Sink);
+    assert!(errs[0].1.contains("watchdog"), "{errs:?}");
+    // No progress was reported: the text counts as said, and the session is idle again.
+    assert_eq!(h.hist().await.last().map(String::as_str), Some("asst(Hello!)"));
+    assert_eq!(h.session.states().await.unwrap().0, AgentState::Listening);
     h.close().await;
 }

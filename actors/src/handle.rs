@@ -119,6 +119,20 @@ impl SessionBuilder {
         self
     }
 
+    /// How long an LLM request may go without sending anything before the turn ends with an
+    /// `llm` error (default 30 s; `None` waits for ever).
+    pub fn llm_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.options.llm_timeout = timeout;
+        self
+    }
+
+    /// The speech-sink watchdog: how long a playout may go without a report or progress
+    /// before the runtime stops it (default 60 s; `None` trusts the sink).
+    pub fn playout_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.options.playout_timeout = timeout;
+        self
+    }
+
     /// The user-away timeout (default 15 s; `None` disables it).
     pub fn user_away_timeout(mut self, timeout: Option<Duration>) -> Self {
         self.options.user_away_timeout = timeout;

@@ -7,6 +7,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -184,11 +185,63 @@ pub(crate) enum PlayoutDriver {
         interrupt: CancellationToken,
         report: oneshot::Receiver<PlayoutReport>,
         progress: Arc<AtomicUsize>,
+        /// The watchdog: the longest the sink may go without a report or progress.
+        watchdog: Option<Duration>,
     },
 }
 
+/// What waiting for the sink's report gave.
+enum Waited {
+    Report(Option<PlayoutReport>),
+    /// The caller's stop signal fired first.
+    Stopped,
+    /// Neither a report nor progress for the watchdog's time.
+    Stalled,
+}
+
+/// Waits for the report; with a watchdog, gives up once progress has not moved for its time.
+async fn wait_report(
+    report: &mut oneshot::Receiver<PlayoutReport>,
+    progress: &AtomicUsize,
+    watchdog: Option<Duration>,
+    stop: Option<&CancellationToken>,
+) -> Waited {
+    let stopped = async {
+        match stop {
+            Some(stop) => stop.cancelled().await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(stopped);
+    let mut seen = progress.load(Ordering::Relaxed);
+    loop {
+        let stall = async {
+            match watchdog {
+                Some(limit) => tokio::time::sleep(limit).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            biased;
+            r = &mut *report => return Waited::Report(r.ok()),
+            _ = &mut stopped => return Waited::Stopped,
+            _ = stall => {
+                let now = progress.load(Ordering::Relaxed);
+                if now == seen {
+                    return Waited::Stalled;
+                }
+                seen = now;
+            }
+        }
+    }
+}
+
 impl PlayoutDriver {
-    pub fn open(sink: Option<&Arc<dyn SpeechSink>>, speech_id: &str) -> Self {
+    pub fn open(
+        sink: Option<&Arc<dyn SpeechSink>>,
+        speech_id: &str,
+        watchdog: Option<Duration>,
+    ) -> Self {
         let Some(sink) = sink else {
             return Self::Immediate { text: String::new() };
         };
@@ -203,7 +256,14 @@ impl PlayoutDriver {
             report: Some(report_tx),
             progress: Arc::clone(&progress),
         });
-        Self::Sink { tx: Some(tx), pushed: String::new(), interrupt, report: report_rx, progress }
+        Self::Sink {
+            tx: Some(tx),
+            pushed: String::new(),
+            interrupt,
+            report: report_rx,
+            progress,
+            watchdog,
+        }
     }
 
     pub fn push(&mut self, delta: &str) {
@@ -219,22 +279,20 @@ impl PlayoutDriver {
     }
 
     /// Ends the text and waits for the playout to finish, or to be interrupted when `stop`
-    /// fires first.
+    /// fires first. A sink that stalls past the watchdog is asked to stop.
     pub async fn finish(self, stop: &CancellationToken) -> PlayoutEnd {
         match self {
             Self::Immediate { text } => PlayoutEnd { text, interrupted: false, sink_error: None },
-            Self::Sink { tx, pushed, interrupt, mut report, progress } => {
+            Self::Sink { tx, pushed, interrupt, mut report, progress, watchdog } => {
                 drop(tx);
-                let early = tokio::select! {
-                    biased;
-                    r = &mut report => Some(r),
-                    _ = stop.cancelled() => None,
-                };
-                let result = match early {
-                    Some(r) => r,
-                    None => {
+                let result = match wait_report(&mut report, &progress, watchdog, Some(stop)).await {
+                    Waited::Report(r) => Ok(r),
+                    Waited::Stopped | Waited::Stalled => {
                         interrupt.cancel();
-                        report.await
+                        match wait_report(&mut report, &progress, watchdog, None).await {
+                            Waited::Report(r) => Ok(r),
+                            _ => Err(watchdog),
+                        }
                     }
                 };
                 Self::settle(result, pushed, &progress)
@@ -242,14 +300,17 @@ impl PlayoutDriver {
         }
     }
 
-    /// Asks the sink to stop and waits for its report.
+    /// Asks the sink to stop and waits for its report (at most the watchdog's time).
     pub async fn interrupt(self) -> PlayoutEnd {
         match self {
             Self::Immediate { text } => PlayoutEnd { text, interrupted: true, sink_error: None },
-            Self::Sink { tx, pushed, interrupt, report, progress } => {
+            Self::Sink { tx, pushed, interrupt, mut report, progress, watchdog } => {
                 drop(tx);
                 interrupt.cancel();
-                let result = report.await;
+                let result = match wait_report(&mut report, &progress, watchdog, None).await {
+                    Waited::Report(r) => Ok(r),
+                    _ => Err(watchdog),
+                };
                 let mut end = Self::settle(result, pushed, &progress);
                 end.interrupted = true;
                 end
@@ -257,28 +318,28 @@ impl PlayoutDriver {
         }
     }
 
+    /// `Ok(None)`: the sink dropped the playout unreported; `Err`: the watchdog gave up.
     fn settle(
-        result: Result<PlayoutReport, oneshot::error::RecvError>,
+        result: Result<Option<PlayoutReport>, Option<Duration>>,
         pushed: String,
         progress: &AtomicUsize,
     ) -> PlayoutEnd {
-        match result {
-            Ok(PlayoutReport::Done) => {
-                PlayoutEnd { text: pushed, interrupted: false, sink_error: None }
+        let problem = match result {
+            Ok(Some(PlayoutReport::Done)) => {
+                return PlayoutEnd { text: pushed, interrupted: false, sink_error: None };
             }
-            Ok(PlayoutReport::Interrupted { played_text }) => {
-                PlayoutEnd { text: played_text, interrupted: true, sink_error: None }
+            Ok(Some(PlayoutReport::Interrupted { played_text })) => {
+                return PlayoutEnd { text: played_text, interrupted: true, sink_error: None };
             }
-            Err(_) => {
-                let played = progress.load(Ordering::Relaxed);
-                let text: String =
-                    if played > 0 { pushed.chars().take(played).collect() } else { pushed };
-                PlayoutEnd {
-                    text,
-                    interrupted: played > 0,
-                    sink_error: Some("the speech sink dropped a playout without reporting".into()),
-                }
-            }
-        }
+            Ok(None) => "the speech sink dropped a playout without reporting".to_string(),
+            Err(limit) => format!(
+                "the speech sink reported nothing for {} ms: playout ended by the watchdog",
+                limit.unwrap_or_default().as_millis()
+            ),
+        };
+        // The progress the sink reported, if any, says how far it got.
+        let played = progress.load(Ordering::Relaxed);
+        let text: String = if played > 0 { pushed.chars().take(played).collect() } else { pushed };
+        PlayoutEnd { text, interrupted: played > 0, sink_error: Some(problem) }
     }
 }

@@ -50,6 +50,8 @@ pub(crate) struct ActivityArgs {
     /// Agent-scoped async toolsets handed over from the previous agent, by id.
     pub adopted_toolsets: BTreeMap<String, ActorRef<ToolsetMsg>>,
     pub max_tool_steps: u32,
+    pub llm_timeout: Option<std::time::Duration>,
+    pub playout_timeout: Option<std::time::Duration>,
     pub userdata: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
@@ -143,6 +145,8 @@ impl Actor for ActivityActor {
             catalog,
             toolsets,
             max_tool_steps: args.max_tool_steps,
+            llm_timeout: args.llm_timeout,
+            playout_timeout: args.playout_timeout,
         };
         let id = format!("activity:{}", env.agent_id);
         let lifecycle = LifecycleGuard::new(env.session.lifecycle.clone(), ActorKind::Activity, id);

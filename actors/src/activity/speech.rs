@@ -8,6 +8,7 @@
 //! commit calls and outputs; run a tool-reply step if any output asks for one.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use colloquy_core::{
     Agent, AgentState, ChatItem, ErrorSource, EventKind, Message, Role, Timestamp,
@@ -38,6 +39,8 @@ pub(crate) struct SpeechEnv {
     /// Every toolset actor this agent's calls may go to, by toolset id.
     pub toolsets: BTreeMap<String, ActorRef<ToolsetMsg>>,
     pub max_tool_steps: u32,
+    pub llm_timeout: Option<Duration>,
+    pub playout_timeout: Option<Duration>,
 }
 
 /// Runs one speech to its end; returns whether it was interrupted.
@@ -57,7 +60,7 @@ async fn say(env: &SpeechEnv, speech_id: &str, text: &str, interrupt: &Cancellat
     }
     let started = env.session.clock.now();
     env.session.set_agent_state(AgentState::Speaking);
-    let mut playout = PlayoutDriver::open(env.sink.as_ref(), speech_id);
+    let mut playout = PlayoutDriver::open(env.sink.as_ref(), speech_id, env.playout_timeout);
     playout.push(text);
     let end = playout.finish(interrupt).await;
     commit_message(env, speech_id, started, &end);
@@ -121,10 +124,21 @@ async fn reply(
         let mut stream_interrupted = false;
         let mut failure: Option<String> = None;
         loop {
+            let next = async {
+                match env.llm_timeout {
+                    Some(limit) => tokio::time::timeout(limit, stream.next()).await.ok(),
+                    None => Some(stream.next().await),
+                }
+            };
             let chunk = tokio::select! {
                 biased;
                 _ = interrupt.cancelled() => { stream_interrupted = true; break }
-                chunk = stream.next() => chunk,
+                chunk = next => chunk,
+            };
+            let Some(chunk) = chunk else {
+                let limit = env.llm_timeout.unwrap_or_default().as_millis();
+                failure = Some(format!("LLM request timed out: nothing received for {limit} ms"));
+                break;
             };
             match chunk {
                 None | Some(LlmChunk::End) => break,
@@ -133,7 +147,11 @@ async fn reply(
                     let step_text = text.get_or_insert_with(|| {
                         session.set_agent_state(AgentState::Speaking);
                         StepText {
-                            playout: PlayoutDriver::open(env.sink.as_ref(), speech_id),
+                            playout: PlayoutDriver::open(
+                                env.sink.as_ref(),
+                                speech_id,
+                                env.playout_timeout,
+                            ),
                             started: authorised,
                         }
                     });

@@ -35,6 +35,8 @@ pub(crate) struct ActivityFactory {
     pub session_toolset_decls: Vec<Toolset>,
     pub cancel_grace: std::time::Duration,
     pub max_tool_steps: u32,
+    pub llm_timeout: Option<std::time::Duration>,
+    pub playout_timeout: Option<std::time::Duration>,
     pub userdata: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
@@ -64,6 +66,8 @@ impl ActivityFactory {
             session_toolsets: self.session_toolsets.clone(),
             adopted_toolsets,
             max_tool_steps: self.max_tool_steps,
+            llm_timeout: self.llm_timeout,
+            playout_timeout: self.playout_timeout,
             userdata: self.userdata.clone(),
         };
         Actor::spawn_linked(None, ActivityActor, args, supervisor).await.map(|(a, _)| a)

@@ -53,6 +53,14 @@ pub struct SessionOptions {
     /// How long a handoff or a close waits for non-cancellable calls before aborting them
     /// (they end `error` "drain timeout"); `None` (the default) waits as long as they run.
     pub drain_timeout: Option<Duration>,
+    /// How long an LLM request may go without sending anything (its first chunk included)
+    /// before it fails: the turn ends with an `llm` error event (default 30 s; `None` waits
+    /// for ever).
+    pub llm_timeout: Option<Duration>,
+    /// The speech-sink watchdog: how long a playout may go without reporting (neither done
+    /// nor progress) before colloquy asks it to stop and, if it still says nothing, ends the
+    /// speech itself with a `sink` error event (default 60 s; `None` trusts the sink).
+    pub playout_timeout: Option<Duration>,
 }
 
 impl Default for SessionOptions {
@@ -64,6 +72,8 @@ impl Default for SessionOptions {
             templates: None,
             cancel_grace: Duration::from_secs(2),
             drain_timeout: None,
+            llm_timeout: Some(Duration::from_secs(30)),
+            playout_timeout: Some(Duration::from_secs(60)),
         }
     }
 }
@@ -158,6 +168,8 @@ impl Actor for SessionActor {
             session_toolset_decls: args.session_toolsets,
             cancel_grace: args.options.cancel_grace,
             max_tool_steps: args.options.max_tool_steps,
+            llm_timeout: args.options.llm_timeout,
+            playout_timeout: args.options.playout_timeout,
             userdata: args.userdata,
         };
         let on_enter = args.agent.on_enter_instructions().map(str::to_string);
