@@ -157,6 +157,13 @@ fn dispatch_one(
         speech_id: speech_id.into(),
         playout_done: playout_done.clone(),
         speech: control.clone(),
+        span: tracing::info_span!(
+            "tool_call",
+            session_id = %env.session.id,
+            call_id = %call.call_id,
+            name = %call.name,
+            speech_id = %speech_id,
+        ),
     };
     // Routed by name to the toolset that runs the tool (§4 step 7).
     let toolset = env.catalog.route(&call.name).and_then(|id| env.toolsets.get(id));

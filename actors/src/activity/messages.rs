@@ -22,6 +22,8 @@ pub(crate) struct SpeechJob {
     pub speech_id: String,
     pub content: SpeechContent,
     pub allow_interruptions: bool,
+    /// The speech's `tracing` span (its task runs in it).
+    pub span: tracing::Span,
 }
 
 /// Everything an Activity actor handles.

@@ -334,24 +334,29 @@ impl ActivityState {
         let speech_id = job.speech_id.clone();
         let env = Arc::clone(&self.env);
         let task_control = control.clone();
-        let task = OwnedTask::spawn(async move {
-            let id = job.speech_id.clone();
-            let interrupted =
-                match AssertUnwindSafe(speech::run(Arc::clone(&env), job, task_control))
-                    .catch_unwind()
-                    .await
-                {
-                    Ok(interrupted) => interrupted,
-                    Err(payload) => {
-                        let message = format!("speech {id} failed: {}", panic_text(&*payload));
-                        tracing::error!(agent = %env.agent_id, "{message}");
-                        env.session
-                            .emit(EventKind::Error { source: ErrorSource::Session, message });
-                        true
-                    }
-                };
-            let _ = env.activity.cast(ActivityMsg::SpeechFinished { speech_id: id, interrupted });
-        });
+        let span = job.span.clone();
+        let task = OwnedTask::spawn(tracing::Instrument::instrument(
+            async move {
+                let id = job.speech_id.clone();
+                let interrupted =
+                    match AssertUnwindSafe(speech::run(Arc::clone(&env), job, task_control))
+                        .catch_unwind()
+                        .await
+                    {
+                        Ok(interrupted) => interrupted,
+                        Err(payload) => {
+                            let message = format!("speech {id} failed: {}", panic_text(&*payload));
+                            tracing::error!(agent = %env.agent_id, "{message}");
+                            env.session
+                                .emit(EventKind::Error { source: ErrorSource::Session, message });
+                            true
+                        }
+                    };
+                let _ =
+                    env.activity.cast(ActivityMsg::SpeechFinished { speech_id: id, interrupted });
+            },
+            span,
+        ));
         self.live.insert(speech_id.clone(), LiveSpeech { control, _task: task });
         self.floor = Some(speech_id);
     }

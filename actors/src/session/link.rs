@@ -19,6 +19,8 @@ pub(crate) struct SessionLink {
     pub id: Arc<str>,
     /// Where actors report their lifecycle.
     pub lifecycle: LifecycleSink,
+    /// The session's `tracing` span: turn, speech and tool-call spans descend from it.
+    pub span: tracing::Span,
 }
 
 impl SessionLink {

@@ -117,6 +117,7 @@ impl Actor for SessionActor {
             clock: clock.clone(),
             id: Arc::from(args.id.as_str()),
             lifecycle: LifecycleSink::new(&args.id, args.lifecycle, args.lifecycle_hub),
+            span: tracing::info_span!(parent: None, "session", session_id = %args.id),
         };
         let agent_id = args.agent.id().to_string();
         let previous_agent = args.history.iter().rev().find_map(|item| match item {

@@ -124,6 +124,9 @@ pub(crate) struct SessionState {
     pub agent_state: AgentState,
     pub user_state: UserState,
     speech_seq: u64,
+    /// User turns so far, and the current one's `tracing` span (its speeches descend from it).
+    turn_seq: u64,
+    turn_span: tracing::Span,
     /// Speeches created and not yet done (queued, playing, or waiting on blocking tools).
     pending_speeches: usize,
     /// Running calls by call id (registered by toolsets, removed by `tool_call_ended`).
@@ -169,6 +172,8 @@ impl SessionState {
             agent_state: AgentState::Initializing,
             user_state: UserState::Listening,
             speech_seq: 0,
+            turn_seq: 0,
+            turn_span: tracing::Span::none(),
             pending_speeches: 0,
             running_calls: BTreeMap::new(),
             subscribers: init.subscribers,
@@ -521,6 +526,14 @@ impl SessionState {
         });
         let agent = self.agent_id.clone();
         self.commit(&agent, None, vec![message]);
+        self.turn_seq += 1;
+        self.turn_span = tracing::info_span!(
+            parent: &self.link.span,
+            "turn",
+            session_id = %self.id,
+            turn = self.turn_seq,
+            agent = %self.agent_id,
+        );
         let content = SpeechContent::Reply {
             kind: RequestKind::UserTurn,
             extra_instructions: None,
@@ -550,7 +563,20 @@ impl SessionState {
         self.pending_speeches += 1;
         self.update_away_timer(false);
         self.emit_now(EventKind::SpeechCreated { speech_id: speech_id.clone(), source });
-        let job = SpeechJob { speech_id, content, allow_interruptions: self.allow_interruptions };
+        let parent = match source {
+            SpeechSource::UserTurn => &self.turn_span,
+            _ => &self.link.span,
+        };
+        let span = tracing::info_span!(
+            parent: parent,
+            "speech",
+            session_id = %self.id,
+            speech_id = %speech_id,
+            source = ?source,
+            agent = %self.agent_id,
+        );
+        let allow_interruptions = self.allow_interruptions;
+        let job = SpeechJob { speech_id, content, allow_interruptions, span };
         if let Err(e) = self.activity.cast(ActivityMsg::Speak(job)) {
             // Only after an Activity failure: report the speech as done so idle holds.
             if let ractor::MessagingErr::SendErr(ActivityMsg::Speak(job)) = e {

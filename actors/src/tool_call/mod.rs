@@ -49,6 +49,8 @@ pub(crate) struct ToolCallArgs {
     pub userdata: Option<Arc<dyn Any + Send + Sync>>,
     pub update_template: Template,
     pub toolset: ActorRef<ToolsetMsg>,
+    /// The call's `tracing` span; the body runs in it.
+    pub span: tracing::Span,
 }
 
 pub(crate) struct ToolCallState {
@@ -158,7 +160,10 @@ impl Actor for ToolCallActor {
         let ctx =
             RunContext::with_hooks(args.call, args.speech_id, args.agent_id, args.userdata, hooks);
         let (tool, arguments) = (args.tool, args.arguments);
-        let body = async move { tool.invoke(ctx, arguments).await };
+        let body = tracing::Instrument::instrument(
+            async move { tool.invoke(ctx, arguments).await },
+            args.span,
+        );
         state._task = Some(OwnedTask::spawn(async move {
             let result = match AssertUnwindSafe(body).catch_unwind().await {
                 Ok(result) => result,

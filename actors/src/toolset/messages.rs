@@ -25,6 +25,8 @@ pub(crate) struct ExecuteCall {
     pub playout_done: CancellationToken,
     /// The dispatching speech's interruption switch.
     pub speech: SpeechControl,
+    /// The call's `tracing` span (a child of the speech's); the tool's body runs in it.
+    pub span: tracing::Span,
 }
 
 /// What dispatch receives for a call: the output the model will see.

@@ -332,6 +332,7 @@ impl ToolsetState {
             userdata: self.args.userdata.clone(),
             update_template: self.args.templates.update.clone(),
             toolset: myself.clone(),
+            span: exec.span,
         };
         match Actor::spawn_linked(None, ToolCallActor, args, myself.get_cell()).await {
             Ok((actor, _)) => {
