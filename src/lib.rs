@@ -59,7 +59,7 @@ pub use colloquy_core::{
     CallHooks, PostedUpdate, ReplyStatus, ResolvedTemplates, Template, Templates, UpdateMessage,
     UpdateOptions,
 };
-pub use colloquy_core::{FunctionTool, args, run_result, templates, text, tool};
+pub use colloquy_core::{FunctionTool, args, run_result, templates, text, timeline, tool};
 pub use colloquy_llm::{
     Llm, LlmChunk, LlmRequest, LlmStream, RecordedRequest, RequestKind, ScriptedCall, ScriptedLlm,
     ScriptedResponse, ToolCallDelta, ToolChoice, Usage,

@@ -11,8 +11,10 @@ usage: colloquy <command> [options]
 commands:
   demo [--no-color] [--fast]   play a travel-agent conversation on the scripted LLM
                                (no network, no keys); --fast skips the pauses
-  run FILE.json                play a scenario file on the paused clock and print its
-                               trace as JSON (exit 2 on a bad file)
+  run FILE.json [--timeline OUT.html]
+                               play a scenario file on the paused clock and print its
+                               trace as JSON (exit 2 on a bad file); --timeline also
+                               writes the session's timeline as a self-contained page
   help                         show this text
 ";
 
@@ -30,6 +32,8 @@ pub enum Command {
     Run {
         /// The scenario file.
         path: String,
+        /// Where to write the timeline page, if asked.
+        timeline: Option<String>,
     },
     /// Print usage.
     Help,
@@ -52,11 +56,26 @@ pub fn parse_args(args: &[String], color_default: bool) -> Result<Command, Strin
             }
             Ok(Command::Demo { color, fast })
         }
-        Some("run") => match (it.next(), it.next()) {
-            (Some(path), None) if !path.starts_with('-') => Ok(Command::Run { path: path.into() }),
-            (None, _) => Err("run: missing the scenario file".into()),
-            _ => Err("run: expected exactly one scenario file".into()),
-        },
+        Some("run") => {
+            let (mut path, mut timeline) = (None, None);
+            while let Some(arg) = it.next() {
+                match arg {
+                    "--timeline" => match it.next() {
+                        Some(out) if !out.starts_with('-') => timeline = Some(out.to_string()),
+                        _ => return Err("run: --timeline needs an output file".into()),
+                    },
+                    other if other.starts_with('-') => {
+                        return Err(format!("run: unknown option `{other}`"));
+                    }
+                    file if path.is_none() => path = Some(file.to_string()),
+                    _ => return Err("run: expected exactly one scenario file".into()),
+                }
+            }
+            match path {
+                Some(path) => Ok(Command::Run { path, timeline }),
+                None => Err("run: missing the scenario file".into()),
+            }
+        }
         Some(other) => Err(format!("unknown command `{other}`")),
     }
 }
@@ -87,8 +106,14 @@ mod tests {
         assert_eq!(parse_args(&args(&["dance"]), true), Err("unknown command `dance`".into()));
         assert_eq!(
             parse_args(&args(&["run", "a.json"]), true),
-            Ok(Command::Run { path: "a.json".into() })
+            Ok(Command::Run { path: "a.json".into(), timeline: None })
         );
+        assert_eq!(
+            parse_args(&args(&["run", "a.json", "--timeline", "t.html"]), true),
+            Ok(Command::Run { path: "a.json".into(), timeline: Some("t.html".into()) })
+        );
+        assert!(parse_args(&args(&["run", "a.json", "--timeline"]), true).is_err());
+        assert!(parse_args(&args(&["run", "a.json", "--fast"]), true).is_err());
         assert!(parse_args(&args(&["run"]), true).is_err());
         assert!(parse_args(&args(&["run", "a.json", "b.json"]), true).is_err());
     }

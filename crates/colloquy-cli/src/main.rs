@@ -21,8 +21,17 @@ fn main() -> ExitCode {
             print!("{USAGE}");
             ExitCode::SUCCESS
         }
-        Command::Run { path } => match colloquy_scenario::run_file(&path) {
+        Command::Run { path, timeline } => match colloquy_scenario::run_file(&path) {
             Ok(trace) => {
+                if let Some(out) = timeline {
+                    let title = std::path::Path::new(&path)
+                        .file_stem()
+                        .map_or(path.clone(), |s| s.to_string_lossy().into_owned());
+                    if let Err(e) = std::fs::write(&out, trace.timeline_html(&title)) {
+                        eprintln!("colloquy: cannot write {out}: {e}");
+                        return ExitCode::FAILURE;
+                    }
+                }
                 print!("{}", trace.to_json());
                 ExitCode::SUCCESS
             }

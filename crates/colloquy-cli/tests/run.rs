@@ -35,3 +35,21 @@ fn a_bad_file_exits_2_with_nothing_on_stdout() {
     assert!(missing.stdout.is_empty());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn run_with_timeline_writes_the_page_and_the_same_trace() {
+    let dir = std::env::temp_dir().join(format!("colloquy-timeline-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let page = dir.join("t.html");
+    let file = scenario("c07_two_updates_and_a_result.json");
+    let out = colloquy(&["run", &file, "--timeline", page.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let expected =
+        std::fs::read_to_string(scenario("traces/c07_two_updates_and_a_result.json")).unwrap();
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), expected);
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    assert!(html.contains("<title>c07_two_updates_and_a_result — colloquy timeline</title>"));
+    assert!(html.contains(r#"class="reply-link""#), "the deferred replies are linked");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -18,6 +18,7 @@ mod schema;
 pub mod templates;
 pub mod text;
 pub mod time;
+pub mod timeline;
 pub mod tool;
 
 pub use agent::Agent;

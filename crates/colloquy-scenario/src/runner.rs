@@ -116,6 +116,7 @@ async fn play_async(scenario: &Scenario) -> Result<Trace, ScenarioError> {
     let session = builder.start(agent).await.map_err(|e| ScenarioError::Run(e.to_string()))?;
 
     let mut traced: Vec<Value> = Vec::new();
+    let mut session_events: Vec<colloquy::SessionEvent> = Vec::new();
     let mut snapshots: Vec<Value> = Vec::new();
     let mut closed = None;
     for (i, step) in scenario.steps.iter().enumerate() {
@@ -150,6 +151,7 @@ async fn play_async(scenario: &Scenario) -> Result<Trace, ScenarioError> {
                         if trace::traced(&event) {
                             traced.push(event.to_value());
                         }
+                        session_events.push(event);
                     }
                     traced.push(serde_json::json!({
                         "at_ms": (Instant::now() - start).as_millis() as u64,
@@ -176,6 +178,7 @@ async fn play_async(scenario: &Scenario) -> Result<Trace, ScenarioError> {
         if trace::traced(&event) {
             traced.push(event.to_value());
         }
+        session_events.push(event);
     }
     Ok(Trace {
         history: trace::items(&closed.history),
@@ -187,6 +190,7 @@ async fn play_async(scenario: &Scenario) -> Result<Trace, ScenarioError> {
         events: traced,
         llm_requests: llm.requests().iter().map(trace::TraceRequest::from).collect(),
         snapshots,
+        session_events,
     })
 }
 

@@ -19,6 +19,10 @@ pub struct Trace {
     pub llm_requests: Vec<TraceRequest>,
     /// Actor-tree snapshots (`inspect` steps).
     pub snapshots: Vec<serde_json::Value>,
+    /// Every event the session emitted (the `x_` ones too), for the timeline view; not part of
+    /// the trace file.
+    #[serde(skip)]
+    pub session_events: Vec<SessionEvent>,
 }
 
 /// A snapshot in the format's shape: `{ "at_ms", "tree": NODE }`, NODE with `kind`, `id`,
@@ -39,6 +43,11 @@ pub fn snapshot(snapshot: &colloquy::SessionSnapshot) -> serde_json::Value {
 }
 
 impl Trace {
+    /// The session drawn as a self-contained HTML page (see [`colloquy::timeline`]).
+    pub fn timeline_html(&self, title: &str) -> String {
+        colloquy::timeline::render_html(&self.session_events, title)
+    }
+
     /// The trace as pretty JSON with a trailing newline, byte-identical for the same run.
     pub fn to_json(&self) -> String {
         let mut text = serde_json::to_string_pretty(self).expect("traces serialize");
