@@ -116,3 +116,34 @@ async fn close_all_closes_every_session_with_the_reason() {
     assert!(host.sessions().is_empty());
     s.unwrap().close().await.unwrap();
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_session_is_reported_and_forgotten_and_the_others_run_on() {
+    let host = Host::new().await.unwrap();
+    let mut lifecycle = host.lifecycle_events();
+    let start = |name: &'static str| {
+        Session::builder().host(&host).llm(llm(vec![text("hi")])).start(Agent::new(name, "inst"))
+    };
+    let (a, b) = (start("A").await.unwrap(), start("B").await.unwrap());
+    a.inject_failure("session");
+    settle().await;
+    assert!(!a.is_running());
+    let listed: Vec<String> = host.sessions().iter().map(|s| s.id().to_string()).collect();
+    assert_eq!(listed, [b.id().to_string()]);
+    let records = drain(&mut lifecycle);
+    let failed: Vec<_> = records.iter().filter(|r| r.what == Lifecycle::Failed).collect();
+    assert_eq!(failed.len(), 1, "{records:?}");
+    assert_eq!((failed[0].session_id.as_str(), failed[0].id.as_str()), (a.id(), "session"));
+    assert!(failed[0].reason.as_deref().unwrap().contains("injected failure"));
+    // Its children died with it and say so; nothing of A is left running.
+    let killed: Vec<&str> = records
+        .iter()
+        .filter(|r| r.session_id == a.id() && r.reason.as_deref() == Some("killed"))
+        .map(|r| r.id.as_str())
+        .collect();
+    assert!(killed.contains(&"activity:A"), "{records:?}");
+    assert!(matches!(a.user_turn("anyone?").await, Err(SessionError::Closed)));
+    b.user_turn("still here?").await.unwrap();
+    b.wait_for_idle().await.unwrap();
+    b.close().await.unwrap();
+}

@@ -390,7 +390,8 @@ impl SessionHandle {
         Ok(crate::inspect::assemble(&self.actor.get_cell(), part).await)
     }
 
-    /// Makes the actor with inspection id `target` (`activity:<agent>`, `toolset:<id>`) panic,
+    /// Makes the actor with inspection id `target` (`session`, `activity:<agent>`,
+    /// `toolset:<id>`) panic,
     /// to test failure isolation. Not for production use.
     #[doc(hidden)]
     pub fn inject_failure(&self, target: &str) {
