@@ -61,7 +61,7 @@ impl CoalescerSlot {
             return Ok(());
         }
         let (coalescer, _) =
-            Actor::spawn_linked(None, CoalescerActor, link.clone(), supervisor).await?;
+            Box::pin(Actor::spawn_linked(None, CoalescerActor, link.clone(), supervisor)).await?;
         let _ = coalescer.cast(CoalescerMsg::Enqueue(pending));
         let _ = self.0.set(coalescer);
         Ok(())

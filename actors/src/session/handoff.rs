@@ -70,7 +70,8 @@ impl ActivityFactory {
             playout_timeout: self.playout_timeout,
             userdata: self.userdata.clone(),
         };
-        Actor::spawn_linked(None, ActivityActor, args, supervisor).await.map(|(a, _)| a)
+        // Boxed: kept out of the Session's handler future (see the Toolset's spawn).
+        Box::pin(Actor::spawn_linked(None, ActivityActor, args, supervisor)).await.map(|(a, _)| a)
     }
 }
 

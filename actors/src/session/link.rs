@@ -20,7 +20,7 @@ pub(crate) struct SessionLink {
     /// Where actors report their lifecycle.
     pub lifecycle: LifecycleSink,
     /// The session's `tracing` span: turn, speech and tool-call spans descend from it.
-    pub span: tracing::Span,
+    pub span: Arc<tracing::Span>,
 }
 
 impl SessionLink {

@@ -117,7 +117,7 @@ impl Actor for SessionActor {
             clock: clock.clone(),
             id: Arc::from(args.id.as_str()),
             lifecycle: LifecycleSink::new(&args.id, args.lifecycle, args.lifecycle_hub),
-            span: tracing::info_span!(parent: None, "session", session_id = %args.id),
+            span: Arc::new(tracing::info_span!(parent: None, "session", session_id = %args.id)),
         };
         let agent_id = args.agent.id().to_string();
         let previous_agent = args.history.iter().rev().find_map(|item| match item {
@@ -288,7 +288,11 @@ impl Actor for SessionActor {
             SessionMsg::RequestContext { agent, reply } => {
                 let _ = reply.send(state.request_context(&agent));
             }
-            SessionMsg::Enqueue(pending) => state.enqueue_reply(myself.get_cell(), pending).await,
+            // The rare heavy paths are boxed: inlined, they would size every session's actor
+            // task for them.
+            SessionMsg::Enqueue(pending) => {
+                Box::pin(state.enqueue_reply(myself.get_cell(), pending)).await
+            }
             SessionMsg::AdmitReply { batch, coalescer } => {
                 let answer = match state.admit_reply(&batch) {
                     true => {
@@ -317,9 +321,11 @@ impl Actor for SessionActor {
             SessionMsg::SpeechDone { speech_id, interrupted } => {
                 state.speech_done(speech_id, interrupted)
             }
-            SessionMsg::ActivityClosed => state.activity_closed(&myself).await,
+            SessionMsg::ActivityClosed => Box::pin(state.activity_closed(&myself)).await,
             SessionMsg::Handoff { agent } => state.request_handoff(agent),
-            SessionMsg::ActivityDrained { kept } => state.activity_drained(kept, &myself).await,
+            SessionMsg::ActivityDrained { kept } => {
+                Box::pin(state.activity_drained(kept, &myself)).await
+            }
             SessionMsg::AwayTimeout(generation) => state.away_timeout(generation),
             SessionMsg::DrainTimeout => state.drain_timeout(),
         }
@@ -346,14 +352,14 @@ impl Actor for SessionActor {
                     message: format!("actor failed: {err}"),
                 });
                 if cell.get_id() == current {
-                    state.activity_lost(&myself, Some(err.to_string())).await;
+                    Box::pin(state.activity_lost(&myself, Some(err.to_string()))).await;
                 }
             }
             SupervisionEvent::ActorTerminated(cell, _, reason)
                 if !state.is_closing() && cell.get_id() == current =>
             {
                 tracing::warn!(session = %state.id, actor = %cell.get_id(), ?reason, "activity stopped");
-                state.activity_lost(&myself, reason.or(Some("stopped".into()))).await;
+                Box::pin(state.activity_lost(&myself, reason.or(Some("stopped".into())))).await;
             }
             _ => {}
         }

@@ -528,7 +528,7 @@ impl SessionState {
         self.commit(&agent, None, vec![message]);
         self.turn_seq += 1;
         self.turn_span = tracing::info_span!(
-            parent: &self.link.span,
+            parent: &*self.link.span,
             "turn",
             session_id = %self.id,
             turn = self.turn_seq,
@@ -565,7 +565,7 @@ impl SessionState {
         self.emit_now(EventKind::SpeechCreated { speech_id: speech_id.clone(), source });
         let parent = match source {
             SpeechSource::UserTurn => &self.turn_span,
-            _ => &self.link.span,
+            _ => &*self.link.span,
         };
         let span = tracing::info_span!(
             parent: parent,
@@ -735,6 +735,11 @@ impl SessionState {
         if !ready {
             return;
         }
+        Box::pin(self.complete_handoff(myself)).await;
+    }
+
+    /// The second half of [`complete_handoff_if_drained`](Self::complete_handoff_if_drained).
+    async fn complete_handoff(&mut self, myself: &ActorRef<SessionMsg>) {
         let Some(handoff) = self.handoff.take() else { return };
         self.drain_timer = None;
         if let Err(e) = self.activity.stop_and_wait(Some("handoff".into()), None).await {
@@ -1150,7 +1155,9 @@ impl SessionState {
     pub async fn close_if_quiet(&mut self, myself: &ActorRef<SessionMsg>) {
         if self.closing.as_ref().is_some_and(|c| c.activity_quiet) && self.running_calls.is_empty()
         {
-            self.finish_close(myself).await;
+            // Boxed, like every rare heavy path the Session awaits in a handler: inlined, it
+            // would size every session's actor task for it (RACTOR-NOTES: one future per actor).
+            Box::pin(self.finish_close(myself)).await;
         }
     }
 

@@ -334,7 +334,9 @@ impl ToolsetState {
             toolset: myself.clone(),
             span: exec.span,
         };
-        match Actor::spawn_linked(None, ToolCallActor, args, myself.get_cell()).await {
+        // Boxed: the spawn future is large, and inlined it would size every toolset's actor
+        // task (one future per actor) for it.
+        match Box::pin(Actor::spawn_linked(None, ToolCallActor, args, myself.get_cell())).await {
             Ok((actor, _)) => {
                 let call = RunningCall {
                     actor,
