@@ -53,7 +53,8 @@ pub use colloquy_core::{
     Agent, AgentHandoff, AgentState, ChatContext, ChatItem, DuplicateScope, ErrorSource, EventKind,
     FunctionCall, FunctionCallOutput, Handoff, IntoToolOutput, Json, Message, OnDuplicate, Role,
     RunContext, RunExpect, RunResult, SessionEvent, SpeechSource, StopResponse, Timestamp,
-    ToolCallStatus, ToolError, ToolFlags, ToolOutput, ToolResult, ToolSchema, Toolset, UserState,
+    ToolCallStatus, ToolError, ToolFlags, ToolOutput, ToolResult, ToolSchema, ToolVisibility,
+    Toolset, UserState,
 };
 pub use colloquy_core::{
     CallHooks, PostedUpdate, ReplyStatus, ResolvedTemplates, Template, Templates, UpdateMessage,
@@ -64,6 +65,8 @@ pub use colloquy_llm::{
     Llm, LlmChunk, LlmRequest, LlmStream, RecordedRequest, RequestKind, ScriptedCall, ScriptedLlm,
     ScriptedResponse, ToolCallDelta, ToolChoice, Usage,
 };
+/// Tool search (BM25, keyword, custom strategies) and the other ready-made toolsets.
+pub use colloquy_toolsets as toolsets;
 
 /// Everything a typical host or tool author needs.
 pub mod prelude {

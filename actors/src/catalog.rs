@@ -1,10 +1,10 @@
 //! The tools one agent can call: schemas in the order the model sees them, lookup by name, and
 //! which toolset actor runs each (§1.5, §4 step 7, decision 16).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use colloquy_core::{Agent, FunctionTool, Templates, ToolSchema, Toolset};
+use colloquy_core::{Agent, FunctionTool, Templates, ToolSchema, ToolVisibility, Toolset};
 
 use crate::companions;
 
@@ -32,6 +32,16 @@ pub(crate) struct ToolCatalog {
     /// Tool → the id of the toolset actor that runs it.
     tools: HashMap<String, (FunctionTool, String)>,
     async_toolsets: Vec<AsyncToolset>,
+    /// Toolsets that decide which of their tools are visible, request by request.
+    groups: Vec<VisibilityGroup>,
+    /// Tool name → the group that decides its visibility.
+    governed_by: HashMap<String, usize>,
+}
+
+#[derive(Debug)]
+struct VisibilityGroup {
+    visibility: Arc<dyn ToolVisibility>,
+    names: HashSet<String>,
 }
 
 /// The id of an agent's implicit toolset.
@@ -99,12 +109,57 @@ impl ToolCatalog {
         if async_toolsets.iter().any(|a| a.id == implicit) {
             return Err(format!("duplicate toolset id: {implicit}"));
         }
-        Ok(Self { schemas: schemas.into(), tools, async_toolsets })
+        let mut groups = Vec::new();
+        let mut governed_by = HashMap::new();
+        for set in session_toolsets.iter().chain(agent.declared_toolsets()) {
+            for (visibility, members) in set.visibility_groups() {
+                let names: HashSet<String> = members.iter().map(|t| t.name().to_string()).collect();
+                for name in &names {
+                    governed_by.insert(name.clone(), groups.len());
+                }
+                groups.push(VisibilityGroup { visibility: Arc::clone(visibility), names });
+            }
+        }
+        Ok(Self { schemas: schemas.into(), tools, async_toolsets, groups, governed_by })
     }
 
-    /// The schemas, in order.
-    pub fn schemas(&self) -> &Arc<[ToolSchema]> {
-        &self.schemas
+    /// The schemas the model sees now, in order: every tool, except that a toolset deciding
+    /// its own visibility shows, where its first tool stands, the tools it makes visible in
+    /// the order it gives.
+    pub fn visible_schemas(&self) -> Arc<[ToolSchema]> {
+        if self.groups.is_empty() {
+            return Arc::clone(&self.schemas);
+        }
+        let mut shown = vec![false; self.groups.len()];
+        let mut out = Vec::with_capacity(self.schemas.len());
+        for schema in self.schemas.iter() {
+            let Some(&g) = self.governed_by.get(&schema.name) else {
+                out.push(schema.clone());
+                continue;
+            };
+            if std::mem::replace(&mut shown[g], true) {
+                continue;
+            }
+            let group = &self.groups[g];
+            let mut seen = HashSet::new();
+            for name in group.visibility.visible() {
+                if group.names.contains(&name)
+                    && seen.insert(name.clone())
+                    && let Some(schema) = self.schemas.iter().find(|s| s.name == name)
+                {
+                    out.push(schema.clone());
+                }
+            }
+        }
+        out.into()
+    }
+
+    /// Whether the model may call `name` now (it exists and is visible).
+    pub fn callable(&self, name: &str) -> bool {
+        match self.governed_by.get(name) {
+            None => self.tools.contains_key(name),
+            Some(&g) => self.groups[g].visibility.visible().iter().any(|n| n == name),
+        }
     }
 
     /// The tool called `name`.
@@ -121,11 +176,6 @@ impl ToolCatalog {
     pub fn routed_to(&self, id: &str) -> Vec<String> {
         let routed = |name: &str| self.route(name) == Some(id);
         self.schemas.iter().filter(|s| routed(&s.name)).map(|s| s.name.clone()).collect()
-    }
-
-    /// Visible names, in order.
-    pub fn names(&self) -> Vec<&str> {
-        self.schemas.iter().map(|s| s.name.as_str()).collect()
     }
 
     /// The async toolsets of `scope`, in declaration order.

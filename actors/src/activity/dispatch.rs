@@ -134,8 +134,10 @@ fn dispatch_one(
         }));
         (done, false)
     };
-    if env.catalog.get(&name).is_none() {
-        let output = text::unknown_function(&name, &env.catalog.names());
+    if !env.catalog.callable(&name) {
+        let visible = env.catalog.visible_schemas();
+        let names: Vec<&str> = visible.iter().map(|s| s.name.as_str()).collect();
+        let output = text::unknown_function(&name, &names);
         return rejected(arguments, output);
     }
     let parsed = match parse_arguments(&name, &arguments) {

@@ -256,9 +256,9 @@ async fn reply(
 /// The tools of a request: all of them, except `ignore_on_enter` ones in an `on_enter` reply
 /// (including its tool-reply steps, C-78).
 fn visible_tools(env: &SpeechEnv, kind: RequestKind) -> Arc<[colloquy_core::ToolSchema]> {
-    let all = env.catalog.schemas();
+    let all = env.catalog.visible_schemas();
     if kind != RequestKind::OnEnter {
-        return Arc::clone(all);
+        return all;
     }
     all.iter()
         .filter(|s| env.catalog.get(&s.name).is_none_or(|t| !t.flags().ignore_on_enter))

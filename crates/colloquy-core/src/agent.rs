@@ -105,6 +105,11 @@ impl Agent {
         self.routed_tools().into_iter().map(|(tool, _)| tool).collect()
     }
 
+    /// The toolsets added with [`Agent::toolset`], in order.
+    pub fn declared_toolsets(&self) -> &[Toolset] {
+        &self.toolsets
+    }
+
     /// Every tool with the innermost async toolset that runs it (`None`: the agent's implicit
     /// toolset `agent:<id>`).
     pub fn routed_tools(&self) -> Vec<(&FunctionTool, Option<&Toolset>)> {

@@ -39,4 +39,6 @@ pub use run_context::{CallHooks, PostedUpdate, RunContext, UpdateMessage, Update
 pub use run_result::{RunExpect, RunResult};
 pub use templates::{ResolvedTemplates, Template, Templates};
 pub use time::Timestamp;
-pub use tool::{DuplicateScope, FunctionTool, OnDuplicate, ToolFlags, ToolSchema, Toolset};
+pub use tool::{
+    DuplicateScope, FunctionTool, OnDuplicate, ToolFlags, ToolSchema, ToolVisibility, Toolset,
+};

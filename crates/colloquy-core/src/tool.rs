@@ -359,6 +359,19 @@ pub struct Toolset {
     toolsets: Vec<Toolset>,
     is_async: bool,
     templates: Option<Templates>,
+    visibility: Option<Arc<dyn ToolVisibility>>,
+}
+
+/// Which of a toolset's tools (nested ones included) the model sees right now. The runtime asks
+/// before every LLM request, so a change shows in the very next one — the tool-reply step of
+/// the same turn included. A tool that is not visible cannot be called either: a call to it
+/// gets the unknown-tool error. Without one, a toolset shows all its tools.
+///
+/// Tool search (`colloquy-toolsets`) shows its `tool_search` tool plus the tools it loaded.
+pub trait ToolVisibility: Send + Sync + fmt::Debug {
+    /// The names of the visible tools, in the order the model sees them; names that are not
+    /// tools of the toolset are ignored.
+    fn visible(&self) -> Vec<String>;
 }
 
 impl Toolset {
@@ -370,6 +383,7 @@ impl Toolset {
             toolsets: Vec::new(),
             is_async: false,
             templates: None,
+            visibility: None,
         }
     }
 
@@ -395,6 +409,21 @@ impl Toolset {
     pub fn templates(mut self, templates: Templates) -> Self {
         self.templates = Some(templates);
         self
+    }
+
+    /// Decides which of its tools the model sees, request by request (see [`ToolVisibility`]).
+    pub fn visibility(mut self, visibility: Arc<dyn ToolVisibility>) -> Self {
+        self.visibility = Some(visibility);
+        self
+    }
+
+    /// The outermost toolsets (this one or nested) that decide their tools' visibility, each
+    /// with all its tools.
+    pub fn visibility_groups(&self) -> Vec<(&Arc<dyn ToolVisibility>, Vec<&FunctionTool>)> {
+        match &self.visibility {
+            Some(visibility) => vec![(visibility, self.flatten())],
+            None => self.toolsets.iter().flat_map(Toolset::visibility_groups).collect(),
+        }
     }
 
     /// The toolset's id.
