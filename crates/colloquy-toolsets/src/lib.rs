@@ -5,10 +5,12 @@
 //! ([`colloquy_core::ToolVisibility`]).
 
 mod item;
+mod proxy;
 mod search;
 mod strategy;
 
 pub use item::{SearchEntry, SearchItem, items};
+pub use proxy::{CALL_TOOL, CALL_TOOL_DESCRIPTION, PROXY_SEARCH_DESCRIPTION, ToolProxyToolset};
 pub use search::{
     QUERY_DESCRIPTION, SEARCH_DESCRIPTION, SEARCH_TOOL, ToolSearch, ToolSearchToolset,
 };

@@ -40,7 +40,7 @@ pub struct ToolSearch {
     entries: Vec<SearchEntry>,
     max_results: usize,
     strategy: Box<dyn SearchStrategy>,
-    search_description: String,
+    search_description: Option<String>,
     query_description: String,
 }
 
@@ -52,7 +52,7 @@ impl ToolSearch {
             entries: Vec::new(),
             max_results: 5,
             strategy: Box::new(Bm25Strategy::default()),
-            search_description: SEARCH_DESCRIPTION.into(),
+            search_description: None,
             query_description: QUERY_DESCRIPTION.into(),
         }
     }
@@ -81,9 +81,9 @@ impl ToolSearch {
         self
     }
 
-    /// The search tool's description.
+    /// The search tool's description (the default depends on the kind built).
     pub fn search_description(mut self, text: impl Into<String>) -> Self {
-        self.search_description = text.into();
+        self.search_description = Some(text.into());
         self
     }
 
@@ -93,8 +93,7 @@ impl ToolSearch {
         self
     }
 
-    /// The toolset handle.
-    pub fn build(self) -> ToolSearchToolset {
+    fn core(self) -> (Arc<Core>, Option<String>, String, String) {
         let core = Arc::new(Core {
             entries: self.entries,
             max_results: self.max_results,
@@ -105,12 +104,23 @@ impl ToolSearch {
             }),
             loaded: Mutex::new(Vec::new()),
         });
-        ToolSearchToolset {
-            id: self.id,
-            core,
-            search_description: self.search_description,
-            query_description: self.query_description,
-        }
+        (core, self.search_description, self.query_description, self.id)
+    }
+
+    /// A tool search: the model sees `tool_search` and the tools its searches load.
+    pub fn build(self) -> ToolSearchToolset {
+        let (core, search, query, id) = self.core();
+        let search_description = search.unwrap_or_else(|| SEARCH_DESCRIPTION.into());
+        ToolSearchToolset { id, core, search_description, query_description: query }
+    }
+
+    /// A tool proxy (§20): the model always sees exactly `tool_search`, which answers with the
+    /// matching tools' schemas, and `call_tool`, which runs any hidden tool by name — a constant
+    /// tool list, friendly to providers' prompt caches.
+    pub fn build_proxy(self) -> crate::proxy::ToolProxyToolset {
+        let (core, search, query, id) = self.core();
+        let search = search.unwrap_or_else(|| crate::proxy::PROXY_SEARCH_DESCRIPTION.into());
+        crate::proxy::ToolProxyToolset::new(id, core, search, query)
     }
 }
 
@@ -124,8 +134,8 @@ pub struct ToolSearchToolset {
     query_description: String,
 }
 
-struct Core {
-    entries: Vec<SearchEntry>,
+pub(crate) struct Core {
+    pub(crate) entries: Vec<SearchEntry>,
     max_results: usize,
     index: tokio::sync::Mutex<Index>,
     /// Loaded sources (top-level entries), in the order the last search gave them.
@@ -153,7 +163,7 @@ impl Core {
         *self.loaded.lock().unwrap_or_else(|p| p.into_inner()) = sources;
     }
 
-    async fn setup(&self, reload: bool) {
+    pub(crate) async fn setup(&self, reload: bool) {
         let mut index = self.index.lock().await;
         if index.ready && !reload {
             return;
@@ -165,7 +175,7 @@ impl Core {
         index.ready = true;
     }
 
-    async fn search(&self, query: &str) -> Result<Vec<usize>, ToolError> {
+    pub(crate) async fn search(&self, query: &str) -> Result<Vec<usize>, ToolError> {
         if query.is_empty() {
             return Err(ToolError::new("query cannot be empty"));
         }
@@ -199,6 +209,15 @@ impl ToolVisibility for Core {
     }
 }
 
+/// The search tool's parameters: one required string, `query`.
+pub(crate) fn query_parameters(description: &str) -> Value {
+    json!({
+        "type": "object",
+        "properties": { "query": { "type": "string", "description": description } },
+        "required": ["query"],
+    })
+}
+
 /// The `query` argument as text: a string as is, any other value as JSON, absent as "".
 pub(crate) fn query_text(args: &Map<String, Value>) -> String {
     match args.get("query") {
@@ -213,11 +232,7 @@ impl ToolSearchToolset {
     /// which the model sees `tool_search` and the tools the last successful search loaded.
     pub fn toolset(&self) -> Toolset {
         let core = Arc::clone(&self.core);
-        let parameters = json!({
-            "type": "object",
-            "properties": { "query": { "type": "string", "description": self.query_description } },
-            "required": ["query"],
-        });
+        let parameters = query_parameters(&self.query_description);
         let search = FunctionTool::raw(
             SEARCH_TOOL,
             self.search_description.clone(),
@@ -267,10 +282,16 @@ impl ToolSearchToolset {
 
     /// Forgets the index and the loaded tools, and cleans the strategy up.
     pub async fn close(&self) {
-        let mut index = self.core.index.lock().await;
+        self.core.close().await;
+    }
+}
+
+impl Core {
+    pub(crate) async fn close(&self) {
+        let mut index = self.index.lock().await;
         index.items.clear();
         index.ready = false;
         index.strategy.cleanup().await;
-        self.core.set_loaded(Vec::new());
+        self.set_loaded(Vec::new());
     }
 }
