@@ -65,8 +65,14 @@ pub use colloquy_llm::{
     Llm, LlmChunk, LlmRequest, LlmStream, RecordedRequest, RequestKind, ScriptedCall, ScriptedLlm,
     ScriptedResponse, ToolCallDelta, ToolChoice, Usage,
 };
-/// Tool search (BM25, keyword, custom strategies) and the other ready-made toolsets.
-pub use colloquy_toolsets as toolsets;
+/// The ready-made toolsets: tool search (BM25, keyword, custom strategies), the tool proxy, and
+/// the end-call tool.
+pub mod toolsets {
+    pub use colloquy_actors::{
+        END_CALL, END_CALL_DESCRIPTION, END_CALL_REASON, END_INSTRUCTIONS, EndCallTool,
+    };
+    pub use colloquy_toolsets::*;
+}
 
 /// Everything a typical host or tool author needs.
 pub mod prelude {

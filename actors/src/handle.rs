@@ -73,6 +73,7 @@ pub struct SessionBuilder {
     subscribers: Vec<mpsc::UnboundedSender<SessionEvent>>,
     lifecycle: Option<mpsc::UnboundedSender<LifecycleEvent>>,
     host: Option<Host>,
+    on_close: Option<crate::session::CloseCallback>,
 }
 
 impl SessionBuilder {
@@ -188,6 +189,14 @@ impl SessionBuilder {
         rx
     }
 
+    /// Called once when the session has closed, with the reason (`close`, `end_call`, …),
+    /// right after the `session_closed` event: where the host hangs up the phone line or closes
+    /// the socket. A panic in it is logged and does not stop the close.
+    pub fn on_close(mut self, callback: impl Fn(&str) + Send + Sync + 'static) -> Self {
+        self.on_close = Some(Arc::new(callback));
+        self
+    }
+
     /// Runs the session under `host`: the host lists it, supervises it and streams its actors'
     /// lifecycle records (see [`Host`]).
     pub fn host(mut self, host: &Host) -> Self {
@@ -217,6 +226,7 @@ impl SessionBuilder {
             subscribers: self.subscribers,
             lifecycle: self.lifecycle,
             lifecycle_hub: self.host.as_ref().map(Host::hub),
+            on_close: self.on_close,
         };
         let spawned = match &self.host {
             Some(host) => Actor::spawn_linked(None, SessionActor, args, host.actor_cell()).await,
@@ -396,6 +406,20 @@ impl SessionHandle {
     #[doc(hidden)]
     pub fn inject_failure(&self, target: &str) {
         let _ = self.actor.cast(SessionMsg::InjectFailure(target.to_string()));
+    }
+
+    /// Ends the session gracefully with `reason` once speech `speech_id` is done (played out,
+    /// interrupted or dropped), or after `watchdog` if it never is — what an end-call tool
+    /// does with the speech that says goodbye.
+    pub fn end_after_speech(
+        &self,
+        speech_id: impl Into<String>,
+        reason: impl Into<String>,
+        watchdog: Option<Duration>,
+    ) -> Result<(), SessionError> {
+        let (speech_id, reason) = (speech_id.into(), reason.into());
+        let message = SessionMsg::EndAfterSpeech { speech_id, reason, watchdog };
+        self.actor.cast(message).map_err(|_| SessionError::Closed)
     }
 
     /// True while the session runs (until it has closed or failed).

@@ -17,6 +17,7 @@ mod catalog;
 mod clock;
 mod coalescer;
 mod companions;
+mod end_call;
 mod error;
 mod filler;
 mod handle;
@@ -31,6 +32,9 @@ mod tool_call;
 mod tool_context;
 mod toolset;
 
+pub use end_call::{
+    END_CALL, END_CALL_DESCRIPTION, END_CALL_REASON, END_INSTRUCTIONS, EndCallTool,
+};
 pub use error::{CancelError, SessionError};
 pub use filler::{Filler, FillerGuard};
 pub use handle::{BROADCAST_CAPACITY, EventStream, Session, SessionBuilder, SessionHandle};

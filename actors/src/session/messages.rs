@@ -69,6 +69,10 @@ pub enum SessionMsg {
     History(RpcReplyPort<Vec<ChatItem>>),
     /// One agent's chat context.
     Context { agent: String, reply: RpcReplyPort<Option<Arc<ChatContext>>> },
+    /// End the session once this speech is done, or after the watchdog (end-call tools).
+    EndAfterSpeech { speech_id: String, reason: String, watchdog: Option<std::time::Duration> },
+    /// The end-after-speech watchdog fired (or the speech is done).
+    EndNow { reason: String, watchdog: bool },
     /// Make the actor with this inspection id panic (failure-isolation tests).
     InjectFailure(String),
     /// The Session's part of a snapshot; the handle asks the children.

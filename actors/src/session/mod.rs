@@ -25,6 +25,7 @@ use tokio::sync::mpsc;
 
 use handoff::ActivityFactory;
 pub(crate) use link::SessionLink;
+pub(crate) use state::CloseCallback;
 pub use messages::{ClosedSession, MockScope, RunningToolCall, SessionMsg};
 use state::SessionState;
 
@@ -97,6 +98,8 @@ pub(crate) struct SessionArgs {
     pub lifecycle: Option<mpsc::UnboundedSender<LifecycleEvent>>,
     /// A host's lifecycle subscribers.
     pub lifecycle_hub: Option<Arc<LifecycleHub>>,
+    /// The host's close callback.
+    pub on_close: Option<state::CloseCallback>,
 }
 
 impl Actor for SessionActor {
@@ -195,6 +198,7 @@ impl Actor for SessionActor {
             activity,
             factory,
             subscribers: args.subscribers,
+            on_close: args.on_close,
         }))
     }
 
@@ -302,7 +306,11 @@ impl Actor for SessionActor {
                 };
                 let _ = coalescer.cast(answer);
             }
-            SessionMsg::Close { reason, reply } => state.close(reason, reply),
+            SessionMsg::Close { reason, reply } => state.close(reason, Some(reply)),
+            SessionMsg::EndAfterSpeech { speech_id, reason, watchdog } => {
+                state.end_after_speech(speech_id, reason, watchdog)
+            }
+            SessionMsg::EndNow { reason, watchdog } => state.end_now(reason, watchdog),
             SessionMsg::Emit(event) => {
                 let ended = matches!(event.kind, EventKind::ToolCallEnded { .. });
                 state.emit(event);

@@ -2,6 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::time::Duration;
 
 use colloquy_core::chat::AgentHandoff;
 use colloquy_core::templates::reply_placeholders;
@@ -61,7 +62,11 @@ pub(crate) struct Init {
     pub activity: ActorRef<ActivityMsg>,
     pub factory: ActivityFactory,
     pub subscribers: Vec<mpsc::UnboundedSender<SessionEvent>>,
+    pub on_close: Option<CloseCallback>,
 }
+
+/// The host's close callback: called once with the close reason, after `session_closed`.
+pub(crate) type CloseCallback = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// A `run` in progress: the speeches it watches and the items they committed.
 struct RunTracker {
@@ -139,6 +144,11 @@ pub(crate) struct SessionState {
     run: Option<RunTracker>,
     away_timer: Option<OwnedTask>,
     away_generation: u64,
+    /// End the session once this speech is done (speech id, close reason), and its watchdog.
+    end_after: Option<(String, String)>,
+    end_timer: Option<OwnedTask>,
+    /// The host's close callback.
+    on_close: Option<CloseCallback>,
     /// The drain timer of a handoff or close in progress.
     drain_timer: Option<OwnedTask>,
 }
@@ -184,6 +194,9 @@ impl SessionState {
             away_timer: None,
             away_generation: 0,
             drain_timer: None,
+            end_after: None,
+            end_timer: None,
+            on_close: init.on_close,
         }
     }
 
@@ -588,6 +601,7 @@ impl SessionState {
     }
 
     pub fn speech_done(&mut self, speech_id: String, interrupted: bool) {
+        let ends_session = self.end_after.as_ref().is_some_and(|(id, _)| *id == speech_id);
         self.pending_speeches = self.pending_speeches.saturating_sub(1);
         self.waiting_speeches.remove(&speech_id);
         if let Some(run) = &mut self.run {
@@ -608,6 +622,9 @@ impl SessionState {
             if self.pending_speeches == 0 { AgentState::Listening } else { AgentState::Thinking };
         self.set_agent_state(state);
         self.floor_changed();
+        if ends_session && let Some((_, reason)) = self.end_after.clone() {
+            self.end_now(reason, false);
+        }
     }
 
     /// After anything that may free the floor: offer pending replies, finish a run, release
@@ -1106,13 +1123,51 @@ impl SessionState {
             .map(|(name, _)| (ActorKind::Toolset, format!("toolset:{name}")))
     }
 
-    pub fn close(&mut self, reason: String, reply: RpcReplyPort<ClosedSession>) {
-        if let Some(closing) = &mut self.closing {
-            closing.waiters.push(reply);
+    /// Ends the session (gracefully, with `reason`) once speech `speech_id` is done — played
+    /// out, interrupted or dropped — or after `watchdog` if it never is (the end-call tool).
+    pub fn end_after_speech(
+        &mut self,
+        speech_id: String,
+        reason: String,
+        watchdog: Option<Duration>,
+    ) {
+        if self.closing.is_some() {
             return;
         }
-        self.closing =
-            Some(Closing { reason, waiters: vec![reply], activity_quiet: false, finished: false });
+        self.end_timer = watchdog.map(|limit| {
+            let session = self.link.actor.clone();
+            let reason = reason.clone();
+            OwnedTask::spawn(async move {
+                tokio::time::sleep(limit).await;
+                let _ = session.cast(SessionMsg::EndNow { reason, watchdog: true });
+            })
+        });
+        self.end_after = Some((speech_id, reason));
+    }
+
+    /// The end-after-speech watchdog fired, or the speech is done.
+    pub fn end_now(&mut self, reason: String, watchdog: bool) {
+        if self.closing.is_some() || self.end_after.is_none() {
+            return;
+        }
+        if watchdog {
+            let message =
+                format!("the speech before the end ({reason}) never finished: ending now");
+            tracing::warn!(session = %self.id, "{message}");
+            self.emit_now(EventKind::Error { source: ErrorSource::Session, message });
+        }
+        self.end_after = None;
+        self.end_timer = None;
+        self.close(reason, None);
+    }
+
+    pub fn close(&mut self, reason: String, reply: Option<RpcReplyPort<ClosedSession>>) {
+        if let Some(closing) = &mut self.closing {
+            closing.waiters.extend(reply);
+            return;
+        }
+        let waiters = reply.into_iter().collect();
+        self.closing = Some(Closing { reason, waiters, activity_quiet: false, finished: false });
         self.handoff = None; // a close wins over a handoff in progress
         self.away_timer = None;
         self.finish_run(Some(SessionError::Closed));
@@ -1176,6 +1231,17 @@ impl SessionState {
             tracing::warn!(session = %self.id, "activity did not stop cleanly: {e}");
         }
         self.emit_now(EventKind::SessionClosed { reason: reason.clone() });
+        if let Some(on_close) = self.on_close.take() {
+            // The host's hook (hang up the phone line, close the socket): a panic in it is
+            // reported, never stops the close.
+            if let Err(panic) =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| on_close(&reason)))
+            {
+                let message =
+                    format!("the close callback panicked: {}", crate::task::panic_text(&*panic));
+                tracing::error!(session = %self.id, "{message}");
+            }
+        }
         self.subscribers.clear();
         self.broadcasts.clear();
         let closed = ClosedSession {
