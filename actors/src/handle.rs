@@ -212,6 +212,7 @@ impl SessionBuilder {
         let catalog = ToolCatalog::build(&self.tools, &self.toolsets, &agent)
             .map_err(SessionError::Config)?;
         let id = uuid::Uuid::new_v4().to_string();
+        let closed = Arc::new(std::sync::OnceLock::new());
         let args = SessionArgs {
             id: id.clone(),
             agent,
@@ -227,13 +228,14 @@ impl SessionBuilder {
             lifecycle: self.lifecycle,
             lifecycle_hub: self.host.as_ref().map(Host::hub),
             on_close: self.on_close,
+            closed: Arc::clone(&closed),
         };
         let spawned = match &self.host {
             Some(host) => Actor::spawn_linked(None, SessionActor, args, host.actor_cell()).await,
             None => Actor::spawn(None, SessionActor, args).await,
         };
         let session = match spawned {
-            Ok((actor, _)) => SessionHandle { id, actor },
+            Ok((actor, _)) => SessionHandle { id, actor, closed },
             Err(e) => return Err(SessionError::Spawn(e.to_string())),
         };
         if let Some(host) = &self.host {
@@ -248,11 +250,22 @@ impl SessionBuilder {
 pub struct SessionHandle {
     id: String,
     actor: ActorRef<SessionMsg>,
+    closed: Arc<std::sync::OnceLock<ClosedSession>>,
 }
 
 impl SessionHandle {
+    /// How the session closed — its reason, final history and contexts — once it has, however
+    /// it closed (`close`, an end-call tool, a host); `None` while it runs.
+    pub fn closed_session(&self) -> Option<ClosedSession> {
+        self.closed.get().cloned()
+    }
+
     pub(crate) fn from_link(link: &SessionLink) -> Self {
-        Self { id: link.id.to_string(), actor: link.actor.clone() }
+        Self {
+            id: link.id.to_string(),
+            actor: link.actor.clone(),
+            closed: Arc::clone(&link.closed),
+        }
     }
 
     /// The session's id.

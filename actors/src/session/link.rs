@@ -21,6 +21,8 @@ pub(crate) struct SessionLink {
     pub lifecycle: LifecycleSink,
     /// The session's `tracing` span: turn, speech and tool-call spans descend from it.
     pub span: Arc<tracing::Span>,
+    /// How the session closed, once it has (shared with every handle).
+    pub closed: Arc<std::sync::OnceLock<super::messages::ClosedSession>>,
 }
 
 impl SessionLink {

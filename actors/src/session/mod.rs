@@ -25,8 +25,8 @@ use tokio::sync::mpsc;
 
 use handoff::ActivityFactory;
 pub(crate) use link::SessionLink;
-pub(crate) use state::CloseCallback;
 pub use messages::{ClosedSession, MockScope, RunningToolCall, SessionMsg};
+pub(crate) use state::CloseCallback;
 use state::SessionState;
 
 use crate::activity::{ActivityMsg, SpeechContent};
@@ -100,6 +100,8 @@ pub(crate) struct SessionArgs {
     pub lifecycle_hub: Option<Arc<LifecycleHub>>,
     /// The host's close callback.
     pub on_close: Option<state::CloseCallback>,
+    /// Where the final history goes when the session closes (shared with its handles).
+    pub closed: Arc<std::sync::OnceLock<ClosedSession>>,
 }
 
 impl Actor for SessionActor {
@@ -121,6 +123,7 @@ impl Actor for SessionActor {
             id: Arc::from(args.id.as_str()),
             lifecycle: LifecycleSink::new(&args.id, args.lifecycle, args.lifecycle_hub),
             span: Arc::new(tracing::info_span!(parent: None, "session", session_id = %args.id)),
+            closed: Arc::clone(&args.closed),
         };
         let agent_id = args.agent.id().to_string();
         let previous_agent = args.history.iter().rev().find_map(|item| match item {

@@ -1252,6 +1252,7 @@ impl SessionState {
         for waiter in waiters {
             let _ = waiter.send(closed.clone());
         }
+        let _ = self.link.closed.set(closed);
         myself.stop(Some(reason));
     }
 }

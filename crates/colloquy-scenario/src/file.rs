@@ -1,5 +1,5 @@
-//! The scenario file (SCENARIO-FORMAT.md "File"), parsed whole before anything runs. Keys the
-//! runtime does not support yet fail with `not supported yet: <path>`.
+//! The scenario file (SCENARIO-FORMAT.md "File"), parsed whole before anything runs. Every key
+//! of the format is supported; an unknown key fails with its path.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -8,7 +8,7 @@ use colloquy::{DuplicateScope, OnDuplicate, ScriptedCall, ScriptedResponse, Temp
 use serde_json::{Map, Value};
 
 use crate::ScenarioError;
-use crate::json::{Obj, invalid, kind, unsupported};
+use crate::json::{Obj, invalid, kind};
 use crate::template::Template;
 
 /// A parsed scenario.
@@ -130,15 +130,52 @@ impl BodyStep {
     }
 }
 
-/// A toolset defined in `toolsets` (kind `async` for now).
+/// A toolset defined in `toolsets`.
 #[derive(Clone, Debug)]
 pub struct ToolsetDef {
     /// Id.
     pub id: String,
+    /// What it is.
+    pub kind: ToolsetKind,
     /// Tool names.
     pub tools: Vec<String>,
+    /// Nested toolsets, by id (for `tool_search` / `tool_proxy`: the entries behind the search).
+    pub toolsets: Vec<String>,
     /// `templates`.
     pub templates: Option<Templates>,
+}
+
+/// A toolset's `kind`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ToolsetKind {
+    /// `async`: its calls run in a toolset actor of their own.
+    Async,
+    /// `plain` (colloquy's addition): only groups tools, e.g. a toolset behind a search that
+    /// loads as a whole.
+    Plain,
+    /// `tool_search`.
+    ToolSearch {
+        /// `strategy`: `bm25` (default) or `keyword`.
+        keyword: bool,
+        /// `max_results` (default 5).
+        max_results: usize,
+    },
+    /// `tool_proxy`.
+    ToolProxy {
+        /// `strategy`: `bm25` (default) or `keyword`.
+        keyword: bool,
+        /// `max_results` (default 5).
+        max_results: usize,
+    },
+    /// `end_call`.
+    EndCall {
+        /// `extra_description`.
+        extra_description: String,
+        /// `end_instructions` (absent: the default; `null`: no goodbye).
+        end_instructions: Option<String>,
+        /// `ignore_on_enter`.
+        ignore_on_enter: bool,
+    },
 }
 
 /// An agent defined in `agents`.
@@ -234,6 +271,7 @@ pub fn parse(text: &str) -> Result<Scenario, ScenarioError> {
         let path = format!("toolsets.{id}");
         toolsets.push(parse_toolset(id, Obj::new(v, path)?, &known_tools)?);
     }
+    check_nesting(&toolsets)?;
     let known_toolsets: Vec<&str> = toolsets.iter().map(|t| t.id.as_str()).collect();
     let mut agents = Vec::new();
     for (id, v) in root.entries("agents")? {
@@ -501,17 +539,81 @@ fn check_toolsets(ids: &[String], known: &[&str], path: &str) -> Result<(), Scen
 }
 
 fn parse_toolset(id: String, mut o: Obj, known: &[&str]) -> Result<ToolsetDef, ScenarioError> {
-    match o.string("kind")?.as_deref() {
-        Some("async") => {}
-        Some("tool_search" | "tool_proxy" | "end_call") => return Err(unsupported(&o.at("kind"))),
+    let search = |o: &mut Obj| -> Result<(bool, usize), ScenarioError> {
+        let keyword = match o.string("strategy")?.as_deref() {
+            None | Some("bm25") => false,
+            Some("keyword") => true,
+            Some(other) => {
+                return Err(invalid(&o.at("strategy"), format!("unknown strategy `{other}`")));
+            }
+        };
+        let max_results = o.u64("max_results")?.unwrap_or(5) as usize;
+        Ok((keyword, max_results))
+    };
+    let kind = match o.string("kind")?.as_deref() {
+        Some("async") => ToolsetKind::Async,
+        Some("plain") => ToolsetKind::Plain,
+        Some("tool_search") => {
+            let (keyword, max_results) = search(&mut o)?;
+            ToolsetKind::ToolSearch { keyword, max_results }
+        }
+        Some("tool_proxy") => {
+            let (keyword, max_results) = search(&mut o)?;
+            ToolsetKind::ToolProxy { keyword, max_results }
+        }
+        Some("end_call") => {
+            let end_instructions = match o.take("end_instructions") {
+                None => Some(colloquy::toolsets::END_INSTRUCTIONS.to_string()),
+                Some(Value::Null) => None,
+                Some(Value::String(text)) => Some(text),
+                Some(_) => {
+                    return Err(invalid(&o.at("end_instructions"), "expected a string or null"));
+                }
+            };
+            ToolsetKind::EndCall {
+                extra_description: o.string("extra_description")?.unwrap_or_default(),
+                end_instructions,
+                ignore_on_enter: o.bool("ignore_on_enter")?.unwrap_or(false),
+            }
+        }
         Some(other) => return Err(invalid(&o.at("kind"), format!("unknown kind `{other}`"))),
         None => return Err(invalid(&o.at("kind"), "missing")),
-    }
+    };
     let tools = o.strings("tools")?;
     check_tools(&tools, known, &o.at("tools"))?;
+    let toolsets = o.strings("toolsets")?;
     let templates = parse_templates(&mut o)?;
     o.finish()?;
-    Ok(ToolsetDef { id, tools, templates })
+    Ok(ToolsetDef { id, kind, tools, toolsets, templates })
+}
+
+/// Nested toolsets must exist, and no toolset may contain itself.
+fn check_nesting(toolsets: &[ToolsetDef]) -> Result<(), ScenarioError> {
+    let ids: Vec<&str> = toolsets.iter().map(|t| t.id.as_str()).collect();
+    for set in toolsets {
+        check_toolsets(&set.toolsets, &ids, &format!("toolsets.{}.toolsets", set.id))?;
+    }
+    fn visit<'a>(
+        id: &'a str,
+        all: &'a [ToolsetDef],
+        path: &mut Vec<&'a str>,
+    ) -> Result<(), ScenarioError> {
+        if path.contains(&id) {
+            return Err(invalid(&format!("toolsets.{id}.toolsets"), "a toolset contains itself"));
+        }
+        path.push(id);
+        if let Some(set) = all.iter().find(|t| t.id == id) {
+            for nested in &set.toolsets {
+                visit(nested, all, path)?;
+            }
+        }
+        path.pop();
+        Ok(())
+    }
+    for set in toolsets {
+        visit(&set.id, toolsets, &mut Vec::new())?;
+    }
+    Ok(())
 }
 
 fn parse_agent(

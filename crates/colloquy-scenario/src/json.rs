@@ -19,10 +19,6 @@ pub(crate) fn invalid(path: &str, what: impl std::fmt::Display) -> ScenarioError
     ScenarioError::File(format!("{path}: {what}"))
 }
 
-pub(crate) fn unsupported(path: &str) -> ScenarioError {
-    ScenarioError::File(format!("not supported yet: {path}"))
-}
-
 impl Obj {
     /// Reads `value` at `path` as an object.
     pub fn new(value: Value, path: impl Into<String>) -> Result<Self, ScenarioError> {

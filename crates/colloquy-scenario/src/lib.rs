@@ -26,7 +26,8 @@ mod template;
 pub mod trace;
 
 pub use file::{
-    Action, AgentDef, BodyStep, Options, Scenario, SessionDef, Step, ToolDef, ToolsetDef, parse,
+    Action, AgentDef, BodyStep, Options, Scenario, SessionDef, Step, ToolDef, ToolsetDef,
+    ToolsetKind, parse,
 };
 pub use runner::play;
 pub use template::Template;

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use colloquy::toolsets::{EndCallTool, KeywordStrategy, ToolSearch};
 use colloquy::{
     Agent, FunctionTool, Handoff, IntoToolOutput, PacedSink, RunContext, ScriptedLlm, Session,
     SessionHandle, StopResponse, Template, ToolError, ToolOutput, ToolResult, Toolset,
@@ -12,7 +13,9 @@ use serde_json::{Map, Value};
 use tokio::time::Instant;
 
 use crate::ScenarioError;
-use crate::file::{Action, AgentDef, BodyStep, Scenario, ToolDef, ToolsetDef, tool_map};
+use crate::file::{
+    Action, AgentDef, BodyStep, Scenario, ToolDef, ToolsetDef, ToolsetKind, tool_map,
+};
 use crate::trace::{self, ToValue, Trace};
 
 /// Plays `scenario` to its end and returns its trace.
@@ -45,13 +48,51 @@ impl Defs {
 
     fn toolset(self: &Arc<Self>, id: &str) -> Option<Toolset> {
         let def = self.toolsets.iter().find(|t| t.id == id)?;
-        let mut set = Toolset::new_async(def.id.clone());
-        for tool in self.tools(&def.tools) {
-            set = set.tool(tool);
-        }
-        if let Some(templates) = &def.templates {
-            set = set.templates(templates.clone());
-        }
+        let nested = || def.toolsets.iter().filter_map(|t| self.toolset(t));
+        let search = |keyword: bool, max_results: usize| {
+            let mut search = ToolSearch::new(def.id.clone()).max_results(max_results);
+            if keyword {
+                search = search.strategy(KeywordStrategy::default());
+            }
+            for tool in self.tools(&def.tools) {
+                search = search.tool(tool);
+            }
+            for set in nested() {
+                search = search.toolset(set);
+            }
+            search
+        };
+        let set = match &def.kind {
+            ToolsetKind::Async | ToolsetKind::Plain => {
+                let mut set = match def.kind {
+                    ToolsetKind::Async => Toolset::new_async(def.id.clone()),
+                    _ => Toolset::new(def.id.clone()),
+                };
+                for tool in self.tools(&def.tools) {
+                    set = set.tool(tool);
+                }
+                for nested in nested() {
+                    set = set.toolset(nested);
+                }
+                if let Some(templates) = &def.templates {
+                    set = set.templates(templates.clone());
+                }
+                set
+            }
+            ToolsetKind::ToolSearch { keyword, max_results } => {
+                search(*keyword, *max_results).build().toolset()
+            }
+            ToolsetKind::ToolProxy { keyword, max_results } => {
+                search(*keyword, *max_results).build_proxy().toolset()
+            }
+            ToolsetKind::EndCall { extra_description, end_instructions, ignore_on_enter } => {
+                EndCallTool::new()
+                    .extra_description(extra_description.clone())
+                    .end_instructions(end_instructions.clone())
+                    .ignore_on_enter(*ignore_on_enter)
+                    .toolset()
+            }
+        };
         Some(set)
     }
 
@@ -205,7 +246,11 @@ async fn finish(
         session.wait_for_idle().await
     })
     .await;
-    session.close_with_reason("scenario_end").await.map_err(|e| ScenarioError::Run(e.to_string()))
+    match session.close_with_reason("scenario_end").await {
+        Ok(closed) => Ok(closed),
+        // It closed by itself (an end-call tool): how it closed is kept.
+        Err(e) => session.closed_session().ok_or_else(|| ScenarioError::Run(e.to_string())),
+    }
 }
 
 /// A function tool whose body plays the scripted steps.

@@ -25,11 +25,20 @@ fn unknown_keys_are_named_with_their_path() {
 }
 
 #[test]
-fn features_still_to_come_are_not_supported_yet() {
+fn bad_references_and_kinds_name_their_path() {
     let handoff = format!(r#"{{"tools": {{"t": {{"body": [{{"handoff": "B"}}]}}}}, {MINIMAL}}}"#);
     assert_eq!(file_error(&handoff), "tools.t.body[0].handoff: undefined agent `B`");
-    let toolset = format!(r#"{{"toolsets": {{"search": {{"kind": "tool_search"}}}}, {MINIMAL}}}"#);
-    assert_eq!(file_error(&toolset), "not supported yet: toolsets.search.kind");
+    let toolset = format!(
+        r#"{{"toolsets": {{"s": {{"kind": "tool_search", "strategy": "magic"}}}}, {MINIMAL}}}"#
+    );
+    assert_eq!(file_error(&toolset), "toolsets.s.strategy: unknown strategy `magic`");
+    let nested =
+        format!(r#"{{"toolsets": {{"s": {{"kind": "plain", "toolsets": ["s"]}}}}, {MINIMAL}}}"#);
+    assert_eq!(file_error(&nested), "toolsets.s.toolsets: a toolset contains itself");
+    let missing = format!(
+        r#"{{"toolsets": {{"s": {{"kind": "tool_proxy", "toolsets": ["w"]}}}}, {MINIMAL}}}"#
+    );
+    assert_eq!(file_error(&missing), "toolsets.s.toolsets[0]: undefined toolset `w`");
     let inspect = format!(r#"{{{MINIMAL}, "steps": [{{"at_ms": 5, "inspect": false}}]}}"#);
     assert_eq!(file_error(&inspect), "steps[0].inspect: expected true");
     let on_enter = r#"{"agents": {"A": {"on_enter": {"say": "hi"}}}, "session": {"agent": "A"}}"#;
