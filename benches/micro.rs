@@ -1,6 +1,7 @@
 //! Micro-benchmarks of the hot path (issue 7): argument parsing and validation, duplicate-key
 //! canonicalisation, history insertion, template rendering, and one whole tool-call round trip
-//! through the actors (user turn → Activity → Toolset → ToolCall → output → reply).
+//! through the actors (user turn → Activity → Toolset → ToolCall → output → reply); and tool
+//! search (BM25 and keyword) over catalogues of 100, 1,000 and 10,000 tools (issue 9).
 //!
 //! ```sh
 //! cargo bench --bench micro
@@ -196,9 +197,58 @@ fn round_trip(c: &mut Criterion) {
     });
 }
 
+/// `n` tools in the shape of a real catalogue: a `<verb>_<noun>` name, a one-line description,
+/// two described parameters; nouns repeat across verbs so queries match many items.
+fn catalogue(n: usize) -> Vec<colloquy::toolsets::SearchItem> {
+    const VERBS: [&str; 10] = [
+        "search", "get", "create", "update", "cancel", "list", "price", "status", "share", "remind",
+    ];
+    (0..n)
+        .map(|i| {
+            let (verb, noun) = (VERBS[i % VERBS.len()], format!("thing{}", i / VERBS.len()));
+            colloquy::toolsets::SearchItem {
+                name: format!("{verb}_{noun}"),
+                description: format!("{verb} a {noun} for the customer account {}", i % 37),
+                parameters: vec![
+                    ("id".into(), format!("The {noun} identifier")),
+                    ("note".into(), "An optional note for the record".into()),
+                ],
+                source: i / VERBS.len(),
+            }
+        })
+        .collect()
+}
+
+fn tool_search(c: &mut Criterion) {
+    use colloquy::toolsets::{Bm25Strategy, KeywordStrategy, SyncSearchStrategy};
+    let mut group = c.benchmark_group("tool_search");
+    for n in [100, 1_000, 10_000] {
+        let items = catalogue(n);
+        let query = "cancel thing7 customer account";
+        let mut bm25 = Bm25Strategy::default();
+        bm25.build_index(&items);
+        group.bench_function(format!("bm25_search/{n}"), |b| {
+            b.iter(|| black_box(bm25.search(black_box(query), &items, 5)))
+        });
+        group.bench_function(format!("bm25_build_index/{n}"), |b| {
+            b.iter(|| {
+                let mut fresh = Bm25Strategy::default();
+                fresh.build_index(black_box(&items));
+                fresh
+            })
+        });
+        let mut keyword = KeywordStrategy::default();
+        keyword.build_index(&items);
+        group.bench_function(format!("keyword_search/{n}"), |b| {
+            b.iter(|| black_box(keyword.search(black_box(query), &items, 5)))
+        });
+    }
+    group.finish();
+}
+
 criterion_group! {
     name = micro;
     config = Criterion::default().measurement_time(Duration::from_secs(3)).warm_up_time(Duration::from_secs(1));
-    targets = arguments, duplicate_keys, history, templates, round_trip
+    targets = arguments, duplicate_keys, history, templates, round_trip, tool_search
 }
 criterion_main!(micro);

@@ -12,7 +12,23 @@ mod background;
 #[allow(dead_code)]
 mod handoff;
 
+#[path = "../examples/tool_search.rs"]
+#[allow(dead_code)]
+mod tool_search;
+
 use colloquy::ChatItem;
+
+#[tokio::test(start_paused = true)]
+async fn tool_search_finds_the_right_tool_among_200() {
+    let (tools, answer) = tool_search::run("cancel my hotel room booking").await.unwrap();
+    assert_eq!(tools[0], ["tool_search"], "200 tools hidden behind one");
+    assert_eq!(tools[1].len(), 11, "the hotel toolset loaded whole: {:?}", tools[1]);
+    assert!(tools[1].iter().all(|t| t == "tool_search" || t.ends_with("_hotel")));
+    assert_eq!(answer, r#"Done: cancel_hotel: done for "the user's request""#);
+    let (tools, answer) = tool_search::run("what is the stock quote for ACME").await.unwrap();
+    assert!(tools[1].contains(&"price_stock".to_string()), "{:?}", tools[1]);
+    assert!(answer.starts_with("Done: "), "{answer}");
+}
 
 #[tokio::test(start_paused = true)]
 async fn quickstart_answers_with_the_tool_result() {

@@ -98,15 +98,12 @@ fn ranked(scores: impl Iterator<Item = (usize, f64)>, max: usize) -> Vec<usize> 
 pub struct Bm25Strategy {
     k1: f64,
     b: f64,
-    docs: Vec<Doc>,
-    idf: HashMap<String, f64>,
+    /// Each document's length, in index order.
+    lengths: Vec<usize>,
+    /// Term → its idf and the documents containing it with the term's frequency there (an
+    /// inverted index: a search touches only the documents that contain a query term).
+    postings: HashMap<String, (f64, Vec<(u32, u32)>)>,
     avgdl: f64,
-}
-
-#[derive(Clone, Debug)]
-struct Doc {
-    tf: HashMap<String, u32>,
-    dl: usize,
 }
 
 impl Default for Bm25Strategy {
@@ -118,7 +115,7 @@ impl Default for Bm25Strategy {
 impl Bm25Strategy {
     /// BM25 with the given saturation `k1` and length normalisation `b` (defaults 1.5, 0.75).
     pub fn new(k1: f64, b: f64) -> Self {
-        Self { k1, b, docs: Vec::new(), idf: HashMap::new(), avgdl: 0.0 }
+        Self { k1, b, lengths: Vec::new(), postings: HashMap::new(), avgdl: 0.0 }
     }
 
     fn document(item: &SearchItem) -> Vec<String> {
@@ -140,29 +137,25 @@ impl Bm25Strategy {
 
     /// Every item's score for `query`, in index order (0 where nothing matches).
     pub fn scores(&self, query: &str) -> Vec<f64> {
-        let terms: Vec<String> = name_tokens(query).collect();
-        self.docs
-            .iter()
-            .map(|doc| {
-                terms
-                    .iter()
-                    .filter_map(|t| Some((self.idf.get(t)?, *doc.tf.get(t)? as f64)))
-                    .map(|(idf, tf)| {
-                        let norm = if self.avgdl > 0.0 {
-                            1.0 - self.b + self.b * doc.dl as f64 / self.avgdl
-                        } else {
-                            1.0
-                        };
-                        idf * tf * (self.k1 + 1.0) / (tf + self.k1 * norm)
-                    })
-                    .sum()
-            })
-            .collect()
+        let mut scores = vec![0.0; self.lengths.len()];
+        for term in name_tokens(query) {
+            let Some((idf, docs)) = self.postings.get(&term) else { continue };
+            for &(doc, tf) in docs {
+                let tf = f64::from(tf);
+                let norm = if self.avgdl > 0.0 {
+                    1.0 - self.b + self.b * self.lengths[doc as usize] as f64 / self.avgdl
+                } else {
+                    1.0
+                };
+                scores[doc as usize] += idf * tf * (self.k1 + 1.0) / (tf + self.k1 * norm);
+            }
+        }
+        scores
     }
 
     /// The inverse document frequency of a (lowercase) term, if indexed.
     pub fn idf(&self, term: &str) -> Option<f64> {
-        self.idf.get(term).copied()
+        self.postings.get(term).map(|(idf, _)| *idf)
     }
 
     /// The mean document length.
@@ -172,42 +165,38 @@ impl Bm25Strategy {
 
     /// Each item's document length, in index order.
     pub fn lengths(&self) -> Vec<usize> {
-        self.docs.iter().map(|d| d.dl).collect()
+        self.lengths.clone()
     }
 }
 
 impl SyncSearchStrategy for Bm25Strategy {
     fn build_index(&mut self, items: &[SearchItem]) {
-        self.docs = items
-            .iter()
-            .map(|item| {
-                let tokens = Self::document(item);
-                let mut tf = HashMap::new();
-                for token in &tokens {
-                    *tf.entry(token.clone()).or_insert(0) += 1;
-                }
-                Doc { tf, dl: tokens.len() }
-            })
-            .collect();
-        let n = self.docs.len() as f64;
-        self.avgdl = if self.docs.is_empty() {
-            0.0
-        } else {
-            self.docs.iter().map(|d| d.dl as f64).sum::<f64>() / n
-        };
-        let mut df: HashMap<&str, u32> = HashMap::new();
-        for doc in &self.docs {
-            for term in doc.tf.keys() {
-                *df.entry(term).or_insert(0) += 1;
+        self.lengths.clear();
+        let mut postings: HashMap<String, (f64, Vec<(u32, u32)>)> = HashMap::new();
+        for (doc, item) in items.iter().enumerate() {
+            let tokens = Self::document(item);
+            self.lengths.push(tokens.len());
+            let mut tf: HashMap<String, u32> = HashMap::new();
+            for token in tokens {
+                *tf.entry(token).or_insert(0) += 1;
+            }
+            for (term, count) in tf {
+                postings.entry(term).or_default().1.push((doc as u32, count));
             }
         }
-        self.idf = df
-            .into_iter()
-            .map(|(t, df)| {
-                let df = f64::from(df);
-                (t.to_string(), ((n - df + 0.5) / (df + 0.5) + 1.0).ln())
-            })
-            .collect();
+        let n = self.lengths.len() as f64;
+        self.avgdl = if self.lengths.is_empty() {
+            0.0
+        } else {
+            self.lengths.iter().sum::<usize>() as f64 / n
+        };
+        for (idf, docs) in postings.values_mut() {
+            let df = docs.len() as f64;
+            *idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
+            // Summed in document order, so scores do not depend on hash order.
+            docs.sort_unstable();
+        }
+        self.postings = postings;
     }
 
     fn search(&self, query: &str, _items: &[SearchItem], max_results: usize) -> Vec<usize> {
@@ -215,8 +204,8 @@ impl SyncSearchStrategy for Bm25Strategy {
     }
 
     fn cleanup(&mut self) {
-        self.docs.clear();
-        self.idf.clear();
+        self.lengths.clear();
+        self.postings.clear();
         self.avgdl = 0.0;
     }
 }
@@ -244,11 +233,7 @@ impl KeywordStrategy {
                 keywords.push(word.to_string());
             }
         }
-        let patterns: Vec<Regex> = keywords
-            .iter()
-            .map(|k| Regex::new(k).or_else(|_| Regex::new(&regex::escape(k))))
-            .filter_map(Result::ok)
-            .collect();
+        let patterns: Vec<Pattern> = keywords.iter().map(|k| Pattern::new(k)).collect();
         items
             .iter()
             .enumerate()
@@ -271,6 +256,32 @@ impl KeywordStrategy {
                     .sum()
             })
             .collect()
+    }
+}
+
+/// A keyword: plain words (the usual case) are found with a substring search; anything with
+/// regular-expression syntax is compiled, and a pattern that does not compile is a literal.
+enum Pattern {
+    Literal(String),
+    Regex(Regex),
+}
+
+impl Pattern {
+    fn new(keyword: &str) -> Self {
+        if regex::escape(keyword) == keyword {
+            return Pattern::Literal(keyword.to_string());
+        }
+        match Regex::new(keyword) {
+            Ok(re) => Pattern::Regex(re),
+            Err(_) => Pattern::Literal(keyword.to_string()),
+        }
+    }
+
+    fn is_match(&self, text: &str) -> bool {
+        match self {
+            Pattern::Literal(word) => text.contains(word.as_str()),
+            Pattern::Regex(re) => re.is_match(text),
+        }
     }
 }
 
