@@ -129,22 +129,13 @@ async fn without_end_instructions_the_call_ends_without_a_goodbye() {
     assert_eq!(ended.closed_by_host, ["end_call"]);
 }
 
-/// A sink that never reports playout.
-struct SilentSink(Mutex<Vec<colloquy::Playout>>);
-
-impl colloquy::SpeechSink for SilentSink {
-    fn play(&self, playout: colloquy::Playout) {
-        self.0.lock().unwrap().push(playout);
-    }
-}
-
 #[tokio::test(start_paused = true)]
 async fn the_watchdog_ends_the_call_if_the_goodbye_never_completes() {
     let tool = EndCallTool::new().watchdog(Some(Duration::from_secs(3)));
     let llm = ScriptedLlm::new(vec![call("e1", "end_call", "{}"), text("Goodbye!")]);
     let mut builder = Session::builder()
         .llm(llm)
-        .speech_sink(SilentSink(Mutex::new(Vec::new())))
+        .speech_sink(SilentSink::default())
         .playout_timeout(Some(Duration::from_secs(10)));
     let mut events = builder.subscribe();
     let session = builder.start(Agent::new("A", "inst").toolset(tool.toolset())).await.unwrap();

@@ -185,19 +185,10 @@ async fn a_broken_llm_stream_ends_the_turn_cleanly() {
     h.close().await;
 }
 
-/// A sink that takes every playout and never reports anything.
-struct SilentSink(std::sync::Mutex<Vec<colloquy::Playout>>);
-
-impl colloquy::SpeechSink for SilentSink {
-    fn play(&self, playout: colloquy::Playout) {
-        self.0.lock().unwrap().push(playout);
-    }
-}
-
 #[tokio::test(start_paused = true)]
 async fn the_watchdog_ends_a_speech_whose_sink_never_reports() {
     let builder = Session::builder()
-        .speech_sink(SilentSink(Default::default()))
+        .speech_sink(SilentSink::default())
         .playout_timeout(Some(Duration::from_secs(2)));
     let mut h = Harness::start_with(builder, Agent::new("A", "inst"), vec![text("Hello!")]).await;
     let start = tokio::time::Instant::now();

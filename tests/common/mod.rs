@@ -11,6 +11,16 @@ use colloquy::{EventStream, RecordedRequest, SessionBuilder, ToolCallStatus, Too
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+/// A speech sink that takes every playout and never reports anything (watchdog tests).
+#[derive(Default)]
+pub struct SilentSink(std::sync::Mutex<Vec<colloquy::Playout>>);
+
+impl colloquy::SpeechSink for SilentSink {
+    fn play(&self, playout: colloquy::Playout) {
+        self.0.lock().unwrap().push(playout);
+    }
+}
+
 /// Arguments of tools that take none.
 #[derive(Deserialize, JsonSchema)]
 pub struct NoArgs {}
