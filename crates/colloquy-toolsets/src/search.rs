@@ -126,6 +126,9 @@ impl ToolSearch {
 
 /// A tool search over a catalogue: cheap to clone; give [`toolset`](Self::toolset) to an agent
 /// or a session, keep the handle for [`setup`](Self::setup) and [`close`](Self::close).
+///
+/// What is loaded belongs to the handle (its clones share it), as the reference's toolset
+/// instance does: build one per session, so two conversations do not load tools for each other.
 #[derive(Clone)]
 pub struct ToolSearchToolset {
     id: String,
