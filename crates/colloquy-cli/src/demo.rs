@@ -86,11 +86,12 @@ pub fn booking_tool(pause: Duration) -> FunctionTool {
     )
 }
 
-/// The travel agent.
+/// The travel agent; it ends the call itself once the user says goodbye.
 pub fn travel_agent(pause: Duration) -> Agent {
     Agent::new("travel", "You are a friendly travel agent. Use tools to check and book.")
         .tool(weather_tool(pause))
         .tool(booking_tool(pause * 2))
+        .toolset(colloquy::toolsets::EndCallTool::new().toolset())
 }
 
 /// What the user says, turn by turn.
@@ -122,6 +123,7 @@ pub fn script(latency: Duration) -> Vec<ScriptedResponse> {
         at(ScriptedResponse::text(
             "You're booked on Saturday's 08:15 from London to Paris, seat 14A. Your confirmation is CQ-4884.",
         )),
+        at(ScriptedResponse::calls([ScriptedCall::new("call_end", "end_call", "{}")])),
         at(ScriptedResponse::text("Have a wonderful trip to Paris. Goodbye!")),
     ]
 }
@@ -141,10 +143,12 @@ pub async fn run(out: impl Write, color: bool, pace: Duration) -> Result<(), Box
             tokio::time::sleep(pace * 3).await;
             session.user_turn(turn).await?;
             // Background tools keep working after the reply: wait for them and their news.
-            session.wait_for_quiet().await?;
-            session.wait_for_idle().await?;
+            // The agent ends the call after the goodbye: then the waits fail, as it closes.
+            if session.wait_for_quiet().await.is_err() || session.wait_for_idle().await.is_err() {
+                break;
+            }
         }
-        session.close().await
+        session.close().await // already closed by the agent: nothing to do
     };
     tokio::pin!(conversation);
     let mut talking = true;
@@ -160,6 +164,11 @@ pub async fn run(out: impl Write, color: bool, pace: Duration) -> Result<(), Box
                 talking = false;
             }
         }
+    }
+    // The stream ends when the session has closed; its actors may still be stopping, and
+    // `close` returns only once they have: finish it, so nothing is cut off at exit.
+    if talking {
+        conversation.await?;
     }
     Ok(())
 }

@@ -62,6 +62,10 @@ impl<W: Write> Transcript<W> {
                 let (on, off) = self.paint(TOOL);
                 writeln!(self.out, "{on}  tool … {name}{off} {message}")
             }
+            EventKind::SessionClosed { reason } => {
+                let (on, off) = self.paint(DIM);
+                writeln!(self.out, "{on}  ── session closed: {reason} ──{off}")
+            }
             EventKind::ToolCallDropped { name, reason, .. } => {
                 let (on, off) = self.paint(ERROR);
                 writeln!(self.out, "{on}  tool x {name} dropped: {reason}{off}")

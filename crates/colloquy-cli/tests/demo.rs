@@ -28,7 +28,10 @@ async fn the_demo_prints_the_whole_conversation() {
             r#"  tool ◂ book_flight {"confirmation":"CQ-4884","departs":"08:15","seat":"14A"}"#,
             "agent › You're booked on Saturday's 08:15 from London to Paris, seat 14A. Your confirmation is CQ-4884.",
             "user  › Perfect, thanks. Bye!",
+            "  tool ▸ end_call {}",
+            "  tool ◂ end_call say goodbye to the user",
             "agent › Have a wonderful trip to Paris. Goodbye!",
+            "  ── session closed: end_call ──",
         ]
     );
 }
