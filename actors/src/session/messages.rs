@@ -18,10 +18,11 @@ use crate::toolset::ToolsetMsg;
 pub struct ClosedSession {
     /// Why it closed.
     pub reason: String,
-    /// The final session history.
-    pub history: Vec<ChatItem>,
+    /// The final session history (its items shared with the closed session's contexts, not
+    /// copied: closing a long conversation copies pointers).
+    pub history: ChatContext,
     /// Every agent's final chat context, by agent id.
-    pub contexts: std::collections::BTreeMap<String, Vec<ChatItem>>,
+    pub contexts: std::collections::BTreeMap<String, ChatContext>,
 }
 
 /// A call running now (`SessionHandle::running_tool_calls`).

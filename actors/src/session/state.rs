@@ -1246,8 +1246,12 @@ impl SessionState {
         self.broadcasts.clear();
         let closed = ClosedSession {
             reason: reason.clone(),
-            history: self.history.to_items(),
-            contexts: self.contexts.iter().map(|(k, v)| (k.clone(), v.to_items())).collect(),
+            history: self.history.clone(),
+            contexts: self
+                .contexts
+                .iter()
+                .map(|(k, v)| (k.clone(), ChatContext::clone(v)))
+                .collect(),
         };
         for waiter in waiters {
             let _ = waiter.send(closed.clone());

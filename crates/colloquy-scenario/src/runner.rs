@@ -222,11 +222,11 @@ async fn play_async(scenario: &Scenario) -> Result<Trace, ScenarioError> {
         session_events.push(event);
     }
     Ok(Trace {
-        history: trace::items(&closed.history),
+        history: trace::items(closed.history.iter()),
         contexts: closed
             .contexts
             .iter()
-            .map(|(id, items)| (id.clone(), trace::items(items)))
+            .map(|(id, items)| (id.clone(), trace::items(items.iter())))
             .collect(),
         events: traced,
         llm_requests: llm.requests().iter().map(trace::TraceRequest::from).collect(),

@@ -135,9 +135,9 @@ impl From<&ChatItem> for TraceItem {
 }
 
 /// Items in trace form, without system messages (instructions never appear in traces).
-pub fn items(items: &[ChatItem]) -> Vec<TraceItem> {
+pub fn items<'a>(items: impl IntoIterator<Item = &'a ChatItem>) -> Vec<TraceItem> {
     items
-        .iter()
+        .into_iter()
         .filter(|i| {
             !i.as_message().is_some_and(|m| matches!(m.role, Role::System | Role::Developer))
         })
