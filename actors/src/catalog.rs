@@ -36,12 +36,25 @@ pub(crate) struct ToolCatalog {
     groups: Vec<VisibilityGroup>,
     /// Tool name → the group that decides its visibility.
     governed_by: HashMap<String, usize>,
+    /// With groups: what a request lists, in order, worked out once at build so a request
+    /// only asks each group what it shows (a tool search may hide thousands of tools).
+    layout: Vec<Slot>,
 }
 
 #[derive(Debug)]
 struct VisibilityGroup {
     visibility: Arc<dyn ToolVisibility>,
-    names: HashSet<String>,
+    /// Member tool name → its index in `schemas`.
+    members: HashMap<String, usize>,
+}
+
+/// One place in a request's tool list.
+#[derive(Debug)]
+enum Slot {
+    /// Always visible: `schemas[i]`.
+    Tool(usize),
+    /// A group's visible tools, where its first member stands.
+    Group(usize),
 }
 
 /// The id of an agent's implicit toolset.
@@ -111,16 +124,34 @@ impl ToolCatalog {
         }
         let mut groups = Vec::new();
         let mut governed_by = HashMap::new();
+        let index: HashMap<&str, usize> =
+            schemas.iter().enumerate().map(|(i, s)| (s.name.as_str(), i)).collect();
         for set in session_toolsets.iter().chain(agent.declared_toolsets()) {
-            for (visibility, members) in set.visibility_groups() {
-                let names: HashSet<String> = members.iter().map(|t| t.name().to_string()).collect();
-                for name in &names {
-                    governed_by.insert(name.clone(), groups.len());
+            for (visibility, tools) in set.visibility_groups() {
+                let mut members = HashMap::new();
+                for tool in tools {
+                    let Some(&i) = index.get(tool.name()) else { continue };
+                    members.insert(tool.name().to_string(), i);
+                    governed_by.insert(tool.name().to_string(), groups.len());
                 }
-                groups.push(VisibilityGroup { visibility: Arc::clone(visibility), names });
+                groups.push(VisibilityGroup { visibility: Arc::clone(visibility), members });
             }
         }
-        Ok(Self { schemas: schemas.into(), tools, async_toolsets, groups, governed_by })
+        let mut layout = Vec::new();
+        if !groups.is_empty() {
+            let mut placed = vec![false; groups.len()];
+            for (i, schema) in schemas.iter().enumerate() {
+                match governed_by.get(&schema.name) {
+                    None => layout.push(Slot::Tool(i)),
+                    Some(&g) if !std::mem::replace(&mut placed[g], true) => {
+                        layout.push(Slot::Group(g))
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+        let schemas = schemas.into();
+        Ok(Self { schemas, tools, async_toolsets, groups, governed_by, layout })
     }
 
     /// The schemas the model sees now, in order: every tool, except that a toolset deciding
@@ -130,24 +161,20 @@ impl ToolCatalog {
         if self.groups.is_empty() {
             return Arc::clone(&self.schemas);
         }
-        let mut shown = vec![false; self.groups.len()];
-        let mut out = Vec::with_capacity(self.schemas.len());
-        for schema in self.schemas.iter() {
-            let Some(&g) = self.governed_by.get(&schema.name) else {
-                out.push(schema.clone());
-                continue;
-            };
-            if std::mem::replace(&mut shown[g], true) {
-                continue;
-            }
-            let group = &self.groups[g];
-            let mut seen = HashSet::new();
-            for name in group.visibility.visible() {
-                if group.names.contains(&name)
-                    && seen.insert(name.clone())
-                    && let Some(schema) = self.schemas.iter().find(|s| s.name == name)
-                {
-                    out.push(schema.clone());
+        let mut out = Vec::with_capacity(self.layout.len());
+        for slot in &self.layout {
+            match *slot {
+                Slot::Tool(i) => out.push(self.schemas[i].clone()),
+                Slot::Group(g) => {
+                    let group = &self.groups[g];
+                    let mut seen = HashSet::new();
+                    for name in group.visibility.visible() {
+                        if let Some(&i) = group.members.get(&name)
+                            && seen.insert(i)
+                        {
+                            out.push(self.schemas[i].clone());
+                        }
+                    }
                 }
             }
         }
