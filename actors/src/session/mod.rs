@@ -270,7 +270,6 @@ impl Actor for SessionActor {
             SessionMsg::MockTools { scope, mocks, reply } => {
                 let _ = reply.send(state.mock_tools(scope, mocks));
             }
-            SessionMsg::InjectFailure(target) if target == "session" => panic!("injected failure"),
             SessionMsg::InjectFailure(target) => state.inject_failure(&target),
             SessionMsg::Inspect(reply) => {
                 let _ = reply.send(state.inspect());

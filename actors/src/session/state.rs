@@ -1086,6 +1086,9 @@ impl SessionState {
 
     /// Test hook: makes the actor with inspection id `target` panic.
     pub fn inject_failure(&self, target: &str) {
+        if target == "session" {
+            panic!("injected failure");
+        }
         if target.starts_with("activity:") {
             let _ = self.activity.cast(ActivityMsg::InjectFailure);
         } else if let Some(id) = target.strip_prefix("toolset:") {

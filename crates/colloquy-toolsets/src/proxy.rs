@@ -6,7 +6,7 @@ use std::sync::Arc;
 use colloquy_core::{FunctionTool, ToolError, ToolOutput, Toolset, parse_arguments};
 use serde_json::{Map, Value, json};
 
-use crate::search::{Core, SEARCH_TOOL, query_parameters, query_text};
+use crate::search::{Core, SEARCH_TOOL, query_parameters, text_arg};
 
 /// The call tool's name.
 pub const CALL_TOOL: &str = "call_tool";
@@ -52,7 +52,7 @@ impl ToolProxyToolset {
             query_parameters(&self.query_description),
             move |_ctx, args| {
                 let core = Arc::clone(&core);
-                async move { schemas(&core, &query_text(&args)).await }
+                async move { schemas(&core, &text_arg(&args, "query")).await }
             },
         )
         .expect("the search tool's schema is an object");
@@ -121,11 +121,7 @@ async fn call_tool(
     ctx: colloquy_core::RunContext,
     args: Map<String, Value>,
 ) -> Result<ToolOutput, ToolError> {
-    let name = match args.get("name") {
-        None | Some(Value::Null) => String::new(),
-        Some(Value::String(s)) => s.clone(),
-        Some(other) => other.to_string(),
-    };
+    let name = text_arg(&args, "name");
     if name.is_empty() {
         return Err(ToolError::new("tool name cannot be empty"));
     }

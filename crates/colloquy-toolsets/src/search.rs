@@ -221,9 +221,10 @@ pub(crate) fn query_parameters(description: &str) -> Value {
     })
 }
 
-/// The `query` argument as text: a string as is, any other value as JSON, absent as "".
-pub(crate) fn query_text(args: &Map<String, Value>) -> String {
-    match args.get("query") {
+/// A raw tool's argument `key` as text: a string as is, any other value as JSON, absent or
+/// `null` as "" (the reference's string form of a missing argument).
+pub(crate) fn text_arg(args: &Map<String, Value>, key: &str) -> String {
+    match args.get(key) {
         None | Some(Value::Null) => String::new(),
         Some(Value::String(s)) => s.clone(),
         Some(other) => other.to_string(),
@@ -243,7 +244,7 @@ impl ToolSearchToolset {
             move |_ctx, args| {
                 let core = Arc::clone(&core);
                 async move {
-                    let sources = core.search(&query_text(&args)).await?;
+                    let sources = core.search(&text_arg(&args, "query")).await?;
                     core.set_loaded(sources);
                     Ok("Tools loaded successfully.")
                 }
