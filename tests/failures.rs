@@ -25,10 +25,6 @@ fn background(name: &'static str, work: u64) -> FunctionTool {
     })
 }
 
-fn drain(rx: &mut UnboundedReceiver<LifecycleEvent>) -> Vec<LifecycleEvent> {
-    std::iter::from_fn(|| rx.try_recv().ok()).collect()
-}
-
 fn ended(events: &[SessionEvent]) -> BTreeMap<String, (ToolCallStatus, Option<String>)> {
     events
         .iter()
@@ -72,7 +68,7 @@ async fn a_failed_activity_restarts_and_the_conversation_goes_on() {
     tokio::time::sleep(ms(10)).await;
 
     // The supervisor reports the failure with the panic message.
-    let records = drain(&mut lifecycle);
+    let records = drain_lifecycle(&mut lifecycle);
     let failed: Vec<_> = records.iter().filter(|r| r.what == Lifecycle::Failed).collect();
     assert_eq!(failed.len(), 1, "{records:?}");
     assert_eq!(failed[0].id, "activity:A");
@@ -115,7 +111,7 @@ async fn a_failed_activity_restarts_and_the_conversation_goes_on() {
     // After close every actor that started stopped or failed, none leaked.
     h.close().await;
     let mut balance: BTreeMap<String, i32> = BTreeMap::new();
-    for r in records.into_iter().chain(drain(&mut lifecycle)) {
+    for r in records.into_iter().chain(drain_lifecycle(&mut lifecycle)) {
         let key = format!("{}#{}", r.id, r.session_id);
         *balance.entry(key).or_default() += if r.what == Lifecycle::Started { 1 } else { -1 };
     }
@@ -130,8 +126,10 @@ async fn a_failed_toolset_ends_its_own_calls_only() {
     h.turn("do both").await;
     h.session.inject_failure("toolset:agent:A");
     tokio::time::sleep(ms(10)).await;
-    let failed: Vec<_> =
-        drain(&mut lifecycle).into_iter().filter(|r| r.what == Lifecycle::Failed).collect();
+    let failed: Vec<_> = drain_lifecycle(&mut lifecycle)
+        .into_iter()
+        .filter(|r| r.what == Lifecycle::Failed)
+        .collect();
     assert_eq!(failed.len(), 1, "{failed:?}");
     assert_eq!(failed[0].id, "toolset:agent:A");
     assert_eq!(ended(h.events())["j"], (ToolCallStatus::Error, Some("toolset failed".into())));

@@ -6,13 +6,8 @@ mod common;
 use std::time::Duration;
 
 use colloquy::prelude::*;
-use colloquy::{Host, Lifecycle, LifecycleEvent};
+use colloquy::{Host, Lifecycle};
 use common::*;
-use tokio::sync::mpsc::UnboundedReceiver;
-
-fn drain(rx: &mut UnboundedReceiver<LifecycleEvent>) -> Vec<LifecycleEvent> {
-    std::iter::from_fn(|| rx.try_recv().ok()).collect()
-}
 
 fn llm(script: Vec<ScriptedResponse>) -> ScriptedLlm {
     ScriptedLlm::new(script)
@@ -52,7 +47,7 @@ async fn a_host_lists_its_sessions_and_streams_their_lifecycle() {
     assert_eq!(host.sessions().len(), 1, "a closed session leaves the host");
     assert!(host.session(a.id()).is_none());
 
-    let records = drain(&mut lifecycle);
+    let records = drain_lifecycle(&mut lifecycle);
     let of_a: Vec<(&str, Lifecycle, Option<&str>)> = records
         .iter()
         .filter(|r| r.session_id == a.id())
@@ -92,7 +87,7 @@ async fn dropping_the_host_closes_its_sessions() {
     assert_eq!(closed.as_deref(), Some("host stopped"));
     settle().await;
     assert!(!session.is_running());
-    let last = drain(&mut lifecycle).pop().unwrap();
+    let last = drain_lifecycle(&mut lifecycle).pop().unwrap();
     assert_eq!((last.id.as_str(), last.reason.as_deref()), ("session", Some("host stopped")));
 }
 
@@ -130,7 +125,7 @@ async fn a_failed_session_is_reported_and_forgotten_and_the_others_run_on() {
     assert!(!a.is_running());
     let listed: Vec<String> = host.sessions().iter().map(|s| s.id().to_string()).collect();
     assert_eq!(listed, [b.id().to_string()]);
-    let records = drain(&mut lifecycle);
+    let records = drain_lifecycle(&mut lifecycle);
     let failed: Vec<_> = records.iter().filter(|r| r.what == Lifecycle::Failed).collect();
     assert_eq!(failed.len(), 1, "{records:?}");
     assert_eq!((failed[0].session_id.as_str(), failed[0].id.as_str()), (a.id(), "session"));

@@ -11,6 +11,13 @@ use colloquy::{EventStream, RecordedRequest, SessionBuilder, ToolCallStatus, Too
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+/// Every lifecycle record received so far.
+pub fn drain_lifecycle(
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<colloquy::LifecycleEvent>,
+) -> Vec<colloquy::LifecycleEvent> {
+    std::iter::from_fn(|| rx.try_recv().ok()).collect()
+}
+
 /// A speech sink that takes every playout and never reports anything (watchdog tests).
 #[derive(Default)]
 pub struct SilentSink(std::sync::Mutex<Vec<colloquy::Playout>>);
