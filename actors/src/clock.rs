@@ -51,6 +51,29 @@ impl SessionClock {
 
     /// A fresh item id, unique within the session and reproducible.
     pub fn item_id(&self) -> String {
-        format!("item_{:012x}", self.inner.ids.fetch_add(1, Ordering::Relaxed))
+        item_id(self.inner.ids.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
+/// `item_` and `n` as at least twelve lower-case hex digits: what `format!("item_{n:012x}")`
+/// writes, without the formatting machinery (ids are made several times per tool call).
+fn item_id(n: u64) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let digits = (16 - n.leading_zeros() as usize / 4).max(12);
+    let mut out = Vec::with_capacity(5 + digits);
+    out.extend_from_slice(b"item_");
+    for shift in (0..digits).rev() {
+        out.push(HEX[(n >> (shift * 4)) as usize & 0xf]);
+    }
+    String::from_utf8(out).expect("ASCII")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn item_ids_are_zero_padded_hex() {
+        for n in [0, 1, 0xabc, 0xffff_ffff_ffff, 0x1_0000_0000_0000, u64::MAX] {
+            assert_eq!(super::item_id(n), format!("item_{n:012x}"));
+        }
     }
 }

@@ -96,8 +96,7 @@ async fn reply(
             request_handoff(env, handoff.take());
             return true;
         }
-        session.set_agent_state(AgentState::Thinking);
-        let Some(items) = session.request_context(&env.agent_id).await else { return true };
+        let Some(items) = session.begin_llm_step(&env.agent_id).await else { return true };
         // Requests 1..=max_tool_steps+1 may call tools; later ones are sent with `none` (§4.1).
         // A tool reply to nothing but first updates is sent with `none` too (decision 15).
         let tool_choice = match step {
@@ -229,12 +228,13 @@ async fn reply(
         if handoff.is_none() {
             handoff = choose_handoff(&mut results, interrupted_in_playout);
         }
-        session.emit(EventKind::FunctionToolsExecuted {
+        let executed = session.event(EventKind::FunctionToolsExecuted {
             call_ids: results.iter().map(|r| r.call.call_id.clone()).collect(),
         });
         // Interrupted during playout: results are kept but ask for no reply (§4.1).
         let items = dispatch::step_items(&results, !interrupted_in_playout);
-        session.commit(&env.agent_id, speech_id, items);
+        let commit = SessionLink::speech_commit(&env.agent_id, speech_id, items);
+        session.reports([Some(executed), commit].into_iter().flatten().collect());
         let wants_reply = results.iter().any(|r| r.output.reply_required);
         if interrupted || !wants_reply {
             request_handoff(env, handoff.take());

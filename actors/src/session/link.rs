@@ -6,7 +6,7 @@ use std::sync::Arc;
 use colloquy_core::{AgentState, ChatContext, ChatItem, EventKind, SessionEvent};
 use ractor::ActorRef;
 
-use super::messages::SessionMsg;
+use super::messages::{Report, SessionMsg};
 use crate::clock::SessionClock;
 use crate::lifecycle::LifecycleSink;
 
@@ -26,19 +26,47 @@ pub(crate) struct SessionLink {
 }
 
 impl SessionLink {
+    /// An event stamped now, to send in a [`Report`].
+    pub fn event(&self, kind: EventKind) -> Report {
+        Report::Emit(SessionEvent { at_ms: self.clock.elapsed_ms(), kind })
+    }
+
     /// Emits an event stamped now. A closed session drops it (nobody is listening).
     pub fn emit(&self, kind: EventKind) {
-        let event = SessionEvent { at_ms: self.clock.elapsed_ms(), kind };
-        let _ = self.actor.cast(SessionMsg::Emit(event));
+        self.report(self.event(kind));
+    }
+
+    /// Sends one report.
+    pub fn report(&self, report: Report) {
+        let _ = self.actor.cast(SessionMsg::Report(report));
+    }
+
+    /// Sends reports that happened together as one message (applied in order).
+    pub fn reports(&self, mut reports: Vec<Report>) {
+        let message = match reports.len() {
+            0 => return,
+            1 => SessionMsg::Report(reports.remove(0)),
+            _ => SessionMsg::Reports(reports),
+        };
+        let _ = self.actor.cast(message);
+    }
+
+    /// A commit of items a speech produced to `agent`'s context and the history; `None` when
+    /// there is nothing to commit.
+    pub fn speech_commit(agent: &str, speech_id: &str, items: Vec<ChatItem>) -> Option<Report> {
+        (!items.is_empty()).then(|| Report::Commit {
+            agent: agent.to_string(),
+            speech_id: Some(speech_id.to_string()),
+            items,
+            awaits_reply: None,
+        })
     }
 
     /// Commits items a speech produced to `agent`'s context and the history.
     pub fn commit(&self, agent: &str, speech_id: &str, items: Vec<ChatItem>) {
-        if items.is_empty() {
-            return;
+        if let Some(commit) = Self::speech_commit(agent, speech_id, items) {
+            self.report(commit);
         }
-        let (agent, speech_id) = (agent.to_string(), Some(speech_id.to_string()));
-        let _ = self.actor.cast(SessionMsg::Commit { agent, speech_id, items, awaits_reply: None });
     }
 
     /// Reports an agent state.
@@ -46,11 +74,12 @@ impl SessionLink {
         let _ = self.actor.cast(SessionMsg::SetAgentState(state));
     }
 
-    /// The agent's current chat context for an LLM request (a shared snapshot, with
-    /// placeholders for running calls it does not mention), or `None` once the session is gone.
-    pub async fn request_context(&self, agent: &str) -> Option<Arc<ChatContext>> {
+    /// Starts an LLM step: reports `thinking` and returns the agent's current chat context for
+    /// the request (a shared snapshot, with placeholders for running calls it does not
+    /// mention), or `None` once the session is gone. One round trip for both.
+    pub async fn begin_llm_step(&self, agent: &str) -> Option<Arc<ChatContext>> {
         let agent = agent.to_string();
-        match self.actor.call(|reply| SessionMsg::RequestContext { agent, reply }, None).await {
+        match self.actor.call(|reply| SessionMsg::BeginLlmStep { agent, reply }, None).await {
             Ok(ractor::rpc::CallResult::Success(ctx)) => ctx,
             _ => None,
         }

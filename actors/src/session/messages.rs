@@ -98,19 +98,14 @@ pub enum SessionMsg {
     Close { reason: String, reply: RpcReplyPort<ClosedSession> },
 
     // ---- from the session's own actors ----
-    /// Fan an event out to subscribers (and track running calls).
-    Emit(SessionEvent),
-    /// Insert items into an agent's context and the history, by timestamp. `speech_id` names
-    /// the speech that produced them; `awaits_reply` the update id of a synthetic pair that
-    /// waits for a deferred reply.
-    Commit {
-        agent: String,
-        speech_id: Option<String>,
-        items: Vec<ChatItem>,
-        awaits_reply: Option<String>,
-    },
-    /// An agent's context for an LLM request (with running-call placeholders).
-    RequestContext { agent: String, reply: RpcReplyPort<Option<Arc<ChatContext>>> },
+    /// An event or a commit (see [`Report`]).
+    Report(Report),
+    /// Several reports that happened together, applied in order: one mailbox message instead
+    /// of one each (a toolset's update emits its event and commits its pair at once).
+    Reports(Vec<Report>),
+    /// A speech starts an LLM step: the agent state becomes `thinking` and the answer is the
+    /// agent's context for the request (with running-call placeholders).
+    BeginLlmStep { agent: String, reply: RpcReplyPort<Option<Arc<ChatContext>>> },
     /// A toolset registered and started a call (emits `tool_call_started`).
     CallRegistered {
         call: FunctionCall,
@@ -144,4 +139,19 @@ pub enum SessionMsg {
     DrainTimeout,
     /// The user-away timer fired.
     AwayTimeout(u64),
+}
+
+/// What a session's own actors and tasks report to it, in the order it happened.
+pub(crate) enum Report {
+    /// Fan an event out to subscribers (and track running calls).
+    Emit(SessionEvent),
+    /// Insert items into an agent's context and the history, by timestamp. `speech_id` names
+    /// the speech that produced them; `awaits_reply` the update id of a synthetic pair that
+    /// waits for a deferred reply.
+    Commit {
+        agent: String,
+        speech_id: Option<String>,
+        items: Vec<ChatItem>,
+        awaits_reply: Option<String>,
+    },
 }

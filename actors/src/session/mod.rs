@@ -16,8 +16,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use colloquy_core::{
-    Agent, ChatContext, ChatItem, EventKind, FunctionTool, SessionEvent, SpeechSource, Templates,
-    Toolset,
+    Agent, AgentState, ChatContext, ChatItem, EventKind, FunctionTool, SessionEvent, SpeechSource,
+    Templates, Toolset,
 };
 use colloquy_llm::{Llm, RequestKind};
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
@@ -25,6 +25,7 @@ use tokio::sync::mpsc;
 
 use handoff::ActivityFactory;
 pub(crate) use link::SessionLink;
+pub(crate) use messages::Report;
 pub use messages::{ClosedSession, MockScope, RunningToolCall, SessionMsg};
 pub(crate) use state::CloseCallback;
 use state::SessionState;
@@ -291,7 +292,8 @@ impl Actor for SessionActor {
             SessionMsg::RunningCalls(reply) => {
                 let _ = reply.send(state.running_tool_calls());
             }
-            SessionMsg::RequestContext { agent, reply } => {
+            SessionMsg::BeginLlmStep { agent, reply } => {
+                state.set_agent_state(AgentState::Thinking);
                 let _ = reply.send(state.request_context(&agent));
             }
             // The rare heavy paths are boxed: inlined, they would size every session's actor
@@ -313,18 +315,10 @@ impl Actor for SessionActor {
                 state.end_after_speech(speech_id, reason, watchdog)
             }
             SessionMsg::EndNow { reason, watchdog } => state.end_now(reason, watchdog),
-            SessionMsg::Emit(event) => {
-                let ended = matches!(event.kind, EventKind::ToolCallEnded { .. });
-                state.emit(event);
-                if ended {
-                    state.close_if_quiet(&myself).await;
-                    state.complete_handoff_if_drained(&myself).await;
-                }
-            }
-            SessionMsg::Commit { agent, speech_id, items, awaits_reply } => {
-                state.commit(&agent, speech_id.as_deref(), items);
-                if let Some(update_id) = awaits_reply {
-                    state.await_reply(update_id);
+            SessionMsg::Report(report) => apply(state, &myself, report).await,
+            SessionMsg::Reports(reports) => {
+                for report in reports {
+                    apply(state, &myself, report).await;
                 }
             }
             SessionMsg::SetAgentState(agent_state) => state.set_agent_state(agent_state),
@@ -374,5 +368,25 @@ impl Actor for SessionActor {
             _ => {}
         }
         Ok(())
+    }
+}
+
+/// Applies one report of the session's own actors.
+async fn apply(state: &mut SessionState, myself: &ActorRef<SessionMsg>, report: Report) {
+    match report {
+        Report::Emit(event) => {
+            let ended = matches!(event.kind, EventKind::ToolCallEnded { .. });
+            state.emit(event);
+            if ended {
+                state.close_if_quiet(myself).await;
+                state.complete_handoff_if_drained(myself).await;
+            }
+        }
+        Report::Commit { agent, speech_id, items, awaits_reply } => {
+            state.commit(&agent, speech_id.as_deref(), items);
+            if let Some(update_id) = awaits_reply {
+                state.await_reply(update_id);
+            }
+        }
     }
 }

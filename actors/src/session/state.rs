@@ -299,10 +299,19 @@ impl SessionState {
             }
             _ => {}
         }
-        self.subscribers.retain(|tx| tx.send(event.clone()).is_ok());
         self.broadcasts.retain(|tx| tx.receiver_count() > 0);
+        // Every recipient but the last gets a copy; the last one gets the event itself.
+        let mut left = self.subscribers.len() + self.broadcasts.len();
+        let mut event = Some(event);
+        let mut next = || {
+            left = left.saturating_sub(1);
+            if left == 0 { event.take() } else { event.clone() }
+        };
+        self.subscribers.retain(|tx| next().is_some_and(|event| tx.send(event).is_ok()));
         for tx in &self.broadcasts {
-            let _ = tx.send(event.clone());
+            if let Some(event) = next() {
+                let _ = tx.send(event);
+            }
         }
     }
 

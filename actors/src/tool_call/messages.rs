@@ -1,16 +1,13 @@
 //! The ToolCall's messages.
 
-use colloquy_core::{PostedUpdate, ToolError, ToolOutput};
-
-/// Everything a ToolCall actor handles.
+/// Everything a ToolCall actor handles. A body's updates and result go straight to the
+/// Toolset; this actor only hears about its body when the call was cancelled.
 pub(crate) enum ToolCallMsg {
-    /// The body called `ctx.update()`.
-    Update(PostedUpdate),
-    /// The body's task ended (a panic arrives here as an internal error).
-    Finished(Result<ToolOutput, ToolError>),
     /// The call was cancelled (its Toolset already ended it): stop now, or after `grace` if
     /// the body is cooperative.
     Cancel { grace: std::time::Duration },
     /// A cooperative body's grace period is over.
     GraceOver,
+    /// The body of a cancelled call ended (within its grace period).
+    BodyDone,
 }

@@ -1,24 +1,26 @@
 //! The ToolCall actor: one per running call, a child of its Toolset.
 //!
 //! It runs the tool's future in a task it owns (aborted if the actor dies), so its mailbox
-//! stays free while the tool works. The tool's `RunContext` posts updates here; the actor
-//! numbers them and forwards them, then the result, to its Toolset in the order they happened.
-//! A panic in the body is caught and becomes an internal error (`panic: <text>`). The actor
-//! never stops itself: supervision events overtake messages (RACTOR-NOTES §2.3 item 4), so the
-//! Toolset stops it after consuming its result.
+//! stays free while the tool works. The body's updates (numbered in the order they are
+//! posted) and its result go straight to the Toolset, tagged with this actor's id, one message
+//! each; a panic in the body is caught and becomes an internal error (`panic: <text>`). The
+//! actor never stops itself while its call runs: supervision events overtake messages
+//! (RACTOR-NOTES §2.3 item 4), so the Toolset stops it after consuming its result. Once the
+//! call is cancelled nothing more is forwarded, and the actor stops when its body ends or its
+//! grace period is over.
 
 pub(crate) mod messages;
 
 use std::any::Any;
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use colloquy_core::{
     CallHooks, FunctionCall, FunctionTool, PostedUpdate, RunContext, Template, ToolError,
 };
 use futures_util::FutureExt;
-use ractor::{Actor, ActorProcessingErr, ActorRef};
+use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef};
 use serde_json::{Map, Value};
 
 pub(crate) use messages::ToolCallMsg;
@@ -54,15 +56,13 @@ pub(crate) struct ToolCallArgs {
 }
 
 pub(crate) struct ToolCallState {
-    call_id: String,
     lifecycle: LifecycleGuard,
-    toolset: ActorRef<ToolsetMsg>,
-    /// Updates posted so far.
-    updates: u32,
     /// Fired on cancel; a body that awaited `ctx.cancelled()` is cooperative.
     cancel: CancellationToken,
     cooperative: Arc<AtomicBool>,
-    /// Cancelled: nothing is forwarded any more, the actor only waits to stop.
+    /// Shared with the body's task (see [`BodyFlags`]).
+    flags: Arc<BodyFlags>,
+    /// Cancelled: the actor only waits to stop.
     cancelling: bool,
     _grace_timer: Option<OwnedTask>,
     /// Taken by `post_start` to start the body.
@@ -71,9 +71,62 @@ pub(crate) struct ToolCallState {
     _task: Option<OwnedTask>,
 }
 
-/// The runtime's side of `RunContext`: updates become messages to this actor.
+/// What the actor and its body's task tell each other without messages. Both sides store
+/// their own flag, then read the other's (sequentially consistent): whichever comes second
+/// sees the first, so a cancel that races the body's end still stops the actor at once.
+#[derive(Default)]
+struct BodyFlags {
+    /// Set by the actor when the call is cancelled: the body's reports are dropped.
+    cancelled: AtomicBool,
+    /// Set by the body's task when the body has ended.
+    done: AtomicBool,
+}
+
+/// Where a body's reports go: its Toolset, tagged with the call and this actor.
+struct Reporter {
+    toolset: ActorRef<ToolsetMsg>,
+    call_id: String,
+    from: ActorId,
+    flags: Arc<BodyFlags>,
+    /// Updates posted so far; held while one is sent, so concurrent updates (a body may post
+    /// from tasks of its own) reach the Toolset in the order of their numbers.
+    updates: Mutex<u32>,
+}
+
+impl Reporter {
+    fn update(&self, update: PostedUpdate) {
+        if self.flags.cancelled.load(Ordering::SeqCst) {
+            return; // the call already ended `cancelled`: whatever the body does is dropped
+        }
+        let Ok(mut updates) = self.updates.lock() else { return };
+        let index = *updates;
+        *updates += 1;
+        let (call_id, from) = (self.call_id.clone(), self.from);
+        let _ = self.toolset.cast(ToolsetMsg::Updated { call_id, from, index, update });
+    }
+
+    /// The body ended: its result goes to the Toolset, or, once the call was cancelled, the
+    /// actor is told so it can stop.
+    fn finished(
+        &self,
+        actor: &ActorRef<ToolCallMsg>,
+        result: Result<colloquy_core::ToolOutput, ToolError>,
+    ) {
+        self.flags.done.store(true, Ordering::SeqCst);
+        if self.flags.cancelled.load(Ordering::SeqCst) {
+            let _ = actor.cast(ToolCallMsg::BodyDone);
+            return;
+        }
+        let (call_id, from) = (self.call_id.clone(), self.from);
+        if self.toolset.cast(ToolsetMsg::Finished { call_id, from, result }).is_err() {
+            tracing::warn!(call_id = %self.call_id, "toolset gone before the call ended");
+        }
+    }
+}
+
+/// The runtime's side of `RunContext`.
 struct Hooks {
-    actor: ActorRef<ToolCallMsg>,
+    reporter: Arc<Reporter>,
     update_template: Template,
     playout_done: CancellationToken,
     speech: SpeechControl,
@@ -88,8 +141,8 @@ impl CallHooks for Hooks {
     }
 
     fn post_update(&self, update: PostedUpdate) {
-        // After the call ended the actor is gone: the update is dropped, as §2 says.
-        let _ = self.actor.cast(ToolCallMsg::Update(update));
+        // After the call ended the Toolset drops it, as §2 says.
+        self.reporter.update(update);
     }
 
     fn wait_for_playout(&self) -> Pin<Box<dyn Future<Output = ()> + Send>> {
@@ -124,16 +177,14 @@ impl Actor for ToolCallActor {
     ) -> Result<Self::State, ActorProcessingErr> {
         // Kept cheap: this runs inside the Toolset's handler.
         Ok(ToolCallState {
-            call_id: args.call.call_id.clone(),
             lifecycle: LifecycleGuard::new(
                 args.session.lifecycle.clone(),
                 ActorKind::ToolCall,
                 format!("tool_call:{}", args.call.call_id),
             ),
-            toolset: args.toolset.clone(),
-            updates: 0,
             cancel: CancellationToken::new(),
             cooperative: Arc::new(AtomicBool::new(false)),
+            flags: Arc::default(),
             cancelling: false,
             _grace_timer: None,
             start: Some(args),
@@ -148,8 +199,15 @@ impl Actor for ToolCallActor {
     ) -> Result<(), ActorProcessingErr> {
         state.lifecycle.started();
         let Some(args) = state.start.take() else { return Ok(()) };
+        let reporter = Arc::new(Reporter {
+            toolset: args.toolset,
+            call_id: args.call.call_id.clone(),
+            from: myself.get_id(),
+            flags: Arc::clone(&state.flags),
+            updates: Mutex::new(0),
+        });
         let hooks = Arc::new(Hooks {
-            actor: myself.clone(),
+            reporter: Arc::clone(&reporter),
             update_template: args.update_template,
             playout_done: args.playout_done,
             speech: args.speech,
@@ -171,7 +229,7 @@ impl Actor for ToolCallActor {
                     Err(ToolError::internal(format!("panic: {}", panic_text(&*payload))))
                 }
             };
-            let _ = myself.cast(ToolCallMsg::Finished(result));
+            reporter.finished(&myself, result);
         }));
         Ok(())
     }
@@ -192,13 +250,14 @@ impl Actor for ToolCallActor {
         message: Self::Msg,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        let call_id = state.call_id.clone();
-        let forward = match message {
+        match message {
             // Decision 20: a cooperative body gets the grace period to clean up, any other is
             // aborted at once (stopping drops the state, which aborts the task).
             ToolCallMsg::Cancel { grace } => {
                 state.cancelling = true;
-                if state.cooperative.load(Ordering::SeqCst) && !grace.is_zero() {
+                state.flags.cancelled.store(true, Ordering::SeqCst);
+                let done = state.flags.done.load(Ordering::SeqCst);
+                if !done && state.cooperative.load(Ordering::SeqCst) && !grace.is_zero() {
                     state.cancel.cancel();
                     let me = myself.clone();
                     state._grace_timer = Some(OwnedTask::spawn(async move {
@@ -208,28 +267,10 @@ impl Actor for ToolCallActor {
                 } else {
                     myself.stop(Some("cancelled".into()));
                 }
-                return Ok(());
             }
-            ToolCallMsg::GraceOver => {
+            ToolCallMsg::GraceOver | ToolCallMsg::BodyDone => {
                 myself.stop(Some("cancelled".into()));
-                return Ok(());
             }
-            _ if state.cancelling => {
-                // The call already ended `cancelled`: whatever the body does now is dropped.
-                if matches!(message, ToolCallMsg::Finished(_)) {
-                    myself.stop(Some("cancelled".into()));
-                }
-                return Ok(());
-            }
-            ToolCallMsg::Update(update) => {
-                let index = state.updates;
-                state.updates += 1;
-                ToolsetMsg::Updated { call_id, index, update }
-            }
-            ToolCallMsg::Finished(result) => ToolsetMsg::Finished { call_id, result },
-        };
-        if state.toolset.cast(forward).is_err() {
-            tracing::warn!(call_id = %state.call_id, "toolset gone before the call ended");
         }
         Ok(())
     }

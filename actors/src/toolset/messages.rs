@@ -10,7 +10,7 @@ use crate::speech_control::SpeechControl;
 use colloquy_core::{
     Agent, FunctionCall, FunctionTool, PostedUpdate, Timestamp, ToolError, ToolOutput,
 };
-use ractor::RpcReplyPort;
+use ractor::{ActorId, RpcReplyPort};
 use serde_json::{Map, Value};
 
 /// A call to run.
@@ -55,10 +55,12 @@ pub(crate) enum ToolsetMsg {
     Abort { call_id: String },
     /// The agent the toolset's results now go to (a session-scoped toolset after a handoff).
     SetOwner { agent_id: String },
-    /// A ToolCall's body posted its `index`-th update (0 = the first).
-    Updated { call_id: String, index: u32, update: PostedUpdate },
-    /// A ToolCall actor's body ended.
-    Finished { call_id: String, result: Result<ToolOutput, ToolError> },
+    /// A ToolCall's body posted its `index`-th update (0 = the first). `from` is the ToolCall
+    /// actor: a report from a body whose call already ended (or whose id was reused since) is
+    /// dropped.
+    Updated { call_id: String, from: ActorId, index: u32, update: PostedUpdate },
+    /// A ToolCall's body ended (a panic arrives here as an internal error).
+    Finished { call_id: String, from: ActorId, result: Result<ToolOutput, ToolError> },
     /// Panic (failure-isolation tests).
     InjectFailure,
     /// Describe this toolset and its calls (`SessionHandle::inspect`).

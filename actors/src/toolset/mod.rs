@@ -37,7 +37,7 @@ use crate::coalescer::{CoalescerSlot, PendingReply};
 use crate::error::CancelError;
 use crate::inspect::{ActorNode, NodeStatus, ToolsetScope};
 use crate::lifecycle::{ActorKind, LifecycleGuard};
-use crate::session::{SessionLink, SessionMsg};
+use crate::session::{Report, SessionLink, SessionMsg};
 use crate::speech_control::SpeechControl;
 use crate::tool_call::{ToolCallActor, ToolCallArgs, ToolCallMsg};
 
@@ -176,10 +176,16 @@ impl Actor for ToolsetActor {
                     let _ = reply.send(result);
                 }
             }
-            ToolsetMsg::Updated { call_id, index, update } => {
-                state.updated(&call_id, index, update)
+            ToolsetMsg::Updated { call_id, from, index, update } => {
+                if state.runs(&call_id, from) {
+                    state.updated(&call_id, index, update)
+                }
             }
-            ToolsetMsg::Finished { call_id, result } => state.finish(&call_id, result),
+            ToolsetMsg::Finished { call_id, from, result } => {
+                if state.runs(&call_id, from) {
+                    state.finish(&call_id, result)
+                }
+            }
             ToolsetMsg::InjectFailure => panic!("injected failure"),
             ToolsetMsg::Inspect(reply) => {
                 let _ = reply.send(state.inspect(&myself));
@@ -229,6 +235,11 @@ impl Actor for ToolsetActor {
 }
 
 impl ToolsetState {
+    /// Whether `call_id` is running, in the ToolCall actor `from`.
+    fn runs(&self, call_id: &str, from: ractor::ActorId) -> bool {
+        self.running.get(call_id).is_some_and(|call| call.actor.get_id() == from)
+    }
+
     async fn execute(
         &mut self,
         myself: ActorRef<ToolsetMsg>,
@@ -465,13 +476,14 @@ impl ToolsetState {
         call.updates = index + 1;
         let session = &self.args.session;
         let id = if index == 0 { call_id.to_string() } else { format!("{call_id}_update_{index}") };
-        session.emit(EventKind::ToolCallUpdated {
+        let event = session.event(EventKind::ToolCallUpdated {
             id: id.clone(),
             call_id: call_id.to_string(),
             message: update.message,
             silent: update.silent,
         });
         if index == 0 {
+            session.report(event);
             // The first update answers the call for this turn; the body goes on.
             call.call.extra.insert(NON_BLOCKING.into(), Value::Bool(true));
             if let Some(reply) = call.reply.take() {
@@ -488,7 +500,10 @@ impl ToolsetState {
         }
         let original = call.call.clone();
         let pair = self.pair(original, &id, update.output, false, !update.silent);
-        self.deliver_then(pair, false, || {});
+        // The event, then the pair: one message to the Session.
+        let (commit, pending) = self.pair_commit(pair, false);
+        self.args.session.reports(vec![event, commit]);
+        self.queue_reply(pending);
     }
 
     /// A synthetic function_call / function_call_output pair (§7 step 3) copying the original
@@ -517,27 +532,31 @@ impl ToolsetState {
         Pair { call, output }
     }
 
-    /// Inserts a pair into the agent's context and the history; queues it for a reply if it
-    /// asks for one. `after_insert` runs between the two (the final's `tool_call_ended`).
-    fn deliver_then(&self, pair: Pair, is_final: bool, after_insert: impl FnOnce()) {
-        let wants_reply = pair.output.reply_required;
-        let pending = PendingReply {
+    /// The commit that inserts a pair into the agent's context and the history, and the
+    /// pending reply to queue once it is sent (if the pair asks for one).
+    fn pair_commit(&self, pair: Pair, is_final: bool) -> (Report, Option<PendingReply>) {
+        let pending = pair.output.reply_required.then(|| PendingReply {
             update_id: pair.output.call_id.clone(),
             agent: self.args.agent_id.clone(),
             output_item_id: pair.output.id.clone(),
             is_final,
-        };
-        let items =
-            vec![ChatItem::FunctionCall(pair.call), ChatItem::FunctionCallOutput(pair.output)];
-        let awaits_reply = wants_reply.then(|| pending.update_id.clone());
-        let _ = self.args.session.actor.cast(SessionMsg::Commit {
+        });
+        let commit = Report::Commit {
             agent: self.args.agent_id.clone(),
             speech_id: None,
-            items,
-            awaits_reply,
-        });
-        after_insert();
-        if wants_reply {
+            items: vec![
+                ChatItem::FunctionCall(pair.call),
+                ChatItem::FunctionCallOutput(pair.output),
+            ],
+            awaits_reply: pending.as_ref().map(|p| p.update_id.clone()),
+        };
+        (commit, pending)
+    }
+
+    /// Queues a committed pair for a deferred reply (after its commit was sent, so the
+    /// Session has it before the coalescer offers it).
+    fn queue_reply(&self, pending: Option<PendingReply>) {
+        if let Some(pending) = pending {
             self.args.coalescer.enqueue(&self.args.session.actor, pending);
         }
     }
@@ -579,9 +598,13 @@ impl ToolsetState {
             };
             match pair {
                 Some((text, is_error, reply)) => {
+                    // The pair, then `tool_call_ended` (one message), then the queued reply:
+                    // the end always precedes the reply that carries it (decision 5).
                     let pair = self.pair(original, &ended_id, text, is_error, reply);
-                    let session = self.args.session.clone();
-                    self.deliver_then(pair, true, move || session.emit(ended));
+                    let (commit, pending) = self.pair_commit(pair, true);
+                    let session = &self.args.session;
+                    session.reports(vec![commit, session.event(ended)]);
+                    self.queue_reply(pending);
                 }
                 None => self.args.session.emit(ended),
             }

@@ -93,35 +93,37 @@ pub struct TemplateError(pub String);
 
 fn render_text(text: &str, values: &Placeholders) -> Result<String, TemplateError> {
     let mut out = String::with_capacity(text.len() + 64);
-    let mut chars = text.char_indices().peekable();
-    while let Some((_, c)) = chars.next() {
-        match c {
-            '{' if chars.peek().map(|(_, c)| *c) == Some('{') => {
-                chars.next();
-                out.push('{');
+    // Literal runs are copied whole; only braces are looked at one by one (they are ASCII, so
+    // every index below is a char boundary).
+    let bytes = text.as_bytes();
+    let mut literal = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b @ (b'{' | b'}') if bytes.get(i + 1) == Some(&b) => {
+                out.push_str(&text[literal..=i]);
+                i += 2;
+                literal = i;
             }
-            '}' if chars.peek().map(|(_, c)| *c) == Some('}') => {
-                chars.next();
-                out.push('}');
-            }
-            '{' => {
-                let mut name = String::new();
-                loop {
-                    match chars.next() {
-                        Some((_, '}')) => break,
-                        Some((_, c)) => name.push(c),
-                        None => return Err(TemplateError(format!("unclosed `{{{name}`"))),
-                    }
-                }
-                match values.get(name.as_str()) {
+            b'{' => {
+                out.push_str(&text[literal..i]);
+                let rest = &text[i + 1..];
+                let Some(len) = rest.find('}') else {
+                    return Err(TemplateError(format!("unclosed `{{{rest}`")));
+                };
+                let name = &rest[..len];
+                match values.get(name) {
                     Some(v) => out.push_str(v),
                     None => return Err(TemplateError(format!("unknown placeholder `{{{name}}}`"))),
                 }
+                i += len + 2;
+                literal = i;
             }
-            '}' => return Err(TemplateError("single `}` (write `}}`)".into())),
-            c => out.push(c),
+            b'}' => return Err(TemplateError("single `}` (write `}}`)".into())),
+            _ => i += 1,
         }
     }
+    out.push_str(&text[literal..]);
     Ok(out)
 }
 
@@ -226,6 +228,11 @@ mod tests {
         );
         assert_eq!(Template::text("{{literal}} {message}").render(&p).unwrap(), "{literal} m");
         assert!(Template::text("oops }").render(&p).is_err());
+        assert_eq!(Template::text("é{{ {message} ü}}{call_id}").render(&p).unwrap(), "é{ m ü}c");
+        assert_eq!(
+            Template::text("x {message").render(&p).unwrap_err().to_string(),
+            "cannot render template: unclosed `{message`"
+        );
     }
 
     #[test]
