@@ -19,8 +19,8 @@ pub(crate) enum CoalescerMsg {
     Enqueue(PendingReply),
     /// The session's floor just became free: try to deliver what is pending.
     SessionIdle,
-    /// The Session admitted a reply for these update ids (or dropped them at close).
-    Admitted(Vec<String>),
+    /// The Session admitted a reply for the offered pairs (or dropped them at close).
+    Admitted,
     /// The Session was busy; it sends `SessionIdle` once it is not.
     Busy,
     /// Describe what is pending (`SessionHandle::inspect`).

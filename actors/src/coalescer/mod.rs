@@ -71,10 +71,11 @@ impl CoalescerSlot {
 pub(crate) struct CoalescerState {
     session: ActorRef<SessionMsg>,
     lifecycle: LifecycleGuard,
-    /// In enqueue order.
-    pending: Vec<PendingReply>,
-    /// An offer awaits the Session's answer.
-    offered: bool,
+    /// In enqueue order; shared with the offer that carries them.
+    pending: Vec<Arc<PendingReply>>,
+    /// An offer of the first `n` pending pairs awaits the Session's answer (pairs enqueued
+    /// meanwhile go after them).
+    offered: Option<usize>,
 }
 
 impl Actor for CoalescerActor {
@@ -90,7 +91,7 @@ impl Actor for CoalescerActor {
         let lifecycle =
             LifecycleGuard::new(link.lifecycle, ActorKind::Coalescer, "coalescer".into());
         let session = link.actor;
-        Ok(CoalescerState { session, lifecycle, pending: Vec::new(), offered: false })
+        Ok(CoalescerState { session, lifecycle, pending: Vec::new(), offered: None })
     }
 
     async fn post_start(
@@ -119,21 +120,22 @@ impl Actor for CoalescerActor {
     ) -> Result<(), ActorProcessingErr> {
         match message {
             CoalescerMsg::Enqueue(pending) => {
-                state.pending.push(pending);
+                state.pending.push(Arc::new(pending));
                 state.offer(&myself);
             }
             CoalescerMsg::SessionIdle => state.offer(&myself),
-            CoalescerMsg::Admitted(ids) => {
-                state.offered = false;
-                state.pending.retain(|p| !ids.contains(&p.update_id));
+            CoalescerMsg::Admitted => {
+                let offered = state.offered.take().unwrap_or(0);
+                state.pending.drain(..offered.min(state.pending.len()));
                 // Pairs that came meanwhile: the Session is speaking now, so it will say Busy
                 // and send `SessionIdle` once the reply is done.
                 state.offer(&myself);
             }
-            CoalescerMsg::Busy => state.offered = false,
+            CoalescerMsg::Busy => state.offered = None,
             CoalescerMsg::Inspect(reply) => {
                 let pending = state.pending.iter().map(|p| p.update_id.clone()).collect();
-                let _ = reply.send(CoalescerSnapshot { pending, offered: state.offered });
+                let offered = state.offered.is_some();
+                let _ = reply.send(CoalescerSnapshot { pending, offered });
             }
         }
         Ok(())
@@ -143,13 +145,15 @@ impl Actor for CoalescerActor {
 impl CoalescerState {
     /// Offers everything pending, unless an offer is still unanswered.
     fn offer(&mut self, myself: &ActorRef<CoalescerMsg>) {
-        if self.offered || self.pending.is_empty() {
+        if self.offered.is_some() || self.pending.is_empty() {
             return;
         }
         let batch = self.pending.clone();
+        let count = batch.len();
         let offer = SessionMsg::AdmitReply { batch, coalescer: myself.clone() };
-        self.offered = self.session.cast(offer).is_ok();
-        if !self.offered {
+        if self.session.cast(offer).is_ok() {
+            self.offered = Some(count);
+        } else {
             self.pending.clear(); // the session is gone
         }
     }

@@ -121,7 +121,7 @@ pub enum SessionMsg {
     /// and forward the pair (see `CoalescerSlot`).
     Enqueue(PendingReply),
     /// The ReplyCoalescer offers pending pairs; the Session answers `Admitted` or `Busy`.
-    AdmitReply { batch: Vec<PendingReply>, coalescer: ActorRef<CoalescerMsg> },
+    AdmitReply { batch: Vec<Arc<PendingReply>>, coalescer: ActorRef<CoalescerMsg> },
     /// A speech changed the agent state.
     SetAgentState(AgentState),
     /// A speech released the floor to wait for its blocking tools (`true`), or took it back.

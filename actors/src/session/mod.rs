@@ -303,9 +303,7 @@ impl Actor for SessionActor {
             }
             SessionMsg::AdmitReply { batch, coalescer } => {
                 let answer = match state.admit_reply(&batch) {
-                    true => {
-                        CoalescerMsg::Admitted(batch.into_iter().map(|p| p.update_id).collect())
-                    }
+                    true => CoalescerMsg::Admitted,
                     false => CoalescerMsg::Busy,
                 };
                 let _ = coalescer.cast(answer);

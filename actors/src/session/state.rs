@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use colloquy_core::chat::AgentHandoff;
-use colloquy_core::templates::reply_placeholders;
+use colloquy_core::templates::call_ids_json;
 use colloquy_core::{
     Agent, AgentState, ChatContext, ChatItem, ErrorSource, EventKind, FunctionCall,
     FunctionCallOutput, FunctionTool, Message, ReplyStatus, ResolvedTemplates, Role, RunResult,
@@ -328,7 +328,11 @@ impl SessionState {
         }
         let notify = !self.subscribers.is_empty() || !self.broadcasts.is_empty();
         let mut added = Vec::new();
-        let context = Arc::make_mut(self.contexts.entry(agent.to_string()).or_default());
+        let context = match self.contexts.get_mut(agent) {
+            Some(context) => context,
+            None => self.contexts.entry(agent.to_string()).or_default(),
+        };
+        let context = Arc::make_mut(context);
         for item in items {
             let item = Arc::new(item);
             if !matches!(*item, ChatItem::AgentHandoff(_)) {
@@ -441,14 +445,14 @@ impl SessionState {
 
     /// The ReplyCoalescer offers its pending pairs. Admitted only if the floor is free right
     /// now, inside this handler, so a user turn that arrived first always wins (decision 17).
-    pub fn admit_reply(&mut self, batch: &[PendingReply]) -> bool {
+    pub fn admit_reply(&mut self, batch: &[Arc<PendingReply>]) -> bool {
         if self.closing.is_some() {
             return true; // pending replies are dropped at close (§9.3)
         }
         if !self.floor_free() || self.held.is_some() {
             return false;
         }
-        let batch: Vec<&PendingReply> =
+        let batch: Vec<&Arc<PendingReply>> =
             batch.iter().filter(|p| self.unreplied.remove(&p.update_id)).collect();
         let Some(last) = batch.last() else { return true };
         let update_ids: Vec<String> = batch.iter().map(|p| p.update_id.clone()).collect();
@@ -463,7 +467,8 @@ impl SessionState {
         } else {
             &self.templates.reply_maybe_covered
         };
-        let instructions = match template.render(&reply_placeholders(&update_ids)) {
+        let call_ids = call_ids_json(&update_ids);
+        let instructions = match template.render_with(&[("call_ids", &call_ids)]) {
             Ok(text) => text,
             Err(e) => {
                 self.emit_now(EventKind::Error {

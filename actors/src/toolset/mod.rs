@@ -33,6 +33,7 @@ use serde_json::Value;
 pub(crate) use messages::{CallOutcome, ExecuteCall, ToolsetMsg};
 
 use crate::catalog::{Scope, ToolCatalog};
+use crate::clock::SessionClock;
 use crate::coalescer::{CoalescerSlot, PendingReply};
 use crate::error::CancelError;
 use crate::inspect::{ActorNode, NodeStatus, ToolsetScope};
@@ -498,38 +499,12 @@ impl ToolsetState {
             }
             return;
         }
-        let original = call.call.clone();
-        let pair = self.pair(original, &id, update.output, false, !update.silent);
+        let clock = &self.args.session.clock;
+        let pair = Pair::new(clock, &call.call, &id, update.output, false, !update.silent);
         // The event, then the pair: one message to the Session.
         let (commit, pending) = self.pair_commit(pair, false);
         self.args.session.reports(vec![event, commit]);
         self.queue_reply(pending);
-    }
-
-    /// A synthetic function_call / function_call_output pair (§7 step 3) copying the original
-    /// call's name, arguments and extra, stamped now.
-    fn pair(
-        &self,
-        mut call: FunctionCall,
-        id: &str,
-        output: String,
-        is_error: bool,
-        reply: bool,
-    ) -> Pair {
-        let clock = &self.args.session.clock;
-        call.id = clock.item_id();
-        call.call_id = id.to_string();
-        call.created_at = clock.now();
-        let output = FunctionCallOutput {
-            id: clock.item_id(),
-            call_id: id.to_string(),
-            name: call.name.clone(),
-            output,
-            is_error,
-            reply_required: reply,
-            created_at: clock.now(),
-        };
-        Pair { call, output }
     }
 
     /// The commit that inserts a pair into the agent's context and the history, and the
@@ -571,7 +546,7 @@ impl ToolsetState {
             }
             other => other,
         };
-        let original = call.call.clone();
+        let original = &call.call;
         if let Err(e) = &result
             && e.kind() == ToolErrorKind::Internal
         {
@@ -600,7 +575,8 @@ impl ToolsetState {
                 Some((text, is_error, reply)) => {
                     // The pair, then `tool_call_ended` (one message), then the queued reply:
                     // the end always precedes the reply that carries it (decision 5).
-                    let pair = self.pair(original, &ended_id, text, is_error, reply);
+                    let clock = &self.args.session.clock;
+                    let pair = Pair::new(clock, original, &ended_id, text, is_error, reply);
                     let (commit, pending) = self.pair_commit(pair, true);
                     let session = &self.args.session;
                     session.reports(vec![commit, session.event(ended)]);
@@ -662,4 +638,36 @@ impl ToolsetState {
 struct Pair {
     call: FunctionCall,
     output: FunctionCallOutput,
+}
+
+impl Pair {
+    /// A synthetic function_call / function_call_output pair (§7 step 3) copying the original
+    /// call's name, arguments and extra, stamped now.
+    fn new(
+        clock: &SessionClock,
+        original: &FunctionCall,
+        id: &str,
+        output: String,
+        is_error: bool,
+        reply: bool,
+    ) -> Pair {
+        let call = FunctionCall {
+            id: clock.item_id(),
+            call_id: id.to_string(),
+            name: original.name.clone(),
+            arguments: original.arguments.clone(),
+            extra: original.extra.clone(),
+            created_at: clock.now(),
+        };
+        let output = FunctionCallOutput {
+            id: clock.item_id(),
+            call_id: id.to_string(),
+            name: original.name.clone(),
+            output,
+            is_error,
+            reply_required: reply,
+            created_at: clock.now(),
+        };
+        Pair { call, output }
+    }
 }

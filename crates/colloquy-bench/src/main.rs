@@ -14,7 +14,6 @@
 //! cargo run --release -p colloquy-bench -- --idle-sessions 10000
 //! ```
 
-use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -91,8 +90,38 @@ struct Driven {
     session: Option<SessionHandle>,
     events: EventStream,
     llm: ScriptedLlm,
-    seen: BTreeMap<String, u32>,
+    seen: Seen,
     result: SessionResult,
+}
+
+/// What one session's events showed: per turn, how often its call (`t<turn>`) started, was
+/// updated and ended; how many deferred replies were scheduled and completed; any event about
+/// a call the workload never makes. Counted as the events arrive, without building a key per
+/// event (the bench is the host here, and its bookkeeping is part of the measured run).
+#[derive(Default)]
+struct Seen {
+    calls: Vec<[u32; 3]>,
+    unknown_calls: Vec<String>,
+    scheduled: u32,
+    completed: u32,
+}
+
+impl Seen {
+    const STARTED: usize = 0;
+    const UPDATED: usize = 1;
+    const ENDED: usize = 2;
+
+    fn call(&mut self, call_id: &str, what: usize) {
+        match call_id.strip_prefix('t').and_then(|n| n.parse::<usize>().ok()) {
+            Some(turn) => {
+                if self.calls.len() <= turn {
+                    self.calls.resize(turn + 1, [0; 3]);
+                }
+                self.calls[turn][what] += 1;
+            }
+            None => self.unknown_calls.push(call_id.to_string()),
+        }
+    }
 }
 
 /// Starts one session, waits for every session to be started, then runs its turns.
@@ -107,12 +136,11 @@ async fn drive(turns: u32, tool_ms: u64, start: Arc<tokio::sync::Barrier>) -> Dr
         Err(e) => {
             result.problems.push(format!("start: {e}"));
             start.wait().await;
-            let seen = BTreeMap::new();
-            return Driven { session: None, events, llm, seen, result };
+            return Driven { session: None, events, llm, seen: Seen::default(), result };
         }
     };
     start.wait().await;
-    let mut seen: BTreeMap<String, u32> = BTreeMap::new();
+    let mut seen = Seen::default();
     for turn in 0..turns {
         let began = Instant::now();
         if let Err(e) = session.user_turn(format!("turn {turn}")).await {
@@ -141,10 +169,21 @@ async fn check(driven: Driven, turns: u32) -> SessionResult {
     }
     // The checks: every call started, updated twice and ended; every reply completed; every
     // pair in history.
+    for id in &seen.unknown_calls {
+        result.problems.push(format!("{id}: events of a call the workload never made"));
+    }
+    if seen.calls.len() > turns as usize {
+        result.problems.push(format!("calls of {} turns, expected {turns}", seen.calls.len()));
+    }
     for turn in 0..turns {
         let id = format!("t{turn}");
-        for (what, want) in [("started", 1), ("updated", 2), ("ended", 1)] {
-            let got = seen.get(&format!("{what}:{id}")).copied().unwrap_or(0);
+        let counts = seen.calls.get(turn as usize).copied().unwrap_or_default();
+        for (what, index, want) in [
+            ("started", Seen::STARTED, 1),
+            ("updated", Seen::UPDATED, 2),
+            ("ended", Seen::ENDED, 1),
+        ] {
+            let got = counts[index];
             if got != want {
                 result.problems.push(format!("{id}: {what} {got} times, expected {want}"));
             }
@@ -158,8 +197,7 @@ async fn check(driven: Driven, turns: u32) -> SessionResult {
             }
         }
     }
-    let scheduled = seen.get("reply:scheduled").copied().unwrap_or(0);
-    let completed = seen.get("reply:completed").copied().unwrap_or(0);
+    let (scheduled, completed) = (seen.scheduled, seen.completed);
     if scheduled != completed {
         result.problems.push(format!("{scheduled} replies scheduled, {completed} completed"));
     }
@@ -168,27 +206,19 @@ async fn check(driven: Driven, turns: u32) -> SessionResult {
     result
 }
 
-fn count(event: &SessionEvent, seen: &mut BTreeMap<String, u32>) {
-    let key = match &event.kind {
-        EventKind::ToolCallStarted { call_id, .. } => format!("started:{call_id}"),
-        EventKind::ToolCallUpdated { call_id, .. } => format!("updated:{call_id}"),
-        EventKind::ToolCallEnded { call_id, .. } => format!("ended:{call_id}"),
-        EventKind::ToolReplyUpdated { status, .. } => match status {
-            ReplyStatus::Scheduled => "reply:scheduled".into(),
-            ReplyStatus::Completed => "reply:completed".into(),
-            _ => "reply:other".into(),
-        },
-        _ => return,
-    };
-    *seen.entry(key).or_default() += 1;
+fn count(event: &SessionEvent, seen: &mut Seen) {
+    match &event.kind {
+        EventKind::ToolCallStarted { call_id, .. } => seen.call(call_id, Seen::STARTED),
+        EventKind::ToolCallUpdated { call_id, .. } => seen.call(call_id, Seen::UPDATED),
+        EventKind::ToolCallEnded { call_id, .. } => seen.call(call_id, Seen::ENDED),
+        EventKind::ToolReplyUpdated { status: ReplyStatus::Scheduled, .. } => seen.scheduled += 1,
+        EventKind::ToolReplyUpdated { status: ReplyStatus::Completed, .. } => seen.completed += 1,
+        _ => {}
+    }
 }
 
 /// Reads events until the reply carrying `final_id` has completed.
-async fn wait_for_delivery(
-    events: &mut EventStream,
-    final_id: &str,
-    seen: &mut BTreeMap<String, u32>,
-) -> bool {
+async fn wait_for_delivery(events: &mut EventStream, final_id: &str, seen: &mut Seen) -> bool {
     while let Some(event) = events.recv().await {
         count(&event, seen);
         if let EventKind::ToolReplyUpdated { update_ids, status: ReplyStatus::Completed, .. } =

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::chat::FunctionCall;
 use crate::output::ToolError;
-use crate::templates::{Template, update_placeholders};
+use crate::templates::{Template, update_values};
 
 /// What a tool reports through [`RunContext::update`]: text (wrapped by the update template)
 /// or any JSON value (rendered as compact JSON, not wrapped).
@@ -177,8 +177,8 @@ impl RunContext {
                     (None, None) => Template::text(crate::templates::defaults::UPDATE),
                 };
                 let call = &self.inner.function_call;
-                let values = update_placeholders(&call.name, &call.call_id, &text);
-                let output = template.render(&values).map_err(ToolError::internal)?;
+                let values = update_values(&call.name, &call.call_id, &text);
+                let output = template.render_with(&values).map_err(ToolError::internal)?;
                 (text, output)
             }
             UpdateMessage::Value(value) => {

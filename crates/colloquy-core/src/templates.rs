@@ -60,7 +60,26 @@ impl Template {
     pub fn render(&self, values: &Placeholders) -> Result<String, TemplateError> {
         match self {
             Template::Func(f) => Ok(f(values)),
-            Template::Text(text) => render_text(text, values),
+            Template::Text(text) => render_text(text, |name| values.get(name).map(String::as_str)),
+        }
+    }
+
+    /// [`render`](Self::render) with the values as `(name, value)` pairs: a format string
+    /// looks them up where it needs them, and only a closure gets them as a map (the runtime
+    /// renders an update template for every progress update).
+    ///
+    /// ```
+    /// use colloquy_core::templates::Template;
+    /// let t = Template::text("[{function_name}] {message}");
+    /// let out = t.render_with(&[("function_name", "book"), ("message", "searching")]);
+    /// assert_eq!(out.unwrap(), "[book] searching");
+    /// ```
+    pub fn render_with(&self, values: &[(&'static str, &str)]) -> Result<String, TemplateError> {
+        match self {
+            Template::Func(f) => Ok(f(&values.iter().map(|(k, v)| (*k, v.to_string())).collect())),
+            Template::Text(text) => {
+                render_text(text, |name| values.iter().find(|(k, _)| *k == name).map(|(_, v)| *v))
+            }
         }
     }
 }
@@ -91,7 +110,10 @@ impl From<String> for Template {
 #[error("cannot render template: {0}")]
 pub struct TemplateError(pub String);
 
-fn render_text(text: &str, values: &Placeholders) -> Result<String, TemplateError> {
+fn render_text<'v>(
+    text: &str,
+    value: impl Fn(&str) -> Option<&'v str>,
+) -> Result<String, TemplateError> {
     let mut out = String::with_capacity(text.len() + 64);
     // Literal runs are copied whole; only braces are looked at one by one (they are ASCII, so
     // every index below is a char boundary).
@@ -112,7 +134,7 @@ fn render_text(text: &str, values: &Placeholders) -> Result<String, TemplateErro
                     return Err(TemplateError(format!("unclosed `{{{rest}`")));
                 };
                 let name = &rest[..len];
-                match values.get(name) {
+                match value(name) {
                     Some(v) => out.push_str(v),
                     None => return Err(TemplateError(format!("unknown placeholder `{{{name}}}`"))),
                 }
@@ -185,18 +207,31 @@ impl Templates {
 
 /// Placeholders for the update template.
 pub fn update_placeholders(function_name: &str, call_id: &str, message: &str) -> Placeholders {
-    let mut p = Placeholders::new();
-    p.insert("function_name", function_name.to_string());
-    p.insert("call_id", call_id.to_string());
-    p.insert("message", message.to_string());
-    p
+    update_values(function_name, call_id, message)
+        .iter()
+        .map(|(k, v)| (*k, v.to_string()))
+        .collect()
+}
+
+/// The update template's placeholders as pairs, for [`Template::render_with`].
+pub fn update_values<'a>(
+    function_name: &'a str,
+    call_id: &'a str,
+    message: &'a str,
+) -> [(&'static str, &'a str); 3] {
+    [("function_name", function_name), ("call_id", call_id), ("message", message)]
 }
 
 /// Placeholders for the reply templates: `call_ids` as a JSON array (decision 18).
 pub fn reply_placeholders(call_ids: &[String]) -> Placeholders {
     let mut p = Placeholders::new();
-    p.insert("call_ids", serde_json::to_string(call_ids).unwrap_or_else(|_| "[]".into()));
+    p.insert("call_ids", call_ids_json(call_ids));
     p
+}
+
+/// The reply templates' `call_ids` value: the ids as a JSON array.
+pub fn call_ids_json(call_ids: &[String]) -> String {
+    serde_json::to_string(call_ids).unwrap_or_else(|_| "[]".into())
 }
 
 #[cfg(test)]
