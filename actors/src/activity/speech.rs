@@ -91,12 +91,23 @@ async fn reply(
     let mut step: u32 = 1;
     let mut only_progress = false;
     let mut handoff: Option<Arc<Agent>> = None;
+    // The floor was just taken back after waiting for tools; the Session hears it with the
+    // next step (or at once, if there is none).
+    let mut resumed = false;
     loop {
         if interrupt.is_cancelled() {
+            if resumed {
+                let waiting =
+                    SessionMsg::SpeechWaiting { speech_id: speech_id.into(), waiting: false };
+                let _ = session.actor.cast(waiting);
+            }
             request_handoff(env, handoff.take());
             return true;
         }
-        let Some(items) = session.begin_llm_step(&env.agent_id).await else { return true };
+        let resumed_speech = std::mem::take(&mut resumed).then_some(speech_id);
+        let Some(items) = session.begin_llm_step(&env.agent_id, resumed_speech).await else {
+            return true;
+        };
         // Requests 1..=max_tool_steps+1 may call tools; later ones are sent with `none` (§4.1).
         // A tool reply to nothing but first updates is sent with `none` too (decision 15).
         let tool_choice = match step {
@@ -246,8 +257,7 @@ async fn reply(
             if !regain_floor(env, speech_id).await {
                 return true;
             }
-            let waiting = SessionMsg::SpeechWaiting { speech_id: speech_id.into(), waiting: false };
-            let _ = session.actor.cast(waiting);
+            resumed = true;
         }
         step += 1;
     }

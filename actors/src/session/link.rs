@@ -76,10 +76,16 @@ impl SessionLink {
 
     /// Starts an LLM step: reports `thinking` and returns the agent's current chat context for
     /// the request (a shared snapshot, with placeholders for running calls it does not
-    /// mention), or `None` once the session is gone. One round trip for both.
-    pub async fn begin_llm_step(&self, agent: &str) -> Option<Arc<ChatContext>> {
-        let agent = agent.to_string();
-        match self.actor.call(|reply| SessionMsg::BeginLlmStep { agent, reply }, None).await {
+    /// mention), or `None` once the session is gone. One round trip for both. `resumed`: the
+    /// speech took the floor back after waiting for its tools (see `SessionMsg::BeginLlmStep`).
+    pub async fn begin_llm_step(
+        &self,
+        agent: &str,
+        resumed: Option<&str>,
+    ) -> Option<Arc<ChatContext>> {
+        let (agent, resumed) = (agent.to_string(), resumed.map(str::to_string));
+        let step = |reply| SessionMsg::BeginLlmStep { agent, resumed, reply };
+        match self.actor.call(step, None).await {
             Ok(ractor::rpc::CallResult::Success(ctx)) => ctx,
             _ => None,
         }

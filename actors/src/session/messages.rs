@@ -104,8 +104,14 @@ pub enum SessionMsg {
     /// of one each (a toolset's update emits its event and commits its pair at once).
     Reports(Vec<Report>),
     /// A speech starts an LLM step: the agent state becomes `thinking` and the answer is the
-    /// agent's context for the request (with running-call placeholders).
-    BeginLlmStep { agent: String, reply: RpcReplyPort<Option<Arc<ChatContext>>> },
+    /// agent's context for the request (with running-call placeholders). `resumed` names the
+    /// speech when it just took the floor back after waiting for its blocking tools (what
+    /// `SpeechWaiting { waiting: false }` says, in the same message).
+    BeginLlmStep {
+        agent: String,
+        resumed: Option<String>,
+        reply: RpcReplyPort<Option<Arc<ChatContext>>>,
+    },
     /// A toolset registered and started a call (emits `tool_call_started`).
     CallRegistered {
         call: FunctionCall,

@@ -292,7 +292,10 @@ impl Actor for SessionActor {
             SessionMsg::RunningCalls(reply) => {
                 let _ = reply.send(state.running_tool_calls());
             }
-            SessionMsg::BeginLlmStep { agent, reply } => {
+            SessionMsg::BeginLlmStep { agent, resumed, reply } => {
+                if let Some(speech_id) = resumed {
+                    state.speech_waiting(speech_id, false);
+                }
                 state.set_agent_state(AgentState::Thinking);
                 let _ = reply.send(state.request_context(&agent));
             }

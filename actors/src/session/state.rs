@@ -543,7 +543,11 @@ impl SessionState {
         if self.user_state == UserState::Away {
             self.set_user_state(UserState::Listening);
         }
-        let _ = self.activity.cast(ActivityMsg::Interrupt { reply: None });
+        // With no speech pending the Activity has nothing to interrupt (its speeches report
+        // done only once they have ended): the message would change nothing.
+        if self.pending_speeches > 0 {
+            let _ = self.activity.cast(ActivityMsg::Interrupt { reply: None });
+        }
         let message = ChatItem::Message(Message {
             id: self.link.clock.item_id(),
             role: Role::User,

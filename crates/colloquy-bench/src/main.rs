@@ -231,14 +231,17 @@ async fn wait_for_delivery(events: &mut EventStream, final_id: &str, seen: &mut 
     false
 }
 
-/// (user + system CPU seconds, current RSS MiB, peak RSS MiB) of this process, from /proc.
+/// CPU seconds (user + system) this process has used, from the process CPU clock.
+fn process_cpu_s() -> f64 {
+    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `now` is a valid, writable timespec; the call only writes it.
+    let ok = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut now) } == 0;
+    if ok { now.tv_sec as f64 + now.tv_nsec as f64 / 1e9 } else { 0.0 }
+}
+
+/// (user + system CPU seconds, current RSS MiB, peak RSS MiB) of this process.
 fn usage() -> (f64, f64, f64) {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let fields: Vec<&str> = stat.rsplit(')').next().unwrap_or("").split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
-    // utime and stime are fields 14 and 15 of stat (1-based): indexes 11 and 12 counted from the
-    // state field that follows the command name; clock ticks are 100 per second on Linux.
-    let cpu = (ticks(11) + ticks(12)) / 100.0;
+    let cpu = process_cpu_s();
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let kib = |key: &str| {
         status
@@ -384,7 +387,7 @@ async fn run(args: &Args) -> (serde_json::Value, bool) {
         "turns": args.turns,
         "tool_ms": args.tool_ms,
         "run_wall_s": round(run_wall, 3),
-        "cpu_s_run": round(cpu_run, 3),
+        "cpu_s_run": round(cpu_run, 4),
         "cpu_util_run": round(if run_wall > 0.0 { cpu_run / run_wall } else { 0.0 }, 3),
         "rss_before_sessions_mib": round(rss_before, 1),
         "rss_after_setup_mib": round(rss_after_setup, 1),
