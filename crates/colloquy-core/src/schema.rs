@@ -7,6 +7,9 @@
 //! `$defs`/`definitions`, `anyOf`/`oneOf`/`allOf`, numeric and length bounds, integer `format`s
 //! and `pattern`.
 
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+
 use serde_json::{Map, Number, Value};
 
 /// One validation problem: where, and what kind.
@@ -41,7 +44,7 @@ impl<'a> Validator<'a> {
             Value::Object(s) => s,
             _ => return value,
         };
-        if let Some(target) = schema.get("$ref").and_then(Value::as_str) {
+        if let Some(target) = kw(schema, "$ref").and_then(Value::as_str) {
             match self.resolve(target) {
                 Some(resolved) => return self.validate(resolved, value, path),
                 None => {
@@ -51,28 +54,28 @@ impl<'a> Validator<'a> {
             }
         }
         let mut value = value;
-        if let Some(Value::Array(all)) = schema.get("allOf") {
+        if let Some(Value::Array(all)) = kw(schema, "allOf") {
             for sub in all {
                 value = self.validate(sub, value, path);
             }
         }
         for key in ["anyOf", "oneOf"] {
-            if let Some(Value::Array(branches)) = schema.get(key) {
+            if let Some(Value::Array(branches)) = kw(schema, key) {
                 value = self.validate_branches(branches, value, path);
             }
         }
-        if let Some(types) = schema.get("type") {
+        if let Some(types) = kw(schema, "type") {
             match self.check_type(types, value, path) {
                 Some(v) => value = v,
                 None => return Value::Null,
             }
         }
-        if let Some(Value::Array(options)) = schema.get("enum")
+        if let Some(Value::Array(options)) = kw(schema, "enum")
             && !options.iter().any(|o| json_eq(o, &value))
         {
             self.problem(path, "invalid");
         }
-        if let Some(expected) = schema.get("const")
+        if let Some(expected) = kw(schema, "const")
             && !json_eq(expected, &value)
         {
             self.problem(path, "invalid");
@@ -144,24 +147,21 @@ impl<'a> Validator<'a> {
     fn validate_object(
         &mut self,
         schema: &'a Map<String, Value>,
-        mut map: Map<String, Value>,
+        map: Map<String, Value>,
         path: &str,
     ) -> Map<String, Value> {
-        let properties = schema.get("properties").and_then(Value::as_object);
-        let required: Vec<&str> = schema
-            .get("required")
+        let properties = kw(schema, "properties").and_then(Value::as_object);
+        let required: Vec<&str> = kw(schema, "required")
             .and_then(Value::as_array)
             .map(|r| r.iter().filter_map(Value::as_str).collect())
             .unwrap_or_default();
         let mut out = Map::new();
         // Keys the model sent come first, in its order; defaults are appended after them.
-        let keys: Vec<String> = map.keys().cloned().collect();
-        for key in keys {
-            let Some(value) = map.remove(&key) else { continue };
+        for (key, value) in map {
             let child = join_path(path, &key);
-            match properties.and_then(|p| p.get(&key)) {
+            match properties.and_then(|p| kw(p, &key)) {
                 Some(prop) => {
-                    let default = prop.get("default");
+                    let default = prop.as_object().and_then(|p| kw(p, "default"));
                     let value = match (value, default) {
                         (Value::Null, Some(d)) if !accepts_null(self.root, prop) => d.clone(),
                         (v, _) => v,
@@ -169,7 +169,7 @@ impl<'a> Validator<'a> {
                     let v = self.validate(prop, value, &child);
                     out.insert(key, v);
                 }
-                None => match schema.get("additionalProperties") {
+                None => match kw(schema, "additionalProperties") {
                     Some(Value::Bool(true)) => {
                         out.insert(key, value);
                     }
@@ -186,7 +186,7 @@ impl<'a> Validator<'a> {
             if out.contains_key(name) {
                 continue;
             }
-            if let Some(default) = prop.get("default") {
+            if let Some(default) = prop.as_object().and_then(|p| kw(p, "default")) {
                 out.insert(name.clone(), default.clone());
             } else if required.contains(&name.as_str()) {
                 self.problem(&join_path(path, name), "missing");
@@ -202,12 +202,12 @@ impl<'a> Validator<'a> {
         path: &str,
     ) -> Vec<Value> {
         let len = items.len() as u64;
-        if schema.get("minItems").and_then(Value::as_u64).is_some_and(|m| len < m)
-            || schema.get("maxItems").and_then(Value::as_u64).is_some_and(|m| len > m)
+        if kw(schema, "minItems").and_then(Value::as_u64).is_some_and(|m| len < m)
+            || kw(schema, "maxItems").and_then(Value::as_u64).is_some_and(|m| len > m)
         {
             self.problem(path, "invalid");
         }
-        match schema.get("items") {
+        match kw(schema, "items") {
             Some(item_schema) if item_schema.is_object() || item_schema.is_boolean() => items
                 .into_iter()
                 .enumerate()
@@ -219,13 +219,13 @@ impl<'a> Validator<'a> {
 
     fn check_number_bounds(&mut self, schema: &Map<String, Value>, n: &Number, path: &str) {
         let Some(x) = n.as_f64() else { return };
-        let bound = |key: &str| schema.get(key).and_then(Value::as_f64);
+        let bound = |key: &str| kw(schema, key).and_then(Value::as_f64);
         let mut ok = bound("minimum").is_none_or(|m| x >= m)
             && bound("maximum").is_none_or(|m| x <= m)
             && bound("exclusiveMinimum").is_none_or(|m| x > m)
             && bound("exclusiveMaximum").is_none_or(|m| x < m)
             && bound("multipleOf").is_none_or(|m| m == 0.0 || (x / m).fract() == 0.0);
-        if let Some((lo, hi)) = schema.get("format").and_then(Value::as_str).and_then(integer_range)
+        if let Some((lo, hi)) = kw(schema, "format").and_then(Value::as_str).and_then(integer_range)
         {
             ok &= x >= lo && x <= hi;
         }
@@ -236,13 +236,11 @@ impl<'a> Validator<'a> {
 
     fn check_string_bounds(&mut self, schema: &Map<String, Value>, s: &str, path: &str) {
         let chars = s.chars().count() as u64;
-        let mut ok = schema.get("minLength").and_then(Value::as_u64).is_none_or(|m| chars >= m)
-            && schema.get("maxLength").and_then(Value::as_u64).is_none_or(|m| chars <= m);
-        if let Some(pattern) = schema.get("pattern").and_then(Value::as_str) {
+        let mut ok = kw(schema, "minLength").and_then(Value::as_u64).is_none_or(|m| chars >= m)
+            && kw(schema, "maxLength").and_then(Value::as_u64).is_none_or(|m| chars <= m);
+        if let Some(pattern) = kw(schema, "pattern").and_then(Value::as_str) {
             // An invalid pattern in a schema is the tool author's bug; it does not fail calls.
-            if let Ok(re) = regex::Regex::new(pattern) {
-                ok &= re.is_match(s);
-            }
+            ok &= pattern_matches(pattern, s).unwrap_or(true);
         }
         if !ok {
             self.problem(path, "invalid");
@@ -250,12 +248,38 @@ impl<'a> Validator<'a> {
     }
 }
 
+/// Whether `s` matches a schema's `pattern`; `None` for a pattern that does not compile.
+/// Compiled patterns are kept by their text (a tool's schema is checked on every call, and
+/// compiling a regular expression costs far more than running it); the cache starts over
+/// past 1,024 patterns.
+fn pattern_matches(pattern: &str, s: &str) -> Option<bool> {
+    type Cache = HashMap<String, Option<regex::Regex>>;
+    static CACHE: OnceLock<Mutex<Cache>> = OnceLock::new();
+    let mut cache = CACHE.get_or_init(Mutex::default).lock().unwrap_or_else(|e| e.into_inner());
+    if !cache.contains_key(pattern) {
+        if cache.len() >= 1024 {
+            cache.clear();
+        }
+        cache.insert(pattern.to_string(), regex::Regex::new(pattern).ok());
+    }
+    cache.get(pattern)?.as_ref().map(|re| re.is_match(s))
+}
+
+/// A schema keyword. Schema objects hold a handful of keys, so comparing them in order is
+/// cheaper than hashing the key (validation looks up a dozen keywords per value).
+fn kw<'s>(schema: &'s Map<String, Value>, key: &str) -> Option<&'s Value> {
+    if schema.len() > 16 {
+        return schema.get(key);
+    }
+    schema.iter().find(|(k, _)| k.as_str() == key).map(|(_, v)| v)
+}
+
 fn join_path(path: &str, key: &str) -> String {
     if path.is_empty() { key.to_string() } else { format!("{path}.{key}") }
 }
 
 fn is_null_schema(schema: &Value) -> bool {
-    schema.get("type").and_then(Value::as_str) == Some("null")
+    schema.as_object().and_then(|s| kw(s, "type")).and_then(Value::as_str) == Some("null")
 }
 
 /// Whether a property schema admits `null` (directly, through a type list, or a branch).

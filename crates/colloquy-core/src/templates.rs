@@ -120,7 +120,8 @@ fn render_text<'v>(
     let bytes = text.as_bytes();
     let mut literal = 0;
     let mut i = 0;
-    while i < bytes.len() {
+    while let Some(found) = memchr::memchr2(b'{', b'}', &bytes[i..]) {
+        i += found;
         match bytes[i] {
             b @ (b'{' | b'}') if bytes.get(i + 1) == Some(&b) => {
                 out.push_str(&text[literal..=i]);
@@ -141,8 +142,7 @@ fn render_text<'v>(
                 i += len + 2;
                 literal = i;
             }
-            b'}' => return Err(TemplateError("single `}` (write `}}`)".into())),
-            _ => i += 1,
+            _ => return Err(TemplateError("single `}` (write `}}`)".into())),
         }
     }
     out.push_str(&text[literal..]);
