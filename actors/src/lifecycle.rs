@@ -86,18 +86,20 @@ pub(crate) struct LifecycleGuard {
 }
 
 impl LifecycleGuard {
-    pub fn new(sink: LifecycleSink, kind: ActorKind, id: String) -> Self {
+    /// `id` is only built when someone listens (a ToolCall guard is made for every call).
+    pub fn new(sink: LifecycleSink, kind: ActorKind, id: impl FnOnce() -> String) -> Self {
+        let id = if sink.0.is_some() { id() } else { String::new() };
         Self { sink, kind, id, started: false, stopped: false, busy: false }
     }
 
     pub fn started(&mut self) {
         self.started = true;
-        self.sink.report(self.kind, self.id.clone(), Lifecycle::Started);
+        self.sink.report(self.kind, self.id.as_str(), Lifecycle::Started);
     }
 
     pub fn stopped(&mut self, reason: Option<String>) {
         if self.started && !self.stopped {
-            self.sink.report_why(self.kind, self.id.clone(), Lifecycle::Stopped, reason);
+            self.sink.report_why(self.kind, self.id.as_str(), Lifecycle::Stopped, reason);
         }
         self.stopped = true;
     }

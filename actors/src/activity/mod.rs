@@ -148,7 +148,7 @@ impl Actor for ActivityActor {
             llm_timeout: args.llm_timeout,
             playout_timeout: args.playout_timeout,
         };
-        let id = format!("activity:{}", env.agent_id);
+        let id = || format!("activity:{}", env.agent_id);
         let lifecycle = LifecycleGuard::new(env.session.lifecycle.clone(), ActorKind::Activity, id);
         Ok(ActivityState {
             env: Arc::new(env),

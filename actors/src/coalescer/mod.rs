@@ -89,7 +89,7 @@ impl Actor for CoalescerActor {
         link: Self::Arguments,
     ) -> Result<Self::State, ActorProcessingErr> {
         let lifecycle =
-            LifecycleGuard::new(link.lifecycle, ActorKind::Coalescer, "coalescer".into());
+            LifecycleGuard::new(link.lifecycle, ActorKind::Coalescer, || "coalescer".into());
         let session = link.actor;
         Ok(CoalescerState { session, lifecycle, pending: Vec::new(), offered: None })
     }

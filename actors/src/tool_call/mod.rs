@@ -180,7 +180,7 @@ impl Actor for ToolCallActor {
             lifecycle: LifecycleGuard::new(
                 args.session.lifecycle.clone(),
                 ActorKind::ToolCall,
-                format!("tool_call:{}", args.call.call_id),
+                || format!("tool_call:{}", args.call.call_id),
             ),
             cancel: CancellationToken::new(),
             cooperative: Arc::new(AtomicBool::new(false)),

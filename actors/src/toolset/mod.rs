@@ -122,7 +122,7 @@ impl Actor for ToolsetActor {
         _myself: ActorRef<Self::Msg>,
         args: Self::Arguments,
     ) -> Result<Self::State, ActorProcessingErr> {
-        let id = format!("toolset:{}", args.id);
+        let id = || format!("toolset:{}", args.id);
         let lifecycle = LifecycleGuard::new(args.session.lifecycle.clone(), ActorKind::Toolset, id);
         Ok(ToolsetState {
             args,

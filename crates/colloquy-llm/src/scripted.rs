@@ -238,12 +238,13 @@ impl Llm for ScriptedLlm {
         }
         let latency = response.latency;
         let chunks = response.into_chunks();
+        if latency.is_zero() {
+            return Box::pin(stream::iter(chunks));
+        }
         // The sleep lives inside the stream: dropping the stream cancels the request.
         Box::pin(
             stream::once(async move {
-                if !latency.is_zero() {
-                    tokio::time::sleep(latency).await;
-                }
+                tokio::time::sleep(latency).await;
                 stream::iter(chunks)
             })
             .flatten(),
