@@ -76,6 +76,10 @@ pub(crate) struct CoalescerState {
     /// An offer of the first `n` pending pairs awaits the Session's answer (pairs enqueued
     /// meanwhile go after them).
     offered: Option<usize>,
+    /// The Session answered `Busy`: it sends `SessionIdle` once its floor is free (it has
+    /// unreplied pairs, the offered ones), so pairs enqueued meanwhile wait for that instead of
+    /// being offered to a Session that would say `Busy` again.
+    busy: bool,
 }
 
 impl Actor for CoalescerActor {
@@ -91,7 +95,7 @@ impl Actor for CoalescerActor {
         let lifecycle =
             LifecycleGuard::new(link.lifecycle, ActorKind::Coalescer, || "coalescer".into());
         let session = link.actor;
-        Ok(CoalescerState { session, lifecycle, pending: Vec::new(), offered: None })
+        Ok(CoalescerState { session, lifecycle, pending: Vec::new(), offered: None, busy: false })
     }
 
     async fn post_start(
@@ -123,7 +127,10 @@ impl Actor for CoalescerActor {
                 state.pending.push(Arc::new(pending));
                 state.offer(&myself);
             }
-            CoalescerMsg::SessionIdle => state.offer(&myself),
+            CoalescerMsg::SessionIdle => {
+                state.busy = false;
+                state.offer(&myself);
+            }
             CoalescerMsg::Admitted => {
                 let offered = state.offered.take().unwrap_or(0);
                 state.pending.drain(..offered.min(state.pending.len()));
@@ -131,7 +138,10 @@ impl Actor for CoalescerActor {
                 // and send `SessionIdle` once the reply is done.
                 state.offer(&myself);
             }
-            CoalescerMsg::Busy => state.offered = None,
+            CoalescerMsg::Busy => {
+                state.offered = None;
+                state.busy = true;
+            }
             CoalescerMsg::Inspect(reply) => {
                 let pending = state.pending.iter().map(|p| p.update_id.clone()).collect();
                 let offered = state.offered.is_some();
@@ -143,9 +153,10 @@ impl Actor for CoalescerActor {
 }
 
 impl CoalescerState {
-    /// Offers everything pending, unless an offer is still unanswered.
+    /// Offers everything pending, unless an offer is still unanswered or the Session said it
+    /// is busy (it says when it is not).
     fn offer(&mut self, myself: &ActorRef<CoalescerMsg>) {
-        if self.offered.is_some() || self.pending.is_empty() {
+        if self.offered.is_some() || self.busy || self.pending.is_empty() {
             return;
         }
         let batch = self.pending.clone();
