@@ -50,11 +50,11 @@ pub use colloquy_actors::{
     ToolsetScope,
 };
 pub use colloquy_core::{
-    Agent, AgentHandoff, AgentState, ChatContext, ChatItem, DuplicateScope, ErrorSource, EventKind,
-    FunctionCall, FunctionCallOutput, Handoff, IntoToolOutput, Json, Message, OnDuplicate, Role,
-    RunContext, RunExpect, RunResult, SessionEvent, SpeechSource, StopResponse, Timestamp,
-    ToolCallStatus, ToolError, ToolFlags, ToolOutput, ToolResult, ToolSchema, ToolVisibility,
-    Toolset, UserState,
+    Agent, AgentHandoff, AgentState, ChatContext, ChatItem, DuplicateScope, ErrorSource,
+    EventFilter, EventKind, EventType, FunctionCall, FunctionCallOutput, Handoff, IntoToolOutput,
+    Json, Message, OnDuplicate, Role, RunContext, RunExpect, RunResult, SessionEvent, SpeechSource,
+    StopResponse, Timestamp, ToolCallStatus, ToolError, ToolFlags, ToolOutput, ToolResult,
+    ToolSchema, ToolVisibility, Toolset, UserState,
 };
 pub use colloquy_core::{
     CallHooks, PostedUpdate, ReplyStatus, ResolvedTemplates, Template, Templates, UpdateMessage,

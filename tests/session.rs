@@ -129,6 +129,79 @@ async fn lossless_and_broadcast_subscribers() {
     h.close().await;
 }
 
+#[tokio::test(start_paused = true)]
+async fn filtered_subscribers_get_only_the_types_they_asked_for() {
+    use colloquy::{EventFilter, EventType};
+    let progress =
+        FunctionTool::new("progress", "Two steps.", |ctx: RunContext, _a: NoArgs| async move {
+            ctx.update("step 1").await?;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            ctx.update("step 2").await?;
+            Ok::<_, ToolError>("done")
+        });
+    let script = vec![call("c1", "progress", "{}"), text("On it."), text("All done.")];
+    let mut builder = Session::builder();
+    // From the builder (sees the start) and from the handle (from now on).
+    let mut tools_from_start = builder.subscribe_to(EventFilter::tool_execution());
+    let h = Harness::start_with(builder, agent().tool(progress), script).await;
+    let mut errors_and_close =
+        h.session.subscribe_to(EventFilter::only([EventType::Error, EventType::SessionClosed]));
+    h.turn("go").await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    h.session.wait_for_idle().await.unwrap();
+    let everything = h.close().await;
+
+    let mut tools = Vec::new();
+    while let Some(event) = tools_from_start.recv().await {
+        tools.push(event);
+    }
+    // Exactly the tool lifecycle events of the unfiltered stream, in the same order; the
+    // stream ends when the session closes.
+    let expected: Vec<SessionEvent> = everything
+        .iter()
+        .filter(|e| EventFilter::tool_execution().contains(e.kind.event_type()))
+        .cloned()
+        .collect();
+    assert_eq!(tools, expected);
+    let types: Vec<EventType> = tools.iter().map(|e| e.kind.event_type()).collect();
+    assert_eq!(
+        types,
+        [
+            EventType::ToolCallStarted,
+            EventType::ToolCallUpdated,
+            EventType::ToolCallUpdated, // at 100 ms, with the result right after it
+            EventType::ToolCallEnded,
+            EventType::ToolReplyUpdated, // scheduled, then completed, twice
+            EventType::ToolReplyUpdated,
+            EventType::ToolReplyUpdated,
+            EventType::ToolReplyUpdated,
+        ]
+    );
+    let mut rest = Vec::new();
+    while let Some(event) = errors_and_close.recv().await {
+        rest.push(event.kind.event_type());
+    }
+    assert_eq!(rest, [EventType::SessionClosed]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn history_is_complete_when_nobody_subscribes_to_items() {
+    use colloquy::{EventFilter, EventType};
+    let mut builder = Session::builder().llm(ScriptedLlm::new(vec![text("Hello.")]));
+    let mut states = builder.subscribe_to(EventFilter::only([EventType::AgentState]));
+    let session = builder.start(agent()).await.unwrap();
+    session.user_turn("hi").await.unwrap();
+    session.wait_for_idle().await.unwrap();
+    // No subscriber takes `x_conversation_item_added`: the items are still committed.
+    assert_eq!(show(&session.history().await.unwrap()[1..]), ["user(hi)", "asst(Hello.)"]);
+    session.close().await.unwrap();
+    let mut seen = Vec::new();
+    while let Some(event) = states.recv().await {
+        seen.push(event.kind.event_type());
+    }
+    assert!(!seen.is_empty() && seen.iter().all(|t| *t == EventType::AgentState));
+}
+
 #[derive(Default)]
 struct Ledger {
     calls: AtomicU32,

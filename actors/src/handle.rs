@@ -8,8 +8,8 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use colloquy_core::{
-    Agent, AgentState, ChatItem, FunctionTool, RunResult, SessionEvent, Templates, Toolset,
-    UserState,
+    Agent, AgentState, ChatItem, EventFilter, FunctionTool, RunResult, SessionEvent, Templates,
+    Toolset, UserState,
 };
 use colloquy_llm::Llm;
 use futures_core::Stream;
@@ -70,7 +70,7 @@ pub struct SessionBuilder {
     tools: Vec<FunctionTool>,
     toolsets: Vec<Toolset>,
     userdata: Option<Arc<dyn Any + Send + Sync>>,
-    subscribers: Vec<mpsc::UnboundedSender<SessionEvent>>,
+    subscribers: Vec<(EventFilter, mpsc::UnboundedSender<SessionEvent>)>,
     lifecycle: Option<mpsc::UnboundedSender<LifecycleEvent>>,
     host: Option<Host>,
     on_close: Option<crate::session::CloseCallback>,
@@ -176,8 +176,22 @@ impl SessionBuilder {
 
     /// A lossless subscription that also sees the events emitted while the session starts.
     pub fn subscribe(&mut self) -> EventStream {
+        self.subscribe_to(EventFilter::ALL)
+    }
+
+    /// [`subscribe`](Self::subscribe) to the events `filter` passes only: the session never
+    /// copies or sends the others to this stream.
+    ///
+    /// ```
+    /// # use colloquy_actors::Session;
+    /// use colloquy_core::EventFilter;
+    /// let mut builder = Session::builder();
+    /// let tool_events = builder.subscribe_to(EventFilter::tool_execution());
+    /// # drop(tool_events);
+    /// ```
+    pub fn subscribe_to(&mut self, filter: EventFilter) -> EventStream {
         let (tx, rx) = mpsc::unbounded_channel();
-        self.subscribers.push(tx);
+        self.subscribers.push((filter, tx));
         EventStream { rx }
     }
 
@@ -357,8 +371,15 @@ impl SessionHandle {
 
     /// A lossless event stream (an unbounded channel) from now on.
     pub fn subscribe(&self) -> EventStream {
+        self.subscribe_to(EventFilter::ALL)
+    }
+
+    /// [`subscribe`](Self::subscribe) to the events `filter` passes only (for instance
+    /// [`EventFilter::tool_execution`]): the session never copies or sends the others to this
+    /// stream, which still ends when the session closes.
+    pub fn subscribe_to(&self, filter: EventFilter) -> EventStream {
         let (tx, rx) = mpsc::unbounded_channel();
-        let _ = self.actor.cast(SessionMsg::Subscribe(tx));
+        let _ = self.actor.cast(SessionMsg::Subscribe(filter, tx));
         EventStream { rx }
     }
 

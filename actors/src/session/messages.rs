@@ -4,7 +4,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use colloquy_core::{
-    Agent, AgentState, ChatContext, ChatItem, FunctionCall, FunctionTool, RunResult, SessionEvent,
+    Agent, AgentState, ChatContext, ChatItem, EventFilter, FunctionCall, FunctionTool, RunResult,
+    SessionEvent,
 };
 use ractor::{ActorRef, RpcReplyPort};
 use tokio::sync::{broadcast, mpsc};
@@ -62,8 +63,8 @@ pub enum SessionMsg {
     Interrupt { reply: RpcReplyPort<()> },
     /// The user started or stopped speaking.
     SetUserSpeaking(bool),
-    /// Add a lossless event subscriber.
-    Subscribe(mpsc::UnboundedSender<SessionEvent>),
+    /// Add a lossless event subscriber for the events its filter passes.
+    Subscribe(EventFilter, mpsc::UnboundedSender<SessionEvent>),
     /// Add a lagging (broadcast) event subscriber.
     AddBroadcast(broadcast::Sender<SessionEvent>),
     /// The session history.

@@ -16,8 +16,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use colloquy_core::{
-    Agent, AgentState, ChatContext, ChatItem, EventKind, FunctionTool, SessionEvent, SpeechSource,
-    Templates, Toolset,
+    Agent, AgentState, ChatContext, ChatItem, EventFilter, EventKind, FunctionTool, SessionEvent,
+    SpeechSource, Templates, Toolset,
 };
 use colloquy_llm::{Llm, RequestKind};
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
@@ -95,7 +95,7 @@ pub(crate) struct SessionArgs {
     pub options: SessionOptions,
     pub history: Vec<ChatItem>,
     pub userdata: Option<Arc<dyn std::any::Any + Send + Sync>>,
-    pub subscribers: Vec<mpsc::UnboundedSender<SessionEvent>>,
+    pub subscribers: Vec<(EventFilter, mpsc::UnboundedSender<SessionEvent>)>,
     pub lifecycle: Option<mpsc::UnboundedSender<LifecycleEvent>>,
     /// A host's lifecycle subscribers.
     pub lifecycle_hub: Option<Arc<LifecycleHub>>,
@@ -260,7 +260,7 @@ impl Actor for SessionActor {
                 let _ = state.activity.cast(ActivityMsg::Interrupt { reply: Some(reply) });
             }
             SessionMsg::SetUserSpeaking(speaking) => state.set_user_speaking(speaking),
-            SessionMsg::Subscribe(tx) => state.subscribers.push(tx),
+            SessionMsg::Subscribe(filter, tx) => state.subscribers.push((filter, tx)),
             SessionMsg::AddBroadcast(tx) => state.broadcasts.push(tx),
             SessionMsg::History(reply) => {
                 let _ = reply.send(state.history.to_items());

@@ -7,9 +7,9 @@ use std::time::Duration;
 use colloquy_core::chat::AgentHandoff;
 use colloquy_core::templates::call_ids_json;
 use colloquy_core::{
-    Agent, AgentState, ChatContext, ChatItem, ErrorSource, EventKind, FunctionCall,
-    FunctionCallOutput, FunctionTool, Message, ReplyStatus, ResolvedTemplates, Role, RunResult,
-    SessionEvent, SpeechSource, Templates, UserState,
+    Agent, AgentState, ChatContext, ChatItem, ErrorSource, EventFilter, EventKind, EventType,
+    FunctionCall, FunctionCallOutput, FunctionTool, Message, ReplyStatus, ResolvedTemplates, Role,
+    RunResult, SessionEvent, SpeechSource, Templates, UserState,
 };
 use colloquy_llm::{RequestKind, ToolChoice};
 use ractor::{ActorRef, RpcReplyPort};
@@ -61,7 +61,7 @@ pub(crate) struct Init {
     pub coalescer: CoalescerSlot,
     pub activity: ActorRef<ActivityMsg>,
     pub factory: ActivityFactory,
-    pub subscribers: Vec<mpsc::UnboundedSender<SessionEvent>>,
+    pub subscribers: Vec<(EventFilter, mpsc::UnboundedSender<SessionEvent>)>,
     pub on_close: Option<CloseCallback>,
 }
 
@@ -136,7 +136,7 @@ pub(crate) struct SessionState {
     pending_speeches: usize,
     /// Running calls by call id (registered by toolsets, removed by `tool_call_ended`).
     running_calls: BTreeMap<String, Running>,
-    pub subscribers: Vec<mpsc::UnboundedSender<SessionEvent>>,
+    pub subscribers: Vec<(EventFilter, mpsc::UnboundedSender<SessionEvent>)>,
     pub broadcasts: Vec<broadcast::Sender<SessionEvent>>,
     /// Callers of `wait_for_idle` (`false`) and `wait_for_quiet` (`true`).
     idle_waiters: Vec<(RpcReplyPort<Result<(), SessionError>>, bool)>,
@@ -283,7 +283,15 @@ impl SessionState {
         self.emit(event);
     }
 
-    /// Fans an event out; a subscriber that went away is dropped.
+    /// Whether anyone listens to events of this type (an event nobody wants need not be
+    /// built).
+    fn wants(&self, event_type: EventType) -> bool {
+        !self.broadcasts.is_empty()
+            || self.subscribers.iter().any(|(filter, _)| filter.contains(event_type))
+    }
+
+    /// Fans an event out to the subscribers that want its type; a subscriber that went away is
+    /// dropped (when its next event comes).
     pub fn emit(&mut self, event: SessionEvent) {
         match &event.kind {
             EventKind::Error { source: ErrorSource::Llm, message } => {
@@ -301,13 +309,17 @@ impl SessionState {
         }
         self.broadcasts.retain(|tx| tx.receiver_count() > 0);
         // Every recipient but the last gets a copy; the last one gets the event itself.
-        let mut left = self.subscribers.len() + self.broadcasts.len();
+        let event_type = event.kind.event_type();
+        let wanted = self.subscribers.iter().filter(|(filter, _)| filter.contains(event_type));
+        let mut left = wanted.count() + self.broadcasts.len();
         let mut event = Some(event);
         let mut next = || {
             left = left.saturating_sub(1);
             if left == 0 { event.take() } else { event.clone() }
         };
-        self.subscribers.retain(|tx| next().is_some_and(|event| tx.send(event).is_ok()));
+        self.subscribers.retain(|(filter, tx)| {
+            !filter.contains(event_type) || next().is_some_and(|event| tx.send(event).is_ok())
+        });
         for tx in &self.broadcasts {
             if let Some(event) = next() {
                 let _ = tx.send(event);
@@ -326,7 +338,7 @@ impl SessionState {
         {
             run.items.extend(items.iter().cloned());
         }
-        let notify = !self.subscribers.is_empty() || !self.broadcasts.is_empty();
+        let notify = self.wants(EventType::ConversationItemAdded);
         let mut added = Vec::new();
         let context = match self.contexts.get_mut(agent) {
             Some(context) => context,
@@ -798,7 +810,7 @@ impl SessionState {
             old_agent: Some(old_agent),
             new_agent: self.agent_id.clone(),
         });
-        if !self.subscribers.is_empty() || !self.broadcasts.is_empty() {
+        if self.wants(EventType::ConversationItemAdded) {
             self.emit_now(EventKind::ConversationItemAdded { item });
         }
         self.contexts.entry(self.agent_id.clone()).or_default();

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use colloquy::prelude::*;
-use colloquy::{EventStream, ReplyStatus, RequestKind};
+use colloquy::{EventFilter, EventStream, EventType, ReplyStatus, RequestKind};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
@@ -102,6 +102,7 @@ struct Driven {
 struct Seen {
     calls: Vec<[u32; 3]>,
     unknown_calls: Vec<String>,
+    errors: Vec<String>,
     scheduled: u32,
     completed: u32,
 }
@@ -129,7 +130,9 @@ async fn drive(turns: u32, tool_ms: u64, start: Arc<tokio::sync::Barrier>) -> Dr
     let mut result = SessionResult::default();
     let llm = llm();
     let mut builder = Session::builder().llm(llm.clone()).user_away_timeout(None);
-    let mut events = builder.subscribe();
+    // What the peer listens to (`session.on("tool_execution_updated")` and `on("error")`):
+    // the session then sends this subscriber nothing else.
+    let mut events = builder.subscribe_to(EventFilter::tool_execution().with(EventType::Error));
     let started = builder.start(Agent::new("bench", "Run tasks.").tool(progress_task(tool_ms)));
     let session = match started.await {
         Ok(session) => session,
@@ -172,6 +175,9 @@ async fn check(driven: Driven, turns: u32) -> SessionResult {
     for id in &seen.unknown_calls {
         result.problems.push(format!("{id}: events of a call the workload never made"));
     }
+    for error in &seen.errors {
+        result.problems.push(format!("session error event: {error}"));
+    }
     if seen.calls.len() > turns as usize {
         result.problems.push(format!("calls of {} turns, expected {turns}", seen.calls.len()));
     }
@@ -213,6 +219,7 @@ fn count(event: &SessionEvent, seen: &mut Seen) {
         EventKind::ToolCallEnded { call_id, .. } => seen.call(call_id, Seen::ENDED),
         EventKind::ToolReplyUpdated { status: ReplyStatus::Scheduled, .. } => seen.scheduled += 1,
         EventKind::ToolReplyUpdated { status: ReplyStatus::Completed, .. } => seen.completed += 1,
+        EventKind::Error { source, message } => seen.errors.push(format!("{source:?}: {message}")),
         _ => {}
     }
 }

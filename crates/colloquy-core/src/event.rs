@@ -211,9 +211,136 @@ pub enum EventKind {
     },
 }
 
+/// The type of an event, without its data: what an [`EventFilter`] selects by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum EventType {
+    /// [`EventKind::AgentState`].
+    AgentState,
+    /// [`EventKind::UserState`].
+    UserState,
+    /// [`EventKind::SpeechCreated`].
+    SpeechCreated,
+    /// [`EventKind::SpeechDone`].
+    SpeechDone,
+    /// [`EventKind::FunctionToolsExecuted`].
+    FunctionToolsExecuted,
+    /// [`EventKind::ToolCallStarted`].
+    ToolCallStarted,
+    /// [`EventKind::ToolCallUpdated`].
+    ToolCallUpdated,
+    /// [`EventKind::ToolCallEnded`].
+    ToolCallEnded,
+    /// [`EventKind::ToolCallDropped`].
+    ToolCallDropped,
+    /// [`EventKind::ToolReplyUpdated`].
+    ToolReplyUpdated,
+    /// [`EventKind::AgentHandoff`].
+    AgentHandoff,
+    /// [`EventKind::Error`].
+    Error,
+    /// [`EventKind::SessionClosed`].
+    SessionClosed,
+    /// [`EventKind::ConversationItemAdded`].
+    ConversationItemAdded,
+}
+
+impl EventKind {
+    /// This event's type.
+    pub fn event_type(&self) -> EventType {
+        match self {
+            EventKind::AgentState { .. } => EventType::AgentState,
+            EventKind::UserState { .. } => EventType::UserState,
+            EventKind::SpeechCreated { .. } => EventType::SpeechCreated,
+            EventKind::SpeechDone { .. } => EventType::SpeechDone,
+            EventKind::FunctionToolsExecuted { .. } => EventType::FunctionToolsExecuted,
+            EventKind::ToolCallStarted { .. } => EventType::ToolCallStarted,
+            EventKind::ToolCallUpdated { .. } => EventType::ToolCallUpdated,
+            EventKind::ToolCallEnded { .. } => EventType::ToolCallEnded,
+            EventKind::ToolCallDropped { .. } => EventType::ToolCallDropped,
+            EventKind::ToolReplyUpdated { .. } => EventType::ToolReplyUpdated,
+            EventKind::AgentHandoff { .. } => EventType::AgentHandoff,
+            EventKind::Error { .. } => EventType::Error,
+            EventKind::SessionClosed { .. } => EventType::SessionClosed,
+            EventKind::ConversationItemAdded { .. } => EventType::ConversationItemAdded,
+        }
+    }
+}
+
+/// Which event types a subscriber receives. A host that only follows its tools (LiveKit's
+/// `session.on("tool_execution_updated", …)`) subscribes to
+/// [`EventFilter::tool_execution`]; events of other types are then never copied or sent to it
+/// (a turn emits some thirty events, most of them state changes and history items). A filtered
+/// stream still ends when the session closes.
+///
+/// ```
+/// use colloquy_core::{EventFilter, EventType};
+/// let tools = EventFilter::tool_execution();
+/// assert!(tools.contains(EventType::ToolCallEnded));
+/// assert!(!tools.contains(EventType::AgentState));
+/// let mine = EventFilter::only([EventType::Error]).with(EventType::SessionClosed);
+/// assert!(mine.contains(EventType::SessionClosed));
+/// assert!(EventFilter::ALL.contains(EventType::ConversationItemAdded));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct EventFilter(u16);
+
+impl EventFilter {
+    /// Every event.
+    pub const ALL: EventFilter = EventFilter(u16::MAX);
+    /// No event (add types with [`with`](Self::with)).
+    pub const NONE: EventFilter = EventFilter(0);
+
+    /// Exactly these types.
+    pub fn only(types: impl IntoIterator<Item = EventType>) -> Self {
+        types.into_iter().fold(Self::NONE, Self::with)
+    }
+
+    /// The tool lifecycle: calls started, updated, ended and dropped, and the deferred replies
+    /// that deliver their results.
+    pub fn tool_execution() -> Self {
+        Self::only([
+            EventType::ToolCallStarted,
+            EventType::ToolCallUpdated,
+            EventType::ToolCallEnded,
+            EventType::ToolCallDropped,
+            EventType::ToolReplyUpdated,
+        ])
+    }
+
+    /// These types and `event_type`.
+    pub fn with(self, event_type: EventType) -> Self {
+        EventFilter(self.0 | 1 << event_type as u16)
+    }
+
+    /// Whether events of this type pass.
+    pub fn contains(self, event_type: EventType) -> bool {
+        self.0 & (1 << event_type as u16) != 0
+    }
+}
+
+impl Default for EventFilter {
+    /// Every event.
+    fn default() -> Self {
+        Self::ALL
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn filters_select_by_type() {
+        let e = EventKind::Error { source: ErrorSource::Llm, message: "x".into() };
+        assert_eq!(e.event_type(), EventType::Error);
+        assert!(EventFilter::ALL.contains(e.event_type()));
+        assert!(!EventFilter::NONE.contains(e.event_type()));
+        assert!(!EventFilter::tool_execution().contains(e.event_type()));
+        let f = EventFilter::only([EventType::Error, EventType::SessionClosed]);
+        assert!(f.contains(EventType::Error) && f.contains(EventType::SessionClosed));
+        assert!(!f.contains(EventType::ToolCallStarted));
+        assert_eq!(EventFilter::default(), EventFilter::ALL);
+    }
 
     #[test]
     fn events_serialize_in_trace_shape() {

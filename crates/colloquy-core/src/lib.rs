@@ -29,8 +29,8 @@ pub use chat::{
     AgentHandoff, ChatContext, ChatItem, FunctionCall, FunctionCallOutput, Message, Role,
 };
 pub use event::{
-    AgentState, ErrorSource, EventKind, ReplyStatus, SessionEvent, SpeechSource, ToolCallStatus,
-    UserState,
+    AgentState, ErrorSource, EventFilter, EventKind, EventType, ReplyStatus, SessionEvent,
+    SpeechSource, ToolCallStatus, UserState,
 };
 pub use output::{
     Handoff, IntoToolOutput, Json, StopResponse, ToolError, ToolErrorKind, ToolOutput, ToolResult,
