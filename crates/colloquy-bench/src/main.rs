@@ -125,8 +125,30 @@ impl Seen {
     }
 }
 
+/// When the sessions may start talking: every session waits at `ready` once started, the run
+/// reads its clocks, and only then passes `go` with them (a session that went on at `ready`
+/// could finish its turns before the run's clock started).
+#[derive(Clone)]
+struct StartLine {
+    ready: Arc<tokio::sync::Barrier>,
+    go: Arc<tokio::sync::Barrier>,
+}
+
+impl StartLine {
+    /// For `sessions` sessions and the run.
+    fn new(sessions: usize) -> Self {
+        let barrier = || Arc::new(tokio::sync::Barrier::new(sessions + 1));
+        Self { ready: barrier(), go: barrier() }
+    }
+
+    async fn wait(&self) {
+        self.ready.wait().await;
+        self.go.wait().await;
+    }
+}
+
 /// Starts one session, waits for every session to be started, then runs its turns.
-async fn drive(turns: u32, tool_ms: u64, start: Arc<tokio::sync::Barrier>) -> Driven {
+async fn drive(turns: u32, tool_ms: u64, start: StartLine) -> Driven {
     let mut result = SessionResult::default();
     let llm = llm();
     let mut builder = Session::builder().llm(llm.clone()).user_away_timeout(None);
@@ -343,14 +365,14 @@ async fn idle(n: usize) -> (serde_json::Value, bool) {
 
 async fn run(args: &Args) -> (serde_json::Value, bool) {
     let (_, rss_before, _) = usage();
-    let barrier = Arc::new(tokio::sync::Barrier::new(args.sessions + 1));
+    let start = StartLine::new(args.sessions);
     let (turns, tool_ms) = (args.turns, args.tool_ms);
-    let tasks: Vec<_> = (0..args.sessions)
-        .map(|_| tokio::spawn(drive(turns, tool_ms, Arc::clone(&barrier))))
-        .collect();
-    barrier.wait().await; // every session started
+    let tasks: Vec<_> =
+        (0..args.sessions).map(|_| tokio::spawn(drive(turns, tool_ms, start.clone()))).collect();
+    start.ready.wait().await; // every session started
     let (cpu_before, rss_after_setup, _) = usage();
     let started = Instant::now();
+    start.go.wait().await; // and now they talk
     let mut driven = Vec::with_capacity(tasks.len());
     let mut results = Vec::new();
     for task in tasks {
