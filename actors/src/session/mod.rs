@@ -316,10 +316,22 @@ impl Actor for SessionActor {
                 state.end_after_speech(speech_id, reason, watchdog)
             }
             SessionMsg::EndNow { reason, watchdog } => state.end_now(reason, watchdog),
-            SessionMsg::Report(report) => apply(state, &myself, report).await,
+            SessionMsg::Report(report) => {
+                if apply(state, report) {
+                    state.close_if_quiet(&myself).await;
+                    state.complete_handoff_if_drained(&myself).await;
+                }
+            }
             SessionMsg::Reports(reports) => {
+                // Applied in order; a call that ended is followed up once, after the batch
+                // (nothing awaits between two reports, so the handler's future stays small).
+                let mut ended = false;
                 for report in reports {
-                    apply(state, &myself, report).await;
+                    ended |= apply(state, report);
+                }
+                if ended {
+                    state.close_if_quiet(&myself).await;
+                    state.complete_handoff_if_drained(&myself).await;
                 }
             }
             SessionMsg::SetAgentState(agent_state) => state.set_agent_state(agent_state),
@@ -372,22 +384,21 @@ impl Actor for SessionActor {
     }
 }
 
-/// Applies one report of the session's own actors.
-async fn apply(state: &mut SessionState, myself: &ActorRef<SessionMsg>, report: Report) {
+/// Applies one report of the session's own actors; true when it ended a tool call (a close or
+/// handoff waiting for the session's calls may now go on).
+fn apply(state: &mut SessionState, report: Report) -> bool {
     match report {
         Report::Emit(event) => {
             let ended = matches!(event.kind, EventKind::ToolCallEnded { .. });
             state.emit(event);
-            if ended {
-                state.close_if_quiet(myself).await;
-                state.complete_handoff_if_drained(myself).await;
-            }
+            ended
         }
         Report::Commit { agent, speech_id, items, awaits_reply } => {
             state.commit(&agent, speech_id.as_deref(), items);
             if let Some(update_id) = awaits_reply {
                 state.await_reply(update_id);
             }
+            false
         }
     }
 }
