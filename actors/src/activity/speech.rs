@@ -228,11 +228,12 @@ async fn reply(
         };
         let released = running.executing();
         if released {
-            // Blocking tools run: let other speeches have the floor meanwhile (§10.1).
-            session.set_agent_state(AgentState::Thinking);
-            let _ = env.activity.cast(ActivityMsg::FloorReleased { speech_id: speech_id.into() });
+            // Blocking tools run: let other speeches have the floor meanwhile (§10.1). The
+            // Session hears first (the agent thinks, the speech waits: one message), so
+            // anything it starts because of it reaches the Activity after the release.
             let waiting = SessionMsg::SpeechWaiting { speech_id: speech_id.into(), waiting: true };
             let _ = session.actor.cast(waiting);
+            let _ = env.activity.cast(ActivityMsg::FloorReleased { speech_id: speech_id.into() });
         }
         let mut results = running.collect().await;
         let interrupted = interrupted_in_playout || interrupt.is_cancelled();

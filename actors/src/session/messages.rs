@@ -131,7 +131,8 @@ pub enum SessionMsg {
     AdmitReply { batch: Vec<Arc<PendingReply>>, coalescer: ActorRef<CoalescerMsg> },
     /// A speech changed the agent state.
     SetAgentState(AgentState),
-    /// A speech released the floor to wait for its blocking tools (`true`), or took it back.
+    /// A speech released the floor to wait for its blocking tools (`true`: the agent is
+    /// thinking meanwhile), or took it back.
     SpeechWaiting { speech_id: String, waiting: bool },
     /// Hand the conversation to another agent (a tool returned it, or the host asked).
     Handoff { agent: Arc<Agent> },

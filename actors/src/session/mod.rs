@@ -282,6 +282,9 @@ impl Actor for SessionActor {
             SessionMsg::WaitForQuiet(reply) => state.wait_for_idle(reply, true),
             SessionMsg::HoldFloor(reply) => state.hold_floor(reply),
             SessionMsg::SpeechWaiting { speech_id, waiting } => {
+                if waiting {
+                    state.set_agent_state(AgentState::Thinking);
+                }
                 state.speech_waiting(speech_id, waiting)
             }
             SessionMsg::ReleaseFloor(hold) => state.release_floor(hold),
