@@ -374,6 +374,51 @@ async fn a_cooperative_call_gets_its_grace_period_and_still_ends_cancelled() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_cancelled_body_that_ends_early_stops_its_actor_then_and_its_late_updates_are_dropped() {
+    let upload = FunctionTool::new("upload", "Uploads.", move |ctx: RunContext, _a: NoArgs| {
+        async move {
+            ctx.update("uploading").await?;
+            ctx.cancelled().await;
+            // Cleaning up after the cancel: what the body says now reaches nobody.
+            ctx.update("reverting").await?;
+            tokio::time::sleep(ms(300)).await;
+            ctx.update("reverted").await?;
+            Ok::<_, ToolError>("reverted")
+        }
+    })
+    .cancellable();
+    let builder = Session::builder().cancel_grace(Duration::from_secs(2));
+    let mut h = Harness::start_with(
+        builder,
+        Agent::new("A", "inst").tool(upload),
+        vec![call("u1", "upload", "{}")],
+    )
+    .await;
+    h.turn("upload").await;
+    h.session.cancel_tool_call("u1").await.unwrap();
+    tokio::time::sleep(ms(100)).await;
+    let snap = h.session.inspect().await.unwrap();
+    assert!(snap.tree.find("tool_call:u1").is_some(), "still cleaning up within its grace");
+    tokio::time::sleep(ms(300)).await;
+    let snap = h.session.inspect().await.unwrap();
+    assert!(
+        snap.tree.find("tool_call:u1").is_none(),
+        "the actor stopped when the body ended, not when the 2 s grace ran out"
+    );
+    assert_eq!(tool_events(h.events()), ["S(u1)", "FTE[\"u1\"]", "E(u1_final,cancelled,null)"]);
+    let updates: Vec<&str> = h
+        .events()
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::ToolCallUpdated { message, .. } => Some(message.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(updates, ["uploading"], "nothing the body posted after the cancel got through");
+    h.close().await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn close_cancels_cancellable_calls_and_awaits_the_others() {
     let h = Harness::start(
         Agent::new("A", "inst").tool(job(false)).tool(sleeper("other", 1, "x")).tool(
