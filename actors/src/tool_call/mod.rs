@@ -59,11 +59,9 @@ pub(crate) struct ToolCallState {
     lifecycle: LifecycleGuard,
     /// Fired on cancel; a body that awaited `ctx.cancelled()` is cooperative.
     cancel: CancellationToken,
-    cooperative: Arc<AtomicBool>,
-    /// Shared with the body's task (see [`BodyFlags`]).
+    /// Shared with the body's task (see [`BodyFlags`]); `cancelled` also tells `post_stop`
+    /// why the actor stops.
     flags: Arc<BodyFlags>,
-    /// Cancelled: the actor only waits to stop.
-    cancelling: bool,
     _grace_timer: Option<OwnedTask>,
     /// Taken by `post_start` to start the body.
     start: Option<ToolCallArgs>,
@@ -80,6 +78,8 @@ struct BodyFlags {
     cancelled: AtomicBool,
     /// Set by the body's task when the body has ended.
     done: AtomicBool,
+    /// Set when the body awaits `ctx.cancelled()`: a cancel then gives it its grace period.
+    cooperative: AtomicBool,
 }
 
 /// Where a body's reports go: its Toolset, tagged with the call and this actor.
@@ -132,7 +132,6 @@ struct Hooks {
     speech: SpeechControl,
     session: SessionLink,
     cancel: CancellationToken,
-    cooperative: Arc<AtomicBool>,
 }
 
 impl CallHooks for Hooks {
@@ -159,7 +158,7 @@ impl CallHooks for Hooks {
     }
 
     fn cancelled(&self) -> Pin<Box<dyn Future<Output = ()> + Send>> {
-        self.cooperative.store(true, Ordering::SeqCst);
+        self.reporter.flags.cooperative.store(true, Ordering::SeqCst);
         let cancel = self.cancel.clone();
         Box::pin(async move { cancel.cancelled().await })
     }
@@ -183,9 +182,7 @@ impl Actor for ToolCallActor {
                 || format!("tool_call:{}", args.call.call_id),
             ),
             cancel: CancellationToken::new(),
-            cooperative: Arc::new(AtomicBool::new(false)),
             flags: Arc::default(),
-            cancelling: false,
             _grace_timer: None,
             start: Some(args),
             _task: None,
@@ -213,7 +210,6 @@ impl Actor for ToolCallActor {
             speech: args.speech,
             session: args.session,
             cancel: state.cancel.clone(),
-            cooperative: Arc::clone(&state.cooperative),
         });
         let ctx =
             RunContext::with_hooks(args.call, args.speech_id, args.agent_id, args.userdata, hooks);
@@ -239,7 +235,8 @@ impl Actor for ToolCallActor {
         _myself: ActorRef<Self::Msg>,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        let reason = if state.cancelling { "cancelled" } else { "finished" };
+        let cancelled = state.flags.cancelled.load(Ordering::SeqCst);
+        let reason = if cancelled { "cancelled" } else { "finished" };
         state.lifecycle.stopped(Some(reason.into()));
         Ok(())
     }
@@ -254,10 +251,9 @@ impl Actor for ToolCallActor {
             // Decision 20: a cooperative body gets the grace period to clean up, any other is
             // aborted at once (stopping drops the state, which aborts the task).
             ToolCallMsg::Cancel { grace } => {
-                state.cancelling = true;
                 state.flags.cancelled.store(true, Ordering::SeqCst);
                 let done = state.flags.done.load(Ordering::SeqCst);
-                if !done && state.cooperative.load(Ordering::SeqCst) && !grace.is_zero() {
+                if !done && state.flags.cooperative.load(Ordering::SeqCst) && !grace.is_zero() {
                     state.cancel.cancel();
                     let me = myself.clone();
                     state._grace_timer = Some(OwnedTask::spawn(async move {
