@@ -38,7 +38,7 @@ pub(crate) enum ActivityMsg {
     /// The speech wants to speak again (its tool reply); answered when it holds the floor.
     FloorRequest { speech_id: String, reply: RpcReplyPort<()> },
     /// The speech task finished.
-    SpeechFinished { speech_id: String, interrupted: bool },
+    SpeechFinished { speech_id: String },
     /// Interrupt everything, let the current speech wind down, then tell the Session.
     Close,
     /// A handoff: let the live speeches finish (blocking tools included), then tell the Session.

@@ -21,13 +21,13 @@ use futures_util::FutureExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 
 pub(crate) use messages::{ActivityMsg, SpeechContent, SpeechJob};
-use speech::SpeechEnv;
+use speech::{SpeechEnd, SpeechEnv};
 
 use crate::catalog::{Scope, ToolCatalog, implicit_toolset};
 use crate::coalescer::CoalescerSlot;
 use crate::inspect::{ActivityPart, ActorNode, NodeStatus, SpeechSnapshot, SpeechStatus};
 use crate::lifecycle::{ActorKind, LifecycleGuard};
-use crate::session::{SessionLink, SessionMsg};
+use crate::session::{Report, SessionLink, SessionMsg};
 use crate::speech_control::SpeechControl;
 use crate::speech_sink::SpeechSink;
 use crate::task::{OwnedTask, panic_text};
@@ -212,9 +212,7 @@ impl Actor for ActivityActor {
                 state.floor_requests.push_back((speech_id, reply));
                 state.pump();
             }
-            ActivityMsg::SpeechFinished { speech_id, interrupted } => {
-                state.speech_finished(speech_id, interrupted)
-            }
+            ActivityMsg::SpeechFinished { speech_id } => state.speech_finished(speech_id),
             ActivityMsg::InjectFailure => panic!("injected failure"),
             ActivityMsg::InjectToolsetFailure(id) => {
                 if let Some(toolset) = state.env.toolsets.get(&id) {
@@ -338,22 +336,25 @@ impl ActivityState {
         let task = OwnedTask::spawn(tracing::Instrument::instrument(
             async move {
                 let id = job.speech_id.clone();
-                let interrupted =
-                    match AssertUnwindSafe(speech::run(Arc::clone(&env), job, task_control))
-                        .catch_unwind()
-                        .await
-                    {
-                        Ok(interrupted) => interrupted,
-                        Err(payload) => {
-                            let message = format!("speech {id} failed: {}", panic_text(&*payload));
-                            tracing::error!(agent = %env.agent_id, "{message}");
-                            env.session
-                                .emit(EventKind::Error { source: ErrorSource::Session, message });
-                            true
-                        }
-                    };
-                let _ =
-                    env.activity.cast(ActivityMsg::SpeechFinished { speech_id: id, interrupted });
+                let end = match AssertUnwindSafe(speech::run(Arc::clone(&env), job, task_control))
+                    .catch_unwind()
+                    .await
+                {
+                    Ok(end) => end,
+                    Err(payload) => {
+                        let message = format!("speech {id} failed: {}", panic_text(&*payload));
+                        tracing::error!(agent = %env.agent_id, "{message}");
+                        env.session
+                            .emit(EventKind::Error { source: ErrorSource::Session, message });
+                        SpeechEnd::new(true)
+                    }
+                };
+                // The Session hears first, in one message with the last commit: anything the
+                // Activity reports once the speech is gone (drained, closed) comes after it.
+                let SpeechEnd { interrupted, last_commit } = end;
+                let done = Report::SpeechDone { speech_id: id.clone(), interrupted };
+                env.session.reports(last_commit.into_iter().chain([done]).collect());
+                let _ = env.activity.cast(ActivityMsg::SpeechFinished { speech_id: id });
             },
             span,
         ));
@@ -387,12 +388,12 @@ impl ActivityState {
         }
     }
 
-    fn speech_finished(&mut self, speech_id: String, interrupted: bool) {
+    /// A speech's task ended (it told the Session itself).
+    fn speech_finished(&mut self, speech_id: String) {
         self.live.remove(&speech_id);
         if self.floor.as_deref() == Some(speech_id.as_str()) {
             self.floor = None;
         }
-        self.report_done(speech_id, interrupted);
         let live = &self.live;
         let (done, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.interrupt_waiters)
             .into_iter()
@@ -410,8 +411,9 @@ impl ActivityState {
         }
     }
 
+    /// A queued speech that never ran is done.
     fn report_done(&self, speech_id: String, interrupted: bool) {
-        let _ = self.env.session.actor.cast(SessionMsg::SpeechDone { speech_id, interrupted });
+        self.env.session.report(Report::SpeechDone { speech_id, interrupted });
     }
 
     /// Once quiet: re-parents the toolsets to keep under the Session (inside this handler, so

@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use super::dispatch::{self, StreamedCall};
 use super::messages::{ActivityMsg, SpeechContent, SpeechJob};
 use crate::catalog::ToolCatalog;
-use crate::session::{SessionLink, SessionMsg};
+use crate::session::{Report, SessionLink, SessionMsg};
 use crate::speech_control::SpeechControl;
 use crate::speech_sink::{PlayoutDriver, PlayoutEnd, SpeechSink};
 use crate::toolset::ToolsetMsg;
@@ -43,8 +43,22 @@ pub(crate) struct SpeechEnv {
     pub playout_timeout: Option<Duration>,
 }
 
-/// Runs one speech to its end; returns whether it was interrupted.
-pub(crate) async fn run(env: Arc<SpeechEnv>, job: SpeechJob, control: SpeechControl) -> bool {
+/// How a speech ended.
+pub(crate) struct SpeechEnd {
+    pub interrupted: bool,
+    /// The commit of the speech's last message, not sent yet: it goes to the Session in one
+    /// message with the speech's end (a speech ends right after its last message).
+    pub last_commit: Option<Report>,
+}
+
+impl SpeechEnd {
+    pub fn new(interrupted: bool) -> Self {
+        SpeechEnd { interrupted, last_commit: None }
+    }
+}
+
+/// Runs one speech to its end.
+pub(crate) async fn run(env: Arc<SpeechEnv>, job: SpeechJob, control: SpeechControl) -> SpeechEnd {
     match job.content {
         SpeechContent::Say { text } => say(&env, &job.speech_id, &text, control.token()).await,
         SpeechContent::Reply { kind, extra_instructions, tool_choice } => {
@@ -54,17 +68,24 @@ pub(crate) async fn run(env: Arc<SpeechEnv>, job: SpeechJob, control: SpeechCont
     }
 }
 
-async fn say(env: &SpeechEnv, speech_id: &str, text: &str, interrupt: &CancellationToken) -> bool {
+async fn say(
+    env: &SpeechEnv,
+    speech_id: &str,
+    text: &str,
+    interrupt: &CancellationToken,
+) -> SpeechEnd {
     if interrupt.is_cancelled() {
-        return true;
+        return SpeechEnd::new(true);
     }
     let started = env.session.clock.now();
     env.session.set_agent_state(AgentState::Speaking);
     let mut playout = PlayoutDriver::open(env.sink.as_ref(), speech_id, env.playout_timeout);
     playout.push(text);
     let end = playout.finish(interrupt).await;
-    commit_message(env, speech_id, started, &end);
-    end.interrupted
+    SpeechEnd {
+        interrupted: end.interrupted,
+        last_commit: message_commit(env, speech_id, started, &end),
+    }
 }
 
 /// The text of one step as it plays.
@@ -85,7 +106,7 @@ async fn reply(
     speech_id: &str,
     first: FirstStep,
     control: &SpeechControl,
-) -> bool {
+) -> SpeechEnd {
     let interrupt = control.token();
     let session = &env.session;
     let mut step: u32 = 1;
@@ -102,11 +123,11 @@ async fn reply(
                 let _ = session.actor.cast(waiting);
             }
             request_handoff(env, handoff.take());
-            return true;
+            return SpeechEnd::new(true);
         }
         let resumed_speech = std::mem::take(&mut resumed).then_some(speech_id);
         let Some(items) = session.begin_llm_step(&env.agent_id, resumed_speech).await else {
-            return true;
+            return SpeechEnd::new(true);
         };
         // Requests 1..=max_tool_steps+1 may call tools; later ones are sent with `none` (§4.1).
         // A tool reply to nothing but first updates is sent with `none` too (decision 15).
@@ -207,6 +228,9 @@ async fn reply(
         };
 
         let mut interrupted_in_playout = stream_interrupted;
+        // A step without calls is the speech's last: its message goes with the speech's end.
+        let last_step = failure.is_none() && running.is_none();
+        let mut last_commit = None;
         if let Some(StepText { playout, started }) = text {
             let end = if stream_interrupted {
                 playout.interrupt().await
@@ -214,17 +238,21 @@ async fn reply(
                 playout.finish(interrupt).await
             };
             interrupted_in_playout |= end.interrupted;
-            commit_message(env, speech_id, started, &end);
+            let commit = message_commit(env, speech_id, started, &end);
+            match last_step {
+                true => last_commit = commit,
+                false => session.reports(commit.into_iter().collect()),
+            }
         }
         playout_done.cancel();
-        if let Some(message) = failure {
-            tracing::warn!(agent = %env.agent_id, %speech_id, "LLM request failed: {message}");
-            session.emit(EventKind::Error { source: ErrorSource::Llm, message });
-            return interrupted_in_playout;
+        if let Some(failure) = failure {
+            tracing::warn!(agent = %env.agent_id, %speech_id, "LLM request failed: {failure}");
+            session.emit(EventKind::Error { source: ErrorSource::Llm, message: failure });
+            return SpeechEnd::new(interrupted_in_playout);
         }
         let Some(running) = running else {
             request_handoff(env, handoff.take());
-            return interrupted_in_playout;
+            return SpeechEnd { interrupted: interrupted_in_playout, last_commit };
         };
         let released = running.executing();
         if released {
@@ -250,13 +278,13 @@ async fn reply(
         let wants_reply = results.iter().any(|r| r.output.reply_required);
         if interrupted || !wants_reply {
             request_handoff(env, handoff.take());
-            return interrupted;
+            return SpeechEnd::new(interrupted);
         }
         // A reply to a step that chose a handoff is spoken by this agent with `none` (C-92).
         only_progress = handoff.is_some() || results.iter().all(|r| r.provisional);
         if released {
             if !regain_floor(env, speech_id).await {
-                return true;
+                return SpeechEnd::new(true);
             }
             resumed = true;
         }
@@ -317,12 +345,18 @@ async fn regain_floor(env: &SpeechEnv, speech_id: &str) -> bool {
     matches!(granted, Ok(ractor::rpc::CallResult::Success(())))
 }
 
-fn commit_message(env: &SpeechEnv, speech_id: &str, started: Timestamp, end: &PlayoutEnd) {
+/// The commit of a step's message (`None` without text); a sink error is reported at once.
+fn message_commit(
+    env: &SpeechEnv,
+    speech_id: &str,
+    started: Timestamp,
+    end: &PlayoutEnd,
+) -> Option<Report> {
     if let Some(message) = &end.sink_error {
         env.session.emit(EventKind::Error { source: ErrorSource::Sink, message: message.clone() });
     }
     if end.text.is_empty() {
-        return;
+        return None;
     }
     let message = Message {
         id: env.session.clock.item_id(),
@@ -331,5 +365,5 @@ fn commit_message(env: &SpeechEnv, speech_id: &str, started: Timestamp, end: &Pl
         interrupted: end.interrupted,
         created_at: started,
     };
-    env.session.commit(&env.agent_id, speech_id, vec![ChatItem::Message(message)]);
+    SessionLink::speech_commit(&env.agent_id, speech_id, vec![ChatItem::Message(message)])
 }

@@ -62,13 +62,6 @@ impl SessionLink {
         })
     }
 
-    /// Commits items a speech produced to `agent`'s context and the history.
-    pub fn commit(&self, agent: &str, speech_id: &str, items: Vec<ChatItem>) {
-        if let Some(commit) = Self::speech_commit(agent, speech_id, items) {
-            self.report(commit);
-        }
-    }
-
     /// Reports an agent state.
     pub fn set_agent_state(&self, state: AgentState) {
         let _ = self.actor.cast(SessionMsg::SetAgentState(state));

@@ -139,8 +139,6 @@ pub enum SessionMsg {
     /// The Activity finished its speeches after `Drain`; `kept` are the toolsets it handed
     /// over (now linked to the Session).
     ActivityDrained { kept: BTreeMap<String, ActorRef<ToolsetMsg>> },
-    /// A speech finished (or was dropped from the queue).
-    SpeechDone { speech_id: String, interrupted: bool },
     /// The activity finished its speeches after a close request.
     ActivityClosed,
     /// A drain (handoff or close) ran out of time.
@@ -162,4 +160,6 @@ pub(crate) enum Report {
         items: Vec<ChatItem>,
         awaits_reply: Option<String>,
     },
+    /// A speech finished (its task ended, or it was dropped from the queue).
+    SpeechDone { speech_id: String, interrupted: bool },
 }

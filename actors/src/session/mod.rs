@@ -338,9 +338,6 @@ impl Actor for SessionActor {
                 }
             }
             SessionMsg::SetAgentState(agent_state) => state.set_agent_state(agent_state),
-            SessionMsg::SpeechDone { speech_id, interrupted } => {
-                state.speech_done(speech_id, interrupted)
-            }
             SessionMsg::ActivityClosed => Box::pin(state.activity_closed(&myself)).await,
             SessionMsg::Handoff { agent } => state.request_handoff(agent),
             SessionMsg::ActivityDrained { kept } => {
@@ -401,6 +398,10 @@ fn apply(state: &mut SessionState, report: Report) -> bool {
             if let Some(update_id) = awaits_reply {
                 state.await_reply(update_id);
             }
+            false
+        }
+        Report::SpeechDone { speech_id, interrupted } => {
+            state.speech_done(speech_id, interrupted);
             false
         }
     }
