@@ -390,6 +390,12 @@ async fn c51_finals_landing_while_busy_coalesce_into_one_reply_at_tail() {
     h.session.user_turn("go").await.unwrap();
     tokio::time::sleep(ms(100)).await;
     h.session.user_turn("status?").await.unwrap();
+    // Both finals landed while the user turn's reply is still being generated: the coalescer
+    // holds them and offers nothing to the busy session.
+    tokio::time::sleep(ms(200)).await;
+    let held = h.session.inspect().await.unwrap().replies.expect("the coalescer runs");
+    assert_eq!(held.pending, ["a_final", "b_final"]);
+    assert!(!held.offered);
     h.session.wait_for_quiet().await.unwrap();
     h.session.wait_for_idle().await.unwrap();
     let replies: Vec<_> =

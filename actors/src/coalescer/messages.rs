@@ -17,11 +17,13 @@ pub(crate) struct PendingReply {
 pub(crate) enum CoalescerMsg {
     /// A pair was eagerly inserted and wants a reply.
     Enqueue(PendingReply),
-    /// The session's floor just became free: try to deliver what is pending.
+    /// The session's floor is free and it has unreplied pairs: offer what is pending (now, or
+    /// as soon as a pair arrives).
     SessionIdle,
     /// The Session admitted a reply for the offered pairs (or dropped them at close).
     Admitted,
-    /// The Session was busy; it sends `SessionIdle` once it is not.
+    /// The floor was taken before the offer arrived; the Session sends `SessionIdle` again
+    /// once it is free.
     Busy,
     /// Describe what is pending (`SessionHandle::inspect`).
     Inspect(ractor::RpcReplyPort<crate::inspect::CoalescerSnapshot>),

@@ -1,7 +1,9 @@
 //! The ReplyCoalescer actor: one per session (decision 17). It holds every pair that waits for
-//! a deferred reply and offers them, all at once, to the Session; the Session admits the reply
-//! inside its own handler only if its floor is free, so a user turn arriving at the same
-//! instant always wins. Pairs that land while the session is busy are delivered together.
+//! a deferred reply and offers them, all at once, to the Session when the Session says its
+//! floor is free (`SessionIdle`); the Session admits the reply inside its own handler only if
+//! the floor is still free, so a user turn arriving at the same instant always wins. Pairs
+//! that land while the session is busy are delivered together: nothing is offered to a busy
+//! session, so a busy turn costs no offer that would be turned down.
 //!
 //! Offers and answers are one-way messages: neither actor ever waits on the other inside a
 //! handler, so stopping the session (which stops this child) can never deadlock.
@@ -76,10 +78,10 @@ pub(crate) struct CoalescerState {
     /// An offer of the first `n` pending pairs awaits the Session's answer (pairs enqueued
     /// meanwhile go after them).
     offered: Option<usize>,
-    /// The Session answered `Busy`: it sends `SessionIdle` once its floor is free (it has
-    /// unreplied pairs, the offered ones), so pairs enqueued meanwhile wait for that instead of
-    /// being offered to a Session that would say `Busy` again.
-    busy: bool,
+    /// The Session said its floor is free (`SessionIdle`) and nothing was offered since. The
+    /// Session says so whenever a reply could start and it knows of unreplied pairs (it
+    /// learns of each from the pair's commit), so pairs wait here until then.
+    invited: bool,
 }
 
 impl Actor for CoalescerActor {
@@ -95,7 +97,13 @@ impl Actor for CoalescerActor {
         let lifecycle =
             LifecycleGuard::new(link.lifecycle, ActorKind::Coalescer, || "coalescer".into());
         let session = link.actor;
-        Ok(CoalescerState { session, lifecycle, pending: Vec::new(), offered: None, busy: false })
+        Ok(CoalescerState {
+            session,
+            lifecycle,
+            pending: Vec::new(),
+            offered: None,
+            invited: false,
+        })
     }
 
     async fn post_start(
@@ -128,19 +136,17 @@ impl Actor for CoalescerActor {
                 state.offer(&myself);
             }
             CoalescerMsg::SessionIdle => {
-                state.busy = false;
+                state.invited = true;
                 state.offer(&myself);
             }
             CoalescerMsg::Admitted => {
+                // Pairs that came meanwhile wait for the next `SessionIdle`.
                 let offered = state.offered.take().unwrap_or(0);
                 state.pending.drain(..offered.min(state.pending.len()));
-                // Pairs that came meanwhile: the Session is speaking now, so it will say Busy
-                // and send `SessionIdle` once the reply is done.
-                state.offer(&myself);
             }
             CoalescerMsg::Busy => {
+                // Something took the floor first; the Session says when it is free again.
                 state.offered = None;
-                state.busy = true;
             }
             CoalescerMsg::Inspect(reply) => {
                 let pending = state.pending.iter().map(|p| p.update_id.clone()).collect();
@@ -153,12 +159,12 @@ impl Actor for CoalescerActor {
 }
 
 impl CoalescerState {
-    /// Offers everything pending, unless an offer is still unanswered or the Session said it
-    /// is busy (it says when it is not).
+    /// Offers everything pending once invited, unless an offer is still unanswered.
     fn offer(&mut self, myself: &ActorRef<CoalescerMsg>) {
-        if self.offered.is_some() || self.busy || self.pending.is_empty() {
+        if !self.invited || self.offered.is_some() || self.pending.is_empty() {
             return;
         }
+        self.invited = false;
         let batch = self.pending.clone();
         let count = batch.len();
         let offer = SessionMsg::AdmitReply { batch, coalescer: myself.clone() };

@@ -33,7 +33,7 @@ use state::SessionState;
 use crate::activity::{ActivityMsg, SpeechContent};
 use crate::catalog::{Scope, ToolCatalog};
 use crate::clock::SessionClock;
-use crate::coalescer::{CoalescerMsg, CoalescerSlot};
+use crate::coalescer::CoalescerSlot;
 use crate::lifecycle::{ActorKind, Lifecycle, LifecycleEvent, LifecycleHub, LifecycleSink};
 use crate::speech_sink::SpeechSink;
 use crate::toolset::{ToolsetActor, ToolsetArgs};
@@ -307,13 +307,7 @@ impl Actor for SessionActor {
             SessionMsg::Enqueue(pending) => {
                 Box::pin(state.enqueue_reply(myself.get_cell(), pending)).await
             }
-            SessionMsg::AdmitReply { batch, coalescer } => {
-                let answer = match state.admit_reply(&batch) {
-                    true => CoalescerMsg::Admitted,
-                    false => CoalescerMsg::Busy,
-                };
-                let _ = coalescer.cast(answer);
-            }
+            SessionMsg::AdmitReply { batch, coalescer } => state.offer_reply(&batch, &coalescer),
             SessionMsg::Close { reason, reply } => state.close(reason, Some(reply)),
             SessionMsg::EndAfterSpeech { speech_id, reason, watchdog } => {
                 state.end_after_speech(speech_id, reason, watchdog)

@@ -112,6 +112,8 @@ pub(crate) struct SessionState {
     coalescer: CoalescerSlot,
     /// Update ids of inserted pairs still waiting for their deferred reply to be admitted.
     unreplied: BTreeSet<String>,
+    /// The coalescer was told the floor is free (`SessionIdle`) and has not offered since.
+    invited: bool,
     /// Deferred-reply speeches in flight: their update ids, whether they said anything, and
     /// whether another agent than the receiving one delivers them.
     deferred: BTreeMap<String, (Vec<String>, bool, bool)>,
@@ -171,6 +173,7 @@ impl SessionState {
             templates: init.templates,
             coalescer: init.coalescer,
             unreplied: BTreeSet::new(),
+            invited: false,
             deferred: BTreeMap::new(),
             held: None,
             waiting_speeches: BTreeSet::new(),
@@ -217,10 +220,28 @@ impl SessionState {
     }
 
     /// Forwards a toolset's pair to the coalescer, spawning it first if need be.
-    pub async fn enqueue_reply(&self, supervisor: ractor::ActorCell, pending: PendingReply) {
+    pub async fn enqueue_reply(&mut self, supervisor: ractor::ActorCell, pending: PendingReply) {
         if let Err(e) = self.coalescer.forward(&self.link, supervisor, pending).await {
             // Only a session already stopping fails to spawn a child.
             tracing::warn!(session = %self.id, "reply coalescer did not start: {e}");
+        }
+        self.invite_coalescer();
+    }
+
+    /// Tells the coalescer the floor is free (`SessionIdle`) when a deferred reply could start
+    /// now, unless it was told already: it offers what it holds once, when told (decision 17).
+    /// Pairs that land while the session is busy wait for the floor and go out together.
+    fn invite_coalescer(&mut self) {
+        if self.invited
+            || self.unreplied.is_empty()
+            || self.closing.is_some()
+            || self.held.is_some()
+            || !self.floor_free()
+        {
+            return;
+        }
+        if let Some(coalescer) = self.coalescer.get() {
+            self.invited = coalescer.cast(CoalescerMsg::SessionIdle).is_ok();
         }
     }
 
@@ -453,11 +474,24 @@ impl SessionState {
             run.pending_updates.insert(update_id.clone());
         }
         self.unreplied.insert(update_id);
+        self.invite_coalescer();
     }
 
-    /// The ReplyCoalescer offers its pending pairs. Admitted only if the floor is free right
-    /// now, inside this handler, so a user turn that arrived first always wins (decision 17).
-    pub fn admit_reply(&mut self, batch: &[Arc<PendingReply>]) -> bool {
+    /// The ReplyCoalescer offers its pending pairs (it was invited). Admitted only if the
+    /// floor is still free, inside this handler, so a user turn that arrived first always
+    /// wins (decision 17); the answer goes back to the coalescer.
+    pub fn offer_reply(&mut self, batch: &[Arc<PendingReply>], coalescer: &ActorRef<CoalescerMsg>) {
+        self.invited = false;
+        let answer = match self.admit_reply(batch) {
+            true => CoalescerMsg::Admitted,
+            false => CoalescerMsg::Busy,
+        };
+        let _ = coalescer.cast(answer);
+        // Pairs the coalescer got after it offered, if nothing took the floor meanwhile.
+        self.invite_coalescer();
+    }
+
+    fn admit_reply(&mut self, batch: &[Arc<PendingReply>]) -> bool {
         if self.closing.is_some() {
             return true; // pending replies are dropped at close (§9.3)
         }
@@ -661,11 +695,7 @@ impl SessionState {
     /// idle waiters.
     fn floor_changed(&mut self) {
         if self.floor_free() && self.held.is_none() && !self.unreplied.is_empty() {
-            if self.closing.is_none()
-                && let Some(coalescer) = self.coalescer.get()
-            {
-                let _ = coalescer.cast(CoalescerMsg::SessionIdle);
-            }
+            self.invite_coalescer();
         } else {
             self.grant_hold();
         }
