@@ -225,12 +225,14 @@ fn error_output(
 }
 
 /// The items a finished step commits: every call, then every output (inserted by timestamp).
-pub(crate) fn step_items(results: &[CallResult], keep_reply: bool) -> Vec<ChatItem> {
-    let calls = results.iter().map(|r| ChatItem::FunctionCall(r.call.clone()));
-    let outputs = results.iter().map(|r| {
-        let mut output = r.output.clone();
+pub(crate) fn step_items(results: Vec<CallResult>, keep_reply: bool) -> Vec<ChatItem> {
+    let mut items = Vec::with_capacity(results.len() * 2);
+    let mut outputs = Vec::with_capacity(results.len());
+    for CallResult { call, mut output, .. } in results {
+        items.push(ChatItem::FunctionCall(call));
         output.reply_required &= keep_reply;
-        ChatItem::FunctionCallOutput(output)
-    });
-    calls.chain(outputs).collect()
+        outputs.push(ChatItem::FunctionCallOutput(output));
+    }
+    items.append(&mut outputs);
+    items
 }

@@ -271,17 +271,18 @@ async fn reply(
         let executed = session.event(EventKind::FunctionToolsExecuted {
             call_ids: results.iter().map(|r| r.call.call_id.clone()).collect(),
         });
+        let wants_reply = results.iter().any(|r| r.output.reply_required);
+        let all_provisional = results.iter().all(|r| r.provisional);
         // Interrupted during playout: results are kept but ask for no reply (§4.1).
-        let items = dispatch::step_items(&results, !interrupted_in_playout);
+        let items = dispatch::step_items(results, !interrupted_in_playout);
         let commit = SessionLink::speech_commit(&env.agent_id, speech_id, items);
         session.reports([Some(executed), commit].into_iter().flatten().collect());
-        let wants_reply = results.iter().any(|r| r.output.reply_required);
         if interrupted || !wants_reply {
             request_handoff(env, handoff.take());
             return SpeechEnd::new(interrupted);
         }
         // A reply to a step that chose a handoff is spoken by this agent with `none` (C-92).
-        only_progress = handoff.is_some() || results.iter().all(|r| r.provisional);
+        only_progress = handoff.is_some() || all_provisional;
         if released {
             if !regain_floor(env, speech_id).await {
                 return SpeechEnd::new(true);
