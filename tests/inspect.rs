@@ -180,3 +180,61 @@ async fn a_closed_session_cannot_be_inspected() {
     h.session.close().await.unwrap();
     assert!(matches!(h.session.inspect().await, Err(SessionError::Closed)));
 }
+
+/// The floor a speech lends while its blocking tool runs: nothing else wants it, so the speech
+/// takes it back by itself; a reply asked for meanwhile takes it, speaks, and the waiting
+/// speech gets it back for its tool reply.
+#[tokio::test(start_paused = true)]
+async fn a_speech_waiting_for_its_tool_lends_the_floor() {
+    let ms = Duration::from_millis;
+    let statuses = |snap: &SessionSnapshot| -> Vec<(String, SpeechStatus)> {
+        snap.speeches.iter().map(|s| (s.speech_id.clone(), s.status)).collect()
+    };
+    let call = |id: &str| ScriptedCall::new(id, "book_flight", "{}");
+    let h = Harness::start(
+        Agent::new("A", "Test agent.").tool(sleeper("book_flight", 400, "booked")),
+        vec![
+            text("One moment.").with_call(call("bf1")),
+            text("Booked.").with_latency(ms(10)),
+            text("Again.").with_call(call("bf2")),
+            text("Meanwhile.").with_latency(ms(100)),
+            text("Booked again.").with_latency(ms(10)),
+        ],
+    )
+    .await;
+
+    // Alone: the speech waits, lent floor and all, then speaks its tool reply.
+    h.session.user_turn("book").await.unwrap();
+    tokio::time::sleep(ms(150)).await;
+    let snap = h.session.inspect().await.unwrap();
+    assert_eq!(statuses(&snap), [("s1".to_string(), SpeechStatus::WaitingForTools)]);
+    h.session.wait_for_idle().await.unwrap();
+    assert!(h.session.inspect().await.unwrap().speeches.is_empty());
+
+    // A reply asked for meanwhile takes the lent floor and speaks while the tool runs.
+    h.session.user_turn("again").await.unwrap();
+    tokio::time::sleep(ms(150)).await;
+    h.session.generate_reply("say something while waiting").await.unwrap();
+    tokio::time::sleep(ms(20)).await;
+    let snap = h.session.inspect().await.unwrap();
+    let mut now = statuses(&snap);
+    now.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        now,
+        [("s2".to_string(), SpeechStatus::WaitingForTools), ("s3".into(), SpeechStatus::Speaking)]
+    );
+    h.session.wait_for_idle().await.unwrap();
+    let ctx = h.ctx("A").await;
+    assert_eq!(
+        ctx[ctx.len() - 6..],
+        [
+            "user(again)".to_string(),
+            "asst(Again.)".into(),
+            "call(book_flight#bf2 {})".into(),
+            "asst(Meanwhile.)".into(),
+            r#"out(#bf2,"booked",ok,rr=T)"#.into(),
+            "asst(Booked again.)".into(),
+        ]
+    );
+    h.close().await;
+}

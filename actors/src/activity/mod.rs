@@ -1,13 +1,15 @@
 //! The Activity actor: the current agent. It owns the agent's implicit Toolset
 //! (`agent:<id>`), queues speeches and runs each in a task it owns.
 //!
-//! One speech holds the floor at a time. A speech that waits for blocking tools releases the
+//! One speech holds the floor at a time. A speech that waits for blocking tools lends the
 //! floor, so other speeches (a `generate_reply`, a deferred reply) may speak meanwhile, and
-//! asks for it back, ahead of the queue, for its tool reply (§10.1). A user turn's reply waits
+//! takes it back, or asks for it ahead of the queue if it was given away, for its tool reply
+//! (§10.1; `floor.rs` says how lending costs no message). A user turn's reply waits
 //! for the speeches it interrupted — and so for their tools — before it starts (§14). The
 //! mailbox only takes short messages, so an interrupt always gets through.
 
 mod dispatch;
+mod floor;
 pub(crate) mod messages;
 mod speech;
 
@@ -20,6 +22,7 @@ use colloquy_llm::{Llm, RequestKind};
 use futures_util::FutureExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 
+use floor::{FloorLease, FloorWanted};
 pub(crate) use messages::{ActivityMsg, SpeechContent, SpeechJob};
 use speech::{SpeechEnd, SpeechEnv};
 
@@ -58,6 +61,7 @@ pub(crate) struct ActivityArgs {
 /// A speech whose task runs: it holds the floor or waits for its tools.
 struct LiveSpeech {
     control: SpeechControl,
+    lease: FloorLease,
     _task: OwnedTask,
 }
 
@@ -65,7 +69,7 @@ pub(crate) struct ActivityState {
     env: Arc<SpeechEnv>,
     queue: VecDeque<SpeechJob>,
     live: BTreeMap<String, LiveSpeech>,
-    /// The speech holding the floor.
+    /// The speech holding the floor (it may have lent it: see its lease).
     floor: Option<String>,
     /// Speeches asking for the floor back (they go before the queue).
     floor_requests: VecDeque<(String, RpcReplyPort<()>)>,
@@ -147,6 +151,7 @@ impl Actor for ActivityActor {
             max_tool_steps: args.max_tool_steps,
             llm_timeout: args.llm_timeout,
             playout_timeout: args.playout_timeout,
+            floor_wanted: FloorWanted::default(),
         };
         let id = || format!("activity:{}", env.agent_id);
         let lifecycle = LifecycleGuard::new(env.session.lifecycle.clone(), ActorKind::Activity, id);
@@ -204,7 +209,6 @@ impl Actor for ActivityActor {
             ActivityMsg::Interrupt { reply } => state.interrupt(reply, false),
             ActivityMsg::FloorReleased { speech_id } => {
                 if state.floor.as_deref() == Some(speech_id.as_str()) {
-                    state.floor = None;
                     state.pump();
                 }
             }
@@ -274,11 +278,14 @@ impl ActivityState {
         let id = format!("activity:{}", self.env.agent_id);
         let mut node = ActorNode::new(ActorKind::Activity, id, status, &myself.get_cell());
         node.agent = Some(self.env.agent_id.clone());
-        let speaking = self.floor.iter().map(|id| (id.clone(), SpeechStatus::Speaking));
+        // A holder that lent the floor waits for its tools.
+        let lent = |id: &String| self.live.get(id).is_some_and(|s| s.lease.is_lent());
+        let holder = self.floor.as_ref().filter(|id| !lent(id));
+        let speaking = holder.map(|id| (id.clone(), SpeechStatus::Speaking)).into_iter();
         let waiting = self
             .live
             .keys()
-            .filter(|id| self.floor.as_ref() != Some(*id))
+            .filter(|id| holder != Some(*id))
             .map(|id| (id.clone(), SpeechStatus::WaitingForTools));
         let queued = self.queue.iter().map(|job| (job.speech_id.clone(), SpeechStatus::Queued));
         let speeches = speaking
@@ -305,21 +312,33 @@ impl ActivityState {
         self.pump();
     }
 
-    /// Hands a free floor on: first to a speech asking for it back, then to the queue. A user
-    /// turn's reply waits until the speeches it interrupted are gone.
+    /// Hands the floor on when it is free or lent: first to a speech asking for it back, then
+    /// to the queue. A user turn's reply waits until the speeches it interrupted are gone.
     fn pump(&mut self) {
-        while self.floor.is_none() {
+        loop {
+            if self.floor_requests.is_empty() {
+                let Some(job) = self.queue.front() else {
+                    self.env.floor_wanted.set(false);
+                    return;
+                };
+                let is_user_turn =
+                    matches!(job.content, SpeechContent::Reply { kind: RequestKind::UserTurn, .. });
+                if is_user_turn && self.live.values().any(|s| s.control.is_interrupted()) {
+                    self.env.floor_wanted.set(false);
+                    return;
+                }
+            }
+            if !self.take_floor() {
+                return; // its holder tells us if it lends it (the wish is set)
+            }
             if let Some((speech_id, reply)) = self.floor_requests.pop_front() {
-                if self.live.contains_key(&speech_id) && reply.send(()).is_ok() {
+                if let Some(speech) = self.live.get(&speech_id)
+                    && reply.send(()).is_ok()
+                {
+                    speech.lease.hold();
                     self.floor = Some(speech_id);
                 }
                 continue;
-            }
-            let Some(job) = self.queue.front() else { return };
-            let is_user_turn =
-                matches!(job.content, SpeechContent::Reply { kind: RequestKind::UserTurn, .. });
-            if is_user_turn && self.live.values().any(|s| s.control.is_interrupted()) {
-                return;
             }
             if let Some(job) = self.queue.pop_front() {
                 self.start(job);
@@ -327,19 +346,35 @@ impl ActivityState {
         }
     }
 
+    /// True once the floor is free: nobody holds it, or its holder had lent it and the
+    /// Activity took it now. Otherwise the wish stays set, so a holder that lends its floor
+    /// later says so (`FloorReleased`).
+    fn take_floor(&mut self) -> bool {
+        let Some(holder) = &self.floor else { return true };
+        let Some(speech) = self.live.get(holder) else {
+            self.floor = None;
+            return true;
+        };
+        self.env.floor_wanted.set(true);
+        if speech.lease.take() {
+            self.floor = None;
+            return true;
+        }
+        false
+    }
+
     fn start(&mut self, job: SpeechJob) {
         let control = SpeechControl::new(job.allow_interruptions);
+        let lease = FloorLease::default();
         let speech_id = job.speech_id.clone();
         let env = Arc::clone(&self.env);
-        let task_control = control.clone();
+        let (task_control, task_lease) = (control.clone(), lease.clone());
         let span = job.span.clone();
         let task = OwnedTask::spawn(tracing::Instrument::instrument(
             async move {
                 let id = job.speech_id.clone();
-                let end = match AssertUnwindSafe(speech::run(Arc::clone(&env), job, task_control))
-                    .catch_unwind()
-                    .await
-                {
+                let speech = speech::run(Arc::clone(&env), job, task_control, task_lease);
+                let end = match AssertUnwindSafe(speech).catch_unwind().await {
                     Ok(end) => end,
                     Err(payload) => {
                         let message = format!("speech {id} failed: {}", panic_text(&*payload));
@@ -358,7 +393,7 @@ impl ActivityState {
             },
             span,
         ));
-        self.live.insert(speech_id.clone(), LiveSpeech { control, _task: task });
+        self.live.insert(speech_id.clone(), LiveSpeech { control, lease, _task: task });
         self.floor = Some(speech_id);
     }
 

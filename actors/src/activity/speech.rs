@@ -20,6 +20,7 @@ use std::collections::BTreeMap;
 use tokio_util::sync::CancellationToken;
 
 use super::dispatch::{self, StreamedCall};
+use super::floor::{FloorLease, FloorWanted};
 use super::messages::{ActivityMsg, SpeechContent, SpeechJob};
 use crate::catalog::ToolCatalog;
 use crate::session::{Report, SessionLink, SessionMsg};
@@ -41,6 +42,8 @@ pub(crate) struct SpeechEnv {
     pub max_tool_steps: u32,
     pub llm_timeout: Option<Duration>,
     pub playout_timeout: Option<Duration>,
+    /// The Activity wants the floor (see `floor.rs`).
+    pub floor_wanted: FloorWanted,
 }
 
 /// How a speech ended.
@@ -58,12 +61,17 @@ impl SpeechEnd {
 }
 
 /// Runs one speech to its end.
-pub(crate) async fn run(env: Arc<SpeechEnv>, job: SpeechJob, control: SpeechControl) -> SpeechEnd {
+pub(crate) async fn run(
+    env: Arc<SpeechEnv>,
+    job: SpeechJob,
+    control: SpeechControl,
+    lease: FloorLease,
+) -> SpeechEnd {
     match job.content {
         SpeechContent::Say { text } => say(&env, &job.speech_id, &text, control.token()).await,
         SpeechContent::Reply { kind, extra_instructions, tool_choice } => {
             let first = FirstStep { kind, extra_instructions, tool_choice };
-            reply(&env, &job.speech_id, first, &control).await
+            reply(&env, &job.speech_id, first, &control, &lease).await
         }
     }
 }
@@ -106,6 +114,7 @@ async fn reply(
     speech_id: &str,
     first: FirstStep,
     control: &SpeechControl,
+    lease: &FloorLease,
 ) -> SpeechEnd {
     let interrupt = control.token();
     let session = &env.session;
@@ -256,12 +265,17 @@ async fn reply(
         };
         let released = running.executing();
         if released {
-            // Blocking tools run: let other speeches have the floor meanwhile (§10.1). The
-            // Session hears first (the agent thinks, the speech waits: one message), so
-            // anything it starts because of it reaches the Activity after the release.
+            // Blocking tools run: lend the floor so other speeches may speak meanwhile
+            // (§10.1) — before the Session hears (the agent thinks, the speech waits: one
+            // message), so whatever it starts because of it finds the floor lent. The
+            // Activity hears only if it wants the floor now.
+            lease.lend();
             let waiting = SessionMsg::SpeechWaiting { speech_id: speech_id.into(), waiting: true };
             let _ = session.actor.cast(waiting);
-            let _ = env.activity.cast(ActivityMsg::FloorReleased { speech_id: speech_id.into() });
+            if env.floor_wanted.get() {
+                let released = ActivityMsg::FloorReleased { speech_id: speech_id.into() };
+                let _ = env.activity.cast(released);
+            }
         }
         let mut results = running.collect().await;
         let interrupted = interrupted_in_playout || interrupt.is_cancelled();
@@ -284,7 +298,8 @@ async fn reply(
         // A reply to a step that chose a handoff is spoken by this agent with `none` (C-92).
         only_progress = handoff.is_some() || all_provisional;
         if released {
-            if !regain_floor(env, speech_id).await {
+            // Taken back at once unless another speech got it meanwhile.
+            if !lease.reclaim() && !regain_floor(env, speech_id).await {
                 return SpeechEnd::new(true);
             }
             resumed = true;
