@@ -386,9 +386,9 @@ impl ActivityState {
                 };
                 // The Session hears first, in one message with the last commit: anything the
                 // Activity reports once the speech is gone (drained, closed) comes after it.
-                let SpeechEnd { interrupted, last_commit } = end;
-                let done = Report::SpeechDone { speech_id: id.clone(), interrupted };
-                env.session.reports(last_commit.into_iter().chain([done]).collect());
+                let SpeechEnd { interrupted, mut tail } = end;
+                tail.push(Report::SpeechDone { speech_id: id.clone(), interrupted });
+                env.session.reports(tail);
                 let _ = env.activity.cast(ActivityMsg::SpeechFinished { speech_id: id });
             },
             span,

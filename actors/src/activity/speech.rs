@@ -14,7 +14,7 @@ use colloquy_core::{
     Agent, AgentState, ChatItem, ErrorSource, EventKind, Message, Role, Timestamp,
 };
 use colloquy_llm::{Llm, LlmChunk, LlmRequest, RequestKind, ToolChoice};
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
 use ractor::ActorRef;
 use std::collections::BTreeMap;
 use tokio_util::sync::CancellationToken;
@@ -49,14 +49,41 @@ pub(crate) struct SpeechEnv {
 /// How a speech ended.
 pub(crate) struct SpeechEnd {
     pub interrupted: bool,
-    /// The commit of the speech's last message, not sent yet: it goes to the Session in one
-    /// message with the speech's end (a speech ends right after its last message).
-    pub last_commit: Option<Report>,
+    /// Reports of the speech's last step not sent yet (its `speaking` state, if nothing
+    /// suspended since, and its message): they go to the Session in one message with the
+    /// speech's end.
+    pub tail: Vec<Report>,
 }
 
 impl SpeechEnd {
     pub fn new(interrupted: bool) -> Self {
-        SpeechEnd { interrupted, last_commit: None }
+        SpeechEnd { interrupted, tail: Vec::new() }
+    }
+}
+
+/// The `speaking` state of a step whose text started, held back while nothing suspends: text
+/// that arrives all at once and plays without a sink reaches the Session with the step's
+/// message, in one message. Sent on its own before anything could wait (a chunk not ready yet,
+/// a sink's playout) or before the step dispatches calls, so it is never late and never
+/// follows a call's events.
+#[derive(Default)]
+struct HeldSpeaking(bool);
+
+impl HeldSpeaking {
+    fn hold(&mut self) {
+        self.0 = true;
+    }
+
+    fn flush(&mut self, session: &SessionLink) {
+        if std::mem::take(&mut self.0) {
+            session.report(Report::AgentState(AgentState::Speaking));
+        }
+    }
+
+    /// The held state (if any) followed by `then`, in order.
+    fn with(mut self, then: Option<Report>) -> Vec<Report> {
+        let held = std::mem::take(&mut self.0).then_some(Report::AgentState(AgentState::Speaking));
+        held.into_iter().chain(then).collect()
     }
 }
 
@@ -86,14 +113,16 @@ async fn say(
         return SpeechEnd::new(true);
     }
     let started = env.session.clock.now();
-    env.session.set_agent_state(AgentState::Speaking);
+    let mut speaking = HeldSpeaking::default();
+    speaking.hold();
+    if env.sink.is_some() {
+        speaking.flush(&env.session); // the sink's playout takes time
+    }
     let mut playout = PlayoutDriver::open(env.sink.as_ref(), speech_id, env.playout_timeout);
     playout.push(text);
     let end = playout.finish(interrupt).await;
-    SpeechEnd {
-        interrupted: end.interrupted,
-        last_commit: message_commit(env, speech_id, started, &end),
-    }
+    let commit = message_commit(env, speech_id, started, &end);
+    SpeechEnd { interrupted: end.interrupted, tail: speaking.with(commit) }
 }
 
 /// The text of one step as it plays.
@@ -163,17 +192,34 @@ async fn reply(
         let mut calls: BTreeMap<usize, StreamedCall> = BTreeMap::new();
         let mut stream_interrupted = false;
         let mut failure: Option<String> = None;
+        let mut speaking = HeldSpeaking::default();
         loop {
-            let next = async {
-                match env.llm_timeout {
-                    Some(limit) => tokio::time::timeout(limit, stream.next()).await.ok(),
-                    None => Some(stream.next().await),
-                }
+            if interrupt.is_cancelled() {
+                stream_interrupted = true;
+                break;
+            }
+            // A chunk that is there already is taken without waiting; before waiting, the
+            // held `speaking` state goes out.
+            let ready = match speaking.0 {
+                true => stream.next().now_or_never(),
+                false => None,
             };
-            let chunk = tokio::select! {
-                biased;
-                _ = interrupt.cancelled() => { stream_interrupted = true; break }
-                chunk = next => chunk,
+            let chunk = match ready {
+                Some(chunk) => Some(chunk),
+                None => {
+                    speaking.flush(session);
+                    let next = async {
+                        match env.llm_timeout {
+                            Some(limit) => tokio::time::timeout(limit, stream.next()).await.ok(),
+                            None => Some(stream.next().await),
+                        }
+                    };
+                    tokio::select! {
+                        biased;
+                        _ = interrupt.cancelled() => { stream_interrupted = true; break }
+                        chunk = next => chunk,
+                    }
+                }
             };
             let Some(chunk) = chunk else {
                 let limit = env.llm_timeout.unwrap_or_default().as_millis();
@@ -185,7 +231,7 @@ async fn reply(
                 Some(LlmChunk::Text(delta)) if delta.is_empty() => {}
                 Some(LlmChunk::Text(delta)) => {
                     let step_text = text.get_or_insert_with(|| {
-                        session.set_agent_state(AgentState::Speaking);
+                        speaking.hold();
                         StepText {
                             playout: PlayoutDriver::open(
                                 env.sink.as_ref(),
@@ -226,6 +272,11 @@ async fn reply(
         let _release = playout_done.clone().drop_guard();
         // Calls of a response that was cut short or failed are never run.
         let calls: Vec<StreamedCall> = calls.into_values().collect();
+        if !calls.is_empty() || failure.is_some() || env.sink.is_some() {
+            // Calls report their own events, a failure its error, a sink plays for a while:
+            // the agent speaks before any of it.
+            speaking.flush(session);
+        }
         let running = match (stream_interrupted || failure.is_some(), tool_choice) {
             (true, _) => None,
             (false, _) if calls.is_empty() => None,
@@ -239,7 +290,7 @@ async fn reply(
         let mut interrupted_in_playout = stream_interrupted;
         // A step without calls is the speech's last: its message goes with the speech's end.
         let last_step = failure.is_none() && running.is_none();
-        let mut last_commit = None;
+        let mut tail = Vec::new();
         if let Some(StepText { playout, started }) = text {
             let end = if stream_interrupted {
                 playout.interrupt().await
@@ -248,9 +299,10 @@ async fn reply(
             };
             interrupted_in_playout |= end.interrupted;
             let commit = message_commit(env, speech_id, started, &end);
+            let reports = std::mem::take(&mut speaking).with(commit);
             match last_step {
-                true => last_commit = commit,
-                false => session.reports(commit.into_iter().collect()),
+                true => tail = reports,
+                false => session.reports(reports),
             }
         }
         playout_done.cancel();
@@ -261,7 +313,7 @@ async fn reply(
         }
         let Some(running) = running else {
             request_handoff(env, handoff.take());
-            return SpeechEnd { interrupted: interrupted_in_playout, last_commit };
+            return SpeechEnd { interrupted: interrupted_in_playout, tail };
         };
         let released = running.executing();
         if released {

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use colloquy_core::{AgentState, ChatContext, ChatItem, EventKind, SessionEvent};
+use colloquy_core::{ChatContext, ChatItem, EventKind, SessionEvent};
 use ractor::ActorRef;
 
 use super::messages::{Report, SessionMsg};
@@ -60,11 +60,6 @@ impl SessionLink {
             items,
             awaits_reply: None,
         })
-    }
-
-    /// Reports an agent state.
-    pub fn set_agent_state(&self, state: AgentState) {
-        let _ = self.actor.cast(SessionMsg::SetAgentState(state));
     }
 
     /// Starts an LLM step: reports `thinking` and returns the agent's current chat context for

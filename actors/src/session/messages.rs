@@ -129,8 +129,6 @@ pub enum SessionMsg {
     Enqueue(PendingReply),
     /// The ReplyCoalescer offers pending pairs; the Session answers `Admitted` or `Busy`.
     AdmitReply { batch: Vec<Arc<PendingReply>>, coalescer: ActorRef<CoalescerMsg> },
-    /// A speech changed the agent state.
-    SetAgentState(AgentState),
     /// A speech released the floor to wait for its blocking tools (`true`: the agent is
     /// thinking meanwhile), or took it back.
     SpeechWaiting { speech_id: String, waiting: bool },
@@ -162,4 +160,6 @@ pub(crate) enum Report {
     },
     /// A speech finished (its task ended, or it was dropped from the queue).
     SpeechDone { speech_id: String, interrupted: bool },
+    /// A speech changed the agent state (it started speaking).
+    AgentState(AgentState),
 }

@@ -331,7 +331,6 @@ impl Actor for SessionActor {
                     state.complete_handoff_if_drained(&myself).await;
                 }
             }
-            SessionMsg::SetAgentState(agent_state) => state.set_agent_state(agent_state),
             SessionMsg::ActivityClosed => Box::pin(state.activity_closed(&myself)).await,
             SessionMsg::Handoff { agent } => state.request_handoff(agent),
             SessionMsg::ActivityDrained { kept } => {
@@ -396,6 +395,10 @@ fn apply(state: &mut SessionState, report: Report) -> bool {
         }
         Report::SpeechDone { speech_id, interrupted } => {
             state.speech_done(speech_id, interrupted);
+            false
+        }
+        Report::AgentState(agent_state) => {
+            state.set_agent_state(agent_state);
             false
         }
     }
