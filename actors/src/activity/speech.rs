@@ -153,8 +153,12 @@ async fn reply(
     // The floor was just taken back after waiting for tools; the Session hears it with the
     // next step (or at once, if there is none).
     let mut resumed = false;
+    // The previous step's function_tools_executed and commit, when nothing waited since: they
+    // go with the next step's `BeginLlmStep`.
+    let mut carried: Vec<Report> = Vec::new();
     loop {
         if interrupt.is_cancelled() {
+            session.reports(std::mem::take(&mut carried));
             if resumed {
                 let waiting =
                     SessionMsg::SpeechWaiting { speech_id: speech_id.into(), waiting: false };
@@ -164,7 +168,9 @@ async fn reply(
             return SpeechEnd::new(true);
         }
         let resumed_speech = std::mem::take(&mut resumed).then_some(speech_id);
-        let Some(items) = session.begin_llm_step(&env.agent_id, resumed_speech).await else {
+        let reports = std::mem::take(&mut carried);
+        let Some(items) = session.begin_llm_step(&env.agent_id, resumed_speech, reports).await
+        else {
             return SpeechEnd::new(true);
         };
         // Requests 1..=max_tool_steps+1 may call tools; later ones are sent with `none` (§4.1).
@@ -342,20 +348,25 @@ async fn reply(
         // Interrupted during playout: results are kept but ask for no reply (§4.1).
         let items = dispatch::step_items(results, !interrupted_in_playout);
         let commit = SessionLink::speech_commit(&env.agent_id, speech_id, items);
-        session.reports([Some(executed), commit].into_iter().flatten().collect());
+        let reports = [Some(executed), commit].into_iter().flatten().collect();
         if interrupted || !wants_reply {
+            session.reports(reports);
             request_handoff(env, handoff.take());
             return SpeechEnd::new(interrupted);
         }
         // A reply to a step that chose a handoff is spoken by this agent with `none` (C-92).
         only_progress = handoff.is_some() || all_provisional;
-        if released {
-            // Taken back at once unless another speech got it meanwhile.
-            if !lease.reclaim() && !regain_floor(env, speech_id).await {
+        // Taken back at once unless another speech got the floor meanwhile; then the step's
+        // reports go first and the speech asks for the floor.
+        if released && !lease.reclaim() {
+            session.reports(reports);
+            if !regain_floor(env, speech_id).await {
                 return SpeechEnd::new(true);
             }
-            resumed = true;
+        } else {
+            carried = reports;
         }
+        resumed = released;
         step += 1;
     }
 }

@@ -62,17 +62,19 @@ impl SessionLink {
         })
     }
 
-    /// Starts an LLM step: reports `thinking` and returns the agent's current chat context for
-    /// the request (a shared snapshot, with placeholders for running calls it does not
-    /// mention), or `None` once the session is gone. One round trip for both. `resumed`: the
-    /// speech took the floor back after waiting for its tools (see `SessionMsg::BeginLlmStep`).
+    /// Starts an LLM step: applies `reports` (the previous step's, held back to go with this
+    /// message), reports `thinking` and returns the agent's current chat context for the
+    /// request (a shared snapshot, with placeholders for running calls it does not mention),
+    /// or `None` once the session is gone. One round trip for all of it. `resumed`: the speech
+    /// took the floor back after waiting for its tools (see `SessionMsg::BeginLlmStep`).
     pub async fn begin_llm_step(
         &self,
         agent: &str,
         resumed: Option<&str>,
+        reports: Vec<Report>,
     ) -> Option<Arc<ChatContext>> {
         let (agent, resumed) = (agent.to_string(), resumed.map(str::to_string));
-        let step = |reply| SessionMsg::BeginLlmStep { agent, resumed, reply };
+        let step = |reply| SessionMsg::BeginLlmStep { agent, resumed, reports, reply };
         match self.actor.call(step, None).await {
             Ok(ractor::rpc::CallResult::Success(ctx)) => ctx,
             _ => None,

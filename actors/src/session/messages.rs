@@ -104,13 +104,15 @@ pub enum SessionMsg {
     /// Several reports that happened together, applied in order: one mailbox message instead
     /// of one each (a toolset's update emits its event and commits its pair at once).
     Reports(Vec<Report>),
-    /// A speech starts an LLM step: the agent state becomes `thinking` and the answer is the
-    /// agent's context for the request (with running-call placeholders). `resumed` names the
-    /// speech when it just took the floor back after waiting for its blocking tools (what
+    /// A speech starts an LLM step: `reports` of its previous step not sent yet are applied
+    /// first, in order; the agent state becomes `thinking` and the answer is the agent's context
+    /// for the request (with running-call placeholders). `resumed` names the speech when it
+    /// just took the floor back after waiting for its blocking tools (what
     /// `SpeechWaiting { waiting: false }` says, in the same message).
     BeginLlmStep {
         agent: String,
         resumed: Option<String>,
+        reports: Vec<Report>,
         reply: RpcReplyPort<Option<Arc<ChatContext>>>,
     },
     /// A toolset registered and started a call (emits `tool_call_started`).

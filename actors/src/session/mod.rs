@@ -295,12 +295,17 @@ impl Actor for SessionActor {
             SessionMsg::RunningCalls(reply) => {
                 let _ = reply.send(state.running_tool_calls());
             }
-            SessionMsg::BeginLlmStep { agent, resumed, reply } => {
+            SessionMsg::BeginLlmStep { agent, resumed, reports, reply } => {
+                let ended = apply_all(state, reports);
                 if let Some(speech_id) = resumed {
                     state.speech_waiting(speech_id, false);
                 }
                 state.set_agent_state(AgentState::Thinking);
                 let _ = reply.send(state.request_context(&agent));
+                if ended {
+                    state.close_if_quiet(&myself).await;
+                    state.complete_handoff_if_drained(&myself).await;
+                }
             }
             // The rare heavy paths are boxed: inlined, they would size every session's actor
             // task for them.
@@ -320,13 +325,7 @@ impl Actor for SessionActor {
                 }
             }
             SessionMsg::Reports(reports) => {
-                // Applied in order; a call that ended is followed up once, after the batch
-                // (nothing awaits between two reports, so the handler's future stays small).
-                let mut ended = false;
-                for report in reports {
-                    ended |= apply(state, report);
-                }
-                if ended {
+                if apply_all(state, reports) {
                     state.close_if_quiet(&myself).await;
                     state.complete_handoff_if_drained(&myself).await;
                 }
@@ -375,6 +374,16 @@ impl Actor for SessionActor {
         }
         Ok(())
     }
+}
+
+/// Applies reports in order; true when one ended a tool call. The caller follows that up once,
+/// after the batch (nothing awaits between two reports, so the handler's future stays small).
+fn apply_all(state: &mut SessionState, reports: Vec<Report>) -> bool {
+    let mut ended = false;
+    for report in reports {
+        ended |= apply(state, report);
+    }
+    ended
 }
 
 /// Applies one report of the session's own actors; true when it ended a tool call (a close or
