@@ -1,15 +1,19 @@
-//! The floor a waiting speech lends, without a message unless someone wants it.
+//! The floor a waiting speech lends, and a speech's end, without a message unless the
+//! Activity is waiting for one.
 //!
 //! A speech that waits for its blocking tools lets other speeches speak meanwhile (§10.1). It
 //! used to tell the Activity every time and ask for the floor back with a round trip; most
 //! waits see no other speech, so both were pure cost. Now the speech *lends* the floor: it
-//! marks its [`FloorLease`] and tells the Activity only if the Activity said it wants the floor
-//! ([`FloorWanted`]). The Activity takes a lent floor when it has something to start; the
-//! speech reclaims its floor without a message if nobody took it, and asks for it back (the
-//! `FloorRequest` round trip, ahead of the queue) only if somebody did.
+//! marks its [`FloorLease`] and tells the Activity only if the Activity said it is waiting for
+//! something ([`Attention`]). The Activity takes a lent floor when it has something to start;
+//! the speech reclaims its floor without a message if nobody took it, and asks for it back
+//! (the `FloorRequest` round trip, ahead of the queue) only if somebody did. A speech that ends
+//! marks its lease finished the same way: the Activity collects it at its next message, and is
+//! told at once only when it waits for the floor, an interrupt, a drain or a close.
 //!
 //! Both sides store their own flag, then read the other's (sequentially consistent): whichever
-//! comes second sees the first, so a lend that races the Activity's wish is never missed.
+//! comes second sees the first, so a lend or an end that races the Activity's wish is never
+//! missed.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
@@ -17,6 +21,7 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 const HELD: u8 = 0;
 const LENT: u8 = 1;
 const TAKEN: u8 = 2;
+const FINISHED: u8 = 3;
 
 /// One live speech's hold on the floor, shared by the speech's task and the Activity.
 #[derive(Clone, Debug, Default)]
@@ -47,14 +52,25 @@ impl FloorLease {
     pub fn is_lent(&self) -> bool {
         self.0.load(Ordering::SeqCst) == LENT
     }
+
+    /// The speech's task has ended (it told the Session itself).
+    pub fn finish(&self) {
+        self.0.store(FINISHED, Ordering::SeqCst);
+    }
+
+    pub fn is_finished(&self) -> bool {
+        self.0.load(Ordering::SeqCst) == FINISHED
+    }
 }
 
-/// Set by the Activity while it has a speech to start or a request to grant and the floor is
-/// held: a speech that lends its floor then tells it at once (`FloorReleased`).
+/// Set by the Activity while it waits for something a speech may do — it has a speech to
+/// start or a floor request to grant, an interrupt caller to answer, a drain or a close to
+/// finish: a speech that lends its floor or ends then tells it at once (`FloorReleased`,
+/// `SpeechFinished`).
 #[derive(Clone, Debug, Default)]
-pub(crate) struct FloorWanted(Arc<AtomicBool>);
+pub(crate) struct Attention(Arc<AtomicBool>);
 
-impl FloorWanted {
+impl Attention {
     pub fn set(&self, wanted: bool) {
         self.0.store(wanted, Ordering::SeqCst);
     }
@@ -82,5 +98,7 @@ mod tests {
         assert!(!lease.is_lent() && !lease.reclaim(), "taken: the speech must ask");
         lease.hold();
         assert!(!lease.take());
+        lease.finish();
+        assert!(lease.is_finished() && !lease.take() && !lease.reclaim() && !lease.is_lent());
     }
 }

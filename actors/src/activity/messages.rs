@@ -37,8 +37,8 @@ pub(crate) enum ActivityMsg {
     FloorReleased { speech_id: String },
     /// The speech wants to speak again (its tool reply); answered when it holds the floor.
     FloorRequest { speech_id: String, reply: RpcReplyPort<()> },
-    /// The speech task finished.
-    SpeechFinished { speech_id: String },
+    /// A speech's task ended while the Activity waited for something (see `floor.rs`).
+    SpeechFinished,
     /// Interrupt everything, let the current speech wind down, then tell the Session.
     Close,
     /// A handoff: let the live speeches finish (blocking tools included), then tell the Session.

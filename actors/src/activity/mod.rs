@@ -22,7 +22,7 @@ use colloquy_llm::{Llm, RequestKind};
 use futures_util::FutureExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 
-use floor::{FloorLease, FloorWanted};
+use floor::{Attention, FloorLease};
 pub(crate) use messages::{ActivityMsg, SpeechContent, SpeechJob};
 use speech::{SpeechEnd, SpeechEnv};
 
@@ -151,7 +151,7 @@ impl Actor for ActivityActor {
             max_tool_steps: args.max_tool_steps,
             llm_timeout: args.llm_timeout,
             playout_timeout: args.playout_timeout,
-            floor_wanted: FloorWanted::default(),
+            attention: Attention::default(),
         };
         let id = || format!("activity:{}", env.agent_id);
         let lifecycle = LifecycleGuard::new(env.session.lifecycle.clone(), ActorKind::Activity, id);
@@ -204,6 +204,8 @@ impl Actor for ActivityActor {
         // Still set if this handler panics: the drop guard then stays silent (the Session
         // reports the failure).
         state.lifecycle.busy(true);
+        // Speeches that ended since the last message (each told the Session itself).
+        state.collect_finished();
         match message {
             ActivityMsg::Speak(job) => state.speak(job),
             ActivityMsg::Interrupt { reply } => state.interrupt(reply, false),
@@ -216,7 +218,7 @@ impl Actor for ActivityActor {
                 state.floor_requests.push_back((speech_id, reply));
                 state.pump();
             }
-            ActivityMsg::SpeechFinished { speech_id } => state.speech_finished(speech_id),
+            ActivityMsg::SpeechFinished => {} // collected above
             ActivityMsg::InjectFailure => panic!("injected failure"),
             ActivityMsg::InjectToolsetFailure(id) => {
                 if let Some(toolset) = state.env.toolsets.get(&id) {
@@ -242,6 +244,7 @@ impl Actor for ActivityActor {
                 state.report_drained_if_quiet();
             }
         }
+        state.settle();
         state.lifecycle.busy(false);
         Ok(())
     }
@@ -317,19 +320,15 @@ impl ActivityState {
     fn pump(&mut self) {
         loop {
             if self.floor_requests.is_empty() {
-                let Some(job) = self.queue.front() else {
-                    self.env.floor_wanted.set(false);
-                    return;
-                };
+                let Some(job) = self.queue.front() else { return };
                 let is_user_turn =
                     matches!(job.content, SpeechContent::Reply { kind: RequestKind::UserTurn, .. });
                 if is_user_turn && self.live.values().any(|s| s.control.is_interrupted()) {
-                    self.env.floor_wanted.set(false);
                     return;
                 }
             }
             if !self.take_floor() {
-                return; // its holder tells us if it lends it (the wish is set)
+                return; // its holder tells us if it lends it or ends (see `settle`)
             }
             if let Some((speech_id, reply)) = self.floor_requests.pop_front() {
                 if let Some(speech) = self.live.get(&speech_id)
@@ -347,20 +346,62 @@ impl ActivityState {
     }
 
     /// True once the floor is free: nobody holds it, or its holder had lent it and the
-    /// Activity took it now. Otherwise the wish stays set, so a holder that lends its floor
-    /// later says so (`FloorReleased`).
+    /// Activity took it now.
     fn take_floor(&mut self) -> bool {
         let Some(holder) = &self.floor else { return true };
         let Some(speech) = self.live.get(holder) else {
             self.floor = None;
             return true;
         };
-        self.env.floor_wanted.set(true);
         if speech.lease.take() {
             self.floor = None;
             return true;
         }
         false
+    }
+
+    /// Handles the speeches whose task ended as if each had said so; true if there were any.
+    fn collect_finished(&mut self) -> bool {
+        let ended: Vec<String> = self
+            .live
+            .iter()
+            .filter(|(_, s)| s.lease.is_finished())
+            .map(|(id, _)| id.clone())
+            .collect();
+        let any = !ended.is_empty();
+        for speech_id in ended {
+            self.speech_finished(speech_id);
+        }
+        any
+    }
+
+    /// After every message: says whether a speech that lends its floor or ends must tell the
+    /// Activity at once — it must while the Activity waits for the floor (a queued speech, a
+    /// floor request) or for speeches to end (interrupt callers, a drain, a close). Announced
+    /// first, then checked again: a speech that lent or ended before it could see the
+    /// announcement is handled here (`floor.rs`).
+    fn settle(&mut self) {
+        loop {
+            let wants_floor = !self.queue.is_empty() || !self.floor_requests.is_empty();
+            let waiting =
+                wants_floor || !self.interrupt_waiters.is_empty() || self.closing || self.draining;
+            self.env.attention.set(waiting);
+            if !waiting {
+                return;
+            }
+            if self.collect_finished() {
+                continue;
+            }
+            let holder = self.floor.as_ref().and_then(|id| self.live.get(id));
+            if !(wants_floor && holder.is_some_and(|s| s.lease.is_lent())) {
+                return;
+            }
+            let before = self.floor.clone();
+            self.pump();
+            if self.floor == before {
+                return;
+            }
+        }
     }
 
     fn start(&mut self, job: SpeechJob) {
@@ -373,7 +414,7 @@ impl ActivityState {
         let task = OwnedTask::spawn(tracing::Instrument::instrument(
             async move {
                 let id = job.speech_id.clone();
-                let speech = speech::run(Arc::clone(&env), job, task_control, task_lease);
+                let speech = speech::run(Arc::clone(&env), job, task_control, task_lease.clone());
                 let end = match AssertUnwindSafe(speech).catch_unwind().await {
                     Ok(end) => end,
                     Err(payload) => {
@@ -387,9 +428,14 @@ impl ActivityState {
                 // The Session hears first, in one message with the last commit: anything the
                 // Activity reports once the speech is gone (drained, closed) comes after it.
                 let SpeechEnd { interrupted, mut tail } = end;
-                tail.push(Report::SpeechDone { speech_id: id.clone(), interrupted });
+                tail.push(Report::SpeechDone { speech_id: id, interrupted });
                 env.session.reports(tail);
-                let _ = env.activity.cast(ActivityMsg::SpeechFinished { speech_id: id });
+                // The Activity collects the speech at its next message, and hears now if it
+                // waits for something (`floor.rs`).
+                task_lease.finish();
+                if env.attention.get() {
+                    let _ = env.activity.cast(ActivityMsg::SpeechFinished);
+                }
             },
             span,
         ));
@@ -423,7 +469,8 @@ impl ActivityState {
         }
     }
 
-    /// A speech's task ended (it told the Session itself).
+    /// A speech's task ended (it told the Session itself): it leaves, the floor and interrupt
+    /// callers waiting for it are freed, and a drain or close may be over.
     fn speech_finished(&mut self, speech_id: String) {
         self.live.remove(&speech_id);
         if self.floor.as_deref() == Some(speech_id.as_str()) {

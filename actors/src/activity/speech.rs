@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use tokio_util::sync::CancellationToken;
 
 use super::dispatch::{self, StreamedCall};
-use super::floor::{FloorLease, FloorWanted};
+use super::floor::{Attention, FloorLease};
 use super::messages::{ActivityMsg, SpeechContent, SpeechJob};
 use crate::catalog::ToolCatalog;
 use crate::session::{Report, SessionLink, SessionMsg};
@@ -42,8 +42,8 @@ pub(crate) struct SpeechEnv {
     pub max_tool_steps: u32,
     pub llm_timeout: Option<Duration>,
     pub playout_timeout: Option<Duration>,
-    /// The Activity wants the floor (see `floor.rs`).
-    pub floor_wanted: FloorWanted,
+    /// The Activity waits for a lent floor or a speech's end (see `floor.rs`).
+    pub attention: Attention,
 }
 
 /// How a speech ended.
@@ -330,7 +330,7 @@ async fn reply(
             lease.lend();
             let waiting = SessionMsg::SpeechWaiting { speech_id: speech_id.into(), waiting: true };
             let _ = session.actor.cast(waiting);
-            if env.floor_wanted.get() {
+            if env.attention.get() {
                 let released = ActivityMsg::FloorReleased { speech_id: speech_id.into() };
                 let _ = env.activity.cast(released);
             }
