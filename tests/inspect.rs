@@ -238,3 +238,49 @@ async fn a_speech_waiting_for_its_tool_lends_the_floor() {
     );
     h.close().await;
 }
+
+/// A reply queued while the speech still holds the floor (its LLM answer is on the way) starts
+/// as soon as the speech lends the floor to wait for its tool: the speech tells the Activity,
+/// which waits for the floor.
+#[tokio::test(start_paused = true)]
+async fn a_reply_queued_before_the_wait_starts_when_the_floor_is_lent() {
+    let ms = Duration::from_millis;
+    let h = Harness::start(
+        Agent::new("A", "Test agent.").tool(sleeper("book_flight", 400, "booked")),
+        vec![
+            text("One moment.")
+                .with_call(ScriptedCall::new("bf1", "book_flight", "{}"))
+                .with_latency(ms(100)),
+            text("Meanwhile.").with_latency(ms(10)),
+            text("Booked.").with_latency(ms(10)),
+        ],
+    )
+    .await;
+    h.session.user_turn("book").await.unwrap();
+    tokio::time::sleep(ms(50)).await;
+    h.session.generate_reply("say something while waiting").await.unwrap();
+    tokio::time::sleep(ms(20)).await;
+    let snap = h.session.inspect().await.unwrap();
+    let statuses: Vec<_> = snap.speeches.iter().map(|s| (s.speech_id.as_str(), s.status)).collect();
+    assert_eq!(statuses, [("s1", SpeechStatus::Speaking), ("s2", SpeechStatus::Queued)]);
+    // The answer arrives at 100 ms and the call starts: s2 speaks while s1 waits.
+    tokio::time::sleep(ms(35)).await;
+    let snap = h.session.inspect().await.unwrap();
+    let mut statuses: Vec<_> =
+        snap.speeches.iter().map(|s| (s.speech_id.as_str(), s.status)).collect();
+    statuses.sort_by_key(|s| s.0);
+    assert_eq!(statuses, [("s1", SpeechStatus::WaitingForTools), ("s2", SpeechStatus::Speaking)]);
+    h.session.wait_for_idle().await.unwrap();
+    assert_eq!(
+        h.ctx("A").await,
+        [
+            "user(book)",
+            "asst(One moment.)",
+            "call(book_flight#bf1 {})",
+            "asst(Meanwhile.)",
+            r#"out(#bf1,"booked",ok,rr=T)"#,
+            "asst(Booked.)",
+        ]
+    );
+    h.close().await;
+}

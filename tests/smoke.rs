@@ -3,12 +3,14 @@
 //! in timestamp order, every turn is answered, every session closes.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
-use colloquy::ToolCallStatus;
 use colloquy::prelude::*;
+use colloquy::{RequestKind, ToolCallStatus};
 use schemars::JsonSchema;
 use serde::Deserialize;
+use tokio::sync::{Semaphore, mpsc};
 
 #[derive(Deserialize, JsonSchema)]
 struct Lookup {
@@ -94,5 +96,64 @@ async fn many_sessions_on_two_threads_keep_every_invariant() {
         assert_eq!(answers as u32, TURNS, "every turn got its answer");
         let outputs = history.iter().filter(|i| i.as_function_call_output().is_some()).count();
         assert_eq!(outputs, started.len(), "every call's output is in history");
+    }
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct NoArgs {}
+
+/// A tool that tells the test it started, then waits until the test opens its gate.
+fn gate(open: Arc<Semaphore>, started: mpsc::UnboundedSender<()>) -> FunctionTool {
+    FunctionTool::new("gate", "Waits for the gate.", move |_ctx: RunContext, _a: NoArgs| {
+        let (open, started) = (Arc::clone(&open), started.clone());
+        async move {
+            let _ = started.send(());
+            let _permit = open.acquire().await.map_err(|e| ToolError::new(e.to_string()))?;
+            Ok::<_, ToolError>("opened")
+        }
+    })
+}
+
+/// One session: a speech waits for its blocking tool (lending the floor), a `generate_reply`
+/// takes the floor meanwhile, the gate opens at once, and the waiting speech must get the
+/// floor back for its tool reply whichever side gets there first.
+async fn lend_the_floor(round: u32) -> Vec<String> {
+    let llm = ScriptedLlm::new([]).with_fallback(|_, request| {
+        let response = match request.kind {
+            RequestKind::UserTurn => {
+                ScriptedResponse::text("wait").with_call(ScriptedCall::new("g1", "gate", "{}"))
+            }
+            RequestKind::GenerateReply => ScriptedResponse::text("meanwhile"),
+            _ => ScriptedResponse::text("done"),
+        };
+        response.with_latency(Duration::ZERO)
+    });
+    let (open, (started_tx, mut started)) =
+        (Arc::new(Semaphore::new(0)), mpsc::unbounded_channel());
+    let agent = Agent::new("A", "inst").tool(gate(Arc::clone(&open), started_tx));
+    let session = Session::builder().llm(llm).start(agent).await.expect("start");
+    session.user_turn(format!("round {round}")).await.expect("turn");
+    started.recv().await.expect("the tool starts");
+    session.generate_reply("say something while waiting").await.expect("reply");
+    open.add_permits(1);
+    // A lost wake-up would hang here: fail instead.
+    let idle = tokio::time::timeout(Duration::from_secs(30), session.wait_for_idle()).await;
+    idle.expect("the session goes idle").expect("idle");
+    let history = session.history().await.expect("history");
+    session.close().await.expect("close");
+    history
+        .iter()
+        .filter_map(|i| i.as_message().filter(|m| m.role == colloquy::Role::Assistant))
+        .map(|m| m.text.clone())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lent_floor_and_ended_speeches_are_never_lost_across_threads() {
+    let rounds: Vec<_> = (0..60).map(|r| tokio::spawn(lend_the_floor(r))).collect();
+    for round in rounds {
+        let mut said = round.await.expect("round");
+        said.sort();
+        assert_eq!(said, ["done", "meanwhile", "wait"], "each speech spoke once");
     }
 }
