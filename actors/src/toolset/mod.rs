@@ -84,8 +84,9 @@ pub(crate) struct ToolsetState {
     running: BTreeMap<String, RunningCall>,
     /// Mocked bodies by tool name (the testing API).
     mocks: Arc<BTreeMap<String, FunctionTool>>,
-    /// Calls that have ended whose ToolCall actor has not terminated yet (stopping, or a
-    /// cancelled body winding down), until its supervision event arrives.
+    /// Cancelled calls whose ToolCall actor has not terminated yet (stopping, or a body
+    /// winding down in its grace period), until its supervision event arrives. A call that
+    /// ended with its result is unlinked and stopped at once, and not kept.
     stopping: BTreeMap<String, RunningCall>,
     /// `post_stop` ran: calls left when the state drops were not killed with the toolset.
     graceful: bool,
@@ -347,9 +348,13 @@ impl ToolsetState {
             span: exec.span,
         };
         // Boxed: the spawn future is large, and inlined it would size every toolset's actor
-        // task (one future per actor) for it.
-        match Box::pin(Actor::spawn_linked(None, ToolCallActor, args, myself.get_cell())).await {
+        // task (one future per actor) for it. Linked by hand once started: a relink sends no
+        // `ActorStarted` (RACTOR-NOTES §1.5), a supervision message this toolset would only
+        // drop; the call's failure or end still reaches it. Nothing in the actor's start can
+        // fail before the link (its `post_start` only spawns the body's task).
+        match Box::pin(Actor::spawn(None, ToolCallActor, args)).await {
             Ok((actor, _)) => {
+                actor.get_cell().link(myself.get_cell());
                 let call = RunningCall {
                     actor,
                     key,
@@ -602,8 +607,13 @@ impl ToolsetState {
             }
         }
         if let Some(call) = self.running.remove(call_id) {
+            // Its result is in: unlinked first, so its stop costs no supervision message (its
+            // `post_stop` still reports it stopped).
+            let cell = call.actor.get_cell();
+            if let Some(toolset) = cell.try_get_supervisor() {
+                cell.unlink(toolset);
+            }
             call.actor.stop(None);
-            self.stopping.insert(call_id.to_string(), call);
         }
     }
 
