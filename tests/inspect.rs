@@ -284,3 +284,58 @@ async fn a_reply_queued_before_the_wait_starts_when_the_floor_is_lent() {
     );
     h.close().await;
 }
+
+/// Find an actor under `cell` by its ractor id.
+fn find_cell(
+    cell: &colloquy::ractor::ActorCell,
+    id: colloquy::ractor::ActorId,
+) -> Option<colloquy::ractor::ActorCell> {
+    if cell.get_id() == id {
+        return Some(cell.clone());
+    }
+    cell.get_children().iter().find_map(|child| find_cell(child, id))
+}
+
+/// A running call's ToolCall actor is its Toolset's child (linked once started): killed, its
+/// call still ends once, with an error, and the session goes on.
+#[tokio::test(start_paused = true)]
+async fn a_killed_tool_call_actor_still_ends_its_call() {
+    let mut h = Harness::start(
+        Agent::new("A", "Test agent.").tool(sleeper("book_flight", 400, "booked")),
+        vec![
+            text("One moment.").with_call(ScriptedCall::new("bf1", "book_flight", "{}")),
+            text("Sorry."),
+        ],
+    )
+    .await;
+    h.session.user_turn("book").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let snap = h.session.inspect().await.unwrap();
+    let node = snap.tree.find("tool_call:bf1").expect("the call runs");
+    let cell = find_cell(&h.session.actor_cell(), node.actor_id).expect("in ractor's tree");
+    assert_eq!(
+        cell.try_get_supervisor().map(|s| s.get_id()),
+        snap.tree.find("toolset:agent:A").map(|t| t.actor_id),
+        "linked to its toolset"
+    );
+    cell.kill();
+    h.session.wait_for_quiet().await.unwrap();
+    h.session.wait_for_idle().await.unwrap();
+    let events: Vec<String> = h
+        .tool_events()
+        .into_iter()
+        .filter(|e| e.starts_with("S(") || e.starts_with("E("))
+        .collect();
+    assert_eq!(
+        events,
+        ["S(bf1)", r#"E(bf1,error,"tool call actor ended before its call: killed")"#]
+    );
+    assert_eq!(
+        h.ctx("A").await[3..],
+        [r#"out(#bf1,"An internal error occurred.",ERR,rr=T)"#, "asst(Sorry.)"]
+    );
+    assert!(snap.tree.find("tool_call:bf1").is_some());
+    let after = h.session.inspect().await.unwrap();
+    assert!(after.tree.find("tool_call:bf1").is_none(), "gone from the tree");
+    h.close().await;
+}
