@@ -187,8 +187,14 @@ async fn drive(turns: u32, tool_ms: u64, start: StartLine) -> Driven {
 async fn check(driven: Driven, turns: u32) -> SessionResult {
     let Driven { session, mut events, llm, mut seen, mut result } = driven;
     let Some(session) = session else { return result };
-    let history = session.history().await.unwrap_or_default();
-    let _ = session.close().await;
+    // Closing hands back the final history, its items shared with the session (no copy).
+    let history = match session.close_with_reason("close").await {
+        Ok(closed) => closed.history,
+        Err(e) => {
+            result.problems.push(format!("close failed: {e}"));
+            return result;
+        }
+    };
     while let Some(event) = events.recv().await {
         count(&event, &mut seen);
     }
