@@ -67,8 +67,9 @@ impl FloorLease {
 /// start or a floor request to grant, an interrupt caller to answer, a drain or a close to
 /// finish: a speech that lends its floor or ends then tells it at once (`FloorReleased`,
 /// `SpeechFinished`).
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Attention(Arc<AtomicBool>);
+/// It lives in the speeches' shared environment, so it costs no allocation of its own.
+#[derive(Debug, Default)]
+pub(crate) struct Attention(AtomicBool);
 
 impl Attention {
     pub fn set(&self, wanted: bool) {
