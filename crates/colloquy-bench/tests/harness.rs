@@ -34,6 +34,9 @@ fn a_small_load_completes_every_call_and_reply() {
     for field in ["latency", "amortised_wall", "cpu"] {
         assert!(report["overhead_ms_per_call"][field].is_number(), "{field}");
     }
+    // The kernel's part of the run's CPU is a part of it.
+    let (cpu, kernel) = (report["cpu_s_run"].as_f64(), report["cpu_kernel_s_run"].as_f64());
+    assert!(kernel.zip(cpu).is_some_and(|(k, c)| k >= 0.0 && k <= c + 0.01), "{report:#}");
 }
 
 #[test]
