@@ -88,26 +88,30 @@ impl ScriptedResponse {
         if let Some(message) = self.error {
             return vec![LlmChunk::Error(message)];
         }
-        let mut chunks = Vec::new();
-        // Text arrives in small pieces, as a real stream would deliver it.
-        let chars: Vec<char> = self.text.chars().collect();
-        for piece in chars.chunks(8) {
-            chunks.push(LlmChunk::Text(piece.iter().collect()));
+        // Text arrives in small pieces (8 characters), as a real stream would deliver it; each
+        // call's arguments in two halves.
+        let pieces = self.text.chars().count().div_ceil(8);
+        let mut chunks = Vec::with_capacity(pieces + 2 * self.calls.len() + 1);
+        let mut rest = self.text.as_str();
+        while !rest.is_empty() {
+            let at = rest.char_indices().nth(8).map_or(rest.len(), |(at, _)| at);
+            let (piece, tail) = rest.split_at(at);
+            chunks.push(LlmChunk::Text(piece.to_string()));
+            rest = tail;
         }
         for (index, call) in self.calls.into_iter().enumerate() {
-            let split = call.arguments.char_indices().nth(call.arguments.chars().count() / 2);
-            let (head, tail) = match split {
-                Some((at, _)) => call.arguments.split_at(at),
-                None => (call.arguments.as_str(), ""),
-            };
+            let ScriptedCall { id, name, mut arguments } = call;
+            let half = arguments.chars().count() / 2;
+            let at = arguments.char_indices().nth(half).map_or(arguments.len(), |(at, _)| at);
+            let tail = arguments.split_off(at);
             chunks.push(LlmChunk::ToolCall(ToolCallDelta {
                 index,
-                id: Some(call.id.clone()),
-                name: Some(call.name.clone()),
-                arguments: head.to_string(),
+                id: Some(id),
+                name: Some(name),
+                arguments,
             }));
             if !tail.is_empty() {
-                let delta = ToolCallDelta { index, id: None, name: None, arguments: tail.into() };
+                let delta = ToolCallDelta { index, id: None, name: None, arguments: tail };
                 chunks.push(LlmChunk::ToolCall(delta));
             }
         }
