@@ -59,13 +59,15 @@ impl SessionClock {
 /// writes, without the formatting machinery (ids are made several times per tool call).
 fn item_id(n: u64) -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let digits = (16 - n.leading_zeros() as usize / 4).max(12);
-    let mut out = Vec::with_capacity(5 + digits);
-    out.extend_from_slice(b"item_");
-    for shift in (0..digits).rev() {
-        out.push(HEX[(n >> (shift * 4)) as usize & 0xf]);
+    let mut hex = [0u8; 16];
+    for (i, digit) in hex.iter_mut().enumerate() {
+        *digit = HEX[(n >> ((15 - i) * 4)) as usize & 0xf];
     }
-    String::from_utf8(out).expect("ASCII")
+    let digits = (16 - n.leading_zeros() as usize / 4).max(12);
+    let mut id = String::with_capacity(5 + digits);
+    id.push_str("item_");
+    id.push_str(std::str::from_utf8(&hex[16 - digits..]).expect("hex digits are ASCII"));
+    id
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@
 //! cargo run --release -p colloquy-bench -- --idle-sessions 10000
 //! ```
 
+use std::collections::BTreeSet;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -209,6 +210,11 @@ async fn check(driven: Driven, turns: u32) -> SessionResult {
     if seen.calls.len() > turns as usize {
         result.problems.push(format!("calls of {} turns, expected {turns}", seen.calls.len()));
     }
+    // Every output's call id, once (the history is checked in one pass, not once per item).
+    let outputs: BTreeSet<&str> = history
+        .iter()
+        .filter_map(|i| i.as_function_call_output().map(|o| o.call_id.as_str()))
+        .collect();
     for turn in 0..turns {
         let id = format!("t{turn}");
         let counts = seen.calls.get(turn as usize).copied().unwrap_or_default();
@@ -223,10 +229,7 @@ async fn check(driven: Driven, turns: u32) -> SessionResult {
             }
         }
         for item in [id.clone(), format!("{id}_update_1"), format!("{id}_final")] {
-            let present = history
-                .iter()
-                .any(|i| i.as_function_call_output().is_some_and(|o| o.call_id == item));
-            if !present {
+            if !outputs.contains(item.as_str()) {
                 result.problems.push(format!("{item}: missing from history"));
             }
         }
