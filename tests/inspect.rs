@@ -181,15 +181,21 @@ async fn a_closed_session_cannot_be_inspected() {
     assert!(matches!(h.session.inspect().await, Err(SessionError::Closed)));
 }
 
+/// Each speech's status, by speech id.
+async fn speech_statuses(session: &SessionHandle) -> Vec<(String, SpeechStatus)> {
+    let snap = session.inspect().await.unwrap();
+    let mut statuses: Vec<_> =
+        snap.speeches.iter().map(|s| (s.speech_id.clone(), s.status)).collect();
+    statuses.sort_by(|a, b| a.0.cmp(&b.0));
+    statuses
+}
+
 /// The floor a speech lends while its blocking tool runs: nothing else wants it, so the speech
 /// takes it back by itself; a reply asked for meanwhile takes it, speaks, and the waiting
 /// speech gets it back for its tool reply.
 #[tokio::test(start_paused = true)]
 async fn a_speech_waiting_for_its_tool_lends_the_floor() {
     let ms = Duration::from_millis;
-    let statuses = |snap: &SessionSnapshot| -> Vec<(String, SpeechStatus)> {
-        snap.speeches.iter().map(|s| (s.speech_id.clone(), s.status)).collect()
-    };
     let call = |id: &str| ScriptedCall::new(id, "book_flight", "{}");
     let h = Harness::start(
         Agent::new("A", "Test agent.").tool(sleeper("book_flight", 400, "booked")),
@@ -206,8 +212,8 @@ async fn a_speech_waiting_for_its_tool_lends_the_floor() {
     // Alone: the speech waits, lent floor and all, then speaks its tool reply.
     h.session.user_turn("book").await.unwrap();
     tokio::time::sleep(ms(150)).await;
-    let snap = h.session.inspect().await.unwrap();
-    assert_eq!(statuses(&snap), [("s1".to_string(), SpeechStatus::WaitingForTools)]);
+    let statuses = speech_statuses(&h.session).await;
+    assert_eq!(statuses, [("s1".to_string(), SpeechStatus::WaitingForTools)]);
     h.session.wait_for_idle().await.unwrap();
     assert!(h.session.inspect().await.unwrap().speeches.is_empty());
 
@@ -216,11 +222,8 @@ async fn a_speech_waiting_for_its_tool_lends_the_floor() {
     tokio::time::sleep(ms(150)).await;
     h.session.generate_reply("say something while waiting").await.unwrap();
     tokio::time::sleep(ms(20)).await;
-    let snap = h.session.inspect().await.unwrap();
-    let mut now = statuses(&snap);
-    now.sort_by(|a, b| a.0.cmp(&b.0));
     assert_eq!(
-        now,
+        speech_statuses(&h.session).await,
         [("s2".to_string(), SpeechStatus::WaitingForTools), ("s3".into(), SpeechStatus::Speaking)]
     );
     h.session.wait_for_idle().await.unwrap();
@@ -260,16 +263,16 @@ async fn a_reply_queued_before_the_wait_starts_when_the_floor_is_lent() {
     tokio::time::sleep(ms(50)).await;
     h.session.generate_reply("say something while waiting").await.unwrap();
     tokio::time::sleep(ms(20)).await;
-    let snap = h.session.inspect().await.unwrap();
-    let statuses: Vec<_> = snap.speeches.iter().map(|s| (s.speech_id.as_str(), s.status)).collect();
-    assert_eq!(statuses, [("s1", SpeechStatus::Speaking), ("s2", SpeechStatus::Queued)]);
+    assert_eq!(
+        speech_statuses(&h.session).await,
+        [("s1".to_string(), SpeechStatus::Speaking), ("s2".into(), SpeechStatus::Queued)]
+    );
     // The answer arrives at 100 ms and the call starts: s2 speaks while s1 waits.
     tokio::time::sleep(ms(35)).await;
-    let snap = h.session.inspect().await.unwrap();
-    let mut statuses: Vec<_> =
-        snap.speeches.iter().map(|s| (s.speech_id.as_str(), s.status)).collect();
-    statuses.sort_by_key(|s| s.0);
-    assert_eq!(statuses, [("s1", SpeechStatus::WaitingForTools), ("s2", SpeechStatus::Speaking)]);
+    assert_eq!(
+        speech_statuses(&h.session).await,
+        [("s1".to_string(), SpeechStatus::WaitingForTools), ("s2".into(), SpeechStatus::Speaking)]
+    );
     h.session.wait_for_idle().await.unwrap();
     assert_eq!(
         h.ctx("A").await,
