@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::speech::SpeechEnv;
 use crate::speech_control::SpeechControl;
-use crate::toolset::{CallOutcome, ExecuteCall, NON_BLOCKING, ToolsetMsg};
+use crate::toolset::{CallOutcome, ExecuteCall, ToolsetMsg, mark_non_blocking};
 
 /// A tool call as assembled from the stream.
 #[derive(Debug, Default)]
@@ -185,7 +185,7 @@ fn dispatch_one(
             handoff: None,
         });
         if outcome.provisional {
-            call.extra.insert(NON_BLOCKING.into(), serde_json::Value::Bool(true));
+            mark_non_blocking(&mut call.extra);
         }
         let output = FunctionCallOutput {
             id: clock.item_id(),

@@ -137,7 +137,8 @@ pub(crate) struct SessionState {
     /// Speeches created and not yet done (queued, playing, or waiting on blocking tools).
     pending_speeches: usize,
     /// Running calls by call id (registered by toolsets, removed by `tool_call_ended`).
-    running_calls: BTreeMap<String, Running>,
+    /// Boxed: a map's first node holds room for eleven entries, and a running call is large.
+    running_calls: BTreeMap<String, Box<Running>>,
     pub subscribers: Vec<(EventFilter, mpsc::UnboundedSender<SessionEvent>)>,
     pub broadcasts: Vec<broadcast::Sender<SessionEvent>>,
     /// Callers of `wait_for_idle` (`false`) and `wait_for_quiet` (`true`).
@@ -390,7 +391,7 @@ impl SessionState {
         agent_scoped: bool,
     ) {
         let (call_id, name) = (call.call_id.clone(), call.name.clone());
-        let running = Running { call, toolset, cancellable, agent_scoped };
+        let running = Box::new(Running { call, toolset, cancellable, agent_scoped });
         self.running_calls.insert(call_id.clone(), running);
         self.update_away_timer(false);
         self.emit_now(EventKind::ToolCallStarted { call_id, name });

@@ -45,6 +45,15 @@ use crate::tool_call::{ToolCallActor, ToolCallArgs, ToolCallMsg};
 /// The mark a call's item gets once it has posted its first update (§7 step 6).
 pub(crate) const NON_BLOCKING: &str = "__livekit_agents_tool_non_blocking";
 
+/// Marks a call's item non-blocking. A call's `extra` is usually empty: it then gets room for
+/// this one entry only (a map's first insert reserves for several; the item stays in history).
+pub(crate) fn mark_non_blocking(extra: &mut serde_json::Map<String, Value>) {
+    if extra.is_empty() {
+        *extra = serde_json::Map::with_capacity(1);
+    }
+    extra.insert(NON_BLOCKING.into(), Value::Bool(true));
+}
+
 pub(crate) struct ToolsetActor;
 
 pub(crate) struct ToolsetArgs {
@@ -81,13 +90,14 @@ struct RunningCall {
 pub(crate) struct ToolsetState {
     args: ToolsetArgs,
     /// Running calls by call id (ordered: anything observable iterates deterministically).
-    running: BTreeMap<String, RunningCall>,
+    /// Boxed: a map's first node holds room for eleven entries, and a running call is large.
+    running: BTreeMap<String, Box<RunningCall>>,
     /// Mocked bodies by tool name (the testing API).
     mocks: Arc<BTreeMap<String, FunctionTool>>,
     /// Cancelled calls whose ToolCall actor has not terminated yet (stopping, or a body
     /// winding down in its grace period), until its supervision event arrives. A call that
     /// ended with its result is unlinked and stopped at once, and not kept.
-    stopping: BTreeMap<String, RunningCall>,
+    stopping: BTreeMap<String, Box<RunningCall>>,
     /// `post_stop` ran: calls left when the state drops were not killed with the toolset.
     graceful: bool,
     lifecycle: LifecycleGuard,
@@ -355,7 +365,7 @@ impl ToolsetState {
         match Box::pin(Actor::spawn(None, ToolCallActor, args)).await {
             Ok((actor, _)) => {
                 actor.get_cell().link(myself.get_cell());
-                let call = RunningCall {
+                let call = Box::new(RunningCall {
                     actor,
                     key,
                     cancellable,
@@ -364,7 +374,7 @@ impl ToolsetState {
                     call: exec.call,
                     updates: 0,
                     started: tokio::time::Instant::now(),
-                };
+                });
                 self.running.insert(call_id, call);
             }
             Err(e) => {
@@ -491,7 +501,7 @@ impl ToolsetState {
         if index == 0 {
             session.report(event);
             // The first update answers the call for this turn; the body goes on.
-            call.call.extra.insert(NON_BLOCKING.into(), Value::Bool(true));
+            mark_non_blocking(&mut call.call.extra);
             if let Some(reply) = call.reply.take() {
                 let _ = reply.send(CallOutcome {
                     output: update.output,
