@@ -74,6 +74,10 @@ impl HeldSpeaking {
         self.0 = true;
     }
 
+    fn is_held(&self) -> bool {
+        self.0
+    }
+
     fn flush(&mut self, session: &SessionLink) {
         if std::mem::take(&mut self.0) {
             session.report(Report::AgentState(AgentState::Speaking));
@@ -206,7 +210,7 @@ async fn reply(
             }
             // A chunk that is there already is taken without waiting; before waiting, the
             // held `speaking` state goes out.
-            let ready = match speaking.0 {
+            let ready = match speaking.is_held() {
                 true => stream.next().now_or_never(),
                 false => None,
             };
