@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 
 use colloquy::prelude::*;
-use colloquy::{PacedSink, RequestKind, SpeechSource};
+use colloquy::{Llm, LlmChunk, LlmRequest, LlmStream, PacedSink, RequestKind, SpeechSource};
 use common::*;
 
 fn agent() -> Agent {
@@ -187,4 +187,43 @@ async fn speeches_queue_in_order() {
         [SpeechSource::GenerateReply, SpeechSource::Say, SpeechSource::GenerateReply]
     );
     h.close().await;
+}
+
+/// An LLM whose text trickles in: the first piece at once, the rest after a pause.
+struct Trickle;
+
+impl Llm for Trickle {
+    fn chat(&self, _request: LlmRequest) -> LlmStream {
+        use futures_util::StreamExt;
+        let first = futures_util::stream::iter([LlmChunk::Text("Hel".into())]);
+        let rest = futures_util::stream::once(async {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            futures_util::stream::iter([LlmChunk::Text("lo.".into()), LlmChunk::End])
+        })
+        .flatten();
+        Box::pin(first.chain(rest))
+    }
+}
+
+/// The agent speaks from the first piece of text on, not once the answer is complete: the
+/// `speaking` state waits for nothing (it rides with the message only when the whole text
+/// arrives at once).
+#[tokio::test(start_paused = true)]
+async fn the_agent_speaks_from_the_first_piece_of_a_slow_answer() {
+    let session = Session::builder().llm(Trickle).start(agent()).await.unwrap();
+    session.user_turn("hi").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(session.states().await.unwrap().0, AgentState::Speaking);
+    session.wait_for_idle().await.unwrap();
+    assert_eq!(session.states().await.unwrap().0, AgentState::Listening);
+    let said: Vec<String> = session
+        .history()
+        .await
+        .unwrap()
+        .iter()
+        .filter_map(|i| i.as_message().filter(|m| m.role == Role::Assistant))
+        .map(|m| m.text.clone())
+        .collect();
+    assert_eq!(said, ["Hello."]);
+    session.close().await.unwrap();
 }
