@@ -65,8 +65,7 @@ impl FloorLease {
 
 /// Set by the Activity while it waits for something a speech may do — it has a speech to
 /// start or a floor request to grant, an interrupt caller to answer, a drain or a close to
-/// finish: a speech that lends its floor or ends then tells it at once (`FloorReleased`,
-/// `SpeechFinished`).
+/// finish: a speech that lends its floor or ends then tells it at once (`ActivityMsg::Wake`).
 /// It lives in the speeches' shared environment, so it costs no allocation of its own.
 #[derive(Debug, Default)]
 pub(crate) struct Attention(AtomicBool);

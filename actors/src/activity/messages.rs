@@ -33,12 +33,11 @@ pub(crate) enum ActivityMsg {
     /// Interrupt the current speech and queued ones that allow it; `reply` answers once the
     /// current speech is done (at once if nothing was interrupted).
     Interrupt { reply: Option<RpcReplyPort<()>> },
-    /// The speech waits for its blocking tools: others may speak meanwhile (§10.1).
-    FloorReleased { speech_id: String },
     /// The speech wants to speak again (its tool reply); answered when it holds the floor.
     FloorRequest { speech_id: String, reply: RpcReplyPort<()> },
-    /// A speech's task ended while the Activity waited for something (see `floor.rs`).
-    SpeechFinished,
+    /// A speech lent its floor or ended while the Activity waited for something (see
+    /// `floor.rs`): the checks after every message take it from there.
+    Wake,
     /// Interrupt everything, let the current speech wind down, then tell the Session.
     Close,
     /// A handoff: let the live speeches finish (blocking tools included), then tell the Session.

@@ -209,16 +209,11 @@ impl Actor for ActivityActor {
         match message {
             ActivityMsg::Speak(job) => state.speak(job),
             ActivityMsg::Interrupt { reply } => state.interrupt(reply, false),
-            ActivityMsg::FloorReleased { speech_id } => {
-                if state.floor.as_deref() == Some(speech_id.as_str()) {
-                    state.pump();
-                }
-            }
             ActivityMsg::FloorRequest { speech_id, reply } => {
                 state.floor_requests.push_back((speech_id, reply));
                 state.pump();
             }
-            ActivityMsg::SpeechFinished => {} // collected above
+            ActivityMsg::Wake => {} // ended speeches collected above, a lent floor in `settle`
             ActivityMsg::InjectFailure => panic!("injected failure"),
             ActivityMsg::InjectToolsetFailure(id) => {
                 if let Some(toolset) = state.env.toolsets.get(&id) {
@@ -433,9 +428,7 @@ impl ActivityState {
                 // The Activity collects the speech at its next message, and hears now if it
                 // waits for something (`floor.rs`).
                 task_lease.finish();
-                if env.attention.get() {
-                    let _ = env.activity.cast(ActivityMsg::SpeechFinished);
-                }
+                env.wake_activity_if_waiting();
             },
             span,
         ));

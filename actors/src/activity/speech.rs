@@ -46,6 +46,16 @@ pub(crate) struct SpeechEnv {
     pub attention: Attention,
 }
 
+impl SpeechEnv {
+    /// After a speech lent its floor or ended: tells the Activity only if it waits for
+    /// something (`floor.rs`); otherwise it notices at its next message.
+    pub fn wake_activity_if_waiting(&self) {
+        if self.attention.get() {
+            let _ = self.activity.cast(ActivityMsg::Wake);
+        }
+    }
+}
+
 /// How a speech ended.
 pub(crate) struct SpeechEnd {
     pub interrupted: bool,
@@ -334,10 +344,7 @@ async fn reply(
             lease.lend();
             let waiting = SessionMsg::SpeechWaiting { speech_id: speech_id.into(), waiting: true };
             let _ = session.actor.cast(waiting);
-            if env.attention.get() {
-                let released = ActivityMsg::FloorReleased { speech_id: speech_id.into() };
-                let _ = env.activity.cast(released);
-            }
+            env.wake_activity_if_waiting();
         }
         let mut results = running.collect().await;
         let interrupted = interrupted_in_playout || interrupt.is_cancelled();
