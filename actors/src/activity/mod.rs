@@ -96,7 +96,7 @@ impl Actor for ActivityActor {
         args: Self::Arguments,
     ) -> Result<Self::State, ActorProcessingErr> {
         let catalog = args.catalog;
-        let agent_id = args.agent.id().to_string();
+        let agent_id: Arc<str> = args.agent.id().into();
         // The implicit toolset, then the agent-scoped async ones; templates resolve toolset →
         // agent → session (§8).
         let implicit = implicit_toolset(&agent_id);
@@ -275,7 +275,7 @@ impl ActivityState {
         };
         let id = format!("activity:{}", self.env.agent_id);
         let mut node = ActorNode::new(ActorKind::Activity, id, status, &myself.get_cell());
-        node.agent = Some(self.env.agent_id.clone());
+        node.agent = Some(self.env.agent_id.to_string());
         // A holder that lent the floor waits for its tools.
         let lent = |id: &String| self.live.get(id).is_some_and(|s| s.lease.is_lent());
         let holder = self.floor.as_ref().filter(|id| !lent(id));

@@ -34,7 +34,7 @@ pub(crate) struct SpeechEnv {
     pub activity: ActorRef<ActivityMsg>,
     pub llm: Arc<dyn Llm>,
     pub sink: Option<Arc<dyn SpeechSink>>,
-    pub agent_id: String,
+    pub agent_id: Arc<str>,
     pub instructions: Arc<str>,
     pub catalog: Arc<ToolCatalog>,
     /// Every toolset actor this agent's calls may go to, by toolset id.
@@ -94,10 +94,15 @@ impl HeldSpeaking {
         }
     }
 
-    /// The held state (if any) followed by `then`, in order.
+    /// The held state (if any) followed by `then`, in order; with room for the speech's end,
+    /// which a last step's reports are sent with.
     fn with(mut self, then: Option<Report>) -> Vec<Report> {
-        let held = std::mem::take(&mut self.0).then_some(Report::AgentState(AgentState::Speaking));
-        held.into_iter().chain(then).collect()
+        let mut reports = Vec::with_capacity(3);
+        if std::mem::take(&mut self.0) {
+            reports.push(Report::AgentState(AgentState::Speaking));
+        }
+        reports.extend(then);
+        reports
     }
 }
 
@@ -135,8 +140,9 @@ async fn say(
     let mut playout = PlayoutDriver::open(env.sink.as_ref(), speech_id, env.playout_timeout);
     playout.push(text);
     let end = playout.finish(interrupt).await;
-    let commit = message_commit(env, speech_id, started, &end);
-    SpeechEnd { interrupted: end.interrupted, tail: speaking.with(commit) }
+    let interrupted = end.interrupted;
+    let commit = message_commit(env, speech_id, started, end);
+    SpeechEnd { interrupted, tail: speaking.with(commit) }
 }
 
 /// The text of one step as it plays.
@@ -196,7 +202,7 @@ async fn reply(
         };
         let request = LlmRequest {
             kind: if step == 1 { first.kind } else { RequestKind::ToolReply },
-            agent: env.agent_id.clone(),
+            agent: env.agent_id.to_string(),
             speech_id: speech_id.to_string(),
             instructions: Arc::clone(&env.instructions),
             extra_instructions: if step == 1 { first.extra_instructions.clone() } else { None },
@@ -318,7 +324,7 @@ async fn reply(
                 playout.finish(interrupt).await
             };
             interrupted_in_playout |= end.interrupted;
-            let commit = message_commit(env, speech_id, started, &end);
+            let commit = message_commit(env, speech_id, started, end);
             let reports = std::mem::take(&mut speaking).with(commit);
             match last_step {
                 true => tail = reports,
@@ -440,10 +446,10 @@ fn message_commit(
     env: &SpeechEnv,
     speech_id: &str,
     started: Timestamp,
-    end: &PlayoutEnd,
+    end: PlayoutEnd,
 ) -> Option<Report> {
-    if let Some(message) = &end.sink_error {
-        env.session.emit(EventKind::Error { source: ErrorSource::Sink, message: message.clone() });
+    if let Some(message) = end.sink_error {
+        env.session.emit(EventKind::Error { source: ErrorSource::Sink, message });
     }
     if end.text.is_empty() {
         return None;
@@ -451,7 +457,7 @@ fn message_commit(
     let message = Message {
         id: env.session.clock.item_id(),
         role: Role::Assistant,
-        text: end.text.clone(),
+        text: end.text,
         interrupted: end.interrupted,
         created_at: started,
     };

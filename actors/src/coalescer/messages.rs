@@ -6,7 +6,7 @@ pub(crate) struct PendingReply {
     /// The pair's call id (`<id>_update_<n>` or `<id>_final`).
     pub update_id: String,
     /// The agent whose context received the eager insert.
-    pub agent: String,
+    pub agent: std::sync::Arc<str>,
     /// The id of the pair's output item (for the at-tail test).
     pub output_item_id: String,
     /// True for a final result (decision 15: a reply with one asks with `tool_choice` unset).

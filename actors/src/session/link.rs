@@ -53,9 +53,13 @@ impl SessionLink {
 
     /// A commit of items a speech produced to `agent`'s context and the history; `None` when
     /// there is nothing to commit.
-    pub fn speech_commit(agent: &str, speech_id: &str, items: Vec<ChatItem>) -> Option<Report> {
+    pub fn speech_commit(
+        agent: &Arc<str>,
+        speech_id: &str,
+        items: Vec<ChatItem>,
+    ) -> Option<Report> {
         (!items.is_empty()).then(|| Report::Commit {
-            agent: agent.to_string(),
+            agent: Arc::clone(agent),
             speech_id: Some(speech_id.to_string()),
             items,
             awaits_reply: None,
@@ -69,11 +73,11 @@ impl SessionLink {
     /// took the floor back after waiting for its tools (see `SessionMsg::BeginLlmStep`).
     pub async fn begin_llm_step(
         &self,
-        agent: &str,
+        agent: &Arc<str>,
         resumed: Option<&str>,
         reports: Vec<Report>,
     ) -> Option<Arc<ChatContext>> {
-        let (agent, resumed) = (agent.to_string(), resumed.map(str::to_string));
+        let (agent, resumed) = (Arc::clone(agent), resumed.map(str::to_string));
         let step = |reply| SessionMsg::BeginLlmStep { agent, resumed, reports, reply };
         match self.actor.call(step, None).await {
             Ok(ractor::rpc::CallResult::Success(ctx)) => ctx,

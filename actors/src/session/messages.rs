@@ -110,7 +110,7 @@ pub enum SessionMsg {
     /// just took the floor back after waiting for its blocking tools (what
     /// `SpeechWaiting { waiting: false }` says, in the same message).
     BeginLlmStep {
-        agent: String,
+        agent: Arc<str>,
         resumed: Option<String>,
         reports: Vec<Report>,
         reply: RpcReplyPort<Option<Arc<ChatContext>>>,
@@ -155,7 +155,7 @@ pub(crate) enum Report {
     /// the speech that produced them; `awaits_reply` the update id of a synthetic pair that
     /// waits for a deferred reply.
     Commit {
-        agent: String,
+        agent: Arc<str>,
         speech_id: Option<String>,
         items: Vec<ChatItem>,
         awaits_reply: Option<String>,

@@ -152,7 +152,7 @@ impl Actor for SessionActor {
                 Templates::resolve(&[set.templates.as_ref(), args.options.templates.as_ref()]);
             let toolset_args = ToolsetArgs {
                 id: set.id.clone(),
-                agent_id: agent_id.clone(),
+                agent_id: agent_id.as_str().into(),
                 catalog: Arc::clone(&args.catalog),
                 session: link.clone(),
                 coalescer: coalescer.clone(),

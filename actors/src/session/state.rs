@@ -527,13 +527,13 @@ impl SessionState {
         };
         // Decision 15: only updates → `none`; at least one final → unset.
         let tool_choice = (!batch.iter().any(|p| p.is_final)).then_some(ToolChoice::None);
-        let handoff = batch.iter().any(|p| p.agent != self.agent_id);
+        let handoff = batch.iter().any(|p| *p.agent != *self.agent_id);
         // Decision 4: pairs received by an agent that is gone are persisted into the context
         // of the agent delivering them.
         let moved: Vec<Arc<ChatItem>> = batch
             .iter()
-            .filter(|p| p.agent != self.agent_id)
-            .filter_map(|p| self.contexts.get(&p.agent).map(|ctx| (p, ctx)))
+            .filter(|p| *p.agent != *self.agent_id)
+            .filter_map(|p| self.contexts.get(&*p.agent).map(|ctx| (p, ctx)))
             .flat_map(|(p, ctx)| {
                 ctx.items()
                     .iter()
@@ -862,7 +862,7 @@ impl SessionState {
         }
         // Session-scoped and handed-over toolsets now report to the new agent (decision 16).
         for toolset in self.factory.session_toolsets.values().chain(kept.values()) {
-            let _ = toolset.cast(ToolsetMsg::SetOwner { agent_id: self.agent_id.clone() });
+            let _ = toolset.cast(ToolsetMsg::SetOwner { agent_id: self.agent_id.as_str().into() });
         }
         let _ = self.mock_tools_refresh();
         if let Some(instructions) = on_enter {

@@ -54,7 +54,7 @@ pub(crate) enum ToolsetMsg {
     /// A drain timed out (decision 7): abort the call, which ends `error` "drain timeout".
     Abort { call_id: String },
     /// The agent the toolset's results now go to (a session-scoped toolset after a handoff).
-    SetOwner { agent_id: String },
+    SetOwner { agent_id: std::sync::Arc<str> },
     /// A ToolCall's body posted its `index`-th update (0 = the first). `from` is the ToolCall
     /// actor: a report from a body whose call already ended (or whose id was reused since) is
     /// dropped.

@@ -58,7 +58,7 @@ pub(crate) struct ToolsetActor;
 
 pub(crate) struct ToolsetArgs {
     pub id: String,
-    pub agent_id: String,
+    pub agent_id: Arc<str>,
     pub catalog: Arc<ToolCatalog>,
     pub session: SessionLink,
     pub coalescer: CoalescerSlot,
@@ -351,7 +351,7 @@ impl ToolsetState {
             playout_done: exec.playout_done,
             speech: exec.speech.clone(),
             session: self.args.session.clone(),
-            agent_id: self.args.agent_id.clone(),
+            agent_id: self.args.agent_id.to_string(),
             userdata: self.args.userdata.clone(),
             update_template: self.args.templates.update.clone(),
             toolset: myself.clone(),
