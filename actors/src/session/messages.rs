@@ -117,7 +117,8 @@ pub enum SessionMsg {
     },
     /// A toolset registered and started a call (emits `tool_call_started`).
     CallRegistered {
-        call: FunctionCall,
+        /// Boxed: the largest field of any message, it would size every Session message.
+        call: Box<FunctionCall>,
         toolset: ActorRef<ToolsetMsg>,
         cancellable: bool,
         agent_scoped: bool,

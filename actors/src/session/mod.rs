@@ -289,7 +289,7 @@ impl Actor for SessionActor {
             }
             SessionMsg::ReleaseFloor(hold) => state.release_floor(hold),
             SessionMsg::CallRegistered { call, toolset, cancellable, agent_scoped } => {
-                state.call_registered(call, toolset, cancellable, agent_scoped)
+                state.call_registered(*call, toolset, cancellable, agent_scoped)
             }
             SessionMsg::CancelCall { call_id, reply } => state.cancel_call(call_id, reply),
             SessionMsg::RunningCalls(reply) => {

@@ -337,7 +337,7 @@ impl ToolsetState {
         let session = &self.args.session;
         let cancellable = tool.flags().cancellable;
         let registered = SessionMsg::CallRegistered {
-            call: exec.call.clone(),
+            call: Box::new(exec.call.clone()),
             toolset: myself.clone(),
             cancellable,
             agent_scoped: self.args.scope == Scope::Agent,
