@@ -3,7 +3,8 @@
 # the same binary whatever else the machine is doing, unlike wall or CPU time on this VM.
 # Runs K = 100 sessions for T = 5 and T = 25 turns (tool_ms 0) and divides the difference by
 # the 2,000 extra calls, so start-up, closing and the checks cancel out. Not part of CI
-# (valgrind runs the bench about 50 times slower); see docs/benchmarks.md.
+# (valgrind runs the bench about 50 times slower; the release build is whole-program LTO, a few
+# minutes from scratch); see docs/benchmarks.md.
 #
 #   scripts/instructions-per-call.sh [TARGET_DIR]
 set -euo pipefail
