@@ -16,9 +16,9 @@
 
 use std::collections::BTreeSet;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bench_support::{StartLine, kernel_cpu_s, latency_summary_ms, mean, round, usage};
 use colloquy::prelude::*;
 use colloquy::{EventFilter, EventStream, EventType, ReplyStatus, RequestKind};
 use schemars::JsonSchema;
@@ -123,28 +123,6 @@ impl Seen {
             }
             None => self.unknown_calls.push(call_id.to_string()),
         }
-    }
-}
-
-/// When the sessions may start talking: every session waits at `ready` once started, the run
-/// reads its clocks, and only then passes `go` with them (a session that went on at `ready`
-/// could finish its turns before the run's clock started).
-#[derive(Clone)]
-struct StartLine {
-    ready: Arc<tokio::sync::Barrier>,
-    go: Arc<tokio::sync::Barrier>,
-}
-
-impl StartLine {
-    /// For `sessions` sessions and the run.
-    fn new(sessions: usize) -> Self {
-        let barrier = || Arc::new(tokio::sync::Barrier::new(sessions + 1));
-        Self { ready: barrier(), go: barrier() }
-    }
-
-    async fn wait(&self) {
-        self.ready.wait().await;
-        self.go.wait().await;
     }
 }
 
@@ -269,54 +247,6 @@ async fn wait_for_delivery(events: &mut EventStream, final_id: &str, seen: &mut 
     false
 }
 
-/// CPU seconds (user + system) this process has used, from the process CPU clock.
-fn process_cpu_s() -> f64 {
-    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `now` is a valid, writable timespec; the call only writes it.
-    let ok = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut now) } == 0;
-    if ok { now.tv_sec as f64 + now.tv_nsec as f64 / 1e9 } else { 0.0 }
-}
-
-/// The part of this process's CPU time spent in the kernel (page faults, futex waits and
-/// wake-ups), from `getrusage`: the kernel splits the precise total by its tick samples, so
-/// this is an estimate, good to a few ticks.
-fn kernel_cpu_s() -> f64 {
-    // SAFETY: an all-zero `rusage` is a valid value of this plain C struct.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `usage` is a valid, writable rusage; the call only writes it.
-    let ok = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } == 0;
-    let t = usage.ru_stime;
-    if ok { t.tv_sec as f64 + t.tv_usec as f64 / 1e6 } else { 0.0 }
-}
-
-/// (user + system CPU seconds, current RSS MiB, peak RSS MiB) of this process.
-fn usage() -> (f64, f64, f64) {
-    let cpu = process_cpu_s();
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let kib = |key: &str| {
-        status
-            .lines()
-            .find(|l| l.starts_with(key))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    (cpu, kib("VmRSS:") / 1024.0, kib("VmHWM:") / 1024.0)
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let rank = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[rank.min(sorted.len() - 1)]
-}
-
-fn round(x: f64, digits: i32) -> f64 {
-    let f = 10f64.powi(digits);
-    (x * f).round() / f
-}
-
 struct Args {
     sessions: usize,
     turns: u32,
@@ -425,11 +355,7 @@ async fn run(args: &Args) -> (serde_json::Value, bool) {
     let problems: Vec<&String> = results.iter().flat_map(|r| r.problems.iter()).collect();
     let calls = expected.max(1) as f64;
     let tool_s = args.tool_ms as f64 / 1000.0;
-    let mean = if latencies.is_empty() {
-        0.0
-    } else {
-        latencies.iter().sum::<f64>() / latencies.len() as f64
-    };
+    let mean = mean(&latencies);
     let ok = problems.is_empty() && u64::from(completed) == expected;
     let report = json!({
         "framework": "colloquy",
@@ -450,13 +376,7 @@ async fn run(args: &Args) -> (serde_json::Value, bool) {
         "tool_calls_per_s": round(if run_wall > 0.0 { f64::from(completed) / run_wall } else { 0.0 }, 1),
         "llm_requests": results.iter().map(|r| r.llm_requests).sum::<usize>(),
         "deferred_replies": results.iter().map(|r| r.deferred_replies).sum::<u32>(),
-        "turn_latency_ms": {
-            "mean": round(mean * 1000.0, 2),
-            "p50": round(percentile(&latencies, 0.50) * 1000.0, 2),
-            "p95": round(percentile(&latencies, 0.95) * 1000.0, 2),
-            "p99": round(percentile(&latencies, 0.99) * 1000.0, 2),
-            "max": round(latencies.last().copied().unwrap_or(0.0) * 1000.0, 2),
-        },
+        "turn_latency_ms": latency_summary_ms(&latencies),
         "overhead_ms_per_call": {
             "latency": round((mean - tool_s) * 1000.0, 3),
             "amortised_wall": round((run_wall - f64::from(args.turns) * tool_s) * 1000.0 / calls, 3),
@@ -479,7 +399,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match bench_support::runtime() {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("colloquy-bench: cannot start the runtime: {e}");

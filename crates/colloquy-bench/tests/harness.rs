@@ -6,7 +6,11 @@ use std::process::Command;
 use serde_json::Value;
 
 fn bench(args: &[&str]) -> (bool, Value) {
-    let out = Command::new(env!("CARGO_BIN_EXE_colloquy-bench")).args(args).output().unwrap();
+    run(env!("CARGO_BIN_EXE_colloquy-bench"), args)
+}
+
+fn run(binary: &str, args: &[&str]) -> (bool, Value) {
+    let out = Command::new(binary).args(args).output().unwrap();
     let report = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout));
     });
@@ -51,11 +55,32 @@ fn idle_sessions_report_bytes_per_session() {
 
 #[test]
 fn a_bad_option_is_a_clear_error() {
-    let out = Command::new(env!("CARGO_BIN_EXE_colloquy-bench"))
-        .args(["--sessions", "many"])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("--sessions") && err.contains("usage"), "{err}");
+    for (binary, args) in [
+        (env!("CARGO_BIN_EXE_colloquy-bench"), ["--sessions", "many"]),
+        (env!("CARGO_BIN_EXE_burst-floor"), ["--sessions", "many"]),
+        (env!("CARGO_BIN_EXE_burst-floor"), ["--steps", "0"]),
+    ] {
+        let out = Command::new(binary).args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{binary} {args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(args[0]) && err.contains("usage"), "{err}");
+    }
+}
+
+#[test]
+fn the_burst_floor_runs_every_turn_of_the_shape() {
+    let args =
+        ["--sessions", "3", "--turns", "2", "--tool-ms", "2", "--work-us", "20", "--steps", "2"];
+    let (success, report) = run(env!("CARGO_BIN_EXE_burst-floor"), &args);
+    assert!(success, "{report:#}");
+    assert_eq!(report["turns_completed"], 6);
+    assert_eq!(report["work_us_per_turn"], 20);
+    // Every turn sleeps its 2 ms (never less) and burns its 20 µs, so none is shorter.
+    let p50 = report["turn_latency_ms"]["p50"].as_f64().unwrap();
+    assert!(p50 >= 2.0, "{report:#}");
+    for field in ["p95", "p99", "max"] {
+        assert!(report["turn_latency_ms"][field].as_f64().unwrap() >= p50, "{field}");
+    }
+    assert!(report["overhead_ms"]["p99"].as_f64().unwrap() >= 0.0, "{report:#}");
+    assert!(report["cpu_us_per_turn"].as_f64().unwrap() > 0.0, "{report:#}");
 }

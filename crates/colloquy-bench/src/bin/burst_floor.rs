@@ -1,0 +1,141 @@
+//! `burst-floor`: what this machine's scheduler and timer give the workload's shape with
+//! nothing of colloquy in it — the floor under `colloquy-bench`'s turn latency.
+//!
+//! K tasks stand for K sessions and start together, as the harness's sessions do. Each runs T
+//! turns; a turn spends `work_us` of CPU, half before a `tool_ms` sleep and half after it,
+//! each half in `steps` slices with a yield to the scheduler between them (where a session's
+//! messages would pass from actor to actor). The turn latency is measured as the harness
+//! measures it, so the figures say how much of colloquy's p99 at K = 100 × 50 ms the machine
+//! alone would take for a given CPU cost per turn (docs/benchmarks.md).
+//!
+//! ```sh
+//! cargo run --release -p colloquy-bench --bin burst-floor -- --sessions 100 --work-us 50
+//! ```
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use bench_support::{StartLine, latency_summary_ms, mean, round, usage};
+use serde_json::json;
+
+struct Args {
+    sessions: usize,
+    turns: u32,
+    tool_ms: u64,
+    work_us: u64,
+    steps: u32,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut args = Args { sessions: 100, turns: 5, tool_ms: 50, work_us: 50, steps: 10 };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
+        let bad = |e: std::num::ParseIntError| format!("{flag}: {e}");
+        match flag.as_str() {
+            "--sessions" => args.sessions = value.parse().map_err(bad)?,
+            "--turns" => args.turns = value.parse().map_err(bad)?,
+            "--tool-ms" => args.tool_ms = value.parse().map_err(bad)?,
+            "--work-us" => args.work_us = value.parse().map_err(bad)?,
+            "--steps" => args.steps = value.parse().map_err(bad)?,
+            other => return Err(format!("unknown option `{other}`")),
+        }
+    }
+    if args.steps == 0 {
+        return Err("--steps: must be at least 1".into());
+    }
+    Ok(args)
+}
+
+/// Keeps this thread busy for `seconds` (by the monotonic clock, read through the vDSO without
+/// entering the kernel; if the vCPU is taken away meanwhile, the turn pays for it as real
+/// work would, and the run's CPU, which the report measures, shows less than asked).
+fn burn(seconds: f64) {
+    let until = Instant::now() + Duration::from_secs_f64(seconds);
+    while Instant::now() < until {
+        std::hint::spin_loop();
+    }
+}
+
+/// One half of a turn: `work_s` of CPU in `steps` slices, yielding between them.
+async fn half(work_s: f64, steps: u32) {
+    for _ in 0..steps {
+        burn(work_s / f64::from(steps));
+        tokio::task::yield_now().await;
+    }
+}
+
+/// One session's turns; their latencies in seconds.
+async fn session(args: (u32, u64, f64, u32), start: StartLine) -> Vec<f64> {
+    let (turns, tool_ms, work_s, steps) = args;
+    start.wait().await;
+    let mut latencies = Vec::with_capacity(turns as usize);
+    for _ in 0..turns {
+        let began = Instant::now();
+        half(work_s / 2.0, steps).await;
+        tokio::time::sleep(Duration::from_millis(tool_ms)).await;
+        half(work_s / 2.0, steps).await;
+        latencies.push(began.elapsed().as_secs_f64());
+    }
+    latencies
+}
+
+async fn run(args: &Args) -> serde_json::Value {
+    let start = StartLine::new(args.sessions);
+    let each = (args.turns, args.tool_ms, args.work_us as f64 / 1e6, args.steps);
+    let tasks: Vec<_> =
+        (0..args.sessions).map(|_| tokio::spawn(session(each, start.clone()))).collect();
+    start.ready.wait().await;
+    let (cpu_before, _, _) = usage();
+    let started = Instant::now();
+    start.go.wait().await;
+    let mut latencies = Vec::new();
+    for task in tasks {
+        latencies.extend(task.await.unwrap_or_default());
+    }
+    let run_wall = started.elapsed().as_secs_f64();
+    let cpu_run = usage().0 - cpu_before;
+    latencies.sort_by(f64::total_cmp);
+    let turns = latencies.len().max(1) as f64;
+    let tool_s = args.tool_ms as f64 / 1000.0;
+    json!({
+        "framework": "tokio, no colloquy",
+        "sessions": args.sessions,
+        "turns": args.turns,
+        "tool_ms": args.tool_ms,
+        "work_us_per_turn": args.work_us,
+        "steps_per_half": args.steps,
+        "turns_completed": latencies.len(),
+        "run_wall_s": round(run_wall, 3),
+        "cpu_s_run": round(cpu_run, 4),
+        "cpu_us_per_turn": round(cpu_run * 1e6 / turns, 1),
+        "turn_latency_ms": latency_summary_ms(&latencies),
+        "overhead_ms": {
+            "mean": round((mean(&latencies) - tool_s) * 1000.0, 2),
+            "p99": round((bench_support::percentile(&latencies, 0.99) - tool_s) * 1000.0, 2),
+        },
+    })
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args() {
+        Ok(args) => args,
+        Err(e) => {
+            eprintln!(
+                "burst-floor: {e}\nusage: burst-floor [--sessions K] [--turns T] [--tool-ms M] [--work-us W] [--steps S]"
+            );
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match bench_support::runtime() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("burst-floor: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let report = runtime.block_on(run(&args));
+    let complete = report["turns_completed"] == args.sessions as u64 * u64::from(args.turns);
+    println!("{report}");
+    if complete { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+}
