@@ -104,8 +104,23 @@ pub fn latency_summary_ms(sorted: &[f64]) -> Value {
     })
 }
 
-/// A multi-threaded runtime with every driver, as the harness measures on (one worker per
-/// core unless `TOKIO_WORKER_THREADS` says otherwise).
-pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread().enable_all().build()
+/// A binary's start: its options parsed by `parse`, and the multi-threaded runtime it
+/// measures on (every driver, one worker per core unless `TOKIO_WORKER_THREADS` says
+/// otherwise). On failure prints `name: error` (with `usage` after a bad option) and hands back
+/// the exit status: 2 for a bad option, 1 when the runtime cannot start.
+pub fn start<A>(
+    name: &str,
+    usage: &str,
+    parse: impl FnOnce() -> Result<A, String>,
+) -> Result<(A, tokio::runtime::Runtime), std::process::ExitCode> {
+    let args = parse().map_err(|e| {
+        eprintln!("{name}: {e}\nusage: {name} {usage}");
+        std::process::ExitCode::from(2)
+    })?;
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| {
+            eprintln!("{name}: cannot start the runtime: {e}");
+            std::process::ExitCode::FAILURE
+        })?;
+    Ok((args, runtime))
 }

@@ -390,21 +390,10 @@ async fn run(args: &Args) -> (serde_json::Value, bool) {
 }
 
 fn main() -> ExitCode {
-    let args = match parse_args() {
-        Ok(args) => args,
-        Err(e) => {
-            eprintln!(
-                "colloquy-bench: {e}\nusage: colloquy-bench [--sessions K] [--turns T] [--tool-ms M] | --idle-sessions N"
-            );
-            return ExitCode::from(2);
-        }
-    };
-    let runtime = match bench_support::runtime() {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("colloquy-bench: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+    let usage = "[--sessions K] [--turns T] [--tool-ms M] | --idle-sessions N";
+    let (args, runtime) = match bench_support::start("colloquy-bench", usage, parse_args) {
+        Ok(started) => started,
+        Err(status) => return status,
     };
     let (report, ok) = match args.idle_sessions {
         Some(n) => runtime.block_on(idle(n)),

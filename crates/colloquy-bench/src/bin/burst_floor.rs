@@ -118,21 +118,10 @@ async fn run(args: &Args) -> serde_json::Value {
 }
 
 fn main() -> ExitCode {
-    let args = match parse_args() {
-        Ok(args) => args,
-        Err(e) => {
-            eprintln!(
-                "burst-floor: {e}\nusage: burst-floor [--sessions K] [--turns T] [--tool-ms M] [--work-us W] [--steps S]"
-            );
-            return ExitCode::from(2);
-        }
-    };
-    let runtime = match bench_support::runtime() {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("burst-floor: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+    let usage = "[--sessions K] [--turns T] [--tool-ms M] [--work-us W] [--steps S]";
+    let (args, runtime) = match bench_support::start("burst-floor", usage, parse_args) {
+        Ok(started) => started,
+        Err(status) => return status,
     };
     let report = runtime.block_on(run(&args));
     let complete = report["turns_completed"] == args.sessions as u64 * u64::from(args.turns);
