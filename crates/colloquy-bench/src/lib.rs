@@ -81,7 +81,7 @@ pub fn round(x: f64, digits: i32) -> f64 {
     (x * f).round() / f
 }
 
-/// The mean of some seconds (0 when there are none).
+/// The mean of `values` (0 when there are none).
 pub fn mean(values: &[f64]) -> f64 {
     if values.is_empty() { 0.0 } else { values.iter().sum::<f64>() / values.len() as f64 }
 }

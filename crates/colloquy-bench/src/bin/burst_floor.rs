@@ -2,11 +2,12 @@
 //! nothing of colloquy in it — the floor under `colloquy-bench`'s turn latency.
 //!
 //! K tasks stand for K sessions and start together, as the harness's sessions do. Each runs T
-//! turns; a turn spends `work_us` of CPU, half before a `tool_ms` sleep and half after it,
-//! each half in `steps` slices with a yield to the scheduler between them (where a session's
-//! messages would pass from actor to actor). The turn latency is measured as the harness
-//! measures it, so the figures say how much of colloquy's p99 at K = 100 × 50 ms the machine
-//! alone would take for a given CPU cost per turn (docs/benchmarks.md).
+//! turns; a turn keeps a worker busy for `work_us`, half before a `tool_ms` sleep and half
+//! after it, each half in `steps` slices with a yield to the scheduler between them (where a
+//! session's messages would pass from actor to actor). The turn latency is measured as the
+//! harness measures it, and the report gives the CPU each turn really cost (the scheduler's
+//! share included), so the figures say what the machine alone makes of a burst of turns of a
+//! given CPU cost: the floor under colloquy's p99 at K = 100 × 50 ms (docs/benchmarks.md).
 //!
 //! ```sh
 //! cargo run --release -p colloquy-bench --bin burst-floor -- --sessions 100 --work-us 50
@@ -57,7 +58,7 @@ fn burn(seconds: f64) {
     }
 }
 
-/// One half of a turn: `work_s` of CPU in `steps` slices, yielding between them.
+/// One half of a turn: `work_s` of busy time in `steps` slices, yielding between them.
 async fn half(work_s: f64, steps: u32) {
     for _ in 0..steps {
         burn(work_s / f64::from(steps));
