@@ -62,8 +62,8 @@ pub use colloquy_core::{
 };
 pub use colloquy_core::{FunctionTool, args, run_result, templates, text, timeline, tool};
 pub use colloquy_llm::{
-    Llm, LlmChunk, LlmRequest, LlmStream, RecordedRequest, RequestKind, ScriptedCall, ScriptedLlm,
-    ScriptedResponse, ToolCallDelta, ToolChoice, Usage,
+    FinishReason, Llm, LlmChunk, LlmError, LlmErrorKind, LlmRequest, LlmStream, RecordedRequest,
+    RequestKind, ScriptedCall, ScriptedLlm, ScriptedResponse, ToolCallDelta, ToolChoice, Usage,
 };
 /// The ready-made toolsets: tool search (BM25, keyword, custom strategies), the tool proxy, and
 /// the end-call tool.

@@ -327,7 +327,7 @@ async fn max_tool_steps_is_configurable() {
     let h = Harness::start_with(Session::builder().max_tool_steps(1), agent().tool(job()), script)
         .await;
     h.turn("go").await;
-    let choices: Vec<_> = h.requests().iter().map(|r| r.tool_choice).collect();
+    let choices: Vec<_> = h.requests().iter().map(|r| r.tool_choice.clone()).collect();
     assert_eq!(choices, [None, Some(ToolChoice::Auto), Some(ToolChoice::None)]);
     h.close().await;
 }

@@ -146,7 +146,7 @@ fn errors(events: &[SessionEvent]) -> Vec<(ErrorSource, String)> {
     events
         .iter()
         .filter_map(|e| match &e.kind {
-            EventKind::Error { source, message } => Some((*source, message.clone())),
+            EventKind::Error { source, message, .. } => Some((*source, message.clone())),
             _ => None,
         })
         .collect()

@@ -81,7 +81,10 @@ async fn c92_a_handoff_with_a_result_is_answered_by_the_old_agent_first() {
     expect.next_event().is_message(Role::Assistant).with_text("reply 1");
     expect.next_event().is_agent_handoff("B");
     let reqs = h.requests();
-    assert_eq!((reqs[1].agent.as_str(), reqs[1].tool_choice), ("A", Some(ToolChoice::None)));
+    assert_eq!(
+        (reqs[1].agent.as_str(), reqs[1].tool_choice.clone()),
+        ("A", Some(ToolChoice::None))
+    );
     assert_eq!(reqs[1].tools, ["transfer"]);
     assert_eq!(h.ctx("A").await.last().unwrap(), "asst(reply 1)");
     assert_eq!(handoffs(h.events()).last().unwrap(), "A->B");

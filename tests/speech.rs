@@ -155,7 +155,7 @@ async fn a_broken_llm_stream_ends_the_turn_cleanly() {
         .events()
         .iter()
         .filter_map(|e| match &e.kind {
-            EventKind::Error { source, message } => Some((*source, message.clone())),
+            EventKind::Error { source, message, .. } => Some((*source, message.clone())),
             _ => None,
         })
         .collect();

@@ -181,11 +181,12 @@ pub fn at_ms(events: &[SessionEvent], f: impl Fn(&EventKind) -> bool) -> u64 {
 
 /// `tool_choice` in the notation of the scenarios.
 pub fn choice(r: &RecordedRequest) -> &'static str {
-    match r.tool_choice {
+    match &r.tool_choice {
         None => "unset",
         Some(ToolChoice::Auto) => "auto",
         Some(ToolChoice::None) => "none",
         Some(ToolChoice::Required) => "required",
+        Some(ToolChoice::Named(_)) => "named",
     }
 }
 

@@ -259,7 +259,7 @@ impl Actor for ActivityActor {
             }
             let message = format!("toolset failed: {err}");
             tracing::error!(agent = %state.env.agent_id, "{message}");
-            state.env.session.emit(EventKind::Error { source: ErrorSource::Tool, message });
+            state.env.session.emit(EventKind::error(ErrorSource::Tool, message));
         }
         Ok(())
     }
@@ -415,8 +415,7 @@ impl ActivityState {
                     Err(payload) => {
                         let message = format!("speech {id} failed: {}", panic_text(&*payload));
                         tracing::error!(agent = %env.agent_id, "{message}");
-                        env.session
-                            .emit(EventKind::Error { source: ErrorSource::Session, message });
+                        env.session.emit(EventKind::error(ErrorSource::Session, message));
                         SpeechEnd::new(true)
                     }
                 };

@@ -13,7 +13,9 @@ use std::time::Duration;
 use colloquy_core::{
     Agent, AgentState, ChatItem, ErrorSource, EventKind, Message, Role, Timestamp,
 };
-use colloquy_llm::{Llm, LlmChunk, LlmRequest, RequestKind, ToolChoice};
+use colloquy_llm::{
+    FinishReason, Llm, LlmChunk, LlmError, LlmRequest, RequestKind, ToolChoice, Usage,
+};
 use futures_util::{FutureExt, StreamExt};
 use ractor::ActorRef;
 use std::collections::BTreeMap;
@@ -103,6 +105,29 @@ impl HeldSpeaking {
         }
         reports.extend(then);
         reports
+    }
+}
+
+/// What the provider said about a response besides its content.
+#[derive(Default)]
+struct StepEnd {
+    finish_reason: Option<FinishReason>,
+    usage: Option<Usage>,
+}
+
+impl StepEnd {
+    /// One `x_llm_step_ended` event if the provider said anything; a truncated response is
+    /// logged too, since its text or a call's arguments may be incomplete.
+    fn report(self, env: &SpeechEnv, speech_id: &str) {
+        if self.finish_reason.is_none() && self.usage.is_none() {
+            return;
+        }
+        if let Some(reason) = self.finish_reason.as_ref().filter(|r| r.is_truncated()) {
+            tracing::warn!(agent = %env.agent_id, %speech_id, ?reason, "the LLM response was cut short");
+        }
+        let StepEnd { finish_reason, usage } = self;
+        let speech_id = speech_id.to_string();
+        env.session.emit(EventKind::LlmStepEnded { speech_id, finish_reason, usage });
     }
 }
 
@@ -196,7 +221,7 @@ async fn reply(
         // Requests 1..=max_tool_steps+1 may call tools; later ones are sent with `none` (§4.1).
         // A tool reply to nothing but first updates is sent with `none` too (decision 15).
         let tool_choice = match step {
-            1 => first.tool_choice,
+            1 => first.tool_choice.clone(),
             s if s > env.max_tool_steps + 1 || only_progress => Some(ToolChoice::None),
             _ => Some(ToolChoice::Auto),
         };
@@ -208,7 +233,7 @@ async fn reply(
             extra_instructions: if step == 1 { first.extra_instructions.clone() } else { None },
             items,
             tools: visible_tools(env, first.kind),
-            tool_choice,
+            tool_choice: tool_choice.clone(),
         };
         // The reply's message is stamped when its step is authorised, before any text exists
         // (§9.2 step 5): results landing while it is generated still sort after it.
@@ -217,7 +242,8 @@ async fn reply(
         let mut text: Option<StepText> = None;
         let mut calls: BTreeMap<usize, StreamedCall> = BTreeMap::new();
         let mut stream_interrupted = false;
-        let mut failure: Option<String> = None;
+        let mut failure: Option<LlmError> = None;
+        let mut ended = StepEnd::default();
         let mut speaking = HeldSpeaking::default();
         loop {
             if interrupt.is_cancelled() {
@@ -248,8 +274,7 @@ async fn reply(
                 }
             };
             let Some(chunk) = chunk else {
-                let limit = env.llm_timeout.unwrap_or_default().as_millis();
-                failure = Some(format!("LLM request timed out: nothing received for {limit} ms"));
+                failure = Some(LlmError::Timeout { waited: env.llm_timeout.unwrap_or_default() });
                 break;
             };
             match chunk {
@@ -282,15 +307,17 @@ async fn reply(
                     }
                     call.arguments.push_str(&delta.arguments);
                 }
-                Some(LlmChunk::Usage(_)) => {}
-                Some(LlmChunk::Error(message)) => {
-                    failure = Some(message);
+                Some(LlmChunk::Usage(usage)) => ended.usage = Some(usage),
+                Some(LlmChunk::Finish(reason)) => ended.finish_reason = Some(reason),
+                Some(LlmChunk::Error(error)) => {
+                    failure = Some(error);
                     break;
                 }
             }
         }
         // Dropping the stream cancels the request.
         drop(stream);
+        ended.report(env, speech_id);
 
         // Tools may wait for this step's text to finish playing (`ctx.wait_for_playout()`);
         // the guard releases them however the step ends.
@@ -303,7 +330,7 @@ async fn reply(
             // the agent speaks before any of it.
             speaking.flush(session);
         }
-        let running = match (stream_interrupted || failure.is_some(), tool_choice) {
+        let running = match (stream_interrupted || failure.is_some(), &tool_choice) {
             (true, _) => None,
             (false, _) if calls.is_empty() => None,
             (false, Some(ToolChoice::None)) => {
@@ -318,11 +345,13 @@ async fn reply(
         let last_step = failure.is_none() && running.is_none();
         let mut tail = Vec::new();
         if let Some(StepText { playout, started }) = text {
-            let end = if stream_interrupted {
+            let mut end = if stream_interrupted {
                 playout.interrupt().await
             } else {
                 playout.finish(interrupt).await
             };
+            // A stream that broke after text flowed: the text received stays, marked as cut.
+            end.interrupted |= failure.is_some();
             interrupted_in_playout |= end.interrupted;
             let commit = message_commit(env, speech_id, started, end);
             let reports = std::mem::take(&mut speaking).with(commit);
@@ -334,7 +363,11 @@ async fn reply(
         playout_done.cancel();
         if let Some(failure) = failure {
             tracing::warn!(agent = %env.agent_id, %speech_id, "LLM request failed: {failure}");
-            session.emit(EventKind::Error { source: ErrorSource::Llm, message: failure });
+            session.emit(EventKind::Error {
+                source: ErrorSource::Llm,
+                message: failure.to_string(),
+                llm_error: Some(failure.kind()),
+            });
             return SpeechEnd::new(interrupted_in_playout);
         }
         let Some(running) = running else {
@@ -449,7 +482,7 @@ fn message_commit(
     end: PlayoutEnd,
 ) -> Option<Report> {
     if let Some(message) = end.sink_error {
-        env.session.emit(EventKind::Error { source: ErrorSource::Sink, message });
+        env.session.emit(EventKind::error(ErrorSource::Sink, message));
     }
     if end.text.is_empty() {
         return None;

@@ -356,10 +356,10 @@ impl Actor for SessionActor {
                 if let Some((kind, id)) = state.child_name(&cell) {
                     state.link().lifecycle.failed(kind, id, &err);
                 }
-                state.emit_now(EventKind::Error {
-                    source: colloquy_core::ErrorSource::Session,
-                    message: format!("actor failed: {err}"),
-                });
+                state.emit_now(EventKind::error(
+                    colloquy_core::ErrorSource::Session,
+                    format!("actor failed: {err}"),
+                ));
                 if cell.get_id() == current {
                     Box::pin(state.activity_lost(&myself, Some(err.to_string()))).await;
                 }

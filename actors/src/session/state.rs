@@ -316,7 +316,7 @@ impl SessionState {
     /// dropped (when its next event comes).
     pub fn emit(&mut self, event: SessionEvent) {
         match &event.kind {
-            EventKind::Error { source: ErrorSource::Llm, message } => {
+            EventKind::Error { source: ErrorSource::Llm, message, .. } => {
                 if let Some(run) = &mut self.run {
                     run.failure.get_or_insert_with(|| message.clone());
                 }
@@ -518,10 +518,7 @@ impl SessionState {
         let instructions = match template.render_with(&[("call_ids", &call_ids)]) {
             Ok(text) => text,
             Err(e) => {
-                self.emit_now(EventKind::Error {
-                    source: ErrorSource::Session,
-                    message: e.to_string(),
-                });
+                self.emit_now(EventKind::error(ErrorSource::Session, e.to_string()));
                 return true;
             }
         };
@@ -720,14 +717,14 @@ impl SessionState {
         if self.handoff.is_some() {
             let message =
                 format!("a handoff is already in progress; `{}` was not entered", agent.id());
-            self.emit_now(EventKind::Error { source: ErrorSource::Session, message });
+            self.emit_now(EventKind::error(ErrorSource::Session, message));
             return;
         }
         let catalog = match self.factory.catalog(&agent) {
             Ok(catalog) => catalog,
             Err(e) => {
                 let message = format!("cannot hand off to `{}`: {e}", agent.id());
-                self.emit_now(EventKind::Error { source: ErrorSource::Session, message });
+                self.emit_now(EventKind::error(ErrorSource::Session, message));
                 return;
             }
         };
@@ -856,7 +853,7 @@ impl SessionState {
             Ok(activity) => self.activity = activity,
             Err(e) => {
                 let message = format!("cannot start agent `{}`: {e}", self.agent_id);
-                self.emit_now(EventKind::Error { source: ErrorSource::Session, message });
+                self.emit_now(EventKind::error(ErrorSource::Session, message));
                 return;
             }
         }
@@ -1134,11 +1131,11 @@ impl SessionState {
                 let message =
                     format!("agent `{}` restarted: its activity failed: {why}", self.agent_id);
                 tracing::warn!(session = %self.id, "{message}");
-                self.emit_now(EventKind::Error { source: ErrorSource::Session, message });
+                self.emit_now(EventKind::error(ErrorSource::Session, message));
             }
             Err(e) => {
                 let message = format!("cannot restart agent `{}`: {e}", self.agent_id);
-                self.emit_now(EventKind::Error { source: ErrorSource::Session, message });
+                self.emit_now(EventKind::error(ErrorSource::Session, message));
             }
         }
         self.release_idle_waiters();
@@ -1218,7 +1215,7 @@ impl SessionState {
             let message =
                 format!("the speech before the end ({reason}) never finished: ending now");
             tracing::warn!(session = %self.id, "{message}");
-            self.emit_now(EventKind::Error { source: ErrorSource::Session, message });
+            self.emit_now(EventKind::error(ErrorSource::Session, message));
         }
         self.end_after = None;
         self.end_timer = None;

@@ -228,7 +228,9 @@ fn count(event: &SessionEvent, seen: &mut Seen) {
         EventKind::ToolCallEnded { call_id, .. } => seen.call(call_id, Seen::ENDED),
         EventKind::ToolReplyUpdated { status: ReplyStatus::Scheduled, .. } => seen.scheduled += 1,
         EventKind::ToolReplyUpdated { status: ReplyStatus::Completed, .. } => seen.completed += 1,
-        EventKind::Error { source, message } => seen.errors.push(format!("{source:?}: {message}")),
+        EventKind::Error { source, message, .. } => {
+            seen.errors.push(format!("{source:?}: {message}"))
+        }
         _ => {}
     }
 }

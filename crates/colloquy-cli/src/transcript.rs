@@ -42,7 +42,7 @@ impl<W: Write> Transcript<W> {
     pub fn event(&mut self, event: &SessionEvent) -> io::Result<()> {
         match &event.kind {
             EventKind::ConversationItemAdded { item } => self.item(item),
-            EventKind::Error { source, message } => {
+            EventKind::Error { source, message, .. } => {
                 let (on, off) = self.paint(ERROR);
                 let source = match source {
                     ErrorSource::Llm => "llm",

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::chat::ChatItem;
+use crate::llm::{FinishReason, LlmErrorKind, Usage};
 
 /// What the agent is doing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -197,6 +198,22 @@ pub enum EventKind {
         source: ErrorSource,
         /// What went wrong.
         message: String,
+        /// For an LLM failure, its kind (absent for other sources).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        llm_error: Option<LlmErrorKind>,
+    },
+    /// An LLM response ended and its provider said why, or how many tokens it took
+    /// (colloquy's addition; a model that reports neither, like the scripted one, emits none).
+    #[serde(rename = "x_llm_step_ended")]
+    LlmStepEnded {
+        /// The speech the response belongs to.
+        speech_id: String,
+        /// Why the model stopped, if it said.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        finish_reason: Option<FinishReason>,
+        /// Token counts, if reported.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<Usage>,
     },
     /// The session has closed; the last event of a session.
     SessionClosed {
@@ -238,6 +255,8 @@ pub enum EventType {
     AgentHandoff,
     /// [`EventKind::Error`].
     Error,
+    /// [`EventKind::LlmStepEnded`].
+    LlmStepEnded,
     /// [`EventKind::SessionClosed`].
     SessionClosed,
     /// [`EventKind::ConversationItemAdded`].
@@ -245,6 +264,11 @@ pub enum EventType {
 }
 
 impl EventKind {
+    /// An error event without an LLM error kind.
+    pub fn error(source: ErrorSource, message: impl Into<String>) -> Self {
+        EventKind::Error { source, message: message.into(), llm_error: None }
+    }
+
     /// This event's type.
     pub fn event_type(&self) -> EventType {
         match self {
@@ -260,6 +284,7 @@ impl EventKind {
             EventKind::ToolReplyUpdated { .. } => EventType::ToolReplyUpdated,
             EventKind::AgentHandoff { .. } => EventType::AgentHandoff,
             EventKind::Error { .. } => EventType::Error,
+            EventKind::LlmStepEnded { .. } => EventType::LlmStepEnded,
             EventKind::SessionClosed { .. } => EventType::SessionClosed,
             EventKind::ConversationItemAdded { .. } => EventType::ConversationItemAdded,
         }
@@ -331,7 +356,7 @@ mod tests {
 
     #[test]
     fn filters_select_by_type() {
-        let e = EventKind::Error { source: ErrorSource::Llm, message: "x".into() };
+        let e = EventKind::error(ErrorSource::Llm, "x");
         assert_eq!(e.event_type(), EventType::Error);
         assert!(EventFilter::ALL.contains(e.event_type()));
         assert!(!EventFilter::NONE.contains(e.event_type()));

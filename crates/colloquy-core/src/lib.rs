@@ -11,6 +11,7 @@ pub mod args;
 pub mod chat;
 pub mod duplicate;
 pub mod event;
+pub mod llm;
 pub mod output;
 pub mod run_context;
 pub mod run_result;
@@ -32,6 +33,7 @@ pub use event::{
     AgentState, ErrorSource, EventFilter, EventKind, EventType, ReplyStatus, SessionEvent,
     SpeechSource, ToolCallStatus, UserState,
 };
+pub use llm::{FinishReason, LlmErrorKind, Usage};
 pub use output::{
     Handoff, IntoToolOutput, Json, StopResponse, ToolError, ToolErrorKind, ToolOutput, ToolResult,
 };

@@ -148,7 +148,7 @@ impl Model {
                     Some(old) => m.handoffs.push((at, old.clone(), new_agent.clone())),
                     None => m.first_agent = Some(new_agent.clone()),
                 },
-                EventKind::Error { source, message } => {
+                EventKind::Error { source, message, .. } => {
                     m.errors.push((at, name(source), message.clone()));
                 }
                 _ => {}

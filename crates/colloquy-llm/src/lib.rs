@@ -4,10 +4,13 @@
 //! (no network, no keys): it answers requests in order from a script and can record every
 //! request for tests to read. Dropping a stream cancels its request.
 
+mod error;
 mod request;
 mod scripted;
 
-pub use request::{LlmChunk, LlmRequest, LlmStream, RequestKind, ToolCallDelta, ToolChoice, Usage};
+pub use colloquy_core::{FinishReason, LlmErrorKind, Usage};
+pub use error::{BODY_EXCERPT, LlmError, excerpt};
+pub use request::{LlmChunk, LlmRequest, LlmStream, RequestKind, ToolCallDelta, ToolChoice};
 pub use scripted::{RecordedRequest, ScriptedCall, ScriptedLlm, ScriptedResponse};
 
 /// A chat model.

@@ -3,9 +3,11 @@
 use std::pin::Pin;
 use std::sync::Arc;
 
-use colloquy_core::{ChatContext, ToolSchema};
+use colloquy_core::{ChatContext, FinishReason, ToolSchema, Usage};
 use futures_core::Stream;
 use serde::{Deserialize, Serialize};
+
+use crate::LlmError;
 
 /// Why the runtime asks the model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -24,7 +26,7 @@ pub enum RequestKind {
 }
 
 /// The `tool_choice` of a request; `None` in [`LlmRequest::tool_choice`] means unset.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ToolChoice {
     /// The model decides.
@@ -33,6 +35,8 @@ pub enum ToolChoice {
     None,
     /// The model must call a tool.
     Required,
+    /// The model must call this tool.
+    Named(String),
 }
 
 /// One request to the model.
@@ -56,15 +60,6 @@ pub struct LlmRequest {
     pub tool_choice: Option<ToolChoice>,
 }
 
-/// Token counts reported by the model.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Usage {
-    /// Prompt tokens.
-    pub prompt_tokens: u64,
-    /// Completion tokens.
-    pub completion_tokens: u64,
-}
-
 /// A piece of a tool call, addressed by its index within the response. The first piece of a
 /// call carries its id and name; arguments arrive as text pieces to concatenate.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -86,12 +81,15 @@ pub enum LlmChunk {
     Text(String),
     /// A piece of a tool call.
     ToolCall(ToolCallDelta),
-    /// Token usage.
+    /// Token usage (a provider may send it more than once: the last one counts).
     Usage(Usage),
+    /// Why the model stopped; comes before [`LlmChunk::End`] when the provider says.
+    Finish(FinishReason),
     /// The response is complete.
     End,
-    /// The request failed; the stream ends.
-    Error(String),
+    /// The request failed; the stream ends. Text and calls received before it are kept as
+    /// an interrupted message; the calls are not run.
+    Error(LlmError),
 }
 
 /// The stream a model returns. Dropping it cancels the request.

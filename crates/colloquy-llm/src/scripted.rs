@@ -7,7 +7,9 @@ use std::time::Duration;
 use colloquy_core::ChatItem;
 use futures_util::{StreamExt, stream};
 
-use crate::{Llm, LlmChunk, LlmRequest, LlmStream, RequestKind, ToolCallDelta, ToolChoice};
+use crate::{
+    Llm, LlmChunk, LlmError, LlmRequest, LlmStream, RequestKind, ToolCallDelta, ToolChoice,
+};
 
 /// Latency of a scripted response unless it says otherwise (SCENARIO-FORMAT's default).
 pub const DEFAULT_LATENCY: Duration = Duration::from_millis(10);
@@ -86,7 +88,7 @@ impl ScriptedResponse {
 
     fn into_chunks(self) -> Vec<LlmChunk> {
         if let Some(message) = self.error {
-            return vec![LlmChunk::Error(message)];
+            return vec![LlmChunk::Error(LlmError::Provider { message })];
         }
         // Text arrives in small pieces (8 characters), as a real stream would deliver it; each
         // call's arguments in two halves.
@@ -232,7 +234,7 @@ impl Llm for ScriptedLlm {
                 agent: request.agent.clone(),
                 speech_id: request.speech_id.clone(),
                 tools: request.tools.iter().map(|t| t.name.clone()).collect(),
-                tool_choice: request.tool_choice,
+                tool_choice: request.tool_choice.clone(),
                 instructions: request.extra_instructions.clone(),
                 items: request.items.to_items(),
             };
@@ -304,6 +306,7 @@ mod tests {
     async fn errors_end_the_stream() {
         let llm = ScriptedLlm::new([ScriptedResponse::error("rate limited")]);
         let chunks: Vec<_> = llm.chat(request()).collect().await;
-        assert_eq!(chunks, [LlmChunk::Error("rate limited".into())]);
+        let error = LlmError::Provider { message: "rate limited".into() };
+        assert_eq!(chunks, [LlmChunk::Error(error)]);
     }
 }

@@ -171,7 +171,7 @@ impl From<&RecordedRequest> for TraceRequest {
             agent: r.agent.clone(),
             speech_id: r.speech_id.clone(),
             tools: r.tools.clone(),
-            tool_choice: r.tool_choice,
+            tool_choice: r.tool_choice.clone(),
             instructions: r.instructions.clone(),
             items: items(&r.items),
         }
