@@ -5,8 +5,11 @@
 //! request for tests to read. Dropping a stream cancels its request.
 
 mod error;
+#[cfg(feature = "http")]
+pub mod http;
 mod request;
 mod scripted;
+pub mod turns;
 
 pub use colloquy_core::{FinishReason, LlmErrorKind, Usage};
 pub use error::{BODY_EXCERPT, LlmError, excerpt};
