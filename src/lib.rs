@@ -65,6 +65,19 @@ pub use colloquy_llm::{
     FinishReason, Llm, LlmChunk, LlmError, LlmErrorKind, LlmRequest, LlmStream, RecordedRequest,
     RequestKind, ScriptedCall, ScriptedLlm, ScriptedResponse, ToolCallDelta, ToolChoice, Usage,
 };
+/// OpenAI Chat Completions and OpenAI-compatible servers (feature `openai`, on by default).
+#[cfg(feature = "openai")]
+pub mod openai {
+    pub use colloquy_openai::*;
+}
+/// What the provider adapters share: keys, timeouts and retries, the environment.
+#[cfg(feature = "openai")]
+pub use colloquy_llm::http;
+/// The chat context regrouped into provider turns, and provider call ids.
+pub use colloquy_llm::turns;
+#[cfg(feature = "openai")]
+pub use colloquy_openai::OpenAi;
+
 /// The ready-made toolsets: tool search (BM25, keyword, custom strategies), the tool proxy, and
 /// the end-call tool.
 pub mod toolsets {

@@ -24,9 +24,15 @@ pub enum Turn<'a> {
         /// The text (several messages of one turn joined by a space), if any.
         text: Option<String>,
         /// The calls, in order, each answered.
-        calls: Vec<(&'a FunctionCall, &'a FunctionCallOutput)>,
+        calls: Vec<AnsweredCall<'a>>,
     },
 }
+
+/// A call and its output.
+pub type AnsweredCall<'a> = (&'a FunctionCall, &'a FunctionCallOutput);
+
+/// The assistant turn being gathered: its text and its calls.
+type OpenTurn<'a> = (Option<String>, Vec<AnsweredCall<'a>>);
 
 /// Regroups `items` (in context order) into turns; see the module comment.
 ///
@@ -44,7 +50,7 @@ pub fn turns<'a>(items: impl IntoIterator<Item = &'a ChatItem>) -> Vec<Turn<'a>>
     }
     let mut answered: HashSet<&str> = HashSet::new();
     let mut out = Vec::new();
-    let mut open: Option<(Option<String>, Vec<(&FunctionCall, &FunctionCallOutput)>)> = None;
+    let mut open: Option<OpenTurn> = None;
     for item in items {
         match item {
             ChatItem::Message(m) if m.role == Role::Assistant => {
@@ -85,10 +91,7 @@ pub fn turns<'a>(items: impl IntoIterator<Item = &'a ChatItem>) -> Vec<Turn<'a>>
     out
 }
 
-fn close<'a>(
-    out: &mut Vec<Turn<'a>>,
-    open: Option<(Option<String>, Vec<(&'a FunctionCall, &'a FunctionCallOutput)>)>,
-) {
+fn close<'a>(out: &mut Vec<Turn<'a>>, open: Option<OpenTurn<'a>>) {
     if let Some((text, calls)) = open {
         out.push(Turn::Assistant { text, calls });
     }
@@ -223,6 +226,6 @@ mod tests {
         let b = provider_call_id(&"x".repeat(42), 40, ok);
         assert_ne!(a, b);
         assert_eq!((a.len(), b.len()), (40, 40));
-        assert_eq!(provider_call_id("é".repeat(30).as_str(), 40, |_| true).len() <= 40, true);
+        assert!(provider_call_id("é".repeat(30).as_str(), 40, |_| true).len() <= 40);
     }
 }

@@ -221,6 +221,7 @@ async fn play_async(scenario: &Scenario) -> Result<Trace, ScenarioError> {
         }
         session_events.push(event);
     }
+    let recorded_requests = llm.requests();
     Ok(Trace {
         history: trace::items(closed.history.iter()),
         contexts: closed
@@ -229,9 +230,10 @@ async fn play_async(scenario: &Scenario) -> Result<Trace, ScenarioError> {
             .map(|(id, items)| (id.clone(), trace::items(items.iter())))
             .collect(),
         events: traced,
-        llm_requests: llm.requests().iter().map(trace::TraceRequest::from).collect(),
+        llm_requests: recorded_requests.iter().map(trace::TraceRequest::from).collect(),
         snapshots,
         session_events,
+        recorded_requests,
     })
 }
 

@@ -23,6 +23,10 @@ pub struct Trace {
     /// the trace file.
     #[serde(skip)]
     pub session_events: Vec<SessionEvent>,
+    /// Every LLM request as the model received it (whole items, ids and times), for tests of
+    /// the provider mappings; not part of the trace file.
+    #[serde(skip)]
+    pub recorded_requests: Vec<RecordedRequest>,
 }
 
 /// A snapshot in the format's shape: `{ "at_ms", "tree": NODE }`, NODE with `kind`, `id`,

@@ -1,0 +1,374 @@
+//! Whole sessions on `OpenAi` against a local server replaying recorded Chat Completions
+//! streams (tests/wire/openai). Real sockets, so the real clock with short timeouts
+//! (docs/testing.md); every request the server receives must pass the API's rules.
+
+mod wire;
+
+use std::future::Future;
+use std::time::Duration;
+
+use colloquy::http::HttpOptions;
+use colloquy::prelude::*;
+use colloquy::{ErrorSource, EventStream, FinishReason, LlmErrorKind, OpenAi, Usage};
+use colloquy_replay::{Received, ReplayServer, Reply};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+const KEY: &str = "sk-test-4f9a2c-do-not-print";
+
+fn options() -> HttpOptions {
+    HttpOptions {
+        connect_timeout: Duration::from_secs(2),
+        first_token_timeout: Duration::from_secs(2),
+        read_timeout: Duration::from_secs(5),
+        max_retries: 2,
+        initial_backoff: Duration::from_millis(10),
+        max_backoff: Duration::from_secs(1),
+    }
+}
+
+fn recorded(name: &str) -> Reply {
+    Reply::sse(&wire::recording("openai", name))
+}
+
+/// Bounds a test on the real clock: a hang fails it instead of stalling the suite.
+async fn bounded<F: Future<Output = ()>>(test: F) {
+    tokio::time::timeout(Duration::from_secs(20), test).await.expect("the test took over 20 s");
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct City {
+    /// The city.
+    city: String,
+}
+
+fn weather() -> FunctionTool {
+    FunctionTool::new("get_weather", "Current weather.", |_ctx: RunContext, a: City| async move {
+        Ok::<_, ToolError>(format!("sunny in {}", a.city))
+    })
+}
+
+struct Chat {
+    server: ReplayServer,
+    session: SessionHandle,
+    events: EventStream,
+}
+
+impl Chat {
+    async fn start(agent: Agent, replies: Vec<Reply>, options: HttpOptions) -> Chat {
+        let server = ReplayServer::start(replies).await.expect("the replay server starts");
+        let llm = OpenAi::new()
+            .base_url(format!("{}/v1", server.base_url()))
+            .api_key(KEY)
+            .model("gpt-4.1-mini")
+            .http_options(options);
+        let mut builder = Session::builder().llm(llm);
+        let events = builder.subscribe();
+        let session = builder.start(agent).await.expect("the session starts");
+        Chat { server, session, events }
+    }
+
+    /// One user turn, waited for until the session is idle; the events it caused.
+    async fn turn(&mut self, text: &str) -> Vec<EventKind> {
+        self.session.user_turn(text).await.unwrap();
+        self.session.wait_for_idle().await.unwrap();
+        let mut events = Vec::new();
+        while let Some(event) = self.events.try_recv() {
+            events.push(event.kind);
+        }
+        events
+    }
+
+    /// Every request sent so far, each checked against the API's rules.
+    fn requests(&self) -> Vec<Received> {
+        let received = self.server.received();
+        for (i, r) in received.iter().enumerate() {
+            assert_eq!((r.method.as_str(), r.path.as_str()), ("POST", "/v1/chat/completions"));
+            if let Err(e) = wire::check_openai(&r.body) {
+                panic!("request {i} breaks the API's rules: {e}\n{:#}", r.body);
+            }
+        }
+        received
+    }
+
+    async fn assistant_messages(&self) -> Vec<(String, bool)> {
+        let history = self.session.history().await.unwrap();
+        history
+            .iter()
+            .filter_map(|i| i.as_message().filter(|m| m.role == Role::Assistant))
+            .map(|m| (m.text.clone(), m.interrupted))
+            .collect()
+    }
+}
+
+fn errors(events: &[EventKind]) -> Vec<(Option<LlmErrorKind>, String)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            EventKind::Error { source: ErrorSource::Llm, message, llm_error } => {
+                Some((*llm_error, message.clone()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn plain_text_streams_into_the_history_with_usage() {
+    bounded(async {
+        let agent = Agent::new("a", "You are terse.");
+        let mut chat = Chat::start(agent, vec![recorded("text")], options()).await;
+        let events = chat.turn("hi").await;
+        assert_eq!(chat.assistant_messages().await, [("Hello there!".to_string(), false)]);
+        let ended = events.iter().find_map(|e| match e {
+            EventKind::LlmStepEnded { finish_reason, usage, .. } => Some((finish_reason, usage)),
+            _ => None,
+        });
+        let usage = Usage { prompt_tokens: 21, completion_tokens: 3, cached_prompt_tokens: 0 };
+        assert_eq!(ended, Some((&Some(FinishReason::Stop), &Some(usage))));
+        let request = &chat.requests()[0];
+        assert_eq!(request.header("authorization"), Some(format!("Bearer {KEY}").as_str()));
+        let body = &request.body;
+        assert_eq!(body["model"], "gpt-4.1-mini");
+        assert_eq!(body["stream"], true);
+        assert_eq!(body["stream_options"]["include_usage"], true);
+        assert_eq!(
+            body["messages"][0],
+            serde_json::json!({"role": "system", "content": "You are terse."})
+        );
+        assert_eq!(body["messages"][1], serde_json::json!({"role": "user", "content": "hi"}));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_call_split_across_chunks_runs_and_its_output_goes_back() {
+    bounded(async {
+        let agent = Agent::new("a", "inst").tool(weather());
+        let replies = vec![recorded("one_call_many_chunks"), recorded("sunny_in_paris")];
+        let mut chat = Chat::start(agent, replies, options()).await;
+        chat.turn("weather in Paris?").await;
+        assert_eq!(chat.assistant_messages().await, [("It's sunny in Paris.".to_string(), false)]);
+        let requests = chat.requests();
+        assert_eq!(requests.len(), 2);
+        let first = &requests[0].body;
+        assert_eq!(first["tools"][0]["function"]["name"], "get_weather");
+        assert_eq!(first["tools"][0]["function"]["parameters"]["required"][0], "city");
+        let messages = requests[1].body["messages"].as_array().unwrap().clone();
+        let tail = &messages[messages.len() - 2..];
+        assert_eq!(tail[0]["role"], "assistant");
+        assert_eq!(tail[0]["tool_calls"][0]["id"], "call_Wx8Pq2");
+        assert_eq!(tail[0]["tool_calls"][0]["function"]["arguments"], r#"{"city": "Paris"}"#);
+        assert_eq!(
+            tail[1],
+            serde_json::json!({"role": "tool", "tool_call_id": "call_Wx8Pq2", "content": "sunny in Paris"})
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn three_interleaved_parallel_calls_are_assembled_by_index() {
+    bounded(async {
+        let agent = Agent::new("a", "inst").tool(weather());
+        let replies = vec![recorded("three_parallel_calls"), recorded("three_answers")];
+        let mut chat = Chat::start(agent, replies, options()).await;
+        let events = chat.turn("weather in Oslo, Rome, Lima?").await;
+        let started: Vec<&str> = events
+            .iter()
+            .filter_map(|e| match e {
+                EventKind::ToolCallStarted { call_id, .. } => Some(call_id.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(started, ["call_a", "call_b", "call_c"]);
+        let requests = chat.requests();
+        let messages = requests[1].body["messages"].as_array().unwrap().clone();
+        let outputs: Vec<(&str, &str)> = messages
+            .iter()
+            .filter(|m| m["role"] == "tool")
+            .map(|m| (m["tool_call_id"].as_str().unwrap(), m["content"].as_str().unwrap()))
+            .collect();
+        assert_eq!(
+            outputs,
+            [("call_a", "sunny in Oslo"), ("call_b", "sunny in Rome"), ("call_c", "sunny in Lima")]
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_background_tool_sends_its_update_and_final_pairs_in_valid_requests() {
+    bounded(async {
+        let book =
+            FunctionTool::new("book_flight", "Book.", |ctx: RunContext, a: City| async move {
+                ctx.update(format!("Looking up flights to {}", a.city)).await?;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                Ok::<_, ToolError>("Booked FL-1")
+            });
+        let agent = Agent::new("a", "inst").tool(book);
+        let replies = vec![recorded("book_call"), recorded("looking"), recorded("booked")];
+        let mut chat = Chat::start(agent, replies, options()).await;
+        chat.turn("book Tokyo").await;
+        chat.session.wait_for_quiet().await.unwrap();
+        chat.session.wait_for_idle().await.unwrap();
+        let texts: Vec<String> = chat.assistant_messages().await.into_iter().map(|m| m.0).collect();
+        assert_eq!(texts, ["Let me book that.", "I'm on it.", "You're booked: FL-1."]);
+        let requests = chat.requests();
+        assert_eq!(requests.len(), 3);
+        // The provisional output answers the call at once, and the tool reply may not call.
+        assert_eq!(requests[1].body["tool_choice"], "none");
+        let last = requests[2].body["messages"].as_array().unwrap();
+        let ids: Vec<&str> = last.iter().filter_map(|m| m["tool_call_id"].as_str()).collect();
+        assert_eq!(ids, ["call_book_1", "call_book_1_final"]);
+        let final_output = last.iter().find(|m| m["tool_call_id"] == "call_book_1_final").unwrap();
+        assert!(final_output["content"].as_str().unwrap().contains("Booked FL-1"));
+        // The deferred reply's instructions come last, as a system message.
+        assert_eq!(last.last().unwrap()["role"], "system");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_429_is_retried_after_the_wait_the_server_asks() {
+    bounded(async {
+        let replies = vec![
+            Reply::status(429, r#"{"error":{"message":"Rate limit reached"}}"#)
+                .header("retry-after-ms", "50"),
+            recorded("text"),
+        ];
+        let mut chat = Chat::start(Agent::new("a", "inst"), replies, options()).await;
+        let started = std::time::Instant::now();
+        let events = chat.turn("hi").await;
+        assert!(started.elapsed() >= Duration::from_millis(50));
+        assert_eq!(errors(&events), []);
+        assert_eq!(chat.requests().len(), 2);
+        assert_eq!(chat.assistant_messages().await, [("Hello there!".to_string(), false)]);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_500_before_any_token_is_an_http_error_and_the_next_turn_works() {
+    bounded(async {
+        let no_retries = HttpOptions { max_retries: 0, ..options() };
+        let replies = vec![Reply::status(500, "upstream exploded"), recorded("text")];
+        let mut chat = Chat::start(Agent::new("a", "inst"), replies, no_retries).await;
+        let events = chat.turn("hi").await;
+        assert_eq!(
+            errors(&events),
+            [(
+                Some(LlmErrorKind::Http),
+                "the LLM server answered HTTP 500: upstream exploded".to_string()
+            )]
+        );
+        assert_eq!(chat.assistant_messages().await, []);
+        chat.turn("hello?").await;
+        assert_eq!(chat.assistant_messages().await, [("Hello there!".to_string(), false)]);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_500_is_retried_before_any_token() {
+    bounded(async {
+        let replies = vec![Reply::status(503, "busy"), Reply::status(502, ""), recorded("text")];
+        let mut chat = Chat::start(Agent::new("a", "inst"), replies, options()).await;
+        assert_eq!(errors(&chat.turn("hi").await), []);
+        assert_eq!(chat.requests().len(), 3);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_refused_key_is_an_auth_error_that_never_shows_the_key() {
+    bounded(async {
+        let echo = format!(r#"{{"error":{{"message":"Incorrect API key provided: {KEY}."}}}}"#);
+        let replies = vec![Reply::status(401, &echo)];
+        let mut chat = Chat::start(Agent::new("a", "inst"), replies, options()).await;
+        let events = chat.turn("hi").await;
+        let errors = errors(&events);
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].0, Some(LlmErrorKind::Auth));
+        assert!(errors[0].1.contains("[redacted]"), "{}", errors[0].1);
+        assert!(!format!("{events:?}").contains(KEY));
+        assert_eq!(chat.server.received().len(), 1, "an auth error is not retried");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_stream_cut_mid_text_keeps_the_text_as_interrupted_and_the_session_goes_on() {
+    bounded(async {
+        let replies = vec![recorded("cut_mid_text"), recorded("text")];
+        let mut chat = Chat::start(Agent::new("a", "inst"), replies, options()).await;
+        let events = chat.turn("when?").await;
+        let errors = errors(&events);
+        assert_eq!(errors.len(), 1, "{events:#?}");
+        assert_eq!(errors[0].0, Some(LlmErrorKind::StreamCut));
+        assert_eq!(
+            chat.assistant_messages().await,
+            [("The flight leaves at nine".to_string(), true)]
+        );
+        assert_eq!(chat.server.received().len(), 1, "nothing is retried once text flowed");
+        chat.turn("hello?").await;
+        assert_eq!(chat.assistant_messages().await.len(), 2);
+        // The cut message goes back to the model as it was heard.
+        let second = &chat.requests()[1].body;
+        assert_eq!(second["messages"][2]["content"], "The flight leaves at nine");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn garbage_in_a_chunk_is_an_invalid_chunk_error() {
+    bounded(async {
+        let mut chat =
+            Chat::start(Agent::new("a", "inst"), vec![recorded("garbage")], options()).await;
+        let events = chat.turn("hi").await;
+        let errors = errors(&events);
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].0, Some(LlmErrorKind::InvalidChunk));
+        assert_eq!(chat.assistant_messages().await, [("Sure".to_string(), true)]);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_server_slower_than_the_first_token_timeout_is_a_timeout() {
+    bounded(async {
+        let quick = HttpOptions {
+            first_token_timeout: Duration::from_millis(200),
+            max_retries: 0,
+            ..options()
+        };
+        let replies = vec![recorded("text").pause_first(Duration::from_secs(3)), recorded("text")];
+        let mut chat = Chat::start(Agent::new("a", "inst"), replies, quick).await;
+        let events = chat.turn("hi").await;
+        assert_eq!(
+            errors(&events),
+            [(
+                Some(LlmErrorKind::Timeout),
+                "LLM request timed out: nothing received for 200 ms".to_string()
+            )]
+        );
+        chat.turn("again").await;
+        assert_eq!(chat.assistant_messages().await, [("Hello there!".to_string(), false)]);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_length_finish_is_reported() {
+    bounded(async {
+        let mut chat =
+            Chat::start(Agent::new("a", "inst"), vec![recorded("length")], options()).await;
+        let events = chat.turn("hi").await;
+        assert!(events.iter().any(|e| matches!(
+            e,
+            EventKind::LlmStepEnded { finish_reason: Some(FinishReason::Length), .. }
+        )));
+        assert_eq!(chat.assistant_messages().await, [("This answer is cut".to_string(), false)]);
+    })
+    .await;
+}

@@ -1,0 +1,160 @@
+//! Shared by the provider tests: recorded wire streams (`tests/wire/<provider>/*.sse`) and
+//! checkers of each provider's rules for a request body, written from the providers' API
+//! references (docs/providers.md), independently of the mappings they check.
+
+#![allow(dead_code)]
+
+use std::collections::HashSet;
+
+use serde_json::Value;
+
+/// A recorded stream.
+pub fn recording(provider: &str, name: &str) -> String {
+    let path = format!("{}/tests/wire/{provider}/{name}.sse", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// OpenAI Chat Completions: roles known; every assistant `tool_calls` entry answered by the
+/// `tool` messages right after it (all of them, in any order, nothing else in between);
+/// every `tool` message answers such an entry; call ids unique and at most 40 characters;
+/// an assistant message has content or tool calls; `tool_choice` names a sent tool.
+pub fn check_openai(body: &Value) -> Result<(), String> {
+    let messages = body["messages"].as_array().ok_or("messages is not an array")?;
+    let mut seen_ids = HashSet::new();
+    let mut i = 0;
+    while i < messages.len() {
+        let m = &messages[i];
+        let role = m["role"].as_str().ok_or(format!("messages[{i}] has no role"))?;
+        match role {
+            "system" | "developer" | "user" => {
+                m["content"].as_str().ok_or(format!("messages[{i}] ({role}) has no text"))?;
+            }
+            "tool" => return Err(format!("messages[{i}]: a tool message answers no tool call")),
+            "assistant" => {
+                let calls = m["tool_calls"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+                if m["content"].as_str().is_none_or(str::is_empty) && calls.is_empty() {
+                    return Err(format!("messages[{i}]: an empty assistant message"));
+                }
+                let mut open: HashSet<&str> = HashSet::new();
+                for call in calls {
+                    let id =
+                        call["id"].as_str().ok_or(format!("messages[{i}]: call without id"))?;
+                    if id.is_empty() || id.len() > 40 {
+                        return Err(format!("messages[{i}]: call id `{id}` is empty or over 40"));
+                    }
+                    if !seen_ids.insert(id.to_string()) || !open.insert(id) {
+                        return Err(format!("messages[{i}]: call id `{id}` used twice"));
+                    }
+                    if call["type"] != "function" || call["function"]["name"].as_str().is_none() {
+                        return Err(format!("messages[{i}]: call `{id}` is not a function call"));
+                    }
+                    call["function"]["arguments"]
+                        .as_str()
+                        .ok_or(format!("messages[{i}]: call `{id}` has no argument text"))?;
+                }
+                while !open.is_empty() {
+                    i += 1;
+                    let answer = messages.get(i).ok_or("a tool call is never answered")?;
+                    if answer["role"] != "tool" {
+                        return Err(format!("messages[{i}]: calls {open:?} are not answered"));
+                    }
+                    let id = answer["tool_call_id"].as_str().unwrap_or_default();
+                    if !open.remove(id) {
+                        return Err(format!("messages[{i}]: tool message for unknown `{id}`"));
+                    }
+                    answer["content"].as_str().ok_or(format!("messages[{i}]: no content"))?;
+                }
+            }
+            other => return Err(format!("messages[{i}]: unknown role `{other}`")),
+        }
+        i += 1;
+    }
+    let names: Vec<&str> = body["tools"]
+        .as_array()
+        .map(|tools| tools.iter().filter_map(|t| t["function"]["name"].as_str()).collect())
+        .unwrap_or_default();
+    if let Some(name) = body["tool_choice"]["function"]["name"].as_str()
+        && !names.contains(&name)
+    {
+        return Err(format!("tool_choice names `{name}`, which is not sent"));
+    }
+    Ok(())
+}
+
+/// Anthropic Messages: roles alternate starting with `user`; no empty text block; every
+/// `tool_use` block of an assistant turn answered by a `tool_result` block in the user turn
+/// right after it, those results first in that turn; ids unique and `[A-Za-z0-9_-]+`; the
+/// last turn is the user's; `tool_choice` names a sent tool.
+pub fn check_anthropic(body: &Value) -> Result<(), String> {
+    let messages = body["messages"].as_array().ok_or("messages is not an array")?;
+    if messages.is_empty() {
+        return Err("no messages".into());
+    }
+    let mut seen = HashSet::new();
+    let mut open: Vec<String> = Vec::new();
+    for (i, m) in messages.iter().enumerate() {
+        let role = m["role"].as_str().unwrap_or_default();
+        let expected = if i % 2 == 0 { "user" } else { "assistant" };
+        if role != expected {
+            return Err(format!("messages[{i}] is `{role}`, expected `{expected}`"));
+        }
+        let blocks = m["content"].as_array().ok_or(format!("messages[{i}]: content blocks"))?;
+        if blocks.is_empty() {
+            return Err(format!("messages[{i}]: no content"));
+        }
+        let mut results_done = false;
+        let mut answered = Vec::new();
+        for block in blocks {
+            match block["type"].as_str().unwrap_or_default() {
+                "text" => {
+                    if block["text"].as_str().is_none_or(|t| t.trim().is_empty()) {
+                        return Err(format!("messages[{i}]: an empty text block"));
+                    }
+                    results_done = true;
+                }
+                "tool_use" if role == "assistant" => {
+                    let id = block["id"].as_str().unwrap_or_default();
+                    let valid = !id.is_empty()
+                        && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+                    if !valid || !seen.insert(id.to_string()) {
+                        return Err(format!("messages[{i}]: bad or reused tool_use id `{id}`"));
+                    }
+                    if !block["input"].is_object() {
+                        return Err(format!("messages[{i}]: tool_use `{id}` input not an object"));
+                    }
+                    open.push(id.to_string());
+                }
+                "tool_result" if role == "user" => {
+                    if results_done {
+                        return Err(format!("messages[{i}]: a tool_result after other content"));
+                    }
+                    answered.push(block["tool_use_id"].as_str().unwrap_or_default().to_string());
+                }
+                other => return Err(format!("messages[{i}]: `{other}` block in a {role} turn")),
+            }
+        }
+        if role == "user" {
+            let mut expected = std::mem::take(&mut open);
+            expected.sort();
+            answered.sort();
+            if expected != answered {
+                return Err(format!(
+                    "messages[{i}]: answers {answered:?}, calls were {expected:?}"
+                ));
+            }
+        }
+    }
+    if !open.is_empty() || messages.len() % 2 == 0 {
+        return Err("the conversation does not end on a user turn".into());
+    }
+    let names: Vec<&str> = body["tools"]
+        .as_array()
+        .map(|tools| tools.iter().filter_map(|t| t["name"].as_str()).collect())
+        .unwrap_or_default();
+    if let Some(name) = body["tool_choice"]["name"].as_str()
+        && !names.contains(&name)
+    {
+        return Err(format!("tool_choice names `{name}`, which is not sent"));
+    }
+    Ok(())
+}
