@@ -70,8 +70,15 @@ pub use colloquy_llm::{
 pub mod openai {
     pub use colloquy_openai::*;
 }
+/// Anthropic's Messages API (feature `anthropic`, on by default).
+#[cfg(feature = "anthropic")]
+pub mod anthropic {
+    pub use colloquy_anthropic::*;
+}
+#[cfg(feature = "anthropic")]
+pub use colloquy_anthropic::Anthropic;
 /// What the provider adapters share: keys, timeouts and retries, the environment.
-#[cfg(feature = "openai")]
+#[cfg(any(feature = "openai", feature = "anthropic"))]
 pub use colloquy_llm::http;
 /// The chat context regrouped into provider turns, and provider call ids.
 pub use colloquy_llm::turns;

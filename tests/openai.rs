@@ -4,120 +4,37 @@
 
 mod wire;
 
-use std::future::Future;
 use std::time::Duration;
 
 use colloquy::http::HttpOptions;
 use colloquy::prelude::*;
-use colloquy::{ErrorSource, EventStream, FinishReason, LlmErrorKind, OpenAi, Usage};
-use colloquy_replay::{Received, ReplayServer, Reply};
-use schemars::JsonSchema;
-use serde::Deserialize;
+use colloquy::{FinishReason, LlmErrorKind, OpenAi, Usage};
+use colloquy_replay::Reply;
+use wire::{Chat, KEY, Provider, book_flight, bounded, errors, options, started, weather};
 
-const KEY: &str = "sk-test-4f9a2c-do-not-print";
-
-fn options() -> HttpOptions {
-    HttpOptions {
-        connect_timeout: Duration::from_secs(2),
-        first_token_timeout: Duration::from_secs(2),
-        read_timeout: Duration::from_secs(5),
-        max_retries: 2,
-        initial_backoff: Duration::from_millis(10),
-        max_backoff: Duration::from_secs(1),
-    }
-}
+static OPENAI: Provider =
+    Provider { name: "openai", path: "/v1/chat/completions", check: wire::check_openai };
 
 fn recorded(name: &str) -> Reply {
     Reply::sse(&wire::recording("openai", name))
 }
 
-/// Bounds a test on the real clock: a hang fails it instead of stalling the suite.
-async fn bounded<F: Future<Output = ()>>(test: F) {
-    tokio::time::timeout(Duration::from_secs(20), test).await.expect("the test took over 20 s");
-}
-
-#[derive(Deserialize, JsonSchema)]
-struct City {
-    /// The city.
-    city: String,
-}
-
-fn weather() -> FunctionTool {
-    FunctionTool::new("get_weather", "Current weather.", |_ctx: RunContext, a: City| async move {
-        Ok::<_, ToolError>(format!("sunny in {}", a.city))
-    })
-}
-
-struct Chat {
-    server: ReplayServer,
-    session: SessionHandle,
-    events: EventStream,
-}
-
-impl Chat {
-    async fn start(agent: Agent, replies: Vec<Reply>, options: HttpOptions) -> Chat {
-        let server = ReplayServer::start(replies).await.expect("the replay server starts");
-        let llm = OpenAi::new()
-            .base_url(format!("{}/v1", server.base_url()))
+async fn chat(agent: Agent, replies: Vec<Reply>, options: HttpOptions) -> Chat {
+    Chat::start(&OPENAI, agent, replies, |base| {
+        OpenAi::new()
+            .base_url(format!("{base}/v1"))
             .api_key(KEY)
             .model("gpt-4.1-mini")
-            .http_options(options);
-        let mut builder = Session::builder().llm(llm);
-        let events = builder.subscribe();
-        let session = builder.start(agent).await.expect("the session starts");
-        Chat { server, session, events }
-    }
-
-    /// One user turn, waited for until the session is idle; the events it caused.
-    async fn turn(&mut self, text: &str) -> Vec<EventKind> {
-        self.session.user_turn(text).await.unwrap();
-        self.session.wait_for_idle().await.unwrap();
-        let mut events = Vec::new();
-        while let Some(event) = self.events.try_recv() {
-            events.push(event.kind);
-        }
-        events
-    }
-
-    /// Every request sent so far, each checked against the API's rules.
-    fn requests(&self) -> Vec<Received> {
-        let received = self.server.received();
-        for (i, r) in received.iter().enumerate() {
-            assert_eq!((r.method.as_str(), r.path.as_str()), ("POST", "/v1/chat/completions"));
-            if let Err(e) = wire::check_openai(&r.body) {
-                panic!("request {i} breaks the API's rules: {e}\n{:#}", r.body);
-            }
-        }
-        received
-    }
-
-    async fn assistant_messages(&self) -> Vec<(String, bool)> {
-        let history = self.session.history().await.unwrap();
-        history
-            .iter()
-            .filter_map(|i| i.as_message().filter(|m| m.role == Role::Assistant))
-            .map(|m| (m.text.clone(), m.interrupted))
-            .collect()
-    }
-}
-
-fn errors(events: &[EventKind]) -> Vec<(Option<LlmErrorKind>, String)> {
-    events
-        .iter()
-        .filter_map(|e| match e {
-            EventKind::Error { source: ErrorSource::Llm, message, llm_error } => {
-                Some((*llm_error, message.clone()))
-            }
-            _ => None,
-        })
-        .collect()
+            .http_options(options)
+    })
+    .await
 }
 
 #[tokio::test]
 async fn plain_text_streams_into_the_history_with_usage() {
     bounded(async {
         let agent = Agent::new("a", "You are terse.");
-        let mut chat = Chat::start(agent, vec![recorded("text")], options()).await;
+        let mut chat = chat(agent, vec![recorded("text")], options()).await;
         let events = chat.turn("hi").await;
         assert_eq!(chat.assistant_messages().await, [("Hello there!".to_string(), false)]);
         let ended = events.iter().find_map(|e| match e {
@@ -146,7 +63,7 @@ async fn a_call_split_across_chunks_runs_and_its_output_goes_back() {
     bounded(async {
         let agent = Agent::new("a", "inst").tool(weather());
         let replies = vec![recorded("one_call_many_chunks"), recorded("sunny_in_paris")];
-        let mut chat = Chat::start(agent, replies, options()).await;
+        let mut chat = chat(agent, replies, options()).await;
         chat.turn("weather in Paris?").await;
         assert_eq!(chat.assistant_messages().await, [("It's sunny in Paris.".to_string(), false)]);
         let requests = chat.requests();
@@ -172,16 +89,9 @@ async fn three_interleaved_parallel_calls_are_assembled_by_index() {
     bounded(async {
         let agent = Agent::new("a", "inst").tool(weather());
         let replies = vec![recorded("three_parallel_calls"), recorded("three_answers")];
-        let mut chat = Chat::start(agent, replies, options()).await;
+        let mut chat = chat(agent, replies, options()).await;
         let events = chat.turn("weather in Oslo, Rome, Lima?").await;
-        let started: Vec<&str> = events
-            .iter()
-            .filter_map(|e| match e {
-                EventKind::ToolCallStarted { call_id, .. } => Some(call_id.as_str()),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(started, ["call_a", "call_b", "call_c"]);
+        assert_eq!(started(&events), ["call_a", "call_b", "call_c"]);
         let requests = chat.requests();
         let messages = requests[1].body["messages"].as_array().unwrap().clone();
         let outputs: Vec<(&str, &str)> = messages
@@ -200,15 +110,9 @@ async fn three_interleaved_parallel_calls_are_assembled_by_index() {
 #[tokio::test]
 async fn a_background_tool_sends_its_update_and_final_pairs_in_valid_requests() {
     bounded(async {
-        let book =
-            FunctionTool::new("book_flight", "Book.", |ctx: RunContext, a: City| async move {
-                ctx.update(format!("Looking up flights to {}", a.city)).await?;
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                Ok::<_, ToolError>("Booked FL-1")
-            });
-        let agent = Agent::new("a", "inst").tool(book);
+        let agent = Agent::new("a", "inst").tool(book_flight());
         let replies = vec![recorded("book_call"), recorded("looking"), recorded("booked")];
-        let mut chat = Chat::start(agent, replies, options()).await;
+        let mut chat = chat(agent, replies, options()).await;
         chat.turn("book Tokyo").await;
         chat.session.wait_for_quiet().await.unwrap();
         chat.session.wait_for_idle().await.unwrap();
@@ -237,7 +141,7 @@ async fn a_429_is_retried_after_the_wait_the_server_asks() {
                 .header("retry-after-ms", "50"),
             recorded("text"),
         ];
-        let mut chat = Chat::start(Agent::new("a", "inst"), replies, options()).await;
+        let mut chat = chat(Agent::new("a", "inst"), replies, options()).await;
         let started = std::time::Instant::now();
         let events = chat.turn("hi").await;
         assert!(started.elapsed() >= Duration::from_millis(50));
@@ -253,7 +157,7 @@ async fn a_500_before_any_token_is_an_http_error_and_the_next_turn_works() {
     bounded(async {
         let no_retries = HttpOptions { max_retries: 0, ..options() };
         let replies = vec![Reply::status(500, "upstream exploded"), recorded("text")];
-        let mut chat = Chat::start(Agent::new("a", "inst"), replies, no_retries).await;
+        let mut chat = chat(Agent::new("a", "inst"), replies, no_retries).await;
         let events = chat.turn("hi").await;
         assert_eq!(
             errors(&events),
@@ -273,7 +177,7 @@ async fn a_500_before_any_token_is_an_http_error_and_the_next_turn_works() {
 async fn a_500_is_retried_before_any_token() {
     bounded(async {
         let replies = vec![Reply::status(503, "busy"), Reply::status(502, ""), recorded("text")];
-        let mut chat = Chat::start(Agent::new("a", "inst"), replies, options()).await;
+        let mut chat = chat(Agent::new("a", "inst"), replies, options()).await;
         assert_eq!(errors(&chat.turn("hi").await), []);
         assert_eq!(chat.requests().len(), 3);
     })
@@ -285,7 +189,7 @@ async fn a_refused_key_is_an_auth_error_that_never_shows_the_key() {
     bounded(async {
         let echo = format!(r#"{{"error":{{"message":"Incorrect API key provided: {KEY}."}}}}"#);
         let replies = vec![Reply::status(401, &echo)];
-        let mut chat = Chat::start(Agent::new("a", "inst"), replies, options()).await;
+        let mut chat = chat(Agent::new("a", "inst"), replies, options()).await;
         let events = chat.turn("hi").await;
         let errors = errors(&events);
         assert_eq!(errors.len(), 1, "{errors:?}");
@@ -301,7 +205,7 @@ async fn a_refused_key_is_an_auth_error_that_never_shows_the_key() {
 async fn a_stream_cut_mid_text_keeps_the_text_as_interrupted_and_the_session_goes_on() {
     bounded(async {
         let replies = vec![recorded("cut_mid_text"), recorded("text")];
-        let mut chat = Chat::start(Agent::new("a", "inst"), replies, options()).await;
+        let mut chat = chat(Agent::new("a", "inst"), replies, options()).await;
         let events = chat.turn("when?").await;
         let errors = errors(&events);
         assert_eq!(errors.len(), 1, "{events:#?}");
@@ -323,8 +227,7 @@ async fn a_stream_cut_mid_text_keeps_the_text_as_interrupted_and_the_session_goe
 #[tokio::test]
 async fn garbage_in_a_chunk_is_an_invalid_chunk_error() {
     bounded(async {
-        let mut chat =
-            Chat::start(Agent::new("a", "inst"), vec![recorded("garbage")], options()).await;
+        let mut chat = chat(Agent::new("a", "inst"), vec![recorded("garbage")], options()).await;
         let events = chat.turn("hi").await;
         let errors = errors(&events);
         assert_eq!(errors.len(), 1, "{errors:?}");
@@ -343,7 +246,7 @@ async fn a_server_slower_than_the_first_token_timeout_is_a_timeout() {
             ..options()
         };
         let replies = vec![recorded("text").pause_first(Duration::from_secs(3)), recorded("text")];
-        let mut chat = Chat::start(Agent::new("a", "inst"), replies, quick).await;
+        let mut chat = chat(Agent::new("a", "inst"), replies, quick).await;
         let events = chat.turn("hi").await;
         assert_eq!(
             errors(&events),
@@ -361,8 +264,7 @@ async fn a_server_slower_than_the_first_token_timeout_is_a_timeout() {
 #[tokio::test]
 async fn a_length_finish_is_reported() {
     bounded(async {
-        let mut chat =
-            Chat::start(Agent::new("a", "inst"), vec![recorded("length")], options()).await;
+        let mut chat = chat(Agent::new("a", "inst"), vec![recorded("length")], options()).await;
         let events = chat.turn("hi").await;
         assert!(events.iter().any(|e| matches!(
             e,

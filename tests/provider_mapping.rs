@@ -145,3 +145,9 @@ fn the_checkers_refuse_what_the_providers_refuse() {
     assert!(anthropic(vec![text("user", "hi"), uses, late]).is_err(), "result after text");
     assert!(anthropic(vec![text("user", " ")]).is_err(), "empty text");
 }
+
+#[test]
+fn every_scenario_request_maps_to_a_valid_anthropic_request() {
+    let options = colloquy::anthropic::RequestOptions::default();
+    check_all(|r| colloquy::anthropic::request::body("m", r, &options), wire::check_anthropic);
+}

@@ -1,12 +1,159 @@
-//! Shared by the provider tests: recorded wire streams (`tests/wire/<provider>/*.sse`) and
-//! checkers of each provider's rules for a request body, written from the providers' API
-//! references (docs/providers.md), independently of the mappings they check.
+//! Shared by the provider tests: recorded wire streams (`tests/wire/<provider>/*.sse`), a
+//! session on a provider pointed at a local replay server, and checkers of each provider's
+//! rules for a request body, written from the providers' API references (docs/providers.md),
+//! independently of the mappings they check.
 
 #![allow(dead_code)]
 
 use std::collections::HashSet;
+use std::future::Future;
+use std::time::Duration;
 
+use colloquy::http::HttpOptions;
+use colloquy::prelude::*;
+use colloquy::{ErrorSource, EventStream, Llm, LlmErrorKind};
+use colloquy_replay::{Received, ReplayServer, Reply};
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::Value;
+
+/// The key the tests send; it must never show in an event or error.
+pub const KEY: &str = "sk-test-4f9a2c-do-not-print";
+
+/// Short timeouts and backoffs: these tests run on the real clock.
+pub fn options() -> HttpOptions {
+    HttpOptions {
+        connect_timeout: Duration::from_secs(2),
+        first_token_timeout: Duration::from_secs(2),
+        read_timeout: Duration::from_secs(5),
+        max_retries: 2,
+        initial_backoff: Duration::from_millis(10),
+        max_backoff: Duration::from_secs(1),
+    }
+}
+
+/// Bounds a test on the real clock: a hang fails it instead of stalling the suite.
+pub async fn bounded<F: Future<Output = ()>>(test: F) {
+    tokio::time::timeout(Duration::from_secs(20), test).await.expect("the test took over 20 s");
+}
+
+#[derive(Deserialize, JsonSchema)]
+pub struct City {
+    /// The city.
+    pub city: String,
+}
+
+/// `get_weather(city)`: "sunny in CITY".
+pub fn weather() -> FunctionTool {
+    FunctionTool::new("get_weather", "Current weather.", |_ctx: RunContext, a: City| async move {
+        Ok::<_, ToolError>(format!("sunny in {}", a.city))
+    })
+}
+
+/// `book_flight(city)`: posts an update, works 100 ms, answers "Booked FL-1".
+pub fn book_flight() -> FunctionTool {
+    FunctionTool::new("book_flight", "Book.", |ctx: RunContext, a: City| async move {
+        ctx.update(format!("Looking up flights to {}", a.city)).await?;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        Ok::<_, ToolError>("Booked FL-1")
+    })
+}
+
+/// What a provider's tests share: where its requests go and what its rules are.
+pub struct Provider {
+    /// The recordings' folder under tests/wire.
+    pub name: &'static str,
+    /// The path every request goes to.
+    pub path: &'static str,
+    /// The rule checker.
+    pub check: fn(&Value) -> Result<(), String>,
+}
+
+/// A session on a provider whose server replays recordings.
+pub struct Chat {
+    pub server: ReplayServer,
+    pub session: SessionHandle,
+    pub events: EventStream,
+    pub provider: &'static Provider,
+}
+
+impl Chat {
+    /// Starts the server with `replies`, then a session whose LLM `llm(base_url)` makes.
+    pub async fn start<L: Llm>(
+        provider: &'static Provider,
+        agent: Agent,
+        replies: Vec<Reply>,
+        llm: impl FnOnce(String) -> L,
+    ) -> Chat {
+        let server = ReplayServer::start(replies).await.expect("the replay server starts");
+        let mut builder = Session::builder().llm(llm(server.base_url()));
+        let events = builder.subscribe();
+        let session = builder.start(agent).await.expect("the session starts");
+        Chat { server, session, events, provider }
+    }
+
+    /// One user turn, waited for until the session is idle; the events it caused.
+    pub async fn turn(&mut self, text: &str) -> Vec<EventKind> {
+        self.session.user_turn(text).await.unwrap();
+        self.session.wait_for_idle().await.unwrap();
+        let mut events = Vec::new();
+        while let Some(event) = self.events.try_recv() {
+            events.push(event.kind);
+        }
+        events
+    }
+
+    /// Every request sent so far, each checked against the provider's rules.
+    pub fn requests(&self) -> Vec<Received> {
+        let received = self.server.received();
+        for (i, r) in received.iter().enumerate() {
+            assert_eq!((r.method.as_str(), r.path.as_str()), ("POST", self.provider.path));
+            if let Err(e) = (self.provider.check)(&r.body) {
+                panic!("request {i} breaks the API's rules: {e}\n{:#}", r.body);
+            }
+        }
+        received
+    }
+
+    /// The assistant messages of the history: text and whether it was cut.
+    pub async fn assistant_messages(&self) -> Vec<(String, bool)> {
+        let history = self.session.history().await.unwrap();
+        history
+            .iter()
+            .filter_map(|i| i.as_message().filter(|m| m.role == Role::Assistant))
+            .map(|m| (m.text.clone(), m.interrupted))
+            .collect()
+    }
+
+    /// A recorded stream of this provider.
+    pub fn recorded(&self, name: &str) -> Reply {
+        Reply::sse(&recording(self.provider.name, name))
+    }
+}
+
+/// The LLM error events among `events`: kind and message.
+pub fn errors(events: &[EventKind]) -> Vec<(Option<LlmErrorKind>, String)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            EventKind::Error { source: ErrorSource::Llm, message, llm_error } => {
+                Some((*llm_error, message.clone()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// The call ids of the `tool_call_started` events.
+pub fn started(events: &[EventKind]) -> Vec<&str> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            EventKind::ToolCallStarted { call_id, .. } => Some(call_id.as_str()),
+            _ => None,
+        })
+        .collect()
+}
 
 /// A recorded stream.
 pub fn recording(provider: &str, name: &str) -> String {
