@@ -1,120 +1,108 @@
-//! The `colloquy` command's library: argument handling and the demo, kept out of `main.rs`
-//! so tests can run them.
+//! The `colloquy` command's library: its arguments (clap), the demo and the chat, kept out of
+//! `main.rs` so tests can run them.
 
+pub mod chat;
 pub mod demo;
 pub mod transcript;
 
-/// Usage text.
-pub const USAGE: &str = "\
-usage: colloquy <command> [options]
+use clap::{Parser, Subcommand, ValueEnum};
 
-commands:
-  demo [--no-color] [--fast]   play a travel-agent conversation on the scripted LLM
-                               (no network, no keys); --fast skips the pauses
-  run FILE.json [--timeline OUT.html]
-                               play a scenario file on the paused clock and print its
-                               trace as JSON (exit 2 on a bad file); --timeline also
-                               writes the session's timeline as a self-contained page
-  help                         show this text
-";
-
-/// A parsed command line.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Command {
-    /// Play the demo.
-    Demo {
-        /// Colour the transcript.
-        color: bool,
-        /// Skip the simulated latencies.
-        fast: bool,
-    },
-    /// Play a scenario file and print its trace.
-    Run {
-        /// The scenario file.
-        path: String,
-        /// Where to write the timeline page, if asked.
-        timeline: Option<String>,
-    },
-    /// Print usage.
-    Help,
+/// colloquy: conversational agents whose tools run in the background.
+#[derive(Debug, Parser, PartialEq, Eq)]
+#[command(name = "colloquy", version, arg_required_else_help = true)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
 }
 
-/// Parses the arguments after the program name. `color_default` is what `demo` uses without
-/// `--no-color` (the caller checks the terminal and `NO_COLOR`).
-pub fn parse_args(args: &[String], color_default: bool) -> Result<Command, String> {
-    let mut it = args.iter().map(String::as_str);
-    match it.next() {
-        None | Some("help" | "--help" | "-h") => Ok(Command::Help),
-        Some("demo") => {
-            let (mut color, mut fast) = (color_default, false);
-            for arg in it {
-                match arg {
-                    "--no-color" => color = false,
-                    "--fast" => fast = true,
-                    other => return Err(format!("demo: unknown option `{other}`")),
-                }
-            }
-            Ok(Command::Demo { color, fast })
-        }
-        Some("run") => {
-            let (mut path, mut timeline) = (None, None);
-            while let Some(arg) = it.next() {
-                match arg {
-                    "--timeline" => match it.next() {
-                        Some(out) if !out.starts_with('-') => timeline = Some(out.to_string()),
-                        _ => return Err("run: --timeline needs an output file".into()),
-                    },
-                    other if other.starts_with('-') => {
-                        return Err(format!("run: unknown option `{other}`"));
-                    }
-                    file if path.is_none() => path = Some(file.to_string()),
-                    _ => return Err("run: expected exactly one scenario file".into()),
-                }
-            }
-            match path {
-                Some(path) => Ok(Command::Run { path, timeline }),
-                None => Err("run: missing the scenario file".into()),
-            }
-        }
-        Some(other) => Err(format!("unknown command `{other}`")),
-    }
+/// The subcommands.
+#[derive(Debug, Subcommand, PartialEq, Eq)]
+pub enum Command {
+    /// Play a travel-agent conversation on the scripted LLM (no network, no keys).
+    Demo {
+        /// Plain text, without colour (also when NO_COLOR is set or stdout is not a terminal).
+        #[arg(long)]
+        no_color: bool,
+        /// Skip the simulated pauses.
+        #[arg(long)]
+        fast: bool,
+    },
+    /// Play a scenario file on the paused clock and print its trace as JSON (exit 2 on a bad
+    /// file).
+    Run {
+        /// The scenario file.
+        file: String,
+        /// Also write the session's timeline as a self-contained HTML page.
+        #[arg(long, value_name = "OUT.html")]
+        timeline: Option<String>,
+    },
+    /// Chat with an agent in the terminal: a real model (or the scripted one), tools that run
+    /// in the background. Reads one user turn a line; /help lists the commands.
+    Chat(ChatArgs),
+}
+
+/// `colloquy chat` options.
+#[derive(Debug, clap::Args, Clone, PartialEq, Eq)]
+pub struct ChatArgs {
+    /// Which API to talk to.
+    #[arg(long, value_enum, default_value_t = Provider::Openai)]
+    pub provider: Provider,
+    /// The model [default: $COLLOQUY_MODEL, else the provider's default].
+    #[arg(long)]
+    pub model: Option<String>,
+    /// The server [default: $OPENAI_BASE_URL (with /v1) or $ANTHROPIC_BASE_URL (without)].
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// Plain text, without colour (also when NO_COLOR is set or stdout is not a terminal).
+    #[arg(long)]
+    pub no_color: bool,
+}
+
+/// The model providers `colloquy chat` knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Provider {
+    /// OpenAI's Chat Completions, or any OpenAI-compatible server.
+    Openai,
+    /// Anthropic's Messages API.
+    Anthropic,
+    /// The embedded scripted model: no network, no keys.
+    Scripted,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn args(list: &[&str]) -> Vec<String> {
-        list.iter().map(|s| s.to_string()).collect()
+    fn parse(args: &[&str]) -> Result<Command, clap::error::ErrorKind> {
+        let args = std::iter::once("colloquy").chain(args.iter().copied());
+        Cli::try_parse_from(args).map(|cli| cli.command).map_err(|e| e.kind())
     }
 
     #[test]
-    fn parses_demo_options_and_rejects_unknown_input() {
-        assert_eq!(parse_args(&args(&[]), true), Ok(Command::Help));
+    fn parses_every_command_and_rejects_unknown_input() {
+        assert_eq!(parse(&["demo"]), Ok(Command::Demo { no_color: false, fast: false }));
         assert_eq!(
-            parse_args(&args(&["demo"]), true),
-            Ok(Command::Demo { color: true, fast: false })
+            parse(&["demo", "--no-color", "--fast"]),
+            Ok(Command::Demo { no_color: true, fast: true })
         );
+        assert_eq!(parse(&["demo", "--loud"]), Err(clap::error::ErrorKind::UnknownArgument));
+        assert_eq!(parse(&["dance"]), Err(clap::error::ErrorKind::InvalidSubcommand));
         assert_eq!(
-            parse_args(&args(&["demo", "--no-color", "--fast"]), true),
-            Ok(Command::Demo { color: false, fast: true })
+            parse(&["run", "a.json", "--timeline", "t.html"]),
+            Ok(Command::Run { file: "a.json".into(), timeline: Some("t.html".into()) })
         );
+        assert!(parse(&["run"]).is_err());
+        assert!(parse(&["run", "a.json", "b.json"]).is_err());
         assert_eq!(
-            parse_args(&args(&["demo", "--loud"]), true),
-            Err("demo: unknown option `--loud`".into())
+            parse(&["chat", "--provider", "anthropic", "--model", "m"]),
+            Ok(Command::Chat(ChatArgs {
+                provider: Provider::Anthropic,
+                model: Some("m".into()),
+                base_url: None,
+                no_color: false,
+            }))
         );
-        assert_eq!(parse_args(&args(&["dance"]), true), Err("unknown command `dance`".into()));
-        assert_eq!(
-            parse_args(&args(&["run", "a.json"]), true),
-            Ok(Command::Run { path: "a.json".into(), timeline: None })
-        );
-        assert_eq!(
-            parse_args(&args(&["run", "a.json", "--timeline", "t.html"]), true),
-            Ok(Command::Run { path: "a.json".into(), timeline: Some("t.html".into()) })
-        );
-        assert!(parse_args(&args(&["run", "a.json", "--timeline"]), true).is_err());
-        assert!(parse_args(&args(&["run", "a.json", "--fast"]), true).is_err());
-        assert!(parse_args(&args(&["run"]), true).is_err());
-        assert!(parse_args(&args(&["run", "a.json", "b.json"]), true).is_err());
+        assert_eq!(parse(&["chat", "--provider", "x"]), Err(clap::error::ErrorKind::InvalidValue));
     }
 }

@@ -4,62 +4,99 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use colloquy_cli::{Command, USAGE, demo, parse_args};
+use clap::Parser;
+use colloquy_cli::chat::{self, ChatError};
+use colloquy_cli::{Cli, Command, demo};
+use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-    let command = match parse_args(&args, color) {
-        Ok(command) => command,
-        Err(message) => {
-            eprintln!("colloquy: {message}\n\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
-    match command {
-        Command::Help => {
-            print!("{USAGE}");
-            ExitCode::SUCCESS
-        }
-        Command::Run { path, timeline } => match colloquy_scenario::run_file(&path) {
-            Ok(trace) => {
-                if let Some(out) = timeline {
-                    let title = std::path::Path::new(&path)
-                        .file_stem()
-                        .map_or(path.clone(), |s| s.to_string_lossy().into_owned());
-                    if let Err(e) = std::fs::write(&out, trace.timeline_html(&title)) {
-                        eprintln!("colloquy: cannot write {out}: {e}");
-                        return ExitCode::FAILURE;
-                    }
-                }
-                print!("{}", trace.to_json());
-                ExitCode::SUCCESS
-            }
-            Err(e @ colloquy_scenario::ScenarioError::Run(_)) => {
-                eprintln!("colloquy: {e}");
-                ExitCode::FAILURE
-            }
-            Err(e) => {
-                eprintln!("colloquy: {path}: {e}");
-                ExitCode::from(2)
-            }
-        },
-        Command::Demo { color, fast } => {
+    let cli = Cli::parse();
+    let terminal = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    // Logs go to stderr; RUST_LOG chooses them. The chat shows failures as lines of its own,
+    // so by default it logs errors only, the rest warnings too.
+    let default = if matches!(cli.command, Command::Chat(_)) { "error" } else { "warn" };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+    match cli.command {
+        Command::Run { file, timeline } => run(&file, timeline),
+        Command::Demo { no_color, fast } => {
             let pace = if fast { Duration::ZERO } else { Duration::from_millis(100) };
-            let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-                Ok(runtime) => runtime,
-                Err(e) => {
-                    eprintln!("colloquy: cannot start the runtime: {e}");
-                    return ExitCode::FAILURE;
-                }
+            let color = terminal && !no_color;
+            runtime(|| demo::run(std::io::stdout().lock(), color, pace), "demo failed")
+        }
+        Command::Chat(args) => {
+            let color = terminal && !args.no_color;
+            let start = async move {
+                let input = tokio::io::BufReader::new(tokio::io::stdin());
+                chat::run(&args, input, Box::new(std::io::stdout()), color).await
             };
-            match runtime.block_on(demo::run(std::io::stdout().lock(), color, pace)) {
+            let Some(runtime) = new_runtime() else { return ExitCode::FAILURE };
+            match runtime.block_on(start) {
                 Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("colloquy: demo failed: {e}");
+                Err(ChatError::Usage(message)) => {
+                    eprintln!("colloquy chat: {message}");
+                    ExitCode::from(2)
+                }
+                Err(ChatError::Session(e)) => {
+                    eprintln!("colloquy chat: {e}");
                     ExitCode::FAILURE
                 }
             }
+        }
+    }
+}
+
+fn run(path: &str, timeline: Option<String>) -> ExitCode {
+    match colloquy_scenario::run_file(path) {
+        Ok(trace) => {
+            if let Some(out) = timeline {
+                let title = std::path::Path::new(path)
+                    .file_stem()
+                    .map_or(path.to_string(), |s| s.to_string_lossy().into_owned());
+                if let Err(e) = std::fs::write(&out, trace.timeline_html(&title)) {
+                    eprintln!("colloquy: cannot write {out}: {e}");
+                    return ExitCode::FAILURE;
+                }
+            }
+            print!("{}", trace.to_json());
+            ExitCode::SUCCESS
+        }
+        Err(e @ colloquy_scenario::ScenarioError::Run(_)) => {
+            eprintln!("colloquy: {e}");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("colloquy: {path}: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn new_runtime() -> Option<tokio::runtime::Runtime> {
+    match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => Some(runtime),
+        Err(e) => {
+            eprintln!("colloquy: cannot start the runtime: {e}");
+            None
+        }
+    }
+}
+
+fn runtime<F, E>(work: impl FnOnce() -> F, what: &str) -> ExitCode
+where
+    F: std::future::Future<Output = Result<(), E>>,
+    E: std::fmt::Display,
+{
+    let Some(runtime) = new_runtime() else { return ExitCode::FAILURE };
+    match runtime.block_on(work()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("colloquy: {what}: {e}");
+            ExitCode::FAILURE
         }
     }
 }

@@ -1,0 +1,87 @@
+//! The chat's slash commands, parsed from a line (pure).
+
+/// What a line asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Line {
+    /// A user turn.
+    Say(String),
+    /// Nothing (a blank line).
+    Nothing,
+    /// `/help`.
+    Help,
+    /// `/tools`: the agent's tools and the running calls.
+    Tools,
+    /// `/cancel ID`.
+    Cancel(String),
+    /// `/inspect`: the actor tree.
+    Inspect,
+    /// `/timeline FILE.html`.
+    Timeline(String),
+    /// `/history`.
+    History,
+    /// `/quit`.
+    Quit,
+    /// A command that is not one, with why.
+    Invalid(String),
+}
+
+/// The commands, for `/help`.
+pub const HELP: &str = "\
+commands:
+  /tools              the agent's tools, and the calls running now
+  /cancel ID          cancel a running call (its id is in the `started` line)
+  /inspect            the session's actor tree, as JSON
+  /timeline FILE.html write the conversation so far as a timeline page
+  /history            the conversation history
+  /quit               close the session and leave (end of input does the same)
+Ctrl-C interrupts the agent's current reply.";
+
+/// Reads one input line.
+///
+/// ```
+/// use colloquy_cli::chat::commands::{parse, Line};
+/// assert_eq!(parse("/cancel call_1"), Line::Cancel("call_1".into()));
+/// assert_eq!(parse("hello"), Line::Say("hello".into()));
+/// ```
+pub fn parse(line: &str) -> Line {
+    let line = line.trim();
+    let Some(command) = line.strip_prefix('/') else {
+        return match line.is_empty() {
+            true => Line::Nothing,
+            false => Line::Say(line.to_string()),
+        };
+    };
+    let (name, rest) = command.split_once(char::is_whitespace).unwrap_or((command, ""));
+    let rest = rest.trim();
+    match (name, rest.is_empty()) {
+        ("help", _) => Line::Help,
+        ("tools", true) => Line::Tools,
+        ("inspect", true) => Line::Inspect,
+        ("history", true) => Line::History,
+        ("quit" | "exit", true) => Line::Quit,
+        ("cancel", false) => Line::Cancel(rest.to_string()),
+        ("cancel", true) => Line::Invalid("/cancel needs a call id (see /tools)".into()),
+        ("timeline", false) => Line::Timeline(rest.to_string()),
+        ("timeline", true) => Line::Invalid("/timeline needs a file name".into()),
+        ("tools" | "inspect" | "history" | "quit" | "exit", false) => {
+            Line::Invalid(format!("/{name} takes no argument"))
+        }
+        _ => Line::Invalid(format!("unknown command /{name} (/help lists them)")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_and_turns() {
+        assert_eq!(parse("  "), Line::Nothing);
+        assert_eq!(parse("/tools"), Line::Tools);
+        assert_eq!(parse("/timeline out.html"), Line::Timeline("out.html".into()));
+        assert_eq!(parse("/quit"), Line::Quit);
+        assert!(matches!(parse("/cancel"), Line::Invalid(_)));
+        assert!(matches!(parse("/dance"), Line::Invalid(_)));
+        assert!(matches!(parse("/tools now"), Line::Invalid(_)));
+    }
+}

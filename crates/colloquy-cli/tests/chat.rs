@@ -1,0 +1,188 @@
+//! `colloquy chat` driven through its standard input, as a script would: the scripted model,
+//! and real OpenAI and Anthropic wire streams from a replay server on 127.0.0.1. Real
+//! processes and sockets, so the real clock with bounded waits (docs/testing.md).
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use colloquy_replay::{ReplayServer, Reply};
+use tokio::io::AsyncWriteExt;
+
+struct Output {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs `colloquy ARGS` with `input` on stdin and no provider variables set.
+async fn colloquy(args: &[&str], input: &str) -> Output {
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_colloquy"))
+        .args(args)
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("ANTHROPIC_BASE_URL")
+        .env_remove("COLLOQUY_MODEL")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the binary starts");
+    let mut stdin = child.stdin.take().expect("stdin is piped");
+    stdin.write_all(input.as_bytes()).await.expect("stdin takes the input");
+    drop(stdin);
+    let out = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
+        .await
+        .expect("colloquy finished within 30 s")
+        .expect("colloquy ran");
+    Output {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn recorded(provider: &str, name: &str) -> Reply {
+    let path = format!("{}/../../tests/wire/{provider}/{name}.sse", env!("CARGO_MANIFEST_DIR"));
+    Reply::sse(&std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}")))
+}
+
+fn assert_lines_in_order(stdout: &str, expected: &[&str]) {
+    let mut rest = stdout;
+    for line in expected {
+        match rest.find(line) {
+            Some(at) => rest = &rest[at + line.len()..],
+            None => panic!("`{line}` missing (or out of order) in:\n{stdout}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_scripted_model_chats_through_piped_input_and_end_of_input_closes() {
+    let input = "hello\nwhat's the weather in Rome?\n/tools\n/history\n/cancel nope\n/dance\n";
+    let out = colloquy(&["chat", "--provider", "scripted"], input).await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(!out.stdout.contains('\x1b'), "no colour when stdout is not a terminal");
+    assert_lines_in_order(
+        &out.stdout,
+        &[
+            "colloquy chat with the scripted model",
+            "agent › You said \"hello\".",
+            "agent › Let me check the weather in Rome.",
+            "  tool ▸ get_weather started (call_w3)",
+            "  tool ✓ get_weather done: Rome: day 1: sunny, 24°C",
+            "agent › Here is what I have: Rome: day 1: sunny, 24°C",
+            "tools:\n  get_weather — Get the weather forecast for a city.",
+            "no call running",
+            "user: what's the weather in Rome?",
+            "call call_w3 get_weather({\"city\": \"Rome\"})",
+            "cannot cancel nope",
+            "unknown command /dance",
+            "── session closed: close ──",
+        ],
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quit_cancels_a_running_background_booking_and_exits_at_once() {
+    let out =
+        colloquy(&["chat", "--provider", "scripted"], "book me a flight\n/quit\nnever read\n")
+            .await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_lines_in_order(
+        &out.stdout,
+        &[
+            "  tool ▸ book_flight started",
+            "  tool … book_flight: Searching Saturday flights from London to Paris…",
+            "  tool ✗ book_flight cancelled",
+            "── session closed",
+        ],
+    );
+    assert!(!out.stdout.contains("never read"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_key_or_a_server_it_says_what_to_set_and_exits_2() {
+    for provider in ["openai", "anthropic"] {
+        let out = colloquy(&["chat", "--provider", provider], "").await;
+        assert_eq!(out.code, Some(2));
+        let variable = if provider == "openai" { "OPENAI_API_KEY" } else { "ANTHROPIC_API_KEY" };
+        assert!(out.stderr.contains(variable), "{}", out.stderr);
+        assert!(out.stderr.contains("--provider scripted"), "{}", out.stderr);
+        assert!(out.stdout.is_empty());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_against_an_openai_compatible_server_runs_the_call_it_asks_for() {
+    let replies =
+        vec![recorded("openai", "one_call_many_chunks"), recorded("openai", "sunny_in_paris")];
+    let server = ReplayServer::start(replies).await.unwrap();
+    let base = format!("{}/v1", server.base_url());
+    let out =
+        colloquy(&["chat", "--base-url", &base, "--model", "local-model"], "weather in Paris?\n")
+            .await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_lines_in_order(
+        &out.stdout,
+        &[
+            "colloquy chat with openai local-model at http://127.0.0.1:",
+            "  tool ▸ get_weather started (call_Wx8Pq2)",
+            "  tool ✓ get_weather done: Paris: day 1: sunny, 24°C",
+            "agent › It's sunny in Paris.",
+        ],
+    );
+    let received = server.received();
+    assert_eq!(received.len(), 2);
+    assert_eq!(received[0].body["model"], "local-model");
+    assert_eq!(received[0].header("authorization"), None, "no key, no header");
+    let messages = received[1].body["messages"].as_array().unwrap();
+    let n = messages.len();
+    assert_eq!(messages[n - 2]["tool_calls"][0]["id"], "call_Wx8Pq2");
+    assert_eq!(
+        messages[n - 1],
+        serde_json::json!({"role": "tool", "tool_call_id": "call_Wx8Pq2", "content": "Paris: day 1: sunny, 24°C"})
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_against_anthropics_api_runs_the_call_it_asks_for() {
+    let replies = vec![
+        recorded("anthropic", "one_call_many_chunks"),
+        recorded("anthropic", "sunny_in_paris"),
+    ];
+    let server = ReplayServer::start(replies).await.unwrap();
+    let args = ["chat", "--provider", "anthropic", "--base-url", &server.base_url()];
+    let out = colloquy(&args, "weather in Paris?\n").await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_lines_in_order(
+        &out.stdout,
+        &["  tool ✓ get_weather done: Paris: day 1: sunny, 24°C", "agent › It's sunny in Paris."],
+    );
+    let received = server.received();
+    assert_eq!(received.len(), 2);
+    assert_eq!(received[0].path, "/v1/messages");
+    let messages = received[1].body["messages"].as_array().unwrap();
+    assert_eq!(
+        messages.last().unwrap()["content"][0],
+        serde_json::json!({"type": "tool_result", "tool_use_id": "toolu_01Wx8", "content": "Paris: day 1: sunny, 24°C"})
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_subcommand_has_help_and_there_is_a_version() {
+    for sub in [&["--help"][..], &["demo", "--help"], &["run", "--help"], &["chat", "--help"]] {
+        let out = colloquy(sub, "").await;
+        assert_eq!(out.code, Some(0), "{sub:?}: {}", out.stderr);
+        assert!(out.stdout.contains("Usage: colloquy"), "{sub:?}: {}", out.stdout);
+    }
+    let chat_help = colloquy(&["chat", "--help"], "").await.stdout;
+    assert!(chat_help.contains("--provider <PROVIDER>") && chat_help.contains("scripted"));
+    let version = colloquy(&["--version"], "").await;
+    assert_eq!(version.stdout.trim(), format!("colloquy {}", env!("CARGO_PKG_VERSION")));
+    let bad = colloquy(&["chat", "--provder", "x"], "").await;
+    assert_eq!(bad.code, Some(2));
+    assert!(bad.stderr.contains("--provider"), "a suggestion: {}", bad.stderr);
+}
