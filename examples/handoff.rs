@@ -79,6 +79,7 @@ pub async fn run() -> Result<Vec<String>, SessionError> {
 
 #[tokio::main]
 async fn main() -> Result<(), SessionError> {
+    tracing_subscriber::fmt::init(); // RUST_LOG=debug shows the runtime's logs
     for line in run().await? {
         println!("{line}");
     }

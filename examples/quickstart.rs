@@ -47,6 +47,7 @@ pub async fn run() -> Result<Vec<ChatItem>, SessionError> {
 
 #[tokio::main]
 async fn main() -> Result<(), SessionError> {
+    tracing_subscriber::fmt::init(); // RUST_LOG=debug shows the runtime's logs
     let history = run().await?;
     println!("{history:#?}");
     Ok(())

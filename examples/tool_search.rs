@@ -129,6 +129,7 @@ pub async fn run(question: &str) -> Result<(Vec<Vec<String>>, String), SessionEr
 
 #[tokio::main]
 async fn main() -> Result<(), SessionError> {
+    tracing_subscriber::fmt::init(); // RUST_LOG=debug shows the runtime's logs
     let (tools, answer) = run("cancel my hotel room booking").await?;
     for (i, listed) in tools.iter().enumerate() {
         println!("request {i}: {} tools visible: {listed:?}", listed.len());

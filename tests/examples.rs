@@ -16,6 +16,12 @@ mod handoff;
 #[allow(dead_code)]
 mod tool_search;
 
+#[path = "../examples/openai.rs"]
+#[allow(dead_code)]
+mod openai;
+
+mod wire;
+
 use colloquy::ChatItem;
 
 #[tokio::test(start_paused = true)]
@@ -78,4 +84,21 @@ async fn handoff_keeps_the_session_scoped_lookup_and_billing_reports_it() {
             "billing: Your account has two unpaid invoices, 120 EUR in total.",
         ]
     );
+}
+
+/// On the real clock: it talks HTTP to a replay server on 127.0.0.1 (docs/testing.md).
+#[tokio::test]
+async fn the_openai_example_books_in_the_background_on_a_real_wire() {
+    let replies = ["book_call", "looking", "booked"]
+        .map(|name| colloquy_replay::Reply::sse(&wire::recording("openai", name)));
+    let server = colloquy_replay::ReplayServer::start(replies.into()).await.unwrap();
+    let llm = colloquy::OpenAi::new().base_url(format!("{}/v1", server.base_url()));
+    let run = openai::run(llm, "Book me a flight to Tokyo.");
+    let said = tokio::time::timeout(std::time::Duration::from_secs(20), run)
+        .await
+        .expect("the example finished within 20 s")
+        .expect("the example runs");
+    assert_eq!(said, ["Let me book that.", "I'm on it.", "You're booked: FL-1."]);
+    let last = &server.received()[2].body["messages"];
+    assert!(last.to_string().contains("Booked FL-1 to Tokyo"), "{last:#}");
 }

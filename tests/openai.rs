@@ -274,3 +274,23 @@ async fn a_length_finish_is_reported() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn generate_reply_with_a_named_tool_choice_sends_it() {
+    bounded(async {
+        let agent = Agent::new("a", "inst").tool(weather());
+        let replies = vec![recorded("one_call_many_chunks"), recorded("sunny_in_paris")];
+        let chat = chat(agent, replies, options()).await;
+        let choice = colloquy::ToolChoice::Named("get_weather".into());
+        chat.session.generate_reply_with("Check the weather in Paris.", choice).await.unwrap();
+        chat.session.wait_for_idle().await.unwrap();
+        let requests = chat.requests();
+        assert_eq!(
+            requests[0].body["tool_choice"],
+            serde_json::json!({"type": "function", "function": {"name": "get_weather"}})
+        );
+        // The tool reply that follows is the runtime's own: `auto`.
+        assert_eq!(requests[1].body["tool_choice"], "auto");
+    })
+    .await;
+}

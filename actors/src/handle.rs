@@ -11,7 +11,7 @@ use colloquy_core::{
     Agent, AgentState, ChatItem, EventFilter, FunctionTool, RunResult, SessionEvent, Templates,
     Toolset, UserState,
 };
-use colloquy_llm::Llm;
+use colloquy_llm::{Llm, ToolChoice};
 use futures_core::Stream;
 use ractor::rpc::CallResult;
 use ractor::{Actor, ActorRef, RpcReplyPort};
@@ -348,7 +348,21 @@ impl SessionHandle {
         instructions: impl Into<String>,
     ) -> Result<(), SessionError> {
         let instructions = Some(instructions.into());
-        self.ask(|reply| SessionMsg::GenerateReply { instructions, reply }).await?
+        let tool_choice = None;
+        self.ask(|reply| SessionMsg::GenerateReply { instructions, tool_choice, reply }).await?
+    }
+
+    /// [`generate_reply`](Self::generate_reply) whose first LLM step is sent with this
+    /// `tool_choice` (LiveKit's `generate_reply(tool_choice=…)`): `Required` to make the model
+    /// call a tool, `Named` for one tool, `None` to forbid calls.
+    pub async fn generate_reply_with(
+        &self,
+        instructions: impl Into<String>,
+        tool_choice: ToolChoice,
+    ) -> Result<(), SessionError> {
+        let instructions = Some(instructions.into());
+        let tool_choice = Some(tool_choice);
+        self.ask(|reply| SessionMsg::GenerateReply { instructions, tool_choice, reply }).await?
     }
 
     /// Speaks a fixed text (queued after the current speech).

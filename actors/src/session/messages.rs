@@ -7,6 +7,7 @@ use colloquy_core::{
     Agent, AgentState, ChatContext, ChatItem, EventFilter, FunctionCall, FunctionTool, RunResult,
     SessionEvent,
 };
+use colloquy_llm::ToolChoice;
 use ractor::{ActorRef, RpcReplyPort};
 use tokio::sync::{broadcast, mpsc};
 
@@ -56,7 +57,11 @@ pub enum SessionMsg {
     /// A user turn whose reply is watched to its end (the testing API).
     Run { text: String, reply: RpcReplyPort<Result<RunResult, SessionError>> },
     /// Start a reply with extra instructions.
-    GenerateReply { instructions: Option<String>, reply: RpcReplyPort<Result<(), SessionError>> },
+    GenerateReply {
+        instructions: Option<String>,
+        tool_choice: Option<ToolChoice>,
+        reply: RpcReplyPort<Result<(), SessionError>>,
+    },
     /// Speak a fixed text.
     Say { text: String, reply: RpcReplyPort<Result<(), SessionError>> },
     /// Interrupt the current speech (and queued ones that allow it); replies when done.

@@ -244,11 +244,11 @@ impl Actor for SessionActor {
                 let _ = reply.send(result);
             }
             SessionMsg::Run { text, reply } => state.run(text, reply),
-            SessionMsg::GenerateReply { instructions, reply } => {
+            SessionMsg::GenerateReply { instructions, tool_choice, reply } => {
                 let content = SpeechContent::Reply {
                     kind: RequestKind::GenerateReply,
                     extra_instructions: instructions,
-                    tool_choice: None,
+                    tool_choice,
                 };
                 let _ = reply.send(state.create_speech(SpeechSource::GenerateReply, content));
             }
