@@ -294,3 +294,16 @@ async fn generate_reply_with_a_named_tool_choice_sends_it() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_body_cut_before_any_event_is_retried() {
+    bounded(async {
+        let empty = Reply::sse(": cut\n");
+        let replies = vec![empty.clone().pause_first(Duration::from_millis(20)), recorded("text")];
+        let mut chat = chat(Agent::new("a", "inst"), replies, options()).await;
+        assert_eq!(errors(&chat.turn("hi").await), []);
+        assert_eq!(chat.requests().len(), 2);
+        assert_eq!(chat.assistant_messages().await, [("Hello there!".to_string(), false)]);
+    })
+    .await;
+}

@@ -61,8 +61,12 @@ fn assert_lines_in_order(stdout: &str, expected: &[&str]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_scripted_model_chats_through_piped_input_and_end_of_input_closes() {
-    let input = "hello\nwhat's the weather in Rome?\n/tools\n/history\n/cancel nope\n/dance\n";
-    let out = colloquy(&["chat", "--provider", "scripted"], input).await;
+    let page = std::env::temp_dir().join(format!("colloquy-chat-{}.html", std::process::id()));
+    let input = format!(
+        "hello\nwhat's the weather in Rome?\n/tools\n/history\n/cancel nope\n/dance\n/inspect\n/timeline {}\n",
+        page.display()
+    );
+    let out = colloquy(&["chat", "--provider", "scripted"], &input).await;
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert!(!out.stdout.contains('\x1b'), "no colour when stdout is not a terminal");
     assert_lines_in_order(
@@ -80,9 +84,14 @@ async fn the_scripted_model_chats_through_piped_input_and_end_of_input_closes() 
             "call call_w3 get_weather({\"city\": \"Rome\"})",
             "cannot cancel nope",
             "unknown command /dance",
+            "\"kind\": \"session\"",
+            "timeline written to",
             "── session closed: close ──",
         ],
     );
+    let html = std::fs::read_to_string(&page).expect("the timeline page was written");
+    assert!(html.starts_with("<!DOCTYPE html>") && html.contains("get_weather"));
+    let _ = std::fs::remove_file(&page);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

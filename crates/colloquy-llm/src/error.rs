@@ -101,13 +101,15 @@ impl LlmError {
         }
     }
 
-    /// Whether a new attempt may succeed: connection failures, 429, 5xx and 408, and a
-    /// timeout before anything arrived.
+    /// Whether a new attempt may succeed: connection failures (a stream cut among them),
+    /// 429, 5xx and 408, and timeouts. The transport asks only before the first event; after
+    /// it, nothing is retried.
     pub fn is_retryable(&self) -> bool {
         match self {
-            LlmError::Connect { .. } | LlmError::RateLimit { .. } | LlmError::Timeout { .. } => {
-                true
-            }
+            LlmError::Connect { .. }
+            | LlmError::StreamCut { .. }
+            | LlmError::RateLimit { .. }
+            | LlmError::Timeout { .. } => true,
             LlmError::Http { status, .. } => *status >= 500 || *status == 408,
             _ => false,
         }

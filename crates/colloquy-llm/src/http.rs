@@ -337,10 +337,11 @@ impl Attempt {
             Ok(FirstEvent { first, rest: Box::pin(events) })
         };
         let first = tokio::time::timeout(limit, started).await.map_err(|_| timeout())??;
+        // A body that broke or ended before any event: nothing flowed, so it may be retried.
         match &first.first {
-            // A body that broke or ended before any event: nothing flowed, so it may be retried.
+            Some(Ok(_)) => Ok(first),
             Some(Err(e)) => Err((self.cut(e.clone()), None)),
-            _ => Ok(first),
+            None => Err((self.cut("the response ended before any event".into()), None)),
         }
     }
 
