@@ -16,7 +16,7 @@
 pub mod decode;
 pub mod request;
 
-use colloquy_llm::http::{self, ApiKey, ConfigError, HttpOptions, LazyTransport, StreamRequest};
+use colloquy_llm::http::{ConfigError, Endpoint, HttpOptions, HttpProvider, StreamRequest};
 use colloquy_llm::{Llm, LlmError, LlmRequest, LlmStream};
 
 pub use request::RequestOptions;
@@ -31,11 +31,8 @@ pub const API_VERSION: &str = "2023-06-01";
 /// A Messages model. Cloning shares the HTTP client.
 #[derive(Clone, Debug)]
 pub struct Anthropic {
-    key: Option<ApiKey>,
-    base_url: String,
-    model: String,
+    endpoint: Endpoint,
     options: RequestOptions,
-    transport: LazyTransport,
 }
 
 impl Default for Anthropic {
@@ -48,41 +45,32 @@ impl Anthropic {
     /// Anthropic's API with no key and the default model; set them with the builder methods.
     pub fn new() -> Self {
         Self {
-            key: None,
-            base_url: DEFAULT_BASE_URL.into(),
-            model: http::model_from_env().unwrap_or_else(|| DEFAULT_MODEL.into()),
+            endpoint: Endpoint::new(DEFAULT_BASE_URL, DEFAULT_MODEL),
             options: RequestOptions::default(),
-            transport: LazyTransport::default(),
         }
     }
 
     /// From `ANTHROPIC_API_KEY`, `ANTHROPIC_BASE_URL` (without `/v1`) and `COLLOQUY_MODEL`.
     /// Fails when neither the key nor the base URL is set.
     pub fn from_env() -> Result<Self, ConfigError> {
-        let (key, base) = http::from_env("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")?;
-        let mut llm = Self::new();
-        llm.key = key;
-        if let Some(base) = base {
-            llm.base_url = base;
-        }
-        Ok(llm)
+        Self::configured_from_env()
     }
 
     /// The API key (sent as `x-api-key`).
     pub fn api_key(mut self, key: impl Into<String>) -> Self {
-        self.key = Some(ApiKey::new(key));
+        self.endpoint.set_key(key);
         self
     }
 
     /// The base URL, without `/v1` (`http://127.0.0.1:8080`).
     pub fn base_url(mut self, url: impl Into<String>) -> Self {
-        self.base_url = url.into().trim_end_matches('/').to_string();
+        self.endpoint.set_base_url(url);
         self
     }
 
     /// The model.
     pub fn model(mut self, model: impl Into<String>) -> Self {
-        self.model = model.into();
+        self.endpoint.set_model(model);
         self
     }
 
@@ -106,25 +94,25 @@ impl Anthropic {
 
     /// Timeouts and retries.
     pub fn http_options(mut self, options: HttpOptions) -> Self {
-        self.transport.set_options(options);
+        self.endpoint.set_options(options);
         self
     }
 
     /// The model's name.
     pub fn model_name(&self) -> &str {
-        &self.model
+        self.endpoint.model()
     }
 
     /// The base URL.
     pub fn url(&self) -> &str {
-        &self.base_url
+        self.endpoint.base_url()
     }
 
     fn stream_request(&self, request: &LlmRequest) -> Result<StreamRequest, LlmError> {
-        let body = request::body(&self.model, request, &self.options);
-        let url = format!("{}/v1/messages", self.base_url);
+        let body = request::body(self.endpoint.model(), request, &self.options);
+        let url = format!("{}/v1/messages", self.endpoint.base_url());
         let request = StreamRequest::json(url, &body).header("anthropic-version", API_VERSION)?;
-        match &self.key {
+        match self.endpoint.key() {
             Some(key) => request.header("x-api-key", key.expose()),
             None => Ok(request),
         }
@@ -134,6 +122,22 @@ impl Anthropic {
 impl Llm for Anthropic {
     fn chat(&self, request: LlmRequest) -> LlmStream {
         let stream_request = self.stream_request(&request);
-        self.transport.stream(stream_request, self.key.clone(), decode::MessagesDecoder::default())
+        self.endpoint.stream(stream_request, decode::MessagesDecoder::default())
+    }
+}
+
+impl HttpProvider for Anthropic {
+    const ENV: (&'static str, &'static str) = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL");
+
+    fn with_defaults() -> Self {
+        Self::new()
+    }
+
+    fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    fn endpoint_mut(&mut self) -> &mut Endpoint {
+        &mut self.endpoint
     }
 }

@@ -6,9 +6,13 @@
 //! `[DONE]` is complete. Only a chunk that is not JSON is an invalid chunk; an `error` object
 //! in the stream is the provider's error.
 
+use std::borrow::Cow;
+
 use colloquy_core::{FinishReason, Usage};
 use colloquy_llm::http::SseDecoder;
 use colloquy_llm::{LlmChunk, LlmError, ToolCallDelta, excerpt};
+use serde::Deserialize;
+use serde::de::IgnoredAny;
 use serde_json::Value;
 
 /// Decodes one response's events.
@@ -36,22 +40,22 @@ impl SseDecoder for ChatCompletionsDecoder {
         if data.is_empty() {
             return Ok(false);
         }
-        let chunk: Value = serde_json::from_str(data)
-            .map_err(|e| LlmError::InvalidChunk { detail: format!("{e}: {}", excerpt(data)) })?;
-        if let Some(error) = present(chunk.get("error")) {
-            return Err(LlmError::Provider { message: provider_message(error) });
-        }
-        if let Some(Value::Array(choices)) = chunk.get("choices") {
-            // One completion is asked for: the choice with index 0 (or the only one).
-            let choice =
-                choices.iter().find(|c| c.get("index").and_then(Value::as_u64).unwrap_or(0) == 0);
-            if let Some(choice) = choice {
-                self.choice(choice, out);
+        // The usual shape reads straight into borrowed fields; anything else (an error
+        // object, a field of an unexpected type) is read leniently through a `Value`.
+        let value: Value;
+        let chunk = match serde_json::from_str::<Chunk>(data) {
+            Ok(chunk) if chunk.error.is_none() => chunk,
+            _ => {
+                value = serde_json::from_str(data).map_err(|e| LlmError::InvalidChunk {
+                    detail: format!("{e}: {}", excerpt(data)),
+                })?;
+                if let Some(error) = present(value.get("error")) {
+                    return Err(LlmError::Provider { message: provider_message(error) });
+                }
+                Chunk::lenient(&value)
             }
-        }
-        if let Some(usage) = present(chunk.get("usage")).and_then(usage) {
-            out.push(LlmChunk::Usage(usage));
-        }
+        };
+        self.apply(chunk, out);
         Ok(false)
     }
 
@@ -65,37 +69,169 @@ impl SseDecoder for ChatCompletionsDecoder {
     }
 }
 
+/// One chunk's content, read either way; empty strings still to be treated as absent.
+#[derive(Debug, Default, Deserialize)]
+struct Chunk<'a> {
+    #[serde(borrow, default)]
+    choices: Option<Vec<Choice<'a>>>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+    #[serde(default)]
+    error: Option<IgnoredAny>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct Choice<'a> {
+    #[serde(default)]
+    index: Option<u64>,
+    #[serde(borrow, default)]
+    delta: Option<Delta<'a>>,
+    #[serde(borrow, default)]
+    finish_reason: Option<Cow<'a, str>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct Delta<'a> {
+    #[serde(borrow, default)]
+    content: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    refusal: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    tool_calls: Option<Vec<CallDelta<'a>>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct CallDelta<'a> {
+    #[serde(default)]
+    index: Option<u64>,
+    #[serde(borrow, default)]
+    id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    function: Option<Function<'a>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct Function<'a> {
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    arguments: Option<Cow<'a, str>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct WireUsage {
+    #[serde(default)]
+    prompt_tokens: Option<u64>,
+    #[serde(default)]
+    completion_tokens: Option<u64>,
+    #[serde(default)]
+    prompt_tokens_details: Option<Details>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct Details {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
+}
+
+impl<'a> Chunk<'a> {
+    /// The chunk read from any JSON: a field of an unexpected type counts as absent.
+    fn lenient(value: &'a Value) -> Self {
+        let choices = value
+            .get("choices")
+            .and_then(Value::as_array)
+            .map(|choices| choices.iter().map(Choice::lenient).collect());
+        let usage = present(value.get("usage")).map(|u| WireUsage {
+            prompt_tokens: u.get("prompt_tokens").and_then(Value::as_u64),
+            completion_tokens: u.get("completion_tokens").and_then(Value::as_u64),
+            prompt_tokens_details: Some(Details {
+                cached_tokens: u
+                    .pointer("/prompt_tokens_details/cached_tokens")
+                    .and_then(Value::as_u64),
+            }),
+        });
+        Chunk { choices, usage, error: None }
+    }
+}
+
+impl<'a> Choice<'a> {
+    fn lenient(value: &'a Value) -> Self {
+        let delta = present(value.get("delta")).map(|d| Delta {
+            content: text(d.get("content")),
+            refusal: text(d.get("refusal")),
+            tool_calls: d
+                .get("tool_calls")
+                .and_then(Value::as_array)
+                .map(|calls| calls.iter().map(CallDelta::lenient).collect()),
+        });
+        Choice {
+            index: value.get("index").and_then(Value::as_u64),
+            delta,
+            finish_reason: text(value.get("finish_reason")),
+        }
+    }
+}
+
+impl<'a> CallDelta<'a> {
+    fn lenient(value: &'a Value) -> Self {
+        let function = value.get("function").map(|f| Function {
+            name: text(f.get("name")),
+            arguments: match f.get("arguments") {
+                Some(Value::String(s)) => Some(Cow::Borrowed(s.as_str())),
+                // Some servers send the arguments as an object rather than its text.
+                Some(v @ Value::Object(_)) => Some(Cow::Owned(v.to_string())),
+                _ => None,
+            },
+        });
+        CallDelta {
+            index: value.get("index").and_then(Value::as_u64),
+            id: text(value.get("id")),
+            function,
+        }
+    }
+}
+
 impl ChatCompletionsDecoder {
-    fn choice(&mut self, choice: &Value, out: &mut Vec<LlmChunk>) {
-        if let Some(delta) = present(choice.get("delta")) {
-            for key in ["content", "refusal"] {
-                if let Some(text) = text(delta.get(key)) {
-                    out.push(LlmChunk::Text(text.to_string()));
+    fn apply(&mut self, chunk: Chunk, out: &mut Vec<LlmChunk>) {
+        // One completion is asked for: the choice with index 0 (or the only one).
+        let choice = chunk.choices.into_iter().flatten().find(|c| c.index.unwrap_or(0) == 0);
+        if let Some(choice) = choice {
+            if let Some(delta) = choice.delta {
+                for text in [delta.content, delta.refusal].into_iter().flatten() {
+                    if !text.is_empty() {
+                        out.push(LlmChunk::Text(text.into_owned()));
+                    }
                 }
-            }
-            if let Some(Value::Array(calls)) = delta.get("tool_calls") {
-                for call in calls {
+                for call in delta.tool_calls.into_iter().flatten() {
                     out.push(LlmChunk::ToolCall(self.call_delta(call)));
                 }
             }
+            if let Some(reason) = choice.finish_reason.filter(|r| !r.is_empty()) {
+                self.finished = true;
+                out.push(LlmChunk::Finish(finish_reason(&reason)));
+            }
         }
-        if let Some(reason) = text(choice.get("finish_reason")) {
-            self.finished = true;
-            out.push(LlmChunk::Finish(finish_reason(reason)));
+        if let Some(usage) = chunk.usage
+            && (usage.prompt_tokens.is_some() || usage.completion_tokens.is_some())
+        {
+            let cached = usage.prompt_tokens_details.and_then(|d| d.cached_tokens);
+            out.push(LlmChunk::Usage(Usage {
+                prompt_tokens: usage.prompt_tokens.unwrap_or(0),
+                completion_tokens: usage.completion_tokens.unwrap_or(0),
+                cached_prompt_tokens: cached.unwrap_or(0),
+            }));
         }
     }
 
-    fn call_delta(&mut self, call: &Value) -> ToolCallDelta {
-        let id = text(call.get("id")).map(String::from);
-        let function = call.get("function");
-        let name = text(function.and_then(|f| f.get("name"))).map(String::from);
-        let arguments = match function.and_then(|f| f.get("arguments")) {
-            Some(Value::String(s)) => s.clone(),
-            // Some servers send the arguments as an object rather than its text.
-            Some(v @ Value::Object(_)) => v.to_string(),
-            _ => String::new(),
+    fn call_delta(&mut self, call: CallDelta) -> ToolCallDelta {
+        let id = call.id.filter(|id| !id.is_empty()).map(Cow::into_owned);
+        let (name, arguments) = match call.function {
+            Some(f) => (f.name, f.arguments),
+            None => (None, None),
         };
-        let index = match (call.get("index").and_then(Value::as_u64), &id) {
+        let name = name.filter(|n| !n.is_empty()).map(Cow::into_owned);
+        let arguments = arguments.map(Cow::into_owned).unwrap_or_default();
+        let index = match (call.index, &id) {
             (Some(index), _) => index as usize,
             // Without an index, a new id starts a new call; no id continues the last one.
             (None, Some(id)) => self.index_of(id).unwrap_or(self.next),
@@ -110,9 +246,7 @@ impl ChatCompletionsDecoder {
         self.next = self.next.max(index + 1);
         ToolCallDelta { index, id, name, arguments }
     }
-}
 
-impl ChatCompletionsDecoder {
     fn index_of(&self, id: &str) -> Option<usize> {
         self.calls.iter().find(|(_, known)| known == id).map(|(index, _)| *index)
     }
@@ -123,9 +257,9 @@ fn present(value: Option<&Value>) -> Option<&Value> {
     value.filter(|v| !v.is_null())
 }
 
-/// A non-empty string.
-fn text(value: Option<&Value>) -> Option<&str> {
-    value.and_then(Value::as_str).filter(|s| !s.is_empty())
+/// A string, borrowed (empty ones are dropped where they are used).
+fn text(value: Option<&Value>) -> Option<Cow<'_, str>> {
+    value.and_then(Value::as_str).map(Cow::Borrowed)
 }
 
 fn finish_reason(reason: &str) -> FinishReason {
@@ -136,21 +270,6 @@ fn finish_reason(reason: &str) -> FinishReason {
         "content_filter" => FinishReason::ContentFilter,
         other => FinishReason::Other(other.to_string()),
     }
-}
-
-fn usage(usage: &Value) -> Option<Usage> {
-    let count = |v: Option<&Value>| v.and_then(Value::as_u64).unwrap_or(0);
-    let prompt = usage.get("prompt_tokens");
-    let completion = usage.get("completion_tokens");
-    if prompt.is_none() && completion.is_none() {
-        return None;
-    }
-    let cached = usage.get("prompt_tokens_details").and_then(|d| d.get("cached_tokens"));
-    Some(Usage {
-        prompt_tokens: count(prompt),
-        completion_tokens: count(completion),
-        cached_prompt_tokens: count(cached),
-    })
 }
 
 /// The message of an `error` object (`{"message": …}`), or the value itself.
@@ -234,6 +353,14 @@ mod tests {
         assert_eq!(end, Ok(()));
         // JSON of an unexpected shape is not an error: there is just nothing in it.
         let (chunks, _) = decode(&[r#"{"choices":7}"#, "[1,2]", "[DONE]"]);
+        assert!(chunks.is_empty());
+        // A field of an odd type is dropped and the rest of the chunk still counts.
+        let odd = r#"{"choices":[{"index":0,"delta":{"content":5,"refusal":"no"},"finish_reason":7}],"usage":{"prompt_tokens":"3","completion_tokens":2}}"#;
+        let (chunks, _) = decode(&[odd, "[DONE]"]);
+        let usage = Usage { prompt_tokens: 0, completion_tokens: 2, cached_prompt_tokens: 0 };
+        assert_eq!(chunks, [LlmChunk::Text("no".into()), LlmChunk::Usage(usage)]);
+        // Usage whose counts are all null is no usage.
+        let (chunks, _) = decode(&[r#"{"usage":{"prompt_tokens":null,"completion_tokens":null}}"#]);
         assert!(chunks.is_empty());
     }
 }

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use colloquy::http::ConfigError;
+use colloquy::http::HttpProvider;
 use colloquy::{
     Anthropic, ChatItem, Llm, LlmRequest, OpenAi, RequestKind, ScriptedCall, ScriptedLlm,
     ScriptedResponse,
@@ -10,49 +10,42 @@ use colloquy::{
 
 use crate::{ChatArgs, Provider};
 
-/// The model, or why there is none (a usage error: exit 2).
+/// The model, or why there is none (a usage error: exit 2); and a line saying which it is.
 pub fn choose(args: &ChatArgs) -> Result<(Arc<dyn Llm>, String), String> {
-    let missing = |e: ConfigError| {
-        format!(
-            "{e}\n(or pass --base-url, or try `colloquy chat --provider scripted`, which needs no key)"
-        )
-    };
     match args.provider {
-        Provider::Openai => {
-            let mut llm = match (&args.base_url, OpenAi::from_env()) {
-                (_, Ok(llm)) => llm,
-                (Some(_), Err(_)) => OpenAi::new(),
-                (None, Err(e)) => return Err(missing(e)),
-            };
-            if let Some(url) = &args.base_url {
-                llm = llm.base_url(url.as_str());
-            }
-            if let Some(model) = &args.model {
-                llm = llm.model(model.as_str());
-            }
-            let about = format!("openai {} at {}", llm.model_name(), llm.url());
-            Ok((Arc::new(llm), about))
-        }
-        Provider::Anthropic => {
-            let mut llm = match (&args.base_url, Anthropic::from_env()) {
-                (_, Ok(llm)) => llm,
-                (Some(_), Err(_)) => Anthropic::new(),
-                (None, Err(e)) => return Err(missing(e)),
-            };
-            if let Some(url) = &args.base_url {
-                llm = llm.base_url(url.as_str());
-            }
-            if let Some(model) = &args.model {
-                llm = llm.model(model.as_str());
-            }
-            let about = format!("anthropic {} at {}", llm.model_name(), llm.url());
-            Ok((Arc::new(llm), about))
-        }
+        Provider::Openai => configure::<OpenAi>(args, "openai"),
+        Provider::Anthropic => configure::<Anthropic>(args, "anthropic"),
         Provider::Scripted => {
             let llm = ScriptedLlm::new([]).with_fallback(|_, request| scripted(request));
             Ok((Arc::new(llm), "the scripted model (no network)".into()))
         }
     }
+}
+
+/// A provider from its variables, with `--base-url` and `--model` on top; a base URL alone
+/// is enough (a local server may need no key).
+fn configure<P: HttpProvider>(
+    args: &ChatArgs,
+    name: &str,
+) -> Result<(Arc<dyn Llm>, String), String> {
+    let mut llm = match (P::configured_from_env(), &args.base_url) {
+        (Ok(llm), _) => llm,
+        (Err(_), Some(_)) => P::with_defaults(),
+        (Err(e), None) => {
+            return Err(format!(
+                "{e}\n(or pass --base-url, or try `colloquy chat --provider scripted`, which needs no key)"
+            ));
+        }
+    };
+    let endpoint = llm.endpoint_mut();
+    if let Some(url) = &args.base_url {
+        endpoint.set_base_url(url.as_str());
+    }
+    if let Some(model) = &args.model {
+        endpoint.set_model(model.as_str());
+    }
+    let about = format!("{name} {} at {}", endpoint.model(), endpoint.base_url());
+    Ok((Arc::new(llm), about))
 }
 
 /// The scripted model's answer: it calls the weather tool when asked about the weather, the
