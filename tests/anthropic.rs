@@ -4,7 +4,7 @@
 
 mod wire;
 
-use std::time::Duration;
+use std::sync::Arc;
 
 use colloquy::http::HttpOptions;
 use colloquy::prelude::*;
@@ -13,22 +13,29 @@ use colloquy_replay::Reply;
 use serde_json::json;
 use wire::{Chat, KEY, Provider, book_flight, bounded, errors, options, started, weather};
 
-static ANTHROPIC: Provider =
-    Provider { name: "anthropic", path: "/v1/messages", check: wire::check_anthropic };
+static ANTHROPIC: Provider = Provider {
+    name: "anthropic",
+    path: "/v1/messages",
+    check: wire::check_anthropic,
+    llm: |base, options| {
+        Arc::new(
+            Anthropic::new()
+                .base_url(base)
+                .api_key(KEY)
+                .model("claude-sonnet-4-5")
+                .http_options(options),
+        )
+    },
+};
+
+failure_cases!(&ANTHROPIC);
 
 fn recorded(name: &str) -> Reply {
     Reply::sse(&wire::recording("anthropic", name))
 }
 
 async fn chat(agent: Agent, replies: Vec<Reply>, options: HttpOptions) -> Chat {
-    Chat::start(&ANTHROPIC, agent, replies, |base| {
-        Anthropic::new()
-            .base_url(base)
-            .api_key(KEY)
-            .model("claude-sonnet-4-5")
-            .http_options(options)
-    })
-    .await
+    Chat::start(&ANTHROPIC, agent, replies, options).await
 }
 
 #[tokio::test]
@@ -141,106 +148,11 @@ async fn a_background_tool_sends_its_update_and_final_pairs_in_valid_requests() 
 }
 
 #[tokio::test]
-async fn a_429_then_success() {
-    bounded(async {
-        let replies = vec![
-            Reply::status(429, r#"{"type":"error","error":{"type":"rate_limit_error"}}"#)
-                .header("retry-after", "0"),
-            recorded("text"),
-        ];
-        let mut chat = chat(Agent::new("a", "inst"), replies, options()).await;
-        assert_eq!(errors(&chat.turn("hi").await), []);
-        assert_eq!(chat.requests().len(), 2);
-    })
-    .await;
-}
-
-#[tokio::test]
-async fn a_500_before_any_token_is_an_http_error_and_the_next_turn_works() {
-    bounded(async {
-        let no_retries = HttpOptions { max_retries: 0, ..options() };
-        let replies = vec![Reply::status(500, "boom"), recorded("text")];
-        let mut chat = chat(Agent::new("a", "inst"), replies, no_retries).await;
-        let errors = errors(&chat.turn("hi").await);
-        assert_eq!(errors.len(), 1, "{errors:?}");
-        assert_eq!(errors[0].0, Some(LlmErrorKind::Http));
-        chat.turn("hello?").await;
-        assert_eq!(chat.assistant_messages().await, [("Hello there!".to_string(), false)]);
-    })
-    .await;
-}
-
-#[tokio::test]
 async fn an_overloaded_error_event_is_the_providers_error() {
     bounded(async {
         let mut chat = chat(Agent::new("a", "inst"), vec![recorded("overloaded")], options()).await;
         let errors = errors(&chat.turn("hi").await);
         assert_eq!(errors, [(Some(LlmErrorKind::Provider), "Overloaded".to_string())]);
-    })
-    .await;
-}
-
-#[tokio::test]
-async fn a_stream_cut_mid_text_keeps_the_text_as_interrupted() {
-    bounded(async {
-        let replies = vec![recorded("cut_mid_text"), recorded("text")];
-        let mut chat = chat(Agent::new("a", "inst"), replies, options()).await;
-        let errors = errors(&chat.turn("when?").await);
-        assert_eq!(errors.len(), 1, "{errors:?}");
-        assert_eq!(errors[0].0, Some(LlmErrorKind::StreamCut));
-        assert_eq!(
-            chat.assistant_messages().await,
-            [("The flight leaves at nine".to_string(), true)]
-        );
-        chat.turn("hello?").await;
-        assert_eq!(chat.assistant_messages().await.len(), 2);
-        chat.requests();
-    })
-    .await;
-}
-
-#[tokio::test]
-async fn garbage_in_a_chunk_is_an_invalid_chunk_error() {
-    bounded(async {
-        let mut chat = chat(Agent::new("a", "inst"), vec![recorded("garbage")], options()).await;
-        let errors = errors(&chat.turn("hi").await);
-        assert_eq!(errors.len(), 1, "{errors:?}");
-        assert_eq!(errors[0].0, Some(LlmErrorKind::InvalidChunk));
-        assert_eq!(chat.assistant_messages().await, [("Sure".to_string(), true)]);
-    })
-    .await;
-}
-
-#[tokio::test]
-async fn a_server_slower_than_the_first_token_timeout_is_a_timeout() {
-    bounded(async {
-        let quick = HttpOptions {
-            first_token_timeout: Duration::from_millis(200),
-            max_retries: 0,
-            ..options()
-        };
-        let replies = vec![recorded("text").pause_first(Duration::from_secs(3)), recorded("text")];
-        let mut chat = chat(Agent::new("a", "inst"), replies, quick).await;
-        let errors = errors(&chat.turn("hi").await);
-        assert_eq!(errors.len(), 1, "{errors:?}");
-        assert_eq!(errors[0].0, Some(LlmErrorKind::Timeout));
-        chat.turn("again").await;
-        assert_eq!(chat.assistant_messages().await, [("Hello there!".to_string(), false)]);
-    })
-    .await;
-}
-
-#[tokio::test]
-async fn a_refused_key_is_an_auth_error_that_never_shows_the_key() {
-    bounded(async {
-        let echo = format!(r#"{{"type":"error","error":{{"message":"invalid x-api-key {KEY}"}}}}"#);
-        let mut chat =
-            chat(Agent::new("a", "inst"), vec![Reply::status(401, &echo)], options()).await;
-        let events = chat.turn("hi").await;
-        let errors = errors(&events);
-        assert_eq!(errors.len(), 1, "{errors:?}");
-        assert_eq!(errors[0].0, Some(LlmErrorKind::Auth));
-        assert!(!format!("{events:?}").contains(KEY));
     })
     .await;
 }

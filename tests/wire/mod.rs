@@ -5,8 +5,11 @@
 
 #![allow(dead_code)]
 
+pub mod cases;
+
 use std::collections::HashSet;
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use colloquy::http::HttpOptions;
@@ -67,6 +70,8 @@ pub struct Provider {
     pub path: &'static str,
     /// The rule checker.
     pub check: fn(&Value) -> Result<(), String>,
+    /// The model for a server at this base URL (`http://127.0.0.1:PORT`), sending [`KEY`].
+    pub llm: fn(String, HttpOptions) -> Arc<dyn Llm>,
 }
 
 /// A session on a provider whose server replays recordings.
@@ -78,15 +83,15 @@ pub struct Chat {
 }
 
 impl Chat {
-    /// Starts the server with `replies`, then a session whose LLM `llm(base_url)` makes.
-    pub async fn start<L: Llm>(
+    /// Starts the server with `replies`, then a session on the provider's model for it.
+    pub async fn start(
         provider: &'static Provider,
         agent: Agent,
         replies: Vec<Reply>,
-        llm: impl FnOnce(String) -> L,
+        options: HttpOptions,
     ) -> Chat {
         let server = ReplayServer::start(replies).await.expect("the replay server starts");
-        let mut builder = Session::builder().llm(llm(server.base_url()));
+        let mut builder = Session::builder().llm((provider.llm)(server.base_url(), options));
         let events = builder.subscribe();
         let session = builder.start(agent).await.expect("the session starts");
         Chat { server, session, events, provider }

@@ -1,0 +1,158 @@
+//! Failures every provider must survive the same way, played on its own recordings (each
+//! provider's folder has `text`, `cut_mid_text` and `garbage` streams saying the same words).
+
+use std::time::Duration;
+
+use colloquy::LlmErrorKind;
+use colloquy::http::HttpOptions;
+use colloquy::prelude::*;
+use colloquy_replay::Reply;
+
+use super::{Chat, KEY, Provider, errors, options};
+
+fn hello() -> (String, bool) {
+    ("Hello there!".to_string(), false)
+}
+
+async fn chat(p: &'static Provider, replies: Vec<Reply>, options: HttpOptions) -> Chat {
+    Chat::start(p, Agent::new("a", "inst"), replies, options).await
+}
+
+fn recorded(p: &Provider, name: &str) -> Reply {
+    Reply::sse(&super::recording(p.name, name))
+}
+
+/// A 429 is retried after the wait the server asks; the turn then succeeds.
+pub async fn a_429_then_success(p: &'static Provider) {
+    let limited = Reply::status(429, r#"{"error":{"message":"Rate limit reached"}}"#)
+        .header("retry-after-ms", "50");
+    let mut chat = chat(p, vec![limited, recorded(p, "text")], options()).await;
+    let started = std::time::Instant::now();
+    assert_eq!(errors(&chat.turn("hi").await), []);
+    assert!(started.elapsed() >= Duration::from_millis(50));
+    assert_eq!(chat.requests().len(), 2);
+    assert_eq!(chat.assistant_messages().await, [hello()]);
+}
+
+/// 5xx answers before any token are retried.
+pub async fn a_5xx_is_retried_before_any_token(p: &'static Provider) {
+    let replies = vec![Reply::status(503, "busy"), Reply::status(502, ""), recorded(p, "text")];
+    let mut chat = chat(p, replies, options()).await;
+    assert_eq!(errors(&chat.turn("hi").await), []);
+    assert_eq!(chat.requests().len(), 3);
+}
+
+/// Without retries a 500 is an `http` error event; the next turn works.
+pub async fn a_500_is_an_http_error_and_the_next_turn_works(p: &'static Provider) {
+    let no_retries = HttpOptions { max_retries: 0, ..options() };
+    let replies = vec![Reply::status(500, "upstream exploded"), recorded(p, "text")];
+    let mut chat = chat(p, replies, no_retries).await;
+    let message = "the LLM server answered HTTP 500: upstream exploded".to_string();
+    assert_eq!(errors(&chat.turn("hi").await), [(Some(LlmErrorKind::Http), message)]);
+    assert_eq!(chat.assistant_messages().await, []);
+    chat.turn("hello?").await;
+    assert_eq!(chat.assistant_messages().await, [hello()]);
+}
+
+/// A 401 is an `auth` error, not retried, and the key the server echoes is redacted.
+pub async fn a_refused_key_never_shows(p: &'static Provider) {
+    let echo = format!(r#"{{"error":{{"message":"Incorrect API key provided: {KEY}."}}}}"#);
+    let mut chat = chat(p, vec![Reply::status(401, &echo)], options()).await;
+    let events = chat.turn("hi").await;
+    let errors = errors(&events);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0].0, Some(LlmErrorKind::Auth));
+    assert!(errors[0].1.contains("[redacted]"), "{}", errors[0].1);
+    assert!(!format!("{events:?}").contains(KEY));
+    assert_eq!(chat.server.received().len(), 1, "an auth error is not retried");
+}
+
+/// A stream cut after text keeps the text, interrupted; nothing is retried; the next turn
+/// works and sends the cut text back as it was heard.
+pub async fn a_stream_cut_mid_text_keeps_the_text(p: &'static Provider) {
+    let replies = vec![recorded(p, "cut_mid_text"), recorded(p, "text")];
+    let mut chat = chat(p, replies, options()).await;
+    let errors = errors(&chat.turn("when?").await);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0].0, Some(LlmErrorKind::StreamCut));
+    let cut = ("The flight leaves at nine".to_string(), true);
+    assert_eq!(chat.assistant_messages().await, std::slice::from_ref(&cut));
+    assert_eq!(chat.server.received().len(), 1, "nothing is retried once text flowed");
+    chat.turn("hello?").await;
+    assert_eq!(chat.assistant_messages().await, [cut, hello()]);
+    let second = chat.requests()[1].body.to_string();
+    assert!(second.contains("The flight leaves at nine"), "{second}");
+}
+
+/// A body that breaks before its first event delivered nothing: it is retried.
+pub async fn a_body_cut_before_any_event_is_retried(p: &'static Provider) {
+    let empty = Reply::sse(": cut\n").pause_first(Duration::from_millis(20));
+    let mut chat = chat(p, vec![empty, recorded(p, "text")], options()).await;
+    assert_eq!(errors(&chat.turn("hi").await), []);
+    assert_eq!(chat.requests().len(), 2);
+    assert_eq!(chat.assistant_messages().await, [hello()]);
+}
+
+/// Data that is not JSON is an `invalid_chunk` error; the text before it stays, interrupted.
+pub async fn garbage_is_an_invalid_chunk(p: &'static Provider) {
+    let mut chat = chat(p, vec![recorded(p, "garbage")], options()).await;
+    let errors = errors(&chat.turn("hi").await);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0].0, Some(LlmErrorKind::InvalidChunk));
+    assert_eq!(chat.assistant_messages().await, [("Sure".to_string(), true)]);
+}
+
+/// A server slower than the first-token timeout is a `timeout`; the next turn works.
+pub async fn a_slow_first_token_is_a_timeout(p: &'static Provider) {
+    let quick = HttpOptions {
+        first_token_timeout: Duration::from_millis(200),
+        max_retries: 0,
+        ..options()
+    };
+    let slow = recorded(p, "text").pause_first(Duration::from_secs(3));
+    let mut chat = chat(p, vec![slow, recorded(p, "text")], quick).await;
+    let message = "LLM request timed out: nothing received for 200 ms".to_string();
+    assert_eq!(errors(&chat.turn("hi").await), [(Some(LlmErrorKind::Timeout), message)]);
+    chat.turn("again").await;
+    assert_eq!(chat.assistant_messages().await, [hello()]);
+}
+
+/// Every case above, one test each in the provider's test file.
+#[macro_export]
+macro_rules! failure_cases {
+    ($provider:expr) => {
+        #[tokio::test]
+        async fn a_429_then_success() {
+            wire::bounded(wire::cases::a_429_then_success($provider)).await
+        }
+        #[tokio::test]
+        async fn a_5xx_is_retried_before_any_token() {
+            wire::bounded(wire::cases::a_5xx_is_retried_before_any_token($provider)).await
+        }
+        #[tokio::test]
+        async fn a_500_is_an_http_error_and_the_next_turn_works() {
+            wire::bounded(wire::cases::a_500_is_an_http_error_and_the_next_turn_works($provider))
+                .await
+        }
+        #[tokio::test]
+        async fn a_refused_key_never_shows() {
+            wire::bounded(wire::cases::a_refused_key_never_shows($provider)).await
+        }
+        #[tokio::test]
+        async fn a_stream_cut_mid_text_keeps_the_text() {
+            wire::bounded(wire::cases::a_stream_cut_mid_text_keeps_the_text($provider)).await
+        }
+        #[tokio::test]
+        async fn a_body_cut_before_any_event_is_retried() {
+            wire::bounded(wire::cases::a_body_cut_before_any_event_is_retried($provider)).await
+        }
+        #[tokio::test]
+        async fn garbage_is_an_invalid_chunk() {
+            wire::bounded(wire::cases::garbage_is_an_invalid_chunk($provider)).await
+        }
+        #[tokio::test]
+        async fn a_slow_first_token_is_a_timeout() {
+            wire::bounded(wire::cases::a_slow_first_token_is_a_timeout($provider)).await
+        }
+    };
+}
