@@ -181,6 +181,49 @@ async fn chat_against_anthropics_api_runs_the_call_it_asks_for() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_interrupts_the_reply_and_not_the_program() {
+    use tokio::io::AsyncReadExt;
+    let server = ReplayServer::start(vec![recorded("openai", "slow_text")]).await.unwrap();
+    let base = format!("{}/v1", server.base_url());
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_colloquy"))
+        .args(["chat", "--base-url", &base])
+        .env_remove("OPENAI_API_KEY")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the binary starts");
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"when does it leave?\n").await.unwrap();
+    drop(stdin); // end of input: the chat ends once the reply is over
+    let mut stdout = child.stdout.take().unwrap();
+    let mut seen = Vec::new();
+    let wait_for = |seen: &[u8], text: &str| String::from_utf8_lossy(seen).contains(text);
+    let reading = async {
+        let mut buffer = [0u8; 1024];
+        while !wait_for(&seen, "The flight leaves") {
+            let n = stdout.read(&mut buffer).await.expect("stdout is readable");
+            assert!(n > 0, "stdout closed early: {}", String::from_utf8_lossy(&seen));
+            seen.extend_from_slice(&buffer[..n]);
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(20), reading).await.expect("the reply started");
+    let pid = child.id().expect("the chat is running").to_string();
+    let kill = std::process::Command::new("kill").args(["-INT", &pid]).status().unwrap();
+    assert!(kill.success());
+    let rest = async {
+        stdout.read_to_end(&mut seen).await.unwrap();
+        child.wait().await.unwrap()
+    };
+    let status = tokio::time::timeout(Duration::from_secs(20), rest).await.expect("the chat ended");
+    let text = String::from_utf8_lossy(&seen);
+    assert_eq!(status.code(), Some(0), "{text}");
+    assert_lines_in_order(&text, &["agent › The flight leaves [interrupted]", "── session closed"]);
+    assert!(!text.contains("gate 12"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_subcommand_has_help_and_there_is_a_version() {
     for sub in [&["--help"][..], &["demo", "--help"], &["run", "--help"], &["chat", "--help"]] {
         let out = colloquy(sub, "").await;
