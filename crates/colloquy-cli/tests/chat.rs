@@ -49,6 +49,9 @@ fn recorded(provider: &str, name: &str) -> Reply {
     Reply::sse(&std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}")))
 }
 
+/// Checks that `expected` appear in this order. Lines of one source keep their order: the
+/// agent's text and the commands' output (one causal chain), or the event lines (another
+/// task); callers check each source on its own.
 fn assert_lines_in_order(stdout: &str, expected: &[&str]) {
     let mut rest = stdout;
     for line in expected {
@@ -75,8 +78,6 @@ async fn the_scripted_model_chats_through_piped_input_and_end_of_input_closes() 
             "colloquy chat with the scripted model",
             "agent › You said \"hello\".",
             "agent › Let me check the weather in Rome.",
-            "  tool ▸ get_weather started (call_w3)",
-            "  tool ✓ get_weather done: Rome: day 1: sunny, 24°C",
             "agent › Here is what I have: Rome: day 1: sunny, 24°C",
             "tools:\n  get_weather — Get the weather forecast for a city.",
             "no call running",
@@ -86,6 +87,14 @@ async fn the_scripted_model_chats_through_piped_input_and_end_of_input_closes() 
             "unknown command /dance",
             "\"kind\": \"session\"",
             "timeline written to",
+            "── session closed: close ──",
+        ],
+    );
+    assert_lines_in_order(
+        &out.stdout,
+        &[
+            "  tool ▸ get_weather started (call_w3)",
+            "  tool ✓ get_weather done: Rome: day 1: sunny, 24°C",
             "── session closed: close ──",
         ],
     );
@@ -138,9 +147,14 @@ async fn chat_against_an_openai_compatible_server_runs_the_call_it_asks_for() {
         &out.stdout,
         &[
             "colloquy chat with openai local-model at http://127.0.0.1:",
+            "agent › It's sunny in Paris.",
+        ],
+    );
+    assert_lines_in_order(
+        &out.stdout,
+        &[
             "  tool ▸ get_weather started (call_Wx8Pq2)",
             "  tool ✓ get_weather done: Paris: day 1: sunny, 24°C",
-            "agent › It's sunny in Paris.",
         ],
     );
     let received = server.received();
@@ -166,10 +180,8 @@ async fn chat_against_anthropics_api_runs_the_call_it_asks_for() {
     let args = ["chat", "--provider", "anthropic", "--base-url", &server.base_url()];
     let out = colloquy(&args, "weather in Paris?\n").await;
     assert_eq!(out.code, Some(0), "{}", out.stderr);
-    assert_lines_in_order(
-        &out.stdout,
-        &["  tool ✓ get_weather done: Paris: day 1: sunny, 24°C", "agent › It's sunny in Paris."],
-    );
+    assert_lines_in_order(&out.stdout, &["agent › It's sunny in Paris."]);
+    assert_lines_in_order(&out.stdout, &["  tool ✓ get_weather done: Paris: day 1: sunny, 24°C"]);
     let received = server.received();
     assert_eq!(received.len(), 2);
     assert_eq!(received[0].path, "/v1/messages");

@@ -72,6 +72,7 @@ pub async fn run(
     shutdown(&session, &terminal).await;
     // The event stream ends once the session has closed: every line is out after this.
     let _ = printer.await;
+    terminal.finish();
     result
 }
 

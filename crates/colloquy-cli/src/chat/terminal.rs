@@ -1,6 +1,6 @@
 //! The chat's output: the agent's text as it streams (a [`SpeechSink`]) and a line for each
-//! tool and error event, written to one shared writer so a tool line never lands in the
-//! middle of a sentence.
+//! tool and error event, written to one shared writer. A line that comes while the agent's
+//! text is still streaming waits for the end of that text, so it never splits a sentence.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -19,6 +19,8 @@ struct Screen {
     color: bool,
     /// True while a line of agent text is open (no newline yet).
     mid_line: bool,
+    /// Lines that came while it was open, written when it ends.
+    held: Vec<(Style, String)>,
 }
 
 /// The shared output; cheap to clone.
@@ -28,7 +30,7 @@ pub struct Terminal(Arc<Mutex<Screen>>);
 impl Terminal {
     /// Output to `out`, coloured or not.
     pub fn new(out: Box<dyn Write + Send>, color: bool) -> Self {
-        Terminal(Arc::new(Mutex::new(Screen { out, color, mid_line: false })))
+        Terminal(Arc::new(Mutex::new(Screen { out, color, mid_line: false, held: Vec::new() })))
     }
 
     fn with<R>(&self, f: impl FnOnce(&mut Screen) -> R) -> R {
@@ -36,16 +38,17 @@ impl Terminal {
         f(&mut screen)
     }
 
-    /// A whole line in `style`, on a line of its own.
+    /// A whole line in `style`, on a line of its own (after the agent's open line, if any).
     pub fn line(&self, style: Style, text: &str) {
-        self.with(|s| {
-            let (on, off) = s.paint(style);
-            if std::mem::take(&mut s.mid_line) {
-                let _ = writeln!(s.out);
-            }
-            let _ = writeln!(s.out, "{on}{text}{off}");
-            let _ = s.out.flush();
+        self.with(|s| match s.mid_line {
+            true => s.held.push((style, text.to_string())),
+            false => s.write_line(style, text),
         });
+    }
+
+    /// Ends an agent line left open (a speech that never finished) and writes what waited.
+    pub fn finish(&self) {
+        self.end_agent_text(None);
     }
 
     /// Agent text as it arrives; the first piece of a speech opens its line.
@@ -64,7 +67,8 @@ impl Terminal {
         });
     }
 
-    /// Ends the open line of agent text, with a note if it was cut.
+    /// Ends the open line of agent text, with a note if it was cut, then writes the lines
+    /// that waited for it.
     fn end_agent_text(&self, note: Option<&str>) {
         self.with(|s| {
             if std::mem::take(&mut s.mid_line) {
@@ -73,8 +77,11 @@ impl Terminal {
                     Some(note) => drop(writeln!(s.out, " {on}{note}{off}")),
                     None => drop(writeln!(s.out)),
                 }
-                let _ = s.out.flush();
             }
+            for (style, text) in std::mem::take(&mut s.held) {
+                s.write_line(style, &text);
+            }
+            let _ = s.out.flush();
         });
     }
 }
@@ -93,6 +100,12 @@ pub enum Style {
 }
 
 impl Screen {
+    fn write_line(&mut self, style: Style, text: &str) {
+        let (on, off) = self.paint(style);
+        let _ = writeln!(self.out, "{on}{text}{off}");
+        let _ = self.out.flush();
+    }
+
     fn paint(&self, style: Style) -> (&'static str, &'static str) {
         let code = match style {
             Style::Agent => AGENT,
