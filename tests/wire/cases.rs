@@ -72,9 +72,13 @@ pub async fn a_refused_key_never_shows(p: &'static Provider) {
 pub async fn a_stream_cut_mid_text_keeps_the_text(p: &'static Provider) {
     let replies = vec![recorded(p, "cut_mid_text"), recorded(p, "text")];
     let mut chat = chat(p, replies, options()).await;
-    let errors = errors(&chat.turn("when?").await);
+    let events = chat.turn("when?").await;
+    let errors = errors(&events);
     assert_eq!(errors.len(), 1, "{errors:?}");
     assert_eq!(errors[0].0, Some(LlmErrorKind::StreamCut));
+    // The message is cut; the speech was not interrupted by anyone.
+    let done = events.iter().find(|e| matches!(e, EventKind::SpeechDone { .. }));
+    assert!(matches!(done, Some(EventKind::SpeechDone { interrupted: false, .. })), "{done:?}");
     let cut = ("The flight leaves at nine".to_string(), true);
     assert_eq!(chat.assistant_messages().await, std::slice::from_ref(&cut));
     assert_eq!(chat.server.received().len(), 1, "nothing is retried once text flowed");

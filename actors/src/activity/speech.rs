@@ -350,9 +350,10 @@ async fn reply(
             } else {
                 playout.finish(interrupt).await
             };
-            // A stream that broke after text flowed: the text received stays, marked as cut.
-            end.interrupted |= failure.is_some();
             interrupted_in_playout |= end.interrupted;
+            // A stream that broke after text flowed: the text received stays, marked as cut
+            // (the speech itself was not interrupted).
+            end.interrupted |= failure.is_some();
             let commit = message_commit(env, speech_id, started, end);
             let reports = std::mem::take(&mut speaking).with(commit);
             match last_step {

@@ -5,9 +5,12 @@
 //! ignored; an `error` event is the provider's error. Only data that is not JSON is an
 //! invalid chunk.
 
+use std::borrow::Cow;
+
 use colloquy_core::{FinishReason, Usage};
 use colloquy_llm::http::SseDecoder;
 use colloquy_llm::{LlmChunk, LlmError, ToolCallDelta, excerpt};
+use serde::Deserialize;
 use serde_json::Value;
 
 /// Decodes one response's events.
@@ -28,47 +31,19 @@ impl SseDecoder for MessagesDecoder {
         if data.trim().is_empty() {
             return Ok(false);
         }
-        let event: Value = serde_json::from_str(data)
-            .map_err(|e| LlmError::InvalidChunk { detail: format!("{e}: {}", excerpt(data)) })?;
-        // The `type` field names the event too; it is the one to trust when both are there.
-        let kind = event.get("type").and_then(Value::as_str).unwrap_or(name);
-        match kind {
-            "message_start" => {
-                let usage = event.pointer("/message/usage");
-                let count = |key: &str| usage.and_then(|u| u.get(key)).and_then(Value::as_u64);
-                self.cached_tokens = count("cache_read_input_tokens").unwrap_or(0);
-                self.prompt_tokens = count("input_tokens").unwrap_or(0)
-                    + self.cached_tokens
-                    + count("cache_creation_input_tokens").unwrap_or(0);
+        // The usual shapes read straight into borrowed fields; anything else (an error, a
+        // field of an unexpected type) is read leniently through a `Value`.
+        let value: Value;
+        let event = match serde_json::from_str::<Event>(data) {
+            Ok(event) if event.kind.as_deref() != Some("error") => event,
+            _ => {
+                value = serde_json::from_str(data).map_err(|e| LlmError::InvalidChunk {
+                    detail: format!("{e}: {}", excerpt(data)),
+                })?;
+                Event::lenient(&value)?
             }
-            "content_block_start" => self.block_start(&event, out),
-            "content_block_delta" => self.block_delta(&event, out),
-            "content_block_stop" => self.block_stop(&event, out),
-            "message_delta" => {
-                if let Some(reason) = event.pointer("/delta/stop_reason").and_then(Value::as_str) {
-                    self.stopped = true;
-                    out.push(LlmChunk::Finish(stop_reason(reason)));
-                }
-                if let Some(output) = event.pointer("/usage/output_tokens").and_then(Value::as_u64)
-                {
-                    out.push(LlmChunk::Usage(Usage {
-                        prompt_tokens: self.prompt_tokens,
-                        completion_tokens: output,
-                        cached_prompt_tokens: self.cached_tokens,
-                    }));
-                }
-            }
-            "message_stop" => return Ok(true),
-            "error" => {
-                let message = match event.pointer("/error/message").and_then(Value::as_str) {
-                    Some(message) => excerpt(message),
-                    None => excerpt(&event.to_string()),
-                };
-                return Err(LlmError::Provider { message });
-            }
-            _ => {}
-        }
-        Ok(false)
+        };
+        Ok(self.apply(event, name, out))
     }
 
     fn end_of_body(&mut self, _out: &mut Vec<LlmChunk>) -> Result<(), LlmError> {
@@ -81,16 +56,163 @@ impl SseDecoder for MessagesDecoder {
     }
 }
 
+/// One event's content, read either way.
+#[derive(Debug, Default, Deserialize)]
+struct Event<'a> {
+    #[serde(rename = "type", borrow, default)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(default)]
+    index: Option<u64>,
+    #[serde(borrow, default)]
+    delta: Option<Delta<'a>>,
+    #[serde(borrow, default)]
+    content_block: Option<Block<'a>>,
+    #[serde(default)]
+    message: Option<MessageStart>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+}
+
+/// A content delta (`text_delta`, `input_json_delta`) or a message delta (`stop_reason`).
+#[derive(Debug, Default, Deserialize)]
+struct Delta<'a> {
+    #[serde(rename = "type", borrow, default)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    text: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    partial_json: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    stop_reason: Option<Cow<'a, str>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct Block<'a> {
+    #[serde(rename = "type", borrow, default)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    text: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+    #[serde(default)]
+    input: Option<Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct MessageStart {
+    #[serde(default)]
+    usage: Option<WireUsage>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct WireUsage {
+    #[serde(default)]
+    input_tokens: Option<u64>,
+    #[serde(default)]
+    output_tokens: Option<u64>,
+    #[serde(default)]
+    cache_read_input_tokens: Option<u64>,
+    #[serde(default)]
+    cache_creation_input_tokens: Option<u64>,
+}
+
+impl<'a> Event<'a> {
+    /// The event read from any JSON (a field of an unexpected type counts as absent), or the
+    /// provider's error if it is an `error` event.
+    fn lenient(value: &'a Value) -> Result<Self, LlmError> {
+        let text = |v: &'a Value, key: &str| v.get(key).and_then(Value::as_str).map(Cow::Borrowed);
+        let kind = text(value, "type");
+        if kind.as_deref() == Some("error") {
+            let message = match value.pointer("/error/message").and_then(Value::as_str) {
+                Some(message) => excerpt(message),
+                None => excerpt(&value.to_string()),
+            };
+            return Err(LlmError::Provider { message });
+        }
+        let usage = |v: Option<&Value>| {
+            v.filter(|u| u.is_object()).map(|u| {
+                let count = |key: &str| u.get(key).and_then(Value::as_u64);
+                WireUsage {
+                    input_tokens: count("input_tokens"),
+                    output_tokens: count("output_tokens"),
+                    cache_read_input_tokens: count("cache_read_input_tokens"),
+                    cache_creation_input_tokens: count("cache_creation_input_tokens"),
+                }
+            })
+        };
+        Ok(Event {
+            kind,
+            index: value.get("index").and_then(Value::as_u64),
+            delta: value.get("delta").filter(|d| d.is_object()).map(|d| Delta {
+                kind: text(d, "type"),
+                text: text(d, "text"),
+                partial_json: text(d, "partial_json"),
+                stop_reason: text(d, "stop_reason"),
+            }),
+            content_block: value.get("content_block").filter(|b| b.is_object()).map(|b| Block {
+                kind: text(b, "type"),
+                text: text(b, "text"),
+                id: text(b, "id"),
+                name: text(b, "name"),
+                input: b.get("input").cloned(),
+            }),
+            message: value.get("message").map(|m| MessageStart { usage: usage(m.get("usage")) }),
+            usage: usage(value.get("usage")),
+        })
+    }
+}
+
 impl MessagesDecoder {
-    fn block_start(&mut self, event: &Value, out: &mut Vec<LlmChunk>) {
-        let block_index = event.get("index").and_then(Value::as_u64).unwrap_or(0);
-        let Some(block) = event.get("content_block") else { return };
-        match block.get("type").and_then(Value::as_str) {
+    /// Applies one event; true when it ends the response.
+    fn apply(&mut self, event: Event, name: &str, out: &mut Vec<LlmChunk>) -> bool {
+        // The `type` field names the event too; it is the one to trust when both are there.
+        let kind = event.kind.as_deref().unwrap_or(name);
+        let block_index = event.index.unwrap_or(0);
+        match kind {
+            "message_start" => {
+                let usage = event.message.and_then(|m| m.usage).unwrap_or_default();
+                self.cached_tokens = usage.cache_read_input_tokens.unwrap_or(0);
+                self.prompt_tokens = usage.input_tokens.unwrap_or(0)
+                    + self.cached_tokens
+                    + usage.cache_creation_input_tokens.unwrap_or(0);
+            }
+            "content_block_start" => {
+                if let Some(block) = event.content_block {
+                    self.block_start(block_index, block, out);
+                }
+            }
+            "content_block_delta" => {
+                if let Some(delta) = event.delta {
+                    self.block_delta(block_index, delta, out);
+                }
+            }
+            "content_block_stop" => self.block_stop(block_index, out),
+            "message_delta" => {
+                if let Some(reason) = event.delta.and_then(|d| d.stop_reason) {
+                    self.stopped = true;
+                    out.push(LlmChunk::Finish(stop_reason(&reason)));
+                }
+                if let Some(output) = event.usage.and_then(|u| u.output_tokens) {
+                    out.push(LlmChunk::Usage(Usage {
+                        prompt_tokens: self.prompt_tokens,
+                        completion_tokens: output,
+                        cached_prompt_tokens: self.cached_tokens,
+                    }));
+                }
+            }
+            "message_stop" => return true,
+            _ => {}
+        }
+        false
+    }
+
+    fn block_start(&mut self, block_index: u64, block: Block, out: &mut Vec<LlmChunk>) {
+        match block.kind.as_deref() {
             Some("text") => {
-                if let Some(text) =
-                    block.get("text").and_then(Value::as_str).filter(|t| !t.is_empty())
-                {
-                    out.push(LlmChunk::Text(text.to_string()));
+                if let Some(text) = block.text.filter(|t| !t.is_empty()) {
+                    out.push(LlmChunk::Text(text.into_owned()));
                 }
             }
             Some("tool_use") => {
@@ -98,15 +220,15 @@ impl MessagesDecoder {
                 self.calls += 1;
                 // A complete input in the start block (some proxies send it so) counts as its
                 // argument text; the usual empty `{}` placeholder does not.
-                let arguments = match block.get("input") {
-                    Some(Value::Object(input)) if !input.is_empty() => block["input"].to_string(),
+                let arguments = match &block.input {
+                    Some(input @ Value::Object(fields)) if !fields.is_empty() => input.to_string(),
                     _ => String::new(),
                 };
                 self.tool_blocks.push((block_index, index, !arguments.is_empty()));
                 out.push(LlmChunk::ToolCall(ToolCallDelta {
                     index,
-                    id: block.get("id").and_then(Value::as_str).map(String::from),
-                    name: block.get("name").and_then(Value::as_str).map(String::from),
+                    id: block.id.map(Cow::into_owned),
+                    name: block.name.map(Cow::into_owned),
                     arguments,
                 }));
             }
@@ -114,30 +236,22 @@ impl MessagesDecoder {
         }
     }
 
-    fn block_delta(&mut self, event: &Value, out: &mut Vec<LlmChunk>) {
-        let block_index = event.get("index").and_then(Value::as_u64).unwrap_or(0);
-        let Some(delta) = event.get("delta") else { return };
-        match delta.get("type").and_then(Value::as_str) {
+    fn block_delta(&mut self, block_index: u64, delta: Delta, out: &mut Vec<LlmChunk>) {
+        match delta.kind.as_deref() {
             Some("text_delta") => {
-                if let Some(text) =
-                    delta.get("text").and_then(Value::as_str).filter(|t| !t.is_empty())
-                {
-                    out.push(LlmChunk::Text(text.to_string()));
+                if let Some(text) = delta.text.filter(|t| !t.is_empty()) {
+                    out.push(LlmChunk::Text(text.into_owned()));
                 }
             }
             Some("input_json_delta") => {
-                let piece = delta.get("partial_json").and_then(Value::as_str).unwrap_or_default();
+                let piece = delta.partial_json.unwrap_or_default();
                 let open = self.tool_blocks.iter_mut().find(|(b, _, _)| *b == block_index);
                 if let Some((_, index, has_text)) = open
                     && !piece.is_empty()
                 {
                     *has_text = true;
-                    let delta = ToolCallDelta {
-                        index: *index,
-                        id: None,
-                        name: None,
-                        arguments: piece.into(),
-                    };
+                    let arguments = piece.into_owned();
+                    let delta = ToolCallDelta { index: *index, id: None, name: None, arguments };
                     out.push(LlmChunk::ToolCall(delta));
                 }
             }
@@ -146,8 +260,7 @@ impl MessagesDecoder {
     }
 
     /// A `tool_use` block that ends without any input text had no arguments: `{}`.
-    fn block_stop(&mut self, event: &Value, out: &mut Vec<LlmChunk>) {
-        let block_index = event.get("index").and_then(Value::as_u64).unwrap_or(0);
+    fn block_stop(&mut self, block_index: u64, out: &mut Vec<LlmChunk>) {
         if let Some(at) = self.tool_blocks.iter().position(|(b, _, _)| *b == block_index) {
             let (_, index, has_text) = self.tool_blocks.remove(at);
             if !has_text {
@@ -274,5 +387,9 @@ mod tests {
         assert!(matches!(end, Err(LlmError::StreamCut { .. })));
         let (_, end) = decode(&[("x_new_event", r#"{"type":"x_new_event","weird":[1]}"#)]);
         assert!(matches!(end, Err(LlmError::StreamCut { .. })), "unknown events are ignored");
+        // A field of an odd type is dropped; the rest of the event still counts.
+        let odd = r#"{"type":"content_block_delta","index":"0","delta":{"type":"text_delta","text":"Hi"}}"#;
+        let (chunks, _) = decode(&[("content_block_delta", odd)]);
+        assert_eq!(chunks, [LlmChunk::Text("Hi".into())]);
     }
 }
