@@ -221,9 +221,9 @@ async fn ctrl_c_interrupts_the_reply_and_not_the_program() {
         }
     };
     tokio::time::timeout(Duration::from_secs(20), reading).await.expect("the reply started");
-    let pid = child.id().expect("the chat is running").to_string();
-    let kill = std::process::Command::new("kill").args(["-INT", &pid]).status().unwrap();
-    assert!(kill.success());
+    let pid = child.id().expect("the chat is running") as libc::pid_t;
+    // SAFETY: kill(2) on our own child's pid, which `child` keeps from being reaped.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0, "SIGINT sent");
     let rest = async {
         stdout.read_to_end(&mut seen).await.unwrap();
         child.wait().await.unwrap()
