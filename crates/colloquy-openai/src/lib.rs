@@ -146,3 +146,25 @@ impl HttpProvider for OpenAi {
         &mut self.endpoint
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_key_never_prints() {
+        let llm = OpenAi::new().api_key("sk-very-secret");
+        assert!(!format!("{llm:?}").contains("sk-very-secret"));
+        let request = llm.stream_request(&LlmRequest {
+            kind: colloquy_llm::RequestKind::UserTurn,
+            agent: "a".into(),
+            speech_id: "s1".into(),
+            instructions: "inst".into(),
+            extra_instructions: None,
+            items: Default::default(),
+            tools: Vec::new().into(),
+            tool_choice: None,
+        });
+        assert!(!format!("{request:?}").contains("sk-very-secret"));
+    }
+}
