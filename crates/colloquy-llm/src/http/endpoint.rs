@@ -3,7 +3,10 @@
 
 use std::sync::{Arc, OnceLock};
 
-use super::{ApiKey, HttpOptions, HttpTransport, SseDecoder, StreamRequest};
+use super::key::ApiKey;
+use super::options::HttpOptions;
+use super::request::{SseDecoder, StreamRequest};
+use super::transport::HttpTransport;
 use crate::{Llm, LlmChunk, LlmError, LlmStream};
 
 /// A provider that cannot be configured from the environment.

@@ -9,7 +9,9 @@ use futures_util::StreamExt;
 use reqwest::header::HeaderMap;
 use tokio::sync::mpsc;
 
-use super::{ApiKey, HttpOptions, SseDecoder, StreamRequest};
+use super::key::ApiKey;
+use super::options::HttpOptions;
+use super::request::{SseDecoder, StreamRequest};
 use crate::{LlmChunk, LlmError, LlmStream};
 
 /// A reqwest client and the options it was built with; cheap to clone.
