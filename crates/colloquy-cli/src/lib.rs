@@ -28,8 +28,9 @@ pub enum Command {
         #[arg(long)]
         fast: bool,
     },
-    /// Play a scenario file on the paused clock and print its trace as JSON (exit 2 on a bad
-    /// file).
+    /// Play a scenario file on the paused clock and print its trace as JSON.
+    ///
+    /// Exit status 2, with nothing on standard output, for a file that is not a valid scenario.
     Run {
         /// The scenario file.
         file: String,
@@ -37,8 +38,11 @@ pub enum Command {
         #[arg(long, value_name = "OUT.html")]
         timeline: Option<String>,
     },
-    /// Chat with an agent in the terminal: a real model (or the scripted one), tools that run
-    /// in the background. Reads one user turn a line; /help lists the commands.
+    /// Chat with an agent in the terminal, on a real model or the scripted one.
+    ///
+    /// The agent's tools run in the background and show their progress as they work. One user
+    /// turn a line, from a terminal or a pipe; /help lists the commands; Ctrl-C interrupts the
+    /// current reply. Without a key or a base URL, --provider scripted works offline.
     Chat(ChatArgs),
 }
 
