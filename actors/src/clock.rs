@@ -1,12 +1,14 @@
 //! The session clock: tokio time plus a per-session sequence number (decision 21).
 //!
 //! Every actor of a session stamps items and events through a clone of the same clock, so
-//! timestamps are totally ordered within a session and reproducible on the paused clock.
+//! timestamps are totally ordered within a session and reproducible on the paused clock. It
+//! also hands out call ids (decision 24): concurrent speeches of a session claim them here,
+//! synchronously, so two responses that reuse one id never both keep it.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
-use colloquy_core::Timestamp;
+use colloquy_core::{CallIds, Timestamp};
 use tokio::time::Instant;
 
 /// A session's clock and id source. Cheap to clone.
@@ -22,6 +24,8 @@ struct Inner {
     offset_micros: u64,
     seq: AtomicU64,
     ids: AtomicU64,
+    /// Held only while one response's ids are claimed: never across an await.
+    call_ids: Mutex<CallIds>,
 }
 
 impl SessionClock {
@@ -33,6 +37,7 @@ impl SessionClock {
                 offset_micros,
                 seq: AtomicU64::new(0),
                 ids: AtomicU64::new(1),
+                call_ids: Mutex::default(),
             }),
         }
     }
@@ -47,6 +52,26 @@ impl SessionClock {
     /// Milliseconds since the session started (the `at_ms` of events).
     pub fn elapsed_ms(&self) -> u64 {
         self.inner.start.elapsed().as_millis() as u64
+    }
+
+    /// The ids the calls of one response get, in order (see [`CallIds::claim`]).
+    pub fn claim_call_ids<'a>(&self, proposed: impl IntoIterator<Item = &'a mut String>) {
+        let mut book = self.inner.call_ids.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        for id in proposed {
+            let claimed = book.claim(id);
+            if claimed != *id {
+                tracing::debug!(model_id = %id, id = %claimed, "call id in use or empty: replaced");
+                *id = claimed;
+            }
+        }
+    }
+
+    /// Marks the call ids of a restored history as in use.
+    pub fn mark_call_ids<'a>(&self, ids: impl IntoIterator<Item = &'a str>) {
+        let mut book = self.inner.call_ids.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        for id in ids {
+            book.mark_used(id);
+        }
     }
 
     /// A fresh item id, unique within the session and reproducible.

@@ -65,7 +65,8 @@ impl StepCalls {
     }
 }
 
-/// Dispatches the calls of a step in the model's order. `generation_id` prefixes item ids.
+/// Dispatches the calls of a step in the model's order, each under the id the session gives it
+/// (decision 24). `generation_id` prefixes item ids.
 pub(crate) fn dispatch(
     env: &SpeechEnv,
     speech_id: &str,
@@ -73,6 +74,8 @@ pub(crate) fn dispatch(
     playout_done: &CancellationToken,
     control: &SpeechControl,
 ) -> StepCalls {
+    let mut calls = calls;
+    env.session.clock.claim_call_ids(calls.iter_mut().map(|c| &mut c.call_id));
     let pending = FuturesUnordered::new();
     let mut executing = 0;
     let generation_id = env.session.clock.item_id();
@@ -87,7 +90,8 @@ pub(crate) fn dispatch(
 }
 
 /// Drops the calls of a step requested with `tool_choice = none` (decision 10).
-pub(crate) fn drop_calls(env: &SpeechEnv, calls: Vec<StreamedCall>) {
+pub(crate) fn drop_calls(env: &SpeechEnv, mut calls: Vec<StreamedCall>) {
+    env.session.clock.claim_call_ids(calls.iter_mut().map(|c| &mut c.call_id));
     for call in calls {
         tracing::warn!(
             agent = %env.agent_id,

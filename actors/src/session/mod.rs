@@ -118,6 +118,11 @@ impl Actor for SessionActor {
         // New items must sort after a restored history: start the clock past its last stamp.
         let offset = args.history.iter().map(|i| i.created_at().micros + 1).max().unwrap_or(0);
         let clock = SessionClock::new(offset);
+        clock.mark_call_ids(args.history.iter().filter_map(|item| match item {
+            ChatItem::FunctionCall(c) => Some(c.call_id.as_str()),
+            ChatItem::FunctionCallOutput(o) => Some(o.call_id.as_str()),
+            _ => None,
+        }));
         let link = SessionLink {
             actor: myself.clone(),
             clock: clock.clone(),

@@ -8,6 +8,7 @@
 
 pub mod agent;
 pub mod args;
+pub mod call_ids;
 pub mod chat;
 pub mod duplicate;
 pub mod event;
@@ -26,6 +27,7 @@ pub use agent::Agent;
 pub use args::{
     ArgumentError, ParsedArguments, canonical_json, parse_arguments, validate_arguments,
 };
+pub use call_ids::CallIds;
 pub use chat::{
     AgentHandoff, ChatContext, ChatItem, FunctionCall, FunctionCallOutput, Message, Role,
 };
