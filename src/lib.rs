@@ -60,7 +60,10 @@ pub use colloquy_core::{
     CallHooks, PostedUpdate, ReplyStatus, ResolvedTemplates, Template, Templates, UpdateMessage,
     UpdateOptions,
 };
-pub use colloquy_core::{FunctionTool, args, run_result, templates, text, timeline, tool};
+pub use colloquy_core::{
+    FunctionTool, ToolDeclarationError, args, run_result, schema_check, templates, text, timeline,
+    tool,
+};
 pub use colloquy_llm::{
     FinishReason, Llm, LlmChunk, LlmError, LlmErrorKind, LlmRequest, LlmStream, RecordedRequest,
     RequestKind, ScriptedCall, ScriptedLlm, ScriptedResponse, ToolCallDelta, ToolChoice, Usage,

@@ -17,6 +17,7 @@ pub mod output;
 pub mod run_context;
 pub mod run_result;
 mod schema;
+pub mod schema_check;
 pub mod templates;
 pub mod text;
 pub mod time;
@@ -44,5 +45,6 @@ pub use run_result::{RunExpect, RunResult};
 pub use templates::{ResolvedTemplates, Template, Templates};
 pub use time::Timestamp;
 pub use tool::{
-    DuplicateScope, FunctionTool, OnDuplicate, ToolFlags, ToolSchema, ToolVisibility, Toolset,
+    DuplicateScope, FunctionTool, OnDuplicate, ToolDeclarationError, ToolFlags, ToolSchema,
+    ToolVisibility, Toolset,
 };

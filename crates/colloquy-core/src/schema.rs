@@ -19,14 +19,38 @@ pub(crate) struct Problem {
     pub kind: String,
 }
 
+/// How many schemas validation may follow inside one another (references and branches
+/// included). Tools built from outside schemas are checked for cycles when they are built
+/// (`schema_check`); this bounds the stack whatever the schema and the value.
+pub(crate) const MAX_VALIDATION_DEPTH: usize = 256;
+
+/// How many schemas one validation may apply in all: branches tried in turn can multiply the
+/// work of an acyclic schema exponentially (`anyOf` of two references to the next level, sixty
+/// levels down), which no cycle check sees.
+pub(crate) const MAX_VALIDATION_STEPS: usize = 100_000;
+
 pub(crate) struct Validator<'a> {
     root: &'a Value,
     pub problems: Vec<Problem>,
+    depth: usize,
+    /// Schemas this validation may still apply.
+    budget: usize,
 }
 
 impl<'a> Validator<'a> {
     pub fn new(root: &'a Value) -> Self {
-        Self { root, problems: Vec::new() }
+        Self { root, problems: Vec::new(), depth: 0, budget: MAX_VALIDATION_STEPS }
+    }
+
+    /// A validator for a branch tried on its own, as deep as this one and drawing on the same
+    /// budget (see [`Validator::rejoin`]).
+    fn nested(&self) -> Self {
+        Self { root: self.root, problems: Vec::new(), depth: self.depth, budget: self.budget }
+    }
+
+    /// Takes back what a nested validator left of the budget.
+    fn rejoin(&mut self, nested: &Validator) {
+        self.budget = nested.budget;
     }
 
     fn problem(&mut self, path: &str, kind: impl Into<String>) {
@@ -35,6 +59,24 @@ impl<'a> Validator<'a> {
 
     /// Validates `value` against `schema`, returning the coerced value.
     pub fn validate(&mut self, schema: &'a Value, value: Value, path: &str) -> Value {
+        if self.depth >= MAX_VALIDATION_DEPTH {
+            let kind = format!("invalid (nested deeper than {MAX_VALIDATION_DEPTH} schemas)");
+            self.problem(path, kind);
+            return value;
+        }
+        if self.budget == 0 {
+            let kind = format!("invalid (the schema needs more than {MAX_VALIDATION_STEPS} steps)");
+            self.problem(path, kind);
+            return value;
+        }
+        self.budget -= 1;
+        self.depth += 1;
+        let value = self.validate_within(schema, value, path);
+        self.depth -= 1;
+        value
+    }
+
+    fn validate_within(&mut self, schema: &'a Value, value: Value, path: &str) -> Value {
         let schema = match schema {
             Value::Bool(true) => return value,
             Value::Bool(false) => {
@@ -95,6 +137,14 @@ impl<'a> Validator<'a> {
         }
     }
 
+    /// Whether a property schema admits `null` (directly, through a type list, or a branch).
+    fn accepts_null(&mut self, schema: &'a Value) -> bool {
+        let mut v = self.nested();
+        v.validate(schema, Value::Null, "");
+        self.rejoin(&v);
+        v.problems.is_empty()
+    }
+
     fn resolve(&self, target: &str) -> Option<&'a Value> {
         let pointer = target.strip_prefix('#')?;
         self.root.pointer(pointer)
@@ -106,8 +156,9 @@ impl<'a> Validator<'a> {
     fn validate_branches(&mut self, branches: &'a [Value], value: Value, path: &str) -> Value {
         let mut first_failure: Option<Vec<Problem>> = None;
         for branch in branches {
-            let mut sub = Validator::new(self.root);
+            let mut sub = self.nested();
             let coerced = sub.validate(branch, value.clone(), path);
+            self.rejoin(&sub);
             if sub.problems.is_empty() {
                 return coerced;
             }
@@ -163,7 +214,7 @@ impl<'a> Validator<'a> {
                 Some(prop) => {
                     let default = prop.as_object().and_then(|p| kw(p, "default"));
                     let value = match (value, default) {
-                        (Value::Null, Some(d)) if !accepts_null(self.root, prop) => d.clone(),
+                        (Value::Null, Some(d)) if !self.accepts_null(prop) => d.clone(),
                         (v, _) => v,
                     };
                     let v = self.validate(prop, value, &child);
@@ -280,13 +331,6 @@ fn join_path(path: &str, key: &str) -> String {
 
 fn is_null_schema(schema: &Value) -> bool {
     schema.as_object().and_then(|s| kw(s, "type")).and_then(Value::as_str) == Some("null")
-}
-
-/// Whether a property schema admits `null` (directly, through a type list, or a branch).
-fn accepts_null(root: &Value, schema: &Value) -> bool {
-    let mut v = Validator::new(root);
-    v.validate(schema, Value::Null, "");
-    v.problems.is_empty()
 }
 
 fn type_matches(t: &str, value: &Value) -> bool {

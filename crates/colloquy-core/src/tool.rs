@@ -76,6 +76,14 @@ pub enum ToolDeclarationError {
     /// A raw tool's parameters must be a JSON object schema.
     #[error("raw function description must contain a parameters key")]
     MissingParameters,
+    /// The parameters schema could make validation loop or exhaust the stack.
+    #[error("the parameters schema of `{name}` is refused: {error}")]
+    UnsafeSchema {
+        /// The tool.
+        name: String,
+        /// Why.
+        error: crate::schema_check::SchemaError,
+    },
 }
 
 /// An argument struct for tools that take no arguments.
@@ -187,6 +195,9 @@ impl FunctionTool {
         }
         if !parameters.is_object() {
             return Err(ToolDeclarationError::MissingParameters);
+        }
+        if let Err(error) = crate::schema_check::check_schema(&parameters) {
+            return Err(ToolDeclarationError::UnsafeSchema { name, error });
         }
         let body = move |ctx: RunContext, args: Value| -> ToolFuture {
             let map = match args {

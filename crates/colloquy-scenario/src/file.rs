@@ -389,6 +389,10 @@ fn parse_tool(name: String, mut o: Obj) -> Result<ToolDef, ScenarioError> {
             ));
         }
     };
+    // Refused here, before anything runs, like every other mistake a file can make.
+    if let Err(e) = colloquy::schema_check::check_schema(&parameters) {
+        return Err(invalid(&o.at("parameters"), e.to_string()));
+    }
     let declared: Vec<String> = parameters
         .get("properties")
         .and_then(Value::as_object)

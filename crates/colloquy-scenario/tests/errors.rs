@@ -83,3 +83,22 @@ fn an_explicit_close_ends_the_scenario_with_reason_close() {
     let last = trace.events.last().unwrap();
     assert_eq!(serde_json::to_value(last).unwrap()["reason"], "close");
 }
+
+#[test]
+fn a_tool_schema_that_could_not_be_validated_is_refused_when_read() {
+    let cyclic = format!(
+        r##"{{"tools": {{"t": {{"parameters": {{"allOf": [{{"$ref": "#"}}]}}}}}}, {MINIMAL}}}"##
+    );
+    assert_eq!(
+        file_error(&cyclic),
+        "tools.t.parameters: the schema refers to itself without consuming input (at `#`): \
+         validation would never end"
+    );
+    let dangling = format!(
+        r##"{{"tools": {{"t": {{"parameters": {{"properties": {{"a": {{"$ref": "#/$defs/x"}}}}}}}}}}, {MINIMAL}}}"##
+    );
+    assert_eq!(
+        file_error(&dangling),
+        "tools.t.parameters: the schema reference `#/$defs/x` points to nothing in the schema"
+    );
+}
