@@ -581,24 +581,23 @@ impl ToolsetState {
         };
         if background {
             // §6.2, after the first update: a value or an error becomes the `_final` pair;
-            // nothing (unit, None, StopResponse) ends the call quietly.
-            let pair = match &result {
-                Ok(out) => out.text.clone().map(|text| (text, false, out.reply_required)),
-                Err(e) => Some((e.model_text().to_string(), true, true)),
+            // nothing (unit, None, StopResponse) still leaves one, empty and asking for no
+            // reply, so the context never says a finished task still runs (decision 23).
+            let (text, is_error, reply) = match &result {
+                Ok(out) => match &out.text {
+                    Some(text) => (text.clone(), false, out.reply_required),
+                    None => (String::new(), false, false),
+                },
+                Err(e) => (e.model_text().to_string(), true, true),
             };
-            match pair {
-                Some((text, is_error, reply)) => {
-                    // The pair, then `tool_call_ended` (one message), then the queued reply:
-                    // the end always precedes the reply that carries it (decision 5).
-                    let clock = &self.args.session.clock;
-                    let pair = Pair::new(clock, original, &ended_id, text, is_error, reply);
-                    let (commit, pending) = self.pair_commit(pair, true);
-                    let session = &self.args.session;
-                    session.reports(vec![commit, session.event(ended)]);
-                    self.queue_reply(pending);
-                }
-                None => self.args.session.emit(ended),
-            }
+            // The pair, then `tool_call_ended` (one message), then the queued reply: the end
+            // always precedes the reply that carries it (decision 5).
+            let clock = &self.args.session.clock;
+            let pair = Pair::new(clock, original, &ended_id, text, is_error, reply);
+            let (commit, pending) = self.pair_commit(pair, true);
+            let session = &self.args.session;
+            session.reports(vec![commit, session.event(ended)]);
+            self.queue_reply(pending);
         } else {
             let outcome = match result {
                 Ok(out) => CallOutcome {
