@@ -113,8 +113,9 @@ impl SessionBuilder {
         self
     }
 
-    /// How long a handoff or a close waits for calls that cannot be cancelled before aborting
-    /// them (default: as long as they run).
+    /// How long a handoff or a close may take, from when it is asked, before the calls it
+    /// waits for are aborted, blocking ones included (default: as long as non-cancellable
+    /// calls run; see [`SessionOptions::drain_timeout`]).
     pub fn drain_timeout(mut self, timeout: Option<Duration>) -> Self {
         self.options.drain_timeout = timeout;
         self

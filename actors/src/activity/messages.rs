@@ -44,6 +44,9 @@ pub(crate) enum ActivityMsg {
     /// `keep`: async toolsets the next agent also lists; they move to the Session (then to
     /// the next Activity) with their calls running.
     Drain { keep: Vec<String> },
+    /// The drain (handoff or close) ran out of time: every toolset this Activity drains
+    /// aborts its calls and starts no new one (decision 7).
+    DrainExpired,
     /// Panic (failure-isolation tests).
     InjectFailure,
     /// Make one of this Activity's toolsets panic (failure-isolation tests).

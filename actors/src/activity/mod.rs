@@ -238,6 +238,13 @@ impl Actor for ActivityActor {
                 state.keep = keep;
                 state.report_drained_if_quiet();
             }
+            ActivityMsg::DrainExpired => {
+                // At a close every toolset goes; at a handoff the ones moving on keep theirs.
+                let expiring = state.env.toolsets.iter().filter(|(id, _)| !state.keep.contains(id));
+                for (_, toolset) in expiring {
+                    let _ = toolset.cast(ToolsetMsg::Expire);
+                }
+            }
         }
         state.settle();
         state.lifecycle.busy(false);

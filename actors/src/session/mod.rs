@@ -52,8 +52,11 @@ pub struct SessionOptions {
     pub templates: Option<Templates>,
     /// How long a cooperative call may clean up after a cancel (default 2 s, decision 20).
     pub cancel_grace: Duration,
-    /// How long a handoff or a close waits for non-cancellable calls before aborting them
-    /// (they end `error` "drain timeout"); `None` (the default) waits as long as they run.
+    /// How long a handoff or a close may take, counted from when it is asked, before the calls
+    /// it still waits for are aborted (they end `error` "drain timeout") and their toolsets
+    /// start no new call; blocking calls included. `None` (the default) waits as long as
+    /// non-cancellable calls run: declaring a tool not cancellable says its work must finish
+    /// (a payment, a booking), as in LiveKit Agents. Set it where a close must be bounded.
     pub drain_timeout: Option<Duration>,
     /// How long an LLM request may go without sending anything (its first chunk included)
     /// before it fails: the turn ends with an `llm` error event (default 30 s; `None` waits

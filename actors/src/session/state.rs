@@ -748,6 +748,9 @@ impl SessionState {
         });
         self.away_timer = None;
         let _ = self.activity.cast(drain);
+        // The bound counts from now: a blocking call keeps its speech (and so the Activity's
+        // wind-down) open, and must end by it too (decision 7).
+        self.start_drain_timer();
     }
 
     /// The old Activity has no speech left: drain its calls (decision 7).
@@ -759,7 +762,6 @@ impl SessionState {
         let Some(handoff) = &mut self.handoff else { return };
         handoff.drained = true;
         handoff.kept = kept;
-        self.start_drain_timer();
         for (call_id, running) in &self.running_calls {
             if self.drains(running) && running.cancellable {
                 let cancel =
@@ -781,14 +783,21 @@ impl SessionState {
     }
 
     /// The drain ran out of time: abort the calls it waits for (all of them at close, the
-    /// old agent's at a handoff); each ends `error` "drain timeout".
+    /// old agent's at a handoff); each ends `error` "drain timeout", and the toolsets it
+    /// drains start no new call (a speech still winding down may yet dispatch one).
     pub fn drain_timeout(&mut self) {
         self.drain_timer = None;
-        let closing = self.closing.as_ref().is_some_and(|c| c.activity_quiet);
+        let closing = self.closing.is_some();
         let handing_off = self.handoff.as_ref().is_some_and(|h| h.drained);
         for (call_id, running) in &self.running_calls {
             if closing || (handing_off && self.drains(running)) {
                 let _ = running.toolset.cast(ToolsetMsg::Abort { call_id: call_id.clone() });
+            }
+        }
+        let _ = self.activity.cast(ActivityMsg::DrainExpired);
+        if closing {
+            for toolset in self.factory.session_toolsets.values() {
+                let _ = toolset.cast(ToolsetMsg::Expire);
             }
         }
     }
@@ -1252,6 +1261,8 @@ impl SessionState {
             // No activity to wind down: finish at once.
             let _ = self.link.actor.cast(SessionMsg::ActivityClosed);
         }
+        // Decision 7: the bound counts from the close, blocking calls included.
+        self.start_drain_timer();
     }
 
     /// The activity has no speech left. Calls still running in the background are awaited
@@ -1260,9 +1271,6 @@ impl SessionState {
     pub async fn activity_closed(&mut self, myself: &ActorRef<SessionMsg>) {
         if let Some(closing) = &mut self.closing {
             closing.activity_quiet = true;
-        }
-        if !self.running_calls.is_empty() {
-            self.start_drain_timer();
         }
         self.close_if_quiet(myself).await;
     }

@@ -53,6 +53,9 @@ pub(crate) enum ToolsetMsg {
     Cancel { call_id: String, reply: Option<RpcReplyPort<Result<(), CancelError>>>, drain: bool },
     /// A drain timed out (decision 7): abort the call, which ends `error` "drain timeout".
     Abort { call_id: String },
+    /// A drain timed out: abort every running call, and answer every call that arrives from
+    /// now on with `error` "drain timeout" instead of running it.
+    Expire,
     /// The agent the toolset's results now go to (a session-scoped toolset after a handoff).
     SetOwner { agent_id: std::sync::Arc<str> },
     /// A ToolCall's body posted its `index`-th update (0 = the first). `from` is the ToolCall

@@ -100,6 +100,8 @@ pub(crate) struct ToolsetState {
     stopping: BTreeMap<String, Box<RunningCall>>,
     /// `post_stop` ran: calls left when the state drops were not killed with the toolset.
     graceful: bool,
+    /// A drain ran out of time: new calls are refused (decision 7).
+    expired: bool,
     lifecycle: LifecycleGuard,
 }
 
@@ -141,6 +143,7 @@ impl Actor for ToolsetActor {
             mocks: Arc::default(),
             stopping: BTreeMap::new(),
             graceful: false,
+            expired: false,
             lifecycle,
         })
     }
@@ -178,9 +181,13 @@ impl Actor for ToolsetActor {
             ToolsetMsg::Execute(call, reply) => state.execute(myself, *call, reply).await,
             ToolsetMsg::SetMocks(mocks) => state.mocks = mocks,
             ToolsetMsg::SetOwner { agent_id } => state.args.agent_id = agent_id,
-            ToolsetMsg::Abort { call_id } => {
-                let message = Some("drain timeout".to_string());
-                state.end_early(&call_id, ToolCallStatus::Error, message, Duration::ZERO);
+            ToolsetMsg::Abort { call_id } => state.abort(&call_id),
+            ToolsetMsg::Expire => {
+                state.expired = true;
+                let calls: Vec<String> = state.running.keys().cloned().collect();
+                for call_id in calls {
+                    state.abort(&call_id);
+                }
             }
             ToolsetMsg::Cancel { call_id, reply, drain } => {
                 let result = state.cancel(&call_id, drain);
@@ -252,12 +259,23 @@ impl ToolsetState {
         self.running.get(call_id).is_some_and(|call| call.actor.get_id() == from)
     }
 
+    /// Ends a call `error` "drain timeout" (decision 7).
+    fn abort(&mut self, call_id: &str) {
+        let message = Some(text::DRAIN_TIMEOUT.to_string());
+        self.end_early(call_id, ToolCallStatus::Error, message, Duration::ZERO);
+    }
+
     async fn execute(
         &mut self,
         myself: ActorRef<ToolsetMsg>,
         exec: ExecuteCall,
         reply: RpcReplyPort<CallOutcome>,
     ) {
+        if self.expired {
+            // The drain that ends this toolset ran out of time: nothing new starts.
+            let _ = reply.send(self.error_outcome(text::DRAIN_TIMEOUT));
+            return;
+        }
         let call_id = exec.call.call_id.clone();
         let tool = match self.args.catalog.get(&exec.call.name) {
             Some(tool) if !self.running.contains_key(&call_id) => match self.mocks.get(tool.name())

@@ -4,6 +4,9 @@
 /// Output of a tool that failed or panicked; the real error only goes to events and logs.
 pub const INTERNAL_ERROR: &str = "An internal error occurred.";
 
+/// How a call ends when a drain (handoff, close) runs out of time (decision 7).
+pub const DRAIN_TIMEOUT: &str = "drain timeout";
+
 /// Output for an LLM call to a name that is not a visible tool (§4 step 2), without the list.
 pub fn unknown_function(name: &str, available: &[&str]) -> String {
     format!("Unknown function: {name} - available tools: {}", available.join(", "))

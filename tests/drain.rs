@@ -1,0 +1,95 @@
+//! `drain_timeout` bounds every running call of a handoff or a close, blocking ones included,
+//! counted from when the drain starts (decision 7; issue 17, defect 2).
+
+mod common;
+
+use std::time::Duration;
+
+use colloquy::prelude::*;
+use colloquy::{EventKind, SessionEvent};
+use common::*;
+use tokio::time::Instant;
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// A blocking call (no update) that takes 5 s and cannot be cancelled.
+fn slow() -> FunctionTool {
+    sleeper("slow", 5_000, "done at last")
+}
+
+fn ended_at(events: &[SessionEvent], id: &str) -> (u64, String) {
+    events
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::ToolCallEnded { id: ended, status, message, .. } if ended == id => {
+                Some((e.at_ms, format!("{status:?} {}", message.as_deref().unwrap_or(""))))
+            }
+            _ => None,
+        })
+        .expect("the call ended")
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_close_aborts_a_blocking_call_at_its_drain_timeout() {
+    let builder = Session::builder().drain_timeout(Some(ms(1_000)));
+    let h = Harness::start_with(
+        builder,
+        Agent::new("A", "inst").tool(slow()),
+        vec![call("c1", "slow", "{}"), text("It finished.")],
+    )
+    .await;
+    let start = Instant::now();
+    h.session.user_turn("go").await.unwrap();
+    tokio::time::sleep(ms(100)).await;
+    let events = h.close().await;
+    assert_eq!(start.elapsed(), ms(1_100), "closed one drain timeout after it was asked");
+    assert_eq!(ended_at(&events, "c1"), (1_100, "Error drain timeout".into()));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_handoff_aborts_a_blocking_call_at_its_drain_timeout() {
+    let builder = Session::builder().drain_timeout(Some(ms(1_000)));
+    let mut h = Harness::start_with(
+        builder,
+        Agent::new("A", "inst").tool(slow()),
+        vec![call("c1", "slow", "{}"), text("It was cut short.")],
+    )
+    .await;
+    h.session.user_turn("go").await.unwrap();
+    tokio::time::sleep(ms(100)).await;
+    h.session.update_agent(Agent::new("B", "inst B")).await.unwrap();
+    h.session.wait_for_idle().await.unwrap();
+    let events = h.events().to_vec();
+    assert_eq!(ended_at(&events, "c1"), (1_100, "Error drain timeout".into()));
+    let handoff = at_ms(
+        &events,
+        |k| matches!(k, EventKind::AgentHandoff { new_agent, .. } if new_agent == "B"),
+    );
+    assert!(handoff < 1_200, "the handoff followed the drain timeout: {handoff} ms");
+    h.close().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_body_that_never_returns_cannot_hold_a_close_past_its_drain_timeout() {
+    // It waits for a cancellation that never comes: the tool is not cancellable.
+    let forever =
+        FunctionTool::new("forever", "Waits.", |ctx: RunContext, _a: NoArgs| async move {
+            ctx.cancelled().await;
+            Ok::<_, ToolError>("cancelled after all")
+        });
+    let builder = Session::builder().drain_timeout(Some(ms(500)));
+    let h = Harness::start_with(
+        builder,
+        Agent::new("A", "inst").tool(forever),
+        vec![call("c1", "forever", "{}")],
+    )
+    .await;
+    h.session.user_turn("go").await.unwrap();
+    tokio::time::sleep(ms(50)).await;
+    let start = Instant::now();
+    let events = h.close().await;
+    assert_eq!(start.elapsed(), ms(500));
+    assert_eq!(ended_at(&events, "c1").1, "Error drain timeout");
+}
