@@ -70,7 +70,7 @@ pub struct SessionBuilder {
     tools: Vec<FunctionTool>,
     toolsets: Vec<Toolset>,
     userdata: Option<Arc<dyn Any + Send + Sync>>,
-    subscribers: Vec<(EventFilter, mpsc::UnboundedSender<SessionEvent>)>,
+    subscribers: Vec<(EventFilter, mpsc::Sender<SessionEvent>)>,
     lifecycle: Option<mpsc::UnboundedSender<LifecycleEvent>>,
     host: Option<Host>,
     on_close: Option<crate::session::CloseCallback>,
@@ -110,6 +110,14 @@ impl SessionBuilder {
     /// How long a cooperative call may clean up after a cancel (default 2 s).
     pub fn cancel_grace(mut self, grace: Duration) -> Self {
         self.options.cancel_grace = grace;
+        self
+    }
+
+    /// How many events a lossless subscriber may leave unread before its stream is closed
+    /// with an `x_stream_overflowed` item (default 100,000; see
+    /// [`SessionOptions::max_unread_events`]).
+    pub fn max_unread_events(mut self, limit: usize) -> Self {
+        self.options.max_unread_events = limit.max(1);
         self
     }
 
@@ -191,7 +199,7 @@ impl SessionBuilder {
     /// # drop(tool_events);
     /// ```
     pub fn subscribe_to(&mut self, filter: EventFilter) -> EventStream {
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = event_channel();
         self.subscribers.push((filter, tx));
         EventStream { rx }
     }
@@ -250,7 +258,11 @@ impl SessionBuilder {
             None => Actor::spawn(None, SessionActor, args).await,
         };
         let session = match spawned {
-            Ok((actor, _)) => SessionHandle { id, actor, closed },
+            Ok((actor, _)) => {
+                // Without a Host, the host app's handles are what keeps the session.
+                let owner = self.host.is_none().then(|| Arc::new(Owner(actor.clone())));
+                SessionHandle { id, actor, closed, _owner: owner }
+            }
             Err(e) => return Err(SessionError::Spawn(e.to_string())),
         };
         if let Some(host) = &self.host {
@@ -261,11 +273,27 @@ impl SessionBuilder {
 }
 
 /// A running session. Cheap to clone; every method talks to the Session actor.
+///
+/// A session started without a [`Host`] closes (reason `handles_dropped`) once the host app
+/// has dropped every handle `start` gave it (clones included); the handles the runtime lends
+/// out (`ctx.session()` in a tool, `Host::session`) do not keep it. A session started with a
+/// `Host` lives until it is closed or its `Host` is dropped.
 #[derive(Clone)]
 pub struct SessionHandle {
     id: String,
     actor: ActorRef<SessionMsg>,
     closed: Arc<std::sync::OnceLock<ClosedSession>>,
+    /// Held for its `Drop` only.
+    _owner: Option<Arc<Owner>>,
+}
+
+/// Shared by the host app's handles of a host-less session; the last one dropped closes it.
+struct Owner(ActorRef<SessionMsg>);
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        let _ = self.0.cast(SessionMsg::Released);
+    }
 }
 
 impl SessionHandle {
@@ -275,11 +303,13 @@ impl SessionHandle {
         self.closed.get().cloned()
     }
 
+    /// A handle the runtime lends out: it does not keep the session.
     pub(crate) fn from_link(link: &SessionLink) -> Self {
         Self {
             id: link.id.to_string(),
             actor: link.actor.clone(),
             closed: Arc::clone(&link.closed),
+            _owner: None,
         }
     }
 
@@ -393,7 +423,7 @@ impl SessionHandle {
     /// [`EventFilter::tool_execution`]): the session never copies or sends the others to this
     /// stream, which still ends when the session closes.
     pub fn subscribe_to(&self, filter: EventFilter) -> EventStream {
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = event_channel();
         let _ = self.actor.cast(SessionMsg::Subscribe(filter, tx));
         EventStream { rx }
     }
@@ -566,10 +596,21 @@ impl SessionHandle {
     }
 }
 
-/// A lossless stream of session events; ends when the session closes.
+/// The channel of a lossless stream. Its bound is only there so the Session can count what
+/// the reader left unread (`max_capacity - capacity`); the limit it enforces is
+/// [`SessionOptions::max_unread_events`]. tokio allocates a channel's slots as they fill.
+fn event_channel() -> (mpsc::Sender<SessionEvent>, mpsc::Receiver<SessionEvent>) {
+    mpsc::channel(1 << 30)
+}
+
+/// A lossless stream of session events; ends when the session closes, or after an
+/// [`EventKind::StreamOverflowed`] item if its reader falls
+/// [`SessionOptions::max_unread_events`] behind.
+///
+/// [`EventKind::StreamOverflowed`]: colloquy_core::EventKind::StreamOverflowed
 #[derive(Debug)]
 pub struct EventStream {
-    rx: mpsc::UnboundedReceiver<SessionEvent>,
+    rx: mpsc::Receiver<SessionEvent>,
 }
 
 impl EventStream {

@@ -69,7 +69,7 @@ pub enum SessionMsg {
     /// The user started or stopped speaking.
     SetUserSpeaking(bool),
     /// Add a lossless event subscriber for the events its filter passes.
-    Subscribe(EventFilter, mpsc::UnboundedSender<SessionEvent>),
+    Subscribe(EventFilter, mpsc::Sender<SessionEvent>),
     /// Add a lagging (broadcast) event subscriber.
     AddBroadcast(broadcast::Sender<SessionEvent>),
     /// The session history.
@@ -102,6 +102,9 @@ pub enum SessionMsg {
     WaitForQuiet(RpcReplyPort<Result<(), SessionError>>),
     /// Close the session; replies once it has closed, with its final history and contexts.
     Close { reason: String, reply: RpcReplyPort<ClosedSession> },
+    /// The host app dropped every handle of a session it started without a `Host`: close it
+    /// (reason `handles_dropped`).
+    Released,
 
     // ---- from the session's own actors ----
     /// An event or a commit (see [`Report`]).

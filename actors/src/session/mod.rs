@@ -38,6 +38,9 @@ use crate::lifecycle::{ActorKind, Lifecycle, LifecycleEvent, LifecycleHub, Lifec
 use crate::speech_sink::SpeechSink;
 use crate::toolset::{ToolsetActor, ToolsetArgs};
 
+/// The close reason of a host-less session whose handles were all dropped.
+pub const RELEASED: &str = "handles_dropped";
+
 /// Session-wide options.
 #[derive(Clone, Debug)]
 pub struct SessionOptions {
@@ -58,6 +61,11 @@ pub struct SessionOptions {
     /// non-cancellable calls run: declaring a tool not cancellable says its work must finish
     /// (a payment, a booking), as in LiveKit Agents. Set it where a close must be bounded.
     pub drain_timeout: Option<Duration>,
+    /// How many events a lossless subscriber (`subscribe`) may leave unread: past it the
+    /// stream gets a last `x_stream_overflowed` item and ends, with a warning in the log,
+    /// rather than growing without bound; the session and other subscribers go on. Default
+    /// 100,000 (a few hundred turns).
+    pub max_unread_events: usize,
     /// How long an LLM request may go without sending anything (its first chunk included)
     /// before it fails: the turn ends with an `llm` error event (default 30 s; `None` waits
     /// for ever).
@@ -77,6 +85,7 @@ impl Default for SessionOptions {
             templates: None,
             cancel_grace: Duration::from_secs(2),
             drain_timeout: None,
+            max_unread_events: 100_000,
             llm_timeout: Some(Duration::from_secs(30)),
             playout_timeout: Some(Duration::from_secs(60)),
         }
@@ -98,7 +107,7 @@ pub(crate) struct SessionArgs {
     pub options: SessionOptions,
     pub history: Vec<ChatItem>,
     pub userdata: Option<Arc<dyn std::any::Any + Send + Sync>>,
-    pub subscribers: Vec<(EventFilter, mpsc::UnboundedSender<SessionEvent>)>,
+    pub subscribers: Vec<(EventFilter, mpsc::Sender<SessionEvent>)>,
     pub lifecycle: Option<mpsc::UnboundedSender<LifecycleEvent>>,
     /// A host's lifecycle subscribers.
     pub lifecycle_hub: Option<Arc<LifecycleHub>>,
@@ -322,6 +331,7 @@ impl Actor for SessionActor {
             }
             SessionMsg::AdmitReply { batch, coalescer } => state.offer_reply(&batch, &coalescer),
             SessionMsg::Close { reason, reply } => state.close(reason, Some(reply)),
+            SessionMsg::Released => state.close(RELEASED.into(), None),
             SessionMsg::EndAfterSpeech { speech_id, reason, watchdog } => {
                 state.end_after_speech(speech_id, reason, watchdog)
             }

@@ -61,7 +61,7 @@ pub(crate) struct Init {
     pub coalescer: CoalescerSlot,
     pub activity: ActorRef<ActivityMsg>,
     pub factory: ActivityFactory,
-    pub subscribers: Vec<(EventFilter, mpsc::UnboundedSender<SessionEvent>)>,
+    pub subscribers: Vec<(EventFilter, mpsc::Sender<SessionEvent>)>,
     pub on_close: Option<CloseCallback>,
 }
 
@@ -139,7 +139,7 @@ pub(crate) struct SessionState {
     /// Running calls by call id (registered by toolsets, removed by `tool_call_ended`).
     /// Boxed: a map's first node holds room for eleven entries, and a running call is large.
     running_calls: BTreeMap<String, Box<Running>>,
-    pub subscribers: Vec<(EventFilter, mpsc::UnboundedSender<SessionEvent>)>,
+    pub subscribers: Vec<(EventFilter, mpsc::Sender<SessionEvent>)>,
     pub broadcasts: Vec<broadcast::Sender<SessionEvent>>,
     /// Callers of `wait_for_idle` (`false`) and `wait_for_quiet` (`true`).
     idle_waiters: Vec<(RpcReplyPort<Result<(), SessionError>>, bool)>,
@@ -339,8 +339,20 @@ impl SessionState {
             left = left.saturating_sub(1);
             if left == 0 { event.take() } else { event.clone() }
         };
+        let limit = self.options.max_unread_events;
+        let (session_id, at_ms) = (&self.id, self.link.clock.elapsed_ms());
         self.subscribers.retain(|(filter, tx)| {
-            !filter.contains(event_type) || next().is_some_and(|event| tx.send(event).is_ok())
+            if !filter.contains(event_type) {
+                return true;
+            }
+            let Some(event) = next() else { return true };
+            if tx.max_capacity() - tx.capacity() < limit {
+                return tx.try_send(event).is_ok();
+            }
+            tracing::warn!(session = %session_id, limit, "an event subscriber stopped reading: its stream is closed");
+            let kind = EventKind::StreamOverflowed { unread: limit };
+            let _ = tx.try_send(SessionEvent { at_ms, kind });
+            false
         });
         for tx in &self.broadcasts {
             if let Some(event) = next() {

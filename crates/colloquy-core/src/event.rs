@@ -215,6 +215,14 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         usage: Option<Usage>,
     },
+    /// The last item of a lossless event stream whose reader left this many events unread:
+    /// the stream ends here (its memory would grow without bound); the session goes on
+    /// (colloquy's addition).
+    #[serde(rename = "x_stream_overflowed")]
+    StreamOverflowed {
+        /// The limit it reached (`SessionOptions::max_unread_events`).
+        unread: usize,
+    },
     /// The session has closed; the last event of a session.
     SessionClosed {
         /// Why.
@@ -257,6 +265,8 @@ pub enum EventType {
     Error,
     /// [`EventKind::LlmStepEnded`].
     LlmStepEnded,
+    /// [`EventKind::StreamOverflowed`].
+    StreamOverflowed,
     /// [`EventKind::SessionClosed`].
     SessionClosed,
     /// [`EventKind::ConversationItemAdded`].
@@ -285,6 +295,7 @@ impl EventKind {
             EventKind::AgentHandoff { .. } => EventType::AgentHandoff,
             EventKind::Error { .. } => EventType::Error,
             EventKind::LlmStepEnded { .. } => EventType::LlmStepEnded,
+            EventKind::StreamOverflowed { .. } => EventType::StreamOverflowed,
             EventKind::SessionClosed { .. } => EventType::SessionClosed,
             EventKind::ConversationItemAdded { .. } => EventType::ConversationItemAdded,
         }
