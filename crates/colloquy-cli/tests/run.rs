@@ -53,3 +53,77 @@ fn run_with_timeline_writes_the_page_and_the_same_trace() {
     assert!(html.contains(r#"class="reply-link""#), "the deferred replies are linked");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Writes `text` to a fresh file and runs it.
+fn run_text(name: &str, text: &str) -> std::process::Output {
+    let dir = std::env::temp_dir().join(format!("colloquy-run-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("scenario.json");
+    std::fs::write(&file, text).unwrap();
+    let out = colloquy(&["run", file.to_str().unwrap()]);
+    let _ = std::fs::remove_dir_all(&dir);
+    out
+}
+
+#[test]
+fn everything_a_file_can_get_wrong_is_refused_before_anything_runs() {
+    let agents = r#""agents": {"A": {}}, "session": {"agent": "A"}"#;
+    let cases = [
+        (r#"{"tools": {"": {}}, AGENTS}"#, "tools: a tool needs a name"),
+        (r#"{"tools": {"t": {}, "t": {}}, AGENTS}"#, "duplicate key `t`"),
+        (
+            r#"{"tools": {"end_call": {}}, AGENTS}"#,
+            "`end_call` is the name of a tool colloquy adds",
+        ),
+        (r#"{AGENTS, "steps": [{"at_ms": 18446744073709551000}]}"#, "at most 31536000000 ms"),
+        (r#"{AGENTS, "steps": [{"wait_ms": 999999999999999}]}"#, "steps[0].wait_ms"),
+        (r#"{"tools": {"t": {"body": [{"sleep_ms": 999999999999999}]}}, AGENTS}"#, "sleep_ms"),
+        (r##"{"tools": {"t": {"parameters": {"$ref": "#"}}}, AGENTS}"##, "refers to itself"),
+    ];
+    for (i, (text, expected)) in cases.into_iter().enumerate() {
+        let out = run_text(&format!("bad{i}"), &text.replace("AGENTS", agents));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{text}: {stderr}");
+        assert!(out.stdout.is_empty(), "{text}");
+        assert!(stderr.contains(expected), "{text}: {stderr}");
+    }
+}
+
+#[test]
+fn an_endless_file_is_refused_at_its_size_limit() {
+    let out = colloquy(&["run", "/dev/zero"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("larger than 16 MiB"));
+}
+
+#[test]
+fn a_wait_that_never_ends_is_recorded_and_the_run_goes_on() {
+    let text = r#"{
+        "agents": {"A": {}}, "session": {"agent": "A"},
+        "options": {"end_timeout_ms": 2000},
+        "steps": [{"user": "hi"}, {"user_speaking": true}, {"wait_idle": true}, {"user_speaking": false}]
+    }"#;
+    let out = run_text("wait", text);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let trace: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let timeout = trace["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["type"] == "x_wait_timeout")
+        .expect("the wait is recorded");
+    assert_eq!(timeout["step"], 2);
+    assert_eq!(timeout["waited_ms"], 2000);
+}
+
+#[test]
+fn a_tool_listed_by_the_session_and_an_agent_is_one_tool() {
+    let text = r#"{
+        "tools": {"t": {"body": [{"return": "ok"}]}},
+        "agents": {"A": {"tools": ["t", "t"]}}, "session": {"agent": "A", "tools": ["t"]},
+        "llm": [{"tool_calls": [{"id": "c1", "name": "t"}]}],
+        "steps": [{"user": "go"}]
+    }"#;
+    let out = run_text("shared", text);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}

@@ -1,14 +1,13 @@
 //! The scenario file (SCENARIO-FORMAT.md "File"), parsed whole before anything runs. Every key
 //! of the format is supported; an unknown key fails with its path.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use colloquy::{DuplicateScope, OnDuplicate, ScriptedCall, ScriptedResponse, Templates};
 use serde_json::{Map, Value};
 
 use crate::ScenarioError;
-use crate::json::{Obj, invalid, kind};
+use crate::json::{MAX_MS, Obj, invalid, kind, parse_strict};
 use crate::template::Template;
 
 /// A parsed scenario.
@@ -246,14 +245,24 @@ pub enum Action {
     Inspect,
 }
 
+/// Names colloquy's own tools take (the cancel companions, the tool-search and end-call
+/// toolsets): a scenario tool with one of them would clash when an agent lists both.
+const RESERVED_TOOLS: [&str; 5] = [
+    "lk_agents_cancel_task",
+    "lk_agents_get_running_tasks",
+    "tool_search",
+    "call_tool",
+    "end_call",
+];
+
 fn ms(v: u64) -> Duration {
     Duration::from_millis(v)
 }
 
 /// Parses a whole scenario file.
 pub fn parse(text: &str) -> Result<Scenario, ScenarioError> {
-    let value: Value = serde_json::from_str(text)
-        .map_err(|e| ScenarioError::File(format!("not valid JSON: {e}")))?;
+    let value: Value =
+        parse_strict(text).map_err(|e| ScenarioError::File(format!("not valid JSON: {e}")))?;
     let mut root = Obj::new(value, "")?;
     let name = root.string("name")?;
     let options = match root.take("options") {
@@ -263,6 +272,13 @@ pub fn parse(text: &str) -> Result<Scenario, ScenarioError> {
     let mut tools = Vec::new();
     for (tool_name, v) in root.entries("tools")? {
         let path = format!("tools.{tool_name}");
+        if tool_name.is_empty() {
+            return Err(invalid("tools", "a tool needs a name (an empty key)"));
+        }
+        if RESERVED_TOOLS.contains(&tool_name.as_str()) {
+            let why = "is the name of a tool colloquy adds itself";
+            return Err(invalid(&path, format!("`{tool_name}` {why}")));
+        }
         tools.push(parse_tool(tool_name, Obj::new(v, path)?)?);
     }
     let known_tools: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
@@ -332,20 +348,27 @@ fn parse_options(mut o: Obj) -> Result<Options, ScenarioError> {
     let user_away_timeout = match o.take("user_away_timeout_ms") {
         None => Some(ms(15_000)),
         Some(Value::Null) => None,
-        Some(Value::Number(n)) if n.as_u64().is_some() => n.as_u64().map(ms),
+        Some(Value::Number(n)) if n.as_u64().is_some_and(|n| n <= MAX_MS) => n.as_u64().map(ms),
         Some(other) => {
             let at = o.at("user_away_timeout_ms");
             return Err(invalid(
                 &at,
-                format!("expected milliseconds or null, got {}", kind(&other)),
+                format!("expected milliseconds (at most {MAX_MS}) or null, got {}", kind(&other)),
             ));
         }
     };
-    let playout_ms_per_char = o.u64("playout_ms_per_char")?.unwrap_or(0);
-    let end_timeout = ms(o.u64("end_timeout_ms")?.unwrap_or(60_000));
+    // Per character, so a day is far past any speech and no product of it overflows.
+    let playout_ms_per_char = match o.u64("playout_ms_per_char")? {
+        Some(n) if n > 86_400_000 => {
+            let at = o.at("playout_ms_per_char");
+            return Err(invalid(&at, format!("{n} ms per character is more than a day")));
+        }
+        other => other.unwrap_or(0),
+    };
+    let end_timeout = o.millis("end_timeout_ms")?.unwrap_or(ms(60_000));
     let templates = parse_templates(&mut o)?;
-    let cancel_grace = o.u64("cancel_grace_ms")?.map(ms);
-    let drain_timeout = o.u64("drain_timeout_ms")?.map(ms);
+    let cancel_grace = o.millis("cancel_grace_ms")?;
+    let drain_timeout = o.millis("drain_timeout_ms")?;
     o.finish()?;
     Ok(Options {
         max_tool_steps,
@@ -474,7 +497,7 @@ fn parse_body_step(mut o: Obj, declared: &[String]) -> Result<BodyStep, Scenario
     let at = o.at(action);
     let template = |value: Value| Template::parse(value, declared, &at);
     let step = match action.as_str() {
-        "sleep_ms" => BodyStep::Sleep(ms(o.u64("sleep_ms")?.unwrap_or(0))),
+        "sleep_ms" => BodyStep::Sleep(o.millis("sleep_ms")?.unwrap_or(ms(0))),
         "return" => BodyStep::Return(template(o.take("return").unwrap_or(Value::Null))?),
         "return_nothing" => {
             expect_true(o.take("return_nothing"), &at)?;
@@ -679,8 +702,8 @@ fn parse_llm_entry(mut o: Obj) -> Result<ScriptedResponse, ScenarioError> {
         c.finish()?;
         response = response.with_call(ScriptedCall::new(id, name, arguments));
     }
-    if let Some(latency) = o.u64("latency_ms")? {
-        response = response.with_latency(ms(latency));
+    if let Some(latency) = o.millis("latency_ms")? {
+        response = response.with_latency(latency);
     }
     if let Some(message) = o.string("error")? {
         response.error = Some(message);
@@ -690,14 +713,14 @@ fn parse_llm_entry(mut o: Obj) -> Result<ScriptedResponse, ScenarioError> {
 }
 
 fn parse_step(mut o: Obj) -> Result<Step, ScenarioError> {
-    let at = o.u64("at_ms")?.map(ms);
+    let at = o.millis("at_ms")?;
     let keys = o.keys();
     let action = match keys.as_slice() {
         [] if at.is_some() => Action::Nothing,
         [key] => {
             let path = o.at(key);
             match key.as_str() {
-                "wait_ms" => Action::Wait(ms(o.u64("wait_ms")?.unwrap_or(0))),
+                "wait_ms" => Action::Wait(o.millis("wait_ms")?.unwrap_or(ms(0))),
                 "user" => Action::User(o.required_string("user")?),
                 "user_speaking" => Action::UserSpeaking(o.bool("user_speaking")?.unwrap_or(false)),
                 "wait_idle" => {
@@ -732,9 +755,4 @@ fn parse_step(mut o: Obj) -> Result<Step, ScenarioError> {
     };
     o.finish()?;
     Ok(Step { at, action })
-}
-
-/// Tool names to definitions, for the runner.
-pub(crate) fn tool_map(tools: &[ToolDef]) -> BTreeMap<&str, &ToolDef> {
-    tools.iter().map(|t| (t.name.as_str(), t)).collect()
 }

@@ -1,6 +1,9 @@
 //! Strict reading of JSON objects with paths in errors: every key must be consumed, so an
 //! unknown key is reported as `<path>.<key>: unknown key`.
 
+/// The longest time a scenario may name: a year, in milliseconds.
+pub const MAX_MS: u64 = 365 * 24 * 3600 * 1000;
+
 use serde_json::{Map, Value};
 
 use crate::ScenarioError;
@@ -78,6 +81,20 @@ impl Obj {
         }
     }
 
+    /// A duration in milliseconds, refused past [`MAX_MS`]: the runner honours every time
+    /// exactly or not at all (tokio's timers stop being exact far out).
+    pub fn millis(&mut self, key: &str) -> Result<Option<std::time::Duration>, ScenarioError> {
+        match self.u64(key)? {
+            Some(n) if n > MAX_MS => Err(invalid(
+                &self.at(key),
+                format!(
+                    "{n} ms is more than the runner can wait exactly (at most {MAX_MS} ms, a year)"
+                ),
+            )),
+            other => Ok(other.map(std::time::Duration::from_millis)),
+        }
+    }
+
     pub fn array(&mut self, key: &str) -> Result<Vec<Value>, ScenarioError> {
         match self.take(key) {
             None => Ok(Vec::new()),
@@ -131,5 +148,78 @@ pub(crate) fn kind(value: &Value) -> &'static str {
         Value::String(_) => "a string",
         Value::Array(_) => "an array",
         Value::Object(_) => "an object",
+    }
+}
+
+/// Parses JSON text, refusing an object that names a key twice (`serde_json::Value` would
+/// keep the last one silently); serde_json's error says where.
+pub(crate) fn parse_strict(text: &str) -> Result<Value, serde_json::Error> {
+    serde_json::from_str::<Strict>(text).map(|strict| strict.0)
+}
+
+/// A JSON value read with duplicate keys refused.
+struct Strict(Value);
+
+impl<'de> serde::Deserialize<'de> for Strict {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(StrictVisitor).map(Strict)
+    }
+}
+
+struct StrictVisitor;
+
+impl<'de> serde::de::Visitor<'de> for StrictVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_string()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(Strict(item)) = seq.next_element()? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut object = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if object.contains_key(&key) {
+                return Err(serde::de::Error::custom(format!("duplicate key `{key}`")));
+            }
+            let Strict(value) = map.next_value()?;
+            object.insert(key, value);
+        }
+        Ok(Value::Object(object))
     }
 }

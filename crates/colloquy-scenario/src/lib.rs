@@ -59,8 +59,22 @@ pub fn run_str(text: &str) -> Result<Trace, ScenarioError> {
 
 /// Reads, parses and plays a scenario file.
 pub fn run_file(path: impl AsRef<std::path::Path>) -> Result<Trace, ScenarioError> {
-    let path = path.as_ref();
-    let text = std::fs::read_to_string(path)
-        .map_err(|error| ScenarioError::Io { path: path.display().to_string(), error })?;
-    run_str(&text)
+    run_str(&read_file(path.as_ref())?)
+}
+
+/// The largest scenario file read: 16 MiB.
+pub const MAX_FILE_BYTES: u64 = 16 << 20;
+
+/// Reads at most [`MAX_FILE_BYTES`] (a device like `/dev/zero` never ends).
+fn read_file(path: &std::path::Path) -> Result<String, ScenarioError> {
+    use std::io::Read;
+    let io = |error| ScenarioError::Io { path: path.display().to_string(), error };
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|file| file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(io)?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(ScenarioError::File(format!("larger than {} MiB", MAX_FILE_BYTES >> 20)));
+    }
+    String::from_utf8(bytes).map_err(|_| ScenarioError::File("not UTF-8 text".into()))
 }

@@ -1,5 +1,6 @@
 //! Plays a parsed scenario on a current-thread runtime with tokio's clock paused.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,9 +14,7 @@ use serde_json::{Map, Value};
 use tokio::time::Instant;
 
 use crate::ScenarioError;
-use crate::file::{
-    Action, AgentDef, BodyStep, Scenario, ToolDef, ToolsetDef, ToolsetKind, tool_map,
-};
+use crate::file::{Action, AgentDef, BodyStep, Scenario, ToolDef, ToolsetDef, ToolsetKind};
 use crate::trace::{self, ToValue, Trace};
 
 /// Plays `scenario` to its end and returns its trace.
@@ -34,16 +33,17 @@ struct Defs {
     tools: Vec<ToolDef>,
     toolsets: Vec<ToolsetDef>,
     agents: Vec<AgentDef>,
+    /// Each tool built once: listed by the session, an agent and a toolset, it is one tool
+    /// (a fresh instance per listing would be "a different tool with the same name").
+    built: std::sync::OnceLock<BTreeMap<String, FunctionTool>>,
 }
 
 impl Defs {
     fn tools(self: &Arc<Self>, names: &[String]) -> Vec<FunctionTool> {
-        let map = tool_map(&self.tools);
-        names
-            .iter()
-            .filter_map(|n| map.get(n.as_str()))
-            .map(|def| scripted_tool(def, self))
-            .collect()
+        let built = self.built.get_or_init(|| {
+            self.tools.iter().map(|def| (def.name.clone(), scripted_tool(def, self))).collect()
+        });
+        names.iter().filter_map(|n| built.get(n)).cloned().collect()
     }
 
     fn toolset(self: &Arc<Self>, id: &str) -> Option<Toolset> {
@@ -122,6 +122,7 @@ async fn play_async(scenario: &Scenario) -> Result<Trace, ScenarioError> {
         tools: scenario.tools.clone(),
         toolsets: scenario.toolsets.clone(),
         agents: scenario.agents.clone(),
+        built: std::sync::OnceLock::new(),
     });
     let agent = defs.agent(&scenario.session.agent).ok_or_else(|| {
         ScenarioError::File(format!("undefined agent `{}`", scenario.session.agent))
@@ -172,7 +173,22 @@ async fn play_async(scenario: &Scenario) -> Result<Trace, ScenarioError> {
             Action::UserSpeaking(speaking) => {
                 session.set_user_speaking(*speaking).map_err(failed)?
             }
-            Action::WaitIdle => session.wait_for_idle().await.map_err(failed)?,
+            Action::WaitIdle => {
+                // Bounded like the end of a run: a session that never goes idle (a user who
+                // never stops speaking) is recorded, not waited for.
+                let bound = options.end_timeout;
+                if let Ok(idle) = tokio::time::timeout(bound, session.wait_for_idle()).await {
+                    idle.map_err(failed)?;
+                } else {
+                    let record = serde_json::json!({
+                        "at_ms": (Instant::now() - start).as_millis() as u64,
+                        "type": "x_wait_timeout",
+                        "step": i,
+                        "waited_ms": bound.as_millis() as u64,
+                    });
+                    record_now(&mut events, &mut traced, &mut session_events, record);
+                }
+            }
             Action::GenerateReply(instructions) => {
                 let text = instructions.clone().unwrap_or_default();
                 session.generate_reply(text).await.map_err(failed)?
@@ -187,19 +203,13 @@ async fn play_async(scenario: &Scenario) -> Result<Trace, ScenarioError> {
             }
             Action::Cancel(call_id) => {
                 if let Err(refusal) = session.cancel_tool_call(call_id.clone()).await {
-                    // Recorded in the trace where it happened, after the events before it.
-                    while let Some(event) = events.try_recv() {
-                        if trace::traced(&event) {
-                            traced.push(event.to_value());
-                        }
-                        session_events.push(event);
-                    }
-                    traced.push(serde_json::json!({
+                    let record = serde_json::json!({
                         "at_ms": (Instant::now() - start).as_millis() as u64,
                         "type": "x_cancel_refused",
                         "call_id": call_id,
                         "reason": refusal.to_string(),
-                    }));
+                    });
+                    record_now(&mut events, &mut traced, &mut session_events, record);
                 }
             }
             Action::Close => {
@@ -235,6 +245,22 @@ async fn play_async(scenario: &Scenario) -> Result<Trace, ScenarioError> {
         session_events,
         recorded_requests,
     })
+}
+
+/// Records a runner's own `x_` item in the trace where it happened, after the events before it.
+fn record_now(
+    events: &mut colloquy::EventStream,
+    traced: &mut Vec<Value>,
+    session_events: &mut Vec<colloquy::SessionEvent>,
+    record: Value,
+) {
+    while let Some(event) = events.try_recv() {
+        if trace::traced(&event) {
+            traced.push(event.to_value());
+        }
+        session_events.push(event);
+    }
+    traced.push(record);
 }
 
 /// After the last step: wait until the session is quiet, then close with `scenario_end`.
