@@ -41,9 +41,9 @@
 pub use colloquy_actors::ractor;
 pub use colloquy_actors::{
     ActorKind, BROADCAST_CAPACITY, CancelError, ClosedSession, EventStream, Filler, FillerGuard,
-    Foreground, Host, InterruptSignal, Lifecycle, LifecycleEvent, MockScope, PacedSink, Playout,
-    PlayoutReport, RunContextExt, RunningToolCall, Session, SessionBuilder, SessionError,
-    SessionHandle, SessionOptions, SpeechSink,
+    Foreground, Host, InterruptSignal, Lifecycle, LifecycleEvent, MAX_UNREAD_LIFECYCLE, MockScope,
+    PacedSink, Playout, PlayoutReport, RunContextExt, RunningToolCall, Session, SessionBuilder,
+    SessionError, SessionHandle, SessionOptions, SpeechSink,
 };
 pub use colloquy_actors::{
     ActorNode, CoalescerSnapshot, NodeStatus, SessionSnapshot, SpeechSnapshot, SpeechStatus,

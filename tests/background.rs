@@ -138,7 +138,7 @@ async fn the_coalescer_starts_with_the_first_deferred_reply() {
     let mut lifecycle = builder.lifecycle_events();
     let script = vec![text("Hello."), call("c1", "book", "{}"), text("Looking."), text("Booked.")];
     let mut h = Harness::start_with(builder, agent().tool(book), script).await;
-    let started = |lifecycle: &mut tokio::sync::mpsc::UnboundedReceiver<LifecycleEvent>| {
+    let started = |lifecycle: &mut tokio::sync::mpsc::Receiver<LifecycleEvent>| {
         std::iter::from_fn(|| lifecycle.try_recv().ok())
             .filter(|r| r.what == Lifecycle::Started)
             .map(|r| r.id)

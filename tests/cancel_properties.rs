@@ -149,6 +149,9 @@ async fn play(ops: Vec<Op>) -> Result<(), TestCaseError> {
                     record.id, record.reason
                 )));
             }
+            Lifecycle::Overflowed => {
+                return Err(TestCaseError::fail("the lifecycle stream overflowed"));
+            }
         };
     }
     let killed: Vec<&String> = alive.iter().filter(|(_, n)| **n != 0).map(|(id, _)| id).collect();

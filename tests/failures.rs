@@ -10,7 +10,7 @@ use std::time::Duration;
 use colloquy::prelude::*;
 use colloquy::{ErrorSource, Lifecycle, LifecycleEvent, ToolCallStatus};
 use common::*;
-use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::sync::mpsc::Receiver;
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -37,7 +37,7 @@ fn ended(events: &[SessionEvent]) -> BTreeMap<String, (ToolCallStatus, Option<St
         .collect()
 }
 
-async fn start(script: Vec<ScriptedResponse>) -> (Harness, UnboundedReceiver<LifecycleEvent>) {
+async fn start(script: Vec<ScriptedResponse>) -> (Harness, Receiver<LifecycleEvent>) {
     let mut builder =
         Session::builder().toolset(Toolset::new_async("shared").tool(background("lookup", 500)));
     let lifecycle = builder.lifecycle_events();

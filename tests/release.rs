@@ -77,3 +77,31 @@ async fn a_subscriber_that_stops_reading_is_closed_at_its_limit_and_the_session_
     assert!(reader.try_recv().is_some(), "the other subscriber still gets events");
     session.close().await.unwrap();
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_host_lifecycle_reader_that_stops_reading_is_closed_at_its_limit() {
+    let host = Host::new().await.unwrap();
+    let mut stalled = host.lifecycle_events_with_limit(5);
+    let mut reader = host.lifecycle_events();
+    for _ in 0..3 {
+        let session = Session::builder()
+            .host(&host)
+            .llm(ScriptedLlm::new([text("hi")]))
+            .start(Agent::new("A", "inst"))
+            .await
+            .unwrap();
+        session.close().await.unwrap();
+    }
+    let mut records = Vec::new();
+    while let Ok(record) = stalled.try_recv() {
+        records.push(record.what);
+    }
+    assert_eq!(records.len(), 6, "five records, then the notice: {records:?}");
+    assert_eq!(records.last(), Some(&Lifecycle::Overflowed));
+    assert!(stalled.recv().await.is_none(), "the stream has ended");
+    let mut read = 0;
+    while reader.try_recv().is_ok() {
+        read += 1;
+    }
+    assert!(read > 6, "the other reader heard every record ({read})");
+}

@@ -71,7 +71,7 @@ pub struct SessionBuilder {
     toolsets: Vec<Toolset>,
     userdata: Option<Arc<dyn Any + Send + Sync>>,
     subscribers: Vec<(EventFilter, mpsc::Sender<SessionEvent>)>,
-    lifecycle: Option<mpsc::UnboundedSender<LifecycleEvent>>,
+    lifecycle: Option<mpsc::Sender<LifecycleEvent>>,
     host: Option<Host>,
     on_close: Option<crate::session::CloseCallback>,
 }
@@ -206,8 +206,8 @@ impl SessionBuilder {
 
     /// Lifecycle records of every actor of the session (started, stopped gracefully): an actor
     /// that was killed never reports `Stopped`.
-    pub fn lifecycle_events(&mut self) -> mpsc::UnboundedReceiver<LifecycleEvent> {
-        let (tx, rx) = mpsc::unbounded_channel();
+    pub fn lifecycle_events(&mut self) -> mpsc::Receiver<LifecycleEvent> {
+        let (tx, rx) = crate::lifecycle::lifecycle_channel();
         self.lifecycle = Some(tx);
         rx
     }

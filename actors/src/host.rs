@@ -17,7 +17,9 @@ use tokio::sync::mpsc;
 
 use crate::error::SessionError;
 use crate::handle::SessionHandle;
-use crate::lifecycle::{ActorKind, LifecycleEvent, LifecycleHub, LifecycleSink};
+use crate::lifecycle::{
+    ActorKind, LifecycleEvent, LifecycleHub, LifecycleSink, MAX_UNREAD_LIFECYCLE,
+};
 
 /// Supervises sessions for the host app. Cheap to clone; the sessions are closed when the last
 /// clone is dropped (or at [`Host::close_all`]).
@@ -174,9 +176,18 @@ impl Host {
 
     /// Lifecycle records of every actor of every session of this host, from now on: started,
     /// stopped (with the reason when the actor knows it) and failed (with the panic message).
-    /// Lossless; each call gives a new receiver.
-    pub fn lifecycle_events(&self) -> mpsc::UnboundedReceiver<LifecycleEvent> {
-        self.inner.shared.hub.subscribe()
+    /// Lossless while read; each call gives a new receiver. A receiver left with
+    /// [`MAX_UNREAD_LIFECYCLE`] records unread gets a last [`Lifecycle::Overflowed`] record and
+    /// ends (its memory would grow with every session of the host).
+    ///
+    /// [`Lifecycle::Overflowed`]: crate::Lifecycle::Overflowed
+    pub fn lifecycle_events(&self) -> mpsc::Receiver<LifecycleEvent> {
+        self.lifecycle_events_with_limit(MAX_UNREAD_LIFECYCLE)
+    }
+
+    /// [`lifecycle_events`](Self::lifecycle_events) that ends past `limit` unread records.
+    pub fn lifecycle_events_with_limit(&self, limit: usize) -> mpsc::Receiver<LifecycleEvent> {
+        self.inner.shared.hub.subscribe(limit)
     }
 
     /// Closes every session of this host with `reason` and waits for each to close.

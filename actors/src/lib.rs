@@ -43,7 +43,7 @@ pub use inspect::{
     ActorNode, CoalescerSnapshot, NodeStatus, SessionSnapshot, SpeechSnapshot, SpeechStatus,
     ToolsetScope,
 };
-pub use lifecycle::{ActorKind, Lifecycle, LifecycleEvent};
+pub use lifecycle::{ActorKind, Lifecycle, LifecycleEvent, MAX_UNREAD_LIFECYCLE};
 /// The ractor crate colloquy runs on (the version [`SessionHandle::actor_cell`] returns).
 pub use ractor;
 pub use session::{ClosedSession, MockScope, RunningToolCall, SessionOptions};

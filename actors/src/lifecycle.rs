@@ -49,6 +49,30 @@ pub enum Lifecycle {
     /// It panicked or its handler failed: its supervisor reports it, with the panic message
     /// in `reason`. It never reports `Stopped`.
     Failed,
+    /// Not an actor's: the last record of a lifecycle stream whose reader left
+    /// [`MAX_UNREAD_LIFECYCLE`] records unread. The stream ends here; the sessions go on.
+    Overflowed,
+}
+
+/// How many records a lifecycle subscriber may leave unread before its stream is closed with
+/// an [`Lifecycle::Overflowed`] record (a Host's stream hears every session it holds).
+pub const MAX_UNREAD_LIFECYCLE: usize = 100_000;
+
+/// A lifecycle channel: its bound only lets the sender count the unread.
+pub(crate) fn lifecycle_channel() -> (mpsc::Sender<LifecycleEvent>, mpsc::Receiver<LifecycleEvent>)
+{
+    mpsc::channel(1 << 30)
+}
+
+/// Sends `event`, or past `limit` unread the overflow record; false once the stream has ended.
+fn deliver(tx: &mpsc::Sender<LifecycleEvent>, event: LifecycleEvent, limit: usize) -> bool {
+    if tx.max_capacity() - tx.capacity() < limit {
+        return tx.try_send(event).is_ok();
+    }
+    tracing::warn!(session = %event.session_id, "a lifecycle subscriber stopped reading: its stream is closed");
+    let reason = Some(format!("{limit} records unread: this stream ends"));
+    let _ = tx.try_send(LifecycleEvent { what: Lifecycle::Overflowed, reason, ..event });
+    false
 }
 
 /// One lifecycle record.
@@ -127,17 +151,19 @@ impl Drop for LifecycleGuard {
 /// Lifecycle subscribers shared by every session of a [`Host`](crate::Host): one added later
 /// hears from sessions already running.
 #[derive(Debug, Default)]
-pub(crate) struct LifecycleHub(std::sync::Mutex<Vec<mpsc::UnboundedSender<LifecycleEvent>>>);
+pub(crate) struct LifecycleHub(std::sync::Mutex<Vec<(mpsc::Sender<LifecycleEvent>, usize)>>);
 
 impl LifecycleHub {
-    pub fn subscribe(&self) -> mpsc::UnboundedReceiver<LifecycleEvent> {
-        let (tx, rx) = mpsc::unbounded_channel();
-        self.0.lock().expect("lifecycle hub").push(tx);
+    /// A subscriber that may leave `limit` records unread.
+    pub fn subscribe(&self, limit: usize) -> mpsc::Receiver<LifecycleEvent> {
+        let (tx, rx) = lifecycle_channel();
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).push((tx, limit.max(1)));
         rx
     }
 
     pub fn send(&self, event: &LifecycleEvent) {
-        self.0.lock().expect("lifecycle hub").retain(|tx| tx.send(event.clone()).is_ok());
+        let mut subscribers = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        subscribers.retain(|(tx, limit)| deliver(tx, event.clone(), *limit));
     }
 }
 
@@ -148,19 +174,21 @@ pub(crate) struct LifecycleSink(Option<Arc<SinkTargets>>);
 #[derive(Debug)]
 pub(crate) struct SinkTargets {
     session_id: String,
-    own: Option<mpsc::UnboundedSender<LifecycleEvent>>,
+    /// The session's own subscriber; taken once its stream has ended.
+    own: std::sync::Mutex<Option<mpsc::Sender<LifecycleEvent>>>,
     hub: Option<Arc<LifecycleHub>>,
 }
 
 impl LifecycleSink {
     pub fn new(
         session_id: &str,
-        own: Option<mpsc::UnboundedSender<LifecycleEvent>>,
+        own: Option<mpsc::Sender<LifecycleEvent>>,
         hub: Option<Arc<LifecycleHub>>,
     ) -> Self {
         if own.is_none() && hub.is_none() {
             return Self(None);
         }
+        let own = std::sync::Mutex::new(own);
         Self(Some(Arc::new(SinkTargets { session_id: session_id.to_string(), own, hub })))
     }
 
@@ -181,8 +209,11 @@ impl LifecycleSink {
         if let Some(hub) = &targets.hub {
             hub.send(&event);
         }
-        if let Some(tx) = &targets.own {
-            let _ = tx.send(event);
+        let mut own = targets.own.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(tx) = own.as_ref()
+            && !deliver(tx, event, MAX_UNREAD_LIFECYCLE)
+        {
+            *own = None;
         }
     }
 

@@ -13,7 +13,7 @@ use serde::Deserialize;
 
 /// Every lifecycle record received so far.
 pub fn drain_lifecycle(
-    rx: &mut tokio::sync::mpsc::UnboundedReceiver<colloquy::LifecycleEvent>,
+    rx: &mut tokio::sync::mpsc::Receiver<colloquy::LifecycleEvent>,
 ) -> Vec<colloquy::LifecycleEvent> {
     std::iter::from_fn(|| rx.try_recv().ok()).collect()
 }

@@ -108,7 +108,7 @@ pub(crate) struct SessionArgs {
     pub history: Vec<ChatItem>,
     pub userdata: Option<Arc<dyn std::any::Any + Send + Sync>>,
     pub subscribers: Vec<(EventFilter, mpsc::Sender<SessionEvent>)>,
-    pub lifecycle: Option<mpsc::UnboundedSender<LifecycleEvent>>,
+    pub lifecycle: Option<mpsc::Sender<LifecycleEvent>>,
     /// A host's lifecycle subscribers.
     pub lifecycle_hub: Option<Arc<LifecycleHub>>,
     /// The host's close callback.
