@@ -31,17 +31,23 @@ fn calls(list: &[(&str, &str, &str)]) -> ScriptedResponse {
     )
 }
 
-#[tokio::test(start_paused = true)]
-async fn an_id_reused_by_the_next_response_gets_a_fresh_one_and_both_calls_finish() {
+/// Two turns whose responses both call `book` as `call_0`; both bookings still run.
+async fn two_bookings_under_one_id() -> Harness {
     let script = vec![
         call("call_0", "book", r#"{"city":"Tokyo"}"#),
         text("Booking Tokyo."),
         call("call_0", "book", r#"{"city":"Oslo"}"#),
         text("Booking Oslo too."),
     ];
-    let mut h = Harness::start(Agent::new("A", "inst").tool(book()), script).await;
+    let h = Harness::start(Agent::new("A", "inst").tool(book()), script).await;
     h.turn("book Tokyo").await;
     h.turn("and Oslo").await;
+    h
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_id_reused_by_the_next_response_gets_a_fresh_one_and_both_calls_finish() {
+    let mut h = two_bookings_under_one_id().await;
     let running: Vec<String> =
         h.session.running_tool_calls().await.unwrap().into_iter().map(|c| c.call_id).collect();
     assert_eq!(running, ["call_0", "call_0_2"]);
@@ -67,15 +73,7 @@ async fn an_id_reused_by_the_next_response_gets_a_fresh_one_and_both_calls_finis
 
 #[tokio::test(start_paused = true)]
 async fn a_reused_id_can_still_be_cancelled_by_the_id_each_call_got() {
-    let script = vec![
-        call("call_0", "book", r#"{"city":"Tokyo"}"#),
-        text("Booking Tokyo."),
-        call("call_0", "book", r#"{"city":"Oslo"}"#),
-        text("Booking Oslo too."),
-    ];
-    let mut h = Harness::start(Agent::new("A", "inst").tool(book()), script).await;
-    h.turn("book Tokyo").await;
-    h.turn("and Oslo").await;
+    let mut h = two_bookings_under_one_id().await;
     h.session.cancel_tool_call("call_0").await.expect("the first call is found");
     h.session.wait_for_quiet().await.unwrap();
     let ended: Vec<String> = h.tool_events().into_iter().filter(|e| e.starts_with("E(")).collect();

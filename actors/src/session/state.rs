@@ -340,7 +340,7 @@ impl SessionState {
             if left == 0 { event.take() } else { event.clone() }
         };
         let limit = self.options.max_unread_events;
-        let (session_id, at_ms) = (&self.id, self.link.clock.elapsed_ms());
+        let (session_id, clock) = (&self.id, &self.link.clock);
         self.subscribers.retain(|(filter, tx)| {
             if !filter.contains(event_type) {
                 return true;
@@ -351,7 +351,7 @@ impl SessionState {
             }
             tracing::warn!(session = %session_id, limit, "an event subscriber stopped reading: its stream is closed");
             let kind = EventKind::StreamOverflowed { unread: limit };
-            let _ = tx.try_send(SessionEvent { at_ms, kind });
+            let _ = tx.try_send(SessionEvent { at_ms: clock.elapsed_ms(), kind });
             false
         });
         for tx in &self.broadcasts {

@@ -120,7 +120,7 @@ fn a_wait_that_never_ends_is_recorded_and_the_run_goes_on() {
 fn a_tool_listed_by_the_session_and_an_agent_is_one_tool() {
     let text = r#"{
         "tools": {"t": {"body": [{"return": "ok"}]}},
-        "agents": {"A": {"tools": ["t", "t"]}}, "session": {"agent": "A", "tools": ["t"]},
+        "agents": {"A": {"tools": ["t"]}}, "session": {"agent": "A", "tools": ["t"]},
         "llm": [{"tool_calls": [{"id": "c1", "name": "t"}]}],
         "steps": [{"user": "go"}]
     }"#;

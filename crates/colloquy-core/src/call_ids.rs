@@ -8,7 +8,7 @@
 //! `[A-Za-z0-9_-]` only: `<id>_<n>` with the smallest free `n` from 2, and `call_<n>` for an
 //! empty id.
 
-use std::collections::HashSet;
+use std::collections::BTreeSet;
 
 /// The call ids a session has handed out.
 ///
@@ -20,11 +20,13 @@ use std::collections::HashSet;
 /// assert_eq!(ids.claim(""), "call_1");          // no id at all
 /// assert_eq!(ids.claim("call_0_final"), "call_0_final_2"); // a derived id of call_0
 /// ```
+// Ordered sets: no hashing on the hot path (every call claims an id), and a session holds
+// few enough ids that a lookup is a handful of comparisons.
 #[derive(Clone, Debug, Default)]
 pub struct CallIds {
-    used: HashSet<String>,
+    used: BTreeSet<String>,
     /// The bases of claimed ids that look derived (`x_final` claims `x`'s derived ids).
-    derived_bases: HashSet<String>,
+    derived_bases: BTreeSet<String>,
     /// The last `n` of `call_<n>` handed out for an empty id.
     unnamed: u64,
 }
@@ -32,6 +34,14 @@ pub struct CallIds {
 impl CallIds {
     /// The id the call gets for `proposed`, now in use.
     pub fn claim(&mut self, proposed: &str) -> String {
+        // The usual case, one lookup: a fresh, plain id the model gave.
+        if !proposed.is_empty()
+            && derived_base(proposed).is_none()
+            && !self.derived_bases.contains(proposed)
+            && self.used.insert(proposed.to_string())
+        {
+            return proposed.to_string();
+        }
         let id = if proposed.is_empty() {
             loop {
                 self.unnamed += 1;
@@ -72,13 +82,16 @@ impl CallIds {
     }
 }
 
-/// `x` for `x_final` and `x_update_<digits>`.
+/// `x` for `x_final` and `x_update_<digits>` (suffix checks only: this runs for every call).
 fn derived_base(id: &str) -> Option<&str> {
     if let Some(base) = id.strip_suffix("_final") {
         return Some(base);
     }
-    let (base, n) = id.rsplit_once("_update_")?;
-    (!n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())).then_some(base)
+    let stem = id.trim_end_matches(|c: char| c.is_ascii_digit());
+    if stem.len() == id.len() {
+        return None;
+    }
+    stem.strip_suffix("_update_")
 }
 
 #[cfg(test)]

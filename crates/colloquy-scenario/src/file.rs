@@ -548,18 +548,28 @@ fn expect_true(value: Option<Value>, path: &str) -> Result<(), ScenarioError> {
 }
 
 fn check_tools(names: &[String], known: &[&str], path: &str) -> Result<(), ScenarioError> {
-    for (i, name) in names.iter().enumerate() {
-        if !known.contains(&name.as_str()) {
-            return Err(invalid(&format!("{path}[{i}]"), format!("undefined tool `{name}`")));
-        }
-    }
-    Ok(())
+    check_names(names, known, path, "tool")
 }
 
 fn check_toolsets(ids: &[String], known: &[&str], path: &str) -> Result<(), ScenarioError> {
-    for (i, id) in ids.iter().enumerate() {
-        if !known.contains(&id.as_str()) {
-            return Err(invalid(&format!("{path}[{i}]"), format!("undefined toolset `{id}`")));
+    check_names(ids, known, path, "toolset")
+}
+
+/// Every name of a list is defined, and listed once (a second listing is a slip; the same
+/// tool in the session's and an agent's lists is fine).
+fn check_names(
+    names: &[String],
+    known: &[&str],
+    path: &str,
+    what: &str,
+) -> Result<(), ScenarioError> {
+    for (i, name) in names.iter().enumerate() {
+        let at = format!("{path}[{i}]");
+        if !known.contains(&name.as_str()) {
+            return Err(invalid(&at, format!("undefined {what} `{name}`")));
+        }
+        if names[..i].contains(name) {
+            return Err(invalid(&at, format!("`{name}` is listed twice")));
         }
     }
     Ok(())
