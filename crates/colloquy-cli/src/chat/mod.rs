@@ -69,9 +69,10 @@ pub async fn run(
     let printer = tokio::spawn(print_events(events, terminal.clone(), Arc::clone(&seen)));
     let lines = read_lines(input);
     let result = converse(&session, lines, &terminal, &seen).await;
-    shutdown(&session, &terminal).await;
-    // The event stream ends once the session has closed: every line is out after this.
-    let _ = printer.await;
+    if shutdown(&session, &terminal).await {
+        // The event stream ends once the session has closed: every line is out after this.
+        let _ = printer.await;
+    }
     terminal.finish();
     result
 }
@@ -192,19 +193,21 @@ fn history_line(item: &ChatItem) -> Option<String> {
     })
 }
 
-/// Closes promptly: cancellable calls are cancelled, the others get [`CLOSE_WAIT`].
-async fn shutdown(session: &SessionHandle, terminal: &Terminal) {
-    if !session.is_running() {
-        return;
-    }
-    for call in session.running_tool_calls().await.unwrap_or_default() {
-        if call.cancellable {
-            let _ = session.cancel_tool_call(call.call_id).await;
+/// Closes promptly: cancellable calls are cancelled, the others get [`CLOSE_WAIT`]. False
+/// when some were left running (the program then exits without waiting for them).
+async fn shutdown(session: &SessionHandle, terminal: &Terminal) -> bool {
+    if session.is_running() {
+        for call in session.running_tool_calls().await.unwrap_or_default() {
+            if call.cancellable {
+                let _ = session.cancel_tool_call(call.call_id).await;
+            }
         }
     }
     if tokio::time::timeout(CLOSE_WAIT, session.close()).await.is_err() {
         terminal.line(Style::Dim, "(tools still running after 3 s were left behind)");
+        return false;
     }
+    true
 }
 
 /// Lines of `input`, read in a task so a slow reader never holds the chat.
