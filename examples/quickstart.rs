@@ -2,24 +2,13 @@
 //! embedded scripted LLM. Run it with `cargo run --example quickstart`.
 
 use colloquy::prelude::*;
-use schemars::JsonSchema;
-use serde::Deserialize;
 
-/// Arguments of `lookup_weather`; doc comments become the schema's descriptions.
-#[derive(Deserialize, JsonSchema)]
-struct LookupWeather {
-    /// The city to look up.
-    city: String,
-}
-
-fn lookup_weather() -> FunctionTool {
-    FunctionTool::new(
-        "lookup_weather",
-        "Look up the current weather in a city.",
-        |_ctx: RunContext, args: LookupWeather| async move {
-            Ok::<_, ToolError>(format!("It is sunny and 22°C in {}.", args.city))
-        },
-    )
+/// Look up the current weather in a city.
+///
+/// * `city` - The city to look up.
+#[function_tool]
+async fn lookup_weather(city: String) -> Result<String, ToolError> {
+    Ok(format!("It is sunny and 22°C in {city}."))
 }
 
 /// Runs one turn and returns the session history.
@@ -29,7 +18,7 @@ pub async fn run() -> Result<Vec<ChatItem>, SessionError> {
         ScriptedResponse::text("It's sunny and 22°C in Paris today."),
     ];
     let session = Session::builder()
-        .llm(ScriptedLlm::new(script)) // the embedded default; a real adapter comes later
+        .llm(ScriptedLlm::new(script)) // the embedded default; or OpenAi / Anthropic
         .start(Agent::new("travel", "You are a travel agent.").tool(lookup_weather()))
         .await?;
     let mut events = session.subscribe(); // lossless stream of SessionEvent

@@ -88,6 +88,16 @@ pub use colloquy_llm::turns;
 #[cfg(feature = "openai")]
 pub use colloquy_openai::OpenAi;
 
+/// `#[function_tool]`: a tool from a plain async function (see the `colloquy_macros` docs).
+pub use colloquy_macros::function_tool;
+
+/// What the code `#[function_tool]` writes refers to; not an API.
+#[doc(hidden)]
+pub mod __private {
+    pub use schemars;
+    pub use serde;
+}
+
 /// The ready-made toolsets: tool search (BM25, keyword, custom strategies), the tool proxy, and
 /// the end-call tool.
 pub mod toolsets {
@@ -103,6 +113,6 @@ pub mod prelude {
         Agent, AgentState, ChatItem, EventKind, Filler, FunctionTool, Handoff, Json, Role,
         RunContext, RunContextExt, RunResult, ScriptedCall, ScriptedLlm, ScriptedResponse, Session,
         SessionError, SessionEvent, SessionHandle, StopResponse, ToolError, ToolResult, Toolset,
-        UserState,
+        UserState, function_tool,
     };
 }

@@ -1,0 +1,95 @@
+//! The attribute's options: `#[function_tool(name = "…", cancellable, on_duplicate = "…")]`.
+
+use quote::quote;
+use syn::parse::{Parse, ParseStream};
+use syn::{Ident, LitStr, Token};
+
+#[derive(Default)]
+pub(crate) struct Options {
+    pub name: Option<String>,
+    pub description: Option<String>,
+    cancellable: bool,
+    ignore_on_enter: bool,
+    on_duplicate: Option<(String, proc_macro2::Span)>,
+    duplicate_scope: Option<(String, proc_macro2::Span)>,
+}
+
+impl Parse for Options {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let mut options = Options::default();
+        while !input.is_empty() {
+            let key: Ident = input.parse()?;
+            let value = |input: ParseStream| -> syn::Result<LitStr> {
+                input.parse::<Token![=]>()?;
+                input.parse()
+            };
+            match key.to_string().as_str() {
+                "cancellable" => options.cancellable = true,
+                "ignore_on_enter" => options.ignore_on_enter = true,
+                "name" => options.name = Some(value(input)?.value()),
+                "description" => options.description = Some(value(input)?.value()),
+                "on_duplicate" => {
+                    let v = value(input)?;
+                    let allowed = ["allow", "reject", "replace", "confirm"];
+                    if !allowed.contains(&v.value().as_str()) {
+                        return Err(syn::Error::new(
+                            v.span(),
+                            "expected allow, reject, replace or confirm",
+                        ));
+                    }
+                    options.on_duplicate = Some((v.value(), v.span()));
+                }
+                "duplicate_scope" => {
+                    let v = value(input)?;
+                    if !["name", "name_and_args"].contains(&v.value().as_str()) {
+                        return Err(syn::Error::new(v.span(), "expected name or name_and_args"));
+                    }
+                    options.duplicate_scope = Some((v.value(), v.span()));
+                }
+                other => {
+                    return Err(syn::Error::new(
+                        key.span(),
+                        format!(
+                            "unknown option `{other}` (expected name, description, cancellable, \
+                             ignore_on_enter, on_duplicate or duplicate_scope)"
+                        ),
+                    ));
+                }
+            }
+            if !input.is_empty() {
+                input.parse::<Token![,]>()?;
+            }
+        }
+        Ok(options)
+    }
+}
+
+impl Options {
+    /// The builder calls the options stand for, each `.method(…)`.
+    pub fn builder_calls(&self) -> Vec<proc_macro2::TokenStream> {
+        let mut calls = Vec::new();
+        if self.cancellable {
+            calls.push(quote!(.cancellable()));
+        }
+        if self.ignore_on_enter {
+            calls.push(quote!(.ignore_on_enter()));
+        }
+        if self.on_duplicate.is_some() || self.duplicate_scope.is_some() {
+            let policy = match self.on_duplicate.as_ref().map(|(v, _)| v.as_str()) {
+                Some("reject") => quote!(Reject),
+                Some("replace") => quote!(Replace),
+                Some("confirm") => quote!(Confirm),
+                _ => quote!(Allow),
+            };
+            let scope = match self.duplicate_scope.as_ref().map(|(v, _)| v.as_str()) {
+                Some("name_and_args") => quote!(NameAndArgs),
+                _ => quote!(Name),
+            };
+            calls.push(quote!(.on_duplicate(
+                ::colloquy::OnDuplicate::#policy,
+                ::colloquy::DuplicateScope::#scope
+            )));
+        }
+        calls
+    }
+}

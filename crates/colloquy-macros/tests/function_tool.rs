@@ -1,0 +1,109 @@
+//! `#[function_tool]` through the public API: the schema it writes equals the hand-written
+//! argument struct's, the tool runs in a session like any typed tool, options become flags.
+
+use colloquy::prelude::*;
+use colloquy::tool::parameters_schema;
+use colloquy::{DuplicateScope, OnDuplicate};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+/// Book a flight between two airports.
+///
+/// Seats are held for ten minutes.
+///
+/// * `origin` - IATA code of the departure airport.
+/// * `destination` - IATA code of the arrival airport.
+/// * `passengers` - How many people travel (default 1).
+#[function_tool(cancellable, on_duplicate = "confirm", duplicate_scope = "name_and_args")]
+async fn book_flight(
+    origin: String,
+    ctx: RunContext,
+    destination: String,
+    passengers: Option<u8>,
+) -> Result<String, ToolError> {
+    let _ = ctx.call_id();
+    Ok(format!("{origin}-{destination} for {}", passengers.unwrap_or(1)))
+}
+
+// The struct a user would write by hand for the same tool (its doc comment would become the
+// schema's description, so it has none).
+#[derive(Deserialize, JsonSchema)]
+#[allow(dead_code)]
+struct BookFlight {
+    /// IATA code of the departure airport.
+    origin: String,
+    /// IATA code of the arrival airport.
+    destination: String,
+    /// How many people travel (default 1).
+    #[serde(default)]
+    passengers: Option<u8>,
+}
+
+/// Current weather.
+#[function_tool(name = "get_weather")]
+async fn weather(city: String) -> Result<String, ToolError> {
+    Ok(format!("sunny in {city}"))
+}
+
+#[test]
+fn the_schema_name_and_description_come_from_the_function() {
+    let tool = book_flight();
+    assert_eq!(tool.name(), "book_flight");
+    assert_eq!(
+        tool.description(),
+        "Book a flight between two airports.\n\nSeats are held for ten minutes."
+    );
+    // The confirm policy adds its flag to the schema, as it does to any tool's.
+    let mut schema = tool.parameters().clone();
+    schema["properties"].as_object_mut().unwrap().remove("lk_agents_confirm_duplicate");
+    assert_eq!(schema, parameters_schema::<BookFlight>());
+    assert_eq!(tool.parameters()["required"], serde_json::json!(["origin", "destination"]));
+    let keys: Vec<&String> = schema["properties"].as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["origin", "destination", "passengers"], "the parameters' order is kept");
+}
+
+#[test]
+fn options_become_the_builders_flags() {
+    let tool = book_flight();
+    assert!(tool.flags().cancellable);
+    assert_eq!(tool.duplicate_policy(), (OnDuplicate::Confirm, DuplicateScope::NameAndArgs));
+    let weather = weather();
+    assert_eq!((weather.name(), weather.description()), ("get_weather", "Current weather."));
+    assert!(!weather.flags().cancellable);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_tool_runs_in_a_session_and_bad_arguments_reach_the_model() {
+    let llm = ScriptedLlm::new([
+        ScriptedResponse::calls([
+            ScriptedCall::new("c1", "get_weather", r#"{"city": "Oslo"}"#),
+            ScriptedCall::new("c2", "book_flight", r#"{"origin": "OSL", "destination": "LIM"}"#),
+            ScriptedCall::new("c3", "book_flight", r#"{"origin": "OSL"}"#),
+        ]),
+        ScriptedResponse::text("Done."),
+    ]);
+    let session = Session::builder()
+        .llm(llm)
+        .start(Agent::new("a", "inst").tool(weather()).tool(book_flight()))
+        .await
+        .unwrap();
+    session.user_turn("go").await.unwrap();
+    session.wait_for_idle().await.unwrap();
+    let outputs: Vec<(String, bool)> = session
+        .history()
+        .await
+        .unwrap()
+        .iter()
+        .filter_map(|i| i.as_function_call_output())
+        .map(|o| (o.output.clone(), o.is_error))
+        .collect();
+    assert_eq!(
+        outputs,
+        [
+            ("sunny in Oslo".to_string(), false),
+            ("OSL-LIM for 1".to_string(), false),
+            ("Error parsing arguments for `book_flight`: destination: missing".to_string(), true),
+        ]
+    );
+    session.close().await.unwrap();
+}
