@@ -88,8 +88,9 @@ pub use colloquy_llm::turns;
 #[cfg(feature = "openai")]
 pub use colloquy_openai::OpenAi;
 
-/// `#[function_tool]`: a tool from a plain async function (see the `colloquy_macros` docs).
-pub use colloquy_macros::function_tool;
+/// `#[function_tool]`: a tool from a plain async function, and `#[function_tools]`: tools from
+/// the methods of an agent type (see the `colloquy_macros` docs).
+pub use colloquy_macros::{function_tool, function_tools};
 
 /// What the code `#[function_tool]` writes refers to; not an API.
 #[doc(hidden)]
@@ -113,6 +114,6 @@ pub mod prelude {
         Agent, AgentState, ChatItem, EventKind, Filler, FunctionTool, Handoff, Json, Role,
         RunContext, RunContextExt, RunResult, ScriptedCall, ScriptedLlm, ScriptedResponse, Session,
         SessionError, SessionEvent, SessionHandle, StopResponse, ToolError, ToolResult, Toolset,
-        UserState, function_tool,
+        UserState, function_tool, function_tools,
     };
 }

@@ -35,7 +35,24 @@ use syn::{FnArg, ItemFn, Pat, Type, parse_macro_input};
 pub fn function_tool(attr: TokenStream, item: TokenStream) -> TokenStream {
     let options = parse_macro_input!(attr as options::Options);
     let function = parse_macro_input!(item as ItemFn);
-    match expand(options, function) {
+    match expand_fn(options, function) {
+        Ok(tokens) => tokens.into(),
+        Err(error) => error.to_compile_error().into(),
+    }
+}
+
+/// On an `impl` block: its `&self` methods marked `#[function_tool(…)]` stay methods, and
+/// `Type::tools(self: Arc<Self>) -> Vec<FunctionTool>` makes one tool of each, sharing the
+/// value (a database pool, a client) across every call — LiveKit's tools as methods of an
+/// agent class.
+#[proc_macro_attribute]
+pub fn function_tools(attr: TokenStream, item: TokenStream) -> TokenStream {
+    if !attr.is_empty() {
+        let error = syn::Error::new(Span::call_site(), "#[function_tools] takes no options");
+        return error.to_compile_error().into();
+    }
+    let block = parse_macro_input!(item as syn::ItemImpl);
+    match expand_impl(block) {
         Ok(tokens) => tokens.into(),
         Err(error) => error.to_compile_error().into(),
     }
@@ -48,80 +65,178 @@ struct Param {
     doc: Option<String>,
 }
 
-fn expand(options: options::Options, function: ItemFn) -> syn::Result<proc_macro2::TokenStream> {
-    let sig = &function.sig;
-    if sig.asyncness.is_none() {
-        return Err(syn::Error::new_spanned(
-            sig.fn_token,
-            "#[function_tool] needs an `async fn`: the tool's body runs as a future",
-        ));
-    }
-    let docs = docs::Docs::of(&function.attrs);
-    let mut params = Vec::new();
-    let mut call_args = Vec::new();
-    let mut context_seen = false;
-    for input in &sig.inputs {
-        let FnArg::Typed(typed) = input else {
+/// What a tool function says about its tool.
+struct Tool {
+    name: String,
+    description: String,
+    params: Vec<Param>,
+    /// The arguments of the body's call, in order (`ctx` or `args.<name>`).
+    call_args: Vec<proc_macro2::TokenStream>,
+    flags: Vec<proc_macro2::TokenStream>,
+    args_ident: syn::Ident,
+}
+
+impl Tool {
+    /// Reads a signature; `receiver` says whether a `&self` comes first (a method).
+    fn read(
+        options: &options::Options,
+        attrs: &[syn::Attribute],
+        sig: &syn::Signature,
+        receiver: bool,
+    ) -> syn::Result<Tool> {
+        if sig.asyncness.is_none() {
             return Err(syn::Error::new_spanned(
-                input,
-                "#[function_tool] on a method needs the `impl` block marked #[function_tools]",
+                sig.fn_token,
+                "#[function_tool] needs an `async fn`: the tool's body runs as a future",
             ));
-        };
-        if is_run_context(&typed.ty) {
-            if context_seen {
-                return Err(syn::Error::new_spanned(typed, "only one `RunContext` parameter"));
-            }
-            context_seen = true;
-            call_args.push(quote!(ctx));
-            continue;
         }
-        let Pat::Ident(ident) = &*typed.pat else {
-            return Err(syn::Error::new_spanned(
-                &typed.pat,
-                "a tool parameter needs a plain name: it becomes the argument's name",
-            ));
-        };
-        let name = ident.ident.clone();
-        call_args.push(quote!(args.#name));
-        let doc = docs.param(&name.to_string());
-        params.push(Param { name, ty: (*typed.ty).clone(), doc });
+        let docs = docs::Docs::of(attrs);
+        let (mut params, mut call_args, mut context_seen) = (Vec::new(), Vec::new(), false);
+        for input in &sig.inputs {
+            let typed = match input {
+                FnArg::Typed(typed) => typed,
+                FnArg::Receiver(r)
+                    if receiver && r.reference.is_some() && r.mutability.is_none() =>
+                {
+                    continue;
+                }
+                FnArg::Receiver(r) if receiver => {
+                    return Err(syn::Error::new_spanned(
+                        r,
+                        "a tool method takes `&self`: its value is shared by every call",
+                    ));
+                }
+                FnArg::Receiver(r) => {
+                    return Err(syn::Error::new_spanned(
+                        r,
+                        "#[function_tool] on a method needs its `impl` block marked #[function_tools]",
+                    ));
+                }
+            };
+            if is_run_context(&typed.ty) {
+                if context_seen {
+                    return Err(syn::Error::new_spanned(typed, "only one `RunContext` parameter"));
+                }
+                context_seen = true;
+                call_args.push(quote!(ctx));
+                continue;
+            }
+            let Pat::Ident(ident) = &*typed.pat else {
+                return Err(syn::Error::new_spanned(
+                    &typed.pat,
+                    "a tool parameter needs a plain name: it becomes the argument's name",
+                ));
+            };
+            let name = ident.ident.clone();
+            call_args.push(quote!(args.#name));
+            let doc = docs.param(&name.to_string());
+            params.push(Param { name, ty: (*typed.ty).clone(), doc });
+        }
+        let fn_name = sig.ident.to_string();
+        Ok(Tool {
+            name: options.name.clone().unwrap_or_else(|| fn_name.clone()),
+            description: options.description.clone().unwrap_or_else(|| docs.summary()),
+            params,
+            call_args,
+            flags: options.builder_calls(),
+            args_ident: format_ident!("__{}Args", to_camel(&fn_name)),
+        })
     }
 
-    let vis = &function.vis;
-    let fn_name = &sig.ident;
-    let tool_name = options.name.clone().unwrap_or_else(|| fn_name.to_string());
-    let description = options.description.clone().unwrap_or_else(|| docs.summary());
-    let args_ident = format_ident!("__{}Args", to_camel(&fn_name.to_string()));
-    let fields = params.iter().map(|p| {
-        let (name, ty) = (&p.name, &p.ty);
-        let doc = p.doc.iter();
-        let default = is_option(ty).then(|| quote!(#[serde(default)]));
-        quote! { #(#[doc = #doc])* #default #name: #ty, }
-    });
-    let mut body_fn = function.clone();
-    body_fn.sig.ident = syn::Ident::new("__body", Span::call_site());
-    body_fn.vis = syn::Visibility::Inherited;
-    body_fn.attrs.retain(|a| !a.path().is_ident("doc"));
-    let flags = options.builder_calls();
-    let outer_attrs = function.attrs.iter().filter(|a| a.path().is_ident("doc"));
-    Ok(quote! {
-        #(#outer_attrs)*
-        #vis fn #fn_name() -> ::colloquy::FunctionTool {
+    /// The argument struct: one field per parameter, deriving what typed tools need.
+    fn args_struct(&self) -> proc_macro2::TokenStream {
+        let fields = self.params.iter().map(|p| {
+            let (name, ty) = (&p.name, &p.ty);
+            let doc = p.doc.iter();
+            let default = is_option(ty).then(|| quote!(#[serde(default)]));
+            quote! { #(#[doc = #doc])* #default #name: #ty, }
+        });
+        let args_ident = &self.args_ident;
+        quote! {
             #[derive(::colloquy::__private::serde::Deserialize, ::colloquy::__private::schemars::JsonSchema)]
             #[serde(crate = "::colloquy::__private::serde")]
             #[schemars(crate = "::colloquy::__private::schemars")]
             #[allow(non_camel_case_types)]
             struct #args_ident { #(#fields)* }
+        }
+    }
+
+    /// `FunctionTool::new(…)` with the options applied, calling `body` with the arguments.
+    fn constructor(&self, closure: proc_macro2::TokenStream) -> proc_macro2::TokenStream {
+        let (name, description, flags) = (&self.name, &self.description, &self.flags);
+        quote! { ::colloquy::FunctionTool::new(#name, #description, #closure) #(#flags)* }
+    }
+}
+
+fn expand_fn(options: options::Options, function: ItemFn) -> syn::Result<proc_macro2::TokenStream> {
+    let tool = Tool::read(&options, &function.attrs, &function.sig, false)?;
+    let vis = &function.vis;
+    let fn_name = &function.sig.ident;
+    let args_struct = tool.args_struct();
+    let args_ident = &tool.args_ident;
+    let call_args = &tool.call_args;
+    let mut body_fn = function.clone();
+    body_fn.sig.ident = syn::Ident::new("__body", Span::call_site());
+    body_fn.vis = syn::Visibility::Inherited;
+    body_fn.attrs.retain(|a| !a.path().is_ident("doc"));
+    let constructor = tool.constructor(quote! {
+        |ctx: ::colloquy::RunContext, args: #args_ident| {
+            let _ = &ctx;
+            __body(#(#call_args),*)
+        }
+    });
+    let outer_attrs = function.attrs.iter().filter(|a| a.path().is_ident("doc"));
+    Ok(quote! {
+        #(#outer_attrs)*
+        #vis fn #fn_name() -> ::colloquy::FunctionTool {
+            #args_struct
             #body_fn
-            let tool = ::colloquy::FunctionTool::new(
-                #tool_name,
-                #description,
-                |ctx: ::colloquy::RunContext, args: #args_ident| {
+            #constructor
+        }
+    })
+}
+
+fn expand_impl(mut block: syn::ItemImpl) -> syn::Result<proc_macro2::TokenStream> {
+    let mut tools = Vec::new();
+    for item in &mut block.items {
+        let syn::ImplItem::Fn(method) = item else { continue };
+        let Some(at) = method.attrs.iter().position(|a| a.path().is_ident("function_tool")) else {
+            continue;
+        };
+        let attr = method.attrs.remove(at);
+        let options = match &attr.meta {
+            syn::Meta::Path(_) => options::Options::default(),
+            _ => attr.parse_args::<options::Options>()?,
+        };
+        let tool = Tool::read(&options, &method.attrs, &method.sig, true)?;
+        let method_name = &method.sig.ident;
+        let args_struct = tool.args_struct();
+        let args_ident = &tool.args_ident;
+        let call_args = &tool.call_args;
+        let constructor = tool.constructor(quote! {
+            move |ctx: ::colloquy::RunContext, args: #args_ident| {
+                let this = ::std::sync::Arc::clone(&this);
+                async move {
                     let _ = &ctx;
-                    __body(#(#call_args),*)
-                },
-            );
-            tool #(#flags)*
+                    this.#method_name(#(#call_args),*).await
+                }
+            }
+        });
+        tools.push(quote! {{
+            #args_struct
+            let this = ::std::sync::Arc::clone(&self);
+            #constructor
+        }});
+    }
+    let self_ty = &block.self_ty;
+    let (impl_generics, _, where_clause) = block.generics.split_for_impl();
+    Ok(quote! {
+        #block
+        impl #impl_generics #self_ty #where_clause {
+            /// The tools of this value's `#[function_tool]` methods, each sharing it.
+            pub fn tools(self: ::std::sync::Arc<Self>) -> ::std::vec::Vec<::colloquy::FunctionTool> {
+                ::std::vec![#(#tools),*]
+            }
         }
     })
 }
