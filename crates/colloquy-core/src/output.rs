@@ -102,7 +102,32 @@ impl fmt::Display for ToolError {
     }
 }
 
-impl std::error::Error for ToolError {}
+/// `?` on any error in a tool body: it becomes an internal error — the model reads the
+/// generic text, the log and `tool_call_ended` get the error with its sources. `ToolError`
+/// does not implement `std::error::Error` itself so that this conversion can exist (as
+/// `anyhow::Error` does not); [`ToolError::message`] and `Display` give its text.
+///
+/// ```
+/// use colloquy_core::ToolError;
+/// fn parse(text: &str) -> Result<u32, ToolError> {
+///     Ok(text.parse::<u32>()?)
+/// }
+/// let error = parse("many").unwrap_err();
+/// assert_eq!(error.model_text(), "An internal error occurred.");
+/// assert_eq!(error.message(), "invalid digit found in string");
+/// ```
+impl<E: std::error::Error + Send + Sync + 'static> From<E> for ToolError {
+    fn from(error: E) -> Self {
+        let mut message = error.to_string();
+        let mut source = error.source();
+        while let Some(cause) = source {
+            message.push_str(": ");
+            message.push_str(&cause.to_string());
+            source = cause.source();
+        }
+        ToolError::internal(message)
+    }
+}
 
 /// Return this to answer the call with an empty output and ask for no reply.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

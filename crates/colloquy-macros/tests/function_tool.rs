@@ -107,3 +107,51 @@ async fn the_tool_runs_in_a_session_and_bad_arguments_reach_the_model() {
     );
     session.close().await.unwrap();
 }
+
+/// Reads a seat count.
+///
+/// * `seats` - A number, as text.
+#[function_tool]
+async fn count_seats(seats: String) -> Result<String, ToolError> {
+    let n: u32 = seats.parse()?; // any error type: an internal error
+    if n == 0 {
+        return Err(ToolError::new("no seats asked for")); // the model reads this one
+    }
+    Ok(format!("{n} seats"))
+}
+
+#[tokio::test(start_paused = true)]
+async fn question_mark_on_any_error_is_an_internal_error_and_tool_errors_stay_verbatim() {
+    let llm = ScriptedLlm::new([
+        ScriptedResponse::calls([
+            ScriptedCall::new("c1", "count_seats", r#"{"seats": "many"}"#),
+            ScriptedCall::new("c2", "count_seats", r#"{"seats": "0"}"#),
+            ScriptedCall::new("c3", "count_seats", r#"{"seats": "2"}"#),
+        ]),
+        ScriptedResponse::text("Done."),
+    ]);
+    let mut builder = Session::builder().llm(llm);
+    let mut events = builder.subscribe();
+    let session = builder.start(Agent::new("a", "inst").tool(count_seats())).await.unwrap();
+    session.user_turn("seats?").await.unwrap();
+    session.wait_for_idle().await.unwrap();
+    let outputs: Vec<String> = session
+        .history()
+        .await
+        .unwrap()
+        .iter()
+        .filter_map(|i| i.as_function_call_output())
+        .map(|o| o.output.clone())
+        .collect();
+    assert_eq!(outputs, ["An internal error occurred.", "no seats asked for", "2 seats"]);
+    session.close().await.unwrap();
+    let mut ended = None;
+    while let Some(event) = events.recv().await {
+        if let EventKind::ToolCallEnded { call_id, message, .. } = event.kind
+            && call_id == "c1"
+        {
+            ended = message;
+        }
+    }
+    assert_eq!(ended.as_deref(), Some("invalid digit found in string"), "the host sees the cause");
+}
