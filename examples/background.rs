@@ -3,23 +3,12 @@
 //! `cargo run --example background`.
 
 use colloquy::prelude::*;
-use schemars::JsonSchema;
-use serde::Deserialize;
 use serde_json::{Value, json};
 use std::time::Duration;
 
-/// Arguments of `book_flight`.
-#[derive(Deserialize, JsonSchema)]
-struct BookFlight {
-    /// Departure city.
-    origin: String,
-    /// Arrival city.
-    destination: String,
-}
-
-async fn search(args: &BookFlight) -> Vec<String> {
+async fn search(origin: &str, destination: &str) -> Vec<String> {
     tokio::time::sleep(Duration::from_millis(800)).await; // an airline API, say
-    vec![format!("{}-{} 08:15", args.origin, args.destination), "11:40".into(), "18:05".into()]
+    vec![format!("{origin}-{destination} 08:15"), "11:40".into(), "18:05".into()]
 }
 
 async fn book_best(flights: Vec<String>) -> String {
@@ -27,9 +16,18 @@ async fn book_best(flights: Vec<String>) -> String {
     format!("BK-{}", flights.len() * 1000 + 7)
 }
 
-async fn book_flight(ctx: RunContext, args: BookFlight) -> Result<Value, ToolError> {
-    ctx.update(format!("Looking up flights from {} to {}…", args.origin, args.destination)).await?;
-    let flights = search(&args).await;
+/// Book a flight.
+///
+/// * `origin` - Departure city.
+/// * `destination` - Arrival city.
+#[function_tool]
+async fn book_flight(
+    ctx: RunContext,
+    origin: String,
+    destination: String,
+) -> Result<Value, ToolError> {
+    ctx.update(format!("Looking up flights from {origin} to {destination}…")).await?;
+    let flights = search(&origin, &destination).await;
     ctx.update(format!("Found {} flights, picking the best one…", flights.len())).await?;
     Ok(json!({ "confirmation": book_best(flights).await }))
 }
@@ -48,11 +46,7 @@ pub async fn run() -> Result<Vec<String>, SessionError> {
     ]);
     let session = Session::builder()
         .llm(llm)
-        .start(Agent::new("travel", "You are a travel agent.").tool(FunctionTool::new(
-            "book_flight",
-            "Book a flight.",
-            book_flight,
-        )))
+        .start(Agent::new("travel", "You are a travel agent.").tool(book_flight()))
         .await?;
     session.user_turn("Book me a flight from Paris to Tokyo.").await?;
     session.wait_for_quiet().await?; // the tool and its news, not just the first answer

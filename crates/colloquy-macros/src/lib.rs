@@ -63,6 +63,8 @@ struct Param {
     name: syn::Ident,
     ty: Type,
     doc: Option<String>,
+    /// `#[default = <expr>]` on the parameter: the value when the model leaves it out.
+    default: Option<syn::Expr>,
 }
 
 /// What a tool function says about its tool.
@@ -130,7 +132,8 @@ impl Tool {
             let name = ident.ident.clone();
             call_args.push(quote!(args.#name));
             let doc = docs.param(&name.to_string());
-            params.push(Param { name, ty: (*typed.ty).clone(), doc });
+            let default = default_of(&typed.attrs)?;
+            params.push(Param { name, ty: (*typed.ty).clone(), doc, default });
         }
         let fn_name = sig.ident.to_string();
         Ok(Tool {
@@ -145,14 +148,26 @@ impl Tool {
 
     /// The argument struct: one field per parameter, deriving what typed tools need.
     fn args_struct(&self) -> proc_macro2::TokenStream {
+        let mut default_fns = Vec::new();
         let fields = self.params.iter().map(|p| {
             let (name, ty) = (&p.name, &p.ty);
             let doc = p.doc.iter();
-            let default = is_option(ty).then(|| quote!(#[serde(default)]));
+            let default = match &p.default {
+                Some(value) => {
+                    // serde takes a default as a function's path; schemars shows its value.
+                    let fn_ident = format_ident!("__default_{}", name);
+                    let path = fn_ident.to_string();
+                    default_fns.push(quote! { fn #fn_ident() -> #ty { #value } });
+                    Some(quote!(#[serde(default = #path)]))
+                }
+                None => is_option(ty).then(|| quote!(#[serde(default)])),
+            };
             quote! { #(#[doc = #doc])* #default #name: #ty, }
         });
+        let fields: Vec<_> = fields.collect();
         let args_ident = &self.args_ident;
         quote! {
+            #(#default_fns)*
             #[derive(::colloquy::__private::serde::Deserialize, ::colloquy::__private::schemars::JsonSchema)]
             #[serde(crate = "::colloquy::__private::serde")]
             #[schemars(crate = "::colloquy::__private::schemars")]
@@ -179,6 +194,7 @@ fn expand_fn(options: options::Options, function: ItemFn) -> syn::Result<proc_ma
     body_fn.sig.ident = syn::Ident::new("__body", Span::call_site());
     body_fn.vis = syn::Visibility::Inherited;
     body_fn.attrs.retain(|a| !a.path().is_ident("doc"));
+    strip_param_defaults(&mut body_fn.sig);
     let constructor = tool.constructor(quote! {
         |ctx: ::colloquy::RunContext, args: #args_ident| {
             let _ = &ctx;
@@ -209,6 +225,7 @@ fn expand_impl(mut block: syn::ItemImpl) -> syn::Result<proc_macro2::TokenStream
             _ => attr.parse_args::<options::Options>()?,
         };
         let tool = Tool::read(&options, &method.attrs, &method.sig, true)?;
+        strip_param_defaults(&mut method.sig);
         let method_name = &method.sig.ident;
         let args_struct = tool.args_struct();
         let args_ident = &tool.args_ident;
@@ -239,6 +256,29 @@ fn expand_impl(mut block: syn::ItemImpl) -> syn::Result<proc_macro2::TokenStream
             }
         }
     })
+}
+
+/// The value of a parameter's `#[default = <expr>]`, if it has one.
+fn default_of(attrs: &[syn::Attribute]) -> syn::Result<Option<syn::Expr>> {
+    for attr in attrs {
+        if !attr.path().is_ident("default") {
+            continue;
+        }
+        return match &attr.meta {
+            syn::Meta::NameValue(nv) => Ok(Some(nv.value.clone())),
+            _ => Err(syn::Error::new_spanned(attr, "write a default as `#[default = <value>]`")),
+        };
+    }
+    Ok(None)
+}
+
+/// Removes the `#[default = …]` attributes, which a function's parameters may not carry.
+fn strip_param_defaults(sig: &mut syn::Signature) {
+    for input in &mut sig.inputs {
+        if let FnArg::Typed(typed) = input {
+            typed.attrs.retain(|a| !a.path().is_ident("default"));
+        }
+    }
 }
 
 /// `RunContext` (or a path ending in it).

@@ -155,3 +155,30 @@ async fn question_mark_on_any_error_is_an_internal_error_and_tool_errors_stay_ve
     }
     assert_eq!(ended.as_deref(), Some("invalid digit found in string"), "the host sees the cause");
 }
+
+/// Plans a trip.
+///
+/// * `city` - Where to.
+/// * `nights` - How long.
+#[function_tool]
+async fn plan_trip(city: String, #[default = 3] nights: u32) -> Result<String, ToolError> {
+    Ok(format!("{nights} nights in {city}"))
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_parameter_default_is_in_the_schema_and_fills_a_missing_argument() {
+    let tool = plan_trip();
+    assert_eq!(tool.parameters()["properties"]["nights"]["default"], 3);
+    assert_eq!(tool.parameters()["required"], serde_json::json!(["city"]));
+    let llm = ScriptedLlm::new([
+        ScriptedResponse::calls([ScriptedCall::new("c1", "plan_trip", r#"{"city": "Kyoto"}"#)]),
+        ScriptedResponse::text("Planned."),
+    ]);
+    let session = Session::builder().llm(llm).start(Agent::new("a", "i").tool(tool)).await.unwrap();
+    session.user_turn("plan").await.unwrap();
+    session.wait_for_idle().await.unwrap();
+    let history = session.history().await.unwrap();
+    let output = history.iter().find_map(|i| i.as_function_call_output()).unwrap();
+    assert_eq!(output.output, "3 nights in Kyoto");
+    session.close().await.unwrap();
+}
