@@ -17,7 +17,12 @@
 //!
 //! The function becomes one that returns the `FunctionTool`; the body runs unchanged. Its
 //! arguments go through the same path as every typed tool's (an argument struct is generated,
-//! deriving `Deserialize` and `JsonSchema`): `Option<T>` parameters are not required.
+//! deriving `Deserialize` and `JsonSchema`): `Option<T>` parameters are not required, and
+//! `#[default = <value>]` on a parameter gives the value a missing argument takes. It returns
+//! `Result<T, E>`: `E` is any error (`ToolError`, or any `std::error::Error`, which the model
+//! reads as an internal error), `T` any output colloquy takes (`String`, `()`, `Json`,
+//! `StopResponse`, `Handoff`…) or, for any other type, a `Serialize` value sent as compact
+//! JSON (which one it is, the macro reads from the type's name).
 //! Attributes: `name = "…"`, `description = "…"`, `cancellable`, `ignore_on_enter`,
 //! `on_duplicate = "allow" | "reject" | "replace" | "confirm"`, `duplicate_scope = "name" |
 //! "name_and_args"`.
@@ -76,6 +81,8 @@ struct Tool {
     call_args: Vec<proc_macro2::TokenStream>,
     flags: Vec<proc_macro2::TokenStream>,
     args_ident: syn::Ident,
+    /// The function's `Ok` type is no output type colloquy knows: serialize it (`Json`).
+    serialize: bool,
 }
 
 impl Tool {
@@ -143,6 +150,7 @@ impl Tool {
             call_args,
             flags: options.builder_calls(),
             args_ident: format_ident!("__{}Args", to_camel(&fn_name)),
+            serialize: ok_type(&sig.output).is_some_and(|ty| !is_output_type(ty)),
         })
     }
 
@@ -176,6 +184,23 @@ impl Tool {
         }
     }
 
+    /// The body's result as a tool answers: its error converted into a `ToolError` (any
+    /// error type does), its value serialized when it is no output type colloquy knows.
+    fn finish(&self, result: proc_macro2::TokenStream) -> proc_macro2::TokenStream {
+        let value = match self.serialize {
+            true => quote!(::colloquy::Json(value)),
+            false => quote!(value),
+        };
+        quote! {
+            match #result {
+                ::std::result::Result::Ok(value) => ::std::result::Result::Ok(#value),
+                ::std::result::Result::Err(error) => ::std::result::Result::Err(
+                    ::std::convert::Into::<::colloquy::ToolError>::into(error),
+                ),
+            }
+        }
+    }
+
     /// `FunctionTool::new(…)` with the options applied, calling `body` with the arguments.
     fn constructor(&self, closure: proc_macro2::TokenStream) -> proc_macro2::TokenStream {
         let (name, description, flags) = (&self.name, &self.description, &self.flags);
@@ -195,10 +220,11 @@ fn expand_fn(options: options::Options, function: ItemFn) -> syn::Result<proc_ma
     body_fn.vis = syn::Visibility::Inherited;
     body_fn.attrs.retain(|a| !a.path().is_ident("doc"));
     strip_param_defaults(&mut body_fn.sig);
+    let result = tool.finish(quote!(__body(#(#call_args),*).await));
     let constructor = tool.constructor(quote! {
-        |ctx: ::colloquy::RunContext, args: #args_ident| {
+        |ctx: ::colloquy::RunContext, args: #args_ident| async move {
             let _ = &ctx;
-            __body(#(#call_args),*)
+            #result
         }
     });
     let outer_attrs = function.attrs.iter().filter(|a| a.path().is_ident("doc"));
@@ -230,12 +256,13 @@ fn expand_impl(mut block: syn::ItemImpl) -> syn::Result<proc_macro2::TokenStream
         let args_struct = tool.args_struct();
         let args_ident = &tool.args_ident;
         let call_args = &tool.call_args;
+        let result = tool.finish(quote!(this.#method_name(#(#call_args),*).await));
         let constructor = tool.constructor(quote! {
             move |ctx: ::colloquy::RunContext, args: #args_ident| {
                 let this = ::std::sync::Arc::clone(&this);
                 async move {
                     let _ = &ctx;
-                    this.#method_name(#(#call_args),*).await
+                    #result
                 }
             }
         });
@@ -278,6 +305,58 @@ fn strip_param_defaults(sig: &mut syn::Signature) {
         if let FnArg::Typed(typed) = input {
             typed.attrs.retain(|a| !a.path().is_ident("default"));
         }
+    }
+}
+
+/// `T` of a `-> Result<T, E>` signature.
+fn ok_type(output: &syn::ReturnType) -> Option<&Type> {
+    let syn::ReturnType::Type(_, ty) = output else { return None };
+    let Type::Path(path) = &**ty else { return None };
+    let last = path.path.segments.last().filter(|s| s.ident == "Result")?;
+    let syn::PathArguments::AngleBracketed(args) = &last.arguments else { return None };
+    match args.args.first()? {
+        syn::GenericArgument::Type(ty) => Some(ty),
+        _ => None,
+    }
+}
+
+/// Whether colloquy takes `ty` as an output as it is (`IntoToolOutput`); any other type is
+/// serialized. Read from the type's name, as a macro must.
+fn is_output_type(ty: &Type) -> bool {
+    const OUTPUTS: [&str; 23] = [
+        "String",
+        "str",
+        "ToolOutput",
+        "ToolResult",
+        "StopResponse",
+        "Handoff",
+        "Value",
+        "Json",
+        "Option",
+        "bool",
+        "i8",
+        "i16",
+        "i32",
+        "i64",
+        "isize",
+        "u8",
+        "u16",
+        "u32",
+        "u64",
+        "usize",
+        "f32",
+        "f64",
+        "Cow",
+    ];
+    match ty {
+        Type::Tuple(tuple) => tuple.elems.is_empty(),
+        Type::Reference(reference) => is_output_type(&reference.elem),
+        Type::Path(path) => path
+            .path
+            .segments
+            .last()
+            .is_some_and(|s| OUTPUTS.contains(&s.ident.to_string().as_str())),
+        _ => false,
     }
 }
 

@@ -182,3 +182,51 @@ async fn a_parameter_default_is_in_the_schema_and_fills_a_missing_argument() {
     assert_eq!(output.output, "3 nights in Kyoto");
     session.close().await.unwrap();
 }
+
+/// A booking as the tool returns it.
+#[derive(serde::Serialize)]
+struct Booking {
+    confirmation: String,
+    seat: &'static str,
+}
+
+/// Books a seat.
+#[function_tool]
+async fn reserve(flight: String) -> Result<Booking, ToolError> {
+    Ok(Booking { confirmation: format!("{flight}-7"), seat: "14A" })
+}
+
+/// Parses a number, with the parser's own error type.
+#[function_tool]
+async fn parse_number(text: String) -> Result<u32, std::num::ParseIntError> {
+    text.parse()
+}
+
+#[tokio::test(start_paused = true)]
+async fn any_serializable_value_and_any_error_type_can_be_returned() {
+    let llm = ScriptedLlm::new([
+        ScriptedResponse::calls([
+            ScriptedCall::new("c1", "reserve", r#"{"flight": "LH1"}"#),
+            ScriptedCall::new("c2", "parse_number", r#"{"text": "42"}"#),
+            ScriptedCall::new("c3", "parse_number", r#"{"text": "x"}"#),
+        ]),
+        ScriptedResponse::text("Done."),
+    ]);
+    let agent = Agent::new("a", "i").tool(reserve()).tool(parse_number());
+    let session = Session::builder().llm(llm).start(agent).await.unwrap();
+    session.user_turn("go").await.unwrap();
+    session.wait_for_idle().await.unwrap();
+    let outputs: Vec<String> = session
+        .history()
+        .await
+        .unwrap()
+        .iter()
+        .filter_map(|i| i.as_function_call_output())
+        .map(|o| o.output.clone())
+        .collect();
+    assert_eq!(
+        outputs,
+        [r#"{"confirmation":"LH1-7","seat":"14A"}"#, "42", "An internal error occurred."]
+    );
+    session.close().await.unwrap();
+}
