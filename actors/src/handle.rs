@@ -571,9 +571,11 @@ impl SessionHandle {
         self.ask(SessionMsg::WaitForQuiet).await?
     }
 
-    /// Closes the session: interrupts every speech, lets running tools finish, stops every
-    /// actor, emits `session_closed`. Returns once the session actor has stopped. Closing a
-    /// closed session is a no-op.
+    /// Closes the session: interrupts every speech, drops the deferred replies still
+    /// pending, cancels the cancellable calls and awaits the others (bounded by
+    /// [`SessionOptions::drain_timeout`], if set), stops every actor and emits
+    /// `session_closed`. Returns once the session actor has stopped. Closing a closed session
+    /// is a no-op.
     pub async fn close(&self) -> Result<(), SessionError> {
         match self.close_with_reason("close").await {
             Ok(_) | Err(SessionError::Closed) => Ok(()),

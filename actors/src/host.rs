@@ -9,8 +9,10 @@
 //!
 //! [`SessionBuilder::host`]: crate::SessionBuilder::host
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use dashmap::DashMap;
+use ractor::ActorId;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tokio::sync::mpsc;
@@ -67,14 +69,27 @@ impl Drop for HostInner {
 
 #[derive(Default)]
 pub(crate) struct HostShared {
-    /// By id. (A plain map under a mutex: it changes once per session start and end.)
-    sessions: Mutex<BTreeMap<String, SessionHandle>>,
+    /// The registry, by session id: read from many tasks (the host app's, every session's
+    /// end), so a concurrent map; listings sort it, since its order is not the registry's.
+    sessions: DashMap<String, SessionHandle>,
+    /// Session ids by their actor's id: a session's end finds its entry without a scan.
+    ids: DashMap<ActorId, String>,
     pub hub: Arc<LifecycleHub>,
 }
 
 impl HostShared {
-    fn sessions(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, SessionHandle>> {
-        self.sessions.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    fn remove(&self, id: &str) {
+        if let Some((_, session)) = self.sessions.remove(id) {
+            self.ids.remove(&session.actor_cell().get_id());
+        }
+    }
+
+    /// The sessions, ordered by id.
+    fn listed(&self) -> Vec<SessionHandle> {
+        let mut sessions: Vec<SessionHandle> =
+            self.sessions.iter().map(|entry| entry.value().clone()).collect();
+        sessions.sort_by(|a, b| a.id().cmp(b.id()));
+        sessions
     }
 }
 
@@ -117,14 +132,9 @@ impl Actor for HostActor {
             SupervisionEvent::ActorTerminated(cell, ..) => (cell, None),
             _ => return Ok(()),
         };
-        let mut sessions = shared.sessions();
-        let id = sessions
-            .iter()
-            .find(|(_, session)| session.actor_cell().get_id() == cell.get_id())
-            .map(|(id, _)| id.clone());
+        let id = shared.ids.remove(&cell.get_id()).map(|(_, id)| id);
         if let Some(id) = id {
-            sessions.remove(&id);
-            drop(sessions);
+            shared.sessions.remove(&id);
             if let Some(message) = failure {
                 tracing::error!(session = %id, "session failed: {message}");
                 let sink = LifecycleSink::new(&id, None, Some(Arc::clone(&shared.hub)));
@@ -145,10 +155,9 @@ impl Actor for HostActor {
 }
 
 async fn close_all(shared: &HostShared, reason: &str) {
-    let sessions: Vec<SessionHandle> = shared.sessions().values().cloned().collect();
-    for session in sessions {
+    for session in shared.listed() {
         let _ = session.close_with_reason(reason).await;
-        shared.sessions().remove(session.id());
+        shared.remove(session.id());
     }
 }
 
@@ -164,13 +173,14 @@ impl Host {
 
     /// The sessions running under this host, by id.
     pub fn sessions(&self) -> Vec<SessionHandle> {
-        let sessions = self.inner.shared.sessions();
-        sessions.values().filter(|s| s.is_running()).cloned().collect()
+        let mut sessions = self.inner.shared.listed();
+        sessions.retain(SessionHandle::is_running);
+        sessions
     }
 
     /// The session with this id, if it runs under this host.
     pub fn session(&self, id: &str) -> Option<SessionHandle> {
-        let session = self.inner.shared.sessions().get(id).cloned()?;
+        let session = self.inner.shared.sessions.get(id)?.value().clone();
         session.is_running().then_some(session)
     }
 
@@ -204,17 +214,18 @@ impl Host {
     }
 
     pub(crate) fn register(&self, session: &SessionHandle) {
-        let mut sessions = self.inner.shared.sessions();
-        sessions.insert(session.id().to_string(), session.clone());
+        let shared = &self.inner.shared;
+        shared.ids.insert(session.actor_cell().get_id(), session.id().to_string());
+        shared.sessions.insert(session.id().to_string(), session.clone());
         // It may have ended (and its supervision event been handled) before this insert.
         if !session.is_running() {
-            sessions.remove(session.id());
+            shared.remove(session.id());
         }
     }
 }
 
 impl std::fmt::Debug for Host {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Host").field("sessions", &self.inner.shared.sessions().len()).finish()
+        f.debug_struct("Host").field("sessions", &self.inner.shared.sessions.len()).finish()
     }
 }

@@ -4,11 +4,15 @@
 //! [`SessionHandle`]. Inside, each box is a ractor actor with its own typed messages:
 //!
 //! ```text
-//! Session          history, every agent's context, states, idle decision, event fan-out
-//! └─ Activity      the current agent: speech queue, one speech task at a time
-//!    └─ Toolset    the agent's implicit toolset `agent:<id>`
+//! Session             history, every agent's context, states, idle decision, event fan-out
+//! ├─ ReplyCoalescer   background pairs waiting for a deferred reply
+//! ├─ Toolset          session-scoped async toolsets (they survive a handoff)
+//! └─ Activity         the current agent: its speech queue, one speech on the floor at a time
+//!    └─ Toolset       its implicit toolset `agent:<id>`, and agent-scoped async toolsets
 //!       └─ ToolCall   one per running call; runs the tool's future in a task it owns
 //! ```
+//!
+//! A [`Host`] the app owns can supervise sessions and stream their lifecycle.
 //!
 //! See `docs/ARCHITECTURE.md` for the code map and the invariants each actor keeps.
 
