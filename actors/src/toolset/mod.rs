@@ -21,7 +21,9 @@ use std::sync::Arc;
 
 use std::time::Duration;
 
-use colloquy_core::duplicate::{duplicate_key, running_call_json, take_confirmation};
+use colloquy_core::duplicate::{
+    RunningDuplicate, Verdict, decide, duplicate_key, running_call_json, take_confirmation,
+};
 use colloquy_core::templates::Placeholders;
 use colloquy_core::{
     ChatItem, EventKind, FunctionCall, FunctionCallOutput, FunctionTool, OnDuplicate, PostedUpdate,
@@ -306,51 +308,36 @@ impl ToolsetState {
         // Check and register in this one handler: two calls of one response can never both
         // pass a reject check (§6 step 4).
         let key = duplicate_key(&tool, &arguments);
-        let duplicates: Vec<String> = match &key {
+        let running: Vec<RunningDuplicate> = match &key {
             Some(key) => self
                 .running
                 .iter()
                 .filter(|(_, call)| call.key.as_ref() == Some(key))
-                .map(|(id, _)| id.clone())
+                .map(|(id, call)| RunningDuplicate { call_id: id, cancellable: call.cancellable })
                 .collect(),
             None => Vec::new(),
         };
-        if !duplicates.is_empty() {
-            let answer = match policy {
-                OnDuplicate::Reject => Some(self.duplicate_text(&tool, &duplicates, false)),
-                OnDuplicate::Confirm if !confirmed => {
-                    Some(self.duplicate_text(&tool, &duplicates, true))
-                }
-                OnDuplicate::Replace => {
-                    if duplicates.iter().any(|id| !self.running[id].cancellable) {
-                        let text = format!(
-                            "cannot replace duplicate call of `{}`: running call is not cancellable (allow_cancellation=False)",
-                            tool.name()
-                        );
-                        let _ = reply.send(self.error_outcome(&text));
-                        return;
-                    }
-                    let failures: Vec<String> = duplicates
-                        .iter()
-                        .filter_map(|id| self.cancel(id, false).err().map(|e| e.to_string()))
-                        .collect();
-                    if !failures.is_empty() {
-                        let text = format!(
-                            "Failed to cancel duplicate tool calls: {}",
-                            failures.join("\n")
-                        );
-                        let _ = reply.send(self.error_outcome(&text));
-                        return;
-                    }
-                    None
-                }
-                _ => None,
-            };
-            if let Some(answer) = answer {
-                // Not registered: no lifecycle events (§6 step 2).
-                let _ = reply.send(answer);
-                return;
+        let answer = match decide(tool.name(), policy, confirmed, &running) {
+            Verdict::Run => None,
+            Verdict::Reject => Some(self.duplicate_text(&tool, &ids(&running), false)),
+            Verdict::AskToConfirm => Some(self.duplicate_text(&tool, &ids(&running), true)),
+            Verdict::CannotReplace(text) => Some(self.error_outcome(&text)),
+            Verdict::Replace(duplicates) => {
+                let failures: Vec<String> = duplicates
+                    .iter()
+                    .filter_map(|id| self.cancel(id, false).err().map(|e| e.to_string()))
+                    .collect();
+                (!failures.is_empty()).then(|| {
+                    let text =
+                        format!("Failed to cancel duplicate tool calls: {}", failures.join("\n"));
+                    self.error_outcome(&text)
+                })
             }
+        };
+        if let Some(answer) = answer {
+            // Not registered: no lifecycle events (§6 step 2).
+            let _ = reply.send(answer);
+            return;
         }
         let session = &self.args.session;
         let cancellable = tool.flags().cancellable;
@@ -669,6 +656,11 @@ impl ToolsetState {
         }
         node
     }
+}
+
+/// The call ids of running duplicates.
+fn ids(running: &[RunningDuplicate]) -> Vec<String> {
+    running.iter().map(|r| r.call_id.to_string()).collect()
 }
 
 /// A synthetic pair.

@@ -83,6 +83,65 @@ pub fn running_call_json(call_id: &str, name: &str, arguments: &str) -> Value {
     json!({"call_id": call_id, "name": name, "arguments": arguments})
 }
 
+/// A running call with the new call's duplicate key, as [`decide`] needs to know it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunningDuplicate<'a> {
+    /// Its call id.
+    pub call_id: &'a str,
+    /// Whether it can be cancelled (a `replace` needs that).
+    pub cancellable: bool,
+}
+
+/// What a new call does about the running calls with its key (§6.1).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// No duplicate, `allow`, or a confirmed `confirm`: run it.
+    Run,
+    /// `replace`: cancel these calls, then run it.
+    Replace(Vec<String>),
+    /// `reject`: answer with the duplicate-reject text; the call is not run.
+    Reject,
+    /// `confirm`, not confirmed: answer with the duplicate-confirm text; not run.
+    AskToConfirm,
+    /// `replace` of a call that cannot be cancelled: answer with this error; not run.
+    CannotReplace(String),
+}
+
+/// The duplicate policy's decision, as a pure function of the tool's policy, whether the call
+/// confirmed, and the running duplicates (found by [`duplicate_key`]).
+///
+/// ```
+/// use colloquy_core::duplicate::{RunningDuplicate, Verdict, decide};
+/// use colloquy_core::OnDuplicate;
+/// let running = [RunningDuplicate { call_id: "c1", cancellable: true }];
+/// assert_eq!(decide("book", OnDuplicate::Replace, false, &running), Verdict::Replace(vec!["c1".into()]));
+/// assert_eq!(decide("book", OnDuplicate::Reject, false, &[]), Verdict::Run);
+/// ```
+pub fn decide(
+    tool: &str,
+    policy: OnDuplicate,
+    confirmed: bool,
+    running: &[RunningDuplicate],
+) -> Verdict {
+    if running.is_empty() {
+        return Verdict::Run;
+    }
+    match policy {
+        OnDuplicate::Allow => Verdict::Run,
+        OnDuplicate::Reject => Verdict::Reject,
+        OnDuplicate::Confirm if confirmed => Verdict::Run,
+        OnDuplicate::Confirm => Verdict::AskToConfirm,
+        OnDuplicate::Replace if running.iter().any(|r| !r.cancellable) => {
+            Verdict::CannotReplace(format!(
+                "cannot replace duplicate call of `{tool}`: running call is not cancellable (allow_cancellation=False)"
+            ))
+        }
+        OnDuplicate::Replace => {
+            Verdict::Replace(running.iter().map(|r| r.call_id.to_string()).collect())
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,5 +199,29 @@ mod tests {
             sorted_json(&json!({"b": {"d": 1, "c": [2, 1]}, "a": 0})),
             r#"{"a":0,"b":{"c":[2,1],"d":1}}"#
         );
+    }
+
+    #[test]
+    fn the_policy_decides_what_a_duplicate_does() {
+        let running = [
+            RunningDuplicate { call_id: "c1", cancellable: true },
+            RunningDuplicate { call_id: "c2", cancellable: true },
+        ];
+        let stuck = [RunningDuplicate { call_id: "c1", cancellable: false }];
+        assert_eq!(decide("t", OnDuplicate::Allow, false, &running), Verdict::Run);
+        assert_eq!(decide("t", OnDuplicate::Reject, false, &running), Verdict::Reject);
+        assert_eq!(decide("t", OnDuplicate::Confirm, false, &running), Verdict::AskToConfirm);
+        assert_eq!(decide("t", OnDuplicate::Confirm, true, &running), Verdict::Run);
+        assert_eq!(
+            decide("t", OnDuplicate::Replace, false, &running),
+            Verdict::Replace(vec!["c1".into(), "c2".into()])
+        );
+        let Verdict::CannotReplace(text) = decide("t", OnDuplicate::Replace, false, &stuck) else {
+            panic!("a call that cannot be cancelled cannot be replaced");
+        };
+        assert!(text.starts_with("cannot replace duplicate call of `t`"));
+        for policy in [OnDuplicate::Reject, OnDuplicate::Confirm, OnDuplicate::Replace] {
+            assert_eq!(decide("t", policy, false, &[]), Verdict::Run, "no duplicate: run");
+        }
     }
 }
