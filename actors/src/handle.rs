@@ -480,9 +480,9 @@ impl SessionHandle {
     }
 
     /// Makes the actor with inspection id `target` (`session`, `activity:<agent>`,
-    /// `toolset:<id>`) panic,
-    /// to test failure isolation. Not for production use.
-    #[doc(hidden)]
+    /// `toolset:<id>`) panic, to test failure isolation. Only with the `test-hooks` feature,
+    /// which colloquy's own tests turn on.
+    #[cfg(feature = "test-hooks")]
     pub fn inject_failure(&self, target: &str) {
         let _ = self.actor.cast(SessionMsg::InjectFailure(target.to_string()));
     }

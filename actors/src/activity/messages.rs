@@ -48,8 +48,10 @@ pub(crate) enum ActivityMsg {
     /// aborts its calls and starts no new one (decision 7).
     DrainExpired,
     /// Panic (failure-isolation tests).
+    #[cfg(feature = "test-hooks")]
     InjectFailure,
     /// Make one of this Activity's toolsets panic (failure-isolation tests).
+    #[cfg(feature = "test-hooks")]
     InjectToolsetFailure(String),
     /// Describe this Activity (`SessionHandle::inspect`).
     Inspect(RpcReplyPort<crate::inspect::ActivityPart>),

@@ -214,7 +214,9 @@ impl Actor for ActivityActor {
                 state.pump();
             }
             ActivityMsg::Wake => {} // ended speeches collected above, a lent floor in `settle`
+            #[cfg(feature = "test-hooks")]
             ActivityMsg::InjectFailure => panic!("injected failure"),
+            #[cfg(feature = "test-hooks")]
             ActivityMsg::InjectToolsetFailure(id) => {
                 if let Some(toolset) = state.env.toolsets.get(&id) {
                     let _ = toolset.cast(ToolsetMsg::InjectFailure);

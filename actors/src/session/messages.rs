@@ -81,6 +81,7 @@ pub enum SessionMsg {
     /// The end-after-speech watchdog fired (or the speech is done).
     EndNow { reason: String, watchdog: bool },
     /// Make the actor with this inspection id panic (failure-isolation tests).
+    #[cfg(feature = "test-hooks")]
     InjectFailure(String),
     /// The Session's part of a snapshot; the handle asks the children.
     Inspect(RpcReplyPort<crate::inspect::SessionPart>),

@@ -288,6 +288,7 @@ impl Actor for SessionActor {
             SessionMsg::MockTools { scope, mocks, reply } => {
                 let _ = reply.send(state.mock_tools(scope, mocks));
             }
+            #[cfg(feature = "test-hooks")]
             SessionMsg::InjectFailure(target) => state.inject_failure(&target),
             SessionMsg::Inspect(reply) => {
                 let _ = reply.send(state.inspect());

@@ -1164,6 +1164,7 @@ impl SessionState {
     }
 
     /// Test hook: makes the actor with inspection id `target` panic.
+    #[cfg(feature = "test-hooks")]
     pub fn inject_failure(&self, target: &str) {
         if target == "session" {
             panic!("injected failure");

@@ -65,6 +65,7 @@ pub(crate) enum ToolsetMsg {
     /// A ToolCall's body ended (a panic arrives here as an internal error).
     Finished { call_id: String, from: ActorId, result: Result<ToolOutput, ToolError> },
     /// Panic (failure-isolation tests).
+    #[cfg(feature = "test-hooks")]
     InjectFailure,
     /// Describe this toolset and its calls (`SessionHandle::inspect`).
     Inspect(RpcReplyPort<crate::inspect::ActorNode>),

@@ -207,6 +207,7 @@ impl Actor for ToolsetActor {
                     state.finish(&call_id, result)
                 }
             }
+            #[cfg(feature = "test-hooks")]
             ToolsetMsg::InjectFailure => panic!("injected failure"),
             ToolsetMsg::Inspect(reply) => {
                 let _ = reply.send(state.inspect(&myself));
