@@ -4,6 +4,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+mod common;
+
 use colloquy::prelude::*;
 
 /// A travel desk whose bookings share one counter (a database pool, in a real agent).
@@ -59,14 +61,7 @@ async fn method_tools_share_the_agents_state_across_calls() {
     session.wait_for_idle().await.unwrap();
     session.user_turn("and Lima").await.unwrap();
     session.wait_for_idle().await.unwrap();
-    let outputs: Vec<String> = session
-        .history()
-        .await
-        .unwrap()
-        .iter()
-        .filter_map(|i| i.as_function_call_output())
-        .map(|o| o.output.clone())
-        .collect();
+    let outputs = common::outputs(&session).await;
     assert_eq!(outputs[0], "booking 1: Rome");
     assert_eq!(outputs[1], "booking 2: Lima");
     assert_eq!(desk.bookings.load(Ordering::SeqCst), 2, "the host's value saw both calls");

@@ -1,6 +1,8 @@
 //! `#[function_tool]` through the public API: the schema it writes equals the hand-written
 //! argument struct's, the tool runs in a session like any typed tool, options become flags.
 
+mod common;
+
 use colloquy::prelude::*;
 use colloquy::tool::parameters_schema;
 use colloquy::{DuplicateScope, OnDuplicate};
@@ -135,14 +137,7 @@ async fn question_mark_on_any_error_is_an_internal_error_and_tool_errors_stay_ve
     let session = builder.start(Agent::new("a", "inst").tool(count_seats())).await.unwrap();
     session.user_turn("seats?").await.unwrap();
     session.wait_for_idle().await.unwrap();
-    let outputs: Vec<String> = session
-        .history()
-        .await
-        .unwrap()
-        .iter()
-        .filter_map(|i| i.as_function_call_output())
-        .map(|o| o.output.clone())
-        .collect();
+    let outputs = common::outputs(&session).await;
     assert_eq!(outputs, ["An internal error occurred.", "no seats asked for", "2 seats"]);
     session.close().await.unwrap();
     let mut ended = None;
@@ -216,14 +211,7 @@ async fn any_serializable_value_and_any_error_type_can_be_returned() {
     let session = Session::builder().llm(llm).start(agent).await.unwrap();
     session.user_turn("go").await.unwrap();
     session.wait_for_idle().await.unwrap();
-    let outputs: Vec<String> = session
-        .history()
-        .await
-        .unwrap()
-        .iter()
-        .filter_map(|i| i.as_function_call_output())
-        .map(|o| o.output.clone())
-        .collect();
+    let outputs = common::outputs(&session).await;
     assert_eq!(
         outputs,
         [r#"{"confirmation":"LH1-7","seat":"14A"}"#, "42", "An internal error occurred."]
