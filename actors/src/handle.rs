@@ -20,13 +20,13 @@ use tokio::sync::{broadcast, mpsc};
 use crate::catalog::ToolCatalog;
 use crate::error::{CancelError, SessionError};
 use crate::host::Host;
-use crate::inspect::SessionSnapshot;
 use crate::lifecycle::LifecycleEvent;
 use crate::session::SessionLink;
 use crate::session::{
     ClosedSession, MockScope, RunningToolCall, SessionActor, SessionArgs, SessionMsg,
     SessionOptions,
 };
+use crate::snapshot::SessionSnapshot;
 use crate::speech_sink::SpeechSink;
 
 /// Capacity of each [`SessionHandle::events`] channel before a slow receiver lags.

@@ -29,6 +29,7 @@ mod host;
 mod inspect;
 mod lifecycle;
 mod session;
+mod snapshot;
 mod speech_control;
 mod speech_sink;
 mod task;
@@ -43,13 +44,13 @@ pub use error::{CancelError, SessionError};
 pub use filler::{Filler, FillerGuard};
 pub use handle::{BROADCAST_CAPACITY, EventStream, Session, SessionBuilder, SessionHandle};
 pub use host::Host;
-pub use inspect::{
-    ActorNode, CoalescerSnapshot, NodeStatus, SessionSnapshot, SpeechSnapshot, SpeechStatus,
-    ToolsetScope,
-};
 pub use lifecycle::{ActorKind, Lifecycle, LifecycleEvent, MAX_UNREAD_LIFECYCLE};
 /// The ractor crate colloquy runs on (the version [`SessionHandle::actor_cell`] returns).
 pub use ractor;
 pub use session::{ClosedSession, MockScope, RunningToolCall, SessionOptions};
+pub use snapshot::{
+    ActorNode, CoalescerSnapshot, NodeStatus, SessionSnapshot, SpeechSnapshot, SpeechStatus,
+    ToolsetScope,
+};
 pub use speech_sink::{InterruptSignal, PacedSink, Playout, PlayoutReport, SpeechSink};
 pub use tool_context::{Foreground, RunContextExt};

@@ -54,7 +54,15 @@ pub(crate) enum ActivityMsg {
     #[cfg(feature = "test-hooks")]
     InjectToolsetFailure(String),
     /// Describe this Activity (`SessionHandle::inspect`).
-    Inspect(RpcReplyPort<crate::inspect::ActivityPart>),
+    Inspect(RpcReplyPort<ActivityPart>),
     /// Replace the mocked tool bodies of this agent's toolset.
     SetMocks(Arc<BTreeMap<String, FunctionTool>>),
+}
+
+/// The Activity's answer.
+pub(crate) struct ActivityPart {
+    pub node: crate::snapshot::ActorNode,
+    pub speeches: Vec<crate::snapshot::SpeechSnapshot>,
+    /// The toolsets it supervises.
+    pub toolsets: Vec<ractor::ActorRef<crate::toolset::ToolsetMsg>>,
 }

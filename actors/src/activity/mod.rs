@@ -26,11 +26,12 @@ use floor::{Attention, FloorLease};
 pub(crate) use messages::{ActivityMsg, SpeechContent, SpeechJob};
 use speech::{SpeechEnd, SpeechEnv};
 
+use crate::activity::messages::ActivityPart;
 use crate::catalog::{Scope, ToolCatalog, implicit_toolset};
 use crate::coalescer::CoalescerSlot;
-use crate::inspect::{ActivityPart, ActorNode, NodeStatus, SpeechSnapshot, SpeechStatus};
 use crate::lifecycle::{ActorKind, LifecycleGuard};
 use crate::session::{Report, SessionLink, SessionMsg};
+use crate::snapshot::{ActorNode, NodeStatus, SpeechSnapshot, SpeechStatus};
 use crate::speech_control::SpeechControl;
 use crate::speech_sink::SpeechSink;
 use crate::task::{OwnedTask, panic_text};

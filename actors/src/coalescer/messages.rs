@@ -26,5 +26,5 @@ pub(crate) enum CoalescerMsg {
     /// once it is free.
     Busy,
     /// Describe what is pending (`SessionHandle::inspect`).
-    Inspect(ractor::RpcReplyPort<crate::inspect::CoalescerSnapshot>),
+    Inspect(ractor::RpcReplyPort<crate::snapshot::CoalescerSnapshot>),
 }

@@ -19,9 +19,9 @@ use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SpawnErr};
 
 pub(crate) use messages::{CoalescerMsg, PendingReply};
 
-use crate::inspect::CoalescerSnapshot;
 use crate::lifecycle::{ActorKind, LifecycleGuard};
 use crate::session::{SessionLink, SessionMsg};
+use crate::snapshot::CoalescerSnapshot;
 
 pub(crate) struct CoalescerActor;
 

@@ -68,5 +68,5 @@ pub(crate) enum ToolsetMsg {
     #[cfg(feature = "test-hooks")]
     InjectFailure,
     /// Describe this toolset and its calls (`SessionHandle::inspect`).
-    Inspect(RpcReplyPort<crate::inspect::ActorNode>),
+    Inspect(RpcReplyPort<crate::snapshot::ActorNode>),
 }

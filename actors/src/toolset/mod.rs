@@ -38,9 +38,9 @@ use crate::catalog::{Scope, ToolCatalog};
 use crate::clock::SessionClock;
 use crate::coalescer::{CoalescerSlot, PendingReply};
 use crate::error::CancelError;
-use crate::inspect::{ActorNode, NodeStatus, ToolsetScope};
 use crate::lifecycle::{ActorKind, LifecycleGuard};
 use crate::session::{Report, SessionLink, SessionMsg};
+use crate::snapshot::{ActorNode, NodeStatus, ToolsetScope};
 use crate::speech_control::SpeechControl;
 use crate::tool_call::{ToolCallActor, ToolCallArgs, ToolCallMsg};
 
