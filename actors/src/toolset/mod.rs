@@ -15,6 +15,7 @@
 //! pair is queued, so it always precedes the reply that carries it (decision 5).
 
 pub(crate) mod messages;
+mod pair;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -26,8 +27,8 @@ use colloquy_core::duplicate::{
 };
 use colloquy_core::templates::Placeholders;
 use colloquy_core::{
-    ChatItem, EventKind, FunctionCall, FunctionCallOutput, FunctionTool, OnDuplicate, PostedUpdate,
-    ResolvedTemplates, ToolCallStatus, ToolError, ToolErrorKind, ToolOutput, text,
+    ChatItem, EventKind, FunctionCall, FunctionTool, OnDuplicate, PostedUpdate, ResolvedTemplates,
+    ToolCallStatus, ToolError, ToolErrorKind, ToolOutput, text,
 };
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use serde_json::Value;
@@ -35,7 +36,6 @@ use serde_json::Value;
 pub(crate) use messages::{CallOutcome, ExecuteCall, ToolsetMsg};
 
 use crate::catalog::{Scope, ToolCatalog};
-use crate::clock::SessionClock;
 use crate::coalescer::{CoalescerSlot, PendingReply};
 use crate::error::CancelError;
 use crate::lifecycle::{ActorKind, LifecycleGuard};
@@ -43,6 +43,7 @@ use crate::session::{Report, SessionLink, SessionMsg};
 use crate::snapshot::{ActorNode, NodeStatus, ToolsetScope};
 use crate::speech_control::SpeechControl;
 use crate::tool_call::{ToolCallActor, ToolCallArgs, ToolCallMsg};
+use pair::Pair;
 
 /// The mark a call's item gets once it has posted its first update (§7 step 6).
 pub(crate) const NON_BLOCKING: &str = "__livekit_agents_tool_non_blocking";
@@ -662,42 +663,4 @@ impl ToolsetState {
 /// The call ids of running duplicates.
 fn ids(running: &[RunningDuplicate]) -> Vec<String> {
     running.iter().map(|r| r.call_id.to_string()).collect()
-}
-
-/// A synthetic pair.
-struct Pair {
-    call: FunctionCall,
-    output: FunctionCallOutput,
-}
-
-impl Pair {
-    /// A synthetic function_call / function_call_output pair (§7 step 3) copying the original
-    /// call's name, arguments and extra, stamped now.
-    fn new(
-        clock: &SessionClock,
-        original: &FunctionCall,
-        id: &str,
-        output: String,
-        is_error: bool,
-        reply: bool,
-    ) -> Pair {
-        let call = FunctionCall {
-            id: clock.item_id(),
-            call_id: id.to_string(),
-            name: original.name.clone(),
-            arguments: original.arguments.clone(),
-            extra: original.extra.clone(),
-            created_at: clock.now(),
-        };
-        let output = FunctionCallOutput {
-            id: clock.item_id(),
-            call_id: id.to_string(),
-            name: original.name.clone(),
-            output,
-            is_error,
-            reply_required: reply,
-            created_at: clock.now(),
-        };
-        Pair { call, output }
-    }
 }

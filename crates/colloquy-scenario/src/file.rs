@@ -7,7 +7,9 @@ use colloquy::{DuplicateScope, OnDuplicate, ScriptedCall, ScriptedResponse, Temp
 use serde_json::{Map, Value};
 
 use crate::ScenarioError;
-use crate::json::{MAX_MS, Obj, invalid, kind, parse_strict};
+use crate::json::{Obj, invalid, kind, parse_strict};
+pub use crate::options::Options;
+use crate::options::{parse_options, parse_templates};
 use crate::template::Template;
 
 /// A parsed scenario.
@@ -29,27 +31,6 @@ pub struct Scenario {
     pub llm: Vec<ScriptedResponse>,
     /// What happens, in order.
     pub steps: Vec<Step>,
-}
-
-/// `options`.
-#[derive(Debug)]
-pub struct Options {
-    /// `max_tool_steps`.
-    pub max_tool_steps: Option<u32>,
-    /// `allow_interruptions`.
-    pub allow_interruptions: Option<bool>,
-    /// `user_away_timeout_ms` (`null` disables the timer).
-    pub user_away_timeout: Option<Duration>,
-    /// `playout_ms_per_char`.
-    pub playout_ms_per_char: u64,
-    /// `end_timeout_ms`.
-    pub end_timeout: Duration,
-    /// `templates`.
-    pub templates: Option<Templates>,
-    /// `cancel_grace_ms`.
-    pub cancel_grace: Option<Duration>,
-    /// `drain_timeout_ms` (`null`: no timeout).
-    pub drain_timeout: Option<Duration>,
 }
 
 /// A tool defined in `tools`.
@@ -335,69 +316,6 @@ pub fn parse(text: &str) -> Result<Scenario, ScenarioError> {
     }
     root.finish()?;
     Ok(Scenario { name, options, tools, toolsets, agents, session, llm, steps })
-}
-
-fn parse_options(mut o: Obj) -> Result<Options, ScenarioError> {
-    let max_tool_steps = match o.u64("max_tool_steps")? {
-        Some(n) => {
-            Some(u32::try_from(n).map_err(|_| invalid(&o.at("max_tool_steps"), "too large"))?)
-        }
-        None => None,
-    };
-    let allow_interruptions = o.bool("allow_interruptions")?;
-    let user_away_timeout = match o.take("user_away_timeout_ms") {
-        None => Some(ms(15_000)),
-        Some(Value::Null) => None,
-        Some(Value::Number(n)) if n.as_u64().is_some_and(|n| n <= MAX_MS) => n.as_u64().map(ms),
-        Some(other) => {
-            let at = o.at("user_away_timeout_ms");
-            return Err(invalid(
-                &at,
-                format!("expected milliseconds (at most {MAX_MS}) or null, got {}", kind(&other)),
-            ));
-        }
-    };
-    // Per character, so a day is far past any speech and no product of it overflows.
-    let playout_ms_per_char = match o.u64("playout_ms_per_char")? {
-        Some(n) if n > 86_400_000 => {
-            let at = o.at("playout_ms_per_char");
-            return Err(invalid(&at, format!("{n} ms per character is more than a day")));
-        }
-        other => other.unwrap_or(0),
-    };
-    let end_timeout = o.millis("end_timeout_ms")?.unwrap_or(ms(60_000));
-    let templates = parse_templates(&mut o)?;
-    let cancel_grace = o.millis("cancel_grace_ms")?;
-    let drain_timeout = o.millis("drain_timeout_ms")?;
-    o.finish()?;
-    Ok(Options {
-        max_tool_steps,
-        allow_interruptions,
-        user_away_timeout,
-        playout_ms_per_char,
-        end_timeout,
-        templates,
-        cancel_grace,
-        drain_timeout,
-    })
-}
-
-/// `templates`: the five template texts of §8, any of them.
-fn parse_templates(o: &mut Obj) -> Result<Option<Templates>, ScenarioError> {
-    let Some(value) = o.take("templates") else { return Ok(None) };
-    let mut t = Obj::new(value, o.at("templates"))?;
-    let mut read = |key: &str| -> Result<Option<colloquy::Template>, ScenarioError> {
-        Ok(t.string(key)?.map(colloquy::Template::from))
-    };
-    let templates = Templates {
-        update: read("update")?,
-        duplicate_reject: read("duplicate_reject")?,
-        duplicate_confirm: read("duplicate_confirm")?,
-        reply_at_tail: read("reply_at_tail")?,
-        reply_maybe_covered: read("reply_maybe_covered")?,
-    };
-    t.finish()?;
-    Ok(Some(templates))
 }
 
 fn parse_tool(name: String, mut o: Obj) -> Result<ToolDef, ScenarioError> {

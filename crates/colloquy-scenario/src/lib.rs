@@ -21,6 +21,7 @@
 
 mod file;
 mod json;
+mod options;
 mod runner;
 mod template;
 pub mod trace;
