@@ -118,14 +118,7 @@ impl fmt::Display for ToolError {
 /// ```
 impl<E: std::error::Error + Send + Sync + 'static> From<E> for ToolError {
     fn from(error: E) -> Self {
-        let mut message = error.to_string();
-        let mut source = error.source();
-        while let Some(cause) = source {
-            message.push_str(": ");
-            message.push_str(&cause.to_string());
-            source = cause.source();
-        }
-        ToolError::internal(message)
+        ToolError::internal(crate::text::error_chain(&error))
     }
 }
 

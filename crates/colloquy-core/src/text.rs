@@ -16,3 +16,16 @@ pub fn unknown_function(name: &str, available: &[&str]) -> String {
 pub fn argument_error_prefix(name: &str) -> String {
     format!("Error parsing arguments for `{name}`: ")
 }
+
+/// An error's text followed by its sources' (`top: cause: root cause`): what really failed
+/// (refused, reset, a parse error) for a log or an event.
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}

@@ -4,6 +4,7 @@
 use std::sync::Once;
 use std::time::Duration;
 
+use colloquy_core::text::error_chain;
 use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 use reqwest::header::HeaderMap;
@@ -12,6 +13,7 @@ use tokio::sync::mpsc;
 use super::key::ApiKey;
 use super::options::HttpOptions;
 use super::request::{SseDecoder, StreamRequest};
+
 use crate::{LlmChunk, LlmError, LlmStream};
 
 /// A reqwest client and the options it was built with; cheap to clone.
@@ -207,18 +209,6 @@ type EventResult = Result<eventsource_stream::Event, String>;
 struct FirstEvent {
     first: Option<EventResult>,
     rest: std::pin::Pin<Box<dyn futures_core::Stream<Item = EventResult> + Send>>,
-}
-
-/// An error with its sources, which say what really failed (refused, reset, DNS).
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
 }
 
 /// The wait before attempt `attempt + 1`; `None` when the server asks for longer than the
