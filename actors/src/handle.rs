@@ -1,276 +1,26 @@
-//! The host's API: [`Session::builder`] starts a session, [`SessionHandle`] drives it.
-//! Hosts never build actor messages.
+//! [`SessionHandle`], the host's grip on a running session: every method is one message to
+//! the Session actor (hosts never build actor messages), so a tool may hold one too.
 
-use std::any::Any;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use colloquy_core::{
-    Agent, AgentState, ChatItem, EventFilter, FunctionTool, RunResult, SessionEvent, Templates,
-    Toolset, UserState,
+    Agent, AgentState, ChatItem, EventFilter, FunctionTool, RunResult, SessionEvent, UserState,
 };
-use colloquy_llm::{Llm, ToolChoice};
+use colloquy_llm::ToolChoice;
 use futures_core::Stream;
 use ractor::rpc::CallResult;
-use ractor::{Actor, ActorRef, RpcReplyPort};
+use ractor::{ActorRef, RpcReplyPort};
 use tokio::sync::{broadcast, mpsc};
 
-use crate::catalog::ToolCatalog;
 use crate::error::{CancelError, SessionError};
-use crate::host::Host;
-use crate::lifecycle::LifecycleEvent;
-use crate::session::SessionLink;
-use crate::session::{
-    ClosedSession, MockScope, RunningToolCall, SessionActor, SessionArgs, SessionMsg,
-    SessionOptions,
-};
+use crate::protocol::{ClosedSession, MockScope, RunningToolCall, SessionLink, SessionMsg};
 use crate::snapshot::SessionSnapshot;
-use crate::speech_sink::SpeechSink;
 
 /// Capacity of each [`SessionHandle::events`] channel before a slow receiver lags.
 pub const BROADCAST_CAPACITY: usize = 1024;
-
-/// Entry point: `Session::builder()`.
-pub struct Session;
-
-impl Session {
-    /// A builder with default options.
-    pub fn builder() -> SessionBuilder {
-        SessionBuilder::default()
-    }
-}
-
-/// Configures and starts a session.
-///
-/// ```
-/// use colloquy_actors::Session;
-/// use colloquy_core::Agent;
-/// use colloquy_llm::{ScriptedLlm, ScriptedResponse};
-///
-/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-/// # async fn main() -> Result<(), colloquy_actors::SessionError> {
-/// let mut builder = Session::builder().llm(ScriptedLlm::new([ScriptedResponse::text("Hi!")]));
-/// let mut events = builder.subscribe(); // sees the session's very first events too
-/// let session = builder.start(Agent::new("greeter", "Greet the user.")).await?;
-/// session.user_turn("hello").await?;
-/// session.wait_for_idle().await?;
-/// assert_eq!(session.history().await?.len(), 3); // handoff, user, assistant
-/// session.close().await?;
-/// # let _ = events.recv().await;
-/// # Ok(()) }
-/// ```
-#[derive(Default)]
-pub struct SessionBuilder {
-    llm: Option<Arc<dyn Llm>>,
-    sink: Option<Arc<dyn SpeechSink>>,
-    options: SessionOptions,
-    history: Vec<ChatItem>,
-    tools: Vec<FunctionTool>,
-    toolsets: Vec<Toolset>,
-    userdata: Option<Arc<dyn Any + Send + Sync>>,
-    subscribers: Vec<(EventFilter, mpsc::Sender<SessionEvent>)>,
-    lifecycle: Option<mpsc::Sender<LifecycleEvent>>,
-    host: Option<Host>,
-    on_close: Option<crate::session::CloseCallback>,
-}
-
-impl SessionBuilder {
-    /// The model (required): `ScriptedLlm` for offline runs and tests, or a real adapter.
-    pub fn llm(mut self, llm: impl Llm) -> Self {
-        self.llm = Some(Arc::new(llm));
-        self
-    }
-
-    /// Where speech goes; without one, speech plays out at once.
-    pub fn speech_sink(mut self, sink: impl SpeechSink) -> Self {
-        self.sink = Some(Arc::new(sink));
-        self
-    }
-
-    /// All options at once.
-    pub fn options(mut self, options: SessionOptions) -> Self {
-        self.options = options;
-        self
-    }
-
-    /// How many tool-reply steps may still call tools (default 3).
-    pub fn max_tool_steps(mut self, steps: u32) -> Self {
-        self.options.max_tool_steps = steps;
-        self
-    }
-
-    /// Whether speeches may be interrupted (default true; an agent may override it).
-    pub fn allow_interruptions(mut self, allow: bool) -> Self {
-        self.options.allow_interruptions = allow;
-        self
-    }
-
-    /// How long a cooperative call may clean up after a cancel (default 2 s).
-    pub fn cancel_grace(mut self, grace: Duration) -> Self {
-        self.options.cancel_grace = grace;
-        self
-    }
-
-    /// How many events a lossless subscriber may leave unread before its stream is closed
-    /// with an `x_stream_overflowed` item (default 100,000; see
-    /// [`SessionOptions::max_unread_events`]).
-    pub fn max_unread_events(mut self, limit: usize) -> Self {
-        self.options.max_unread_events = limit.max(1);
-        self
-    }
-
-    /// How long a handoff or a close may take, from when it is asked, before the calls it
-    /// waits for are aborted, blocking ones included (default: as long as non-cancellable
-    /// calls run; see [`SessionOptions::drain_timeout`]).
-    pub fn drain_timeout(mut self, timeout: Option<Duration>) -> Self {
-        self.options.drain_timeout = timeout;
-        self
-    }
-
-    /// How long an LLM request may go without sending anything before the turn ends with an
-    /// `llm` error (default 30 s; `None` waits for ever).
-    pub fn llm_timeout(mut self, timeout: Option<Duration>) -> Self {
-        self.options.llm_timeout = timeout;
-        self
-    }
-
-    /// The speech-sink watchdog: how long a playout may go without a report or progress
-    /// before the runtime stops it (default 60 s; `None` trusts the sink).
-    pub fn playout_timeout(mut self, timeout: Option<Duration>) -> Self {
-        self.options.playout_timeout = timeout;
-        self
-    }
-
-    /// The user-away timeout (default 15 s; `None` disables it).
-    pub fn user_away_timeout(mut self, timeout: Option<Duration>) -> Self {
-        self.options.user_away_timeout = timeout;
-        self
-    }
-
-    /// Session-level templates (§8): update wrapping, duplicate answers, deferred-reply
-    /// instructions. An agent's own templates replace them as a whole.
-    pub fn templates(mut self, templates: Templates) -> Self {
-        self.options.templates = Some(templates);
-        self
-    }
-
-    /// Starts from a stored history (as exported by [`SessionHandle::history`]); its messages
-    /// and tool items also seed the first agent's chat context.
-    pub fn history(mut self, items: Vec<ChatItem>) -> Self {
-        self.history = items;
-        self
-    }
-
-    /// A tool visible to every agent (runs in the current agent's toolset).
-    pub fn tool(mut self, tool: FunctionTool) -> Self {
-        self.tools.push(tool);
-        self
-    }
-
-    /// A toolset visible to every agent. A plain toolset's tools run in the current agent's
-    /// toolset; an async toolset ([`Toolset::new_async`]) is session-scoped: a child of the
-    /// Session whose results reach whichever agent is current (decision 16).
-    pub fn toolset(mut self, toolset: Toolset) -> Self {
-        self.toolsets.push(toolset);
-        self
-    }
-
-    /// Data every tool can read through `RunContext::userdata`.
-    pub fn userdata<T: Any + Send + Sync>(mut self, data: T) -> Self {
-        self.userdata = Some(Arc::new(data));
-        self
-    }
-
-    /// A lossless subscription that also sees the events emitted while the session starts.
-    pub fn subscribe(&mut self) -> EventStream {
-        self.subscribe_to(EventFilter::ALL)
-    }
-
-    /// [`subscribe`](Self::subscribe) to the events `filter` passes only: the session never
-    /// copies or sends the others to this stream.
-    ///
-    /// ```
-    /// # use colloquy_actors::Session;
-    /// use colloquy_core::EventFilter;
-    /// let mut builder = Session::builder();
-    /// let tool_events = builder.subscribe_to(EventFilter::tool_execution());
-    /// # drop(tool_events);
-    /// ```
-    pub fn subscribe_to(&mut self, filter: EventFilter) -> EventStream {
-        let (tx, rx) = event_channel();
-        self.subscribers.push((filter, tx));
-        EventStream { rx }
-    }
-
-    /// Lifecycle records of every actor of the session (started, stopped gracefully): an actor
-    /// that was killed never reports `Stopped`.
-    pub fn lifecycle_events(&mut self) -> mpsc::Receiver<LifecycleEvent> {
-        let (tx, rx) = crate::lifecycle::lifecycle_channel();
-        self.lifecycle = Some(tx);
-        rx
-    }
-
-    /// Called once when the session has closed, with the reason (`close`, `end_call`, …),
-    /// right after the `session_closed` event: where the host hangs up the phone line or closes
-    /// the socket. A panic in it is logged and does not stop the close.
-    pub fn on_close(mut self, callback: impl Fn(&str) + Send + Sync + 'static) -> Self {
-        self.on_close = Some(Arc::new(callback));
-        self
-    }
-
-    /// Runs the session under `host`: the host lists it, supervises it and streams its actors'
-    /// lifecycle records (see [`Host`]).
-    pub fn host(mut self, host: &Host) -> Self {
-        self.host = Some(host.clone());
-        self
-    }
-
-    /// Spawns the session's actors with `agent` as the first agent.
-    pub async fn start(self, agent: Agent) -> Result<SessionHandle, SessionError> {
-        let llm = self
-            .llm
-            .ok_or_else(|| SessionError::Config("no LLM: call SessionBuilder::llm".into()))?;
-        let catalog = ToolCatalog::build(&self.tools, &self.toolsets, &agent)
-            .map_err(SessionError::Config)?;
-        let id = uuid::Uuid::new_v4().to_string();
-        let closed = Arc::new(std::sync::OnceLock::new());
-        let args = SessionArgs {
-            id: id.clone(),
-            agent,
-            catalog: Arc::new(catalog),
-            session_tools: self.tools,
-            session_toolsets: self.toolsets,
-            llm,
-            sink: self.sink,
-            options: self.options,
-            history: self.history,
-            userdata: self.userdata,
-            subscribers: self.subscribers,
-            lifecycle: self.lifecycle,
-            lifecycle_hub: self.host.as_ref().map(Host::hub),
-            on_close: self.on_close,
-            closed: Arc::clone(&closed),
-        };
-        let spawned = match &self.host {
-            Some(host) => Actor::spawn_linked(None, SessionActor, args, host.actor_cell()).await,
-            None => Actor::spawn(None, SessionActor, args).await,
-        };
-        let session = match spawned {
-            Ok((actor, _)) => {
-                // Without a Host, the host app's handles are what keeps the session.
-                let owner = self.host.is_none().then(|| Arc::new(Owner(actor.clone())));
-                SessionHandle { id, actor, closed, _owner: owner }
-            }
-            Err(e) => return Err(SessionError::Spawn(e.to_string())),
-        };
-        if let Some(host) = &self.host {
-            host.register(&session);
-        }
-        Ok(session)
-    }
-}
 
 /// A running session. Cheap to clone; every method talks to the Session actor.
 ///
@@ -301,6 +51,18 @@ impl SessionHandle {
     /// it closed (`close`, an end-call tool, a host); `None` while it runs.
     pub fn closed_session(&self) -> Option<ClosedSession> {
         self.closed.get().cloned()
+    }
+
+    /// The handle `SessionBuilder::start` returns; `owning`: the host app's handles keep the
+    /// session (it has no `Host`).
+    pub(crate) fn started(
+        id: String,
+        actor: ActorRef<SessionMsg>,
+        closed: Arc<std::sync::OnceLock<ClosedSession>>,
+        owning: bool,
+    ) -> Self {
+        let owner = owning.then(|| Arc::new(Owner(actor.clone())));
+        Self { id, actor, closed, _owner: owner }
     }
 
     /// A handle the runtime lends out: it does not keep the session.
@@ -423,9 +185,9 @@ impl SessionHandle {
     /// [`EventFilter::tool_execution`]): the session never copies or sends the others to this
     /// stream, which still ends when the session closes.
     pub fn subscribe_to(&self, filter: EventFilter) -> EventStream {
-        let (tx, rx) = event_channel();
+        let (tx, stream) = EventStream::channel();
         let _ = self.actor.cast(SessionMsg::Subscribe(filter, tx));
-        EventStream { rx }
+        stream
     }
 
     /// A bounded broadcast of events from now on: a receiver that falls more than
@@ -598,13 +360,6 @@ impl SessionHandle {
     }
 }
 
-/// The channel of a lossless stream. Its bound is only there so the Session can count what
-/// the reader left unread (`max_capacity - capacity`); the limit it enforces is
-/// [`SessionOptions::max_unread_events`]. tokio allocates a channel's slots as they fill.
-fn event_channel() -> (mpsc::Sender<SessionEvent>, mpsc::Receiver<SessionEvent>) {
-    mpsc::channel(1 << 30)
-}
-
 /// A lossless stream of session events; ends when the session closes, or after an
 /// [`EventKind::StreamOverflowed`] item if its reader falls
 /// [`SessionOptions::max_unread_events`] behind.
@@ -616,6 +371,15 @@ pub struct EventStream {
 }
 
 impl EventStream {
+    /// A new stream and the sender the Session fans events into. Its bound is only there so
+    /// the Session can count what the reader left unread (`max_capacity - capacity`); the
+    /// limit it enforces is [`SessionOptions::max_unread_events`]. tokio allocates a channel's
+    /// slots as they fill.
+    pub(crate) fn channel() -> (mpsc::Sender<SessionEvent>, Self) {
+        let (tx, rx) = mpsc::channel(1 << 30);
+        (tx, Self { rx })
+    }
+
     /// The next event; `None` once the session has closed and every event was read.
     pub async fn recv(&mut self) -> Option<SessionEvent> {
         self.rx.recv().await

@@ -3,29 +3,11 @@
 //!
 //! [`SessionHandle::inspect`]: crate::SessionHandle::inspect
 
-use colloquy_core::{AgentState, UserState};
 use ractor::{ActorCell, ActorRef};
 
-use crate::activity::messages::ActivityMsg;
-use crate::coalescer::CoalescerMsg;
 use crate::lifecycle::ActorKind;
+use crate::protocol::{ActivityMsg, CoalescerMsg, SessionPart, ToolsetMsg};
 use crate::snapshot::{ActorNode, NodeStatus, SessionSnapshot};
-use crate::toolset::ToolsetMsg;
-
-/// The Session's answer.
-pub(crate) struct SessionPart {
-    pub at_ms: u64,
-    pub session_id: String,
-    pub agent: String,
-    pub agent_state: AgentState,
-    pub user_state: UserState,
-    pub closing: bool,
-    pub activity: ActorRef<ActivityMsg>,
-    pub coalescer: Option<ActorRef<CoalescerMsg>>,
-    /// The toolsets the Session supervises now (session-scoped ones, and agent-scoped ones
-    /// between two agents during a handoff).
-    pub toolsets: Vec<ActorRef<ToolsetMsg>>,
-}
 
 /// Asks `actor` with `build`; `None` if it has stopped meanwhile.
 async fn ask<M: ractor::Message, T: Send + 'static>(

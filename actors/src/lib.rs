@@ -17,6 +17,7 @@
 //! See `docs/ARCHITECTURE.md` for the code map and the invariants each actor keeps.
 
 mod activity;
+mod builder;
 mod catalog;
 mod clock;
 mod coalescer;
@@ -28,6 +29,8 @@ mod handle;
 mod host;
 mod inspect;
 mod lifecycle;
+mod options;
+mod protocol;
 mod session;
 mod snapshot;
 mod speech_control;
@@ -37,17 +40,19 @@ mod tool_call;
 mod tool_context;
 mod toolset;
 
+pub use builder::{Session, SessionBuilder};
 pub use end_call::{
     END_CALL, END_CALL_DESCRIPTION, END_CALL_REASON, END_INSTRUCTIONS, EndCallTool,
 };
 pub use error::{CancelError, SessionError};
 pub use filler::{Filler, FillerGuard};
-pub use handle::{BROADCAST_CAPACITY, EventStream, Session, SessionBuilder, SessionHandle};
+pub use handle::{BROADCAST_CAPACITY, EventStream, SessionHandle};
 pub use host::Host;
 pub use lifecycle::{ActorKind, Lifecycle, LifecycleEvent, MAX_UNREAD_LIFECYCLE};
+pub use options::SessionOptions;
+pub use protocol::{ClosedSession, MockScope, RunningToolCall};
 /// The ractor crate colloquy runs on (the version [`SessionHandle::actor_cell`] returns).
 pub use ractor;
-pub use session::{ClosedSession, MockScope, RunningToolCall, SessionOptions};
 pub use snapshot::{
     ActorNode, CoalescerSnapshot, NodeStatus, SessionSnapshot, SpeechSnapshot, SpeechStatus,
     ToolsetScope,

@@ -14,8 +14,9 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::speech::SpeechEnv;
+use crate::protocol::{CallOutcome, ExecuteCall, ToolsetMsg};
 use crate::speech_control::SpeechControl;
-use crate::toolset::{CallOutcome, ExecuteCall, ToolsetMsg, mark_non_blocking};
+use crate::toolset::mark_non_blocking;
 
 /// A tool call as assembled from the stream.
 #[derive(Debug, Default)]

@@ -10,7 +10,6 @@
 
 mod dispatch;
 mod floor;
-pub(crate) mod messages;
 mod speech;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -23,19 +22,19 @@ use futures_util::FutureExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 
 use floor::{Attention, FloorLease};
-pub(crate) use messages::{ActivityMsg, SpeechContent, SpeechJob};
 use speech::{SpeechEnd, SpeechEnv};
 
-use crate::activity::messages::ActivityPart;
 use crate::catalog::{Scope, ToolCatalog, implicit_toolset};
-use crate::coalescer::CoalescerSlot;
 use crate::lifecycle::{ActorKind, LifecycleGuard};
-use crate::session::{Report, SessionLink, SessionMsg};
+use crate::protocol::{
+    ActivityMsg, ActivityPart, CoalescerSlot, Report, SessionLink, SessionMsg, SpeechContent,
+    SpeechJob, ToolsetMsg,
+};
 use crate::snapshot::{ActorNode, NodeStatus, SpeechSnapshot, SpeechStatus};
 use crate::speech_control::SpeechControl;
 use crate::speech_sink::SpeechSink;
 use crate::task::{OwnedTask, panic_text};
-use crate::toolset::{ToolsetActor, ToolsetArgs, ToolsetMsg};
+use crate::toolset::{ToolsetActor, ToolsetArgs};
 
 pub(crate) struct ActivityActor;
 

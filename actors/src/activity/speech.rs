@@ -23,12 +23,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::dispatch::{self, StreamedCall};
 use super::floor::{Attention, FloorLease};
-use super::messages::{ActivityMsg, SpeechContent, SpeechJob};
 use crate::catalog::ToolCatalog;
-use crate::session::{Report, SessionLink, SessionMsg};
+use crate::protocol::{
+    ActivityMsg, Report, SessionLink, SessionMsg, SpeechContent, SpeechJob, ToolsetMsg,
+};
 use crate::speech_control::SpeechControl;
 use crate::speech_sink::{PlayoutDriver, PlayoutEnd, SpeechSink};
-use crate::toolset::ToolsetMsg;
 
 /// What every speech of one Activity shares.
 pub(crate) struct SpeechEnv {

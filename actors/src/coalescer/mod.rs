@@ -8,66 +8,37 @@
 //! Offers and answers are one-way messages: neither actor ever waits on the other inside a
 //! handler, so stopping the session (which stops this child) can never deadlock.
 //!
-//! The Session spawns it on the first pair that waits for a reply ([`CoalescerSlot`]): a
+//! The Session spawns it on the first pair that waits for a reply ([`forward`]): a
 //! session that never defers a reply never pays for the actor.
 
-pub(crate) mod messages;
-
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SpawnErr};
 
-pub(crate) use messages::{CoalescerMsg, PendingReply};
-
 use crate::lifecycle::{ActorKind, LifecycleGuard};
-use crate::session::{SessionLink, SessionMsg};
+use crate::protocol::{CoalescerMsg, CoalescerSlot, PendingReply, SessionLink, SessionMsg};
 use crate::snapshot::CoalescerSnapshot;
 
 pub(crate) struct CoalescerActor;
 
-/// Where the session's coalescer is, once spawned. Shared by the Session and its toolsets; only
-/// the Session spawns (so there is never a second one), and only inside its own handler.
-#[derive(Clone, Default)]
-pub(crate) struct CoalescerSlot(Arc<OnceLock<ActorRef<CoalescerMsg>>>);
-
-impl CoalescerSlot {
-    /// The coalescer, if it was spawned.
-    pub fn get(&self) -> Option<&ActorRef<CoalescerMsg>> {
-        self.0.get()
-    }
-
-    /// Queues a pair for a deferred reply: straight to the coalescer once it runs, else through
-    /// the Session, which spawns it and forwards the pair (`SessionMsg::Enqueue`).
-    pub fn enqueue(&self, session: &ActorRef<SessionMsg>, pending: PendingReply) {
-        match self.get() {
-            Some(coalescer) => {
-                let _ = coalescer.cast(CoalescerMsg::Enqueue(pending));
-            }
-            None => {
-                let _ = session.cast(SessionMsg::Enqueue(pending));
-            }
-        }
-    }
-
-    /// The Session's side of [`enqueue`](Self::enqueue): spawns the coalescer under
-    /// `supervisor` if it does not run yet, forwards the pair, and only then publishes the
-    /// coalescer, so a pair sent straight to it never overtakes one forwarded here.
-    pub async fn forward(
-        &self,
-        link: &SessionLink,
-        supervisor: ActorCell,
-        pending: PendingReply,
-    ) -> Result<(), SpawnErr> {
-        if let Some(coalescer) = self.get() {
-            let _ = coalescer.cast(CoalescerMsg::Enqueue(pending));
-            return Ok(());
-        }
-        let (coalescer, _) =
-            Box::pin(Actor::spawn_linked(None, CoalescerActor, link.clone(), supervisor)).await?;
+/// The Session's side of [`SessionLink::enqueue_reply`]: spawns the coalescer under
+/// `supervisor` if it does not run yet, forwards the pair, and only then publishes the
+/// coalescer in `slot`, so a pair sent straight to it never overtakes one forwarded here.
+pub(crate) async fn forward(
+    slot: &CoalescerSlot,
+    link: &SessionLink,
+    supervisor: ActorCell,
+    pending: PendingReply,
+) -> Result<(), SpawnErr> {
+    if let Some(coalescer) = slot.get() {
         let _ = coalescer.cast(CoalescerMsg::Enqueue(pending));
-        let _ = self.0.set(coalescer);
-        Ok(())
+        return Ok(());
     }
+    let (coalescer, _) =
+        Box::pin(Actor::spawn_linked(None, CoalescerActor, link.clone(), supervisor)).await?;
+    let _ = coalescer.cast(CoalescerMsg::Enqueue(pending));
+    slot.set(coalescer);
+    Ok(())
 }
 
 pub(crate) struct CoalescerState {

@@ -16,12 +16,10 @@ use colloquy_core::{Agent, FunctionTool, Templates, Toolset};
 use colloquy_llm::Llm;
 use ractor::{Actor, ActorCell, ActorRef, SpawnErr};
 
-use super::link::SessionLink;
-use crate::activity::{ActivityActor, ActivityArgs, ActivityMsg, SpeechContent};
+use crate::activity::{ActivityActor, ActivityArgs};
 use crate::catalog::ToolCatalog;
-use crate::coalescer::CoalescerSlot;
+use crate::protocol::{ActivityMsg, CoalescerSlot, SessionLink, SpeechContent, ToolsetMsg};
 use crate::speech_sink::SpeechSink;
-use crate::toolset::ToolsetMsg;
 
 /// Everything needed to start an Activity for an agent, kept by the Session for handoffs.
 pub(crate) struct ActivityFactory {

@@ -7,13 +7,10 @@
 //! on the session's own actors: a close is a sequence of messages, not an await.
 
 mod handoff;
-mod link;
-pub(crate) mod messages;
 mod state;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use colloquy_core::{
     Agent, AgentState, ChatContext, ChatItem, EventFilter, EventKind, FunctionTool, SessionEvent,
@@ -24,73 +21,21 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tokio::sync::mpsc;
 
 use handoff::ActivityFactory;
-pub(crate) use link::SessionLink;
-pub(crate) use messages::Report;
-pub use messages::{ClosedSession, MockScope, RunningToolCall, SessionMsg};
-pub(crate) use state::CloseCallback;
 use state::SessionState;
 
-use crate::activity::{ActivityMsg, SpeechContent};
 use crate::catalog::{Scope, ToolCatalog};
 use crate::clock::SessionClock;
-use crate::coalescer::CoalescerSlot;
 use crate::lifecycle::{ActorKind, Lifecycle, LifecycleEvent, LifecycleHub, LifecycleSink};
+use crate::options::SessionOptions;
+use crate::protocol::{
+    ActivityMsg, CloseCallback, ClosedSession, CoalescerSlot, Report, SessionLink, SessionMsg,
+    SpeechContent,
+};
 use crate::speech_sink::SpeechSink;
 use crate::toolset::{ToolsetActor, ToolsetArgs};
 
 /// The close reason of a host-less session whose handles were all dropped.
 pub const RELEASED: &str = "handles_dropped";
-
-/// Session-wide options.
-#[derive(Clone, Debug)]
-pub struct SessionOptions {
-    /// Tool-reply steps that may still call tools (default 3, §4.1).
-    pub max_tool_steps: u32,
-    /// Whether speeches may be interrupted unless the agent says otherwise (default true).
-    pub allow_interruptions: bool,
-    /// How long both sides must be quiet before the user counts as away (default 15 s;
-    /// `None` disables the timer).
-    pub user_away_timeout: Option<Duration>,
-    /// Session-level templates (§8); agents may replace them.
-    pub templates: Option<Templates>,
-    /// How long a cooperative call may clean up after a cancel (default 2 s, decision 20).
-    pub cancel_grace: Duration,
-    /// How long a handoff or a close may take, counted from when it is asked, before the calls
-    /// it still waits for are aborted (they end `error` "drain timeout") and their toolsets
-    /// start no new call; blocking calls included. `None` (the default) waits as long as
-    /// non-cancellable calls run: declaring a tool not cancellable says its work must finish
-    /// (a payment, a booking), as in LiveKit Agents. Set it where a close must be bounded.
-    pub drain_timeout: Option<Duration>,
-    /// How many events a lossless subscriber (`subscribe`) may leave unread: past it the
-    /// stream gets a last `x_stream_overflowed` item and ends, with a warning in the log,
-    /// rather than growing without bound; the session and other subscribers go on. Default
-    /// 100,000 (a few hundred turns).
-    pub max_unread_events: usize,
-    /// How long an LLM request may go without sending anything (its first chunk included)
-    /// before it fails: the turn ends with an `llm` error event (default 30 s; `None` waits
-    /// for ever).
-    pub llm_timeout: Option<Duration>,
-    /// The speech-sink watchdog: how long a playout may go without reporting (neither done
-    /// nor progress) before colloquy asks it to stop and, if it still says nothing, ends the
-    /// speech itself with a `sink` error event (default 60 s; `None` trusts the sink).
-    pub playout_timeout: Option<Duration>,
-}
-
-impl Default for SessionOptions {
-    fn default() -> Self {
-        Self {
-            max_tool_steps: 3,
-            allow_interruptions: true,
-            user_away_timeout: Some(Duration::from_secs(15)),
-            templates: None,
-            cancel_grace: Duration::from_secs(2),
-            drain_timeout: None,
-            max_unread_events: 100_000,
-            llm_timeout: Some(Duration::from_secs(30)),
-            playout_timeout: Some(Duration::from_secs(60)),
-        }
-    }
-}
 
 pub(crate) struct SessionActor;
 
@@ -112,7 +57,7 @@ pub(crate) struct SessionArgs {
     /// A host's lifecycle subscribers.
     pub lifecycle_hub: Option<Arc<LifecycleHub>>,
     /// The host's close callback.
-    pub on_close: Option<state::CloseCallback>,
+    pub on_close: Option<CloseCallback>,
     /// Where the final history goes when the session closes (shared with its handles).
     pub closed: Arc<std::sync::OnceLock<ClosedSession>>,
 }

@@ -15,17 +15,16 @@ use colloquy_llm::{RequestKind, ToolChoice};
 use ractor::{ActorRef, RpcReplyPort};
 use tokio::sync::{broadcast, mpsc};
 
-use super::SessionOptions;
 use super::handoff::{ActivityFactory, PendingHandoff, Queued};
-use super::link::SessionLink;
-use super::messages::{ClosedSession, MockScope, RunningToolCall, SessionMsg};
-use crate::activity::{ActivityMsg, SpeechContent, SpeechJob};
 use crate::catalog::{Scope, ToolCatalog};
-use crate::coalescer::{CoalescerMsg, CoalescerSlot, PendingReply};
 use crate::error::{CancelError, SessionError};
 use crate::lifecycle::ActorKind;
+use crate::options::SessionOptions;
+use crate::protocol::{
+    ActivityMsg, CloseCallback, ClosedSession, CoalescerMsg, CoalescerSlot, MockScope,
+    PendingReply, RunningToolCall, SessionLink, SessionMsg, SpeechContent, SpeechJob, ToolsetMsg,
+};
 use crate::task::OwnedTask;
-use crate::toolset::ToolsetMsg;
 
 /// A running call, as the Session knows it.
 struct Running {
@@ -64,9 +63,6 @@ pub(crate) struct Init {
     pub subscribers: Vec<(EventFilter, mpsc::Sender<SessionEvent>)>,
     pub on_close: Option<CloseCallback>,
 }
-
-/// The host's close callback: called once with the close reason, after `session_closed`.
-pub(crate) type CloseCallback = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// A `run` in progress: the speeches it watches and the items they committed.
 struct RunTracker {
@@ -205,9 +201,9 @@ impl SessionState {
     }
 
     /// The Session's part of a snapshot (`SessionHandle::inspect`).
-    pub fn inspect(&self) -> crate::inspect::SessionPart {
+    pub fn inspect(&self) -> crate::protocol::SessionPart {
         let kept = self.handoff.iter().flat_map(|h| h.kept.values());
-        crate::inspect::SessionPart {
+        crate::protocol::SessionPart {
             at_ms: self.link.clock.elapsed_ms(),
             session_id: self.id.clone(),
             agent: self.agent_id.clone(),
@@ -222,7 +218,9 @@ impl SessionState {
 
     /// Forwards a toolset's pair to the coalescer, spawning it first if need be.
     pub async fn enqueue_reply(&mut self, supervisor: ractor::ActorCell, pending: PendingReply) {
-        if let Err(e) = self.coalescer.forward(&self.link, supervisor, pending).await {
+        if let Err(e) =
+            crate::coalescer::forward(&self.coalescer, &self.link, supervisor, pending).await
+        {
             // Only a session already stopping fails to spawn a child.
             tracing::warn!(session = %self.id, "reply coalescer did not start: {e}");
         }

@@ -9,8 +9,6 @@
 //! call is cancelled nothing more is forwarded, and the actor stops when its body ends or its
 //! grace period is over.
 
-pub(crate) mod messages;
-
 use std::any::Any;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,18 +21,15 @@ use futures_util::FutureExt;
 use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef};
 use serde_json::{Map, Value};
 
-pub(crate) use messages::ToolCallMsg;
-
 use std::pin::Pin;
 
 use tokio_util::sync::CancellationToken;
 
 use crate::handle::SessionHandle;
 use crate::lifecycle::{ActorKind, LifecycleGuard};
-use crate::session::SessionLink;
+use crate::protocol::{SessionLink, ToolCallMsg, ToolsetMsg};
 use crate::speech_control::SpeechControl;
 use crate::task::{OwnedTask, panic_text};
-use crate::toolset::ToolsetMsg;
 
 pub(crate) struct ToolCallActor;
 

@@ -14,7 +14,6 @@
 //! model receives (decision 13); it is emitted after the final pair is inserted and before the
 //! pair is queued, so it always precedes the reply that carries it (decision 5).
 
-pub(crate) mod messages;
 mod pair;
 
 use std::collections::BTreeMap;
@@ -33,16 +32,16 @@ use colloquy_core::{
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use serde_json::Value;
 
-pub(crate) use messages::{CallOutcome, ExecuteCall, ToolsetMsg};
-
 use crate::catalog::{Scope, ToolCatalog};
-use crate::coalescer::{CoalescerSlot, PendingReply};
 use crate::error::CancelError;
 use crate::lifecycle::{ActorKind, LifecycleGuard};
-use crate::session::{Report, SessionLink, SessionMsg};
+use crate::protocol::{
+    CallOutcome, CoalescerSlot, ExecuteCall, PendingReply, Report, SessionLink, SessionMsg,
+    ToolCallMsg, ToolsetMsg,
+};
 use crate::snapshot::{ActorNode, NodeStatus, ToolsetScope};
 use crate::speech_control::SpeechControl;
-use crate::tool_call::{ToolCallActor, ToolCallArgs, ToolCallMsg};
+use crate::tool_call::{ToolCallActor, ToolCallArgs};
 use pair::Pair;
 
 /// The mark a call's item gets once it has posted its first update (§7 step 6).
@@ -554,7 +553,7 @@ impl ToolsetState {
     /// Session has it before the coalescer offers it).
     fn queue_reply(&self, pending: Option<PendingReply>) {
         if let Some(pending) = pending {
-            self.args.coalescer.enqueue(&self.args.session.actor, pending);
+            self.args.session.enqueue_reply(&self.args.coalescer, pending);
         }
     }
 

@@ -1,4 +1,8 @@
-//! The ReplyCoalescer's messages.
+//! The ReplyCoalescer's messages, and the slot that finds it.
+
+use std::sync::{Arc, OnceLock};
+
+use ractor::ActorRef;
 
 /// A pair waiting for a deferred reply.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -27,4 +31,21 @@ pub(crate) enum CoalescerMsg {
     Busy,
     /// Describe what is pending (`SessionHandle::inspect`).
     Inspect(ractor::RpcReplyPort<crate::snapshot::CoalescerSnapshot>),
+}
+
+/// Where the session's coalescer is, once spawned. Shared by the Session and its toolsets; only
+/// the Session spawns it (so there is never a second one), and only inside its own handler.
+#[derive(Clone, Default)]
+pub(crate) struct CoalescerSlot(Arc<OnceLock<ActorRef<CoalescerMsg>>>);
+
+impl CoalescerSlot {
+    /// The coalescer, if it was spawned.
+    pub fn get(&self) -> Option<&ActorRef<CoalescerMsg>> {
+        self.0.get()
+    }
+
+    /// Publishes the spawned coalescer (the Session does, after forwarding its first pair).
+    pub fn set(&self, coalescer: ActorRef<CoalescerMsg>) {
+        let _ = self.0.set(coalescer);
+    }
 }

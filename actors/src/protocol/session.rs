@@ -5,15 +5,16 @@ use std::sync::Arc;
 
 use colloquy_core::{
     Agent, AgentState, ChatContext, ChatItem, EventFilter, FunctionCall, FunctionTool, RunResult,
-    SessionEvent,
+    SessionEvent, UserState,
 };
 use colloquy_llm::ToolChoice;
 use ractor::{ActorRef, RpcReplyPort};
 use tokio::sync::{broadcast, mpsc};
 
-use crate::coalescer::{CoalescerMsg, PendingReply};
+use super::activity::ActivityMsg;
+use super::coalescer::{CoalescerMsg, PendingReply};
+use super::toolset::ToolsetMsg;
 use crate::error::{CancelError, SessionError};
-use crate::toolset::ToolsetMsg;
 
 /// What a session held when it closed.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -48,6 +49,24 @@ pub enum MockScope {
     /// Calls of every agent.
     Session,
 }
+
+/// The Session's answer.
+pub(crate) struct SessionPart {
+    pub at_ms: u64,
+    pub session_id: String,
+    pub agent: String,
+    pub agent_state: AgentState,
+    pub user_state: UserState,
+    pub closing: bool,
+    pub activity: ActorRef<ActivityMsg>,
+    pub coalescer: Option<ActorRef<CoalescerMsg>>,
+    /// The toolsets the Session supervises now (session-scoped ones, and agent-scoped ones
+    /// between two agents during a handoff).
+    pub toolsets: Vec<ActorRef<ToolsetMsg>>,
+}
+
+/// The host's close callback: called once with the close reason, after `session_closed`.
+pub(crate) type CloseCallback = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// Everything a Session actor handles.
 pub enum SessionMsg {
@@ -84,7 +103,7 @@ pub enum SessionMsg {
     #[cfg(feature = "test-hooks")]
     InjectFailure(String),
     /// The Session's part of a snapshot; the handle asks the children.
-    Inspect(RpcReplyPort<crate::inspect::SessionPart>),
+    Inspect(RpcReplyPort<SessionPart>),
     /// The current agent and user state.
     States(RpcReplyPort<(AgentState, colloquy_core::UserState)>),
     /// Replace the mocked tool bodies of one scope.

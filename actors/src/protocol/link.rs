@@ -6,7 +6,8 @@ use std::sync::Arc;
 use colloquy_core::{ChatContext, ChatItem, EventKind, SessionEvent};
 use ractor::ActorRef;
 
-use super::messages::{Report, SessionMsg};
+use super::coalescer::{CoalescerMsg, CoalescerSlot, PendingReply};
+use super::session::{ClosedSession, Report, SessionMsg};
 use crate::clock::SessionClock;
 use crate::lifecycle::LifecycleSink;
 
@@ -22,7 +23,7 @@ pub(crate) struct SessionLink {
     /// The session's `tracing` span: turn, speech and tool-call spans descend from it.
     pub span: Arc<tracing::Span>,
     /// How the session closed, once it has (shared with every handle).
-    pub closed: Arc<std::sync::OnceLock<super::messages::ClosedSession>>,
+    pub closed: Arc<std::sync::OnceLock<ClosedSession>>,
 }
 
 impl SessionLink {
@@ -34,6 +35,19 @@ impl SessionLink {
     /// Emits an event stamped now. A closed session drops it (nobody is listening).
     pub fn emit(&self, kind: EventKind) {
         self.report(self.event(kind));
+    }
+
+    /// Queues a pair for a deferred reply: straight to the coalescer once it runs, else through
+    /// the Session, which spawns it and forwards the pair (`ChildMsg::Enqueue`).
+    pub fn enqueue_reply(&self, coalescer: &CoalescerSlot, pending: PendingReply) {
+        match coalescer.get() {
+            Some(coalescer) => {
+                let _ = coalescer.cast(CoalescerMsg::Enqueue(pending));
+            }
+            None => {
+                let _ = self.actor.cast(SessionMsg::Enqueue(pending));
+            }
+        }
     }
 
     /// Sends one report.

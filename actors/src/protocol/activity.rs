@@ -64,5 +64,5 @@ pub(crate) struct ActivityPart {
     pub node: crate::snapshot::ActorNode,
     pub speeches: Vec<crate::snapshot::SpeechSnapshot>,
     /// The toolsets it supervises.
-    pub toolsets: Vec<ractor::ActorRef<crate::toolset::ToolsetMsg>>,
+    pub toolsets: Vec<ractor::ActorRef<super::toolset::ToolsetMsg>>,
 }

@@ -1,0 +1,19 @@
+//! The runtime's protocols: every actor's messages, and the link a child uses to reach the
+//! Session. This layer sits below every actor module: it imports core, llm and the leaf
+//! files (`clock`, `error`, `lifecycle`, `snapshot`, `speech_control`), never an actor, so an
+//! actor module depends on the protocols it speaks rather than on its parent or its siblings.
+
+mod activity;
+mod coalescer;
+mod link;
+mod session;
+mod tool_call;
+mod toolset;
+
+pub(crate) use activity::{ActivityMsg, ActivityPart, SpeechContent, SpeechJob};
+pub(crate) use coalescer::{CoalescerMsg, CoalescerSlot, PendingReply};
+pub(crate) use link::SessionLink;
+pub(crate) use session::{CloseCallback, Report, SessionPart};
+pub use session::{ClosedSession, MockScope, RunningToolCall, SessionMsg};
+pub(crate) use tool_call::ToolCallMsg;
+pub(crate) use toolset::{CallOutcome, ExecuteCall, ToolsetMsg};
