@@ -4,7 +4,7 @@ use std::any::Any;
 use std::sync::Arc;
 use std::time::Duration;
 
-use colloquy_core::{Agent, ChatItem, EventFilter, FunctionTool, SessionEvent, Templates, Toolset};
+use colloquy_core::{Agent, ChatItem, EventFilter, FunctionTool, Templates, Toolset};
 use colloquy_llm::Llm;
 use ractor::Actor;
 use tokio::sync::mpsc;
@@ -15,7 +15,7 @@ use crate::handle::{EventStream, SessionHandle};
 use crate::host::Host;
 use crate::lifecycle::LifecycleEvent;
 use crate::options::SessionOptions;
-use crate::protocol::CloseCallback;
+use crate::protocol::{CloseCallback, Subscriber};
 use crate::session::{SessionActor, SessionArgs};
 use crate::speech_sink::SpeechSink;
 
@@ -57,7 +57,7 @@ pub struct SessionBuilder {
     tools: Vec<FunctionTool>,
     toolsets: Vec<Toolset>,
     userdata: Option<Arc<dyn Any + Send + Sync>>,
-    subscribers: Vec<(EventFilter, mpsc::Sender<SessionEvent>)>,
+    subscribers: Vec<Subscriber>,
     lifecycle: Option<mpsc::Sender<LifecycleEvent>>,
     host: Option<Host>,
     on_close: Option<CloseCallback>,
@@ -187,7 +187,7 @@ impl SessionBuilder {
     /// ```
     pub fn subscribe_to(&mut self, filter: EventFilter) -> EventStream {
         let (tx, stream) = EventStream::channel();
-        self.subscribers.push((filter, tx));
+        self.subscribers.push(Subscriber { filter, tx });
         stream
     }
 

@@ -16,7 +16,10 @@ use ractor::{ActorRef, RpcReplyPort};
 use tokio::sync::{broadcast, mpsc};
 
 use crate::error::{CancelError, SessionError};
-use crate::protocol::{ClosedSession, MockScope, RunningToolCall, SessionLink, SessionMsg};
+use crate::protocol::{
+    ClosedSession, HostMsg, MockScope, ObserveMsg, RunningToolCall, SessionLink, SessionMsg,
+    Subscriber, ToolMsg,
+};
 use crate::snapshot::SessionSnapshot;
 
 /// Capacity of each [`SessionHandle::events`] channel before a slow receiver lags.
@@ -42,7 +45,7 @@ struct Owner(ActorRef<SessionMsg>);
 
 impl Drop for Owner {
     fn drop(&mut self) {
-        let _ = self.0.cast(SessionMsg::Released);
+        let _ = self.0.cast(HostMsg::Released.into());
     }
 }
 
@@ -75,16 +78,20 @@ impl SessionHandle {
         }
     }
 
+    fn tell(&self, message: impl Into<SessionMsg>) -> Result<(), SessionError> {
+        self.actor.cast(message.into()).map_err(|_| SessionError::Closed)
+    }
+
     /// The session's id.
     pub fn id(&self) -> &str {
         &self.id
     }
 
-    async fn ask<T: Send + 'static>(
+    async fn ask<T: Send + 'static, M: Into<SessionMsg>>(
         &self,
-        build: impl FnOnce(RpcReplyPort<T>) -> SessionMsg,
+        build: impl FnOnce(RpcReplyPort<T>) -> M,
     ) -> Result<T, SessionError> {
-        match self.actor.call(build, None).await {
+        match self.actor.call(|reply| build(reply).into(), None).await {
             Ok(CallResult::Success(value)) => Ok(value),
             _ => Err(SessionError::Closed),
         }
@@ -94,7 +101,7 @@ impl SessionHandle {
     /// interruptions. Returns once the turn is accepted, not when the reply is done.
     pub async fn user_turn(&self, text: impl Into<String>) -> Result<(), SessionError> {
         let text = text.into();
-        self.ask(|reply| SessionMsg::UserTurn { text, reply }).await?
+        self.ask(|reply| HostMsg::UserTurn { text, reply }).await?
     }
 
     /// The testing API: a user turn whose reply is watched to its end (with every speech created
@@ -118,7 +125,7 @@ impl SessionHandle {
     /// ```
     pub async fn run(&self, user_input: impl Into<String>) -> Result<RunResult, SessionError> {
         let text = user_input.into();
-        self.ask(|reply| SessionMsg::Run { text, reply }).await?
+        self.ask(|reply| HostMsg::Run { text, reply }).await?
     }
 
     /// The testing API: replaces tool bodies for calls made from now on (decision 6). Each mock
@@ -131,7 +138,7 @@ impl SessionHandle {
         mocks: impl IntoIterator<Item = FunctionTool>,
     ) -> Result<(), SessionError> {
         let mocks: Vec<FunctionTool> = mocks.into_iter().collect();
-        self.ask(|reply| SessionMsg::MockTools { scope, mocks, reply }).await?
+        self.ask(|reply| HostMsg::MockTools { scope, mocks, reply }).await?
     }
 
     /// Starts a reply with extra instructions for its first LLM step (queued after the
@@ -142,7 +149,7 @@ impl SessionHandle {
     ) -> Result<(), SessionError> {
         let instructions = Some(instructions.into());
         let tool_choice = None;
-        self.ask(|reply| SessionMsg::GenerateReply { instructions, tool_choice, reply }).await?
+        self.ask(|reply| HostMsg::GenerateReply { instructions, tool_choice, reply }).await?
     }
 
     /// [`generate_reply`](Self::generate_reply) whose first LLM step is sent with this
@@ -155,25 +162,25 @@ impl SessionHandle {
     ) -> Result<(), SessionError> {
         let instructions = Some(instructions.into());
         let tool_choice = Some(tool_choice);
-        self.ask(|reply| SessionMsg::GenerateReply { instructions, tool_choice, reply }).await?
+        self.ask(|reply| HostMsg::GenerateReply { instructions, tool_choice, reply }).await?
     }
 
     /// Speaks a fixed text (queued after the current speech).
     pub async fn say(&self, text: impl Into<String>) -> Result<(), SessionError> {
         let text = text.into();
-        self.ask(|reply| SessionMsg::Say { text, reply }).await?
+        self.ask(|reply| HostMsg::Say { text, reply }).await?
     }
 
     /// Interrupts the current speech and queued ones that allow it. Returns once the current
     /// speech is done: an interruption never cancels a tool body, so a speech waiting for a
     /// blocking tool ends when the tool does (its result is kept, no tool reply follows).
     pub async fn interrupt(&self) -> Result<(), SessionError> {
-        self.ask(|reply| SessionMsg::Interrupt { reply }).await
+        self.ask(|reply| HostMsg::Interrupt { reply }).await
     }
 
     /// Reports the user speaking (interrupts the current speech if allowed) or quiet.
     pub fn set_user_speaking(&self, speaking: bool) -> Result<(), SessionError> {
-        self.actor.cast(SessionMsg::SetUserSpeaking(speaking)).map_err(|_| SessionError::Closed)
+        self.tell(HostMsg::SetUserSpeaking(speaking))
     }
 
     /// A lossless event stream (an unbounded channel) from now on.
@@ -186,7 +193,7 @@ impl SessionHandle {
     /// stream, which still ends when the session closes.
     pub fn subscribe_to(&self, filter: EventFilter) -> EventStream {
         let (tx, stream) = EventStream::channel();
-        let _ = self.actor.cast(SessionMsg::Subscribe(filter, tx));
+        let _ = self.tell(ObserveMsg::Subscribe(Subscriber { filter, tx }));
         stream
     }
 
@@ -194,13 +201,13 @@ impl SessionHandle {
     /// [`BROADCAST_CAPACITY`] behind gets `RecvError::Lagged(n)` telling it how many it missed.
     pub fn events(&self) -> broadcast::Receiver<SessionEvent> {
         let (tx, rx) = broadcast::channel(BROADCAST_CAPACITY);
-        let _ = self.actor.cast(SessionMsg::AddBroadcast(tx));
+        let _ = self.tell(ObserveMsg::AddBroadcast(tx));
         rx
     }
 
     /// The session history (it starts with the first agent handoff).
     pub async fn history(&self) -> Result<Vec<ChatItem>, SessionError> {
-        self.ask(SessionMsg::History).await
+        self.ask(ObserveMsg::History).await
     }
 
     /// One agent's chat context, if that agent has run in this session.
@@ -209,7 +216,7 @@ impl SessionHandle {
         agent: impl Into<String>,
     ) -> Result<Option<Vec<ChatItem>>, SessionError> {
         let agent = agent.into();
-        let ctx = self.ask(|reply| SessionMsg::Context { agent, reply }).await?;
+        let ctx = self.ask(|reply| ObserveMsg::Context { agent, reply }).await?;
         Ok(ctx.map(|c| c.to_items()))
     }
 
@@ -237,7 +244,7 @@ impl SessionHandle {
     /// # Ok(()) }
     /// ```
     pub async fn inspect(&self) -> Result<SessionSnapshot, SessionError> {
-        let part = self.ask(SessionMsg::Inspect).await?;
+        let part = self.ask(ObserveMsg::Inspect).await?;
         Ok(crate::inspect::assemble(&self.actor.get_cell(), part).await)
     }
 
@@ -259,8 +266,7 @@ impl SessionHandle {
         watchdog: Option<Duration>,
     ) -> Result<(), SessionError> {
         let (speech_id, reason) = (speech_id.into(), reason.into());
-        let message = SessionMsg::EndAfterSpeech { speech_id, reason, watchdog };
-        self.actor.cast(message).map_err(|_| SessionError::Closed)
+        self.tell(ToolMsg::EndAfterSpeech { speech_id, reason, watchdog })
     }
 
     /// True while the session runs (until it has closed or failed).
@@ -280,7 +286,7 @@ impl SessionHandle {
 
     /// The current agent and user state.
     pub async fn states(&self) -> Result<(AgentState, UserState), SessionError> {
-        self.ask(SessionMsg::States).await
+        self.ask(ObserveMsg::States).await
     }
 
     /// Waits until the session is idle (decision 8): no speech is queued, playing or waiting
@@ -288,28 +294,26 @@ impl SessionHandle {
     /// spoken. Background tools may still run (see [`SessionHandle::wait_for_quiet`]). Fails
     /// if the session closes first.
     pub async fn wait_for_idle(&self) -> Result<(), SessionError> {
-        self.ask(SessionMsg::WaitForIdle).await?
+        self.ask(|reply| ObserveMsg::WaitForIdle { quiet: false, reply }).await?
     }
 
     /// Holds the floor (for `RunContextExt::foreground`): waits until the session is idle with
     /// no deferred reply pending and no other hold, then keeps deferred replies and other
     /// holds out until [`SessionHandle::release_floor`].
     pub(crate) async fn hold_floor(&self) -> Result<u64, SessionError> {
-        self.ask(SessionMsg::HoldFloor).await?
+        self.ask(ToolMsg::HoldFloor).await?
     }
 
     /// Ends a hold.
     pub(crate) fn release_floor(&self, hold: u64) {
-        let _ = self.actor.cast(SessionMsg::ReleaseFloor(hold));
+        let _ = self.tell(ToolMsg::ReleaseFloor(hold));
     }
 
     /// Hands the conversation to `agent` (§11.3): the current agent finishes its speeches, its
     /// cancellable calls are cancelled and the others awaited, then `agent` takes over (its
     /// `on_enter` reply first). Turns that arrive meanwhile go to the new agent.
     pub async fn update_agent(&self, agent: Agent) -> Result<(), SessionError> {
-        self.actor
-            .cast(SessionMsg::Handoff { agent: Arc::new(agent) })
-            .map_err(|_| SessionError::Closed)
+        self.tell(HostMsg::Handoff { agent: Arc::new(agent) })
     }
 
     /// Cancels a running call (decision 20). Accepted at once: the call ends `cancelled`; a
@@ -317,7 +321,7 @@ impl SessionHandle {
     /// aborted. Fails for an unknown or finished call and for a tool that is not cancellable.
     pub async fn cancel_tool_call(&self, call_id: impl Into<String>) -> Result<(), CancelError> {
         let call_id = call_id.into();
-        match self.actor.call(|reply| SessionMsg::CancelCall { call_id, reply }, None).await {
+        match self.actor.call(|reply| ToolMsg::CancelCall { call_id, reply }.into(), None).await {
             Ok(CallResult::Success(result)) => result,
             _ => Err(CancelError::Closed),
         }
@@ -325,12 +329,12 @@ impl SessionHandle {
 
     /// The calls running now (blocking and background), in call-id order.
     pub async fn running_tool_calls(&self) -> Result<Vec<RunningToolCall>, SessionError> {
-        self.ask(SessionMsg::RunningCalls).await
+        self.ask(ObserveMsg::RunningCalls).await
     }
 
     /// Waits until the session is idle and no tool call runs, background calls included.
     pub async fn wait_for_quiet(&self) -> Result<(), SessionError> {
-        self.ask(SessionMsg::WaitForQuiet).await?
+        self.ask(|reply| ObserveMsg::WaitForIdle { quiet: true, reply }).await?
     }
 
     /// Closes the session: interrupts every speech, drops the deferred replies still
@@ -354,7 +358,7 @@ impl SessionHandle {
         reason: impl Into<String>,
     ) -> Result<ClosedSession, SessionError> {
         let reason = reason.into();
-        let closed = self.ask(|reply| SessionMsg::Close { reason, reply }).await;
+        let closed = self.ask(|reply| HostMsg::Close { reason, reply }).await;
         let _ = self.actor.wait(None).await;
         closed
     }

@@ -27,7 +27,7 @@ use speech::{SpeechEnd, SpeechEnv};
 use crate::catalog::{Scope, ToolCatalog, implicit_toolset};
 use crate::lifecycle::{ActorKind, LifecycleGuard};
 use crate::protocol::{
-    ActivityMsg, ActivityPart, CoalescerSlot, Report, SessionLink, SessionMsg, SpeechContent,
+    ActivityMsg, ActivityPart, ChildMsg, CoalescerSlot, Report, SessionLink, SpeechContent,
     SpeechJob, ToolsetMsg,
 };
 use crate::snapshot::{ActorNode, NodeStatus, SpeechSnapshot, SpeechStatus};
@@ -513,12 +513,12 @@ impl ActivityState {
                 kept.insert(id.clone(), toolset.clone());
             }
         }
-        let _ = self.env.session.actor.cast(SessionMsg::ActivityDrained { kept });
+        let _ = self.env.session.actor.cast(ChildMsg::ActivityDrained { kept }.into());
     }
 
     fn report_closed_if_quiet(&self) {
         if self.live.is_empty() {
-            let _ = self.env.session.actor.cast(SessionMsg::ActivityClosed);
+            let _ = self.env.session.actor.cast(ChildMsg::ActivityClosed.into());
         }
     }
 }

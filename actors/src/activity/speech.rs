@@ -25,7 +25,7 @@ use super::dispatch::{self, StreamedCall};
 use super::floor::{Attention, FloorLease};
 use crate::catalog::ToolCatalog;
 use crate::protocol::{
-    ActivityMsg, Report, SessionLink, SessionMsg, SpeechContent, SpeechJob, ToolsetMsg,
+    ActivityMsg, ChildMsg, Report, SessionLink, SpeechContent, SpeechJob, ToolsetMsg,
 };
 use crate::speech_control::SpeechControl;
 use crate::speech_sink::{PlayoutDriver, PlayoutEnd, SpeechSink};
@@ -206,8 +206,8 @@ async fn reply(
             session.reports(std::mem::take(&mut carried));
             if resumed {
                 let waiting =
-                    SessionMsg::SpeechWaiting { speech_id: speech_id.into(), waiting: false };
-                let _ = session.actor.cast(waiting);
+                    ChildMsg::SpeechWaiting { speech_id: speech_id.into(), waiting: false };
+                let _ = session.actor.cast(waiting.into());
             }
             request_handoff(env, handoff.take());
             return SpeechEnd::new(true);
@@ -382,8 +382,8 @@ async fn reply(
             // message), so whatever it starts because of it finds the floor lent. The
             // Activity hears only if it wants the floor now.
             lease.lend();
-            let waiting = SessionMsg::SpeechWaiting { speech_id: speech_id.into(), waiting: true };
-            let _ = session.actor.cast(waiting);
+            let waiting = ChildMsg::SpeechWaiting { speech_id: speech_id.into(), waiting: true };
+            let _ = session.actor.cast(waiting.into());
             env.wake_activity_if_waiting();
         }
         let mut results = running.collect().await;
@@ -463,7 +463,7 @@ fn choose_handoff(results: &mut [dispatch::CallResult], interrupted: bool) -> Op
 /// Asks the Session to hand off once this speech is done.
 fn request_handoff(env: &SpeechEnv, agent: Option<Arc<Agent>>) {
     if let Some(agent) = agent {
-        let _ = env.session.actor.cast(SessionMsg::Handoff { agent });
+        let _ = env.session.actor.cast(ChildMsg::Handoff { agent }.into());
     }
 }
 

@@ -16,7 +16,9 @@ use std::sync::Arc;
 use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SpawnErr};
 
 use crate::lifecycle::{ActorKind, LifecycleGuard};
-use crate::protocol::{CoalescerMsg, CoalescerSlot, PendingReply, SessionLink, SessionMsg};
+use crate::protocol::{
+    ChildMsg, CoalescerMsg, CoalescerSlot, PendingReply, SessionLink, SessionMsg,
+};
 use crate::snapshot::CoalescerSnapshot;
 
 pub(crate) struct CoalescerActor;
@@ -138,8 +140,8 @@ impl CoalescerState {
         self.invited = false;
         let batch = self.pending.clone();
         let count = batch.len();
-        let offer = SessionMsg::AdmitReply { batch, coalescer: myself.clone() };
-        if self.session.cast(offer).is_ok() {
+        let offer = ChildMsg::AdmitReply { batch, coalescer: myself.clone() };
+        if self.session.cast(offer.into()).is_ok() {
             self.offered = Some(count);
         } else {
             self.pending.clear(); // the session is gone

@@ -7,7 +7,7 @@ use colloquy_core::{ChatContext, ChatItem, EventKind, SessionEvent};
 use ractor::ActorRef;
 
 use super::coalescer::{CoalescerMsg, CoalescerSlot, PendingReply};
-use super::session::{ClosedSession, Report, SessionMsg};
+use super::session::{ChildMsg, ClosedSession, Report, SessionMsg};
 use crate::clock::SessionClock;
 use crate::lifecycle::LifecycleSink;
 
@@ -45,24 +45,24 @@ impl SessionLink {
                 let _ = coalescer.cast(CoalescerMsg::Enqueue(pending));
             }
             None => {
-                let _ = self.actor.cast(SessionMsg::Enqueue(pending));
+                let _ = self.actor.cast(ChildMsg::Enqueue(pending).into());
             }
         }
     }
 
     /// Sends one report.
     pub fn report(&self, report: Report) {
-        let _ = self.actor.cast(SessionMsg::Report(report));
+        let _ = self.actor.cast(ChildMsg::Report(report).into());
     }
 
     /// Sends reports that happened together as one message (applied in order).
     pub fn reports(&self, mut reports: Vec<Report>) {
         let message = match reports.len() {
             0 => return,
-            1 => SessionMsg::Report(reports.remove(0)),
-            _ => SessionMsg::Reports(reports),
+            1 => ChildMsg::Report(reports.remove(0)),
+            _ => ChildMsg::Reports(reports),
         };
-        let _ = self.actor.cast(message);
+        let _ = self.actor.cast(message.into());
     }
 
     /// A commit of items a speech produced to `agent`'s context and the history; `None` when
@@ -84,7 +84,7 @@ impl SessionLink {
     /// message), reports `thinking` and returns the agent's current chat context for the
     /// request (a shared snapshot, with placeholders for running calls it does not mention),
     /// or `None` once the session is gone. One round trip for all of it. `resumed`: the speech
-    /// took the floor back after waiting for its tools (see `SessionMsg::BeginLlmStep`).
+    /// took the floor back after waiting for its tools (see `ChildMsg::BeginLlmStep`).
     pub async fn begin_llm_step(
         &self,
         agent: &Arc<str>,
@@ -92,7 +92,7 @@ impl SessionLink {
         reports: Vec<Report>,
     ) -> Option<Arc<ChatContext>> {
         let (agent, resumed) = (Arc::clone(agent), resumed.map(str::to_string));
-        let step = |reply| SessionMsg::BeginLlmStep { agent, resumed, reports, reply };
+        let step = |reply| ChildMsg::BeginLlmStep { agent, resumed, reports, reply }.into();
         match self.actor.call(step, None).await {
             Ok(ractor::rpc::CallResult::Success(ctx)) => ctx,
             _ => None,

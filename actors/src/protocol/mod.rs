@@ -13,7 +13,10 @@ mod toolset;
 pub(crate) use activity::{ActivityMsg, ActivityPart, SpeechContent, SpeechJob};
 pub(crate) use coalescer::{CoalescerMsg, CoalescerSlot, PendingReply};
 pub(crate) use link::SessionLink;
-pub(crate) use session::{CloseCallback, Report, SessionPart};
-pub use session::{ClosedSession, MockScope, RunningToolCall, SessionMsg};
+pub(crate) use session::{
+    ChildMsg, CloseCallback, HostMsg, ObserveMsg, Report, SessionMsg, SessionPart, Subscriber,
+    TimerMsg, ToolMsg,
+};
+pub use session::{ClosedSession, MockScope, RunningToolCall};
 pub(crate) use tool_call::ToolCallMsg;
 pub(crate) use toolset::{CallOutcome, ExecuteCall, ToolsetMsg};

@@ -68,9 +68,31 @@ pub(crate) struct SessionPart {
 /// The host's close callback: called once with the close reason, after `session_closed`.
 pub(crate) type CloseCallback = Arc<dyn Fn(&str) + Send + Sync>;
 
-/// Everything a Session actor handles.
-pub enum SessionMsg {
-    // ---- from the host (through SessionHandle) ----
+/// A lossless event subscriber: the events its filter passes go to `tx`.
+pub(crate) struct Subscriber {
+    pub filter: EventFilter,
+    pub tx: mpsc::Sender<SessionEvent>,
+}
+
+/// Everything a Session actor handles, grouped by who sends it.
+pub(crate) enum SessionMsg {
+    /// From a `SessionHandle`: the conversation, driven by the host app.
+    Host(HostMsg),
+    /// From a `SessionHandle` a tool holds (`ctx.session()`), or the host on its behalf.
+    Tool(ToolMsg),
+    /// From a `SessionHandle`: questions and subscriptions that change nothing.
+    Observe(ObserveMsg),
+    /// From the session's own actors: its Activity, toolsets and ReplyCoalescer.
+    Child(ChildMsg),
+    /// From the session's own timers.
+    Timer(TimerMsg),
+    /// Make the actor with this inspection id panic (failure-isolation tests).
+    #[cfg(feature = "test-hooks")]
+    InjectFailure(String),
+}
+
+/// The conversation, as the host app drives it.
+pub(crate) enum HostMsg {
     /// Commit a user message and start a reply to it.
     UserTurn { text: String, reply: RpcReplyPort<Result<(), SessionError>> },
     /// A user turn whose reply is watched to its end (the testing API).
@@ -87,46 +109,55 @@ pub enum SessionMsg {
     Interrupt { reply: RpcReplyPort<()> },
     /// The user started or stopped speaking.
     SetUserSpeaking(bool),
-    /// Add a lossless event subscriber for the events its filter passes.
-    Subscribe(EventFilter, mpsc::Sender<SessionEvent>),
-    /// Add a lagging (broadcast) event subscriber.
-    AddBroadcast(broadcast::Sender<SessionEvent>),
-    /// The session history.
-    History(RpcReplyPort<Vec<ChatItem>>),
-    /// One agent's chat context.
-    Context { agent: String, reply: RpcReplyPort<Option<Arc<ChatContext>>> },
-    /// End the session once this speech is done, or after the watchdog (end-call tools).
-    EndAfterSpeech { speech_id: String, reason: String, watchdog: Option<std::time::Duration> },
-    /// The end-after-speech watchdog fired (or the speech is done).
-    EndNow { reason: String, watchdog: bool },
-    /// Make the actor with this inspection id panic (failure-isolation tests).
-    #[cfg(feature = "test-hooks")]
-    InjectFailure(String),
-    /// The Session's part of a snapshot; the handle asks the children.
-    Inspect(RpcReplyPort<SessionPart>),
-    /// The current agent and user state.
-    States(RpcReplyPort<(AgentState, colloquy_core::UserState)>),
     /// Replace the mocked tool bodies of one scope.
     MockTools {
         scope: MockScope,
         mocks: Vec<FunctionTool>,
         reply: RpcReplyPort<Result<(), SessionError>>,
     },
-    /// Hold the floor (a tool's `foreground`); answers with the hold's id once granted.
-    HoldFloor(RpcReplyPort<Result<u64, SessionError>>),
-    /// End a hold.
-    ReleaseFloor(u64),
-    /// Replies once the session is idle.
-    WaitForIdle(RpcReplyPort<Result<(), SessionError>>),
-    /// Replies once the session is idle and no tool call runs.
-    WaitForQuiet(RpcReplyPort<Result<(), SessionError>>),
+    /// Hand the conversation to another agent.
+    Handoff { agent: Arc<Agent> },
     /// Close the session; replies once it has closed, with its final history and contexts.
     Close { reason: String, reply: RpcReplyPort<ClosedSession> },
     /// The host app dropped every handle of a session it started without a `Host`: close it
     /// (reason `handles_dropped`).
     Released,
+}
 
-    // ---- from the session's own actors ----
+/// What a tool asks of its session.
+pub(crate) enum ToolMsg {
+    /// Hold the floor (a tool's `foreground`); answers with the hold's id once granted.
+    HoldFloor(RpcReplyPort<Result<u64, SessionError>>),
+    /// End a hold.
+    ReleaseFloor(u64),
+    /// End the session once this speech is done, or after the watchdog (end-call tools).
+    EndAfterSpeech { speech_id: String, reason: String, watchdog: Option<std::time::Duration> },
+    /// Cancel a running call (the cancel companion tool, and the host API).
+    CancelCall { call_id: String, reply: RpcReplyPort<Result<(), CancelError>> },
+}
+
+/// Questions and subscriptions: none changes the conversation.
+pub(crate) enum ObserveMsg {
+    /// Add a lossless event subscriber.
+    Subscribe(Subscriber),
+    /// Add a lagging (broadcast) event subscriber.
+    AddBroadcast(broadcast::Sender<SessionEvent>),
+    /// The session history.
+    History(RpcReplyPort<Vec<ChatItem>>),
+    /// One agent's chat context.
+    Context { agent: String, reply: RpcReplyPort<Option<Arc<ChatContext>>> },
+    /// The Session's part of a snapshot; the handle asks the children.
+    Inspect(RpcReplyPort<SessionPart>),
+    /// The current agent and user state.
+    States(RpcReplyPort<(AgentState, UserState)>),
+    /// The calls running now.
+    RunningCalls(RpcReplyPort<Vec<RunningToolCall>>),
+    /// Replies once the session is idle; with `quiet`, once no tool call runs either.
+    WaitForIdle { quiet: bool, reply: RpcReplyPort<Result<(), SessionError>> },
+}
+
+/// What the session's own actors tell it.
+pub(crate) enum ChildMsg {
     /// An event or a commit (see [`Report`]).
     Report(Report),
     /// Several reports that happened together, applied in order: one mailbox message instead
@@ -143,6 +174,16 @@ pub enum SessionMsg {
         reports: Vec<Report>,
         reply: RpcReplyPort<Option<Arc<ChatContext>>>,
     },
+    /// A speech released the floor to wait for its blocking tools (`true`: the agent is
+    /// thinking meanwhile), or took it back.
+    SpeechWaiting { speech_id: String, waiting: bool },
+    /// A tool returned an agent to hand off to.
+    Handoff { agent: Arc<Agent> },
+    /// The Activity finished its speeches after `Drain`; `kept` are the toolsets it handed
+    /// over (now linked to the Session).
+    ActivityDrained { kept: BTreeMap<String, ActorRef<ToolsetMsg>> },
+    /// The activity finished its speeches after a close request.
+    ActivityClosed,
     /// A toolset registered and started a call (emits `tool_call_started`).
     CallRegistered {
         /// Boxed: the largest field of any message, it would size every Session message.
@@ -151,29 +192,51 @@ pub enum SessionMsg {
         cancellable: bool,
         agent_scoped: bool,
     },
-    /// Cancel a running call (host API and the cancel companion tool).
-    CancelCall { call_id: String, reply: RpcReplyPort<Result<(), CancelError>> },
-    /// The calls running now.
-    RunningCalls(RpcReplyPort<Vec<RunningToolCall>>),
     /// A toolset's pair waits for a deferred reply and the coalescer does not run yet: spawn it
-    /// and forward the pair (see `CoalescerSlot`).
+    /// and forward the pair (see `SessionLink::enqueue_reply`).
     Enqueue(PendingReply),
     /// The ReplyCoalescer offers pending pairs; the Session answers `Admitted` or `Busy`.
     AdmitReply { batch: Vec<Arc<PendingReply>>, coalescer: ActorRef<CoalescerMsg> },
-    /// A speech released the floor to wait for its blocking tools (`true`: the agent is
-    /// thinking meanwhile), or took it back.
-    SpeechWaiting { speech_id: String, waiting: bool },
-    /// Hand the conversation to another agent (a tool returned it, or the host asked).
-    Handoff { agent: Arc<Agent> },
-    /// The Activity finished its speeches after `Drain`; `kept` are the toolsets it handed
-    /// over (now linked to the Session).
-    ActivityDrained { kept: BTreeMap<String, ActorRef<ToolsetMsg>> },
-    /// The activity finished its speeches after a close request.
-    ActivityClosed,
+}
+
+/// The session's own timers firing.
+pub(crate) enum TimerMsg {
+    /// The end-after-speech watchdog fired before its speech was done.
+    EndNow,
     /// A drain (handoff or close) ran out of time.
     DrainTimeout,
-    /// The user-away timer fired.
+    /// The user-away timer of this generation fired.
     AwayTimeout(u64),
+}
+
+impl From<HostMsg> for SessionMsg {
+    fn from(message: HostMsg) -> Self {
+        Self::Host(message)
+    }
+}
+
+impl From<ToolMsg> for SessionMsg {
+    fn from(message: ToolMsg) -> Self {
+        Self::Tool(message)
+    }
+}
+
+impl From<ObserveMsg> for SessionMsg {
+    fn from(message: ObserveMsg) -> Self {
+        Self::Observe(message)
+    }
+}
+
+impl From<ChildMsg> for SessionMsg {
+    fn from(message: ChildMsg) -> Self {
+        Self::Child(message)
+    }
+}
+
+impl From<TimerMsg> for SessionMsg {
+    fn from(message: TimerMsg) -> Self {
+        Self::Timer(message)
+    }
 }
 
 /// What a session's own actors and tasks report to it, in the order it happened.

@@ -12,83 +12,163 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use colloquy_core::{Agent, FunctionTool, Templates, Toolset};
-use colloquy_llm::Llm;
-use ractor::{Actor, ActorCell, ActorRef, SpawnErr};
+use colloquy_core::chat::AgentHandoff;
+use colloquy_core::{Agent, ChatItem, ErrorSource, EventKind, EventType};
+use ractor::ActorRef;
 
-use crate::activity::{ActivityActor, ActivityArgs};
-use crate::catalog::ToolCatalog;
-use crate::protocol::{ActivityMsg, CoalescerSlot, SessionLink, SpeechContent, ToolsetMsg};
-use crate::speech_sink::SpeechSink;
+use super::parts::handoff::{PendingHandoff, Queued};
+use super::state::SessionState;
+use crate::catalog::Scope;
+use crate::protocol::{ActivityMsg, SessionMsg, TimerMsg, ToolsetMsg};
+use crate::task::OwnedTask;
 
-/// Everything needed to start an Activity for an agent, kept by the Session for handoffs.
-pub(crate) struct ActivityFactory {
-    pub link: SessionLink,
-    pub llm: Arc<dyn Llm>,
-    pub sink: Option<Arc<dyn SpeechSink>>,
-    pub coalescer: CoalescerSlot,
-    pub session_templates: Option<Templates>,
-    pub session_toolsets: BTreeMap<String, ActorRef<ToolsetMsg>>,
-    pub session_tools: Vec<FunctionTool>,
-    pub session_toolset_decls: Vec<Toolset>,
-    pub cancel_grace: std::time::Duration,
-    pub max_tool_steps: u32,
-    pub llm_timeout: Option<std::time::Duration>,
-    pub playout_timeout: Option<std::time::Duration>,
-    pub userdata: Option<Arc<dyn std::any::Any + Send + Sync>>,
-}
-
-impl ActivityFactory {
-    /// The tools `agent` would see.
-    pub fn catalog(&self, agent: &Agent) -> Result<Arc<ToolCatalog>, String> {
-        ToolCatalog::build(&self.session_tools, &self.session_toolset_decls, agent).map(Arc::new)
-    }
-
-    /// Starts an Activity for `agent` under `supervisor`.
-    pub async fn spawn(
-        &self,
-        agent: Agent,
-        catalog: Arc<ToolCatalog>,
-        adopted_toolsets: BTreeMap<String, ActorRef<ToolsetMsg>>,
-        supervisor: ActorCell,
-    ) -> Result<ActorRef<ActivityMsg>, SpawnErr> {
-        let args = ActivityArgs {
-            agent,
-            catalog,
-            session: self.link.clone(),
-            llm: Arc::clone(&self.llm),
-            sink: self.sink.clone(),
-            coalescer: self.coalescer.clone(),
-            session_templates: self.session_templates.clone(),
-            cancel_grace: self.cancel_grace,
-            session_toolsets: self.session_toolsets.clone(),
-            adopted_toolsets,
-            max_tool_steps: self.max_tool_steps,
-            llm_timeout: self.llm_timeout,
-            playout_timeout: self.playout_timeout,
-            userdata: self.userdata.clone(),
+impl SessionState {
+    /// Starts a handoff to `agent` (a tool returned it, or the host asked).
+    pub fn request_handoff(&mut self, agent: Arc<Agent>) {
+        if self.close.is_closing() {
+            return;
+        }
+        if self.handoff.is_some() {
+            let message =
+                format!("a handoff is already in progress; `{}` was not entered", agent.id());
+            self.emit_now(EventKind::error(ErrorSource::Session, message));
+            return;
+        }
+        let catalog = match self.factory.catalog(&agent) {
+            Ok(catalog) => catalog,
+            Err(e) => {
+                let message = format!("cannot hand off to `{}`: {e}", agent.id());
+                self.emit_now(EventKind::error(ErrorSource::Session, message));
+                return;
+            }
         };
-        // Boxed: kept out of the Session's handler future (see the Toolset's spawn).
-        Box::pin(Actor::spawn_linked(None, ActivityActor, args, supervisor)).await.map(|(a, _)| a)
+        // Decision 16: an agent-scoped async toolset the next agent also lists moves with its
+        // running calls instead of being drained.
+        let next: Vec<String> =
+            catalog.async_toolsets(Scope::Agent).map(|a| a.id.clone()).collect();
+        let keep: Vec<String> = (self.current.catalog)
+            .async_toolsets(Scope::Agent)
+            .map(|a| a.id.clone())
+            .filter(|id| next.contains(id))
+            .collect();
+        self.handoff = Some(PendingHandoff::new(agent, catalog));
+        self.presence.stop_away_timer();
+        let _ = self.current.activity.cast(ActivityMsg::Drain { keep });
+        // The bound counts from now: a blocking call keeps its speech (and so the Activity's
+        // wind-down) open, and must end by it too (decision 7).
+        self.start_drain_timer();
     }
-}
 
-/// Work that arrives while a handoff is in progress, for the new agent.
-pub(crate) enum Queued {
-    /// A user turn (its message is committed when replayed, to the new agent).
-    UserTurn(String),
-    /// Any other speech.
-    Speech(colloquy_core::SpeechSource, SpeechContent),
-}
+    /// The old Activity has no speech left: drain its calls (decision 7).
+    pub async fn activity_drained(
+        &mut self,
+        kept: BTreeMap<String, ActorRef<ToolsetMsg>>,
+        myself: &ActorRef<SessionMsg>,
+    ) {
+        let Some(handoff) = &mut self.handoff else { return };
+        handoff.drained = true;
+        handoff.kept = kept;
+        self.calls.drain(|running| handoff.drains(running));
+        self.complete_handoff_if_drained(myself).await;
+    }
 
-/// A handoff in progress.
-pub(crate) struct PendingHandoff {
-    pub agent: Arc<Agent>,
-    pub catalog: Arc<ToolCatalog>,
-    /// The old Activity has no speech left.
-    pub drained: bool,
-    /// Async toolsets both agents list, handed over by the old Activity: they move to the new
-    /// agent with their calls running.
-    pub kept: BTreeMap<String, ActorRef<ToolsetMsg>>,
-    pub queued: Vec<Queued>,
+    /// Starts the drain timer, if the session has one (decision 7).
+    pub(super) fn start_drain_timer(&mut self) {
+        let Some(timeout) = self.options.drain_timeout else { return };
+        let session = self.link.actor.clone();
+        self.drain_timer = Some(OwnedTask::spawn(async move {
+            tokio::time::sleep(timeout).await;
+            let _ = session.cast(TimerMsg::DrainTimeout.into());
+        }));
+    }
+
+    /// The drain ran out of time: abort the calls it waits for (all of them at close, the
+    /// old agent's at a handoff); each ends `error` "drain timeout", and the toolsets it
+    /// drains start no new call (a speech still winding down may yet dispatch one).
+    pub fn drain_timeout(&mut self) {
+        self.drain_timer = None;
+        let closing = self.close.is_closing();
+        let draining = self.handoff.as_ref().filter(|h| h.drained);
+        self.calls.abort(|running| closing || draining.is_some_and(|h| h.drains(running)));
+        let _ = self.current.activity.cast(ActivityMsg::DrainExpired);
+        if closing {
+            for toolset in self.factory.session_toolsets.values() {
+                let _ = toolset.cast(ToolsetMsg::Expire);
+            }
+        }
+    }
+
+    /// Completes the handoff once the old agent's calls have all ended.
+    pub async fn complete_handoff_if_drained(&mut self, myself: &ActorRef<SessionMsg>) {
+        let ready = self
+            .handoff
+            .as_ref()
+            .is_some_and(|h| h.drained && !self.calls.iter().any(|r| h.drains(r)));
+        if ready {
+            Box::pin(self.complete_handoff(myself)).await;
+        }
+    }
+
+    /// The second half of [`complete_handoff_if_drained`](Self::complete_handoff_if_drained):
+    /// the old Activity stops, the new agent enters and gets the work queued meanwhile.
+    async fn complete_handoff(&mut self, myself: &ActorRef<SessionMsg>) {
+        let Some(handoff) = self.handoff.take() else { return };
+        self.drain_timer = None;
+        if let Err(e) = self.current.activity.stop_and_wait(Some("handoff".into()), None).await {
+            tracing::warn!(session = %self.id, "old activity did not stop cleanly: {e}");
+        }
+        let agent = Agent::clone(&handoff.agent);
+        let old_agent =
+            self.current.enter(agent.clone(), Arc::clone(&handoff.catalog), &self.options);
+        self.record_handoff(old_agent);
+        let on_enter = agent.on_enter_instructions().map(str::to_string);
+        let kept = handoff.kept.clone();
+        match self.factory.spawn(agent, handoff.catalog, kept.clone(), myself.get_cell()).await {
+            Ok(activity) => self.current.activity = activity,
+            Err(e) => {
+                let message = format!("cannot start agent `{}`: {e}", self.current.id);
+                self.emit_now(EventKind::error(ErrorSource::Session, message));
+                return;
+            }
+        }
+        // Session-scoped and handed-over toolsets now report to the new agent (decision 16).
+        let agent_id: Arc<str> = self.current.id.as_str().into();
+        for toolset in self.factory.session_toolsets.values().chain(kept.values()) {
+            let _ = toolset.cast(ToolsetMsg::SetOwner { agent_id: Arc::clone(&agent_id) });
+        }
+        let _ = self.mock_tools_refresh();
+        if let Some(instructions) = on_enter {
+            self.start_on_enter(instructions);
+        }
+        for queued in handoff.queued {
+            let _ = match queued {
+                Queued::UserTurn(text) => self.user_turn(text),
+                Queued::Speech(source, content) => self.create_speech(source, content),
+            };
+        }
+        self.floor_changed();
+    }
+
+    /// Commits the `agent_handoff` item from `old_agent` to the current one and emits its
+    /// events.
+    fn record_handoff(&mut self, old_agent: String) {
+        let item = ChatItem::AgentHandoff(AgentHandoff {
+            id: self.link.clock.item_id(),
+            old_agent: Some(old_agent.clone()),
+            new_agent: self.current.id.clone(),
+            created_at: self.link.clock.now(),
+        });
+        if let Some(run) = &mut self.run {
+            run.items.push(item.clone());
+        }
+        let item = self.conversation.mark_handoff(item);
+        self.emit_now(EventKind::AgentHandoff {
+            old_agent: Some(old_agent),
+            new_agent: self.current.id.clone(),
+        });
+        if self.events.wants(EventType::ConversationItemAdded) {
+            self.emit_now(EventKind::ConversationItemAdded { item });
+        }
+        self.conversation.open(&self.current.id);
+    }
 }

@@ -36,7 +36,7 @@ use crate::catalog::{Scope, ToolCatalog};
 use crate::error::CancelError;
 use crate::lifecycle::{ActorKind, LifecycleGuard};
 use crate::protocol::{
-    CallOutcome, CoalescerSlot, ExecuteCall, PendingReply, Report, SessionLink, SessionMsg,
+    CallOutcome, ChildMsg, CoalescerSlot, ExecuteCall, PendingReply, Report, SessionLink,
     ToolCallMsg, ToolsetMsg,
 };
 use crate::snapshot::{ActorNode, NodeStatus, ToolsetScope};
@@ -342,13 +342,13 @@ impl ToolsetState {
         }
         let session = &self.args.session;
         let cancellable = tool.flags().cancellable;
-        let registered = SessionMsg::CallRegistered {
+        let registered = ChildMsg::CallRegistered {
             call: Box::new(exec.call.clone()),
             toolset: myself.clone(),
             cancellable,
             agent_scoped: self.args.scope == Scope::Agent,
         };
-        let _ = session.actor.cast(registered);
+        let _ = session.actor.cast(registered.into());
         let args = ToolCallArgs {
             tool,
             call: exec.call.clone(),

@@ -1,0 +1,118 @@
+//! Closing a session, as the Session runs it (decision 7): from the request, through the
+//! Activity winding down and the last calls ending, to `session_closed` and the actor's stop;
+//! and ending it after a speech (the end-call tool).
+
+use std::time::Duration;
+
+use colloquy_core::{ErrorSource, EventKind};
+use ractor::{ActorRef, RpcReplyPort};
+
+use super::state::SessionState;
+use crate::error::SessionError;
+use crate::protocol::{ActivityMsg, ChildMsg, ClosedSession, SessionMsg, TimerMsg};
+use crate::task::OwnedTask;
+
+impl SessionState {
+    /// Ends the session (gracefully, with `reason`) once speech `speech_id` is done — played
+    /// out, interrupted or dropped — or after `watchdog` if it never is (the end-call tool).
+    pub fn end_after_speech(
+        &mut self,
+        speech_id: String,
+        reason: String,
+        watchdog: Option<Duration>,
+    ) {
+        if self.close.is_closing() {
+            return;
+        }
+        let watchdog = watchdog.map(|limit| {
+            let session = self.link.actor.clone();
+            OwnedTask::spawn(async move {
+                tokio::time::sleep(limit).await;
+                let _ = session.cast(TimerMsg::EndNow.into());
+            })
+        });
+        self.close.end_after(speech_id, reason, watchdog);
+    }
+
+    /// The speech before the end is done, or (`watchdog`) it never finished in time.
+    pub fn end_now(&mut self, watchdog: bool) {
+        if self.close.is_closing() {
+            return;
+        }
+        let Some(reason) = self.close.take_end_after() else { return };
+        if watchdog {
+            let message =
+                format!("the speech before the end ({reason}) never finished: ending now");
+            tracing::warn!(session = %self.id, "{message}");
+            self.emit_now(EventKind::error(ErrorSource::Session, message));
+        }
+        self.close(reason, None);
+    }
+
+    /// Starts closing (or, already closing, adds `reply` to those told when it is done).
+    pub fn close(&mut self, reason: String, reply: Option<RpcReplyPort<ClosedSession>>) {
+        if !self.close.begin(reason, reply) {
+            return;
+        }
+        self.handoff = None; // a close wins over a handoff in progress
+        self.presence.stop_away_timer();
+        self.finish_run(Some(SessionError::Closed));
+        self.idle_waiters.refuse();
+        self.floor.refuse_holds();
+        // Pending deferred replies are dropped at close (§9.3); cancellable calls are
+        // cancelled, the others awaited (decision 7).
+        self.replies.drop_pending();
+        self.calls.drain(|_| true);
+        if self.current.activity.cast(ActivityMsg::Close).is_err() {
+            // No activity to wind down: finish at once.
+            let _ = self.link.actor.cast(ChildMsg::ActivityClosed.into());
+        }
+        // Decision 7: the bound counts from the close, blocking calls included.
+        self.start_drain_timer();
+    }
+
+    /// The activity has no speech left. Calls still running in the background are awaited
+    /// (the cancellable ones were cancelled), so each still ends exactly once and its result
+    /// lands in the history; then the close completes.
+    pub async fn activity_closed(&mut self, myself: &ActorRef<SessionMsg>) {
+        self.close.activity_quiet();
+        self.close_if_quiet(myself).await;
+    }
+
+    /// Completes a close whose activity is quiet once no call runs.
+    pub async fn close_if_quiet(&mut self, myself: &ActorRef<SessionMsg>) {
+        if self.close.is_quiet() && self.calls.is_empty() {
+            // Boxed, like every rare heavy path the Session awaits in a handler: inlined, it
+            // would size every session's actor task for it (RACTOR-NOTES: one future per actor).
+            Box::pin(self.finish_close(myself)).await;
+        }
+    }
+
+    /// Stop the tree, tell everyone, stop.
+    pub async fn finish_close(&mut self, myself: &ActorRef<SessionMsg>) {
+        let Some((reason, waiters)) = self.close.finish() else { return };
+        // The activity has no speech left and its toolset no call: a graceful stop is short.
+        if let Err(e) = self.current.activity.stop_and_wait(Some(reason.clone()), None).await {
+            tracing::warn!(session = %self.id, "activity did not stop cleanly: {e}");
+        }
+        self.emit_now(EventKind::SessionClosed { reason: reason.clone() });
+        if let Some(on_close) = self.close.take_on_close() {
+            // The host's hook (hang up the phone line, close the socket): a panic in it is
+            // reported, never stops the close.
+            if let Err(panic) =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| on_close(&reason)))
+            {
+                let message =
+                    format!("the close callback panicked: {}", crate::task::panic_text(&*panic));
+                tracing::error!(session = %self.id, "{message}");
+            }
+        }
+        self.events.clear();
+        let closed = self.conversation.closed(reason.clone());
+        for waiter in waiters {
+            let _ = waiter.send(closed.clone());
+        }
+        let _ = self.link.closed.set(closed);
+        myself.stop(Some(reason));
+    }
+}

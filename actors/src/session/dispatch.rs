@@ -1,0 +1,181 @@
+//! The Session's handler, one function per sender: each message goes to the part of the
+//! state that owns it.
+
+use colloquy_core::{AgentState, EventKind, SpeechSource};
+use colloquy_llm::RequestKind;
+use ractor::ActorRef;
+
+use super::state::SessionState;
+use crate::protocol::{
+    ActivityMsg, ChildMsg, HostMsg, ObserveMsg, Report, SessionMsg, SpeechContent, TimerMsg,
+    ToolMsg,
+};
+
+/// The close reason of a host-less session whose handles were all dropped.
+const RELEASED: &str = "handles_dropped";
+
+impl SessionState {
+    pub(super) fn on_host(&mut self, message: HostMsg) {
+        match message {
+            HostMsg::UserTurn { text, reply } => {
+                let _ = reply.send(self.user_turn(text));
+            }
+            HostMsg::Run { text, reply } => self.run(text, reply),
+            HostMsg::GenerateReply { instructions, tool_choice, reply } => {
+                let content = SpeechContent::Reply {
+                    kind: RequestKind::GenerateReply,
+                    extra_instructions: instructions,
+                    tool_choice,
+                };
+                let _ = reply.send(self.create_speech(SpeechSource::GenerateReply, content));
+            }
+            HostMsg::Say { text, reply } => {
+                let content = SpeechContent::Say { text };
+                let _ = reply.send(self.create_speech(SpeechSource::Say, content));
+            }
+            HostMsg::Interrupt { reply } => {
+                let _ = self.current.activity.cast(ActivityMsg::Interrupt { reply: Some(reply) });
+            }
+            HostMsg::SetUserSpeaking(speaking) => self.set_user_speaking(speaking),
+            HostMsg::MockTools { scope, mocks, reply } => {
+                let _ = reply.send(self.mock_tools(scope, mocks));
+            }
+            HostMsg::Handoff { agent } => self.request_handoff(agent),
+            HostMsg::Close { reason, reply } => self.close(reason, Some(reply)),
+            HostMsg::Released => self.close(RELEASED.into(), None),
+        }
+    }
+
+    pub(super) fn on_tool(&mut self, message: ToolMsg) {
+        match message {
+            ToolMsg::HoldFloor(reply) => self.hold_floor(reply),
+            ToolMsg::ReleaseFloor(hold) => self.release_floor(hold),
+            ToolMsg::EndAfterSpeech { speech_id, reason, watchdog } => {
+                self.end_after_speech(speech_id, reason, watchdog)
+            }
+            ToolMsg::CancelCall { call_id, reply } => self.calls.cancel(call_id, reply),
+        }
+    }
+
+    pub(super) fn on_observe(&mut self, message: ObserveMsg) {
+        match message {
+            ObserveMsg::Subscribe(subscriber) => self.events.subscribe(subscriber),
+            ObserveMsg::AddBroadcast(tx) => self.events.add_broadcast(tx),
+            ObserveMsg::History(reply) => {
+                let _ = reply.send(self.conversation.history.to_items());
+            }
+            ObserveMsg::Context { agent, reply } => {
+                let _ = reply.send(self.conversation.context(&agent).cloned());
+            }
+            ObserveMsg::Inspect(reply) => {
+                let _ = reply.send(self.inspect());
+            }
+            ObserveMsg::States(reply) => {
+                let _ = reply.send((self.presence.agent, self.presence.user));
+            }
+            ObserveMsg::RunningCalls(reply) => {
+                let _ = reply.send(self.calls.list());
+            }
+            ObserveMsg::WaitForIdle { quiet, reply } => self.wait_for_idle(reply, quiet),
+        }
+    }
+
+    pub(super) async fn on_child(&mut self, message: ChildMsg, myself: &ActorRef<SessionMsg>) {
+        let ended = match message {
+            ChildMsg::Report(report) => self.apply(report),
+            ChildMsg::Reports(reports) => self.apply_all(reports),
+            ChildMsg::BeginLlmStep { agent, resumed, reports, reply } => {
+                let ended = self.apply_all(reports);
+                if let Some(speech_id) = resumed {
+                    self.speech_waiting(speech_id, false);
+                }
+                self.set_agent_state(AgentState::Thinking);
+                let _ = reply.send(self.request_context(&agent));
+                ended
+            }
+            ChildMsg::SpeechWaiting { speech_id, waiting } => {
+                if waiting {
+                    self.set_agent_state(AgentState::Thinking);
+                }
+                self.speech_waiting(speech_id, waiting);
+                false
+            }
+            ChildMsg::CallRegistered { call, toolset, cancellable, agent_scoped } => {
+                self.call_registered(*call, toolset, cancellable, agent_scoped);
+                false
+            }
+            ChildMsg::AdmitReply { batch, coalescer } => {
+                self.offer_reply(&batch, &coalescer);
+                false
+            }
+            ChildMsg::Handoff { agent } => {
+                self.request_handoff(agent);
+                false
+            }
+            // The rare heavy paths are boxed: inlined, they would size every session's actor
+            // task for them.
+            ChildMsg::Enqueue(pending) => {
+                Box::pin(self.enqueue_reply(myself.get_cell(), pending)).await;
+                false
+            }
+            ChildMsg::ActivityDrained { kept } => {
+                Box::pin(self.activity_drained(kept, myself)).await;
+                false
+            }
+            ChildMsg::ActivityClosed => {
+                Box::pin(self.activity_closed(myself)).await;
+                false
+            }
+        };
+        if ended {
+            // A close or a handoff waiting for the session's calls may now go on.
+            self.close_if_quiet(myself).await;
+            self.complete_handoff_if_drained(myself).await;
+        }
+    }
+
+    pub(super) fn on_timer(&mut self, message: TimerMsg) {
+        match message {
+            TimerMsg::EndNow => self.end_now(true),
+            TimerMsg::DrainTimeout => self.drain_timeout(),
+            TimerMsg::AwayTimeout(generation) => self.away_timeout(generation),
+        }
+    }
+
+    /// Applies reports in order; true when one ended a tool call. The caller follows that up
+    /// once, after the batch (nothing awaits between two reports, so the handler's future
+    /// stays small).
+    fn apply_all(&mut self, reports: Vec<Report>) -> bool {
+        let mut ended = false;
+        for report in reports {
+            ended |= self.apply(report);
+        }
+        ended
+    }
+
+    /// Applies one report of the session's own actors; true when it ended a tool call.
+    fn apply(&mut self, report: Report) -> bool {
+        match report {
+            Report::Emit(event) => {
+                let ended = matches!(event.kind, EventKind::ToolCallEnded { .. });
+                self.emit(event);
+                ended
+            }
+            Report::Commit { agent, speech_id, items, awaits_reply } => {
+                self.commit(&agent, speech_id.as_deref(), items);
+                if let Some(update_id) = awaits_reply {
+                    self.await_reply(update_id);
+                }
+                false
+            }
+            Report::SpeechDone { speech_id, interrupted } => {
+                self.speech_done(speech_id, interrupted);
+                false
+            }
+            Report::AgentState(agent_state) => {
+                self.set_agent_state(agent_state);
+                false
+            }
+        }
+    }
+}

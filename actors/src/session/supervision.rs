@@ -1,0 +1,107 @@
+//! What the Session does when one of its children ends unasked, and the names it gives them
+//! in lifecycle records.
+//!
+//! Invariant: the conversation survives its Activity: a new one starts for the same agent
+//! over the same context, and nothing that waited on the lost one waits for ever.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use colloquy_core::{AgentState, ErrorSource, EventKind};
+use ractor::ActorRef;
+
+use super::state::SessionState;
+use crate::error::SessionError;
+use crate::lifecycle::ActorKind;
+use crate::protocol::SessionMsg;
+
+impl SessionState {
+    /// The current Activity ended without being asked to (it failed, or something stopped
+    /// it): its speeches are gone. Deferred replies it was speaking count as interrupted, a
+    /// `run` watching it fails, and a new Activity starts for the same agent over the same
+    /// context, so the conversation goes on. (Its agent-scoped calls end `error` on their own:
+    /// their Toolset's drop guard reports them when ractor kills it with its parent.)
+    pub async fn activity_lost(&mut self, myself: &ActorRef<SessionMsg>, why: Option<String>) {
+        for speech_id in self.replies.speaking() {
+            self.speech_done(speech_id, true);
+        }
+        self.floor.speeches_lost();
+        let why = why.unwrap_or_else(|| "stopped".into());
+        self.finish_run(Some(SessionError::RunFailed(format!("the activity failed: {why}"))));
+        self.set_agent_state(AgentState::Listening);
+        if self.close.is_closing() {
+            self.release_idle_waiters();
+            self.finish_close(myself).await;
+            return;
+        }
+        if let Some(handoff) = &mut self.handoff {
+            // The old agent is gone anyway: the handoff goes ahead.
+            handoff.set_drained();
+            self.complete_handoff_if_drained(myself).await;
+            self.release_idle_waiters();
+            return;
+        }
+        self.restart_activity(myself, &why).await;
+        self.release_idle_waiters();
+        self.floor_changed();
+    }
+
+    /// A new Activity for the current agent, reported as a `session` error event.
+    async fn restart_activity(&mut self, myself: &ActorRef<SessionMsg>, why: &str) {
+        let (agent, catalog) = (self.current.agent.clone(), Arc::clone(&self.current.catalog));
+        match self.factory.spawn(agent, catalog, BTreeMap::new(), myself.get_cell()).await {
+            Ok(activity) => {
+                self.current.activity = activity;
+                let _ = self.mock_tools_refresh();
+                let message =
+                    format!("agent `{}` restarted: its activity failed: {why}", self.current.id);
+                tracing::warn!(session = %self.id, "{message}");
+                self.emit_now(EventKind::error(ErrorSource::Session, message));
+            }
+            Err(e) => {
+                let message = format!("cannot restart agent `{}`: {e}", self.current.id);
+                self.emit_now(EventKind::error(ErrorSource::Session, message));
+            }
+        }
+    }
+
+    /// The stable inspection id and kind of a child of the Session, by its actor id.
+    pub fn child_name(&self, cell: &ractor::ActorCell) -> Option<(ActorKind, String)> {
+        let id = cell.get_id();
+        if self.current.activity.get_id() == id {
+            return Some((ActorKind::Activity, format!("activity:{}", self.current.id)));
+        }
+        if self.replies.coalescer.get().is_some_and(|c| c.get_id() == id) {
+            return Some((ActorKind::Coalescer, "coalescer".into()));
+        }
+        let kept = self.handoff.iter().flat_map(|h| h.kept.iter());
+        self.factory
+            .session_toolsets
+            .iter()
+            .chain(kept)
+            .find(|(_, toolset)| toolset.get_id() == id)
+            .map(|(name, _)| (ActorKind::Toolset, format!("toolset:{name}")))
+    }
+
+    /// Test hook: makes the actor with inspection id `target` panic.
+    #[cfg(feature = "test-hooks")]
+    pub fn inject_failure(&self, target: &str) {
+        use crate::protocol::{ActivityMsg, ToolsetMsg};
+        if target == "session" {
+            panic!("injected failure");
+        }
+        let activity = &self.current.activity;
+        if target.starts_with("activity:") {
+            let _ = activity.cast(ActivityMsg::InjectFailure);
+        } else if let Some(id) = target.strip_prefix("toolset:") {
+            match self.factory.session_toolsets.get(id) {
+                Some(toolset) => {
+                    let _ = toolset.cast(ToolsetMsg::InjectFailure);
+                }
+                None => {
+                    let _ = activity.cast(ActivityMsg::InjectToolsetFailure(id.to_string()));
+                }
+            }
+        }
+    }
+}
