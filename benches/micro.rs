@@ -13,7 +13,6 @@ use std::time::Duration;
 use colloquy::prelude::*;
 use colloquy::{ChatContext, DuplicateScope, FunctionCallOutput, Message, OnDuplicate, Timestamp};
 use colloquy_core::args::{parse_arguments, validate_arguments};
-use colloquy_core::duplicate::duplicate_key;
 use colloquy_core::templates::{Template, update_placeholders};
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use schemars::JsonSchema;
@@ -62,7 +61,7 @@ fn duplicate_keys(c: &mut Criterion) {
     let tool = flight_tool().on_duplicate(OnDuplicate::Reject, DuplicateScope::NameAndArgs);
     let args: Map<String, Value> = parse_arguments("book_flight", FLIGHT_ARGS).unwrap().value;
     c.bench_function("duplicate/name_and_args_key", |b| {
-        b.iter(|| duplicate_key(&tool, black_box(&args)).unwrap())
+        b.iter(|| tool.duplicate_key(black_box(&args)).unwrap())
     });
 }
 

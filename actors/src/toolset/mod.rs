@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use colloquy_core::duplicate::{
-    RunningDuplicate, Verdict, decide, duplicate_key, running_call_json, take_confirmation,
+    RunningDuplicate, Verdict, decide, running_call_json, take_confirmation,
 };
 use colloquy_core::templates::Placeholders;
 use colloquy_core::{
@@ -308,7 +308,7 @@ impl ToolsetState {
         };
         // Check and register in this one handler: two calls of one response can never both
         // pass a reject check (§6 step 4).
-        let key = duplicate_key(&tool, &arguments);
+        let key = tool.duplicate_key(&arguments);
         let running: Vec<RunningDuplicate> = match &key {
             Some(key) => self
                 .running

@@ -1,10 +1,36 @@
 //! Duplicate detection (TOOL-SEMANTICS §6.1, §1.3, decisions 11 and 18): keys, the confirm
 //! parameter, and the running-call listing the duplicate templates show.
 
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use crate::args::{ArgumentError, validate_arguments};
-use crate::tool::{DuplicateScope, FunctionTool, OnDuplicate};
+use crate::args::ArgumentError;
+
+/// What to do when the tool is called while an equal call is still running (§6.1).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnDuplicate {
+    /// Run both.
+    #[default]
+    Allow,
+    /// Answer the new call with the reject text.
+    Reject,
+    /// Cancel the running call, then run the new one.
+    Replace,
+    /// Ask the model to confirm with `lk_agents_confirm_duplicate`.
+    Confirm,
+}
+
+/// What makes two calls duplicates (§6.1).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DuplicateScope {
+    /// Same tool name.
+    #[default]
+    Name,
+    /// Same tool name and the same validated arguments.
+    NameAndArgs,
+}
 
 /// The parameter a `confirm` tool gets (decision 14 keeps the reference's name).
 pub const CONFIRM_PARAM: &str = "lk_agents_confirm_duplicate";
@@ -26,28 +52,6 @@ pub fn sorted_json(value: &Value) -> String {
         }
     }
     sort(value).to_string()
-}
-
-/// The duplicate key of a call, or `None` for `allow` tools (they never match). For
-/// `name_and_args` the validated arguments are used, or the arguments as sent if they do not
-/// validate (fail-open: the call then fails validation itself).
-pub fn duplicate_key(tool: &FunctionTool, arguments: &Map<String, Value>) -> Option<String> {
-    let (policy, scope) = tool.duplicate_policy();
-    if policy == OnDuplicate::Allow {
-        return None;
-    }
-    match scope {
-        DuplicateScope::Name => Some(tool.name().to_string()),
-        DuplicateScope::NameAndArgs => {
-            let args = if tool.is_raw() {
-                Value::Object(arguments.clone())
-            } else {
-                validate_arguments(tool.name(), tool.parameters(), arguments.clone())
-                    .unwrap_or_else(|_| Value::Object(arguments.clone()))
-            };
-            Some(format!("{}\u{0}{}", tool.name(), sorted_json(&args)))
-        }
-    }
 }
 
 /// Takes the confirm parameter out of the arguments (decision 11): only JSON `true` confirms;
@@ -108,7 +112,7 @@ pub enum Verdict {
 }
 
 /// The duplicate policy's decision, as a pure function of the tool's policy, whether the call
-/// confirmed, and the running duplicates (found by [`duplicate_key`]).
+/// confirmed, and the running duplicates (found by [`FunctionTool::duplicate_key`](crate::FunctionTool::duplicate_key)).
 ///
 /// ```
 /// use colloquy_core::duplicate::{RunningDuplicate, Verdict, decide};
@@ -146,7 +150,7 @@ pub fn decide(
 mod tests {
     use super::*;
     use crate::RunContext;
-    use crate::output::ToolError;
+    use crate::{FunctionTool, ToolError};
 
     fn tool(policy: OnDuplicate, scope: DuplicateScope) -> FunctionTool {
         let schema = json!({"type": "object", "properties": {"order_id": {"type": "string"},
@@ -165,16 +169,16 @@ mod tests {
     #[test]
     fn keys_follow_policy_and_scope() {
         let a = args(json!({"order_id": "5"}));
-        assert_eq!(duplicate_key(&tool(OnDuplicate::Allow, DuplicateScope::Name), &a), None);
+        assert_eq!(tool(OnDuplicate::Allow, DuplicateScope::Name).duplicate_key(&a), None);
         assert_eq!(
-            duplicate_key(&tool(OnDuplicate::Reject, DuplicateScope::Name), &a).as_deref(),
+            tool(OnDuplicate::Reject, DuplicateScope::Name).duplicate_key(&a).as_deref(),
             Some("check_order")
         );
         let by_args = tool(OnDuplicate::Reject, DuplicateScope::NameAndArgs);
-        let k1 = duplicate_key(&by_args, &args(json!({"order_id": "5"})));
-        let k2 = duplicate_key(&by_args, &args(json!({"note": null, "order_id": "5", "x": 1})));
+        let k1 = by_args.duplicate_key(&args(json!({"order_id": "5"})));
+        let k2 = by_args.duplicate_key(&args(json!({"note": null, "order_id": "5", "x": 1})));
         assert_eq!(k1, k2, "validated, defaults filled, extra keys dropped, keys sorted");
-        assert_ne!(k1, duplicate_key(&by_args, &args(json!({"order_id": "7"}))));
+        assert_ne!(k1, by_args.duplicate_key(&args(json!({"order_id": "7"}))));
     }
 
     #[test]

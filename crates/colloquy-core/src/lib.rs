@@ -23,6 +23,7 @@ pub mod text;
 pub mod time;
 pub mod timeline;
 pub mod tool;
+pub mod tool_error;
 
 pub use agent::Agent;
 pub use args::{
@@ -32,19 +33,18 @@ pub use call_ids::CallIds;
 pub use chat::{
     AgentHandoff, ChatContext, ChatItem, FunctionCall, FunctionCallOutput, Message, Role,
 };
+pub use duplicate::{DuplicateScope, OnDuplicate};
 pub use event::{
     AgentState, ErrorSource, EventFilter, EventKind, EventType, ReplyStatus, SessionEvent,
     SpeechSource, ToolCallStatus, UserState,
 };
 pub use llm::{FinishReason, LlmErrorKind, Usage};
-pub use output::{
-    Handoff, IntoToolOutput, Json, StopResponse, ToolError, ToolErrorKind, ToolOutput, ToolResult,
-};
+pub use output::{Handoff, IntoToolOutput, Json, StopResponse, ToolOutput, ToolResult};
 pub use run_context::{CallHooks, PostedUpdate, RunContext, UpdateMessage, UpdateOptions};
 pub use run_result::{RunExpect, RunResult};
 pub use templates::{ResolvedTemplates, Template, Templates};
 pub use time::Timestamp;
 pub use tool::{
-    DuplicateScope, FunctionTool, OnDuplicate, ToolDeclarationError, ToolFlags, ToolSchema,
-    ToolVisibility, Toolset,
+    FunctionTool, ToolDeclarationError, ToolFlags, ToolSchema, ToolVisibility, Toolset,
 };
+pub use tool_error::{ToolError, ToolErrorKind};

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 
 use crate::chat::FunctionCall;
-use crate::output::ToolError;
 use crate::templates::{Template, update_values};
+use crate::tool_error::ToolError;
 
 /// What a tool reports through [`RunContext::update`]: text (wrapped by the update template)
 /// or any JSON value (rendered as compact JSON, not wrapped).

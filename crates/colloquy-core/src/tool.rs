@@ -12,9 +12,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::args::validate_arguments;
-use crate::output::{IntoToolOutput, ToolError, ToolOutput};
+use crate::duplicate::{DuplicateScope, OnDuplicate, sorted_json, with_confirm_param};
+use crate::output::{IntoToolOutput, ToolOutput};
 use crate::run_context::RunContext;
 use crate::templates::Templates;
+use crate::tool_error::ToolError;
 
 /// The future a tool body returns once its arguments are bound.
 pub type ToolFuture = Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send>>;
@@ -28,32 +30,6 @@ pub struct ToolFlags {
     pub cancellable: bool,
     /// Hidden from the model while the agent's `on_enter` replies run.
     pub ignore_on_enter: bool,
-}
-
-/// What to do when the tool is called while an equal call is still running (§6.1).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OnDuplicate {
-    /// Run both.
-    #[default]
-    Allow,
-    /// Answer the new call with the reject text.
-    Reject,
-    /// Cancel the running call, then run the new one.
-    Replace,
-    /// Ask the model to confirm with `lk_agents_confirm_duplicate`.
-    Confirm,
-}
-
-/// What makes two calls duplicates (§6.1).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DuplicateScope {
-    /// Same tool name.
-    #[default]
-    Name,
-    /// Same tool name and the same validated arguments.
-    NameAndArgs,
 }
 
 /// A tool as the model sees it: name, description, JSON schema of its parameters.
@@ -250,11 +226,33 @@ impl FunctionTool {
         self
     }
 
+    /// The duplicate key of a call, or `None` for `allow` tools (they never match). For
+    /// `name_and_args` the validated arguments are used, or the arguments as sent if they do not
+    /// validate (fail-open: the call then fails validation itself).
+    pub fn duplicate_key(&self, arguments: &Map<String, Value>) -> Option<String> {
+        let (policy, scope) = self.duplicate_policy();
+        if policy == OnDuplicate::Allow {
+            return None;
+        }
+        match scope {
+            DuplicateScope::Name => Some(self.name().to_string()),
+            DuplicateScope::NameAndArgs => {
+                let args = if self.is_raw() {
+                    Value::Object(arguments.clone())
+                } else {
+                    validate_arguments(self.name(), self.parameters(), arguments.clone())
+                        .unwrap_or_else(|_| Value::Object(arguments.clone()))
+                };
+                Some(format!("{}\u{0}{}", self.name(), sorted_json(&args)))
+            }
+        }
+    }
+
     /// Sets the duplicate policy (§6.1). A `confirm` tool gets the optional boolean parameter
     /// `lk_agents_confirm_duplicate` in its schema (§1.3); its body never sees it.
     pub fn on_duplicate(mut self, policy: OnDuplicate, scope: DuplicateScope) -> Self {
         if policy == OnDuplicate::Confirm && self.on_duplicate != OnDuplicate::Confirm {
-            let schema = crate::duplicate::with_confirm_param((*self.parameters).clone());
+            let schema = with_confirm_param((*self.parameters).clone());
             self.parameters = Arc::new(schema);
         }
         self.on_duplicate = policy;

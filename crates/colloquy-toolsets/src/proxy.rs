@@ -6,7 +6,7 @@ use std::sync::Arc;
 use colloquy_core::{FunctionTool, ToolError, ToolOutput, Toolset, parse_arguments};
 use serde_json::{Map, Value, json};
 
-use crate::search::{Core, SEARCH_TOOL, query_parameters, text_arg};
+use crate::search::{Core, SEARCH_TOOL, ToolSearch, query_parameters, text_arg};
 
 /// The call tool's name.
 pub const CALL_TOOL: &str = "call_tool";
@@ -19,6 +19,17 @@ line; call one with `call_tool`.";
 /// `call_tool`'s description.
 pub const CALL_TOOL_DESCRIPTION: &str = "Call a tool by its name with its parameters. Use \
 `tool_search` first to discover the tools and their parameter schemas.";
+
+impl ToolSearch {
+    /// A tool proxy (§20): the model always sees exactly `tool_search`, which answers with the
+    /// matching tools' schemas, and `call_tool`, which runs any hidden tool by name — a constant
+    /// tool list, friendly to providers' prompt caches.
+    pub fn build_proxy(self) -> ToolProxyToolset {
+        let (core, search, query, id) = self.core();
+        let search = search.unwrap_or_else(|| PROXY_SEARCH_DESCRIPTION.into());
+        ToolProxyToolset::new(id, core, search, query)
+    }
+}
 
 /// A tool proxy over a catalogue; built with [`ToolSearch::build_proxy`](crate::ToolSearch).
 ///

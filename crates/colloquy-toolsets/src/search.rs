@@ -93,7 +93,7 @@ impl ToolSearch {
         self
     }
 
-    fn core(self) -> (Arc<Core>, Option<String>, String, String) {
+    pub(crate) fn core(self) -> (Arc<Core>, Option<String>, String, String) {
         let core = Arc::new(Core {
             entries: self.entries,
             max_results: self.max_results,
@@ -112,15 +112,6 @@ impl ToolSearch {
         let (core, search, query, id) = self.core();
         let search_description = search.unwrap_or_else(|| SEARCH_DESCRIPTION.into());
         ToolSearchToolset { id, core, search_description, query_description: query }
-    }
-
-    /// A tool proxy (§20): the model always sees exactly `tool_search`, which answers with the
-    /// matching tools' schemas, and `call_tool`, which runs any hidden tool by name — a constant
-    /// tool list, friendly to providers' prompt caches.
-    pub fn build_proxy(self) -> crate::proxy::ToolProxyToolset {
-        let (core, search, query, id) = self.core();
-        let search = search.unwrap_or_else(|| crate::proxy::PROXY_SEARCH_DESCRIPTION.into());
-        crate::proxy::ToolProxyToolset::new(id, core, search, query)
     }
 }
 
