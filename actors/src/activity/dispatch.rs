@@ -13,7 +13,7 @@ use serde_json::Map;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use super::speech::SpeechEnv;
+use super::env::SpeechEnv;
 use crate::protocol::{CallOutcome, ExecuteCall, ToolsetMsg};
 use crate::speech_control::SpeechControl;
 use crate::toolset::mark_non_blocking;

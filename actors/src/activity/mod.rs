@@ -9,8 +9,10 @@
 //! mailbox only takes short messages, so an interrupt always gets through.
 
 mod dispatch;
+mod env;
 mod floor;
 mod speech;
+mod step;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::panic::AssertUnwindSafe;
@@ -21,8 +23,8 @@ use colloquy_llm::{Llm, RequestKind};
 use futures_util::FutureExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 
+use env::{SpeechEnd, SpeechEnv};
 use floor::{Attention, FloorLease};
-use speech::{SpeechEnd, SpeechEnv};
 
 use crate::catalog::{Scope, ToolCatalog, implicit_toolset};
 use crate::lifecycle::{ActorKind, LifecycleGuard};

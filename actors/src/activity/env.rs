@@ -1,0 +1,56 @@
+//! What every speech of one Activity shares, and how a speech ends.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use colloquy_llm::Llm;
+use ractor::ActorRef;
+
+use super::floor::Attention;
+use crate::catalog::ToolCatalog;
+use crate::protocol::{ActivityMsg, Report, SessionLink, ToolsetMsg};
+use crate::speech_sink::SpeechSink;
+
+/// What every speech of one Activity shares.
+pub(crate) struct SpeechEnv {
+    pub session: SessionLink,
+    pub activity: ActorRef<ActivityMsg>,
+    pub llm: Arc<dyn Llm>,
+    pub sink: Option<Arc<dyn SpeechSink>>,
+    pub agent_id: Arc<str>,
+    pub instructions: Arc<str>,
+    pub catalog: Arc<ToolCatalog>,
+    /// Every toolset actor this agent's calls may go to, by toolset id.
+    pub toolsets: BTreeMap<String, ActorRef<ToolsetMsg>>,
+    pub max_tool_steps: u32,
+    pub llm_timeout: Option<Duration>,
+    pub playout_timeout: Option<Duration>,
+    /// The Activity waits for a lent floor or a speech's end (see `floor.rs`).
+    pub attention: Attention,
+}
+
+impl SpeechEnv {
+    /// After a speech lent its floor or ended: tells the Activity only if it waits for
+    /// something (`floor.rs`); otherwise it notices at its next message.
+    pub fn wake_activity_if_waiting(&self) {
+        if self.attention.get() {
+            let _ = self.activity.cast(ActivityMsg::Wake);
+        }
+    }
+}
+
+/// How a speech ended.
+pub(crate) struct SpeechEnd {
+    pub interrupted: bool,
+    /// Reports of the speech's last step not sent yet (its `speaking` state, if nothing
+    /// suspended since, and its message): they go to the Session in one message with the
+    /// speech's end.
+    pub tail: Vec<Report>,
+}
+
+impl SpeechEnd {
+    pub fn new(interrupted: bool) -> Self {
+        SpeechEnd { interrupted, tail: Vec::new() }
+    }
+}

@@ -1,0 +1,297 @@
+//! One LLM step of a reply: stream the response (playing text as it arrives), then play the
+//! rest out while the step's tool calls are dispatched, and commit the step's message.
+
+use std::collections::BTreeMap;
+
+use colloquy_core::{AgentState, ChatItem, ErrorSource, EventKind, Message, Role, Timestamp};
+use colloquy_llm::{FinishReason, LlmChunk, LlmError, LlmRequest, ToolChoice, Usage};
+use futures_util::{FutureExt, StreamExt};
+use tokio_util::sync::CancellationToken;
+
+use super::dispatch::{self, StepCalls, StreamedCall};
+use super::env::SpeechEnv;
+use crate::protocol::{Report, SessionLink};
+use crate::speech_control::SpeechControl;
+use crate::speech_sink::{PlayoutDriver, PlayoutEnd};
+
+/// The `speaking` state of a step whose text started, held back while nothing suspends: text
+/// that arrives all at once and plays without a sink reaches the Session with the step's
+/// message, in one message. Sent on its own before anything could wait (a chunk not ready yet,
+/// a sink's playout) or before the step dispatches calls, so it is never late and never
+/// follows a call's events.
+#[derive(Default)]
+pub(super) struct HeldSpeaking(bool);
+
+impl HeldSpeaking {
+    pub fn hold(&mut self) {
+        self.0 = true;
+    }
+
+    fn is_held(&self) -> bool {
+        self.0
+    }
+
+    pub fn flush(&mut self, session: &SessionLink) {
+        if std::mem::take(&mut self.0) {
+            session.report(Report::AgentState(AgentState::Speaking));
+        }
+    }
+
+    /// The held state (if any) followed by `then`, in order; with room for the speech's end,
+    /// which a last step's reports are sent with.
+    pub fn with(mut self, then: Option<Report>) -> Vec<Report> {
+        let mut reports = Vec::with_capacity(3);
+        if std::mem::take(&mut self.0) {
+            reports.push(Report::AgentState(AgentState::Speaking));
+        }
+        reports.extend(then);
+        reports
+    }
+}
+
+/// What the provider said about a response besides its content.
+#[derive(Default)]
+struct StepEnd {
+    finish_reason: Option<FinishReason>,
+    usage: Option<Usage>,
+}
+
+impl StepEnd {
+    /// One `x_llm_step_ended` event if the provider said anything; a truncated response is
+    /// logged too, since its text or a call's arguments may be incomplete.
+    fn report(self, env: &SpeechEnv, speech_id: &str) {
+        if self.finish_reason.is_none() && self.usage.is_none() {
+            return;
+        }
+        if let Some(reason) = self.finish_reason.as_ref().filter(|r| r.is_truncated()) {
+            tracing::warn!(agent = %env.agent_id, %speech_id, ?reason, "the LLM response was cut short");
+        }
+        let StepEnd { finish_reason, usage } = self;
+        let speech_id = speech_id.to_string();
+        env.session.emit(EventKind::LlmStepEnded { speech_id, finish_reason, usage });
+    }
+}
+
+/// The text of one step as it plays.
+struct StepText {
+    playout: PlayoutDriver,
+    started: Timestamp,
+}
+
+/// What one LLM response produced.
+pub(super) struct Streamed {
+    text: Option<StepText>,
+    /// In the order of their index in the response.
+    calls: BTreeMap<usize, StreamedCall>,
+    /// The speech was interrupted while the response streamed.
+    interrupted: bool,
+    failure: Option<LlmError>,
+    speaking: HeldSpeaking,
+    ended: StepEnd,
+}
+
+impl Streamed {
+    /// Adds one chunk; false once the response is over (ended or failed).
+    fn apply(
+        &mut self,
+        chunk: LlmChunk,
+        env: &SpeechEnv,
+        speech_id: &str,
+        authorised: Timestamp,
+    ) -> bool {
+        match chunk {
+            LlmChunk::End => return false,
+            LlmChunk::Text(delta) if delta.is_empty() => {}
+            LlmChunk::Text(delta) => {
+                let speaking = &mut self.speaking;
+                let text = self.text.get_or_insert_with(|| {
+                    speaking.hold();
+                    let playout =
+                        PlayoutDriver::open(env.sink.as_ref(), speech_id, env.playout_timeout);
+                    StepText { playout, started: authorised }
+                });
+                text.playout.push(&delta);
+            }
+            LlmChunk::ToolCall(delta) => {
+                let call = self.calls.entry(delta.index).or_insert_with(|| StreamedCall {
+                    streamed_at: env.session.clock.now(),
+                    ..StreamedCall::default()
+                });
+                if let Some(id) = delta.id {
+                    call.call_id = id;
+                }
+                if let Some(name) = delta.name {
+                    call.name = name;
+                }
+                call.arguments.push_str(&delta.arguments);
+            }
+            LlmChunk::Usage(usage) => self.ended.usage = Some(usage),
+            LlmChunk::Finish(reason) => self.ended.finish_reason = Some(reason),
+            LlmChunk::Error(error) => {
+                self.failure = Some(error);
+                return false;
+            }
+        }
+        true
+    }
+}
+
+/// Streams one response, playing its text as it arrives. `authorised` stamps the step's
+/// message (§9.2 step 5): results landing while it is generated still sort after it.
+pub(super) async fn stream(
+    env: &SpeechEnv,
+    speech_id: &str,
+    request: LlmRequest,
+    interrupt: &CancellationToken,
+    authorised: Timestamp,
+) -> Streamed {
+    let mut stream = env.llm.chat(request);
+    let mut out = Streamed {
+        text: None,
+        calls: BTreeMap::new(),
+        interrupted: false,
+        failure: None,
+        speaking: HeldSpeaking::default(),
+        ended: StepEnd::default(),
+    };
+    loop {
+        if interrupt.is_cancelled() {
+            out.interrupted = true;
+            break;
+        }
+        // A chunk that is there already is taken without waiting; before waiting, the held
+        // `speaking` state goes out.
+        let ready = match out.speaking.is_held() {
+            true => stream.next().now_or_never(),
+            false => None,
+        };
+        let chunk = match ready {
+            Some(chunk) => Some(chunk),
+            None => {
+                out.speaking.flush(&env.session);
+                let next = async {
+                    match env.llm_timeout {
+                        Some(limit) => tokio::time::timeout(limit, stream.next()).await.ok(),
+                        None => Some(stream.next().await),
+                    }
+                };
+                tokio::select! {
+                    biased;
+                    _ = interrupt.cancelled() => { out.interrupted = true; break }
+                    chunk = next => chunk,
+                }
+            }
+        };
+        let Some(chunk) = chunk else {
+            out.failure = Some(LlmError::Timeout { waited: env.llm_timeout.unwrap_or_default() });
+            break;
+        };
+        if !chunk.is_some_and(|chunk| out.apply(chunk, env, speech_id, authorised)) {
+            break;
+        }
+    }
+    // Dropping the stream cancels the request.
+    drop(stream);
+    std::mem::take(&mut out.ended).report(env, speech_id);
+    out
+}
+
+/// How a step ended once its text has played.
+pub(super) enum Played {
+    /// The LLM request failed: the speech ends (its text so far is committed).
+    Failed { interrupted: bool },
+    /// No call to wait for: the speech's last step, its reports in `tail`.
+    Last { interrupted: bool, tail: Vec<Report> },
+    /// Calls run; `interrupted`: the speech was interrupted during the step's playout.
+    Calls { running: StepCalls, interrupted: bool },
+}
+
+/// Dispatches the step's calls (unless the response was cut short or failed) and plays its
+/// text out meanwhile; commits the step's message.
+pub(super) async fn play(
+    env: &SpeechEnv,
+    speech_id: &str,
+    streamed: Streamed,
+    tool_choice: &Option<ToolChoice>,
+    control: &SpeechControl,
+) -> Played {
+    let Streamed { text, calls, interrupted: stream_interrupted, failure, mut speaking, .. } =
+        streamed;
+    let session = &env.session;
+    // Tools may wait for this step's text to finish playing (`ctx.wait_for_playout()`); the
+    // guard releases them however the step ends.
+    let playout_done = CancellationToken::new();
+    let _release = playout_done.clone().drop_guard();
+    let calls: Vec<StreamedCall> = calls.into_values().collect();
+    if !calls.is_empty() || failure.is_some() || env.sink.is_some() {
+        // Calls report their own events, a failure its error, a sink plays for a while: the
+        // agent speaks before any of it.
+        speaking.flush(session);
+    }
+    // Calls of a response that was cut short or failed are never run.
+    let running = match (stream_interrupted || failure.is_some(), tool_choice) {
+        (true, _) => None,
+        (false, _) if calls.is_empty() => None,
+        (false, Some(ToolChoice::None)) => {
+            dispatch::drop_calls(env, calls);
+            None
+        }
+        (false, _) => Some(dispatch::dispatch(env, speech_id, calls, &playout_done, control)),
+    };
+    let mut interrupted = stream_interrupted;
+    // A step without calls is the speech's last: its message goes with the speech's end.
+    let last_step = failure.is_none() && running.is_none();
+    let mut tail = Vec::new();
+    if let Some(StepText { playout, started }) = text {
+        let mut end = match stream_interrupted {
+            true => playout.interrupt().await,
+            false => playout.finish(control.token()).await,
+        };
+        interrupted |= end.interrupted;
+        // A stream that broke after text flowed: the text received stays, marked as cut (the
+        // speech itself was not interrupted).
+        end.interrupted |= failure.is_some();
+        let reports = speaking.with(message_commit(env, speech_id, started, end));
+        match last_step {
+            true => tail = reports,
+            false => session.reports(reports),
+        }
+    }
+    playout_done.cancel();
+    if let Some(failure) = failure {
+        tracing::warn!(agent = %env.agent_id, %speech_id, "LLM request failed: {failure}");
+        session.emit(EventKind::Error {
+            source: ErrorSource::Llm,
+            message: failure.to_string(),
+            llm_error: Some(failure.kind()),
+        });
+        return Played::Failed { interrupted };
+    }
+    match running {
+        None => Played::Last { interrupted, tail },
+        Some(running) => Played::Calls { running, interrupted },
+    }
+}
+
+/// The commit of a step's message (`None` without text); a sink error is reported at once.
+pub(super) fn message_commit(
+    env: &SpeechEnv,
+    speech_id: &str,
+    started: Timestamp,
+    end: PlayoutEnd,
+) -> Option<Report> {
+    if let Some(message) = end.sink_error {
+        env.session.emit(EventKind::error(ErrorSource::Sink, message));
+    }
+    if end.text.is_empty() {
+        return None;
+    }
+    let message = Message {
+        id: env.session.clock.item_id(),
+        role: Role::Assistant,
+        text: end.text,
+        interrupted: end.interrupted,
+        created_at: started,
+    };
+    SessionLink::speech_commit(&env.agent_id, speech_id, vec![ChatItem::Message(message)])
+}
