@@ -29,8 +29,8 @@ pub(crate) struct AsyncToolset {
 #[derive(Debug)]
 pub(crate) struct ToolCatalog {
     schemas: Arc<[ToolSchema]>,
-    /// Tool → the id of the toolset actor that runs it.
-    tools: HashMap<String, (FunctionTool, String)>,
+    /// Tool name → the tool and the toolset actor that runs it.
+    tools: HashMap<String, Routed>,
     async_toolsets: Vec<AsyncToolset>,
     /// Toolsets that decide which of their tools are visible, request by request.
     groups: Vec<VisibilityGroup>,
@@ -39,6 +39,13 @@ pub(crate) struct ToolCatalog {
     /// With groups: what a request lists, in order, worked out once at build so a request
     /// only asks each group what it shows (a tool search may hide thousands of tools).
     layout: Vec<Slot>,
+}
+
+/// A tool and the id of the toolset actor that runs it.
+#[derive(Debug)]
+struct Routed {
+    tool: FunctionTool,
+    toolset: String,
 }
 
 #[derive(Debug)]
@@ -79,7 +86,7 @@ impl ToolCatalog {
         routed.extend(agent.routed_tools().into_iter().map(|(t, owner)| (t, owner, Scope::Agent)));
 
         let mut schemas = Vec::new();
-        let mut tools: HashMap<String, (FunctionTool, String)> = HashMap::new();
+        let mut tools: HashMap<String, Routed> = HashMap::new();
         let mut async_toolsets: Vec<AsyncToolset> = Vec::new();
         for (tool, owner, scope) in routed {
             let route = match owner {
@@ -100,56 +107,33 @@ impl ToolCatalog {
                 }
             };
             match tools.get(tool.name()) {
-                Some((existing, _)) if existing.same_as(tool) => continue,
+                Some(existing) if existing.tool.same_as(tool) => continue,
                 Some(_) => return Err(format!("duplicate function name: {}", tool.name())),
                 None => {
                     schemas.push(tool.schema());
-                    tools.insert(tool.name().to_string(), (tool.clone(), route));
+                    let routed = Routed { tool: tool.clone(), toolset: route };
+                    tools.insert(tool.name().to_string(), routed);
                 }
             }
         }
         // The companions join whenever some tool is cancellable (§1.5), run by the implicit
         // toolset; their schema never changes, which keeps provider prompt caches warm.
-        if tools.values().any(|(tool, _)| tool.flags().cancellable) {
+        if tools.values().any(|routed| routed.tool.flags().cancellable) {
             for companion in [companions::cancel_task(), companions::get_running_tasks()] {
                 if tools.contains_key(companion.name()) {
                     return Err(format!("duplicate function name: {}", companion.name()));
                 }
                 schemas.push(companion.schema());
-                tools.insert(companion.name().to_string(), (companion, implicit.clone()));
+                let name = companion.name().to_string();
+                tools.insert(name, Routed { tool: companion, toolset: implicit.clone() });
             }
         }
         if async_toolsets.iter().any(|a| a.id == implicit) {
             return Err(format!("duplicate toolset id: {implicit}"));
         }
-        let mut groups = Vec::new();
-        let mut governed_by = HashMap::new();
-        let index: HashMap<&str, usize> =
-            schemas.iter().enumerate().map(|(i, s)| (s.name.as_str(), i)).collect();
-        for set in session_toolsets.iter().chain(agent.declared_toolsets()) {
-            for (visibility, tools) in set.visibility_groups() {
-                let mut members = HashMap::new();
-                for tool in tools {
-                    let Some(&i) = index.get(tool.name()) else { continue };
-                    members.insert(tool.name().to_string(), i);
-                    governed_by.insert(tool.name().to_string(), groups.len());
-                }
-                groups.push(VisibilityGroup { visibility: Arc::clone(visibility), members });
-            }
-        }
-        let mut layout = Vec::new();
-        if !groups.is_empty() {
-            let mut placed = vec![false; groups.len()];
-            for (i, schema) in schemas.iter().enumerate() {
-                match governed_by.get(&schema.name) {
-                    None => layout.push(Slot::Tool(i)),
-                    Some(&g) if !std::mem::replace(&mut placed[g], true) => {
-                        layout.push(Slot::Group(g))
-                    }
-                    Some(_) => {}
-                }
-            }
-        }
+        let sets: Vec<&Toolset> =
+            session_toolsets.iter().chain(agent.declared_toolsets()).collect();
+        let (groups, governed_by, layout) = visibility_layout(&schemas, &sets);
         let schemas = schemas.into();
         Ok(Self { schemas, tools, async_toolsets, groups, governed_by, layout })
     }
@@ -191,12 +175,12 @@ impl ToolCatalog {
 
     /// The tool called `name`.
     pub fn get(&self, name: &str) -> Option<&FunctionTool> {
-        self.tools.get(name).map(|(tool, _)| tool)
+        self.tools.get(name).map(|routed| &routed.tool)
     }
 
     /// The id of the toolset actor that runs `name`.
     pub fn route(&self, name: &str) -> Option<&str> {
-        self.tools.get(name).map(|(_, route)| route.as_str())
+        self.tools.get(name).map(|routed| routed.toolset.as_str())
     }
 
     /// The names of the tools toolset `id` runs, in the order the model sees them.
@@ -209,4 +193,39 @@ impl ToolCatalog {
     pub fn async_toolsets(&self, scope: Scope) -> impl Iterator<Item = &AsyncToolset> {
         self.async_toolsets.iter().filter(move |a| a.scope == scope)
     }
+}
+
+/// The toolsets that decide their tools' visibility (`groups`), which group governs each tool
+/// (`governed_by`), and what a request lists in order (`layout`; empty without groups).
+fn visibility_layout(
+    schemas: &[ToolSchema],
+    sets: &[&Toolset],
+) -> (Vec<VisibilityGroup>, HashMap<String, usize>, Vec<Slot>) {
+    let mut groups = Vec::new();
+    let mut governed_by = HashMap::new();
+    let index: HashMap<&str, usize> =
+        schemas.iter().enumerate().map(|(i, s)| (s.name.as_str(), i)).collect();
+    for set in sets {
+        for (visibility, tools) in set.visibility_groups() {
+            let mut members = HashMap::new();
+            for tool in tools {
+                let Some(&i) = index.get(tool.name()) else { continue };
+                members.insert(tool.name().to_string(), i);
+                governed_by.insert(tool.name().to_string(), groups.len());
+            }
+            groups.push(VisibilityGroup { visibility: Arc::clone(visibility), members });
+        }
+    }
+    let mut layout = Vec::new();
+    if !groups.is_empty() {
+        let mut placed = vec![false; groups.len()];
+        for (i, schema) in schemas.iter().enumerate() {
+            match governed_by.get(&schema.name) {
+                None => layout.push(Slot::Tool(i)),
+                Some(&g) if !std::mem::replace(&mut placed[g], true) => layout.push(Slot::Group(g)),
+                Some(_) => {}
+            }
+        }
+    }
+    (groups, governed_by, layout)
 }

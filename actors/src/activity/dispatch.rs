@@ -14,6 +14,7 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::env::SpeechEnv;
+use crate::clock::SessionClock;
 use crate::protocol::{CallOutcome, ExecuteCall, ToolsetMsg};
 use crate::speech_control::SpeechControl;
 use crate::toolset::mark_non_blocking;
@@ -118,7 +119,7 @@ fn dispatch_one(
 ) -> (Pending, bool) {
     let clock = &env.session.clock;
     let StreamedCall { call_id, name, arguments, streamed_at } = streamed;
-    let rejected = |arguments: String, output: String| -> (Pending, bool) {
+    let refused = |arguments: String, output: String| -> (Pending, bool) {
         // Unknown names and unparseable arguments never reach a toolset: no lifecycle events,
         // the call keeps its stream-time stamp and its text as sent (decision 9).
         let call = FunctionCall {
@@ -130,24 +131,18 @@ fn dispatch_one(
             created_at: streamed_at,
         };
         let output = error_output(clock.item_id(), &call, output, clock.now());
-        let done: Pending = Box::pin(std::future::ready(CallResult {
-            call,
-            output,
-            provisional: false,
-            handoff: None,
-            index,
-        }));
-        (done, false)
+        let result = CallResult { call, output, provisional: false, handoff: None, index };
+        (Box::pin(std::future::ready(result)), false)
     };
     if !env.catalog.callable(&name) {
         let visible = env.catalog.visible_schemas();
         let names: Vec<&str> = visible.iter().map(|s| s.name.as_str()).collect();
         let output = text::unknown_function(&name, &names);
-        return rejected(arguments, output);
+        return refused(arguments, output);
     }
     let parsed = match parse_arguments(&name, &arguments) {
         Ok(parsed) => parsed,
-        Err(e) => return rejected(arguments, e.to_string()),
+        Err(e) => return refused(arguments, e.to_string()),
     };
     let call = FunctionCall {
         id: item_id,
@@ -157,7 +152,6 @@ fn dispatch_one(
         extra: Map::new(),
         created_at: clock.now(),
     };
-    let (tx, rx) = oneshot::channel::<CallOutcome>();
     let exec = ExecuteCall {
         call: call.clone(),
         arguments: parsed.value,
@@ -172,15 +166,24 @@ fn dispatch_one(
             speech_id = %speech_id,
         ),
     };
+    let (tx, rx) = oneshot::channel::<CallOutcome>();
     // Routed by name to the toolset that runs the tool (§4 step 7).
     let toolset = env.catalog.route(&call.name).and_then(|id| env.toolsets.get(id));
     if let Some(toolset) = toolset {
         let _ = toolset.cast(ToolsetMsg::Execute(Box::new(exec), tx.into()));
     }
-    let clock = clock.clone();
-    let running: Pending = Box::pin(async move {
-        let mut call = call;
-        let outcome = rx.await.unwrap_or_else(|_| CallOutcome {
+    (outcome(call, rx, env.session.clock.clone(), index), true)
+}
+
+/// The call's result once its toolset answers (an internal error if it never does).
+fn outcome(
+    mut call: FunctionCall,
+    answer: oneshot::Receiver<CallOutcome>,
+    clock: SessionClock,
+    index: usize,
+) -> Pending {
+    Box::pin(async move {
+        let outcome = answer.await.unwrap_or_else(|_| CallOutcome {
             // The toolset went away without answering (it failed or the session is closing).
             output: text::INTERNAL_ERROR.into(),
             is_error: true,
@@ -208,8 +211,7 @@ fn dispatch_one(
             handoff: outcome.handoff,
             index,
         }
-    });
-    (running, true)
+    })
 }
 
 fn error_output(

@@ -30,7 +30,7 @@ use colloquy_core::{
     ToolCallStatus, ToolError, ToolErrorKind, ToolOutput, text,
 };
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::catalog::{Scope, ToolCatalog};
 use crate::error::CancelError;
@@ -268,47 +268,68 @@ impl ToolsetState {
         self.end_early(call_id, ToolCallStatus::Error, message, Duration::ZERO);
     }
 
+    /// Runs a call, unless this toolset cannot (it expired, the tool is unknown, the call id
+    /// runs already) or the duplicate policy answers it instead (§6).
     async fn execute(
         &mut self,
         myself: ActorRef<ToolsetMsg>,
         exec: ExecuteCall,
         reply: RpcReplyPort<CallOutcome>,
     ) {
+        let mut arguments = exec.arguments;
+        let screened = self
+            .resolve(&exec.call)
+            .and_then(|tool| self.screen_duplicates(&tool, &mut arguments).map(|key| (tool, key)));
+        match screened {
+            // Not registered: no lifecycle events (§6 step 2).
+            Err(answer) => {
+                let _ = reply.send(answer);
+            }
+            Ok((tool, key)) => {
+                let exec = ExecuteCall { arguments, ..exec };
+                self.start(myself, exec, tool, key, reply).await
+            }
+        }
+    }
+
+    /// The tool that runs `call` (its mock, if one is set), or the answer when none can.
+    fn resolve(&self, call: &FunctionCall) -> Result<FunctionTool, CallOutcome> {
         if self.expired {
             // The drain that ends this toolset ran out of time: nothing new starts.
-            let _ = reply.send(self.error_outcome(text::DRAIN_TIMEOUT));
-            return;
+            return Err(self.error_outcome(text::DRAIN_TIMEOUT));
         }
-        let call_id = exec.call.call_id.clone();
-        let tool = match self.args.catalog.get(&exec.call.name) {
-            Some(tool) if !self.running.contains_key(&call_id) => match self.mocks.get(tool.name())
-            {
-                Some(mock) => tool.with_body_of(mock),
-                None => tool.clone(),
-            },
+        match self.args.catalog.get(&call.name) {
+            Some(tool) if !self.running.contains_key(&call.call_id) => {
+                Ok(match self.mocks.get(tool.name()) {
+                    Some(mock) => tool.with_body_of(mock),
+                    None => tool.clone(),
+                })
+            }
             found => {
                 // Dispatch only routes known tools here; a reused call id is a model error.
                 let why = if found.is_some() { "is already running" } else { "has no tool here" };
-                tracing::warn!(toolset = %self.args.id, %call_id, name = %exec.call.name, "call {why}");
-                let _ = reply.send(self.error_outcome(text::INTERNAL_ERROR));
-                return;
+                let (call_id, name) = (&call.call_id, &call.name);
+                tracing::warn!(toolset = %self.args.id, %call_id, %name, "call {why}");
+                Err(self.error_outcome(text::INTERNAL_ERROR))
             }
-        };
-        let mut arguments = exec.arguments;
+        }
+    }
+
+    /// Applies the tool's duplicate policy: the call's duplicate key if it may run, else the
+    /// answer it gets. Checked and registered in one handler, so two calls of one response
+    /// can never both pass a reject check (§6 step 4).
+    fn screen_duplicates(
+        &mut self,
+        tool: &FunctionTool,
+        arguments: &mut Map<String, Value>,
+    ) -> Result<Option<String>, CallOutcome> {
         let (policy, _) = tool.duplicate_policy();
         let confirmed = match policy {
-            OnDuplicate::Confirm => match take_confirmation(tool.name(), &mut arguments) {
-                Ok(confirmed) => confirmed,
-                Err(e) => {
-                    let _ = reply.send(self.error_outcome(&e.to_string()));
-                    return;
-                }
-            },
+            OnDuplicate::Confirm => take_confirmation(tool.name(), arguments)
+                .map_err(|e| self.error_outcome(&e.to_string()))?,
             _ => false,
         };
-        // Check and register in this one handler: two calls of one response can never both
-        // pass a reject check (§6 step 4).
-        let key = tool.duplicate_key(&arguments);
+        let key = tool.duplicate_key(arguments);
         let running: Vec<RunningDuplicate> = match &key {
             Some(key) => self
                 .running
@@ -319,27 +340,35 @@ impl ToolsetState {
             None => Vec::new(),
         };
         let answer = match decide(tool.name(), policy, confirmed, &running) {
-            Verdict::Run => None,
-            Verdict::Reject => Some(self.duplicate_text(&tool, &ids(&running), false)),
-            Verdict::AskToConfirm => Some(self.duplicate_text(&tool, &ids(&running), true)),
-            Verdict::CannotReplace(text) => Some(self.error_outcome(&text)),
+            Verdict::Run => return Ok(key),
+            Verdict::Reject => self.duplicate_text(tool, &ids(&running), false),
+            Verdict::AskToConfirm => self.duplicate_text(tool, &ids(&running), true),
+            Verdict::CannotReplace(text) => self.error_outcome(&text),
             Verdict::Replace(duplicates) => {
                 let failures: Vec<String> = duplicates
                     .iter()
                     .filter_map(|id| self.cancel(id, false).err().map(|e| e.to_string()))
                     .collect();
-                (!failures.is_empty()).then(|| {
-                    let text =
-                        format!("Failed to cancel duplicate tool calls: {}", failures.join("\n"));
-                    self.error_outcome(&text)
-                })
+                if failures.is_empty() {
+                    return Ok(key);
+                }
+                let text =
+                    format!("Failed to cancel duplicate tool calls: {}", failures.join("\n"));
+                self.error_outcome(&text)
             }
         };
-        if let Some(answer) = answer {
-            // Not registered: no lifecycle events (§6 step 2).
-            let _ = reply.send(answer);
-            return;
-        }
+        Err(answer)
+    }
+
+    /// Registers the call with the Session and spawns its ToolCall actor.
+    async fn start(
+        &mut self,
+        myself: ActorRef<ToolsetMsg>,
+        exec: ExecuteCall,
+        tool: FunctionTool,
+        key: Option<String>,
+        reply: RpcReplyPort<CallOutcome>,
+    ) {
         let session = &self.args.session;
         let cancellable = tool.flags().cancellable;
         let registered = ChildMsg::CallRegistered {
@@ -349,10 +378,11 @@ impl ToolsetState {
             agent_scoped: self.args.scope == Scope::Agent,
         };
         let _ = session.actor.cast(registered.into());
+        let call_id = exec.call.call_id.clone();
         let args = ToolCallArgs {
             tool,
             call: exec.call.clone(),
-            arguments,
+            arguments: exec.arguments,
             speech_id: exec.speech_id,
             playout_done: exec.playout_done,
             speech: exec.speech.clone(),

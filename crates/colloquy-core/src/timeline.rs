@@ -214,12 +214,31 @@ pub fn render_html(events: &[SessionEvent], title: &str) -> String {
     let c = Canvas { end_ms: m.end_ms };
     let rows = 2 + m.calls.len();
     let height = TOP + rows as f64 * ROW_H + 70.0;
+    let bottom = row_y(rows);
     let mut svg = String::new();
     let _ = write!(
         svg,
         r#"<svg xmlns="http://www.w3.org/2000/svg" class="timeline" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}">"#
     );
-    // Lanes and their labels.
+    lanes(&mut svg, &m);
+    axis(&mut svg, &m, &c, bottom);
+    user_lane(&mut svg, &m, &c);
+    let speech_x = agent_lane(&mut svg, &m, &c);
+    let update_at = call_lanes(&mut svg, &m, &c);
+    reply_links(&mut svg, &m, &update_at, &speech_x);
+    handoffs(&mut svg, &m, &c, bottom);
+    legend(&mut svg, bottom + 40.0);
+    svg.push_str("</svg>");
+    page(&m, title, &svg)
+}
+
+/// Where a bar of lane `row` starts vertically.
+fn bar_y(row: usize) -> f64 {
+    row_y(row) + (ROW_H - BAR_H) / 2.0
+}
+
+/// The lanes (the user, the agent, one per call) and their labels.
+fn lanes(svg: &mut String, m: &Model) {
     let mut labels = vec![("user".to_string(), "user".to_string())];
     labels.push(("agent".into(), format!("agent {}", m.first_agent.as_deref().unwrap_or(""))));
     for call in &m.calls {
@@ -236,8 +255,10 @@ pub fn render_html(events: &[SessionEvent], title: &str) -> String {
             label = esc(label),
         );
     }
-    // Time axis.
-    let bottom = row_y(rows);
+}
+
+/// The time axis and its grid.
+fn axis(svg: &mut String, m: &Model, c: &Canvas, bottom: f64) {
     let step = axis_step(m.end_ms);
     let _ = write!(svg, r#"<g class="axis">"#);
     let mut t = 0;
@@ -252,8 +273,10 @@ pub fn render_html(events: &[SessionEvent], title: &str) -> String {
         t += step;
     }
     let _ = write!(svg, "</g>");
-    let bar_y = |row: usize| row_y(row) + (ROW_H - BAR_H) / 2.0;
-    // The user.
+}
+
+/// The user's speaking spans and turns.
+fn user_lane(svg: &mut String, m: &Model, c: &Canvas) {
     for (start, end) in &m.user_speaking {
         let (x, w) = c.span(*start, end.unwrap_or(m.end_ms));
         let _ = write!(
@@ -272,7 +295,10 @@ pub fn render_html(events: &[SessionEvent], title: &str) -> String {
             t = esc(text),
         );
     }
-    // The agent's speeches.
+}
+
+/// The agent's speeches and the errors; returns where each speech starts.
+fn agent_lane<'m>(svg: &mut String, m: &'m Model, c: &Canvas) -> BTreeMap<&'m str, f64> {
     let mut speech_x: BTreeMap<&str, f64> = BTreeMap::new();
     for s in &m.speeches {
         let (end, interrupted) = s.end.unwrap_or((m.end_ms, false));
@@ -299,7 +325,11 @@ pub fn render_html(events: &[SessionEvent], title: &str) -> String {
             msg = esc(message),
         );
     }
-    // Tool calls, with their updates; where each update sits, for the reply links.
+    speech_x
+}
+
+/// Tool calls, with their updates; returns where each update sits, for the reply links.
+fn call_lanes(svg: &mut String, m: &Model, c: &Canvas) -> BTreeMap<String, (f64, f64)> {
     let mut update_at: BTreeMap<String, (f64, f64)> = BTreeMap::new();
     for (i, call) in m.calls.iter().enumerate() {
         let row = 2 + i;
@@ -334,7 +364,16 @@ pub fn render_html(events: &[SessionEvent], title: &str) -> String {
         }
         let _ = write!(svg, "</g>");
     }
-    // Deferred replies, linked to the updates they carry.
+    update_at
+}
+
+/// Deferred replies, linked to the updates they carry.
+fn reply_links(
+    svg: &mut String,
+    m: &Model,
+    update_at: &BTreeMap<String, (f64, f64)>,
+    speech_x: &BTreeMap<&str, f64>,
+) {
     for (update_id, speech_id) in &m.replies {
         let (Some(&(ux, uy)), Some(&sx)) =
             (update_at.get(update_id), speech_x.get(speech_id.as_str()))
@@ -350,7 +389,10 @@ pub fn render_html(events: &[SessionEvent], title: &str) -> String {
             sid = esc(speech_id),
         );
     }
-    // Handoffs across every lane.
+}
+
+/// Handoffs, across every lane.
+fn handoffs(svg: &mut String, m: &Model, c: &Canvas, bottom: f64) {
     for (at, old, new) in &m.handoffs {
         let x = c.x(*at);
         let _ = write!(
@@ -363,9 +405,10 @@ pub fn render_html(events: &[SessionEvent], title: &str) -> String {
             ty = bottom + 16.0,
         );
     }
-    legend(&mut svg, bottom + 40.0);
-    svg.push_str("</svg>");
+}
 
+/// The page around the drawing, with its summary line.
+fn page(m: &Model, title: &str, svg: &str) -> String {
     let calls_done = m.calls.iter().filter(|c| c.end.is_some()).count();
     let mut page = String::new();
     let _ = write!(
