@@ -1,5 +1,5 @@
 //! Background tools: `ctx.update()`, synthetic pairs, deferred replies and their coalescing
-//! (scenarios C-06 … C-73 of SCENARIOS.md, adapted to colloquy's decisions), on the paused clock.
+//! (scenarios C-06 … C-73 of docs/scenarios.md, adapted to colloquy's decisions), on the paused clock.
 
 mod common;
 

@@ -1,4 +1,4 @@
-//! Basic dispatch, outputs, errors and arguments: scenarios C-01 … C-28 of SCENARIOS.md, run
+//! Basic dispatch, outputs, errors and arguments: scenarios C-01 … C-28 of docs/scenarios.md, run
 //! through the public API on the paused clock. Where colloquy's decisions change the
 //! reference's result, the test says which decision.
 

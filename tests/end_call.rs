@@ -1,4 +1,4 @@
-//! EndCallTool (SCENARIOS.md C-74, C-75, C-78): the session ends only after the goodbye has
+//! EndCallTool (docs/scenarios.md C-74, C-75, C-78): the session ends only after the goodbye has
 //! played out, with reason `end_call`, through an event and the host's close callback.
 
 mod common;

@@ -1,4 +1,4 @@
-//! ToolProxyToolset in a session (SCENARIOS.md C-88): a constant tool list, schemas from
+//! ToolProxyToolset in a session (docs/scenarios.md C-88): a constant tool list, schemas from
 //! `tool_search`, any hidden tool run inline by `call_tool`.
 
 mod common;

@@ -1,4 +1,4 @@
-//! ToolSearchToolset in a session (SCENARIOS.md C-80, C-81, C-83's loaded sources, C-87).
+//! ToolSearchToolset in a session (docs/scenarios.md C-80, C-81, C-83's loaded sources, C-87).
 
 mod common;
 

@@ -1,4 +1,4 @@
-//! The companion tools (TOOL-SEMANTICS §12.3, decisions 14 and 18): listed after every other
+//! The companion tools (§12.3, decisions 14 and 18): listed after every other
 //! tool whenever a cancellable tool is registered, so the model can see and stop running work.
 
 use colloquy_core::duplicate::running_call_json;

@@ -1,4 +1,4 @@
-//! The end-call tool (TOOL-SEMANTICS §18): the model calls `end_call`, says goodbye in the same
+//! The end-call tool (§18): the model calls `end_call`, says goodbye in the same
 //! speech, and the session closes (reason `end_call`) once that goodbye has finished playing.
 
 use std::future::Future;

@@ -1,6 +1,6 @@
 //! The [`Host`]: a supervisor the host app creates and owns for its sessions.
 //!
-//! It is a ractor actor at the root of its sessions' trees (RACTOR-NOTES §2.1 "HostRoot"), one
+//! It is a ractor actor at the root of its sessions' trees (docs/ractor-notes.md §2.1 "HostRoot"), one
 //! per `Host` value rather than one per process, so two hosts in one process (or one per test)
 //! never see each other. A session started with [`SessionBuilder::host`] is spawned under it:
 //! the host lists it while it runs, hears when it ends or fails, and streams the lifecycle

@@ -1,5 +1,5 @@
 //! A tokio task owned by an actor's state: aborted when the state is dropped, including when
-//! ractor kills the actor (RACTOR-NOTES §2.3, probe 9).
+//! ractor kills the actor (docs/ractor-notes.md §2.3, probe 9).
 
 use tokio::task::JoinHandle;
 

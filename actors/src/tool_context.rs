@@ -1,5 +1,5 @@
 //! What a tool can do with its session: reach it, keep it company with filler speech, or hold
-//! the floor for interactive work (TOOL-SEMANTICS §2). Core's `RunContext` is plain data; these
+//! the floor for interactive work (§2). Core's `RunContext` is plain data; these
 //! runtime abilities come from this extension trait, in the prelude.
 
 use std::future::Future;

@@ -1,5 +1,5 @@
 //! Test harness: a session on the scripted LLM, with every event recorded, and the compact
-//! notation of SCENARIOS.md (`user(x)`, `call(name#id args)`, `out(#id,"text",ok,rr=T)`,
+//! notation of docs/scenarios.md (`user(x)`, `call(name#id args)`, `out(#id,"text",ok,rr=T)`,
 //! `S(id)`, `E(id,status,msg)`, …) so assertions read like the scenarios.
 
 #![allow(dead_code)] // each test binary uses a different part of the harness
@@ -128,7 +128,7 @@ impl Harness {
     }
 }
 
-/// Items in the notation of SCENARIOS.md H4.
+/// Items in the notation of docs/scenarios.md H4.
 pub fn show(items: &[ChatItem]) -> Vec<String> {
     items
         .iter()

@@ -1,4 +1,4 @@
-//! Dispatch of one LLM step's tool calls (TOOL-SEMANTICS §4): drop them under
+//! Dispatch of one LLM step's tool calls (§4): drop them under
 //! `tool_choice = none`, answer unknown names and unparseable arguments at once, send the rest
 //! to the Toolset, and collect outputs in the order they become available.
 

@@ -502,7 +502,7 @@ impl ActivityState {
     }
 
     /// Once quiet: re-parents the toolsets to keep under the Session (inside this handler, so
-    /// this actor cannot be exiting meanwhile, RACTOR-NOTES §2.2) and reports them.
+    /// this actor cannot be exiting meanwhile, docs/ractor-notes.md §2.2) and reports them.
     fn report_drained_if_quiet(&self) {
         if !self.live.is_empty() {
             return;

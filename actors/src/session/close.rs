@@ -83,7 +83,7 @@ impl SessionState {
     pub async fn close_if_quiet(&mut self, myself: &ActorRef<SessionMsg>) {
         if self.close.is_quiet() && self.calls.is_empty() {
             // Boxed, like every rare heavy path the Session awaits in a handler: inlined, it
-            // would size every session's actor task for it (RACTOR-NOTES: one future per actor).
+            // would size every session's actor task for it (docs/decisions.md#boxed-futures).
             Box::pin(self.finish_close(myself)).await;
         }
     }

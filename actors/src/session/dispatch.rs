@@ -113,7 +113,7 @@ impl SessionState {
                 false
             }
             // The rare heavy paths are boxed: inlined, they would size every session's actor
-            // task for them.
+            // task for them (docs/decisions.md#boxed-futures).
             ChildMsg::Enqueue(pending) => {
                 Box::pin(self.enqueue_reply(myself.get_cell(), pending)).await;
                 false

@@ -1,4 +1,4 @@
-//! Agent handoff (TOOL-SEMANTICS §11.3, decisions 4, 7, 12, 16 and 22), as the Session runs it:
+//! Agent handoff (§11.3, decisions 4, 7, 12, 16 and 22), as the Session runs it:
 //!
 //! 1. The Session stops starting work on the old Activity: user turns and speeches that arrive
 //!    meanwhile are queued for the new agent.

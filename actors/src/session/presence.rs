@@ -1,5 +1,5 @@
 //! Agent and user state changes, and the user-away timer, as the Session runs them
-//! (TOOL-SEMANTICS §10.4): the timer runs only while both sides listen, no speech is pending
+//! (§10.4): the timer runs only while both sides listen, no speech is pending
 //! and no call runs.
 
 use colloquy_core::{AgentState, EventKind, UserState};

@@ -1,4 +1,4 @@
-//! Deferred replies, as the Session runs them (TOOL-SEMANTICS §9, decisions 4, 15 and 17):
+//! Deferred replies, as the Session runs them (§9, decisions 4, 15 and 17):
 //! forwarding pairs to the ReplyCoalescer, inviting its offer when the floor is free, and
 //! admitting an offer as one reply speech.
 

@@ -1,4 +1,4 @@
-//! The testing API, as the Session runs it (TOOL-SEMANTICS §17): `run` (a user turn watched
+//! The testing API, as the Session runs it (§17): `run` (a user turn watched
 //! to its end) and mocked tool bodies.
 
 use std::sync::Arc;

@@ -5,7 +5,7 @@
 //! posted) and its result go straight to the Toolset, tagged with this actor's id, one message
 //! each; a panic in the body is caught and becomes an internal error (`panic: <text>`). The
 //! actor never stops itself while its call runs: supervision events overtake messages
-//! (RACTOR-NOTES §2.3 item 4), so the Toolset stops it after consuming its result. Once the
+//! (docs/ractor-notes.md §2.3 item 4), so the Toolset stops it after consuming its result. Once the
 //! call is cancelled nothing more is forwarded, and the actor stops when its body ends or its
 //! grace period is over.
 

@@ -395,7 +395,7 @@ impl ToolsetState {
         };
         // Boxed: the spawn future is large, and inlined it would size every toolset's actor
         // task (one future per actor) for it. Linked by hand once started: a relink sends no
-        // `ActorStarted` (RACTOR-NOTES §1.5), a supervision message this toolset would only
+        // `ActorStarted` (docs/ractor-notes.md §1.5), a supervision message this toolset would only
         // drop; the call's failure or end still reaches it. Nothing in the actor's start can
         // fail before the link (its `post_start` only spawns the body's task).
         match Box::pin(Actor::spawn(None, ToolCallActor, args)).await {

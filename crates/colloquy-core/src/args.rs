@@ -1,4 +1,4 @@
-//! The one argument path for every non-raw tool (TOOL-SEMANTICS §5, decision 19): strict
+//! The one argument path for every non-raw tool (§5, decision 19): strict
 //! parse, canonical text, lax schema validation. Typed tools then deserialize with serde.
 //!
 //! ```

@@ -1,4 +1,4 @@
-//! Chat items and the timestamp-ordered chat context (TOOL-SEMANTICS §0).
+//! Chat items and the timestamp-ordered chat context (§0).
 //!
 //! Both the session history and every agent's chat context are [`ChatContext`]s. Inserting an
 //! item places it after the last item whose `created_at` is less than or equal to its own, so

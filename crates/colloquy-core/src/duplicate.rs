@@ -1,4 +1,4 @@
-//! Duplicate detection (TOOL-SEMANTICS §6.1, §1.3, decisions 11 and 18): keys, the confirm
+//! Duplicate detection (§6.1, §1.3, decisions 11 and 18): keys, the confirm
 //! parameter, and the running-call listing the duplicate templates show.
 
 use serde::{Deserialize, Serialize};

@@ -1,4 +1,4 @@
-//! Session events (SCENARIO-FORMAT "Events", TOOL-SEMANTICS §13), as the host receives them.
+//! Session events (docs/scenario-format.md "Events", §13), as the host receives them.
 //!
 //! Every event carries the virtual time it was emitted at; the JSON form is the trace form:
 //! `{"at_ms": 10, "type": "tool_call_started", "call_id": "c1", "name": "get_weather"}`.

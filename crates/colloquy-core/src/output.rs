@@ -1,4 +1,4 @@
-//! What a tool returns and how it becomes the text the model sees (TOOL-SEMANTICS §4 and
+//! What a tool returns and how it becomes the text the model sees (§4 and
 //! decisions 1, 2, 13, 18).
 //!
 //! A tool body returns `Result<R, ToolError>` with `R: IntoToolOutput`. Strings are used as

@@ -1,4 +1,4 @@
-//! What a running tool sees of its call and its session (TOOL-SEMANTICS §2).
+//! What a running tool sees of its call and its session (§2).
 
 use std::any::Any;
 use std::fmt;

@@ -1,4 +1,4 @@
-//! What one `SessionHandle::run` produced, and expectations over it (TOOL-SEMANTICS §17.1,
+//! What one `SessionHandle::run` produced, and expectations over it (§17.1,
 //! decision 9).
 //!
 //! A run records the items its speeches committed, ordered by timestamp: assistant messages,

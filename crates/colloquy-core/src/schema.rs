@@ -1,4 +1,4 @@
-//! Lax validation of a JSON value against a tool's JSON schema (TOOL-SEMANTICS §5.2,
+//! Lax validation of a JSON value against a tool's JSON schema (§5.2,
 //! decision 19): numeric strings coerce to numbers, `1` equals `1.0`, extra keys are dropped,
 //! defaults are filled, `null` for a defaulted non-nullable property takes the default.
 //!

@@ -1,4 +1,4 @@
-//! Prompt templates (TOOL-SEMANTICS §8, decisions 17 and 18): a format string with named
+//! Prompt templates (§8, decisions 17 and 18): a format string with named
 //! placeholders in braces (`{{` and `}}` are literal braces) or a closure over the placeholder
 //! map. `{call_ids}` renders as a JSON array.
 

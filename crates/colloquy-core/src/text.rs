@@ -1,4 +1,4 @@
-//! Fixed texts the LLM sees (TOOL-SEMANTICS decision 18 and §4), kept in one place so traces
+//! Fixed texts the LLM sees (decision 18 and §4), kept in one place so traces
 //! and prompts stay in step.
 
 /// Output of a tool that failed or panicked; the real error only goes to events and logs.

@@ -1,4 +1,4 @@
-//! Tool declarations (TOOL-SEMANTICS §1): typed function tools built from an async closure
+//! Tool declarations (§1): typed function tools built from an async closure
 //! over an argument struct, raw tools with an explicit JSON schema, and toolsets.
 
 use std::fmt;

@@ -1,5 +1,5 @@
 //! A failed tool call: the text the model reads, and the text the logs and events get
-//! (TOOL-SEMANTICS §4, decision 13).
+//! (§4, decision 13).
 
 use std::fmt;
 

@@ -11,7 +11,7 @@ use crate::{
     Llm, LlmChunk, LlmError, LlmRequest, LlmStream, RequestKind, ToolCallDelta, ToolChoice,
 };
 
-/// Latency of a scripted response unless it says otherwise (SCENARIO-FORMAT's default).
+/// Latency of a scripted response unless it says otherwise (docs/scenario-format.md's default).
 pub const DEFAULT_LATENCY: Duration = Duration::from_millis(10);
 
 /// One tool call in a scripted response.

@@ -1,4 +1,4 @@
-//! The scenario file (SCENARIO-FORMAT.md "File"), parsed whole before anything runs. Every key
+//! The scenario file (docs/scenario-format.md "File"), parsed whole before anything runs. Every key
 //! of the format is supported; an unknown key fails with its path.
 
 use std::time::Duration;

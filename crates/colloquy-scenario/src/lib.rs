@@ -1,4 +1,4 @@
-//! Scenario files for colloquy (`../shared/design/SCENARIO-FORMAT.md`): a whole conversation
+//! Scenario files for colloquy (`docs/scenario-format.md`): a whole conversation
 //! described as JSON (agents, tools with scripted bodies, the scripted LLM's answers, what the
 //! user does when), played on tokio's paused clock into a trace that is byte-identical on
 //! every run. `colloquy run FILE.json` prints it.

@@ -1,4 +1,4 @@
-//! The trace a scenario produces (SCENARIO-FORMAT.md "Trace"): keys in the order the format
+//! The trace a scenario produces (docs/scenario-format.md "Trace"): keys in the order the format
 //! lists them, absent optional fields omitted.
 
 use std::collections::BTreeMap;

@@ -1,4 +1,4 @@
-//! What a search strategy indexes: one [`SearchItem`] per tool (TOOL-SEMANTICS §19.2).
+//! What a search strategy indexes: one [`SearchItem`] per tool (§19.2).
 
 use colloquy_core::{FunctionTool, Toolset};
 use serde_json::Value;

@@ -1,4 +1,4 @@
-//! The toolsets users reach for (TOOL-SEMANTICS §18–§20): tool search over a large catalogue
+//! The toolsets users reach for (§18–§20): tool search over a large catalogue
 //! with BM25, keyword or custom strategies, the prompt-cache-friendly tool proxy, and the
 //! end-call tool. The search code here is pure; the runtime only sees ordinary tools and a
 //! toolset whose visible tools change as the model loads them

@@ -1,4 +1,4 @@
-//! `ToolProxyToolset` (TOOL-SEMANTICS §20): a constant tool list — `tool_search` answers with
+//! `ToolProxyToolset` (§20): a constant tool list — `tool_search` answers with
 //! the schemas of matching tools, `call_tool` runs any hidden tool inline.
 
 use std::sync::Arc;

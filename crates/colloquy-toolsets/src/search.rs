@@ -1,4 +1,4 @@
-//! `ToolSearchToolset` (TOOL-SEMANTICS §19): the model sees `tool_search` plus whatever its
+//! `ToolSearchToolset` (§19): the model sees `tool_search` plus whatever its
 //! last successful search loaded.
 
 use std::sync::{Arc, Mutex};

@@ -1,4 +1,4 @@
-//! Search strategies (TOOL-SEMANTICS §19.3–19.5): the [`SearchStrategy`] protocol, BM25 (the
+//! Search strategies (§19.3–19.5): the [`SearchStrategy`] protocol, BM25 (the
 //! default) and keyword scoring.
 
 use std::collections::HashMap;

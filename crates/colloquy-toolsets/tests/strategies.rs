@@ -1,4 +1,4 @@
-//! The strategies, number for number against the reference (SCENARIOS.md C-83, C-85).
+//! The strategies, number for number against the reference (docs/scenarios.md C-83, C-85).
 
 use colloquy_core::{FunctionTool, Toolset};
 use colloquy_toolsets::{
@@ -98,7 +98,7 @@ fn tool(name: &str, description: &str, param: &str) -> FunctionTool {
     FunctionTool::raw(name, description, schema, |_ctx, _args| async { Ok("ok") }).unwrap()
 }
 
-/// Catalogue T of SCENARIOS.md §M.
+/// Catalogue T of docs/scenarios.md §M.
 pub fn catalogue_t() -> Vec<SearchEntry> {
     let weather = Toolset::new("Weather")
         .tool(tool("weather_tool", "Get weather for a city", "city"))

@@ -2,7 +2,7 @@
 //!
 //! Invariant: a call is here from its `CallRegistered` to its `tool_call_ended` event, so the
 //! index answers "what runs now" for the host, for cancels, for the idle and away decisions,
-//! and for the placeholder pairs an LLM request needs (TOOL-SEMANTICS §16).
+//! and for the placeholder pairs an LLM request needs (§16).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -1,6 +1,6 @@
 //! Who may speak: the speeches the Session created and that are not done, the ones that lent
 //! the floor to wait for their blocking tools, and floor holds (a tool's `foreground`,
-//! TOOL-SEMANTICS §10.1, decision 8).
+//! §10.1, decision 8).
 //!
 //! Invariants: speeches are numbered `s1`, `s2`, … in creation order; at most one hold is in
 //! force, and holds are granted in the order they were asked for; a speech waiting for its

@@ -1,4 +1,4 @@
-//! Agent and user state, and the user-away timer (TOOL-SEMANTICS §10.4).
+//! Agent and user state, and the user-away timer (§10.4).
 //!
 //! Invariants: a state changes only to a different value (so each change is one event); a
 //! timer that fired after its window was replaced (an older generation) changes nothing.

@@ -1,4 +1,4 @@
-//! The deferred-reply bookkeeping (TOOL-SEMANTICS §9, decision 17): the pairs that wait for
+//! The deferred-reply bookkeeping (§9, decision 17): the pairs that wait for
 //! a reply, the handshake with the ReplyCoalescer, and the speeches that deliver replies.
 //!
 //! Invariants: an update id is unreplied from its eager insert until a reply speech takes it

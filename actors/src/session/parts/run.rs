@@ -1,4 +1,4 @@
-//! The testing API's state: the `run` in progress and mocked tool bodies (TOOL-SEMANTICS §17).
+//! The testing API's state: the `run` in progress and mocked tool bodies (§17).
 //!
 //! Invariants: a run ends once its speeches, the deferred replies it caused and the floor
 //! holds granted during it are all done, and answers exactly once; agent mocks override
