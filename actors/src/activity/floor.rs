@@ -1,11 +1,10 @@
 //! The floor a waiting speech lends, and a speech's end, without a message unless the
 //! Activity is waiting for one.
 //!
-//! A speech that waits for its blocking tools lets other speeches speak meanwhile (§10.1). It
-//! used to tell the Activity every time and ask for the floor back with a round trip; most
-//! waits see no other speech, so both were pure cost. Now the speech *lends* the floor: it
-//! marks its [`FloorLease`] and tells the Activity only if the Activity said it is waiting for
-//! something ([`Attention`]). The Activity takes a lent floor when it has something to start;
+//! A speech that waits for its blocking tools lets other speeches speak meanwhile (§10.1). Most
+//! waits see no other speech, so a message each way would be pure cost: the speech *lends* the
+//! floor instead. It marks its [`FloorLease`] and tells the Activity only if the Activity said
+//! it is waiting for something ([`Attention`]). The Activity takes a lent floor when it has something to start;
 //! the speech reclaims its floor without a message if nobody took it, and asks for it back
 //! (the `FloorRequest` round trip, ahead of the queue) only if somebody did. A speech that ends
 //! marks its lease finished the same way: the Activity collects it at its next message, and is

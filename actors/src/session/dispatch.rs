@@ -1,18 +1,40 @@
 //! The Session's handler, one function per sender: each message goes to the part of the
 //! state that owns it.
 
+use std::collections::BTreeMap;
+
 use colloquy_core::{AgentState, EventKind, SpeechSource};
 use colloquy_llm::RequestKind;
 use ractor::ActorRef;
 
 use super::state::SessionState;
 use crate::protocol::{
-    ActivityMsg, ChildMsg, HostMsg, ObserveMsg, Report, SessionMsg, SpeechContent, TimerMsg,
-    ToolMsg,
+    ActivityMsg, ChildMsg, HostMsg, ObserveMsg, PendingReply, Report, SpeechContent, TimerMsg,
+    ToolMsg, ToolsetMsg,
 };
 
 /// The close reason of a host-less session whose handles were all dropped.
 const RELEASED: &str = "handles_dropped";
+
+/// What a child's message leaves the handler to await.
+pub(super) enum FollowUp {
+    None,
+    /// A tool call ended.
+    CallEnded,
+    /// Spawn the coalescer, then forward the pair (boxed: a rare path, and the handler's
+    /// future holds a `FollowUp` across its awaits).
+    Enqueue(Box<PendingReply>),
+    /// The old Activity drained (a handoff).
+    Drained(BTreeMap<String, ActorRef<ToolsetMsg>>),
+    /// The Activity wound down (a close).
+    ActivityClosed,
+}
+
+impl FollowUp {
+    fn ended(ended: bool) -> Self {
+        if ended { Self::CallEnded } else { Self::None }
+    }
+}
 
 impl SessionState {
     pub(super) fn on_host(&mut self, message: HostMsg) {
@@ -80,10 +102,13 @@ impl SessionState {
         }
     }
 
-    pub(super) async fn on_child(&mut self, message: ChildMsg, myself: &ActorRef<SessionMsg>) {
-        let ended = match message {
-            ChildMsg::Report(report) => self.apply(report),
-            ChildMsg::Reports(reports) => self.apply_all(reports),
+    /// Applies a child's message; what it leaves to await (rare, or a call's end) comes back
+    /// as a small [`FollowUp`] the handler awaits itself: an async fn here would hold the
+    /// message across its awaits and grow every session's task (docs/decisions.md#boxed-futures).
+    pub(super) fn on_child(&mut self, message: ChildMsg) -> FollowUp {
+        match message {
+            ChildMsg::Report(report) => FollowUp::ended(self.apply(report)),
+            ChildMsg::Reports(reports) => FollowUp::ended(self.apply_all(reports)),
             ChildMsg::BeginLlmStep { agent, resumed, reports, reply } => {
                 let ended = self.apply_all(reports);
                 if let Some(speech_id) = resumed {
@@ -91,46 +116,30 @@ impl SessionState {
                 }
                 self.set_agent_state(AgentState::Thinking);
                 let _ = reply.send(self.request_context(&agent));
-                ended
+                FollowUp::ended(ended)
             }
             ChildMsg::SpeechWaiting { speech_id, waiting } => {
                 if waiting {
                     self.set_agent_state(AgentState::Thinking);
                 }
                 self.speech_waiting(speech_id, waiting);
-                false
+                FollowUp::None
             }
             ChildMsg::CallRegistered { call, toolset, cancellable, agent_scoped } => {
                 self.call_registered(*call, toolset, cancellable, agent_scoped);
-                false
+                FollowUp::None
             }
             ChildMsg::AdmitReply { batch, coalescer } => {
                 self.offer_reply(&batch, &coalescer);
-                false
+                FollowUp::None
             }
             ChildMsg::Handoff { agent } => {
                 self.request_handoff(agent);
-                false
+                FollowUp::None
             }
-            // The rare heavy paths are boxed: inlined, they would size every session's actor
-            // task for them (docs/decisions.md#boxed-futures).
-            ChildMsg::Enqueue(pending) => {
-                Box::pin(self.enqueue_reply(myself.get_cell(), pending)).await;
-                false
-            }
-            ChildMsg::ActivityDrained { kept } => {
-                Box::pin(self.activity_drained(kept, myself)).await;
-                false
-            }
-            ChildMsg::ActivityClosed => {
-                Box::pin(self.activity_closed(myself)).await;
-                false
-            }
-        };
-        if ended {
-            // A close or a handoff waiting for the session's calls may now go on.
-            self.close_if_quiet(myself).await;
-            self.complete_handoff_if_drained(myself).await;
+            ChildMsg::Enqueue(pending) => FollowUp::Enqueue(Box::new(pending)),
+            ChildMsg::ActivityDrained { kept } => FollowUp::Drained(kept),
+            ChildMsg::ActivityClosed => FollowUp::ActivityClosed,
         }
     }
 

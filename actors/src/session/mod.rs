@@ -30,6 +30,7 @@ use colloquy_llm::Llm;
 use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SpawnErr, SupervisionEvent};
 use tokio::sync::mpsc;
 
+use dispatch::FollowUp;
 use parts::handoff::ActivityFactory;
 use state::SessionState;
 
@@ -163,7 +164,21 @@ impl Actor for SessionActor {
             SessionMsg::Host(message) => state.on_host(message),
             SessionMsg::Tool(message) => state.on_tool(message),
             SessionMsg::Observe(message) => state.on_observe(message),
-            SessionMsg::Child(message) => state.on_child(message, &myself).await,
+            SessionMsg::Child(message) => match state.on_child(message) {
+                FollowUp::None => {}
+                FollowUp::CallEnded => {
+                    // A close or a handoff waiting for the session's calls may now go on.
+                    state.close_if_quiet(&myself).await;
+                    state.complete_handoff_if_drained(&myself).await;
+                }
+                // The rare heavy paths are boxed: inlined, they would size every session's
+                // actor task for them (docs/decisions.md#boxed-futures).
+                FollowUp::Enqueue(pending) => {
+                    Box::pin(state.enqueue_reply(myself.get_cell(), *pending)).await
+                }
+                FollowUp::Drained(kept) => Box::pin(state.activity_drained(kept, &myself)).await,
+                FollowUp::ActivityClosed => Box::pin(state.activity_closed(&myself)).await,
+            },
             SessionMsg::Timer(message) => state.on_timer(message),
             #[cfg(feature = "test-hooks")]
             SessionMsg::InjectFailure(target) => state.inject_failure(&target),

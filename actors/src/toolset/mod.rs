@@ -1,8 +1,10 @@
 //! The Toolset actor: runs the calls of one toolset, each in its own ToolCall child.
 //!
-//! For now every agent has one, its implicit toolset `agent:<id>`, child of its Activity. The
-//! Toolset registers a call, spawns its ToolCall, and turns what the body reports into what
-//! the model sees:
+//! An agent's Activity supervises its implicit toolset `agent:<id>` (the agent's tools outside
+//! any async toolset) and one Toolset per agent-scoped async toolset it lists; the Session
+//! supervises the session-scoped ones, which survive handoffs (decision 16). A Toolset
+//! registers a call, spawns its ToolCall, and turns what the body reports into what the model
+//! sees:
 //! - before any update, the result is the call's output (dispatch waits for it);
 //! - the first update's text is the call's provisional output: dispatch is released and the
 //!   call goes on in the background;
@@ -180,7 +182,11 @@ impl Actor for ToolsetActor {
         // Still set if this handler panics: the drop guard then knows the toolset itself failed.
         state.lifecycle.busy(true);
         match message {
-            ToolsetMsg::Execute(call, reply) => state.execute(myself, *call, reply).await,
+            ToolsetMsg::Execute(call, reply) => 'execute: {
+                // A `let`, not an `if let`: the handler's future then holds no `Admitted`.
+                let Some(admitted) = state.admit(*call, reply) else { break 'execute };
+                state.start(myself, admitted).await
+            }
             ToolsetMsg::SetMocks(mocks) => state.mocks = mocks,
             ToolsetMsg::SetOwner { agent_id } => state.args.agent_id = agent_id,
             ToolsetMsg::Abort { call_id } => state.abort(&call_id),
@@ -256,6 +262,14 @@ impl Actor for ToolsetActor {
     }
 }
 
+/// A call that may run: its tool (a mock's body, if set) and its duplicate key.
+struct Admitted {
+    exec: ExecuteCall,
+    tool: FunctionTool,
+    key: Option<String>,
+    reply: RpcReplyPort<CallOutcome>,
+}
+
 impl ToolsetState {
     /// Whether `call_id` is running, in the ToolCall actor `from`.
     fn runs(&self, call_id: &str, from: ractor::ActorId) -> bool {
@@ -268,26 +282,21 @@ impl ToolsetState {
         self.end_early(call_id, ToolCallStatus::Error, message, Duration::ZERO);
     }
 
-    /// Runs a call, unless this toolset cannot (it expired, the tool is unknown, the call id
-    /// runs already) or the duplicate policy answers it instead (§6).
-    async fn execute(
-        &mut self,
-        myself: ActorRef<ToolsetMsg>,
-        exec: ExecuteCall,
-        reply: RpcReplyPort<CallOutcome>,
-    ) {
-        let mut arguments = exec.arguments;
-        let screened = self
+    /// Admits a call: the tool that runs it and its duplicate key; or answers it at once (this
+    /// toolset expired, the tool is unknown, the call id runs already, or the duplicate policy
+    /// answers it, §6). Synchronous, so the handler's future holds only
+    /// [`start`](Self::start)'s (docs/decisions.md#boxed-futures).
+    fn admit(&mut self, exec: ExecuteCall, reply: RpcReplyPort<CallOutcome>) -> Option<Admitted> {
+        let mut exec = exec;
+        let admitted = self
             .resolve(&exec.call)
-            .and_then(|tool| self.screen_duplicates(&tool, &mut arguments).map(|key| (tool, key)));
-        match screened {
+            .and_then(|tool| Ok((self.screen_duplicates(&tool, &mut exec.arguments)?, tool)));
+        match admitted {
+            Ok((key, tool)) => Some(Admitted { exec, tool, key, reply }),
             // Not registered: no lifecycle events (§6 step 2).
             Err(answer) => {
                 let _ = reply.send(answer);
-            }
-            Ok((tool, key)) => {
-                let exec = ExecuteCall { arguments, ..exec };
-                self.start(myself, exec, tool, key, reply).await
+                None
             }
         }
     }
@@ -360,15 +369,9 @@ impl ToolsetState {
         Err(answer)
     }
 
-    /// Registers the call with the Session and spawns its ToolCall actor.
-    async fn start(
-        &mut self,
-        myself: ActorRef<ToolsetMsg>,
-        exec: ExecuteCall,
-        tool: FunctionTool,
-        key: Option<String>,
-        reply: RpcReplyPort<CallOutcome>,
-    ) {
+    /// Registers an admitted call with the Session and spawns its ToolCall actor.
+    async fn start(&mut self, myself: ActorRef<ToolsetMsg>, admitted: Admitted) {
+        let Admitted { exec, tool, key, reply } = admitted;
         let session = &self.args.session;
         let cancellable = tool.flags().cancellable;
         let registered = ChildMsg::CallRegistered {
