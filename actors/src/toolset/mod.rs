@@ -16,6 +16,7 @@
 //! model receives (decision 13); it is emitted after the final pair is inserted and before the
 //! pair is queued, so it always precedes the reply that carries it (decision 5).
 
+mod execute;
 mod pair;
 
 use std::collections::BTreeMap;
@@ -23,27 +24,21 @@ use std::sync::Arc;
 
 use std::time::Duration;
 
-use colloquy_core::duplicate::{
-    RunningDuplicate, Verdict, decide, running_call_json, take_confirmation,
-};
-use colloquy_core::templates::Placeholders;
 use colloquy_core::{
-    ChatItem, EventKind, FunctionCall, FunctionTool, OnDuplicate, PostedUpdate, ResolvedTemplates,
+    ChatItem, EventKind, FunctionCall, FunctionTool, PostedUpdate, ResolvedTemplates,
     ToolCallStatus, ToolError, ToolErrorKind, ToolOutput, text,
 };
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::catalog::{Scope, ToolCatalog};
 use crate::error::CancelError;
 use crate::lifecycle::{ActorKind, LifecycleGuard};
 use crate::protocol::{
-    CallOutcome, ChildMsg, CoalescerSlot, ExecuteCall, PendingReply, Report, SessionLink,
-    ToolCallMsg, ToolsetMsg,
+    CallOutcome, CoalescerSlot, PendingReply, Report, SessionLink, ToolCallMsg, ToolsetMsg,
 };
 use crate::snapshot::{ActorNode, NodeStatus, ToolsetScope};
 use crate::speech_control::SpeechControl;
-use crate::tool_call::{ToolCallActor, ToolCallArgs};
 use pair::Pair;
 
 /// The mark a call's item gets once it has posted its first update (§7 step 6).
@@ -262,14 +257,6 @@ impl Actor for ToolsetActor {
     }
 }
 
-/// A call that may run: its tool (a mock's body, if set) and its duplicate key.
-struct Admitted {
-    exec: ExecuteCall,
-    tool: FunctionTool,
-    key: Option<String>,
-    reply: RpcReplyPort<CallOutcome>,
-}
-
 impl ToolsetState {
     /// Whether `call_id` is running, in the ToolCall actor `from`.
     fn runs(&self, call_id: &str, from: ractor::ActorId) -> bool {
@@ -280,188 +267,6 @@ impl ToolsetState {
     fn abort(&mut self, call_id: &str) {
         let message = Some(text::DRAIN_TIMEOUT.to_string());
         self.end_early(call_id, ToolCallStatus::Error, message, Duration::ZERO);
-    }
-
-    /// Admits a call: the tool that runs it and its duplicate key; or answers it at once (this
-    /// toolset expired, the tool is unknown, the call id runs already, or the duplicate policy
-    /// answers it, §6). Synchronous, so the handler's future holds only
-    /// [`start`](Self::start)'s (docs/decisions.md#boxed-futures).
-    fn admit(&mut self, exec: ExecuteCall, reply: RpcReplyPort<CallOutcome>) -> Option<Admitted> {
-        let mut exec = exec;
-        let admitted = self
-            .resolve(&exec.call)
-            .and_then(|tool| Ok((self.screen_duplicates(&tool, &mut exec.arguments)?, tool)));
-        match admitted {
-            Ok((key, tool)) => Some(Admitted { exec, tool, key, reply }),
-            // Not registered: no lifecycle events (§6 step 2).
-            Err(answer) => {
-                let _ = reply.send(answer);
-                None
-            }
-        }
-    }
-
-    /// The tool that runs `call` (its mock, if one is set), or the answer when none can.
-    fn resolve(&self, call: &FunctionCall) -> Result<FunctionTool, CallOutcome> {
-        if self.expired {
-            // The drain that ends this toolset ran out of time: nothing new starts.
-            return Err(self.error_outcome(text::DRAIN_TIMEOUT));
-        }
-        match self.args.catalog.get(&call.name) {
-            Some(tool) if !self.running.contains_key(&call.call_id) => {
-                Ok(match self.mocks.get(tool.name()) {
-                    Some(mock) => tool.with_body_of(mock),
-                    None => tool.clone(),
-                })
-            }
-            found => {
-                // Dispatch only routes known tools here; a reused call id is a model error.
-                let why = if found.is_some() { "is already running" } else { "has no tool here" };
-                let (call_id, name) = (&call.call_id, &call.name);
-                tracing::warn!(toolset = %self.args.id, %call_id, %name, "call {why}");
-                Err(self.error_outcome(text::INTERNAL_ERROR))
-            }
-        }
-    }
-
-    /// Applies the tool's duplicate policy: the call's duplicate key if it may run, else the
-    /// answer it gets. Checked and registered in one handler, so two calls of one response
-    /// can never both pass a reject check (§6 step 4).
-    fn screen_duplicates(
-        &mut self,
-        tool: &FunctionTool,
-        arguments: &mut Map<String, Value>,
-    ) -> Result<Option<String>, CallOutcome> {
-        let (policy, _) = tool.duplicate_policy();
-        let confirmed = match policy {
-            OnDuplicate::Confirm => take_confirmation(tool.name(), arguments)
-                .map_err(|e| self.error_outcome(&e.to_string()))?,
-            _ => false,
-        };
-        let key = tool.duplicate_key(arguments);
-        let running: Vec<RunningDuplicate> = match &key {
-            Some(key) => self
-                .running
-                .iter()
-                .filter(|(_, call)| call.key.as_ref() == Some(key))
-                .map(|(id, call)| RunningDuplicate { call_id: id, cancellable: call.cancellable })
-                .collect(),
-            None => Vec::new(),
-        };
-        let answer = match decide(tool.name(), policy, confirmed, &running) {
-            Verdict::Run => return Ok(key),
-            Verdict::Reject => self.duplicate_text(tool, &ids(&running), false),
-            Verdict::AskToConfirm => self.duplicate_text(tool, &ids(&running), true),
-            Verdict::CannotReplace(text) => self.error_outcome(&text),
-            Verdict::Replace(duplicates) => {
-                let failures: Vec<String> = duplicates
-                    .iter()
-                    .filter_map(|id| self.cancel(id, false).err().map(|e| e.to_string()))
-                    .collect();
-                if failures.is_empty() {
-                    return Ok(key);
-                }
-                let text =
-                    format!("Failed to cancel duplicate tool calls: {}", failures.join("\n"));
-                self.error_outcome(&text)
-            }
-        };
-        Err(answer)
-    }
-
-    /// Registers an admitted call with the Session and spawns its ToolCall actor.
-    async fn start(&mut self, myself: ActorRef<ToolsetMsg>, admitted: Admitted) {
-        let Admitted { exec, tool, key, reply } = admitted;
-        let session = &self.args.session;
-        let cancellable = tool.flags().cancellable;
-        let registered = ChildMsg::CallRegistered {
-            call: Box::new(exec.call.clone()),
-            toolset: myself.clone(),
-            cancellable,
-            agent_scoped: self.args.scope == Scope::Agent,
-        };
-        let _ = session.actor.cast(registered.into());
-        let call_id = exec.call.call_id.clone();
-        let args = ToolCallArgs {
-            tool,
-            call: exec.call.clone(),
-            arguments: exec.arguments,
-            speech_id: exec.speech_id,
-            playout_done: exec.playout_done,
-            speech: exec.speech.clone(),
-            session: self.args.session.clone(),
-            agent_id: self.args.agent_id.to_string(),
-            userdata: self.args.userdata.clone(),
-            update_template: self.args.templates.update.clone(),
-            toolset: myself.clone(),
-            span: exec.span,
-        };
-        // Boxed: the spawn future is large, and inlined it would size every toolset's actor
-        // task (one future per actor) for it. Linked by hand once started: a relink sends no
-        // `ActorStarted` (docs/ractor-notes.md §1.5), a supervision message this toolset would only
-        // drop; the call's failure or end still reaches it. Nothing in the actor's start can
-        // fail before the link (its `post_start` only spawns the body's task).
-        match Box::pin(Actor::spawn(None, ToolCallActor, args)).await {
-            Ok((actor, _)) => {
-                actor.get_cell().link(myself.get_cell());
-                let call = Box::new(RunningCall {
-                    actor,
-                    key,
-                    cancellable,
-                    speech: exec.speech,
-                    reply: Some(reply),
-                    call: exec.call,
-                    updates: 0,
-                    started: tokio::time::Instant::now(),
-                });
-                self.running.insert(call_id, call);
-            }
-            Err(e) => {
-                session.emit(EventKind::ToolCallEnded {
-                    id: call_id.clone(),
-                    call_id,
-                    status: ToolCallStatus::Error,
-                    message: Some(format!("could not start the tool call: {e}")),
-                });
-                let _ = reply.send(self.error_outcome(text::INTERNAL_ERROR));
-            }
-        }
-    }
-
-    /// The reject or confirm answer (a normal, non-error output): the running duplicates as
-    /// one compact JSON object per line (decision 18).
-    fn duplicate_text(
-        &self,
-        tool: &FunctionTool,
-        duplicates: &[String],
-        confirm: bool,
-    ) -> CallOutcome {
-        let calls: Vec<Value> = duplicates
-            .iter()
-            .filter_map(|id| self.running.get(id))
-            .map(|c| running_call_json(&c.call.call_id, &c.call.name, &c.call.arguments))
-            .collect();
-        let text = calls.iter().map(Value::to_string).collect::<Vec<_>>().join("\n");
-        let mut values = Placeholders::new();
-        values.insert("function_name", tool.name().to_string());
-        values.insert("fnc_calls_json", Value::Array(calls).to_string());
-        values.insert("fnc_calls_text", text);
-        let template = if confirm {
-            &self.args.templates.duplicate_confirm
-        } else {
-            &self.args.templates.duplicate_reject
-        };
-        match template.render(&values) {
-            Ok(output) => CallOutcome {
-                output,
-                is_error: false,
-                reply_required: true,
-                finished_at: self.args.session.clock.now(),
-                provisional: false,
-                handoff: None,
-            },
-            Err(e) => self.error_outcome(&e.to_string()),
-        }
     }
 
     /// Cancels a running call (decision 20): accepted at once, it ends `cancelled` now —
@@ -690,9 +495,4 @@ impl ToolsetState {
         }
         node
     }
-}
-
-/// The call ids of running duplicates.
-fn ids(running: &[RunningDuplicate]) -> Vec<String> {
-    running.iter().map(|r| r.call_id.to_string()).collect()
 }
