@@ -7,6 +7,9 @@
 //! cargo bench --bench micro
 //! ```
 
+// `criterion_group!` writes public functions without docs.
+#![allow(missing_docs)]
+
 use std::hint::black_box;
 use std::time::Duration;
 

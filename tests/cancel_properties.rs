@@ -149,8 +149,8 @@ async fn play(ops: Vec<Op>) -> Result<(), TestCaseError> {
                     record.id, record.reason
                 )));
             }
-            Lifecycle::Overflowed => {
-                return Err(TestCaseError::fail("the lifecycle stream overflowed"));
+            other => {
+                return Err(TestCaseError::fail(format!("{} reported {other:?}", record.id)));
             }
         };
     }

@@ -46,6 +46,7 @@ async fn quickstart_answers_with_the_tool_result() {
             ChatItem::FunctionCall(_) => "function_call",
             ChatItem::FunctionCallOutput(_) => "function_call_output",
             ChatItem::AgentHandoff(_) => "agent_handoff",
+            _ => "other",
         })
         .collect();
     assert_eq!(

@@ -2,6 +2,7 @@
 
 /// Why a session call failed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum SessionError {
     /// The session is closing or closed.
     #[error("session closed")]
@@ -22,6 +23,7 @@ pub enum SessionError {
 
 /// Why a tool call could not be cancelled (the texts `lk_agents_cancel_task` answers with).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum CancelError {
     /// No running call has this id.
     #[error("Task {0} not found")]

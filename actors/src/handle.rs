@@ -27,7 +27,7 @@ pub const BROADCAST_CAPACITY: usize = 1024;
 
 /// A running session. Cheap to clone; every method talks to the Session actor.
 ///
-/// A session started without a [`Host`] closes (reason `handles_dropped`) once the host app
+/// A session started without a [`Host`](crate::Host) closes (reason `handles_dropped`) once the host app
 /// has dropped every handle `start` gave it (clones included); the handles the runtime lends
 /// out (`ctx.session()` in a tool, `Host::session`) do not keep it. A session started with a
 /// `Host` lives until it is closed or its `Host` is dropped.
@@ -339,7 +339,7 @@ impl SessionHandle {
 
     /// Closes the session: interrupts every speech, drops the deferred replies still
     /// pending, cancels the cancellable calls and awaits the others (bounded by
-    /// [`SessionOptions::drain_timeout`], if set), stops every actor and emits
+    /// [`SessionOptions::drain_timeout`](crate::SessionOptions::drain_timeout), if set), stops every actor and emits
     /// `session_closed`. Returns once the session actor has stopped. Closing a closed session
     /// is a no-op.
     pub async fn close(&self) -> Result<(), SessionError> {
@@ -366,7 +366,7 @@ impl SessionHandle {
 
 /// A lossless stream of session events; ends when the session closes, or after an
 /// [`EventKind::StreamOverflowed`] item if its reader falls
-/// [`SessionOptions::max_unread_events`] behind.
+/// [`SessionOptions::max_unread_events`](crate::SessionOptions::max_unread_events) behind.
 ///
 /// [`EventKind::StreamOverflowed`]: colloquy_core::EventKind::StreamOverflowed
 #[derive(Debug)]

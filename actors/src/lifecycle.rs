@@ -10,6 +10,7 @@ use tokio::sync::mpsc;
 /// Which kind of actor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ActorKind {
     /// The Session.
     Session,
@@ -40,6 +41,7 @@ impl ActorKind {
 /// What happened to an actor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Lifecycle {
     /// It finished starting.
     Started,

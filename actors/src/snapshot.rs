@@ -52,6 +52,7 @@ pub struct SpeechSnapshot {
 /// Where a speech is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum SpeechStatus {
     /// It holds the floor: asking the LLM or playing.
     Speaking,
@@ -73,6 +74,7 @@ pub struct CoalescerSnapshot {
 /// What an actor is doing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum NodeStatus {
     /// Working normally.
     Running,

@@ -107,6 +107,7 @@ impl InterruptSignal {
 
 /// How a playout ended, as the sink reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PlayoutReport {
     /// Everything was played.
     Done,

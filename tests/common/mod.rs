@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use colloquy::prelude::*;
-use colloquy::{EventStream, RecordedRequest, SessionBuilder, ToolCallStatus, ToolChoice};
+use colloquy::{EventStream, RecordedRequest, SessionBuilder, ToolChoice};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -148,6 +148,7 @@ pub fn show(items: &[ChatItem]) -> Vec<String> {
                 if o.reply_required { "T" } else { "F" }
             ),
             ChatItem::AgentHandoff(h) => format!("handoff({:?}->{})", h.old_agent, h.new_agent),
+            other => format!("{other:?}"),
         })
         .collect()
 }
@@ -159,11 +160,7 @@ pub fn tool_events(events: &[SessionEvent]) -> Vec<String> {
         .filter_map(|e| match &e.kind {
             EventKind::ToolCallStarted { call_id, .. } => Some(format!("S({call_id})")),
             EventKind::ToolCallEnded { id, status, message, .. } => {
-                let status = match status {
-                    ToolCallStatus::Done => "done",
-                    ToolCallStatus::Error => "error",
-                    ToolCallStatus::Cancelled => "cancelled",
-                };
+                let status = status.as_str();
                 let message = message.as_deref().map_or("null".to_string(), |m| format!("{m:?}"));
                 Some(format!("E({id},{status},{message})"))
             }

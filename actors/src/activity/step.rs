@@ -131,6 +131,8 @@ impl Streamed {
                 self.failure = Some(error);
                 return false;
             }
+            // A kind of chunk newer than this runtime carries nothing it acts on.
+            _ => {}
         }
         true
     }

@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, Write};
 
-use colloquy::{ChatItem, ErrorSource, EventKind, Role, SessionEvent};
+use colloquy::{ChatItem, EventKind, Role, SessionEvent};
 
 const RESET: &str = "\x1b[0m";
 const USER: &str = "\x1b[1;36m";
@@ -44,12 +44,7 @@ impl<W: Write> Transcript<W> {
             EventKind::ConversationItemAdded { item } => self.item(item),
             EventKind::Error { source, message, .. } => {
                 let (on, off) = self.paint(ERROR);
-                let source = match source {
-                    ErrorSource::Llm => "llm",
-                    ErrorSource::Tool => "tool",
-                    ErrorSource::Sink => "sink",
-                    ErrorSource::Session => "session",
-                };
+                let source = source.as_str();
                 writeln!(self.out, "{on} error ! {source}: {message}{off}")
             }
             EventKind::ToolCallStarted { call_id, name } => {
@@ -111,6 +106,7 @@ impl<W: Write> Transcript<W> {
                 let (on, off) = self.paint(DIM);
                 writeln!(self.out, "{on}  ── agent: {} ──{off}", h.new_agent)
             }
+            _ => Ok(()),
         }
     }
 }

@@ -95,6 +95,7 @@ pub struct AgentHandoff {
 /// One entry of a chat context or of the session history.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ChatItem {
     /// A text message.
     Message(Message),

@@ -14,6 +14,7 @@ use crate::llm::{FinishReason, LlmErrorKind, Usage};
 /// What the agent is doing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum AgentState {
     /// The session is starting.
     Initializing,
@@ -28,6 +29,7 @@ pub enum AgentState {
 /// What the user is doing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum UserState {
     /// Quiet, present.
     Listening,
@@ -40,6 +42,7 @@ pub enum UserState {
 /// Why a speech exists.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum SpeechSource {
     /// A reply to a user turn.
     UserTurn,
@@ -56,6 +59,7 @@ pub enum SpeechSource {
 /// Terminal status of a tool call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ToolCallStatus {
     /// The body finished with a value.
     Done,
@@ -68,6 +72,7 @@ pub enum ToolCallStatus {
 /// State of a deferred reply.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ReplyStatus {
     /// Admitted: its speech is created.
     Scheduled,
@@ -82,6 +87,7 @@ pub enum ReplyStatus {
 /// Where an error event comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ErrorSource {
     /// The LLM request or its stream.
     Llm,
@@ -91,6 +97,29 @@ pub enum ErrorSource {
     Sink,
     /// The session runtime itself.
     Session,
+}
+
+impl ToolCallStatus {
+    /// The status as events spell it (`done`, `error`, `cancelled`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Done => "done",
+            Self::Error => "error",
+            Self::Cancelled => "cancelled",
+        }
+    }
+}
+
+impl ErrorSource {
+    /// The source as events spell it (`llm`, `tool`, `sink`, `session`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Llm => "llm",
+            Self::Tool => "tool",
+            Self::Sink => "sink",
+            Self::Session => "session",
+        }
+    }
 }
 
 /// One session event with its emission time.
@@ -106,6 +135,7 @@ pub struct SessionEvent {
 /// What happened.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum EventKind {
     /// The agent state changed.
     AgentState {
@@ -238,6 +268,7 @@ pub enum EventKind {
 
 /// The type of an event, without its data: what an [`EventFilter`] selects by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum EventType {
     /// [`EventKind::AgentState`].
     AgentState,

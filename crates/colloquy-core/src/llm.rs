@@ -29,6 +29,7 @@ fn is_zero(n: &u64) -> bool {
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum FinishReason {
     /// A natural end (OpenAI `stop`, Anthropic `end_turn` or `stop_sequence`).
     Stop,
@@ -53,6 +54,7 @@ impl FinishReason {
 /// The kind of failure that ended an LLM request, as error events report it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum LlmErrorKind {
     /// The provider refused the credentials (401, 403).
     Auth,

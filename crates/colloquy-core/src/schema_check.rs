@@ -21,6 +21,7 @@ pub const MAX_SCHEMA_DEPTH: usize = 256;
 
 /// Why a schema is refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum SchemaError {
     /// A circle of references that applies to the same value.
     #[error(

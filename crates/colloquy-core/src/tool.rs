@@ -45,6 +45,7 @@ pub struct ToolSchema {
 
 /// Declaration errors.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ToolDeclarationError {
     /// A raw tool needs a name.
     #[error("raw function name cannot be empty")]

@@ -5,6 +5,7 @@ use std::fmt;
 
 /// Whether an error's text is meant for the model or is an internal failure.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ToolErrorKind {
     /// The model sees the message (e.g. "card declined").
     Tool,

@@ -19,6 +19,7 @@ pub const BODY_EXCERPT: usize = 300;
 /// assert_eq!(e.to_string(), "the LLM server answered HTTP 503: overloaded");
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum LlmError {
     /// The provider refused the credentials.
     #[error("the LLM server refused the credentials (HTTP {status}): {body}")]

@@ -12,6 +12,7 @@ use crate::LlmError;
 /// Why the runtime asks the model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum RequestKind {
     /// The first step of a reply to a user turn.
     UserTurn,
@@ -76,6 +77,7 @@ pub struct ToolCallDelta {
 
 /// One chunk of a streamed response.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum LlmChunk {
     /// More reply text.
     Text(String),

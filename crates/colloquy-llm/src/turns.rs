@@ -84,7 +84,9 @@ pub fn turns<'a>(items: impl IntoIterator<Item = &'a ChatItem>) -> Vec<Turn<'a>>
                 }
                 open.get_or_insert((None, Vec::new())).1.push((c, output));
             }
-            ChatItem::FunctionCallOutput(_) | ChatItem::AgentHandoff(_) => {}
+            // Outputs travel with their calls; handoffs and kinds a provider has no turn for
+            // are not sent.
+            _ => {}
         }
     }
     close(&mut out, open);

@@ -36,6 +36,7 @@ pub use trace::Trace;
 
 /// Why a scenario could not be played.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ScenarioError {
     /// The file is wrong: bad JSON, an unknown key, a bad reference, an unsupported feature.
     #[error("{0}")]

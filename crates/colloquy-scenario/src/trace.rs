@@ -105,9 +105,10 @@ pub enum TraceItem {
     },
 }
 
-impl From<&ChatItem> for TraceItem {
-    fn from(item: &ChatItem) -> Self {
-        match item {
+impl TraceItem {
+    /// The trace form of an item; `None` for a kind of item the format has no entry for.
+    pub fn of(item: &ChatItem) -> Option<Self> {
+        Some(match item {
             ChatItem::Message(m) => {
                 let role = match m.role {
                     Role::User => "user",
@@ -134,7 +135,8 @@ impl From<&ChatItem> for TraceItem {
                 old_agent: h.old_agent.clone(),
                 new_agent: h.new_agent.clone(),
             },
-        }
+            _ => return None,
+        })
     }
 }
 
@@ -145,7 +147,7 @@ pub fn items<'a>(items: impl IntoIterator<Item = &'a ChatItem>) -> Vec<TraceItem
         .filter(|i| {
             !i.as_message().is_some_and(|m| matches!(m.role, Role::System | Role::Developer))
         })
-        .map(TraceItem::from)
+        .filter_map(TraceItem::of)
         .collect()
 }
 

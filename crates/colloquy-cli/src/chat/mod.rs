@@ -190,6 +190,7 @@ fn history_line(item: &ChatItem) -> Option<String> {
         ChatItem::FunctionCall(c) => format!("call {} {}({})", c.call_id, c.name, c.arguments),
         ChatItem::FunctionCallOutput(o) => format!("output {}: {}", o.call_id, o.output),
         ChatItem::AgentHandoff(h) => format!("agent: {}", h.new_agent),
+        _ => return None,
     })
 }
 

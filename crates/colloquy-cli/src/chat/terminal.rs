@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
-use colloquy::{ErrorSource, EventKind, Playout, SpeechSink, ToolCallStatus};
+use colloquy::{EventKind, Playout, SpeechSink, ToolCallStatus};
 
 const RESET: &str = "\x1b[0m";
 const AGENT: &str = "\x1b[1;32m";
@@ -182,18 +182,14 @@ impl EventLines {
                     ToolCallStatus::Cancelled => {
                         (Style::Tool, format!("  tool ✗ {tool} cancelled"))
                     }
+                    other => (Style::Tool, format!("  tool {tool} {}", other.as_str())),
                 })
             }
             EventKind::ToolCallDropped { name, reason, .. } => {
                 Some((Style::Error, format!("  tool ✗ {name} dropped: {reason}")))
             }
             EventKind::Error { source, message, .. } => {
-                let source = match source {
-                    ErrorSource::Llm => "llm",
-                    ErrorSource::Tool => "tool",
-                    ErrorSource::Sink => "sink",
-                    ErrorSource::Session => "session",
-                };
+                let source = source.as_str();
                 Some((Style::Error, format!("error ! {source}: {message}")))
             }
             EventKind::LlmStepEnded { finish_reason: Some(reason), .. }

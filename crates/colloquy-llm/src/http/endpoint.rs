@@ -11,6 +11,7 @@ use crate::{Llm, LlmChunk, LlmError, LlmStream};
 
 /// A provider that cannot be configured from the environment.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// Neither a key nor a server that may need none.
     #[error(
