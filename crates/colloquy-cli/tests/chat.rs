@@ -45,7 +45,7 @@ async fn colloquy(args: &[&str], input: &str) -> Output {
 }
 
 fn recorded(provider: &str, name: &str) -> Reply {
-    let path = format!("{}/../../tests/wire/{provider}/{name}.sse", env!("CARGO_MANIFEST_DIR"));
+    let path = format!("{}/../../tests/it/wire/{provider}/{name}.sse", env!("CARGO_MANIFEST_DIR"));
     Reply::sse(&std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}")))
 }
 

@@ -1,11 +1,9 @@
 //! A session started without a `Host` closes once the host app drops every handle it was
 //! given; the runtime's own handles do not keep it (issue 17, defect 5).
 
-mod common;
-
+use crate::common::*;
 use colloquy::prelude::*;
 use colloquy::{Host, Lifecycle};
-use common::*;
 
 #[tokio::test(start_paused = true)]
 async fn dropping_the_last_handle_closes_a_hostless_session_and_awaits_its_calls() {

@@ -1,4 +1,4 @@
-//! Shared by the provider tests: recorded wire streams (`tests/wire/<provider>/*.sse`), a
+//! Shared by the provider tests: recorded wire streams (`tests/it/wire/<provider>/*.sse`), a
 //! session on a provider pointed at a local replay server, and checkers of each provider's
 //! rules for a request body, written from the providers' API references (docs/providers.md),
 //! independently of the mappings they check.
@@ -162,7 +162,7 @@ pub fn started(events: &[EventKind]) -> Vec<&str> {
 
 /// A recorded stream.
 pub fn recording(provider: &str, name: &str) -> String {
-    let path = format!("{}/tests/wire/{provider}/{name}.sse", env!("CARGO_MANIFEST_DIR"));
+    let path = format!("{}/tests/it/wire/{provider}/{name}.sse", env!("CARGO_MANIFEST_DIR"));
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 

@@ -72,7 +72,7 @@ async fn books_a_flight_and_confirms_it() {
 
 #[test]
 fn the_guide_shows_this_code() {
-    let guide = include_str!("../docs/testing.md");
+    let guide = include_str!("../../docs/testing.md");
     let this = include_str!("testing_guide.rs");
     let start = this.find("// guide:start\n").unwrap() + "// guide:start\n".len();
     let end = this.find("// guide:end").unwrap();
@@ -83,7 +83,7 @@ fn the_guide_shows_this_code() {
 
 #[test]
 fn the_guide_scenario_file_plays() {
-    let guide = include_str!("../docs/testing.md");
+    let guide = include_str!("../../docs/testing.md");
     let start = guide.find("```json\n").unwrap() + "```json\n".len();
     let end = start + guide[start..].find("```\n").unwrap();
     let trace = colloquy_scenario::run_str(&guide[start..end]).expect("the guide's file plays");

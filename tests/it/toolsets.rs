@@ -1,11 +1,9 @@
 //! Toolsets: plain ones group tools, async ones run their calls in a toolset actor of their own
 //! with their own templates, session-scoped when placed on the session (decision 16).
 
-mod common;
-
+use crate::common::*;
 use colloquy::Templates;
 use colloquy::prelude::*;
-use common::*;
 
 fn lookup(name: &'static str, ms: u64) -> FunctionTool {
     FunctionTool::new(name, "Looks up.", move |ctx: RunContext, _a: NoArgs| async move {

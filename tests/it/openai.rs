@@ -1,16 +1,15 @@
 //! Whole sessions on `OpenAi` against a local server replaying recorded Chat Completions
-//! streams (tests/wire/openai). Real sockets, so the real clock with short timeouts
+//! streams (tests/it/wire/openai). Real sockets, so the real clock with short timeouts
 //! (docs/testing.md); every request the server receives must pass the API's rules.
-
-mod wire;
 
 use std::sync::Arc;
 
+use crate::wire;
+use crate::wire::{Chat, KEY, Provider, book_flight, bounded, options, started, weather};
 use colloquy::http::HttpOptions;
 use colloquy::prelude::*;
 use colloquy::{FinishReason, OpenAi, Usage};
 use colloquy_replay::Reply;
-use wire::{Chat, KEY, Provider, book_flight, bounded, options, started, weather};
 
 static OPENAI: Provider = Provider {
     name: "openai",
@@ -27,7 +26,7 @@ static OPENAI: Provider = Provider {
     },
 };
 
-failure_cases!(&OPENAI);
+crate::failure_cases!(&OPENAI);
 
 fn recorded(name: &str) -> Reply {
     Reply::sse(&wire::recording("openai", name))

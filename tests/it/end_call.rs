@@ -1,15 +1,13 @@
 //! EndCallTool (docs/scenarios.md C-74, C-75, C-78): the session ends only after the goodbye has
 //! played out, with reason `end_call`, through an event and the host's close callback.
 
-mod common;
-
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::common::*;
 use colloquy::prelude::*;
 use colloquy::toolsets::{END_CALL_DESCRIPTION, EndCallTool};
 use colloquy::{EventStream, PacedSink, RecordedRequest};
-use common::*;
 
 struct Ended {
     events: Vec<SessionEvent>,

@@ -1,14 +1,12 @@
 //! `SessionHandle::inspect`: snapshots of the actor tree, the running calls, the speeches and the
 //! coalescer, built from the actors' own answers and checked against ractor's supervision tree.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use crate::common::*;
 use colloquy::prelude::*;
 use colloquy::{ActorKind, ActorNode, NodeStatus, SessionSnapshot, SpeechStatus, ToolsetScope};
-use common::*;
 use schemars::JsonSchema;
 use serde::Deserialize;
 

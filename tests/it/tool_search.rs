@@ -1,15 +1,13 @@
 //! ToolSearchToolset in a session (docs/scenarios.md C-80, C-81, C-83's loaded sources, C-87).
 
-mod common;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use crate::common::*;
 use colloquy::prelude::*;
 use colloquy::toolsets::{
     BoxFuture, KeywordStrategy, SearchItem, SearchStrategy, SyncSearchStrategy, ToolSearch,
 };
-use common::*;
 use schemars::JsonSchema;
 use serde::Deserialize;
 

@@ -1,18 +1,12 @@
 //! Duplicate policies, cancellation and the companion tools (C-29 … C-46), on the paused clock.
 
-mod common;
-
 use std::time::Duration;
 
+use crate::common::*;
 use colloquy::prelude::*;
 use colloquy::{CancelError, DuplicateScope, OnDuplicate};
-use common::*;
 use schemars::JsonSchema;
 use serde::Deserialize;
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
 
 #[derive(Deserialize, JsonSchema)]
 struct Order {

@@ -1,13 +1,11 @@
 //! The `Host`: a supervisor the host app owns. It lists its sessions, forgets the ones that
 //! end, streams every actor's lifecycle (with stop reasons), and closes its sessions when dropped.
 
-mod common;
-
 use std::time::Duration;
 
+use crate::common::*;
 use colloquy::prelude::*;
 use colloquy::{Host, Lifecycle};
-use common::*;
 
 fn llm(script: Vec<ScriptedResponse>) -> ScriptedLlm {
     ScriptedLlm::new(script)

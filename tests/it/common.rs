@@ -32,6 +32,16 @@ impl colloquy::SpeechSink for SilentSink {
 #[derive(Deserialize, JsonSchema)]
 pub struct NoArgs {}
 
+/// `n` milliseconds.
+pub fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// The plain agent most tests start from: `A`, with instructions `inst` and no tools.
+pub fn agent() -> Agent {
+    Agent::new("A", "inst")
+}
+
 /// A tool that sleeps `ms` of virtual time, then returns `output`.
 pub fn sleeper(name: &'static str, ms: u64, output: &'static str) -> FunctionTool {
     FunctionTool::new(name, "Takes a while.", move |_ctx: RunContext, _a: NoArgs| async move {

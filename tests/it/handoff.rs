@@ -1,16 +1,10 @@
 //! Agent handoff (C-18, C-19, C-21, C-50, C-57, C-58, C-78, C-92, decisions 4, 12, 16, 22).
 
-mod common;
-
 use std::time::Duration;
 
+use crate::common::*;
 use colloquy::prelude::*;
 use colloquy::{RequestKind, ToolChoice};
-use common::*;
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
 
 fn billing() -> Agent {
     Agent::new("B", "You handle billing.")

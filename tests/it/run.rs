@@ -1,11 +1,9 @@
 //! The testing API: `SessionHandle::run` and its `RunResult` expectations (C-71, decision 9).
 
-mod common;
-
 use std::time::Duration;
 
+use crate::common::*;
 use colloquy::prelude::*;
-use common::*;
 use serde_json::json;
 
 fn agent() -> Agent {

@@ -2,13 +2,11 @@
 //! through the public API on the paused clock. Where colloquy's decisions change the
 //! reference's result, the test says which decision.
 
-mod common;
-
 use std::time::Duration;
 
+use crate::common::*;
 use colloquy::prelude::*;
 use colloquy::{RequestKind, ToolChoice};
-use common::*;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
@@ -32,10 +30,6 @@ fn get_weather() -> FunctionTool {
             Ok::<_, ToolError>(format!("sunny in {}", a.location))
         },
     )
-}
-
-fn agent() -> Agent {
-    Agent::new("A", "inst")
 }
 
 #[tokio::test(start_paused = true)]

@@ -1,27 +1,26 @@
 //! The examples in `examples/` run here, on the paused clock, so they keep working.
 
-#[path = "../examples/quickstart.rs"]
+#[path = "../../examples/quickstart.rs"]
 #[allow(dead_code)] // its `main` is for `cargo run --example`
 mod quickstart;
 
-#[path = "../examples/background.rs"]
+#[path = "../../examples/background.rs"]
 #[allow(dead_code)]
 mod background;
 
-#[path = "../examples/handoff.rs"]
+#[path = "../../examples/handoff.rs"]
 #[allow(dead_code)]
 mod handoff;
 
-#[path = "../examples/tool_search.rs"]
+#[path = "../../examples/tool_search.rs"]
 #[allow(dead_code)]
 mod tool_search;
 
-#[path = "../examples/openai.rs"]
+#[path = "../../examples/openai.rs"]
 #[allow(dead_code)]
 mod openai;
 
-mod wire;
-
+use crate::wire;
 use colloquy::ChatItem;
 
 #[tokio::test(start_paused = true)]

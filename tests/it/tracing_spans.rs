@@ -1,15 +1,13 @@
 //! `tracing` spans: one tree per conversation — session → turn → speech → tool_call — with the
 //! ids as fields, seen by a standard subscriber (a minimal recording one here).
 
-mod common;
-
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 
+use crate::common::*;
 use colloquy::prelude::*;
-use common::*;
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Metadata, Subscriber};

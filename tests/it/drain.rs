@@ -1,18 +1,10 @@
 //! `drain_timeout` bounds every running call of a handoff or a close, blocking ones included,
 //! counted from when the drain starts (decision 7; issue 17, defect 2).
 
-mod common;
-
-use std::time::Duration;
-
+use crate::common::*;
 use colloquy::prelude::*;
 use colloquy::{EventKind, SessionEvent};
-use common::*;
 use tokio::time::Instant;
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
 
 /// A blocking call (no update) that takes 5 s and cannot be cancelled.
 fn slow() -> FunctionTool {

@@ -1,11 +1,9 @@
 //! ToolProxyToolset in a session (docs/scenarios.md C-88): a constant tool list, schemas from
 //! `tool_search`, any hidden tool run inline by `call_tool`.
 
-mod common;
-
+use crate::common::*;
 use colloquy::prelude::*;
 use colloquy::toolsets::ToolSearch;
-use common::*;
 use schemars::JsonSchema;
 use serde::Deserialize;
 

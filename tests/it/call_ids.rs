@@ -1,12 +1,10 @@
 //! Call ids belong to the runtime (decision 24, issue 17 defect 1): a model that reuses an id
 //! across responses or within one, or sends none, never makes the session lose a call.
 
-mod common;
-
 use std::time::Duration;
 
+use crate::common::*;
 use colloquy::prelude::*;
-use common::*;
 use schemars::JsonSchema;
 use serde::Deserialize;
 

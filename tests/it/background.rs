@@ -1,25 +1,15 @@
 //! Background tools: `ctx.update()`, synthetic pairs, deferred replies and their coalescing
 //! (scenarios C-06 … C-73 of docs/scenarios.md, adapted to colloquy's decisions), on the paused clock.
 
-mod common;
-
 use std::time::Duration;
 
+use crate::common::*;
 use colloquy::prelude::*;
 use colloquy::templates::{Template, Templates, defaults};
 use colloquy::{Lifecycle, LifecycleEvent, RequestKind, UpdateOptions};
-use common::*;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
-
-fn agent() -> Agent {
-    Agent::new("A", "inst")
-}
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
 
 /// `U(name, m)`: the default update template rendered.
 fn u(name: &str, message: &str) -> String {

@@ -1,17 +1,16 @@
 //! Whole sessions on `Anthropic` against a local server replaying recorded Messages streams
-//! (tests/wire/anthropic). Real sockets, so the real clock with short timeouts
+//! (tests/it/wire/anthropic). Real sockets, so the real clock with short timeouts
 //! (docs/testing.md); every request the server receives must pass the API's rules.
-
-mod wire;
 
 use std::sync::Arc;
 
+use crate::wire;
+use crate::wire::{Chat, KEY, Provider, book_flight, bounded, errors, options, started, weather};
 use colloquy::http::HttpOptions;
 use colloquy::prelude::*;
 use colloquy::{Anthropic, FinishReason, LlmErrorKind, Usage};
 use colloquy_replay::Reply;
 use serde_json::json;
-use wire::{Chat, KEY, Provider, book_flight, bounded, errors, options, started, weather};
 
 static ANTHROPIC: Provider = Provider {
     name: "anthropic",
@@ -28,7 +27,7 @@ static ANTHROPIC: Provider = Provider {
     },
 };
 
-failure_cases!(&ANTHROPIC);
+crate::failure_cases!(&ANTHROPIC);
 
 fn recorded(name: &str) -> Reply {
     Reply::sse(&wire::recording("anthropic", name))

@@ -3,11 +3,10 @@
 //! every history shape the runtime makes: background pairs inserted by timestamp, running-call
 //! placeholders, interrupted messages, handoffs, several agents, deferred replies.
 
-mod wire;
-
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::wire;
 use colloquy::{ChatContext, ChatItem, LlmRequest, RecordedRequest, ToolSchema};
 use serde_json::{Value, json};
 

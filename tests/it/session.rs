@@ -1,19 +1,13 @@
 //! The host API: history export and import, user state and the away timer, event streams,
 //! user data, and close.
 
-mod common;
-
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::common::*;
 use colloquy::prelude::*;
-use common::*;
 use tokio::sync::broadcast::error::RecvError;
-
-fn agent() -> Agent {
-    Agent::new("A", "inst")
-}
 
 fn user_states(events: &[SessionEvent]) -> Vec<(u64, UserState)> {
     events

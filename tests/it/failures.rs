@@ -2,19 +2,13 @@
 //! context while session-scoped calls go on; a failing Toolset ends its own calls; supervisors
 //! report failures in the lifecycle stream; nothing leaks after close.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::common::*;
 use colloquy::prelude::*;
 use colloquy::{ErrorSource, Lifecycle, LifecycleEvent, ToolCallStatus};
-use common::*;
 use tokio::sync::mpsc::Receiver;
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
 
 /// Updates, then works `ms` before answering.
 fn background(name: &'static str, work: u64) -> FunctionTool {

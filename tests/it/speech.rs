@@ -1,17 +1,11 @@
 //! Speeches: say, generate_reply, interruptions, speech sinks and LLM failures, through the
 //! public API on the paused clock.
 
-mod common;
-
 use std::time::Duration;
 
+use crate::common::*;
 use colloquy::prelude::*;
 use colloquy::{Llm, LlmChunk, LlmRequest, LlmStream, PacedSink, RequestKind, SpeechSource};
-use common::*;
-
-fn agent() -> Agent {
-    Agent::new("A", "inst")
-}
 
 fn speech_events(events: &[SessionEvent]) -> Vec<String> {
     events

@@ -1,0 +1,37 @@
+//! colloquy's integration tests: one binary, one module per area, so `cargo test` links once.
+//! The shared parts come first: `common` (the harness on the scripted LLM and the notation of
+//! docs/scenarios.md) and `wire` (the provider tests' recorded streams, rule checkers and
+//! session harness). docs/testing.md says how to add a test.
+
+mod common;
+mod wire;
+
+mod anthropic;
+mod background;
+mod background_random;
+mod call_ids;
+mod cancel_properties;
+mod dispatch;
+mod doc_anchors;
+mod drain;
+mod duplicates;
+mod end_call;
+mod examples;
+mod failures;
+mod handoff;
+mod host;
+mod inspect;
+mod openai;
+mod provider_mapping;
+mod release;
+mod run;
+mod scenarios;
+mod schema_fuzz;
+mod session;
+mod smoke;
+mod speech;
+mod testing_guide;
+mod tool_proxy;
+mod tool_search;
+mod toolsets;
+mod tracing_spans;
