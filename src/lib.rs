@@ -80,11 +80,19 @@ pub mod anthropic {
 }
 #[cfg(feature = "anthropic")]
 pub use colloquy_anthropic::Anthropic;
+
+/// Model Context Protocol servers' tools as toolsets (feature `mcp`, on by default).
+#[cfg(feature = "mcp")]
+pub mod mcp {
+    pub use colloquy_mcp::*;
+}
 /// What the provider adapters share: keys, timeouts and retries, the environment.
 #[cfg(any(feature = "openai", feature = "anthropic"))]
 pub use colloquy_llm::http;
 /// The chat context regrouped into provider turns, and provider call ids.
 pub use colloquy_llm::turns;
+#[cfg(feature = "mcp")]
+pub use colloquy_mcp::{McpServer, McpToolset};
 #[cfg(feature = "openai")]
 pub use colloquy_openai::OpenAi;
 

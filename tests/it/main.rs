@@ -21,6 +21,7 @@ mod failures;
 mod handoff;
 mod host;
 mod inspect;
+mod mcp;
 mod openai;
 mod provider_mapping;
 mod release;

@@ -1,0 +1,139 @@
+//! MCP toolsets against a real server nobody here wrote: the MCP project's reference server
+//! `@modelcontextprotocol/server-everything` (a pinned version from the npm registry, installed
+//! under `target/mcp/` on first use). Real child processes: the real clock, bounded waits.
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use colloquy::prelude::*;
+use colloquy::{McpToolset, ReplyStatus, ToolCallStatus};
+use tokio::process::Command;
+
+use crate::common::*;
+
+/// The pinned reference server.
+const EVERYTHING: &str = "@modelcontextprotocol/server-everything@2026.8.31";
+
+/// The server's entry point, installed once per test run (npm, idempotent); a test that
+/// cannot get it fails saying so.
+fn everything() -> &'static PathBuf {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| {
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/mcp/npm");
+        let entry = root.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+        if !entry.exists() {
+            std::fs::create_dir_all(&root).expect("create target/mcp/npm");
+            let status = std::process::Command::new("npm")
+                .args(["install", "--prefix"])
+                .arg(&root)
+                .args(["--no-audit", "--no-fund", "--silent", EVERYTHING])
+                .status()
+                .unwrap_or_else(|e| panic!("cannot run npm to install {EVERYTHING}: {e}"));
+            assert!(status.success(), "npm could not install {EVERYTHING}: {status}");
+        }
+        assert!(entry.exists(), "{EVERYTHING} installed, but {} is missing", entry.display());
+        entry
+    })
+}
+
+fn server() -> McpToolset {
+    let mut node = Command::new("node");
+    node.arg(everything()).arg("stdio");
+    McpToolset::stdio("everything", node).cancellable(["trigger-long-running-operation"])
+}
+
+/// Waits (bounded) until `f` holds for the events so far.
+async fn until(h: &mut Harness, what: &str, f: impl Fn(&[SessionEvent]) -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !f(h.events()) {
+        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn ended(events: &[SessionEvent], id: &str) -> Option<ToolCallStatus> {
+    events.iter().find_map(|e| match &e.kind {
+        EventKind::ToolCallEnded { call_id, status, .. } if call_id == id => Some(*status),
+        _ => None,
+    })
+}
+
+#[tokio::test]
+async fn a_server_tool_is_called_and_its_result_is_the_output() {
+    let server = tokio::time::timeout(Duration::from_secs(30), server().connect())
+        .await
+        .expect("the server answers within 30 s")
+        .expect("the server starts and lists its tools");
+    let agent = agent().toolset(server.toolset());
+    let script = vec![call("c1", "get-sum", r#"{"a": 2, "b": 40}"#), text("It is 42.")];
+    let mut h = Harness::start(agent, script).await;
+    h.turn("what is 2 + 40?").await;
+    until(&mut h, "the call's end", |e| ended(e, "c1").is_some()).await;
+    assert_eq!(ended(h.events(), "c1"), Some(ToolCallStatus::Done));
+    let hist = h.hist().await;
+    assert!(hist.iter().any(|i| i.starts_with("out(#c1,") && i.contains("42")), "{hist:?}");
+    let names = h.requests()[0].tools.clone();
+    assert!(
+        names.contains(&"echo".to_string()) && names.contains(&"get-sum".to_string()),
+        "{names:?}"
+    );
+    h.close().await;
+}
+
+#[tokio::test]
+async fn progress_notifications_become_updates_and_the_result_a_deferred_reply() {
+    let server = server().connect().await.expect("server");
+    let agent = agent().toolset(server.toolset());
+    let args = r#"{"duration": 1, "steps": 2}"#;
+    let script = vec![
+        call("c1", "trigger-long-running-operation", args),
+        text("Working on it."),
+        text("Done."),
+    ];
+    let mut h = Harness::start(agent, script).await;
+    h.session.user_turn("run it").await.unwrap();
+    until(&mut h, "the final pair", |e| {
+        e.iter().any(|e| {
+            matches!(&e.kind, EventKind::ToolReplyUpdated { status: ReplyStatus::Completed, .. })
+        })
+    })
+    .await;
+    let updates: Vec<String> = h
+        .events()
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::ToolCallUpdated { message, .. } => Some(message.clone()),
+            _ => None,
+        })
+        .collect();
+    // Every step's progress, in order (the server sends "i/steps").
+    assert_eq!(updates, ["1/2", "2/2"]);
+    assert_eq!(ended(h.events(), "c1"), Some(ToolCallStatus::Done));
+    let hist = h.hist().await;
+    assert!(
+        hist.iter()
+            .any(|i| i.contains("c1_final") && i.contains("Long running operation completed")),
+        "{hist:?}"
+    );
+    h.close().await;
+}
+
+#[tokio::test]
+async fn a_cancelled_server_call_ends_cancelled() {
+    let server = server().connect().await.expect("server");
+    let agent = agent().toolset(server.toolset());
+    let args = r#"{"duration": 30, "steps": 30}"#;
+    let script =
+        vec![call("c1", "trigger-long-running-operation", args), text("Started."), text("ok")];
+    let mut h = Harness::start(agent, script).await;
+    h.session.user_turn("run it").await.unwrap();
+    until(&mut h, "the first update", |e| {
+        e.iter().any(|e| matches!(&e.kind, EventKind::ToolCallUpdated { .. }))
+    })
+    .await;
+    h.session.cancel_tool_call("c1").await.expect("cancellable");
+    until(&mut h, "the call's end", |e| ended(e, "c1").is_some()).await;
+    assert_eq!(ended(h.events(), "c1"), Some(ToolCallStatus::Cancelled));
+    h.close().await;
+}
