@@ -12,29 +12,32 @@ use tokio::process::Command;
 
 use crate::common::*;
 
-/// The pinned reference server.
-const EVERYTHING: &str = "@modelcontextprotocol/server-everything@2026.8.31";
-
-/// The server's entry point, installed once per test run (npm, idempotent); a test that
-/// cannot get it fails saying so.
-fn everything() -> &'static PathBuf {
-    static PATH: OnceLock<PathBuf> = OnceLock::new();
-    PATH.get_or_init(|| {
-        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/mcp/npm");
-        let entry = root.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-        if !entry.exists() {
-            std::fs::create_dir_all(&root).expect("create target/mcp/npm");
-            let status = std::process::Command::new("npm")
-                .args(["install", "--prefix"])
-                .arg(&root)
-                .args(["--no-audit", "--no-fund", "--silent", EVERYTHING])
-                .status()
-                .unwrap_or_else(|e| panic!("cannot run npm to install {EVERYTHING}: {e}"));
-            assert!(status.success(), "npm could not install {EVERYTHING}: {status}");
-        }
-        assert!(entry.exists(), "{EVERYTHING} installed, but {} is missing", entry.display());
-        entry
+/// `target/mcp/`, with the servers `scripts/mcp-test-servers.sh` installs there (pinned,
+/// once); a test that cannot get them fails saying so.
+fn servers() -> &'static PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        let status = std::process::Command::new("bash")
+            .arg(root.join("scripts/mcp-test-servers.sh"))
+            .status()
+            .unwrap_or_else(|e| panic!("cannot run scripts/mcp-test-servers.sh: {e}"));
+        assert!(status.success(), "scripts/mcp-test-servers.sh could not install the MCP servers");
+        root.join("target/mcp")
     })
+}
+
+/// The MCP project's reference server, over stdio.
+fn everything() -> PathBuf {
+    servers().join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
+}
+
+/// The tests' own server on the official Python SDK (`tests/it/mcp_server.py`).
+fn python(args: &[&str]) -> Command {
+    let mut python = Command::new(servers().join("venv/bin/python"));
+    python.arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/it/mcp_server.py"));
+    python.args(args);
+    python
 }
 
 fn server() -> McpToolset {
@@ -135,5 +138,54 @@ async fn a_cancelled_server_call_ends_cancelled() {
     h.session.cancel_tool_call("c1").await.expect("cancellable");
     until(&mut h, "the call's end", |e| ended(e, "c1").is_some()).await;
     assert_eq!(ended(h.events(), "c1"), Some(ToolCallStatus::Cancelled));
+    h.close().await;
+}
+
+#[tokio::test]
+async fn a_python_sdk_server_over_streamable_http() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut child =
+        python(&["http", &port.to_string()]).kill_on_drop(true).spawn().expect("python");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
+        assert!(tokio::time::Instant::now() < deadline, "the Python server never listened");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let server = McpToolset::http("py", url).prefix("py").connect().await.expect("connects");
+    let agent = agent().toolset(server.toolset());
+    let script = vec![
+        call("c1", "py_add", r#"{"a": 2, "b": 3}"#),
+        call("c2", "py_fail", "{}"),
+        text("Done."),
+    ];
+    let mut h = Harness::start(agent, script).await;
+    h.turn("add").await;
+    until(&mut h, "both ends", |e| ended(e, "c1").is_some() && ended(e, "c2").is_some()).await;
+    let hist = h.hist().await;
+    assert!(hist.iter().any(|i| i.starts_with("out(#c1,") && i.contains("2 + 3 = 5")), "{hist:?}");
+    // An isError result is an error output the model reads.
+    assert!(
+        hist.iter().any(|i| i.starts_with("out(#c2,")
+            && i.contains("the disk is full")
+            && i.contains("ERR")),
+        "{hist:?}"
+    );
+    h.close().await;
+    let _ = child.kill().await;
+}
+
+#[tokio::test]
+async fn a_server_that_dies_mid_call_ends_the_call_with_an_error_and_the_session_goes_on() {
+    let server = McpToolset::stdio("py", python(&["stdio"])).connect().await.expect("connects");
+    let agent = agent().toolset(server.toolset());
+    let script = vec![call("c1", "crash", "{}"), text("It broke."), text("Still here.")];
+    let mut h = Harness::start(agent, script).await;
+    h.turn("crash it").await;
+    until(&mut h, "the call's end", |e| ended(e, "c1").is_some()).await;
+    assert_eq!(ended(h.events(), "c1"), Some(ToolCallStatus::Error));
+    h.turn("are you there?").await;
+    let hist = h.hist().await;
+    assert_eq!(hist.last().map(String::as_str), Some("asst(Still here.)"), "{hist:?}");
     h.close().await;
 }

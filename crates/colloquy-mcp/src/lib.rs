@@ -129,6 +129,9 @@ impl McpToolset {
                 handler.clone().serve(transport).await.map_err(|e| protocol(e.to_string()))?
             }
             Transport::Http(url) => {
+                // rustls without a built-in provider, as the LLM transport: ring, installed
+                // here unless the host installed one (docs/decisions.md).
+                let _ = rustls::crypto::ring::default_provider().install_default();
                 let transport = StreamableHttpClientTransport::from_uri(url);
                 handler.clone().serve(transport).await.map_err(|e| protocol(e.to_string()))?
             }
