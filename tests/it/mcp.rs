@@ -12,6 +12,10 @@ use tokio::process::Command;
 
 use crate::common::*;
 
+#[path = "../../examples/mcp.rs"]
+#[allow(dead_code)] // its main is for `cargo run --example mcp`
+mod example;
+
 /// `target/mcp/`, with the servers `scripts/mcp-test-servers.sh` installs there (pinned,
 /// once); a test that cannot get them fails saying so.
 fn servers() -> &'static PathBuf {
@@ -188,4 +192,14 @@ async fn a_server_that_dies_mid_call_ends_the_call_with_an_error_and_the_session
     let hist = h.hist().await;
     assert_eq!(hist.last().map(String::as_str), Some("asst(Still here.)"), "{hist:?}");
     h.close().await;
+}
+
+#[tokio::test]
+async fn the_mcp_example_adds_with_the_reference_server() {
+    let mut node = Command::new("node");
+    node.arg(everything()).arg("stdio");
+    let said = example::run(node).await.expect("the example runs");
+    assert_eq!(said.len(), 2, "{said:?}");
+    assert!(said[0].starts_with("tool: ") && said[0].contains("42"), "{said:?}");
+    assert_eq!(said[1], "19 and 23 make 42.");
 }

@@ -61,6 +61,10 @@ pub struct ChatArgs {
     /// Plain text, without colour (also when NO_COLOR is set or stdout is not a terminal).
     #[arg(long)]
     pub no_color: bool,
+    /// An MCP server to load tools from, run over stdio: the whole command in one argument
+    /// (split into words as a shell would, not run through one). Repeatable.
+    #[arg(long = "mcp", value_name = "COMMAND")]
+    pub mcp: Vec<String>,
 }
 
 /// The model providers `colloquy chat` knows.
@@ -105,6 +109,7 @@ mod tests {
                 model: Some("m".into()),
                 base_url: None,
                 no_color: false,
+                mcp: vec![],
             }))
         );
         assert_eq!(parse(&["chat", "--provider", "x"]), Err(clap::error::ErrorKind::InvalidValue));

@@ -250,3 +250,37 @@ async fn every_subcommand_has_help_and_there_is_a_version() {
     assert_eq!(bad.code, Some(2));
     assert!(bad.stderr.contains("--provider"), "a suggestion: {}", bad.stderr);
 }
+
+/// The MCP project's reference server, installed (pinned, once) by the project's script.
+fn everything_server() -> String {
+    let root = format!("{}/../..", env!("CARGO_MANIFEST_DIR"));
+    let status = std::process::Command::new("bash")
+        .arg(format!("{root}/scripts/mcp-test-servers.sh"))
+        .status()
+        .expect("scripts/mcp-test-servers.sh runs");
+    assert!(status.success(), "scripts/mcp-test-servers.sh could not install the MCP servers");
+    format!(
+        "{root}/target/mcp/npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+    )
+}
+
+#[tokio::test]
+async fn mcp_servers_tools_join_the_chat_and_a_bad_one_is_reported() {
+    let server = format!("node {} stdio", everything_server());
+    let args = [
+        "chat",
+        "--provider",
+        "scripted",
+        "--no-color",
+        "--mcp",
+        &server,
+        "--mcp",
+        "no-such-mcp-server --flag",
+    ];
+    let out = colloquy(&args, "/tools\n/quit\n").await;
+    let all = format!("{}{}", out.stdout, out.stderr);
+    assert_eq!(out.code, Some(0), "{all}");
+    assert!(all.contains("tools from `node "), "{all}");
+    assert!(all.contains("cannot start MCP server `mcp2`"), "{all}");
+    assert_lines_in_order(&out.stdout, &["tools:", "  get-sum — ", "no call running"]);
+}

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use colloquy::prelude::*;
 use colloquy::toolsets::EndCallTool;
-use colloquy::{ChatItem, SessionEvent};
+use colloquy::{ChatItem, McpToolset, SessionEvent};
 use tokio::io::AsyncBufReadExt;
 use tokio::sync::mpsc;
 
@@ -48,6 +48,41 @@ pub fn agent() -> Agent {
     .toolset(EndCallTool::new().toolset())
 }
 
+/// How long a server given with `--mcp` has to start and list its tools.
+const MCP_START: Duration = Duration::from_secs(10);
+
+/// `agent` with the tools of each `--mcp` server (a command run over stdio, split into words
+/// as a shell would, never run through one). A server that does not start or list its tools
+/// in time is reported and left out; the chat goes on without it.
+async fn with_mcp_servers(mut agent: Agent, commands: &[String], terminal: &Terminal) -> Agent {
+    for (i, command) in commands.iter().enumerate() {
+        let words = match shell_words::split(command) {
+            Ok(words) if !words.is_empty() => words,
+            _ => {
+                terminal.line(Style::Error, &format!("mcp: cannot read the command `{command}`"));
+                continue;
+            }
+        };
+        let mut process = tokio::process::Command::new(&words[0]);
+        process.args(&words[1..]);
+        let connect = McpToolset::stdio(format!("mcp{}", i + 1), process).connect();
+        match tokio::time::timeout(MCP_START, connect).await {
+            Ok(Ok(server)) => {
+                let toolset = server.toolset();
+                let count = toolset.routed().len();
+                terminal.line(Style::Dim, &format!("mcp: {count} tools from `{command}`"));
+                agent = agent.toolset(toolset);
+            }
+            Ok(Err(e)) => terminal.line(Style::Error, &format!("mcp: {e}")),
+            Err(_) => terminal.line(
+                Style::Error,
+                &format!("mcp: `{command}` listed no tools within {} s", MCP_START.as_secs()),
+            ),
+        }
+    }
+    agent
+}
+
 /// Runs the chat on `input` lines, writing to `out`, until `/quit`, the end of input, or the
 /// agent ending the call.
 pub async fn run(
@@ -62,13 +97,14 @@ pub async fn run(
         Style::Dim,
         &format!("colloquy chat with {about}: /help for commands, /quit to leave"),
     );
+    let agent = with_mcp_servers(agent(), &args.mcp, &terminal).await;
     let mut builder = Session::builder().llm(llm).speech_sink(TerminalSink(terminal.clone()));
     let events = builder.subscribe();
-    let session = builder.start(agent()).await.map_err(ChatError::Session)?;
+    let session = builder.start(agent.clone()).await.map_err(ChatError::Session)?;
     let seen: Arc<Mutex<Vec<SessionEvent>>> = Arc::default();
     let printer = tokio::spawn(print_events(events, terminal.clone(), Arc::clone(&seen)));
     let lines = read_lines(input);
-    let result = converse(&session, lines, &terminal, &seen).await;
+    let result = converse(&session, &agent, lines, &terminal, &seen).await;
     if shutdown(&session, &terminal).await {
         // The event stream ends once the session has closed: every line is out after this.
         let _ = printer.await;
@@ -79,6 +115,7 @@ pub async fn run(
 
 async fn converse(
     session: &SessionHandle,
+    agent: &Agent,
     mut lines: mpsc::Receiver<String>,
     terminal: &Terminal,
     seen: &Mutex<Vec<SessionEvent>>,
@@ -101,7 +138,7 @@ async fn converse(
                     return Ok(()); // the agent ended the call
                 }
             }
-            command => run_command(session, command, terminal, seen).await,
+            command => run_command(session, agent, command, terminal, seen).await,
         }
         if !session.is_running() {
             return Ok(());
@@ -123,6 +160,7 @@ async fn reply_finished(session: &SessionHandle) -> bool {
 
 async fn run_command(
     session: &SessionHandle,
+    agent: &Agent,
     command: Line,
     terminal: &Terminal,
     seen: &Mutex<Vec<SessionEvent>>,
@@ -130,7 +168,7 @@ async fn run_command(
     let text = match command {
         Line::Help => HELP.to_string(),
         Line::Invalid(why) => why,
-        Line::Tools => tools(session).await,
+        Line::Tools => tools(session, agent).await,
         Line::Cancel(id) => match session.cancel_tool_call(id.clone()).await {
             Ok(()) => format!("cancelling {id}"),
             Err(e) => format!("cannot cancel {id}: {e}"),
@@ -156,9 +194,8 @@ async fn run_command(
     terminal.line(Style::Dim, &text);
 }
 
-async fn tools(session: &SessionHandle) -> String {
+async fn tools(session: &SessionHandle, agent: &Agent) -> String {
     let mut lines = vec!["tools:".to_string()];
-    let agent = agent();
     for tool in agent.all_tools() {
         lines.push(format!("  {} — {}", tool.name(), tool.description().trim()));
     }
