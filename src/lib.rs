@@ -54,7 +54,7 @@ pub use colloquy_core::{
     EventFilter, EventKind, EventType, FunctionCall, FunctionCallOutput, Handoff, IntoToolOutput,
     Json, Message, OnDuplicate, Role, RunContext, RunExpect, RunResult, SessionEvent, SpeechSource,
     StopResponse, Timestamp, ToolCallStatus, ToolError, ToolFlags, ToolOutput, ToolResult,
-    ToolSchema, ToolVisibility, Toolset, UserState,
+    ToolSchema, ToolSource, ToolVisibility, Toolset, UserState,
 };
 pub use colloquy_core::{
     CallHooks, PostedUpdate, ReplyStatus, ResolvedTemplates, Template, Templates, UpdateMessage,

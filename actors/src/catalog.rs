@@ -6,7 +6,11 @@ use std::sync::Arc;
 
 use colloquy_core::{Agent, FunctionTool, Templates, ToolSchema, ToolVisibility, Toolset};
 
+/// The companion tools' names: listed last, after any tool a source adds.
+const COMPANIONS: [&str; 2] = [companions::CANCEL_TASK, companions::GET_RUNNING_TASKS];
+
 use crate::companions;
+use crate::tool_sources::Sources;
 
 /// Whether an async toolset lives with the session or with the agent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,6 +43,8 @@ pub(crate) struct ToolCatalog {
     /// With groups: what a request lists, in order, worked out once at build so a request
     /// only asks each group what it shows (a tool search may hide thousands of tools).
     layout: Vec<Slot>,
+    /// Tools learned while the session runs, listed after the others (companions last).
+    sources: Sources,
 }
 
 /// A tool and the id of the toolset actor that runs it.
@@ -89,23 +95,7 @@ impl ToolCatalog {
         let mut tools: HashMap<String, Routed> = HashMap::new();
         let mut async_toolsets: Vec<AsyncToolset> = Vec::new();
         for (tool, owner, scope) in routed {
-            let route = match owner {
-                None => implicit.clone(),
-                Some(set) => {
-                    match async_toolsets.iter().find(|a| a.id == set.id()) {
-                        Some(known) if known.scope != scope => {
-                            return Err(format!("duplicate toolset id: {}", set.id()));
-                        }
-                        Some(_) => {}
-                        None => async_toolsets.push(AsyncToolset {
-                            id: set.id().to_string(),
-                            scope,
-                            templates: set.template_overrides().cloned(),
-                        }),
-                    }
-                    set.id().to_string()
-                }
-            };
+            let route = route(&mut async_toolsets, owner, scope, &implicit)?;
             match tools.get(tool.name()) {
                 Some(existing) if existing.tool.same_as(tool) => continue,
                 Some(_) => return Err(format!("duplicate function name: {}", tool.name())),
@@ -116,9 +106,19 @@ impl ToolCatalog {
                 }
             }
         }
+        let mut sources = Sources::default();
+        let session_sources = session_toolsets.iter().map(|set| (set, Scope::Session));
+        let agent_sources = agent.declared_toolsets().iter().map(|set| (set, Scope::Agent));
+        for (set, scope) in session_sources.chain(agent_sources) {
+            for (source, owner) in set.routed_sources() {
+                let toolset = route(&mut async_toolsets, owner, scope, &implicit)?;
+                sources.push(Arc::clone(source), toolset);
+            }
+        }
         // The companions join whenever some tool is cancellable (§1.5), run by the implicit
         // toolset; their schema never changes, which keeps provider prompt caches warm.
-        if tools.values().any(|routed| routed.tool.flags().cancellable) {
+        let cancellable = tools.values().any(|routed| routed.tool.flags().cancellable);
+        if cancellable || sources.may_cancel() {
             for companion in [companions::cancel_task(), companions::get_running_tasks()] {
                 if tools.contains_key(companion.name()) {
                     return Err(format!("duplicate function name: {}", companion.name()));
@@ -135,13 +135,25 @@ impl ToolCatalog {
             session_toolsets.iter().chain(agent.declared_toolsets()).collect();
         let (groups, governed_by, layout) = visibility_layout(&schemas, &sets);
         let schemas = schemas.into();
-        Ok(Self { schemas, tools, async_toolsets, groups, governed_by, layout })
+        Ok(Self { schemas, tools, async_toolsets, groups, governed_by, layout, sources })
     }
 
     /// The schemas the model sees now, in order: every tool, except that a toolset deciding
     /// its own visibility shows, where its first tool stands, the tools it makes visible in
     /// the order it gives.
     pub fn visible_schemas(&self) -> Arc<[ToolSchema]> {
+        let fixed = self.fixed_schemas();
+        if self.sources.is_empty() {
+            return fixed;
+        }
+        let learned = self.sources.schemas(|name| self.tools.contains_key(name));
+        let at = fixed.iter().position(|s| COMPANIONS.contains(&s.name.as_str()));
+        let (before, companions) = fixed.split_at(at.unwrap_or(fixed.len()));
+        before.iter().cloned().chain(learned).chain(companions.iter().cloned()).collect()
+    }
+
+    /// The visible schemas of the tools known from the start.
+    fn fixed_schemas(&self) -> Arc<[ToolSchema]> {
         if self.groups.is_empty() {
             return Arc::clone(&self.schemas);
         }
@@ -168,19 +180,45 @@ impl ToolCatalog {
     /// Whether the model may call `name` now (it exists and is visible).
     pub fn callable(&self, name: &str) -> bool {
         match self.governed_by.get(name) {
-            None => self.tools.contains_key(name),
+            None if self.tools.contains_key(name) => true,
+            None => self.sources.get(name).is_some(),
             Some(&g) => self.groups[g].visibility.visible().iter().any(|n| n == name),
         }
     }
 
-    /// The tool called `name`.
+    /// The tool called `name` among those known from the start.
     pub fn get(&self, name: &str) -> Option<&FunctionTool> {
         self.tools.get(name).map(|routed| &routed.tool)
     }
 
+    /// The tool called `name` now, a source's included.
+    pub fn get_now(&self, name: &str) -> Option<FunctionTool> {
+        match self.tools.get(name) {
+            Some(routed) => Some(routed.tool.clone()),
+            None => self.sources.get(name).map(|(tool, _)| tool),
+        }
+    }
+
     /// The id of the toolset actor that runs `name`.
     pub fn route(&self, name: &str) -> Option<&str> {
-        self.tools.get(name).map(|routed| routed.toolset.as_str())
+        match self.tools.get(name) {
+            Some(routed) => Some(routed.toolset.as_str()),
+            None => self.sources.get(name).map(|(_, toolset)| toolset),
+        }
+    }
+
+    /// Whether some toolset lists tools while the session runs.
+    pub fn has_sources(&self) -> bool {
+        !self.sources.is_empty()
+    }
+
+    /// Waits, once per catalog, for the tool sources' first lists (`ToolSource::ready`);
+    /// returns why the ones that will not list failed. At once without sources.
+    pub async fn wait_ready(&self) -> Vec<String> {
+        if self.sources.is_empty() {
+            return Vec::new();
+        }
+        self.sources.wait_ready().await
     }
 
     /// The names of the tools toolset `id` runs, in the order the model sees them.
@@ -193,6 +231,29 @@ impl ToolCatalog {
     pub fn async_toolsets(&self, scope: Scope) -> impl Iterator<Item = &AsyncToolset> {
         self.async_toolsets.iter().filter(move |a| a.scope == scope)
     }
+}
+
+/// The toolset actor that runs tools `owner` holds: the agent's implicit one, or the async
+/// toolset, registered on first sight (one id in two scopes is an error).
+fn route(
+    async_toolsets: &mut Vec<AsyncToolset>,
+    owner: Option<&Toolset>,
+    scope: Scope,
+    implicit: &str,
+) -> Result<String, String> {
+    let Some(set) = owner else { return Ok(implicit.to_string()) };
+    match async_toolsets.iter().find(|a| a.id == set.id()) {
+        Some(known) if known.scope != scope => {
+            return Err(format!("duplicate toolset id: {}", set.id()));
+        }
+        Some(_) => {}
+        None => async_toolsets.push(AsyncToolset {
+            id: set.id().to_string(),
+            scope,
+            templates: set.template_overrides().cloned(),
+        }),
+    }
+    Ok(set.id().to_string())
 }
 
 /// The toolsets that decide their tools' visibility (`groups`), which group governs each tool

@@ -38,6 +38,7 @@ mod speech_sink;
 mod task;
 mod tool_call;
 mod tool_context;
+mod tool_sources;
 mod toolset;
 
 pub use builder::{Session, SessionBuilder};

@@ -203,3 +203,88 @@ async fn the_mcp_example_adds_with_the_reference_server() {
     assert!(said[0].starts_with("tool: ") && said[0].contains("42"), "{said:?}");
     assert_eq!(said[1], "19 and 23 make 42.");
 }
+
+/// Tool names of the `n`-th LLM request.
+fn tools_of(h: &Harness, n: usize) -> Vec<String> {
+    h.requests()[n].tools.clone()
+}
+
+#[tokio::test]
+async fn a_supervised_server_lists_its_tools_before_the_first_request() {
+    let mut node = Command::new("node");
+    node.arg(everything()).arg("stdio");
+    let toolset = McpToolset::stdio("everything", node).build();
+    let script = vec![call("c1", "get-sum", r#"{"a": 1, "b": 2}"#), text("3.")];
+    let mut h = Harness::start(agent().toolset(toolset), script).await;
+    h.turn("1 + 2?").await;
+    until(&mut h, "the call's end", |e| ended(e, "c1").is_some()).await;
+    assert!(tools_of(&h, 0).contains(&"get-sum".to_string()), "{:?}", tools_of(&h, 0));
+    assert_eq!(ended(h.events(), "c1"), Some(ToolCallStatus::Done));
+    h.close().await;
+}
+
+#[tokio::test]
+async fn a_server_that_cannot_start_is_an_error_event_and_the_session_goes_on() {
+    let toolset = McpToolset::stdio("ghost", Command::new("no-such-mcp-server")).build();
+    let mut h = Harness::start(agent().toolset(toolset), vec![text("Hello.")]).await;
+    h.turn("hi").await;
+    let errors: Vec<String> = h
+        .events()
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Error { message, .. } => Some(message.clone()),
+            _ => None,
+        })
+        .collect();
+    assert!(errors.iter().any(|m| m.contains("cannot start MCP server `ghost`")), "{errors:?}");
+    assert_eq!(h.hist().await.last().map(String::as_str), Some("asst(Hello.)"));
+    h.close().await;
+}
+
+#[tokio::test]
+async fn a_supervised_server_that_dies_is_restarted() {
+    let toolset = McpToolset::stdio("py", python(&["stdio"])).build();
+    let script = vec![
+        call("c1", "crash", "{}"),
+        text("It broke."),
+        call("c2", "add", r#"{"a": 1, "b": 1}"#),
+        text("Back."),
+    ];
+    let mut h = Harness::start(agent().toolset(toolset), script).await;
+    h.turn("crash it").await;
+    until(&mut h, "the crash", |e| ended(e, "c1").is_some()).await;
+    assert_eq!(ended(h.events(), "c1"), Some(ToolCallStatus::Error));
+    // The first restart waits half a second; give it a few.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    h.turn("again").await;
+    until(&mut h, "the call after the restart", |e| ended(e, "c2").is_some()).await;
+    let hist = h.hist().await;
+    assert!(hist.iter().any(|i| i.starts_with("out(#c2,") && i.contains("1 + 1 = 2")), "{hist:?}");
+    h.close().await;
+}
+
+#[tokio::test]
+async fn a_changed_tool_list_shows_in_the_next_request() {
+    let toolset = McpToolset::stdio("py", python(&["stdio"])).build();
+    let script = vec![call("c1", "grow", "{}"), text("Grown."), text("Sure.")];
+    let mut h = Harness::start(agent().toolset(toolset), script).await;
+    h.turn("grow").await;
+    until(&mut h, "the call's end", |e| ended(e, "c1").is_some()).await;
+    assert!(!tools_of(&h, 0).contains(&"extra".to_string()));
+    // The refresh is one round trip after the notification.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        h.turn("and now?").await;
+        let last = h.requests().len() - 1;
+        if tools_of(&h, last).contains(&"extra".to_string()) {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "`extra` never listed: {:?}",
+            tools_of(&h, last)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    h.close().await;
+}

@@ -39,5 +39,18 @@ def fail() -> str:
     raise ValueError("the disk is full")
 
 
+def extra() -> str:
+    """A tool added while the server runs."""
+    return "extra works"
+
+
+@server.tool()
+async def grow(ctx: Context) -> str:
+    """Adds the tool `extra` and tells the client its tool list changed."""
+    server.add_tool(extra)
+    await ctx.session.send_tool_list_changed()
+    return "grown"
+
+
 if __name__ == "__main__":
     server.run(transport="streamable-http" if sys.argv[1] == "http" else "stdio")

@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use colloquy_core::{Agent, ChatContext, EventKind};
+use colloquy_core::{Agent, ChatContext, ErrorSource, EventKind};
 use colloquy_llm::{LlmRequest, RequestKind, ToolChoice};
 use tokio_util::sync::CancellationToken;
 
@@ -163,6 +163,14 @@ async fn reply(
     lease: &FloorLease,
 ) -> SpeechEnd {
     let interrupt = control.token();
+    // The first request waits for the tools a source lists once started (an MCP server's);
+    // boxed: only sessions with sources pay for the wait's future.
+    if env.catalog.has_sources() {
+        for why in Box::pin(env.catalog.wait_ready()).await {
+            tracing::warn!(agent = %env.agent_id, "{why}");
+            env.session.emit(EventKind::error(ErrorSource::Tool, why));
+        }
+    }
     let mut between = Between::new();
     loop {
         if interrupt.is_cancelled() {

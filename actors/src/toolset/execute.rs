@@ -54,11 +54,11 @@ impl ToolsetState {
             // The drain that ends this toolset ran out of time: nothing new starts.
             return Err(self.error_outcome(text::DRAIN_TIMEOUT));
         }
-        match self.args.catalog.get(&call.name) {
+        match self.args.catalog.get_now(&call.name) {
             Some(tool) if !self.running.contains_key(&call.call_id) => {
                 Ok(match self.mocks.get(tool.name()) {
                     Some(mock) => tool.with_body_of(mock),
-                    None => tool.clone(),
+                    None => tool,
                 })
             }
             found => {

@@ -370,6 +370,7 @@ pub struct Toolset {
     is_async: bool,
     templates: Option<Templates>,
     visibility: Option<Arc<dyn ToolVisibility>>,
+    source: Option<Arc<dyn ToolSource>>,
 }
 
 /// Which of a toolset's tools (nested ones included) the model sees right now. The runtime asks
@@ -384,6 +385,25 @@ pub trait ToolVisibility: Send + Sync + fmt::Debug {
     fn visible(&self) -> Vec<String>;
 }
 
+/// Tools a toolset learns of while the session runs (an MCP server's, listed once it has
+/// started, and again when it says its list changed). The runtime reads [`tools`](Self::tools)
+/// before every LLM request, after the tools known from the start; a call to a tool no longer
+/// listed gets the unknown-tool error. Before a session's first LLM request the runtime awaits
+/// [`ready`](Self::ready) once, so the first turn already sees the tools.
+pub trait ToolSource: Send + Sync + fmt::Debug {
+    /// The tools now, in the order the model sees them (cheap: a shared list).
+    fn tools(&self) -> Arc<[FunctionTool]>;
+
+    /// Resolves once the first list is known, or with why it will not be (the source bounds
+    /// its own wait). Resolves at once after that.
+    fn ready(&self) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + '_>>;
+
+    /// Whether some of its tools may be cancellable (the companion tools are then listed).
+    fn may_cancel(&self) -> bool {
+        false
+    }
+}
+
 impl Toolset {
     /// An empty plain toolset.
     pub fn new(id: impl Into<String>) -> Self {
@@ -394,6 +414,7 @@ impl Toolset {
             is_async: false,
             templates: None,
             visibility: None,
+            source: None,
         }
     }
 
@@ -425,6 +446,32 @@ impl Toolset {
     pub fn visibility(mut self, visibility: Arc<dyn ToolVisibility>) -> Self {
         self.visibility = Some(visibility);
         self
+    }
+
+    /// Adds tools learned while the session runs (see [`ToolSource`]); an async toolset runs
+    /// them in its own actor, as its other tools.
+    pub fn source(mut self, source: Arc<dyn ToolSource>) -> Self {
+        self.source = Some(source);
+        self
+    }
+
+    /// Every tool source, depth first, with the innermost async toolset that runs its tools.
+    pub fn routed_sources(&self) -> Vec<(&Arc<dyn ToolSource>, Option<&Toolset>)> {
+        let mut out = Vec::new();
+        self.sources_into(None, &mut out);
+        out
+    }
+
+    fn sources_into<'a>(
+        &'a self,
+        outer: Option<&'a Toolset>,
+        out: &mut Vec<(&'a Arc<dyn ToolSource>, Option<&'a Toolset>)>,
+    ) {
+        let owner = if self.is_async { Some(self) } else { outer };
+        out.extend(self.source.iter().map(|s| (s, owner)));
+        for nested in &self.toolsets {
+            nested.sources_into(owner, out);
+        }
     }
 
     /// The outermost toolsets (this one or nested) that decide their tools' visibility, each

@@ -12,7 +12,7 @@ use rmcp::model::{
     Implementation, ProgressNotificationParam, ServerResult, Tool,
 };
 use rmcp::service::{NotificationContext, PeerRequestOptions, RunningService};
-use rmcp::{ClientHandler, RoleClient, ServiceError};
+use rmcp::{ClientHandler, Peer, RoleClient, ServiceError};
 use serde_json::{Map, Value};
 
 use crate::content::render;
@@ -21,6 +21,15 @@ use crate::content::render;
 #[derive(Clone, Default)]
 pub(crate) struct Handler {
     progress: ProgressDispatcher,
+    /// Told when the server says its tool list changed.
+    list_changed: Option<tokio::sync::mpsc::Sender<()>>,
+}
+
+impl Handler {
+    /// A handler that reports `notifications/tools/list_changed` on `tx`.
+    pub fn watching(tx: tokio::sync::mpsc::Sender<()>) -> Self {
+        Self { list_changed: Some(tx), ..Self::default() }
+    }
 }
 
 impl ClientHandler for Handler {
@@ -32,26 +41,44 @@ impl ClientHandler for Handler {
         self.progress.handle_notification(params).await;
     }
 
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        if let Some(tx) = &self.list_changed {
+            let _ = tx.try_send(()); // one pending refresh is enough
+        }
+    }
+
     fn get_info(&self) -> ClientConfig {
         let implementation = Implementation::new("colloquy", env!("CARGO_PKG_VERSION"));
         ClientConfig::new(ClientCapabilities::default(), implementation)
     }
 }
 
-/// A running connection; dropping the last reference closes it (and stops a child server).
+/// The client side of a running connection. The connection itself (`RunningService`, and
+/// the child process) is owned by whoever started it: dropping that closes it.
 pub(crate) struct Connection {
-    service: RunningService<RoleClient, Handler>,
+    peer: Peer<RoleClient>,
     progress: ProgressDispatcher,
+    /// The connection itself, when this client owns it (`McpToolset::connect`).
+    _owned: Option<RunningService<RoleClient, Handler>>,
 }
 
 impl Connection {
-    pub fn new(service: RunningService<RoleClient, Handler>, handler: &Handler) -> Arc<Self> {
-        Arc::new(Self { service, progress: handler.progress.clone() })
+    /// The client side of `service`, which its caller keeps running.
+    pub fn new(service: &RunningService<RoleClient, Handler>, handler: &Handler) -> Arc<Self> {
+        let progress = handler.progress.clone();
+        Arc::new(Self { peer: service.peer().clone(), progress, _owned: None })
+    }
+
+    /// The client side of `service`, which it keeps running: dropping the last reference
+    /// closes it.
+    pub fn owning(service: RunningService<RoleClient, Handler>, handler: &Handler) -> Arc<Self> {
+        let (peer, progress) = (service.peer().clone(), handler.progress.clone());
+        Arc::new(Self { peer, progress, _owned: Some(service) })
     }
 
     /// The server's tools, every page.
     pub async fn tools(&self) -> Result<Vec<Tool>, ServiceError> {
-        self.service.list_all_tools().await
+        self.peer.list_all_tools().await
     }
 
     /// Calls `name`; progress notifications become updates, a cancel of the colloquy call
@@ -64,8 +91,8 @@ impl Connection {
     ) -> Result<String, ToolError> {
         let params = CallToolRequestParams::new(name.to_string()).with_arguments(arguments);
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        let peer = self.service.peer();
-        let handle = peer
+        let handle = self
+            .peer
             .send_cancellable_request(request, PeerRequestOptions::no_options())
             .await
             .map_err(|e| ToolError::internal(format!("the MCP server is unreachable: {e}")))?;

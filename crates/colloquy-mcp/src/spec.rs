@@ -1,0 +1,90 @@
+//! How to reach a server, kept so it can be reached again after it dies: a command (rebuilt
+//! from its parts each time: a `Command` cannot be cloned) or a URL.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use rmcp::RoleClient;
+use rmcp::ServiceExt;
+use rmcp::service::RunningService;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use tokio::process::Command;
+
+use crate::McpError;
+use crate::client::Handler;
+
+#[derive(Clone, Debug)]
+pub(crate) enum Spec {
+    Stdio {
+        program: OsString,
+        args: Vec<OsString>,
+        envs: Vec<(OsString, Option<OsString>)>,
+        cwd: Option<PathBuf>,
+    },
+    Http(String),
+}
+
+impl Spec {
+    pub fn stdio(command: &Command) -> Self {
+        let std = command.as_std();
+        Spec::Stdio {
+            program: std.get_program().to_owned(),
+            args: std.get_args().map(ToOwned::to_owned).collect(),
+            envs: std.get_envs().map(|(k, v)| (k.to_owned(), v.map(ToOwned::to_owned))).collect(),
+            cwd: std.get_current_dir().map(ToOwned::to_owned),
+        }
+    }
+
+    /// Starts (or reaches) the server and completes the protocol's handshake.
+    pub async fn open(
+        &self,
+        id: &str,
+        handler: Handler,
+    ) -> Result<RunningService<RoleClient, Handler>, McpError> {
+        let protocol = |message: String| McpError::Protocol { id: id.to_string(), message };
+        match self {
+            Spec::Stdio { program, args, envs, cwd } => {
+                let mut command = Command::new(program);
+                command.args(args);
+                for (key, value) in envs {
+                    match value {
+                        Some(value) => command.env(key, value),
+                        None => command.env_remove(key),
+                    };
+                }
+                if let Some(cwd) = cwd {
+                    command.current_dir(cwd);
+                }
+                let mut wrapped = process_wrap::tokio::CommandWrap::from(command);
+                wrapped.wrap(process_wrap::tokio::ProcessGroup::leader());
+                let (transport, stderr) = TokioChildProcess::builder(wrapped)
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .map_err(|source| McpError::Spawn { id: id.to_string(), source })?;
+                if let Some(stderr) = stderr {
+                    log_stderr(id.to_string(), stderr);
+                }
+                handler.serve(transport).await.map_err(|e| protocol(e.to_string()))
+            }
+            Spec::Http(url) => {
+                // rustls without a built-in provider, as the LLM transport: ring, installed
+                // here unless the host installed one (docs/decisions.md).
+                let _ = rustls::crypto::ring::default_provider().install_default();
+                let transport = StreamableHttpClientTransport::from_uri(url.clone());
+                handler.serve(transport).await.map_err(|e| protocol(e.to_string()))
+            }
+        }
+    }
+}
+
+/// The server's standard error, line by line, into the log (`debug`, target `colloquy_mcp`):
+/// a server's own diagnostics never mix with the host's output.
+fn log_stderr(id: String, stderr: tokio::process::ChildStderr) {
+    use tokio::io::AsyncBufReadExt;
+    tokio::spawn(async move {
+        let mut lines = tokio::io::BufReader::new(stderr).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            tracing::debug!(server = %id, "{line}");
+        }
+    });
+}

@@ -1,0 +1,79 @@
+//! A server's listed tools as function tools that call it through whichever connection is
+//! current (a restarted server gets a new one).
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use colloquy_core::{FunctionTool, RunContext, ToolError};
+use serde_json::{Map, Value};
+
+use crate::client::Connection;
+use crate::names::model_name;
+
+/// The connection calls go through now; `None` while the server is down.
+#[derive(Default)]
+pub(crate) struct Slot(Mutex<Option<Arc<Connection>>>);
+
+impl Slot {
+    pub fn set(&self, connection: Option<Arc<Connection>>) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = connection;
+    }
+
+    fn get(&self) -> Option<Arc<Connection>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+}
+
+/// Per-toolset options that shape each tool.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Options {
+    pub prefix: Option<String>,
+    pub cancellable: BTreeSet<String>,
+}
+
+/// The function tools of a `tools/list` answer (as the protocol sends each tool), and why the
+/// ones left out were (a bad name or schema).
+pub(crate) fn convert(
+    listed: &[Value],
+    options: &Options,
+    slot: &Arc<Slot>,
+) -> (Vec<FunctionTool>, Vec<String>) {
+    let mut tools = Vec::new();
+    let mut skipped = Vec::new();
+    for tool in listed {
+        match function_tool(tool, options, slot) {
+            Ok(function) => tools.push(function),
+            Err(why) => skipped.push(why),
+        }
+    }
+    (tools, skipped)
+}
+
+fn function_tool(
+    tool: &Value,
+    options: &Options,
+    slot: &Arc<Slot>,
+) -> Result<FunctionTool, String> {
+    let name = tool.get("name").and_then(Value::as_str).unwrap_or("").to_string();
+    let Some(model_name) = model_name(options.prefix.as_deref(), &name) else {
+        return Err(format!("a tool without a usable name ({name:?})"));
+    };
+    let description = tool.get("description").and_then(Value::as_str).unwrap_or("");
+    let schema =
+        tool.get("inputSchema").cloned().unwrap_or_else(|| serde_json::json!({"type": "object"}));
+    let (slot, server_name) = (Arc::clone(slot), name.clone());
+    let body = move |ctx: RunContext, arguments: Map<String, Value>| {
+        let (connection, server_name) = (slot.get(), server_name.clone());
+        async move {
+            let Some(connection) = connection else {
+                return Err(ToolError::new(
+                    "the MCP server is not running (it is being restarted)",
+                ));
+            };
+            connection.call(&ctx, &server_name, arguments).await
+        }
+    };
+    let function = FunctionTool::from_schema(model_name, description, schema, body)
+        .map_err(|e| format!("`{name}`: {e}"))?;
+    Ok(if options.cancellable.contains(&name) { function.cancellable() } else { function })
+}
