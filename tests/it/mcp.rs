@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use colloquy::prelude::*;
-use colloquy::{McpToolset, ReplyStatus, ToolCallStatus};
+use colloquy::{DuplicateScope, McpToolset, OnDuplicate, ReplyStatus, ToolCallStatus};
 use tokio::process::Command;
 
 use crate::common::*;
@@ -287,4 +287,40 @@ async fn a_changed_tool_list_shows_in_the_next_request() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     h.close().await;
+}
+
+/// Whether process `pid` has gone (or is a zombie its parent has yet to reap).
+fn gone(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z')),
+    }
+}
+
+#[tokio::test]
+async fn closing_the_session_stops_the_server_process() {
+    let toolset = McpToolset::stdio("py", python(&["stdio"]))
+        .on_duplicate("pid", OnDuplicate::Reject, DuplicateScope::Name)
+        .build();
+    let both = ScriptedResponse::calls([
+        ScriptedCall::new("c1", "pid", "{}"),
+        ScriptedCall::new("c2", "pid", "{}"),
+    ]);
+    let mut h = Harness::start(agent().toolset(toolset), vec![both, text("Got it.")]).await;
+    h.turn("pid?").await;
+    until(&mut h, "the call's end", |e| ended(e, "c1").is_some()).await;
+    let hist = h.hist().await;
+    // `reject` (a per-tool option): the second call, made while the first runs, is answered
+    // without running, so it has no lifecycle events.
+    assert!(hist.iter().any(|i| i.starts_with("out(#c2,")), "{hist:?}");
+    assert_eq!(ended(h.events(), "c2"), None);
+    let out = hist.iter().find(|i| i.starts_with("out(#c1,")).expect("an output");
+    let pid: u32 = out.split('"').nth(1).and_then(|p| p.parse().ok()).expect("a pid");
+    assert!(!gone(pid), "the server runs while the session does");
+    h.close().await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !gone(pid) {
+        assert!(tokio::time::Instant::now() < deadline, "server {pid} still runs after close");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

@@ -28,6 +28,12 @@ async def slow(steps: int, ctx: Context) -> str:
 
 
 @server.tool()
+def pid() -> str:
+    """The server's process id."""
+    return str(os.getpid())
+
+
+@server.tool()
 def crash() -> str:
     """Exits the server process at once."""
     os._exit(3)

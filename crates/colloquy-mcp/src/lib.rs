@@ -115,6 +115,17 @@ impl McpToolset {
         self
     }
 
+    /// The duplicate policy of the server's tool `name` (§6.1; default: allow).
+    pub fn on_duplicate(
+        mut self,
+        name: impl Into<String>,
+        policy: colloquy_core::OnDuplicate,
+        scope: colloquy_core::DuplicateScope,
+    ) -> Self {
+        self.options.on_duplicate.insert(name.into(), (policy, scope));
+        self
+    }
+
     /// How long the session's first LLM request waits for a supervised server's first tool
     /// list (default [`START_TIMEOUT`]); past it the session goes on without them, with an
     /// `error` event saying so.

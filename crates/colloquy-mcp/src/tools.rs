@@ -1,10 +1,10 @@
 //! A server's listed tools as function tools that call it through whichever connection is
 //! current (a restarted server gets a new one).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use colloquy_core::{FunctionTool, RunContext, ToolError};
+use colloquy_core::{DuplicateScope, FunctionTool, OnDuplicate, RunContext, ToolError};
 use serde_json::{Map, Value};
 
 use crate::client::Connection;
@@ -29,6 +29,8 @@ impl Slot {
 pub(crate) struct Options {
     pub prefix: Option<String>,
     pub cancellable: BTreeSet<String>,
+    /// Duplicate policies by the server's tool name (default: allow).
+    pub on_duplicate: BTreeMap<String, (OnDuplicate, DuplicateScope)>,
 }
 
 /// The function tools of a `tools/list` answer (as the protocol sends each tool), and why the
@@ -75,5 +77,9 @@ fn function_tool(
     };
     let function = FunctionTool::from_schema(model_name, description, schema, body)
         .map_err(|e| format!("`{name}`: {e}"))?;
+    let function = match options.on_duplicate.get(&name) {
+        Some(&(policy, scope)) => function.on_duplicate(policy, scope),
+        None => function,
+    };
     Ok(if options.cancellable.contains(&name) { function.cancellable() } else { function })
 }
