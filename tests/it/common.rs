@@ -32,6 +32,17 @@ impl colloquy::SpeechSink for SilentSink {
 #[derive(Deserialize, JsonSchema)]
 pub struct NoArgs {}
 
+/// The messages of the `error` events among `events`, in order.
+pub fn error_messages(events: &[SessionEvent]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Error { message, .. } => Some(message.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
 /// `n` milliseconds.
 pub fn ms(n: u64) -> Duration {
     Duration::from_millis(n)

@@ -71,14 +71,7 @@ async fn a_failed_activity_restarts_and_the_conversation_goes_on() {
     let ends = ended(h.events());
     assert_eq!(ends["j"], (ToolCallStatus::Error, Some("activity failed".into())));
     assert!(!ends.contains_key("l"));
-    let errors: Vec<String> = h
-        .events()
-        .iter()
-        .filter_map(|e| match &e.kind {
-            EventKind::Error { message, .. } => Some(message.clone()),
-            _ => None,
-        })
-        .collect();
+    let errors = error_messages(h.events());
     assert!(errors.iter().any(|m| m.starts_with("agent `A` restarted")), "{errors:?}");
 
     // A new Activity with a fresh agent toolset runs the same agent.

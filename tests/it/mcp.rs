@@ -36,6 +36,13 @@ fn everything() -> PathBuf {
     servers().join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
 }
 
+/// The command that runs the reference server over stdio.
+fn everything_command() -> Command {
+    let mut node = Command::new("node");
+    node.arg(everything()).arg("stdio");
+    node
+}
+
 /// The tests' own server on the official Python SDK (`tests/it/mcp_server.py`).
 fn python(args: &[&str]) -> Command {
     let mut python = Command::new(servers().join("venv/bin/python"));
@@ -45,8 +52,7 @@ fn python(args: &[&str]) -> Command {
 }
 
 fn server() -> McpToolset {
-    let mut node = Command::new("node");
-    node.arg(everything()).arg("stdio");
+    let node = everything_command();
     McpToolset::stdio("everything", node).cancellable(["trigger-long-running-operation"])
 }
 
@@ -196,8 +202,7 @@ async fn a_server_that_dies_mid_call_ends_the_call_with_an_error_and_the_session
 
 #[tokio::test]
 async fn the_mcp_example_adds_with_the_reference_server() {
-    let mut node = Command::new("node");
-    node.arg(everything()).arg("stdio");
+    let node = everything_command();
     let said = example::run(node).await.expect("the example runs");
     assert_eq!(said.len(), 2, "{said:?}");
     assert!(said[0].starts_with("tool: ") && said[0].contains("42"), "{said:?}");
@@ -211,8 +216,7 @@ fn tools_of(h: &Harness, n: usize) -> Vec<String> {
 
 #[tokio::test]
 async fn a_supervised_server_lists_its_tools_before_the_first_request() {
-    let mut node = Command::new("node");
-    node.arg(everything()).arg("stdio");
+    let node = everything_command();
     let toolset = McpToolset::stdio("everything", node).build();
     let script = vec![call("c1", "get-sum", r#"{"a": 1, "b": 2}"#), text("3.")];
     let mut h = Harness::start(agent().toolset(toolset), script).await;
@@ -228,14 +232,7 @@ async fn a_server_that_cannot_start_is_an_error_event_and_the_session_goes_on() 
     let toolset = McpToolset::stdio("ghost", Command::new("no-such-mcp-server")).build();
     let mut h = Harness::start(agent().toolset(toolset), vec![text("Hello.")]).await;
     h.turn("hi").await;
-    let errors: Vec<String> = h
-        .events()
-        .iter()
-        .filter_map(|e| match &e.kind {
-            EventKind::Error { message, .. } => Some(message.clone()),
-            _ => None,
-        })
-        .collect();
+    let errors = error_messages(h.events());
     assert!(errors.iter().any(|m| m.contains("cannot start MCP server `ghost`")), "{errors:?}");
     assert_eq!(h.hist().await.last().map(String::as_str), Some("asst(Hello.)"));
     h.close().await;
