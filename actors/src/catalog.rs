@@ -207,6 +207,11 @@ impl ToolCatalog {
         }
     }
 
+    /// Starts the tool sources toolset `id` runs (its actor has started).
+    pub fn start_sources(&self, id: &str) {
+        self.sources.start(id);
+    }
+
     /// Whether some toolset lists tools while the session runs.
     pub fn has_sources(&self) -> bool {
         !self.sources.is_empty()

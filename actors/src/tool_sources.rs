@@ -30,6 +30,13 @@ impl Sources {
         self.sources.is_empty()
     }
 
+    /// Starts the sources whose tools toolset `id` runs (its actor has started).
+    pub fn start(&self, id: &str) {
+        for source in self.sources.iter().filter(|s| s.toolset == id) {
+            source.source.start();
+        }
+    }
+
     /// Some source may list cancellable tools.
     pub fn may_cancel(&self) -> bool {
         self.sources.iter().any(|s| s.source.may_cancel())

@@ -321,3 +321,29 @@ async fn closing_the_session_stops_the_server_process() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+#[tokio::test]
+async fn a_supervised_server_starts_with_the_session_and_stops_with_it() {
+    let mark = std::env::temp_dir().join(format!("colloquy-mcp-mark-{}", std::process::id()));
+    let _ = std::fs::remove_file(&mark);
+    let mark_arg = mark.to_string_lossy().into_owned();
+    let toolset = McpToolset::stdio("py", python(&["stdio", "--mark", &mark_arg])).build();
+    let h = Harness::start(agent().toolset(toolset), vec![]).await;
+    // No turn: the server starts with the toolset's actor.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    let pid: u32 = loop {
+        if let Some(pid) = std::fs::read_to_string(&mark).ok().and_then(|p| p.parse().ok()) {
+            break pid;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the server never started");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(!gone(pid));
+    h.close().await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !gone(pid) {
+        assert!(tokio::time::Instant::now() < deadline, "server {pid} still runs after close");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = std::fs::remove_file(&mark);
+}

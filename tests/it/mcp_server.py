@@ -1,6 +1,7 @@
 """A small MCP server on the official Python SDK, for colloquy's MCP tests.
 
-python mcp_server.py stdio | python mcp_server.py http PORT (streamable HTTP at /mcp)
+python mcp_server.py stdio [--mark FILE] | python mcp_server.py http PORT (streamable HTTP at
+/mcp). With --mark, the server writes its process id to FILE as it starts.
 """
 import asyncio
 import os
@@ -8,7 +9,7 @@ import sys
 
 from mcp.server.fastmcp import Context, FastMCP
 
-port = int(sys.argv[2]) if len(sys.argv) > 2 else 8000
+port = int(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[1] == "http" else 8000
 server = FastMCP("colloquy-test", host="127.0.0.1", port=port)
 
 
@@ -59,4 +60,7 @@ async def grow(ctx: Context) -> str:
 
 
 if __name__ == "__main__":
+    if "--mark" in sys.argv:
+        with open(sys.argv[sys.argv.index("--mark") + 1], "w") as mark:
+            mark.write(str(os.getpid()))
     server.run(transport="streamable-http" if sys.argv[1] == "http" else "stdio")

@@ -153,6 +153,8 @@ impl Actor for ToolsetActor {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         state.lifecycle.started();
+        // Servers behind this toolset's tools start with it (an MCP server's supervisor).
+        state.args.catalog.start_sources(&state.args.id);
         Ok(())
     }
 

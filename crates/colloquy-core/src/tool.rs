@@ -388,8 +388,10 @@ pub trait ToolVisibility: Send + Sync + fmt::Debug {
 /// Tools a toolset learns of while the session runs (an MCP server's, listed once it has
 /// started, and again when it says its list changed). The runtime reads [`tools`](Self::tools)
 /// before every LLM request, after the tools known from the start; a call to a tool no longer
-/// listed gets the unknown-tool error. Before a session's first LLM request the runtime awaits
-/// [`ready`](Self::ready) once, so the first turn already sees the tools.
+/// listed gets the unknown-tool error. The runtime calls [`start`](Self::start) when the
+/// toolset actor that runs the tools starts (with the session, or with its agent), and
+/// awaits [`ready`](Self::ready) once before a session's first LLM request, so the first turn
+/// already sees the tools.
 pub trait ToolSource: Send + Sync + fmt::Debug {
     /// The tools now, in the order the model sees them (cheap: a shared list).
     fn tools(&self) -> Arc<[FunctionTool]>;
@@ -402,6 +404,10 @@ pub trait ToolSource: Send + Sync + fmt::Debug {
     fn may_cancel(&self) -> bool {
         false
     }
+
+    /// The toolset actor that runs its tools has started: begin learning them (start a
+    /// server). Called once per toolset actor; `ready` must start it too if it was not.
+    fn start(&self) {}
 }
 
 impl Toolset {

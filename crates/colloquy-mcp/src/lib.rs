@@ -20,10 +20,10 @@
 //! # drop(agent);
 //! ```
 //!
-//! [`build`](McpToolset::build) gives a toolset the session supervises: the server starts when
-//! the session first needs its tools (its first LLM request waits for the list, up to
-//! [`start_timeout`](McpToolset::start_timeout)), is restarted with backoff if it dies, has
-//! its list refreshed when it says the list changed, and stops with the session.
+//! [`build`](McpToolset::build) gives a toolset the session supervises: the server starts with
+//! the toolset's actor (with the session, or with its agent; the first LLM request waits for
+//! its list, up to [`start_timeout`](McpToolset::start_timeout)), is restarted with backoff if
+//! it dies, has its list refreshed when it says the list changed, and stops with the session.
 //! [`connect`](McpToolset::connect) connects at once instead and reports failure to the
 //! caller.
 //!

@@ -1,4 +1,4 @@
-//! A server supervised for the session: started when the session first needs its tools,
+//! A server supervised for the session: started with the toolset actor that runs its tools,
 //! restarted with backoff when it dies (calls in flight end with an error), its tool list
 //! refreshed when it says the list changed, and stopped when the toolset is dropped (the
 //! session closed): the supervisor stops before the process is.
@@ -61,17 +61,26 @@ impl McpSource {
         });
         Self { shared, start: Once::new(), start_timeout, stop: watch::Sender::new(()) }
     }
+
+    /// Spawns the supervisor, once.
+    fn spawn(&self) {
+        self.start.call_once(|| {
+            tokio::spawn(supervise(Arc::clone(&self.shared), self.stop.subscribe()));
+        });
+    }
 }
 
 impl ToolSource for McpSource {
+    fn start(&self) {
+        self.spawn();
+    }
+
     fn tools(&self) -> Arc<[FunctionTool]> {
         Arc::clone(&self.shared.tools.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
     fn ready(&self) -> std::pin::Pin<Box<dyn Future<Output = Result<(), String>> + Send + '_>> {
-        self.start.call_once(|| {
-            tokio::spawn(supervise(Arc::clone(&self.shared), self.stop.subscribe()));
-        });
+        self.spawn();
         Box::pin(async move {
             let mut first = self.shared.first.subscribe();
             let settled = first.wait_for(|state| !matches!(state, First::Pending));
