@@ -57,12 +57,17 @@ impl Sources {
         out
     }
 
-    /// The tool called `name` now, and the toolset that runs it.
-    pub fn get(&self, name: &str) -> Option<(FunctionTool, &str)> {
-        self.sources.iter().find_map(|s| {
-            let tools = s.source.tools();
-            tools.iter().find(|t| t.name() == name).map(|t| (t.clone(), s.toolset.as_str()))
-        })
+    /// The tool called `name` now.
+    pub fn get(&self, name: &str) -> Option<FunctionTool> {
+        self.sources
+            .iter()
+            .find_map(|s| s.source.tools().iter().find(|t| t.name() == name).cloned())
+    }
+
+    /// The toolset that runs the tool called `name` now, if a source lists it.
+    pub fn route(&self, name: &str) -> Option<&str> {
+        let lists = |s: &&Source| s.source.tools().iter().any(|t| t.name() == name);
+        self.sources.iter().find(lists).map(|s| s.toolset.as_str())
     }
 
     /// Waits, the first time only, for every source's first list; returns why the ones that

@@ -50,7 +50,7 @@ pub use names::model_name;
 use client::{Connection, Handler};
 use source::McpSource;
 use spec::Spec;
-use tools::{Options, Slot, convert};
+use tools::{Options, Slot, list};
 
 /// How long a session's first LLM request waits for a supervised server's tools by default.
 pub const START_TIMEOUT: Duration = Duration::from_secs(10);
@@ -146,16 +146,11 @@ impl McpToolset {
         let handler = Handler::default();
         let service = self.spec.open(&self.id, handler.clone()).await?;
         let connection = Connection::owning(service, &handler);
-        let protocol = |message: String| McpError::Protocol { id: self.id.clone(), message };
-        let listed = connection.tools().await.map_err(|e| protocol(e.to_string()))?;
-        let listed: Vec<serde_json::Value> =
-            listed.iter().filter_map(|t| serde_json::to_value(t).ok()).collect();
         let slot = Arc::new(Slot::default());
-        slot.set(Some(connection));
-        let (tools, skipped) = convert(&listed, &self.options, &slot);
-        for why in &skipped {
-            tracing::warn!(server = %self.id, "MCP tool skipped: {why}");
-        }
+        slot.set(Some(Arc::clone(&connection)));
+        let (tools, skipped) = list(&self.id, &connection, &self.options, &slot)
+            .await
+            .map_err(|e| McpError::Protocol { id: self.id.clone(), message: e.to_string() })?;
         let toolset = tools.into_iter().fold(Toolset::new_async(&self.id), Toolset::tool);
         Ok(McpServer { toolset, skipped })
     }

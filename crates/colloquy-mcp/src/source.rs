@@ -11,7 +11,7 @@ use tokio::sync::watch;
 
 use crate::client::{Connection, Handler};
 use crate::spec::Spec;
-use crate::tools::{Options, Slot, convert};
+use crate::tools::{Options, Slot, list};
 
 /// The first restart waits this long; each next one twice as long, up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);
@@ -149,13 +149,9 @@ async fn supervise(shared: Arc<Shared>, mut stop: watch::Receiver<()>) {
 /// Lists the server's tools and publishes them.
 async fn refresh(shared: &Shared, connection: &Arc<Connection>) -> Result<(), String> {
     let id = &shared.id;
-    let listed = connection.tools().await.map_err(|e| format!("MCP server `{id}`: {e}"))?;
-    let listed: Vec<serde_json::Value> =
-        listed.iter().filter_map(|t| serde_json::to_value(t).ok()).collect();
-    let (tools, skipped) = convert(&listed, &shared.options, &shared.slot);
-    for why in skipped {
-        tracing::warn!(server = %id, "MCP tool skipped: {why}");
-    }
+    let (tools, _) = list(id, connection, &shared.options, &shared.slot)
+        .await
+        .map_err(|e| format!("MCP server `{id}`: {e}"))?;
     *shared.tools.lock().unwrap_or_else(PoisonError::into_inner) = Arc::from(tools);
     shared.first.send_if_modified(|state| {
         let pending = matches!(state, First::Pending);

@@ -33,22 +33,28 @@ pub(crate) struct Options {
     pub on_duplicate: BTreeMap<String, (OnDuplicate, DuplicateScope)>,
 }
 
-/// The function tools of a `tools/list` answer (as the protocol sends each tool), and why the
-/// ones left out were (a bad name or schema).
-pub(crate) fn convert(
-    listed: &[Value],
+/// The server's tools, listed through `connection`, as function tools that call through
+/// `slot`; and why the ones left out were (a bad name or schema), each also logged.
+pub(crate) async fn list(
+    id: &str,
+    connection: &Connection,
     options: &Options,
     slot: &Arc<Slot>,
-) -> (Vec<FunctionTool>, Vec<String>) {
+) -> Result<(Vec<FunctionTool>, Vec<String>), rmcp::ServiceError> {
+    let listed = connection.tools().await?;
     let mut tools = Vec::new();
     let mut skipped = Vec::new();
-    for tool in listed {
-        match function_tool(tool, options, slot) {
+    // As the protocol sends each tool: the fields read are the wire's.
+    for tool in listed.iter().filter_map(|t| serde_json::to_value(t).ok()) {
+        match function_tool(&tool, options, slot) {
             Ok(function) => tools.push(function),
             Err(why) => skipped.push(why),
         }
     }
-    (tools, skipped)
+    for why in &skipped {
+        tracing::warn!(server = %id, "MCP tool skipped: {why}");
+    }
+    Ok((tools, skipped))
 }
 
 fn function_tool(
