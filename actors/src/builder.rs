@@ -109,10 +109,24 @@ impl SessionBuilder {
     }
 
     /// How long a handoff or a close may take, from when it is asked, before the calls it
-    /// waits for are aborted, blocking ones included (default: as long as non-cancellable
-    /// calls run; see [`SessionOptions::drain_timeout`]).
+    /// waits for are aborted, blocking ones included (default 30 s; `None` waits as long as
+    /// non-cancellable calls run; see [`SessionOptions::drain_timeout`]).
     pub fn drain_timeout(mut self, timeout: Option<Duration>) -> Self {
         self.options.drain_timeout = timeout;
+        self
+    }
+
+    /// The deadline of calls whose tool and toolsets set none (default none; see
+    /// [`FunctionTool::deadline`](colloquy_core::FunctionTool::deadline)).
+    pub fn tool_deadline(mut self, deadline: Option<Duration>) -> Self {
+        self.options.tool_deadline = deadline;
+        self
+    }
+
+    /// The heartbeat of calls whose tool and toolsets set none (default none; see
+    /// [`FunctionTool::heartbeat`](colloquy_core::FunctionTool::heartbeat)).
+    pub fn tool_heartbeat(mut self, heartbeat: Option<Duration>) -> Self {
+        self.options.tool_heartbeat = heartbeat;
         self
     }
 

@@ -110,9 +110,9 @@ impl ToolCatalog {
         let session_sources = session_toolsets.iter().map(|set| (set, Scope::Session));
         let agent_sources = agent.declared_toolsets().iter().map(|set| (set, Scope::Agent));
         for (set, scope) in session_sources.chain(agent_sources) {
-            for (source, owner) in set.routed_sources() {
+            for (source, owner, limits) in set.routed_sources() {
                 let toolset = route(&mut async_toolsets, owner, scope, &implicit)?;
-                sources.push(Arc::clone(source), toolset);
+                sources.push(Arc::clone(source), toolset, limits);
             }
         }
         // The companions join whenever some tool is cancellable (§1.5), run by the implicit

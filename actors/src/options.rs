@@ -20,10 +20,16 @@ pub struct SessionOptions {
     pub cancel_grace: Duration,
     /// How long a handoff or a close may take, counted from when it is asked, before the calls
     /// it still waits for are aborted (they end `error` "drain timeout") and their toolsets
-    /// start no new call; blocking calls included. `None` (the default) waits as long as
-    /// non-cancellable calls run: declaring a tool not cancellable says its work must finish
-    /// (a payment, a booking), as in LiveKit Agents. Set it where a close must be bounded.
+    /// start no new call; blocking calls included. Default 30 s: a tool that is not
+    /// cancellable (a payment, a booking) gets that long to finish, and no tool can hold a
+    /// close for ever. `None` waits as long as such calls run, as LiveKit Agents does; only a
+    /// host that asks for it gets that (docs/decisions.md#edges-tool-deadlines).
     pub drain_timeout: Option<Duration>,
+    /// The deadline of a call whose tool and toolsets set none (default `None`: a tool runs
+    /// until it ends, is cancelled, or its drain runs out). See [`colloquy_core::CallLimits`].
+    pub tool_deadline: Option<Duration>,
+    /// The heartbeat of a call whose tool and toolsets set none (default `None`).
+    pub tool_heartbeat: Option<Duration>,
     /// How many events a lossless subscriber (`subscribe`) may leave unread: past it the
     /// stream gets a last `x_stream_overflowed` item and ends, with a warning in the log,
     /// rather than growing without bound; the session and other subscribers go on. Default
@@ -47,10 +53,22 @@ impl Default for SessionOptions {
             user_away_timeout: Some(Duration::from_secs(15)),
             templates: None,
             cancel_grace: Duration::from_secs(2),
-            drain_timeout: None,
+            drain_timeout: Some(Duration::from_secs(30)),
+            tool_deadline: None,
+            tool_heartbeat: None,
             max_unread_events: 100_000,
             llm_timeout: Some(Duration::from_secs(30)),
             playout_timeout: Some(Duration::from_secs(60)),
         }
+    }
+}
+
+impl SessionOptions {
+    /// How every toolset of the session supervises its calls.
+    pub(crate) fn call_policy(&self) -> crate::protocol::CallPolicy {
+        let mut limits = colloquy_core::CallLimits::default();
+        limits.deadline = self.tool_deadline;
+        limits.heartbeat = self.tool_heartbeat;
+        crate::protocol::CallPolicy { cancel_grace: self.cancel_grace, limits }
     }
 }

@@ -5,13 +5,15 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use colloquy_core::{FunctionTool, ToolSchema, ToolSource};
+use colloquy_core::{CallLimits, FunctionTool, ToolSchema, ToolSource};
 
 /// A source and the id of the toolset actor that runs its tools.
 #[derive(Debug)]
 struct Source {
     source: Arc<dyn ToolSource>,
     toolset: String,
+    /// Its toolset's limits, for the tools that set none.
+    limits: CallLimits,
 }
 
 #[derive(Debug, Default)]
@@ -22,8 +24,8 @@ pub(crate) struct Sources {
 }
 
 impl Sources {
-    pub fn push(&mut self, source: Arc<dyn ToolSource>, toolset: String) {
-        self.sources.push(Source { source, toolset });
+    pub fn push(&mut self, source: Arc<dyn ToolSource>, toolset: String, limits: CallLimits) {
+        self.sources.push(Source { source, toolset, limits });
     }
 
     pub fn is_empty(&self) -> bool {
@@ -59,9 +61,10 @@ impl Sources {
 
     /// The tool called `name` now.
     pub fn get(&self, name: &str) -> Option<FunctionTool> {
-        self.sources
-            .iter()
-            .find_map(|s| s.source.tools().iter().find(|t| t.name() == name).cloned())
+        self.sources.iter().find_map(|s| {
+            let tool = s.source.tools().iter().find(|t| t.name() == name).cloned();
+            tool.map(|tool| tool.with_default_limits(s.limits))
+        })
     }
 
     /// The toolset that runs the tool called `name` now, if a source lists it.

@@ -11,6 +11,7 @@ mod background;
 mod background_random;
 mod call_ids;
 mod cancel_properties;
+mod deadlines;
 mod dispatch;
 mod doc_anchors;
 mod drain;

@@ -29,8 +29,8 @@ use floor::{Attention, FloorLease};
 use crate::catalog::{Scope, ToolCatalog, implicit_toolset};
 use crate::lifecycle::{ActorKind, LifecycleGuard};
 use crate::protocol::{
-    ActivityMsg, ActivityPart, ChildMsg, CoalescerSlot, Report, SessionLink, SpeechContent,
-    SpeechJob, ToolsetMsg,
+    ActivityMsg, ActivityPart, CallPolicy, ChildMsg, CoalescerSlot, Report, SessionLink,
+    SpeechContent, SpeechJob, ToolsetMsg,
 };
 use crate::snapshot::{ActorNode, NodeStatus, SpeechSnapshot, SpeechStatus};
 use crate::speech_control::SpeechControl;
@@ -49,7 +49,8 @@ pub(crate) struct ActivityArgs {
     pub coalescer: CoalescerSlot,
     /// Session-level templates (an agent's own replace them whole).
     pub session_templates: Option<Templates>,
-    pub cancel_grace: std::time::Duration,
+    /// How its toolsets supervise their calls.
+    pub calls: CallPolicy,
     /// The session-scoped async toolsets, by id.
     pub session_toolsets: BTreeMap<String, ActorRef<ToolsetMsg>>,
     /// Agent-scoped async toolsets handed over from the previous agent, by id.
@@ -130,7 +131,7 @@ impl Actor for ActivityActor {
                 session: args.session.clone(),
                 coalescer: args.coalescer.clone(),
                 templates: Templates::resolve(&levels),
-                cancel_grace: args.cancel_grace,
+                calls: args.calls,
                 scope: Scope::Agent,
                 userdata: args.userdata.clone(),
             };

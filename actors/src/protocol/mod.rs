@@ -19,4 +19,4 @@ pub(crate) use session::{
 };
 pub use session::{ClosedSession, MockScope, RunningToolCall};
 pub(crate) use tool_call::ToolCallMsg;
-pub(crate) use toolset::{CallOutcome, ExecuteCall, ToolsetMsg};
+pub(crate) use toolset::{CallOutcome, CallPolicy, ExecuteCall, ToolsetMsg};

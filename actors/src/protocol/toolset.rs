@@ -13,6 +13,15 @@ use colloquy_core::{
 use ractor::{ActorId, RpcReplyPort};
 use serde_json::{Map, Value};
 
+/// How a toolset supervises its calls: the session's settings every toolset shares.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CallPolicy {
+    /// How long a cooperative call may clean up after a cancel or a time-out.
+    pub cancel_grace: std::time::Duration,
+    /// The session's default limits, for tools (and toolsets) that set none.
+    pub limits: colloquy_core::CallLimits,
+}
+
 /// A call to run.
 pub(crate) struct ExecuteCall {
     /// The function-call item (canonical arguments, stamped at execution start).
@@ -62,6 +71,8 @@ pub(crate) enum ToolsetMsg {
     /// actor: a report from a body whose call already ended (or whose id was reused since) is
     /// dropped.
     Updated { call_id: String, from: ActorId, index: u32, update: PostedUpdate },
+    /// The timer of a call with a deadline or heartbeat fired (from its ToolCall `from`).
+    Watch { call_id: String, from: ActorId },
     /// A ToolCall's body ended (a panic arrives here as an internal error).
     Finished { call_id: String, from: ActorId, result: Result<ToolOutput, ToolError> },
     /// Panic (failure-isolation tests).

@@ -107,7 +107,7 @@ impl Actor for SessionActor {
             session_toolsets,
             session_tools: args.session_tools,
             session_toolset_decls: args.session_toolsets,
-            cancel_grace: args.options.cancel_grace,
+            calls: args.options.call_policy(),
             max_tool_steps: args.options.max_tool_steps,
             llm_timeout: args.options.llm_timeout,
             playout_timeout: args.options.playout_timeout,
@@ -261,7 +261,7 @@ async fn spawn_session_toolsets(
             session: link.clone(),
             coalescer: coalescer.clone(),
             templates,
-            cancel_grace: args.options.cancel_grace,
+            calls: args.options.call_policy(),
             scope: Scope::Session,
             userdata: args.userdata.clone(),
         };

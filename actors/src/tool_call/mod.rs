@@ -58,6 +58,8 @@ pub(crate) struct ToolCallState {
     /// why the actor stops.
     flags: Arc<BodyFlags>,
     _grace_timer: Option<OwnedTask>,
+    /// Why the call was ended early (cancelled, timed out, aborted), for the stop record.
+    ended_early: Option<&'static str>,
     /// Taken by `post_start` to start the body.
     start: Option<ToolCallArgs>,
     /// The body's task; dropping the state aborts it.
@@ -179,6 +181,7 @@ impl Actor for ToolCallActor {
             cancel: CancellationToken::new(),
             flags: Arc::default(),
             _grace_timer: None,
+            ended_early: None,
             start: Some(args),
             _task: None,
         })
@@ -230,8 +233,7 @@ impl Actor for ToolCallActor {
         _myself: ActorRef<Self::Msg>,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        let cancelled = state.flags.cancelled.load(Ordering::SeqCst);
-        let reason = if cancelled { "cancelled" } else { "finished" };
+        let reason = state.ended_early.unwrap_or("finished");
         state.lifecycle.stopped(Some(reason.into()));
         Ok(())
     }
@@ -245,7 +247,8 @@ impl Actor for ToolCallActor {
         match message {
             // Decision 20: a cooperative body gets the grace period to clean up, any other is
             // aborted at once (stopping drops the state, which aborts the task).
-            ToolCallMsg::Cancel { grace } => {
+            ToolCallMsg::Cancel { grace, why } => {
+                state.ended_early = Some(why);
                 state.flags.cancelled.store(true, Ordering::SeqCst);
                 let done = state.flags.done.load(Ordering::SeqCst);
                 if !done && state.flags.cooperative.load(Ordering::SeqCst) && !grace.is_zero() {
@@ -256,11 +259,11 @@ impl Actor for ToolCallActor {
                         let _ = me.cast(ToolCallMsg::GraceOver);
                     }));
                 } else {
-                    myself.stop(Some("cancelled".into()));
+                    myself.stop(Some(why.into()));
                 }
             }
             ToolCallMsg::GraceOver | ToolCallMsg::BodyDone => {
-                myself.stop(Some("cancelled".into()));
+                myself.stop(state.ended_early.map(String::from));
             }
         }
         Ok(())

@@ -129,6 +129,7 @@ impl ToolsetState {
         };
         let _ = session.actor.cast(registered.into());
         let call_id = exec.call.call_id.clone();
+        let limits = tool.limits();
         let args = ToolCallArgs {
             tool,
             call: exec.call.clone(),
@@ -151,6 +152,7 @@ impl ToolsetState {
         match Box::pin(Actor::spawn(None, ToolCallActor, args)).await {
             Ok((actor, _)) => {
                 actor.get_cell().link(myself.get_cell());
+                let started = tokio::time::Instant::now();
                 let call = Box::new(RunningCall {
                     actor,
                     key,
@@ -159,9 +161,11 @@ impl ToolsetState {
                     reply: Some(reply),
                     call: exec.call,
                     updates: 0,
-                    started: tokio::time::Instant::now(),
+                    started,
+                    watch: super::watch::Watch::none(started),
                 });
-                self.running.insert(call_id, call);
+                self.running.insert(call_id.clone(), call);
+                self.watch(&myself, &call_id, limits);
             }
             Err(e) => {
                 session.emit(EventKind::ToolCallEnded {

@@ -18,6 +18,7 @@
 
 mod execute;
 mod pair;
+mod watch;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -35,7 +36,8 @@ use crate::catalog::{Scope, ToolCatalog};
 use crate::error::CancelError;
 use crate::lifecycle::{ActorKind, LifecycleGuard};
 use crate::protocol::{
-    CallOutcome, CoalescerSlot, PendingReply, Report, SessionLink, ToolCallMsg, ToolsetMsg,
+    CallOutcome, CallPolicy, CoalescerSlot, PendingReply, Report, SessionLink, ToolCallMsg,
+    ToolsetMsg,
 };
 use crate::snapshot::{ActorNode, NodeStatus, ToolsetScope};
 use crate::speech_control::SpeechControl;
@@ -63,8 +65,8 @@ pub(crate) struct ToolsetArgs {
     pub coalescer: CoalescerSlot,
     /// Templates resolved for this toolset (toolset → agent → session → default).
     pub templates: ResolvedTemplates,
-    /// How long a cooperative call may clean up after a cancel.
-    pub cancel_grace: Duration,
+    /// Cancel grace and the session's default limits.
+    pub calls: CallPolicy,
     /// Session-scoped toolsets survive handoffs; agent-scoped ones are drained.
     pub scope: Scope,
     pub userdata: Option<Arc<dyn std::any::Any + Send + Sync>>,
@@ -84,6 +86,8 @@ struct RunningCall {
     call: FunctionCall,
     updates: u32,
     started: tokio::time::Instant,
+    /// Its deadline and heartbeat, if any.
+    watch: watch::Watch,
 }
 
 pub(crate) struct ToolsetState {
@@ -205,6 +209,7 @@ impl Actor for ToolsetActor {
                     state.updated(&call_id, index, update)
                 }
             }
+            ToolsetMsg::Watch { call_id, from } => state.check_watch(&myself, &call_id, from),
             ToolsetMsg::Finished { call_id, from, result } => {
                 if state.runs(&call_id, from) {
                     state.finish(&call_id, result)
@@ -285,7 +290,7 @@ impl ToolsetState {
         if !drain && !call.speech.allows_interruptions() {
             return Err(CancelError::InterruptionsDisallowed(call_id.to_string()));
         }
-        self.end_early(call_id, ToolCallStatus::Cancelled, None, self.args.cancel_grace);
+        self.end_early(call_id, ToolCallStatus::Cancelled, None, self.args.calls.cancel_grace);
         Ok(())
     }
 
@@ -318,7 +323,8 @@ impl ToolsetState {
                 handoff: None,
             });
         }
-        let _ = call.actor.cast(ToolCallMsg::Cancel { grace });
+        let why = if status == ToolCallStatus::Cancelled { "cancelled" } else { "aborted" };
+        let _ = call.actor.cast(ToolCallMsg::Cancel { grace, why });
         self.stopping.insert(call_id.to_string(), call);
     }
 
@@ -336,6 +342,7 @@ impl ToolsetState {
     fn updated(&mut self, call_id: &str, index: u32, update: PostedUpdate) {
         let Some(call) = self.running.get_mut(call_id) else { return };
         call.updates = index + 1;
+        call.watch.beat();
         let session = &self.args.session;
         let id = if index == 0 { call_id.to_string() } else { format!("{call_id}_update_{index}") };
         let event = session.event(EventKind::ToolCallUpdated {
@@ -397,8 +404,29 @@ impl ToolsetState {
         }
     }
 
+    /// The body ended: the call ends with its result, and its ToolCall stops.
     fn finish(&mut self, call_id: &str, result: Result<ToolOutput, ToolError>) {
-        let Some(call) = self.running.get(call_id) else { return };
+        if let Some(call) = self.conclude(call_id, result, None) {
+            // Its result is in: unlinked first, so its stop costs no supervision message (its
+            // `post_stop` still reports it stopped).
+            let cell = call.actor.get_cell();
+            if let Some(toolset) = cell.try_get_supervisor() {
+                cell.unlink(toolset);
+            }
+            call.actor.stop(None);
+        }
+    }
+
+    /// Ends a running call with `result`: its `tool_call_ended` (with `status`, else the one
+    /// the output implies) and its output — to dispatch, or as the `_final` pair of a background
+    /// call. Returns the call, no longer running, for its ToolCall to be stopped.
+    fn conclude(
+        &mut self,
+        call_id: &str,
+        result: Result<ToolOutput, ToolError>,
+        status: Option<ToolCallStatus>,
+    ) -> Option<Box<RunningCall>> {
+        let call = self.running.get(call_id)?;
         // §6.2: after a first update the turn is over; an agent returned then cannot be
         // handed to (C-19).
         let result = match result {
@@ -414,10 +442,11 @@ impl ToolsetState {
             tracing::warn!(toolset = %self.args.id, %call_id, "tool failed: {}", e.message());
         }
         let background = call.updates > 0;
-        let (status, message) = match &result {
+        let (implied, message) = match &result {
             Ok(out) => (ToolCallStatus::Done, out.text.clone()),
             Err(e) => (ToolCallStatus::Error, Some(e.message().to_string())),
         };
+        let status = status.unwrap_or(implied);
         let ended_id = if background { format!("{call_id}_final") } else { call_id.to_string() };
         let ended = EventKind::ToolCallEnded {
             id: ended_id.clone(),
@@ -461,15 +490,7 @@ impl ToolsetState {
                 let _ = reply.send(outcome);
             }
         }
-        if let Some(call) = self.running.remove(call_id) {
-            // Its result is in: unlinked first, so its stop costs no supervision message (its
-            // `post_stop` still reports it stopped).
-            let cell = call.actor.get_cell();
-            if let Some(toolset) = cell.try_get_supervisor() {
-                cell.unlink(toolset);
-            }
-            call.actor.stop(None);
-        }
+        self.running.remove(call_id)
     }
 
     /// This toolset and its calls, for `SessionHandle::inspect`.

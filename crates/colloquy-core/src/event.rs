@@ -67,6 +67,9 @@ pub enum ToolCallStatus {
     Error,
     /// The call was cancelled.
     Cancelled,
+    /// The call ran past its deadline, or went without an update past its heartbeat; the
+    /// model reads an error output saying so.
+    TimedOut,
 }
 
 /// State of a deferred reply.
@@ -100,12 +103,13 @@ pub enum ErrorSource {
 }
 
 impl ToolCallStatus {
-    /// The status as events spell it (`done`, `error`, `cancelled`).
+    /// The status as events spell it (`done`, `error`, `cancelled`, `timed_out`).
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Done => "done",
             Self::Error => "error",
             Self::Cancelled => "cancelled",
+            Self::TimedOut => "timed_out",
         }
     }
 }

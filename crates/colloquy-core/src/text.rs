@@ -29,3 +29,51 @@ pub fn error_chain(error: &dyn std::error::Error) -> String {
     }
     text
 }
+
+/// What the model reads when a call runs past its deadline: ``Tool `NAME` timed out after N s``.
+pub fn tool_timed_out(name: &str, after: std::time::Duration) -> String {
+    format!("Tool `{name}` timed out after {} s", seconds(after))
+}
+
+/// What the model reads when a call goes without an update past its heartbeat.
+pub fn tool_heartbeat_missed(name: &str, quiet: std::time::Duration) -> String {
+    format!("Tool `{name}` timed out: no update for {} s", seconds(quiet))
+}
+
+/// Seconds as a person writes them: `30`, `0.5`, `1.25` (at most millisecond precision).
+fn seconds(d: std::time::Duration) -> String {
+    let ms = d.as_millis();
+    let (whole, frac) = (ms / 1000, ms % 1000);
+    if frac == 0 {
+        return whole.to_string();
+    }
+    let frac = format!("{frac:03}");
+    format!("{whole}.{}", frac.trim_end_matches('0'))
+}
+
+#[cfg(test)]
+mod timeout_tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn timeouts_read_in_seconds() {
+        let name = "lookup";
+        assert_eq!(
+            tool_timed_out(name, Duration::from_secs(30)),
+            "Tool `lookup` timed out after 30 s"
+        );
+        assert_eq!(
+            tool_timed_out(name, Duration::from_millis(500)),
+            "Tool `lookup` timed out after 0.5 s"
+        );
+        assert_eq!(
+            tool_timed_out(name, Duration::from_millis(1250)),
+            "Tool `lookup` timed out after 1.25 s"
+        );
+        assert_eq!(
+            tool_heartbeat_missed(name, Duration::from_secs(10)),
+            "Tool `lookup` timed out: no update for 10 s"
+        );
+    }
+}

@@ -480,6 +480,7 @@ svg text { font: 12px system-ui, sans-serif; fill: #1d232b; }
 .tool-bar.status-done { fill: #27ae60; }
 .tool-bar.status-error { fill: #eb5757; }
 .tool-bar.status-cancelled { fill: #9aa3ad; }
+.tool-bar.status-timed_out { fill: #f2994a; }
 .tool-bar.status-running { fill: #8fb8f0; }
 .update-tick { stroke: #1d232b; stroke-width: 2; }
 .reply-link { fill: none; stroke: #f2994a; stroke-width: 1.5; stroke-dasharray: 4 3; }

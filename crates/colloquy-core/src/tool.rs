@@ -5,6 +5,7 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
@@ -30,6 +31,33 @@ pub struct ToolFlags {
     pub cancellable: bool,
     /// Hidden from the model while the agent's `on_enter` replies run.
     pub ignore_on_enter: bool,
+}
+
+/// How long a call may run, enforced by the runtime on the session clock. A field left `None`
+/// falls back to the enclosing toolset's, then to the session's default
+/// (`SessionOptions::tool_deadline`, `tool_heartbeat`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CallLimits {
+    /// The call ends `timed_out` this long after it started, whatever it reports meanwhile.
+    pub deadline: Option<Duration>,
+    /// The call ends `timed_out` when this long passes without an update from its body.
+    pub heartbeat: Option<Duration>,
+}
+
+impl CallLimits {
+    /// These limits, each unset one taken from `defaults`.
+    pub fn or(self, defaults: CallLimits) -> CallLimits {
+        CallLimits {
+            deadline: self.deadline.or(defaults.deadline),
+            heartbeat: self.heartbeat.or(defaults.heartbeat),
+        }
+    }
+
+    /// True when neither limit is set.
+    pub fn is_unbounded(&self) -> bool {
+        self.deadline.is_none() && self.heartbeat.is_none()
+    }
 }
 
 /// A tool as the model sees it: name, description, JSON schema of its parameters.
@@ -97,6 +125,7 @@ pub struct FunctionTool {
     flags: ToolFlags,
     on_duplicate: OnDuplicate,
     duplicate_scope: DuplicateScope,
+    limits: CallLimits,
     raw: bool,
     body: Arc<Body>,
 }
@@ -148,6 +177,7 @@ impl FunctionTool {
             flags: ToolFlags::default(),
             on_duplicate: OnDuplicate::default(),
             duplicate_scope: DuplicateScope::default(),
+            limits: CallLimits::default(),
             raw: false,
             body: Arc::new(body),
         }
@@ -191,6 +221,7 @@ impl FunctionTool {
             flags: ToolFlags::default(),
             on_duplicate: OnDuplicate::default(),
             duplicate_scope: DuplicateScope::default(),
+            limits: CallLimits::default(),
             raw: true,
             body: Arc::new(body),
         })
@@ -224,6 +255,32 @@ impl FunctionTool {
     /// Hides the tool during `on_enter` replies.
     pub fn ignore_on_enter(mut self) -> Self {
         self.flags.ignore_on_enter = true;
+        self
+    }
+
+    /// Ends each call `timed_out` once it has run this long, updates or not: the body gets the
+    /// cooperative cancel signal and the grace period, then is aborted, even if the tool is not
+    /// cancellable, and the model reads ``Tool `NAME` timed out after N s``.
+    pub fn deadline(mut self, deadline: Duration) -> Self {
+        self.limits.deadline = Some(deadline);
+        self
+    }
+
+    /// Ends each call `timed_out` once this long passes without an update from its body
+    /// (`ctx.update`), as [`deadline`](Self::deadline) does: a liveness check for long tools.
+    pub fn heartbeat(mut self, heartbeat: Duration) -> Self {
+        self.limits.heartbeat = Some(heartbeat);
+        self
+    }
+
+    /// The tool's own limits (unset ones fall back to its toolset's, then the session's).
+    pub fn limits(&self) -> CallLimits {
+        self.limits
+    }
+
+    /// This tool with each unset limit taken from `defaults`.
+    pub fn with_default_limits(mut self, defaults: CallLimits) -> Self {
+        self.limits = self.limits.or(defaults);
         self
     }
 
@@ -344,6 +401,7 @@ impl fmt::Debug for FunctionTool {
             .field("flags", &self.flags)
             .field("on_duplicate", &self.on_duplicate)
             .field("duplicate_scope", &self.duplicate_scope)
+            .field("limits", &self.limits)
             .field("raw", &self.raw)
             .finish_non_exhaustive()
     }
@@ -371,6 +429,9 @@ pub struct Toolset {
     templates: Option<Templates>,
     visibility: Option<Arc<dyn ToolVisibility>>,
     source: Option<Arc<dyn ToolSource>>,
+    /// Defaults for its tools' limits, already applied to the tools and nested toolsets it
+    /// holds, and to the tools its source lists when the runtime reads them.
+    limits: CallLimits,
 }
 
 /// Which of a toolset's tools (nested ones included) the model sees right now. The runtime asks
@@ -421,6 +482,7 @@ impl Toolset {
             templates: None,
             visibility: None,
             source: None,
+            limits: CallLimits::default(),
         }
     }
 
@@ -431,14 +493,49 @@ impl Toolset {
 
     /// Adds a tool.
     pub fn tool(mut self, tool: FunctionTool) -> Self {
-        self.tools.push(tool);
+        self.tools.push(tool.with_default_limits(self.limits));
         self
     }
 
     /// Adds a nested toolset.
-    pub fn toolset(mut self, toolset: Toolset) -> Self {
+    pub fn toolset(mut self, mut toolset: Toolset) -> Self {
+        toolset.default_limits(self.limits);
         self.toolsets.push(toolset);
         self
+    }
+
+    /// A deadline for the calls of every tool in this toolset (nested ones and a source's
+    /// included) that sets none itself; see [`FunctionTool::deadline`].
+    pub fn deadline(mut self, deadline: Duration) -> Self {
+        self.limits.deadline = Some(deadline);
+        self.default_limits(self.limits);
+        self
+    }
+
+    /// A heartbeat for the calls of every tool in this toolset that sets none itself; see
+    /// [`FunctionTool::heartbeat`].
+    pub fn heartbeat(mut self, heartbeat: Duration) -> Self {
+        self.limits.heartbeat = Some(heartbeat);
+        self.default_limits(self.limits);
+        self
+    }
+
+    /// The limits this toolset gives its tools (its own, else an enclosing toolset's).
+    pub fn limits(&self) -> CallLimits {
+        self.limits
+    }
+
+    /// Fills every unset limit, here and below, from `defaults`; declaration order does not
+    /// matter, since tools added later take this toolset's limits too.
+    fn default_limits(&mut self, defaults: CallLimits) {
+        self.limits = self.limits.or(defaults);
+        let limits = self.limits;
+        for tool in &mut self.tools {
+            tool.limits = tool.limits.or(limits);
+        }
+        for nested in &mut self.toolsets {
+            nested.default_limits(limits);
+        }
     }
 
     /// Templates for the calls of this (async) toolset; they replace the agent's and the
@@ -461,8 +558,9 @@ impl Toolset {
         self
     }
 
-    /// Every tool source, depth first, with the innermost async toolset that runs its tools.
-    pub fn routed_sources(&self) -> Vec<(&Arc<dyn ToolSource>, Option<&Toolset>)> {
+    /// Every tool source, depth first, with the innermost async toolset that runs its tools and
+    /// the limits its tools take unless they set their own.
+    pub fn routed_sources(&self) -> Vec<(&Arc<dyn ToolSource>, Option<&Toolset>, CallLimits)> {
         let mut out = Vec::new();
         self.sources_into(None, &mut out);
         out
@@ -471,10 +569,10 @@ impl Toolset {
     fn sources_into<'a>(
         &'a self,
         outer: Option<&'a Toolset>,
-        out: &mut Vec<(&'a Arc<dyn ToolSource>, Option<&'a Toolset>)>,
+        out: &mut Vec<(&'a Arc<dyn ToolSource>, Option<&'a Toolset>, CallLimits)>,
     ) {
         let owner = if self.is_async { Some(self) } else { outer };
-        out.extend(self.source.iter().map(|s| (s, owner)));
+        out.extend(self.source.iter().map(|s| (s, owner, self.limits)));
         for nested in &self.toolsets {
             nested.sources_into(owner, out);
         }

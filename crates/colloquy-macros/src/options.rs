@@ -1,4 +1,5 @@
-//! The attribute's options: `#[function_tool(name = "…", cancellable, on_duplicate = "…")]`.
+//! The attribute's options: `#[function_tool(name = "…", cancellable, on_duplicate = "…",
+//! deadline = "30s", heartbeat = "10s")]`.
 
 use quote::quote;
 use syn::parse::{Parse, ParseStream};
@@ -12,6 +13,22 @@ pub(crate) struct Options {
     ignore_on_enter: bool,
     on_duplicate: Option<(String, proc_macro2::Span)>,
     duplicate_scope: Option<(String, proc_macro2::Span)>,
+    /// Milliseconds.
+    deadline: Option<u64>,
+    /// Milliseconds.
+    heartbeat: Option<u64>,
+}
+
+/// A duration as people write it (`"30s"`, `"500ms"`, `"2m"`), in milliseconds, at least 1.
+fn millis(v: &LitStr) -> syn::Result<u64> {
+    let duration = humantime::parse_duration(&v.value()).map_err(|e| {
+        syn::Error::new(v.span(), format!("expected a duration such as \"30s\" or \"500ms\": {e}"))
+    })?;
+    match u64::try_from(duration.as_millis()) {
+        Ok(0) => Err(syn::Error::new(v.span(), "the duration must be at least 1 ms")),
+        Ok(ms) => Ok(ms),
+        Err(_) => Err(syn::Error::new(v.span(), "the duration is too long")),
+    }
 }
 
 impl Parse for Options {
@@ -46,12 +63,15 @@ impl Parse for Options {
                     }
                     options.duplicate_scope = Some((v.value(), v.span()));
                 }
+                "deadline" => options.deadline = Some(millis(&value(input)?)?),
+                "heartbeat" => options.heartbeat = Some(millis(&value(input)?)?),
                 other => {
                     return Err(syn::Error::new(
                         key.span(),
                         format!(
                             "unknown option `{other}` (expected name, description, cancellable, \
-                             ignore_on_enter, on_duplicate or duplicate_scope)"
+                             ignore_on_enter, on_duplicate, duplicate_scope, deadline or \
+                             heartbeat)"
                         ),
                     ));
                 }
@@ -73,6 +93,12 @@ impl Options {
         }
         if self.ignore_on_enter {
             calls.push(quote!(.ignore_on_enter()));
+        }
+        if let Some(ms) = self.deadline {
+            calls.push(quote!(.deadline(::std::time::Duration::from_millis(#ms))));
+        }
+        if let Some(ms) = self.heartbeat {
+            calls.push(quote!(.heartbeat(::std::time::Duration::from_millis(#ms))));
         }
         if self.on_duplicate.is_some() || self.duplicate_scope.is_some() {
             let policy = match self.on_duplicate.as_ref().map(|(v, _)| v.as_str()) {

@@ -74,6 +74,41 @@ fn options_become_the_builders_flags() {
     assert!(!weather.flags().cancellable);
 }
 
+/// Look up an order.
+#[function_tool(deadline = "1500ms", heartbeat = "1s")]
+async fn lookup_order(order_id: String) -> Result<String, ToolError> {
+    tokio::time::sleep(std::time::Duration::from_secs(60)).await;
+    Ok(order_id)
+}
+
+#[tokio::test(start_paused = true)]
+async fn deadline_and_heartbeat_bound_the_calls_as_the_builder_would() {
+    let tool = lookup_order();
+    let limits = tool.limits();
+    assert_eq!(limits.deadline, Some(std::time::Duration::from_millis(1_500)));
+    assert_eq!(limits.heartbeat, Some(std::time::Duration::from_secs(1)));
+    let llm = ScriptedLlm::new([
+        ScriptedResponse::calls([ScriptedCall::new("c1", "lookup_order", r#"{"order_id":"A1"}"#)]),
+        ScriptedResponse::text("Sorry, the lookup is slow."),
+    ])
+    .recording();
+    let session = Session::builder()
+        .llm(llm.clone())
+        .start(Agent::new("desk", "inst").tool(tool))
+        .await
+        .unwrap();
+    session.user_turn("where is A1?").await.unwrap();
+    session.wait_for_idle().await.unwrap();
+    // No update for 1 s comes before the 1.5 s deadline.
+    let output = llm.requests()[1].items.iter().find_map(|item| match item {
+        ChatItem::FunctionCallOutput(o) => Some((o.output.clone(), o.is_error)),
+        _ => None,
+    });
+    let why = "Tool `lookup_order` timed out: no update for 1 s".to_string();
+    assert_eq!(output, Some((why, true)));
+    session.close().await.unwrap();
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_tool_runs_in_a_session_and_bad_arguments_reach_the_model() {
     let llm = ScriptedLlm::new([

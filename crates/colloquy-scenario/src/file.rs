@@ -50,6 +50,10 @@ pub struct ToolDef {
     pub ignore_on_enter: bool,
     /// `on_duplicate` and `duplicate_scope`.
     pub duplicates: (OnDuplicate, DuplicateScope),
+    /// `deadline_ms`.
+    pub deadline: Option<Duration>,
+    /// `heartbeat_ms`.
+    pub heartbeat: Option<Duration>,
 }
 
 /// One step of a tool body.
@@ -369,6 +373,8 @@ fn parse_tool(name: String, mut o: Obj) -> Result<ToolDef, ScenarioError> {
             return Err(invalid(&o.at("duplicate_scope"), format!("unknown scope `{other}`")));
         }
     };
+    let deadline = o.positive_millis("deadline_ms")?;
+    let heartbeat = o.positive_millis("heartbeat_ms")?;
     let body_path = o.at("body");
     let mut body: Vec<BodyStep> = Vec::new();
     for (i, v) in o.array("body")?.into_iter().enumerate() {
@@ -387,6 +393,8 @@ fn parse_tool(name: String, mut o: Obj) -> Result<ToolDef, ScenarioError> {
         cancellable,
         ignore_on_enter,
         duplicates: (policy, scope),
+        deadline,
+        heartbeat,
     })
 }
 

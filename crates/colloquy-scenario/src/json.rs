@@ -95,6 +95,36 @@ impl Obj {
         }
     }
 
+    /// As [`millis`](Self::millis), refusing 0 (a limit that fires before anything runs).
+    pub fn positive_millis(
+        &mut self,
+        key: &str,
+    ) -> Result<Option<std::time::Duration>, ScenarioError> {
+        match self.millis(key)? {
+            Some(d) if d.is_zero() => Err(invalid(&self.at(key), "must be at least 1 ms")),
+            other => Ok(other),
+        }
+    }
+
+    /// Milliseconds, `null`, or absent: `default` when absent, `None` for `null`.
+    pub fn millis_or_null(
+        &mut self,
+        key: &str,
+        default: Option<std::time::Duration>,
+    ) -> Result<Option<std::time::Duration>, ScenarioError> {
+        match self.take(key) {
+            None => Ok(default),
+            Some(Value::Null) => Ok(None),
+            Some(Value::Number(n)) if n.as_u64().is_some_and(|n| n <= MAX_MS) => {
+                Ok(n.as_u64().map(std::time::Duration::from_millis))
+            }
+            Some(other) => Err(invalid(
+                &self.at(key),
+                format!("expected milliseconds (at most {MAX_MS}) or null, got {}", kind(&other)),
+            )),
+        }
+    }
+
     pub fn array(&mut self, key: &str) -> Result<Vec<Value>, ScenarioError> {
         match self.take(key) {
             None => Ok(Vec::new()),

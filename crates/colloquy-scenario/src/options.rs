@@ -4,10 +4,9 @@
 use std::time::Duration;
 
 use colloquy::Templates;
-use serde_json::Value;
 
 use crate::ScenarioError;
-use crate::json::{MAX_MS, Obj, invalid, kind};
+use crate::json::{Obj, invalid};
 
 /// `options`.
 #[derive(Debug)]
@@ -26,8 +25,12 @@ pub struct Options {
     pub templates: Option<Templates>,
     /// `cancel_grace_ms`.
     pub cancel_grace: Option<Duration>,
-    /// `drain_timeout_ms` (`null`: no timeout).
+    /// `drain_timeout_ms` (absent: the session's default; `null`: no timeout).
     pub drain_timeout: Option<Duration>,
+    /// `deadline_ms`: the session's default tool deadline.
+    pub tool_deadline: Option<Duration>,
+    /// `heartbeat_ms`: the session's default tool heartbeat.
+    pub tool_heartbeat: Option<Duration>,
 }
 
 pub(crate) fn parse_options(mut o: Obj) -> Result<Options, ScenarioError> {
@@ -38,18 +41,7 @@ pub(crate) fn parse_options(mut o: Obj) -> Result<Options, ScenarioError> {
         None => None,
     };
     let allow_interruptions = o.bool("allow_interruptions")?;
-    let user_away_timeout = match o.take("user_away_timeout_ms") {
-        None => Some(ms(15_000)),
-        Some(Value::Null) => None,
-        Some(Value::Number(n)) if n.as_u64().is_some_and(|n| n <= MAX_MS) => n.as_u64().map(ms),
-        Some(other) => {
-            let at = o.at("user_away_timeout_ms");
-            return Err(invalid(
-                &at,
-                format!("expected milliseconds (at most {MAX_MS}) or null, got {}", kind(&other)),
-            ));
-        }
-    };
+    let user_away_timeout = o.millis_or_null("user_away_timeout_ms", Some(ms(15_000)))?;
     // Per character, so a day is far past any speech and no product of it overflows.
     let playout_ms_per_char = match o.u64("playout_ms_per_char")? {
         Some(n) if n > 86_400_000 => {
@@ -61,7 +53,10 @@ pub(crate) fn parse_options(mut o: Obj) -> Result<Options, ScenarioError> {
     let end_timeout = o.millis("end_timeout_ms")?.unwrap_or(ms(60_000));
     let templates = parse_templates(&mut o)?;
     let cancel_grace = o.millis("cancel_grace_ms")?;
-    let drain_timeout = o.millis("drain_timeout_ms")?;
+    let defaults = colloquy::SessionOptions::default();
+    let drain_timeout = o.millis_or_null("drain_timeout_ms", defaults.drain_timeout)?;
+    let tool_deadline = o.positive_millis("deadline_ms")?;
+    let tool_heartbeat = o.positive_millis("heartbeat_ms")?;
     o.finish()?;
     Ok(Options {
         max_tool_steps,
@@ -72,6 +67,8 @@ pub(crate) fn parse_options(mut o: Obj) -> Result<Options, ScenarioError> {
         templates,
         cancel_grace,
         drain_timeout,
+        tool_deadline,
+        tool_heartbeat,
     })
 }
 

@@ -143,7 +143,10 @@ async fn play_async(scenario: &Scenario) -> Result<Trace, ScenarioError> {
     if let Some(grace) = options.cancel_grace {
         builder = builder.cancel_grace(grace);
     }
-    builder = builder.drain_timeout(options.drain_timeout);
+    builder = builder
+        .drain_timeout(options.drain_timeout)
+        .tool_deadline(options.tool_deadline)
+        .tool_heartbeat(options.tool_heartbeat);
     if options.playout_ms_per_char > 0 {
         builder =
             builder.speech_sink(PacedSink::new(Duration::from_millis(options.playout_ms_per_char)));
@@ -298,7 +301,13 @@ fn scripted_tool(def: &ToolDef, defs: &Arc<Defs>) -> FunctionTool {
     )
     .expect("scenario tools are checked when the file is parsed")
     .on_duplicate(def.duplicates.0, def.duplicates.1);
-    let tool = if def.ignore_on_enter { tool.ignore_on_enter() } else { tool };
+    let mut tool = if def.ignore_on_enter { tool.ignore_on_enter() } else { tool };
+    if let Some(deadline) = def.deadline {
+        tool = tool.deadline(deadline);
+    }
+    if let Some(heartbeat) = def.heartbeat {
+        tool = tool.heartbeat(heartbeat);
+    }
     if def.cancellable { tool.cancellable() } else { tool }
 }
 

@@ -13,7 +13,9 @@ use ractor::{Actor, ActorCell, ActorRef, SpawnErr};
 use super::calls::Running;
 use crate::activity::{ActivityActor, ActivityArgs};
 use crate::catalog::ToolCatalog;
-use crate::protocol::{ActivityMsg, CoalescerSlot, SessionLink, SpeechContent, ToolsetMsg};
+use crate::protocol::{
+    ActivityMsg, CallPolicy, CoalescerSlot, SessionLink, SpeechContent, ToolsetMsg,
+};
 use crate::speech_sink::SpeechSink;
 
 /// Everything needed to start an Activity for an agent, kept by the Session for handoffs.
@@ -26,7 +28,7 @@ pub(crate) struct ActivityFactory {
     pub session_toolsets: BTreeMap<String, ActorRef<ToolsetMsg>>,
     pub session_tools: Vec<FunctionTool>,
     pub session_toolset_decls: Vec<Toolset>,
-    pub cancel_grace: std::time::Duration,
+    pub calls: CallPolicy,
     pub max_tool_steps: u32,
     pub llm_timeout: Option<std::time::Duration>,
     pub playout_timeout: Option<std::time::Duration>,
@@ -55,7 +57,7 @@ impl ActivityFactory {
             sink: self.sink.clone(),
             coalescer: self.coalescer.clone(),
             session_templates: self.session_templates.clone(),
-            cancel_grace: self.cancel_grace,
+            calls: self.calls,
             session_toolsets: self.session_toolsets.clone(),
             adopted_toolsets,
             max_tool_steps: self.max_tool_steps,
