@@ -86,6 +86,22 @@ async fn c92_a_handoff_with_a_result_is_answered_by_the_old_agent_first() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_handoff_chosen_in_one_step_happens_when_the_next_request_fails() {
+    let mut h = Harness::start(
+        Agent::new("A", "inst").tool(transfer(Some("transferring to billing"))),
+        vec![call("t", "transfer", "{}"), ScriptedResponse::error("the model is down")],
+    )
+    .await;
+    h.turn("go").await;
+    assert_eq!(error_messages(h.events()).len(), 1, "the failed request is reported");
+    assert_eq!(handoffs(h.events()), ["-->A", "A->B"]);
+    // The next turn goes to B.
+    h.turn("hello billing").await;
+    assert_eq!(h.requests().pop().unwrap().agent, "B");
+    h.close().await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn c19_an_agent_returned_after_an_update_is_an_error() {
     let late = FunctionTool::new("late_agent", "Late.", |ctx: RunContext, _a: NoArgs| async move {
         ctx.update("working").await?;

@@ -195,7 +195,12 @@ async fn reply(
         let authorised = env.session.clock.now();
         let streamed = step::stream(env, speech_id, request, interrupt, authorised).await;
         match step::play(env, speech_id, streamed, &tool_choice, control).await {
-            Played::Failed { interrupted } => return SpeechEnd::new(interrupted),
+            Played::Failed { interrupted } => {
+                // A handoff an earlier step chose still happens: the failed request changes
+                // nothing the tools did.
+                request_handoff(env, between.handoff.take());
+                return SpeechEnd::new(interrupted);
+            }
             Played::Last { interrupted, tail } => {
                 request_handoff(env, between.handoff.take());
                 return SpeechEnd { interrupted, tail };
