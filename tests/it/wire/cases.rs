@@ -121,6 +121,52 @@ pub async fn a_slow_first_token_is_a_timeout(p: &'static Provider) {
     assert_eq!(chat.assistant_messages().await, [hello()]);
 }
 
+/// A base URL's query string stays at the end of the URL requested.
+pub async fn a_base_url_keeps_its_query_string(p: &'static Provider) {
+    let replies = vec![recorded(p, "text")];
+    let with_query = |base: &str| format!("{base}/?api-version=2024-10-21");
+    let mut chat = Chat::start_at(p, Agent::new("a", "inst"), replies, options(), with_query).await;
+    assert_eq!(errors(&chat.turn("hi").await), []);
+    let received = chat.server.received();
+    assert_eq!(received.len(), 1);
+    assert_eq!(received[0].path, format!("{}?api-version=2024-10-21", p.path));
+    assert_eq!(chat.assistant_messages().await, [hello()]);
+}
+
+/// The `user:password@` part of a base URL shows in no error and no log line: not when a
+/// server echoes the password, not when the server cannot be reached (and is retried).
+pub async fn credentials_in_the_base_url_never_show(p: &'static Provider) {
+    const PASSWORD: &str = "pr0xy-pa55";
+    let logs = super::Logs::capture();
+    let with_credentials =
+        |base: &str| base.replacen("http://", &format!("http://me:{PASSWORD}@"), 1);
+    let echo = Reply::status(500, &format!("no proxy user me:{PASSWORD}"));
+    let no_retries = HttpOptions { max_retries: 0, ..options() };
+    let agent = || Agent::new("a", "inst");
+    let mut chat = Chat::start_at(p, agent(), vec![echo], no_retries, with_credentials).await;
+    let events = chat.turn("hi").await;
+    let errors_seen = errors(&events);
+    assert_eq!(errors_seen.len(), 1, "{errors_seen:?}");
+    assert!(errors_seen[0].1.contains("no proxy user me:[redacted]"), "{}", errors_seen[0].1);
+    assert!(!format!("{events:?}").contains(PASSWORD));
+
+    // A port nobody listens on: the connection fails, is retried once, then reported.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port on 127.0.0.1");
+    let unreachable = |_: &str| format!("http://me:{PASSWORD}@{closed}{}", p.base_path);
+    let one_retry = HttpOptions { max_retries: 1, ..options() };
+    let mut chat = Chat::start_at(p, agent(), vec![], one_retry, unreachable).await;
+    let events = chat.turn("hi").await;
+    let errors_seen = errors(&events);
+    assert_eq!(errors_seen.len(), 1, "{errors_seen:?}");
+    assert_eq!(errors_seen[0].0, Some(LlmErrorKind::Connect), "{errors_seen:?}");
+    assert!(!format!("{events:?}").contains(PASSWORD));
+    let logged = logs.text();
+    assert!(logged.contains("retrying"), "the retry is logged: {logged}");
+    assert!(!logged.contains(PASSWORD), "{logged}");
+}
+
 /// Every case above, one test each in the provider's test file.
 #[macro_export]
 macro_rules! failure_cases {
@@ -153,6 +199,14 @@ macro_rules! failure_cases {
         #[tokio::test]
         async fn garbage_is_an_invalid_chunk() {
             wire::bounded(wire::cases::garbage_is_an_invalid_chunk($provider)).await
+        }
+        #[tokio::test]
+        async fn a_base_url_keeps_its_query_string() {
+            wire::bounded(wire::cases::a_base_url_keeps_its_query_string($provider)).await
+        }
+        #[tokio::test]
+        async fn credentials_in_the_base_url_never_show() {
+            wire::bounded(wire::cases::credentials_in_the_base_url_never_show($provider)).await
         }
         #[tokio::test]
         async fn a_slow_first_token_is_a_timeout() {

@@ -52,7 +52,15 @@ impl HttpTransport {
         decoder: impl SseDecoder,
     ) -> LlmStream {
         let (tx, rx) = mpsc::channel(64);
-        let attempt = Attempt { transport: self.clone(), request, key, tx };
+        // A password in the URL is a secret like the key: reqwest sends it as basic auth, and a
+        // server may echo it.
+        let password = request.url.password().map(str::to_string);
+        let decoded = password
+            .as_deref()
+            .map(|p| percent_encoding::percent_decode_str(p).decode_utf8_lossy().into_owned());
+        let secrets = [key, password.map(ApiKey::new), decoded.map(ApiKey::new)];
+        let secrets = secrets.into_iter().flatten().filter(|s| !s.expose().is_empty()).collect();
+        let attempt = Attempt { transport: self.clone(), request, secrets, tx };
         let task = tokio::spawn(attempt.run(decoder));
         Box::pin(TaskStream { rx, task })
     }
@@ -84,7 +92,8 @@ impl Drop for TaskStream {
 struct Attempt {
     transport: HttpTransport,
     request: StreamRequest,
-    key: Option<ApiKey>,
+    /// The key and the URL's password: redacted from every error text.
+    secrets: Vec<ApiKey>,
     tx: mpsc::Sender<LlmChunk>,
 }
 
@@ -114,10 +123,7 @@ impl Attempt {
     }
 
     fn redact(&self, text: &str) -> String {
-        match &self.key {
-            Some(key) => key.redact(text),
-            None => text.to_string(),
-        }
+        self.secrets.iter().fold(text.to_string(), |text, secret| secret.redact(&text))
     }
 
     /// Sends the request and waits for its first event, within the first-token timeout.
@@ -128,10 +134,10 @@ impl Attempt {
             let request = self
                 .transport
                 .client
-                .post(&self.request.url)
+                .post(self.request.url.clone())
                 .headers(self.request.headers.clone())
                 .body(self.request.body.clone());
-            let response = request.send().await.map_err(|e| (self.transport_error(&e), None))?;
+            let response = request.send().await.map_err(|e| (self.transport_error(e), None))?;
             let status = response.status();
             if !status.is_success() {
                 let retry_after = retry_after(response.headers());
@@ -144,7 +150,9 @@ impl Attempt {
             }
             let mut events = response.bytes_stream().eventsource().map(|event| {
                 event.map_err(|e| match e {
-                    eventsource_stream::EventStreamError::Transport(e) => error_chain(&e),
+                    eventsource_stream::EventStreamError::Transport(e) => {
+                        error_chain(&e.without_url())
+                    }
                     other => other.to_string(),
                 })
             });
@@ -195,9 +203,11 @@ impl Attempt {
         LlmError::StreamCut { detail: self.redact(&detail) }
     }
 
-    fn transport_error(&self, e: &reqwest::Error) -> LlmError {
-        let detail = self.redact(&error_chain(e));
-        match e.is_timeout() {
+    /// The error without its URL: the user knows it, and its query may hold a secret.
+    fn transport_error(&self, e: reqwest::Error) -> LlmError {
+        let timeout = e.is_timeout();
+        let detail = self.redact(&error_chain(&e.without_url()));
+        match timeout {
             true => LlmError::Timeout { waited: self.transport.options.connect_timeout },
             false => LlmError::Connect { detail },
         }
