@@ -167,6 +167,56 @@ pub async fn credentials_in_the_base_url_never_show(p: &'static Provider) {
     assert!(!logged.contains(PASSWORD), "{logged}");
 }
 
+/// A 200 answer that is a page or plain JSON is a `provider` error naming its content type
+/// and the start of its body (an excerpt, the key redacted): not retried, not reported as a
+/// stream that ended early, and the next turn works.
+pub async fn a_200_that_is_not_an_event_stream_is_a_provider_error(p: &'static Provider) {
+    let page = format!(
+        "<html><head><title>Sign in to the proxy</title></head>\n<body><p>token {KEY}</p>{}</body></html>",
+        "<div>filler</div>".repeat(5000)
+    );
+    let html = Reply::body(200, "text/html; charset=utf-8", &page);
+    let completion = r#"{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"Hi"}}]}"#;
+    let json = Reply::body(200, "application/json", completion);
+    let mut chat = chat(p, vec![html, json, recorded(p, "text")], options()).await;
+
+    let events = chat.turn("hi").await;
+    let seen = errors(&events);
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(seen[0].0, Some(LlmErrorKind::Provider));
+    let expected = "the LLM server answered HTTP 200 with `text/html; charset=utf-8` instead of an \
+                    event stream (text/event-stream): <html><head><title>Sign in to the proxy\
+                    </title></head> <body><p>token [redacted]</p><div>filler</div>";
+    assert!(seen[0].1.starts_with(expected), "{}", seen[0].1);
+    assert!(seen[0].1.ends_with('…') && seen[0].1.len() < 600, "an excerpt: {}", seen[0].1);
+    assert!(!format!("{events:?}").contains(KEY));
+    assert_eq!(chat.server.received().len(), 1, "not retried");
+
+    let seen = errors(&chat.turn("hello?").await);
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(seen[0].0, Some(LlmErrorKind::Provider));
+    let expected = format!(
+        "with `application/json` instead of an event stream (text/event-stream): {completion}"
+    );
+    assert!(seen[0].1.ends_with(&expected), "{}", seen[0].1);
+    assert_eq!(chat.server.received().len(), 2, "not retried");
+
+    assert_eq!(errors(&chat.turn("again").await), []);
+    assert_eq!(chat.assistant_messages().await, [hello()]);
+}
+
+/// An event stream is one with parameters (`; charset=utf-8`) too, and one without a content
+/// type is read as a stream.
+pub async fn an_event_stream_with_a_charset_or_no_content_type_is_read(p: &'static Provider) {
+    let with_charset = recorded(p, "text").content_type(Some("text/event-stream; charset=utf-8"));
+    let without = recorded(p, "text").content_type(None);
+    let mut chat = chat(p, vec![with_charset, without], options()).await;
+    assert_eq!(errors(&chat.turn("hi").await), []);
+    assert_eq!(errors(&chat.turn("hello?").await), []);
+    assert_eq!(chat.assistant_messages().await, [hello(), hello()]);
+    assert_eq!(chat.server.received().len(), 2);
+}
+
 /// Every case above, one test each in the provider's test file.
 #[macro_export]
 macro_rules! failure_cases {
@@ -207,6 +257,20 @@ macro_rules! failure_cases {
         #[tokio::test]
         async fn credentials_in_the_base_url_never_show() {
             wire::bounded(wire::cases::credentials_in_the_base_url_never_show($provider)).await
+        }
+        #[tokio::test]
+        async fn a_200_that_is_not_an_event_stream_is_a_provider_error() {
+            wire::bounded(wire::cases::a_200_that_is_not_an_event_stream_is_a_provider_error(
+                $provider,
+            ))
+            .await
+        }
+        #[tokio::test]
+        async fn an_event_stream_with_a_charset_or_no_content_type_is_read() {
+            wire::bounded(wire::cases::an_event_stream_with_a_charset_or_no_content_type_is_read(
+                $provider,
+            ))
+            .await
         }
         #[tokio::test]
         async fn a_slow_first_token_is_a_timeout() {

@@ -7,14 +7,14 @@ use std::time::Duration;
 use colloquy_core::text::error_chain;
 use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
-use reqwest::header::HeaderMap;
+use reqwest::header::{CONTENT_TYPE, HeaderMap};
 use tokio::sync::mpsc;
 
 use super::key::ApiKey;
 use super::options::HttpOptions;
 use super::request::{SseDecoder, StreamRequest};
 
-use crate::{LlmChunk, LlmError, LlmStream};
+use crate::{LlmChunk, LlmError, LlmStream, excerpt};
 
 /// A reqwest client and the options it was built with; cheap to clone.
 #[derive(Clone, Debug)]
@@ -141,12 +141,25 @@ impl Attempt {
             let status = response.status();
             if !status.is_success() {
                 let retry_after = retry_after(response.headers());
-                let body = response.text().await.unwrap_or_default();
-                let body = self.redact(&body);
+                let body = self.body_start(response).await;
                 return Err((
                     LlmError::from_status(status.as_u16(), &body, retry_after),
                     retry_after,
                 ));
+            }
+            // A page or a JSON answer is no stream: said so once, not retried as a cut one.
+            // A missing content type is read as a stream (decisions: provider streams).
+            let content_type = response.headers().get(CONTENT_TYPE);
+            let content_type = content_type.map(|v| String::from_utf8_lossy(v.as_bytes()));
+            if let Some(content_type) = content_type.filter(|c| !is_event_stream(c)) {
+                let content_type = excerpt(&self.redact(&content_type));
+                let body = self.body_start(response).await;
+                let message = format!(
+                    "the LLM server answered HTTP {status} with `{content_type}` instead of an \
+                     event stream (text/event-stream): {body}",
+                    status = status.as_u16(),
+                );
+                return Err((LlmError::Provider { message }, None));
             }
             let mut events = response.bytes_stream().eventsource().map(|event| {
                 event.map_err(|e| match e {
@@ -199,6 +212,26 @@ impl Attempt {
         }
     }
 
+    /// The start of a body that is not a stream, for an error: at most [`BODY_READ`] bytes
+    /// read, decoded lossily, redacted, cut to an excerpt. When the read stopped at the limit,
+    /// its last bytes go too, so a secret cut in two cannot escape the redaction.
+    async fn body_start(&self, mut response: reqwest::Response) -> String {
+        let mut bytes = Vec::new();
+        let mut more = false;
+        while let Ok(Some(chunk)) = response.chunk().await {
+            bytes.extend_from_slice(&chunk);
+            if bytes.len() >= BODY_READ {
+                more = true;
+                break;
+            }
+        }
+        if more {
+            let longest = self.secrets.iter().map(|s| s.expose().len()).max().unwrap_or(0);
+            bytes.truncate(BODY_READ.saturating_sub(longest));
+        }
+        excerpt(&self.redact(&String::from_utf8_lossy(&bytes)))
+    }
+
     fn cut(&self, detail: String) -> LlmError {
         LlmError::StreamCut { detail: self.redact(&detail) }
     }
@@ -212,6 +245,15 @@ impl Attempt {
             false => LlmError::Connect { detail },
         }
     }
+}
+
+/// How much of a body that is not a stream is read for its error (the excerpt is shorter).
+const BODY_READ: usize = 4096;
+
+/// `text/event-stream`, with or without parameters (`; charset=utf-8`), in any case.
+fn is_event_stream(content_type: &str) -> bool {
+    let essence = content_type.split(';').next().unwrap_or_default();
+    essence.trim().eq_ignore_ascii_case("text/event-stream")
 }
 
 type EventResult = Result<eventsource_stream::Event, String>;
@@ -258,6 +300,14 @@ mod tests {
         assert_eq!(backoff(&o, 10, None), Some(o.max_backoff));
         assert_eq!(backoff(&o, 0, Some(Duration::from_secs(3))), Some(Duration::from_secs(3)));
         assert_eq!(backoff(&o, 0, Some(Duration::from_secs(60))), None);
+    }
+
+    #[test]
+    fn event_streams_are_known_by_their_media_type() {
+        assert!(is_event_stream("text/event-stream"));
+        assert!(is_event_stream("Text/Event-Stream; charset=utf-8"));
+        assert!(!is_event_stream("text/html; charset=utf-8"));
+        assert!(!is_event_stream("application/json"));
     }
 
     #[test]
