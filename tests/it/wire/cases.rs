@@ -217,6 +217,16 @@ pub async fn an_event_stream_with_a_charset_or_no_content_type_is_read(p: &'stat
     assert_eq!(chat.server.received().len(), 2);
 }
 
+/// A byte that is not UTF-8 costs a character (U+FFFD), not the turn; a warning says so.
+pub async fn invalid_utf8_is_replaced_and_the_turn_goes_on(p: &'static Provider) {
+    let logs = super::Logs::capture();
+    let mut chat = chat(p, vec![recorded(p, "invalid_utf8")], options()).await;
+    assert_eq!(errors(&chat.turn("hi").await), []);
+    assert_eq!(chat.assistant_messages().await, [("Hello th\u{FFFD}ere!".to_string(), false)]);
+    let logged = logs.text();
+    assert!(logged.contains("WARN") && logged.contains("not valid UTF-8"), "{logged}");
+}
+
 /// Every case above, one test each in the provider's test file.
 #[macro_export]
 macro_rules! failure_cases {
@@ -271,6 +281,11 @@ macro_rules! failure_cases {
                 $provider,
             ))
             .await
+        }
+        #[tokio::test]
+        async fn invalid_utf8_is_replaced_and_the_turn_goes_on() {
+            wire::bounded(wire::cases::invalid_utf8_is_replaced_and_the_turn_goes_on($provider))
+                .await
         }
         #[tokio::test]
         async fn a_slow_first_token_is_a_timeout() {

@@ -13,6 +13,7 @@ use tokio::sync::mpsc;
 use super::key::ApiKey;
 use super::options::HttpOptions;
 use super::request::{SseDecoder, StreamRequest};
+use super::utf8::LossyUtf8;
 
 use crate::{LlmChunk, LlmError, LlmStream, excerpt};
 
@@ -161,7 +162,8 @@ impl Attempt {
                 );
                 return Err((LlmError::Provider { message }, None));
             }
-            let mut events = response.bytes_stream().eventsource().map(|event| {
+            let body = Box::pin(lossy_utf8(response.bytes_stream()));
+            let mut events = body.eventsource().map(|event| {
                 event.map_err(|e| match e {
                     eventsource_stream::EventStreamError::Transport(e) => {
                         error_chain(&e.without_url())
@@ -245,6 +247,35 @@ impl Attempt {
             false => LlmError::Connect { detail },
         }
     }
+}
+
+/// The body with invalid UTF-8 replaced by U+FFFD (one warning per response): a bad byte
+/// costs a character, not the turn, as it would if the stream were cut there.
+fn lossy_utf8<B: AsRef<[u8]>>(
+    body: impl futures_core::Stream<Item = Result<B, reqwest::Error>> + Send + 'static,
+) -> impl futures_core::Stream<Item = Result<Vec<u8>, reqwest::Error>> + Send + 'static {
+    let state = (Box::pin(body), LossyUtf8::default(), false);
+    futures_util::stream::unfold(state, |(mut body, mut utf8, ended)| async move {
+        if ended {
+            return None;
+        }
+        let before = utf8.replaced;
+        let (item, ended) = match body.next().await {
+            Some(Ok(chunk)) => (Ok(utf8.push(chunk.as_ref())), false),
+            Some(Err(e)) => (Err(e), false),
+            None => match utf8.finish() {
+                tail if tail.is_empty() => return None,
+                tail => (Ok(tail), true),
+            },
+        };
+        if before == 0 && utf8.replaced > 0 {
+            tracing::warn!(
+                "the LLM stream is not valid UTF-8: invalid bytes are read as U+FFFD (\u{FFFD}) \
+                 and the response goes on"
+            );
+        }
+        Some((item, (body, utf8, ended)))
+    })
 }
 
 /// How much of a body that is not a stream is read for its error (the excerpt is shorter).
