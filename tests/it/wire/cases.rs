@@ -227,6 +227,34 @@ pub async fn invalid_utf8_is_replaced_and_the_turn_goes_on(p: &'static Provider)
     assert!(logged.contains("WARN") && logged.contains("not valid UTF-8"), "{logged}");
 }
 
+/// A stream that goes on with empty deltas, keep-alives and usage but no text ends the step
+/// with a `timeout` error once `stall_timeout` passes without text; the text before stays,
+/// interrupted; nothing is retried; the next turn works.
+pub async fn empty_deltas_do_not_hold_a_step(p: &'static Provider) {
+    let stall = HttpOptions { stall_timeout: Duration::from_millis(300), ..options() };
+    let replies = vec![recorded(p, "trickle_empty"), recorded(p, "text")];
+    let mut chat = chat(p, replies, stall).await;
+    let started = std::time::Instant::now();
+    let message = "LLM request timed out: the stream sent no text or tool call for 300 ms (empty \
+                   deltas and keep-alive events do not count)";
+    assert_eq!(errors(&chat.turn("hi").await), [(Some(LlmErrorKind::Timeout), message.into())]);
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    assert_eq!(chat.assistant_messages().await, [("Hello".to_string(), true)]);
+    assert_eq!(chat.server.received().len(), 1, "nothing is retried once the stream flowed");
+    assert_eq!(errors(&chat.turn("hello?").await), []);
+}
+
+/// Reasoning and text that keep coming hold a step past `stall_timeout` in all: the deadline
+/// moves with each piece of output.
+pub async fn steady_output_outlasts_the_stall_timeout(p: &'static Provider) {
+    let stall = HttpOptions { stall_timeout: Duration::from_millis(600), ..options() };
+    let mut chat = chat(p, vec![recorded(p, "slow_steady")], stall).await;
+    let started = std::time::Instant::now();
+    assert_eq!(errors(&chat.turn("hi").await), []);
+    assert!(started.elapsed() >= Duration::from_millis(1200));
+    assert_eq!(chat.assistant_messages().await, [hello()]);
+}
+
 /// Every case above, one test each in the provider's test file.
 #[macro_export]
 macro_rules! failure_cases {
@@ -286,6 +314,14 @@ macro_rules! failure_cases {
         async fn invalid_utf8_is_replaced_and_the_turn_goes_on() {
             wire::bounded(wire::cases::invalid_utf8_is_replaced_and_the_turn_goes_on($provider))
                 .await
+        }
+        #[tokio::test]
+        async fn empty_deltas_do_not_hold_a_step() {
+            wire::bounded(wire::cases::empty_deltas_do_not_hold_a_step($provider)).await
+        }
+        #[tokio::test]
+        async fn steady_output_outlasts_the_stall_timeout() {
+            wire::bounded(wire::cases::steady_output_outlasts_the_stall_timeout($provider)).await
         }
         #[tokio::test]
         async fn a_slow_first_token_is_a_timeout() {

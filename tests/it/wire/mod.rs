@@ -29,6 +29,7 @@ pub fn options() -> HttpOptions {
         connect_timeout: Duration::from_secs(2),
         first_token_timeout: Duration::from_secs(2),
         read_timeout: Duration::from_secs(5),
+        stall_timeout: Duration::from_secs(5),
         max_retries: 2,
         initial_backoff: Duration::from_millis(10),
         max_backoff: Duration::from_secs(1),

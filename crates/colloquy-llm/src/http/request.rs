@@ -15,6 +15,14 @@ pub trait SseDecoder: Send + 'static {
     /// when the event ends the response (OpenAI's `[DONE]`, Anthropic's `message_stop`).
     fn event(&mut self, name: &str, data: &str, out: &mut Vec<LlmChunk>) -> Result<bool, LlmError>;
 
+    /// Whether the last event carried model output that no chunk shows: reasoning a provider
+    /// streams and colloquy does not keep. It holds off the stall deadline
+    /// ([`HttpOptions::stall_timeout`](super::HttpOptions::stall_timeout)) as text does; empty
+    /// deltas, pings and usage do not. None by default.
+    fn unseen_output(&self) -> bool {
+        false
+    }
+
     /// The body ended before an event said so: the last chunks, or why the stream counts as
     /// cut.
     fn end_of_body(&mut self, out: &mut Vec<LlmChunk>) -> Result<(), LlmError>;

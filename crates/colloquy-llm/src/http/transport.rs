@@ -9,6 +9,7 @@ use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 use reqwest::header::{CONTENT_TYPE, HeaderMap};
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 
 use super::key::ApiKey;
 use super::options::HttpOptions;
@@ -190,16 +191,21 @@ impl Attempt {
         decoder: &mut impl SseDecoder,
     ) -> Result<(), LlmError> {
         let FirstEvent { first, mut rest } = stream;
+        let stall = self.transport.options.stall_timeout;
+        let stalled = || LlmError::Stalled { waited: stall };
+        // From the first event; moved on by output only, once it is delivered (a slow
+        // reader is not a stalled server).
+        let mut deadline = Instant::now().checked_add(stall);
         let mut next = first;
         let mut out = Vec::new();
         loop {
-            let done = match next {
-                None => {
-                    decoder.end_of_body(&mut out)?;
-                    true
-                }
+            let (done, output) = match next {
+                None => (decoder.end_of_body(&mut out).map(|()| true)?, false),
                 Some(Err(e)) => return Err(self.cut(e)),
-                Some(Ok(event)) => decoder.event(&event.event, &event.data, &mut out)?,
+                Some(Ok(event)) => {
+                    let done = decoder.event(&event.event, &event.data, &mut out)?;
+                    (done, decoder.unseen_output() || out.iter().any(is_output))
+                }
             };
             for chunk in out.drain(..) {
                 if self.tx.send(chunk).await.is_err() {
@@ -210,7 +216,18 @@ impl Attempt {
                 let _ = self.tx.send(LlmChunk::End).await;
                 return Ok(());
             }
-            next = rest.next().await;
+            if output {
+                deadline = Instant::now().checked_add(stall);
+            }
+            next = match deadline {
+                None => rest.next().await,
+                Some(deadline) => match tokio::time::timeout_at(deadline, rest.next()).await {
+                    // The read timeout may fire at the same instant: the stall is the cause.
+                    Ok(Some(Err(_))) if Instant::now() >= deadline => return Err(stalled()),
+                    Ok(next) => next,
+                    Err(_) => return Err(stalled()),
+                },
+            };
         }
     }
 
@@ -246,6 +263,18 @@ impl Attempt {
             true => LlmError::Timeout { waited: self.transport.options.connect_timeout },
             false => LlmError::Connect { detail },
         }
+    }
+}
+
+/// Whether a chunk is the model's output: text, or a tool call's name or arguments. An empty
+/// delta, usage or a finish reason is not.
+fn is_output(chunk: &LlmChunk) -> bool {
+    match chunk {
+        LlmChunk::Text(text) => !text.is_empty(),
+        LlmChunk::ToolCall(call) => {
+            !call.arguments.is_empty() || call.name.as_ref().is_some_and(|n| !n.is_empty())
+        }
+        _ => false,
     }
 }
 
