@@ -2,8 +2,9 @@
 //! `content_block_start` / `_delta` / `_stop` (text, and `tool_use` blocks whose input arrives
 //! as `input_json_delta` pieces), `message_delta` (stop reason, output tokens),
 //! `message_stop`; `ping` and unknown events or block types (thinking, citations) are
-//! ignored; an `error` event is the provider's error. Only data that is not JSON is an
-//! invalid chunk.
+//! ignored, though a `thinking_delta` moves the stall deadline
+//! ([`SseDecoder::unseen_output`]); an `error` event is the provider's error. Only data that
+//! is not JSON is an invalid chunk.
 
 use std::borrow::Cow;
 

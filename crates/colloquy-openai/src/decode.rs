@@ -4,7 +4,8 @@
 //! missing or empty values (`"finish_reason": ""`) count as absent; usage may come after the
 //! finish chunk, with or without `choices`; a body that ends after a finish reason but without
 //! `[DONE]` is complete. Only a chunk that is not JSON is an invalid chunk; an `error` object
-//! in the stream is the provider's error.
+//! in the stream is the provider's error. Reasoning (`reasoning_content`, `reasoning`) is not
+//! kept, but it moves the stall deadline ([`SseDecoder::unseen_output`]).
 
 use std::borrow::Cow;
 
