@@ -15,6 +15,7 @@ use serde_json::json;
 static ANTHROPIC: Provider = Provider {
     name: "anthropic",
     path: "/v1/messages",
+    base_path: "",
     check: wire::check_anthropic,
     llm: |base, options| {
         Arc::new(

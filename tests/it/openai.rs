@@ -14,14 +14,11 @@ use colloquy_replay::Reply;
 static OPENAI: Provider = Provider {
     name: "openai",
     path: "/v1/chat/completions",
+    base_path: "/v1",
     check: wire::check_openai,
     llm: |base, options| {
         Arc::new(
-            OpenAi::new()
-                .base_url(format!("{base}/v1"))
-                .api_key(KEY)
-                .model("gpt-4.1-mini")
-                .http_options(options),
+            OpenAi::new().base_url(base).api_key(KEY).model("gpt-4.1-mini").http_options(options),
         )
     },
 };

@@ -2,8 +2,9 @@
 //! `content_block_start` / `_delta` / `_stop` (text, and `tool_use` blocks whose input arrives
 //! as `input_json_delta` pieces), `message_delta` (stop reason, output tokens),
 //! `message_stop`; `ping` and unknown events or block types (thinking, citations) are
-//! ignored; an `error` event is the provider's error. Only data that is not JSON is an
-//! invalid chunk.
+//! ignored, though a `thinking_delta` moves the stall deadline
+//! ([`SseDecoder::unseen_output`]); an `error` event is the provider's error. Only data that
+//! is not JSON is an invalid chunk.
 
 use std::borrow::Cow;
 
@@ -24,10 +25,13 @@ pub struct MessagesDecoder {
     tool_blocks: Vec<(u64, usize, bool)>,
     calls: usize,
     stopped: bool,
+    /// The last event was a `thinking_delta`: not kept, but the model is working.
+    thought: bool,
 }
 
 impl SseDecoder for MessagesDecoder {
     fn event(&mut self, name: &str, data: &str, out: &mut Vec<LlmChunk>) -> Result<bool, LlmError> {
+        self.thought = false;
         if data.trim().is_empty() {
             return Ok(false);
         }
@@ -44,6 +48,10 @@ impl SseDecoder for MessagesDecoder {
             }
         };
         Ok(self.apply(event, name, out))
+    }
+
+    fn unseen_output(&self) -> bool {
+        self.thought
     }
 
     fn end_of_body(&mut self, _out: &mut Vec<LlmChunk>) -> Result<(), LlmError> {
@@ -82,6 +90,8 @@ struct Delta<'a> {
     text: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     partial_json: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    thinking: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     stop_reason: Option<Cow<'a, str>>,
 }
@@ -149,6 +159,7 @@ impl<'a> Event<'a> {
                 kind: text(d, "type"),
                 text: text(d, "text"),
                 partial_json: text(d, "partial_json"),
+                thinking: text(d, "thinking"),
                 stop_reason: text(d, "stop_reason"),
             }),
             content_block: value.get("content_block").filter(|b| b.is_object()).map(|b| Block {
@@ -242,6 +253,9 @@ impl MessagesDecoder {
                 if let Some(text) = delta.text.filter(|t| !t.is_empty()) {
                     out.push(LlmChunk::Text(text.into_owned()));
                 }
+            }
+            Some("thinking_delta") => {
+                self.thought = delta.thinking.is_some_and(|t| !t.is_empty());
             }
             Some("input_json_delta") => {
                 let piece = delta.partial_json.unwrap_or_default();
@@ -391,5 +405,22 @@ mod tests {
         let odd = r#"{"type":"content_block_delta","index":"0","delta":{"type":"text_delta","text":"Hi"}}"#;
         let (chunks, _) = decode(&[("content_block_delta", odd)]);
         assert_eq!(chunks, [LlmChunk::Text("Hi".into())]);
+    }
+
+    #[test]
+    fn thinking_is_unseen_output_and_pings_are_not() {
+        let mut decoder = MessagesDecoder::default();
+        let mut out = Vec::new();
+        let mut seen = |name: &str, data: &str| {
+            decoder.event(name, data, &mut out).unwrap();
+            decoder.unseen_output()
+        };
+        let thinking = r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"Hmm"}}"#;
+        assert!(seen("content_block_delta", thinking));
+        assert!(!seen("ping", r#"{"type":"ping"}"#));
+        let empty =
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":""}}"#;
+        assert!(!seen("content_block_delta", empty));
+        assert!(out.is_empty(), "thinking is not kept: {out:?}");
     }
 }

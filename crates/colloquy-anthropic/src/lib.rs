@@ -103,14 +103,15 @@ impl Anthropic {
         self.endpoint.model()
     }
 
-    /// The base URL.
+    /// The base URL as set, credentials included: show
+    /// [`Endpoint::redacted_base_url`] instead (through [`HttpProvider::endpoint`]).
     pub fn url(&self) -> &str {
         self.endpoint.base_url()
     }
 
     fn stream_request(&self, request: &LlmRequest) -> Result<StreamRequest, LlmError> {
         let body = request::body(self.endpoint.model(), request, &self.options);
-        let url = format!("{}/v1/messages", self.endpoint.base_url());
+        let url = self.endpoint.url(&["v1", "messages"])?;
         let request = StreamRequest::json(url, &body).header("anthropic-version", API_VERSION)?;
         match self.endpoint.key() {
             Some(key) => request.header("x-api-key", key.expose()),

@@ -63,6 +63,17 @@ pub enum LlmError {
         /// How long it waited.
         waited: Duration,
     },
+    /// The stream went on, but with no text or tool call for too long (only empty deltas,
+    /// keep-alives or usage, or nothing): the kind is `timeout`.
+    #[error(
+        "LLM request timed out: the stream sent no text or tool call for {} ms (empty deltas \
+         and keep-alive events do not count)",
+        .waited.as_millis()
+    )]
+    Stalled {
+        /// How long it waited since the last text or tool call (or the first event).
+        waited: Duration,
+    },
     /// The server could not be reached.
     #[error("cannot reach the LLM server: {detail}")]
     Connect {
@@ -86,7 +97,7 @@ impl LlmError {
             LlmError::Http { .. } => LlmErrorKind::Http,
             LlmError::InvalidChunk { .. } => LlmErrorKind::InvalidChunk,
             LlmError::StreamCut { .. } => LlmErrorKind::StreamCut,
-            LlmError::Timeout { .. } => LlmErrorKind::Timeout,
+            LlmError::Timeout { .. } | LlmError::Stalled { .. } => LlmErrorKind::Timeout,
             LlmError::Connect { .. } => LlmErrorKind::Connect,
             LlmError::Provider { .. } => LlmErrorKind::Provider,
         }
@@ -110,7 +121,8 @@ impl LlmError {
             LlmError::Connect { .. }
             | LlmError::StreamCut { .. }
             | LlmError::RateLimit { .. }
-            | LlmError::Timeout { .. } => true,
+            | LlmError::Timeout { .. }
+            | LlmError::Stalled { .. } => true,
             LlmError::Http { status, .. } => *status >= 500 || *status == 408,
             _ => false,
         }

@@ -4,7 +4,8 @@
 //! missing or empty values (`"finish_reason": ""`) count as absent; usage may come after the
 //! finish chunk, with or without `choices`; a body that ends after a finish reason but without
 //! `[DONE]` is complete. Only a chunk that is not JSON is an invalid chunk; an `error` object
-//! in the stream is the provider's error.
+//! in the stream is the provider's error. Reasoning (`reasoning_content`, `reasoning`) is not
+//! kept, but it moves the stall deadline ([`SseDecoder::unseen_output`]).
 
 use std::borrow::Cow;
 
@@ -24,6 +25,9 @@ pub struct ChatCompletionsDecoder {
     calls: Vec<(usize, String)>,
     last: usize,
     next: usize,
+    /// The last event carried reasoning (`reasoning_content`, `reasoning`), which colloquy
+    /// does not keep but which shows the model is working.
+    reasoned: bool,
 }
 
 impl SseDecoder for ChatCompletionsDecoder {
@@ -33,6 +37,7 @@ impl SseDecoder for ChatCompletionsDecoder {
         data: &str,
         out: &mut Vec<LlmChunk>,
     ) -> Result<bool, LlmError> {
+        self.reasoned = false;
         let data = data.trim();
         if data == "[DONE]" {
             return Ok(true);
@@ -57,6 +62,10 @@ impl SseDecoder for ChatCompletionsDecoder {
         };
         self.apply(chunk, out);
         Ok(false)
+    }
+
+    fn unseen_output(&self) -> bool {
+        self.reasoned
     }
 
     fn end_of_body(&mut self, _out: &mut Vec<LlmChunk>) -> Result<(), LlmError> {
@@ -98,6 +107,11 @@ struct Delta<'a> {
     refusal: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     tool_calls: Option<Vec<CallDelta<'a>>>,
+    /// Reasoning text: `reasoning_content` (llama.cpp, vLLM, DeepSeek) or `reasoning`.
+    #[serde(borrow, default)]
+    reasoning_content: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    reasoning: Option<Cow<'a, str>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -159,6 +173,8 @@ impl<'a> Choice<'a> {
         let delta = present(value.get("delta")).map(|d| Delta {
             content: text(d.get("content")),
             refusal: text(d.get("refusal")),
+            reasoning_content: text(d.get("reasoning_content")),
+            reasoning: text(d.get("reasoning")),
             tool_calls: d
                 .get("tool_calls")
                 .and_then(Value::as_array)
@@ -197,6 +213,8 @@ impl ChatCompletionsDecoder {
         let choice = chunk.choices.into_iter().flatten().find(|c| c.index.unwrap_or(0) == 0);
         if let Some(choice) = choice {
             if let Some(delta) = choice.delta {
+                let reasoning = [&delta.reasoning_content, &delta.reasoning];
+                self.reasoned = reasoning.into_iter().flatten().any(|r| !r.is_empty());
                 for text in [delta.content, delta.refusal].into_iter().flatten() {
                     if !text.is_empty() {
                         out.push(LlmChunk::Text(text.into_owned()));
@@ -362,5 +380,21 @@ mod tests {
         // Usage whose counts are all null is no usage.
         let (chunks, _) = decode(&[r#"{"usage":{"prompt_tokens":null,"completion_tokens":null}}"#]);
         assert!(chunks.is_empty());
+    }
+
+    #[test]
+    fn reasoning_is_unseen_output_and_empty_deltas_are_not() {
+        let mut decoder = ChatCompletionsDecoder::default();
+        let mut out = Vec::new();
+        let mut seen = |data: &str| {
+            decoder.event("", data, &mut out).unwrap();
+            decoder.unseen_output()
+        };
+        assert!(seen(r#"{"choices":[{"delta":{"reasoning_content":"Let me think"}}]}"#));
+        assert!(!seen(r#"{"choices":[{"delta":{}}]}"#));
+        assert!(seen(r#"{"choices":[{"delta":{"reasoning":"more"}}]}"#));
+        assert!(!seen(r#"{"choices":[{"delta":{"content":"","reasoning_content":""}}]}"#));
+        assert!(!seen(r#"{"choices":[],"usage":null}"#));
+        assert!(out.is_empty(), "reasoning is not kept: {out:?}");
     }
 }

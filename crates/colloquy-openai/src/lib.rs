@@ -108,14 +108,15 @@ impl OpenAi {
         self.endpoint.model()
     }
 
-    /// The base URL.
+    /// The base URL as set, credentials included: show
+    /// [`Endpoint::redacted_base_url`] instead (through [`HttpProvider::endpoint`]).
     pub fn url(&self) -> &str {
         self.endpoint.base_url()
     }
 
     fn stream_request(&self, request: &LlmRequest) -> Result<StreamRequest, LlmError> {
         let body = request::body(self.endpoint.model(), request, &self.options);
-        let url = format!("{}/chat/completions", self.endpoint.base_url());
+        let url = self.endpoint.url(&["chat", "completions"])?;
         let request = StreamRequest::json(url, &body);
         match self.endpoint.key() {
             Some(key) => request.header("authorization", &format!("Bearer {}", key.expose())),

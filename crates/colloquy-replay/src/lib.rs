@@ -4,7 +4,9 @@
 //!
 //! A recorded stream is a server-sent-event text. Two comment lines, which a client would
 //! ignore anyway, steer the replay: `: pause MS` waits before the next event, `: cut` aborts
-//! the connection mid-body (no final chunk, as when a server dies).
+//! the connection mid-body (no final chunk, as when a server dies). A `\xHH` is sent as that
+//! raw byte, for streams that are not valid UTF-8 (JSON has no `\x` escape, so no recording of
+//! valid JSON holds one).
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
@@ -29,7 +31,7 @@ use futures_util::stream;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Part {
     /// Bytes sent as one chunk.
-    Send(String),
+    Send(Vec<u8>),
     /// A wait before the next part.
     Pause(Duration),
     /// The connection is aborted here.
@@ -75,8 +77,22 @@ impl Reply {
 
     /// A reply with a status and a plain body.
     pub fn status(status: u16, body: &str) -> Self {
-        let headers = vec![("content-type".into(), "application/json".into())];
+        Reply::body(status, "application/json", body)
+    }
+
+    /// A reply with a status, a content type and a body.
+    pub fn body(status: u16, content_type: &str, body: &str) -> Self {
+        let headers = vec![("content-type".into(), content_type.into())];
         Reply { status, headers, parts: vec![Part::Send(body.into())] }
+    }
+
+    /// Replaces the `content-type` header; `None` sends none.
+    pub fn content_type(mut self, value: Option<&str>) -> Self {
+        self.headers.retain(|(name, _)| !name.eq_ignore_ascii_case("content-type"));
+        if let Some(value) = value {
+            self.headers.push(("content-type".into(), value.into()));
+        }
+        self
     }
 
     /// Adds a header.
@@ -95,8 +111,33 @@ impl Reply {
 fn flush(parts: &mut Vec<Part>, event: &mut String) {
     if !event.is_empty() {
         event.push('\n');
-        parts.push(Part::Send(std::mem::take(event)));
+        parts.push(Part::Send(raw_bytes(&std::mem::take(event))));
     }
+}
+
+/// The text's bytes, each `\xHH` (not preceded by another backslash) replaced by the byte it names.
+fn raw_bytes(text: &str) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(text.len());
+    let mut rest = text.as_bytes();
+    while let Some((&first, tail)) = rest.split_first() {
+        let hex = tail.get(1..3).and_then(|h| std::str::from_utf8(h).ok());
+        match (first, tail.first(), hex.and_then(|h| u8::from_str_radix(h, 16).ok())) {
+            (b'\\', Some(b'x'), Some(byte)) => {
+                bytes.push(byte);
+                rest = &tail[3..];
+            }
+            // An escaped backslash (`\\x41` in JSON) is two characters, not an escape.
+            (b'\\', Some(b'\\'), _) => {
+                bytes.extend_from_slice(b"\\\\");
+                rest = &tail[1..];
+            }
+            _ => {
+                bytes.push(first);
+                rest = tail;
+            }
+        }
+    }
+    bytes
 }
 
 /// A request the server received.
@@ -212,4 +253,15 @@ fn respond(reply: Reply) -> Response {
         }
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_escapes_become_raw_bytes() {
+        assert_eq!(raw_bytes(r"caf\xff!"), b"caf\xff!");
+        assert_eq!(raw_bytes(r"a\\x41 \xzz"), br"a\\x41 \xzz");
+    }
 }

@@ -121,6 +121,140 @@ pub async fn a_slow_first_token_is_a_timeout(p: &'static Provider) {
     assert_eq!(chat.assistant_messages().await, [hello()]);
 }
 
+/// A base URL's query string stays at the end of the URL requested.
+pub async fn a_base_url_keeps_its_query_string(p: &'static Provider) {
+    let replies = vec![recorded(p, "text")];
+    let with_query = |base: &str| format!("{base}/?api-version=2024-10-21");
+    let mut chat = Chat::start_at(p, Agent::new("a", "inst"), replies, options(), with_query).await;
+    assert_eq!(errors(&chat.turn("hi").await), []);
+    let received = chat.server.received();
+    assert_eq!(received.len(), 1);
+    assert_eq!(received[0].path, format!("{}?api-version=2024-10-21", p.path));
+    assert_eq!(chat.assistant_messages().await, [hello()]);
+}
+
+/// The `user:password@` part of a base URL shows in no error and no log line: not when a
+/// server echoes the password, not when the server cannot be reached (and is retried).
+pub async fn credentials_in_the_base_url_never_show(p: &'static Provider) {
+    const PASSWORD: &str = "pr0xy-pa55";
+    let logs = super::Logs::capture();
+    let with_credentials =
+        |base: &str| base.replacen("http://", &format!("http://me:{PASSWORD}@"), 1);
+    let echo = Reply::status(500, &format!("no proxy user me:{PASSWORD}"));
+    let no_retries = HttpOptions { max_retries: 0, ..options() };
+    let agent = || Agent::new("a", "inst");
+    let mut chat = Chat::start_at(p, agent(), vec![echo], no_retries, with_credentials).await;
+    let events = chat.turn("hi").await;
+    let errors_seen = errors(&events);
+    assert_eq!(errors_seen.len(), 1, "{errors_seen:?}");
+    assert!(errors_seen[0].1.contains("no proxy user me:[redacted]"), "{}", errors_seen[0].1);
+    assert!(!format!("{events:?}").contains(PASSWORD));
+
+    // A port nobody listens on: the connection fails, is retried once, then reported.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port on 127.0.0.1");
+    let unreachable = |_: &str| format!("http://me:{PASSWORD}@{closed}{}", p.base_path);
+    let one_retry = HttpOptions { max_retries: 1, ..options() };
+    let mut chat = Chat::start_at(p, agent(), vec![], one_retry, unreachable).await;
+    let events = chat.turn("hi").await;
+    let errors_seen = errors(&events);
+    assert_eq!(errors_seen.len(), 1, "{errors_seen:?}");
+    assert_eq!(errors_seen[0].0, Some(LlmErrorKind::Connect), "{errors_seen:?}");
+    assert!(!format!("{events:?}").contains(PASSWORD));
+    let logged = logs.text();
+    assert!(logged.contains("retrying"), "the retry is logged: {logged}");
+    assert!(!logged.contains(PASSWORD), "{logged}");
+}
+
+/// A 200 answer that is a page or plain JSON is a `provider` error naming its content type
+/// and the start of its body (an excerpt, the key redacted): not retried, not reported as a
+/// stream that ended early, and the next turn works.
+pub async fn a_200_that_is_not_an_event_stream_is_a_provider_error(p: &'static Provider) {
+    let page = format!(
+        "<html><head><title>Sign in to the proxy</title></head>\n<body><p>token {KEY}</p>{}</body></html>",
+        "<div>filler</div>".repeat(5000)
+    );
+    let html = Reply::body(200, "text/html; charset=utf-8", &page);
+    let completion = r#"{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"Hi"}}]}"#;
+    let json = Reply::body(200, "application/json", completion);
+    let mut chat = chat(p, vec![html, json, recorded(p, "text")], options()).await;
+
+    let events = chat.turn("hi").await;
+    let seen = errors(&events);
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(seen[0].0, Some(LlmErrorKind::Provider));
+    let expected = "the LLM server answered HTTP 200 with `text/html; charset=utf-8` instead of an \
+                    event stream (text/event-stream): <html><head><title>Sign in to the proxy\
+                    </title></head> <body><p>token [redacted]</p><div>filler</div>";
+    assert!(seen[0].1.starts_with(expected), "{}", seen[0].1);
+    assert!(seen[0].1.ends_with('…') && seen[0].1.len() < 600, "an excerpt: {}", seen[0].1);
+    assert!(!format!("{events:?}").contains(KEY));
+    assert_eq!(chat.server.received().len(), 1, "not retried");
+
+    let seen = errors(&chat.turn("hello?").await);
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(seen[0].0, Some(LlmErrorKind::Provider));
+    let expected = format!(
+        "with `application/json` instead of an event stream (text/event-stream): {completion}"
+    );
+    assert!(seen[0].1.ends_with(&expected), "{}", seen[0].1);
+    assert_eq!(chat.server.received().len(), 2, "not retried");
+
+    assert_eq!(errors(&chat.turn("again").await), []);
+    assert_eq!(chat.assistant_messages().await, [hello()]);
+}
+
+/// An event stream is one with parameters (`; charset=utf-8`) too, and one without a content
+/// type is read as a stream.
+pub async fn an_event_stream_with_a_charset_or_no_content_type_is_read(p: &'static Provider) {
+    let with_charset = recorded(p, "text").content_type(Some("text/event-stream; charset=utf-8"));
+    let without = recorded(p, "text").content_type(None);
+    let mut chat = chat(p, vec![with_charset, without], options()).await;
+    assert_eq!(errors(&chat.turn("hi").await), []);
+    assert_eq!(errors(&chat.turn("hello?").await), []);
+    assert_eq!(chat.assistant_messages().await, [hello(), hello()]);
+    assert_eq!(chat.server.received().len(), 2);
+}
+
+/// A byte that is not UTF-8 costs a character (U+FFFD), not the turn; a warning says so.
+pub async fn invalid_utf8_is_replaced_and_the_turn_goes_on(p: &'static Provider) {
+    let logs = super::Logs::capture();
+    let mut chat = chat(p, vec![recorded(p, "invalid_utf8")], options()).await;
+    assert_eq!(errors(&chat.turn("hi").await), []);
+    assert_eq!(chat.assistant_messages().await, [("Hello th\u{FFFD}ere!".to_string(), false)]);
+    let logged = logs.text();
+    assert!(logged.contains("WARN") && logged.contains("not valid UTF-8"), "{logged}");
+}
+
+/// A stream that goes on with empty deltas, keep-alives and usage but no text ends the step
+/// with a `timeout` error once `stall_timeout` passes without text; the text before stays,
+/// interrupted; nothing is retried; the next turn works.
+pub async fn empty_deltas_do_not_hold_a_step(p: &'static Provider) {
+    let stall = HttpOptions { stall_timeout: Duration::from_millis(300), ..options() };
+    let replies = vec![recorded(p, "trickle_empty"), recorded(p, "text")];
+    let mut chat = chat(p, replies, stall).await;
+    let started = std::time::Instant::now();
+    let message = "LLM request timed out: the stream sent no text or tool call for 300 ms (empty \
+                   deltas and keep-alive events do not count)";
+    assert_eq!(errors(&chat.turn("hi").await), [(Some(LlmErrorKind::Timeout), message.into())]);
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    assert_eq!(chat.assistant_messages().await, [("Hello".to_string(), true)]);
+    assert_eq!(chat.server.received().len(), 1, "nothing is retried once the stream flowed");
+    assert_eq!(errors(&chat.turn("hello?").await), []);
+}
+
+/// Reasoning and text that keep coming hold a step past `stall_timeout` in all: the deadline
+/// moves with each piece of output.
+pub async fn steady_output_outlasts_the_stall_timeout(p: &'static Provider) {
+    let stall = HttpOptions { stall_timeout: Duration::from_millis(600), ..options() };
+    let mut chat = chat(p, vec![recorded(p, "slow_steady")], stall).await;
+    let started = std::time::Instant::now();
+    assert_eq!(errors(&chat.turn("hi").await), []);
+    assert!(started.elapsed() >= Duration::from_millis(1200));
+    assert_eq!(chat.assistant_messages().await, [hello()]);
+}
+
 /// Every case above, one test each in the provider's test file.
 #[macro_export]
 macro_rules! failure_cases {
@@ -153,6 +287,41 @@ macro_rules! failure_cases {
         #[tokio::test]
         async fn garbage_is_an_invalid_chunk() {
             wire::bounded(wire::cases::garbage_is_an_invalid_chunk($provider)).await
+        }
+        #[tokio::test]
+        async fn a_base_url_keeps_its_query_string() {
+            wire::bounded(wire::cases::a_base_url_keeps_its_query_string($provider)).await
+        }
+        #[tokio::test]
+        async fn credentials_in_the_base_url_never_show() {
+            wire::bounded(wire::cases::credentials_in_the_base_url_never_show($provider)).await
+        }
+        #[tokio::test]
+        async fn a_200_that_is_not_an_event_stream_is_a_provider_error() {
+            wire::bounded(wire::cases::a_200_that_is_not_an_event_stream_is_a_provider_error(
+                $provider,
+            ))
+            .await
+        }
+        #[tokio::test]
+        async fn an_event_stream_with_a_charset_or_no_content_type_is_read() {
+            wire::bounded(wire::cases::an_event_stream_with_a_charset_or_no_content_type_is_read(
+                $provider,
+            ))
+            .await
+        }
+        #[tokio::test]
+        async fn invalid_utf8_is_replaced_and_the_turn_goes_on() {
+            wire::bounded(wire::cases::invalid_utf8_is_replaced_and_the_turn_goes_on($provider))
+                .await
+        }
+        #[tokio::test]
+        async fn empty_deltas_do_not_hold_a_step() {
+            wire::bounded(wire::cases::empty_deltas_do_not_hold_a_step($provider)).await
+        }
+        #[tokio::test]
+        async fn steady_output_outlasts_the_stall_timeout() {
+            wire::bounded(wire::cases::steady_output_outlasts_the_stall_timeout($provider)).await
         }
         #[tokio::test]
         async fn a_slow_first_token_is_a_timeout() {

@@ -29,6 +29,7 @@ pub fn options() -> HttpOptions {
         connect_timeout: Duration::from_secs(2),
         first_token_timeout: Duration::from_secs(2),
         read_timeout: Duration::from_secs(5),
+        stall_timeout: Duration::from_secs(5),
         max_retries: 2,
         initial_backoff: Duration::from_millis(10),
         max_backoff: Duration::from_secs(1),
@@ -68,9 +69,11 @@ pub struct Provider {
     pub name: &'static str,
     /// The path every request goes to.
     pub path: &'static str,
+    /// What the provider's base URL adds to the server's address (`/v1` for OpenAI).
+    pub base_path: &'static str,
     /// The rule checker.
     pub check: fn(&Value) -> Result<(), String>,
-    /// The model for a server at this base URL (`http://127.0.0.1:PORT`), sending [`KEY`].
+    /// The model for this base URL (`http://127.0.0.1:PORT` and `base_path`), sending [`KEY`].
     pub llm: fn(String, HttpOptions) -> Arc<dyn Llm>,
 }
 
@@ -90,8 +93,21 @@ impl Chat {
         replies: Vec<Reply>,
         options: HttpOptions,
     ) -> Chat {
+        Chat::start_at(provider, agent, replies, options, |base| base.to_string()).await
+    }
+
+    /// [`Chat::start`] with the base URL the model is given made from the server's own
+    /// (`http://127.0.0.1:PORT` and the provider's base path) by `base`.
+    pub async fn start_at(
+        provider: &'static Provider,
+        agent: Agent,
+        replies: Vec<Reply>,
+        options: HttpOptions,
+        base: impl FnOnce(&str) -> String,
+    ) -> Chat {
         let server = ReplayServer::start(replies).await.expect("the replay server starts");
-        let mut builder = Session::builder().llm((provider.llm)(server.base_url(), options));
+        let url = base(&format!("{}{}", server.base_url(), provider.base_path));
+        let mut builder = Session::builder().llm((provider.llm)(url, options));
         let events = builder.subscribe();
         let session = builder.start(agent).await.expect("the session starts");
         Chat { server, session, events, provider }
@@ -133,6 +149,48 @@ impl Chat {
     /// A recorded stream of this provider.
     pub fn recorded(&self, name: &str) -> Reply {
         Reply::sse(&recording(self.provider.name, name))
+    }
+}
+
+/// Log lines written on this thread while it lives (a `#[tokio::test]` runs every task on
+/// its own thread, the transport's included).
+pub struct Logs {
+    buffer: Arc<std::sync::Mutex<Vec<u8>>>,
+    _guard: tracing::subscriber::DefaultGuard,
+}
+
+impl Logs {
+    /// Captures everything from `trace` up.
+    pub fn capture() -> Logs {
+        let buffer = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let writer = Arc::clone(&buffer);
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::TRACE)
+            .with_ansi(false)
+            .with_writer(move || LogWriter(Arc::clone(&writer)))
+            .finish();
+        Logs { buffer, _guard: tracing::subscriber::set_default(subscriber) }
+    }
+
+    /// What was written so far.
+    pub fn text(&self) -> String {
+        let bytes = self.buffer.lock().map(|b| b.clone()).unwrap_or_default();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+}
+
+struct LogWriter(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogWriter {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        if let Ok(mut buffer) = self.0.lock() {
+            buffer.extend_from_slice(bytes);
+        }
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 

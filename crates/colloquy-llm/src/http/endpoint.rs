@@ -1,7 +1,10 @@
 //! Where a provider sends its requests: key, base URL, model and a client built on first use,
 //! read from the environment the way the official SDKs read it.
 
+use std::fmt;
 use std::sync::{Arc, OnceLock};
+
+use reqwest::Url;
 
 use super::key::ApiKey;
 use super::options::HttpOptions;
@@ -34,8 +37,13 @@ pub enum ConfigError {
 /// let mut endpoint = Endpoint::new("https://api.example.com/v1", "small-model");
 /// endpoint.set_base_url("http://127.0.0.1:8000/v1/");
 /// assert_eq!(endpoint.base_url(), "http://127.0.0.1:8000/v1");
+/// endpoint.set_base_url("http://me:secret@127.0.0.1:8000/v1?api-version=1");
+/// let url = endpoint.url(&["chat", "completions"]).unwrap();
+/// assert_eq!(url.path(), "/v1/chat/completions");
+/// assert_eq!(url.query(), Some("api-version=1"));
+/// assert_eq!(endpoint.redacted_base_url(), "http://127.0.0.1:8000/v1?api-version=1");
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Endpoint {
     key: Option<ApiKey>,
     base_url: String,
@@ -103,9 +111,36 @@ impl Endpoint {
         self.key.as_ref()
     }
 
-    /// The base URL, without a trailing `/`.
+    /// The base URL, without a trailing `/`, as set: credentials in it included, so print
+    /// [`Endpoint::redacted_base_url`] instead.
     pub fn base_url(&self) -> &str {
         &self.base_url
+    }
+
+    /// The base URL without its `user:password@` part, for banners and logs.
+    pub fn redacted_base_url(&self) -> String {
+        redact_url(&self.base_url)
+    }
+
+    /// The URL of `path` under the base URL: its segments appended to the base's path, and
+    /// the base's query kept (`http://h/v1?api-version=1` + `chat/completions` is
+    /// `http://h/v1/chat/completions?api-version=1`). A base URL that is not an `http` or
+    /// `https` URL is an error naming it without its credentials.
+    pub fn url(&self, path: &[&str]) -> Result<Url, LlmError> {
+        let shown = || self.redacted_base_url();
+        let invalid =
+            |why: String| LlmError::Connect { detail: format!("the base URL `{}` {why}", shown()) };
+        let mut url =
+            Url::parse(&self.base_url).map_err(|e| invalid(format!("is not a URL: {e}")))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(invalid("does not start with http:// or https://".into()));
+        }
+        url.set_fragment(None);
+        url.path_segments_mut()
+            .map_err(|()| invalid("cannot have a path".into()))?
+            .pop_if_empty()
+            .extend(path);
+        Ok(url)
     }
 
     /// The model.
@@ -137,6 +172,43 @@ impl Endpoint {
     }
 }
 
+impl fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("key", &self.key)
+            .field("base_url", &self.redacted_base_url())
+            .field("model", &self.model)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `url` without its `user:password@` part. A URL that does not parse loses everything
+/// between `://` and the last `@` of its authority, so even a malformed one shows no secret.
+pub(crate) fn redact_url(url: &str) -> String {
+    match Url::parse(url) {
+        Ok(mut parsed) if parsed.password().is_some() || !parsed.username().is_empty() => {
+            let _ = parsed.set_password(None);
+            let _ = parsed.set_username("");
+            let mut text = parsed.to_string();
+            // `Url` writes an empty path as `/`; the base URL as set has none.
+            if text.ends_with('/') && !url.ends_with('/') {
+                text.pop();
+            }
+            text
+        }
+        Ok(_) => url.to_string(),
+        Err(_) => {
+            let start = url.find("://").map_or(0, |i| i + 3);
+            let end = url[start..].find(['/', '?', '#']).map_or(url.len(), |i| start + i);
+            match url[start..end].rfind('@') {
+                Some(at) => format!("{}{}", &url[..start], &url[start + at + 1..]),
+                None => url.to_string(),
+            }
+        }
+    }
+}
+
 /// A provider configured through an [`Endpoint`]: what code that picks a provider at run
 /// time (a CLI flag, a config file) needs, whichever provider it is.
 pub trait HttpProvider: Llm + Sized {
@@ -164,4 +236,56 @@ pub trait HttpProvider: Llm + Sized {
 
 fn env_var(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn url(base: &str, path: &[&str]) -> Result<String, String> {
+        let mut endpoint = Endpoint::new("http://unused", "m");
+        endpoint.set_base_url(base);
+        endpoint.url(path).map(String::from).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn paths_join_the_base_and_keep_its_query() {
+        let chat = ["chat", "completions"];
+        assert_eq!(url("http://h/v1", &chat).unwrap(), "http://h/v1/chat/completions");
+        assert_eq!(url("http://h/v1/", &chat).unwrap(), "http://h/v1/chat/completions");
+        assert_eq!(
+            url("http://h/v1?api-version=1", &chat).unwrap(),
+            "http://h/v1/chat/completions?api-version=1"
+        );
+        assert_eq!(
+            url("https://h/openai/v1/?api-version=1#x", &chat).unwrap(),
+            "https://h/openai/v1/chat/completions?api-version=1"
+        );
+        assert_eq!(url("http://h:8080", &["v1", "messages"]).unwrap(), "http://h:8080/v1/messages");
+        assert_eq!(
+            url("http://h:8080?beta=1", &["v1", "messages"]).unwrap(),
+            "http://h:8080/v1/messages?beta=1"
+        );
+    }
+
+    #[test]
+    fn a_base_that_is_not_an_http_url_is_an_error_without_its_credentials() {
+        let e = url("localhost:8000/v1", &["x"]).unwrap_err();
+        assert!(e.contains("`localhost:8000/v1` does not start with http://"), "{e}");
+        let e = url("http://me:pw@[::1/v1", &["x"]).unwrap_err();
+        assert!(e.contains("is not a URL") && !e.contains("pw"), "{e}");
+    }
+
+    #[test]
+    fn credentials_in_a_url_never_print() {
+        assert_eq!(redact_url("http://me:pw@h:1/v1?q=1"), "http://h:1/v1?q=1");
+        assert_eq!(redact_url("http://me:pw@h"), "http://h");
+        assert_eq!(redact_url("http://me@h/"), "http://h/");
+        assert_eq!(redact_url("http://h/v1"), "http://h/v1");
+        assert_eq!(redact_url("http://me:p@w@[bad/v1"), "http://[bad/v1");
+        let mut endpoint = Endpoint::new("http://me:hunter2@h/v1", "m");
+        endpoint.set_key("sk-x");
+        let shown = format!("{endpoint:?}");
+        assert!(!shown.contains("hunter2") && !shown.contains("sk-x"), "{shown}");
+    }
 }

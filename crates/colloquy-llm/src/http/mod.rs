@@ -12,6 +12,7 @@ mod key;
 mod options;
 mod request;
 mod transport;
+mod utf8;
 
 pub use endpoint::{ConfigError, Endpoint, HttpProvider};
 pub use key::ApiKey;

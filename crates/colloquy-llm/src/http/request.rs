@@ -1,6 +1,11 @@
 //! What a provider hands the transport: the request to send, and the decoder of its events.
 
+use std::fmt;
+
+use reqwest::Url;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+
+use super::endpoint::redact_url;
 
 use crate::{LlmChunk, LlmError};
 
@@ -10,16 +15,25 @@ pub trait SseDecoder: Send + 'static {
     /// when the event ends the response (OpenAI's `[DONE]`, Anthropic's `message_stop`).
     fn event(&mut self, name: &str, data: &str, out: &mut Vec<LlmChunk>) -> Result<bool, LlmError>;
 
+    /// Whether the last event carried model output that no chunk shows: reasoning a provider
+    /// streams and colloquy does not keep. It holds off the stall deadline
+    /// ([`HttpOptions::stall_timeout`](super::HttpOptions::stall_timeout)) as text does; empty
+    /// deltas, pings and usage do not. None by default.
+    fn unseen_output(&self) -> bool {
+        false
+    }
+
     /// The body ended before an event said so: the last chunks, or why the stream counts as
     /// cut.
     fn end_of_body(&mut self, out: &mut Vec<LlmChunk>) -> Result<(), LlmError>;
 }
 
-/// A POST to a streaming endpoint, ready to send (and send again).
-#[derive(Clone, Debug)]
+/// A POST to a streaming endpoint, ready to send (and send again). `Debug` shows neither the
+/// URL's credentials nor the sensitive headers.
+#[derive(Clone)]
 pub struct StreamRequest {
-    /// Where to.
-    pub url: String,
+    /// Where to (from [`Endpoint::url`](super::Endpoint::url)).
+    pub url: Url,
     /// Headers (the key among them).
     pub headers: HeaderMap,
     /// The JSON body.
@@ -28,7 +42,7 @@ pub struct StreamRequest {
 
 impl StreamRequest {
     /// A request with the JSON body and `content-type: application/json`.
-    pub fn json(url: String, body: &serde_json::Value) -> Self {
+    pub fn json(url: Url, body: &serde_json::Value) -> Self {
         let mut headers = HeaderMap::new();
         headers.insert(reqwest::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
         headers.insert(reqwest::header::ACCEPT, HeaderValue::from_static("text/event-stream"));
@@ -44,5 +58,15 @@ impl StreamRequest {
         value.set_sensitive(true);
         self.headers.insert(HeaderName::from_static(name), value);
         Ok(self)
+    }
+}
+
+impl fmt::Debug for StreamRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StreamRequest")
+            .field("url", &redact_url(self.url.as_str()))
+            .field("headers", &self.headers)
+            .field("body", &String::from_utf8_lossy(&self.body))
+            .finish()
     }
 }

@@ -7,14 +7,16 @@ use std::time::Duration;
 use colloquy_core::text::error_chain;
 use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
-use reqwest::header::HeaderMap;
+use reqwest::header::{CONTENT_TYPE, HeaderMap};
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 
 use super::key::ApiKey;
 use super::options::HttpOptions;
 use super::request::{SseDecoder, StreamRequest};
+use super::utf8::LossyUtf8;
 
-use crate::{LlmChunk, LlmError, LlmStream};
+use crate::{LlmChunk, LlmError, LlmStream, excerpt};
 
 /// A reqwest client and the options it was built with; cheap to clone.
 #[derive(Clone, Debug)]
@@ -52,7 +54,15 @@ impl HttpTransport {
         decoder: impl SseDecoder,
     ) -> LlmStream {
         let (tx, rx) = mpsc::channel(64);
-        let attempt = Attempt { transport: self.clone(), request, key, tx };
+        // A password in the URL is a secret like the key: reqwest sends it as basic auth, and a
+        // server may echo it.
+        let password = request.url.password().map(str::to_string);
+        let decoded = password
+            .as_deref()
+            .map(|p| percent_encoding::percent_decode_str(p).decode_utf8_lossy().into_owned());
+        let secrets = [key, password.map(ApiKey::new), decoded.map(ApiKey::new)];
+        let secrets = secrets.into_iter().flatten().filter(|s| !s.expose().is_empty()).collect();
+        let attempt = Attempt { transport: self.clone(), request, secrets, tx };
         let task = tokio::spawn(attempt.run(decoder));
         Box::pin(TaskStream { rx, task })
     }
@@ -84,7 +94,8 @@ impl Drop for TaskStream {
 struct Attempt {
     transport: HttpTransport,
     request: StreamRequest,
-    key: Option<ApiKey>,
+    /// The key and the URL's password: redacted from every error text.
+    secrets: Vec<ApiKey>,
     tx: mpsc::Sender<LlmChunk>,
 }
 
@@ -114,10 +125,7 @@ impl Attempt {
     }
 
     fn redact(&self, text: &str) -> String {
-        match &self.key {
-            Some(key) => key.redact(text),
-            None => text.to_string(),
-        }
+        self.secrets.iter().fold(text.to_string(), |text, secret| secret.redact(&text))
     }
 
     /// Sends the request and waits for its first event, within the first-token timeout.
@@ -128,23 +136,39 @@ impl Attempt {
             let request = self
                 .transport
                 .client
-                .post(&self.request.url)
+                .post(self.request.url.clone())
                 .headers(self.request.headers.clone())
                 .body(self.request.body.clone());
-            let response = request.send().await.map_err(|e| (self.transport_error(&e), None))?;
+            let response = request.send().await.map_err(|e| (self.transport_error(e), None))?;
             let status = response.status();
             if !status.is_success() {
                 let retry_after = retry_after(response.headers());
-                let body = response.text().await.unwrap_or_default();
-                let body = self.redact(&body);
+                let body = self.body_start(response).await;
                 return Err((
                     LlmError::from_status(status.as_u16(), &body, retry_after),
                     retry_after,
                 ));
             }
-            let mut events = response.bytes_stream().eventsource().map(|event| {
+            // A page or a JSON answer is no stream: said so once, not retried as a cut one.
+            // A missing content type is read as a stream (decisions: provider streams).
+            let content_type = response.headers().get(CONTENT_TYPE);
+            let content_type = content_type.map(|v| String::from_utf8_lossy(v.as_bytes()));
+            if let Some(content_type) = content_type.filter(|c| !is_event_stream(c)) {
+                let content_type = excerpt(&self.redact(&content_type));
+                let body = self.body_start(response).await;
+                let message = format!(
+                    "the LLM server answered HTTP {status} with `{content_type}` instead of an \
+                     event stream (text/event-stream): {body}",
+                    status = status.as_u16(),
+                );
+                return Err((LlmError::Provider { message }, None));
+            }
+            let body = Box::pin(lossy_utf8(response.bytes_stream()));
+            let mut events = body.eventsource().map(|event| {
                 event.map_err(|e| match e {
-                    eventsource_stream::EventStreamError::Transport(e) => error_chain(&e),
+                    eventsource_stream::EventStreamError::Transport(e) => {
+                        error_chain(&e.without_url())
+                    }
                     other => other.to_string(),
                 })
             });
@@ -167,16 +191,21 @@ impl Attempt {
         decoder: &mut impl SseDecoder,
     ) -> Result<(), LlmError> {
         let FirstEvent { first, mut rest } = stream;
+        let stall = self.transport.options.stall_timeout;
+        let stalled = || LlmError::Stalled { waited: stall };
+        // From the first event; moved on by output only, once it is delivered (a slow
+        // reader is not a stalled server).
+        let mut deadline = Instant::now().checked_add(stall);
         let mut next = first;
         let mut out = Vec::new();
         loop {
-            let done = match next {
-                None => {
-                    decoder.end_of_body(&mut out)?;
-                    true
-                }
+            let (done, output) = match next {
+                None => (decoder.end_of_body(&mut out).map(|()| true)?, false),
                 Some(Err(e)) => return Err(self.cut(e)),
-                Some(Ok(event)) => decoder.event(&event.event, &event.data, &mut out)?,
+                Some(Ok(event)) => {
+                    let done = decoder.event(&event.event, &event.data, &mut out)?;
+                    (done, decoder.unseen_output() || out.iter().any(is_output))
+                }
             };
             for chunk in out.drain(..) {
                 if self.tx.send(chunk).await.is_err() {
@@ -187,21 +216,104 @@ impl Attempt {
                 let _ = self.tx.send(LlmChunk::End).await;
                 return Ok(());
             }
-            next = rest.next().await;
+            if output {
+                deadline = Instant::now().checked_add(stall);
+            }
+            next = match deadline {
+                None => rest.next().await,
+                Some(deadline) => match tokio::time::timeout_at(deadline, rest.next()).await {
+                    // The read timeout may fire at the same instant: the stall is the cause.
+                    Ok(Some(Err(_))) if Instant::now() >= deadline => return Err(stalled()),
+                    Ok(next) => next,
+                    Err(_) => return Err(stalled()),
+                },
+            };
         }
+    }
+
+    /// The start of a body that is not a stream, for an error: at most [`BODY_READ`] bytes
+    /// read, decoded lossily, redacted, cut to an excerpt. When the read stopped at the limit,
+    /// its last bytes go too, so a secret cut in two cannot escape the redaction.
+    async fn body_start(&self, mut response: reqwest::Response) -> String {
+        let mut bytes = Vec::new();
+        let mut more = false;
+        while let Ok(Some(chunk)) = response.chunk().await {
+            bytes.extend_from_slice(&chunk);
+            if bytes.len() >= BODY_READ {
+                more = true;
+                break;
+            }
+        }
+        if more {
+            let longest = self.secrets.iter().map(|s| s.expose().len()).max().unwrap_or(0);
+            bytes.truncate(BODY_READ.saturating_sub(longest));
+        }
+        excerpt(&self.redact(&String::from_utf8_lossy(&bytes)))
     }
 
     fn cut(&self, detail: String) -> LlmError {
         LlmError::StreamCut { detail: self.redact(&detail) }
     }
 
-    fn transport_error(&self, e: &reqwest::Error) -> LlmError {
-        let detail = self.redact(&error_chain(e));
-        match e.is_timeout() {
+    /// The error without its URL: the user knows it, and its query may hold a secret.
+    fn transport_error(&self, e: reqwest::Error) -> LlmError {
+        let timeout = e.is_timeout();
+        let detail = self.redact(&error_chain(&e.without_url()));
+        match timeout {
             true => LlmError::Timeout { waited: self.transport.options.connect_timeout },
             false => LlmError::Connect { detail },
         }
     }
+}
+
+/// Whether a chunk is the model's output: text, or a tool call's name or arguments. An empty
+/// delta, usage or a finish reason is not.
+fn is_output(chunk: &LlmChunk) -> bool {
+    match chunk {
+        LlmChunk::Text(text) => !text.is_empty(),
+        LlmChunk::ToolCall(call) => {
+            !call.arguments.is_empty() || call.name.as_ref().is_some_and(|n| !n.is_empty())
+        }
+        _ => false,
+    }
+}
+
+/// The body with invalid UTF-8 replaced by U+FFFD (one warning per response): a bad byte
+/// costs a character, not the turn, as it would if the stream were cut there.
+fn lossy_utf8<B: AsRef<[u8]>>(
+    body: impl futures_core::Stream<Item = Result<B, reqwest::Error>> + Send + 'static,
+) -> impl futures_core::Stream<Item = Result<Vec<u8>, reqwest::Error>> + Send + 'static {
+    let state = (Box::pin(body), LossyUtf8::default(), false);
+    futures_util::stream::unfold(state, |(mut body, mut utf8, ended)| async move {
+        if ended {
+            return None;
+        }
+        let before = utf8.replaced;
+        let (item, ended) = match body.next().await {
+            Some(Ok(chunk)) => (Ok(utf8.push(chunk.as_ref())), false),
+            Some(Err(e)) => (Err(e), false),
+            None => match utf8.finish() {
+                tail if tail.is_empty() => return None,
+                tail => (Ok(tail), true),
+            },
+        };
+        if before == 0 && utf8.replaced > 0 {
+            tracing::warn!(
+                "the LLM stream is not valid UTF-8: invalid bytes are read as U+FFFD (\u{FFFD}) \
+                 and the response goes on"
+            );
+        }
+        Some((item, (body, utf8, ended)))
+    })
+}
+
+/// How much of a body that is not a stream is read for its error (the excerpt is shorter).
+const BODY_READ: usize = 4096;
+
+/// `text/event-stream`, with or without parameters (`; charset=utf-8`), in any case.
+fn is_event_stream(content_type: &str) -> bool {
+    let essence = content_type.split(';').next().unwrap_or_default();
+    essence.trim().eq_ignore_ascii_case("text/event-stream")
 }
 
 type EventResult = Result<eventsource_stream::Event, String>;
@@ -248,6 +360,14 @@ mod tests {
         assert_eq!(backoff(&o, 10, None), Some(o.max_backoff));
         assert_eq!(backoff(&o, 0, Some(Duration::from_secs(3))), Some(Duration::from_secs(3)));
         assert_eq!(backoff(&o, 0, Some(Duration::from_secs(60))), None);
+    }
+
+    #[test]
+    fn event_streams_are_known_by_their_media_type() {
+        assert!(is_event_stream("text/event-stream"));
+        assert!(is_event_stream("Text/Event-Stream; charset=utf-8"));
+        assert!(!is_event_stream("text/html; charset=utf-8"));
+        assert!(!is_event_stream("application/json"));
     }
 
     #[test]
