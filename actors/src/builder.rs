@@ -116,6 +116,13 @@ impl SessionBuilder {
         self
     }
 
+    /// How many tool calls one user turn may make, its deferred replies included (default
+    /// 20; see [`SessionOptions::max_tool_calls_per_turn`]).
+    pub fn max_tool_calls_per_turn(mut self, limit: u32) -> Self {
+        self.options.max_tool_calls_per_turn = limit;
+        self
+    }
+
     /// The deadline of calls whose tool and toolsets set none (default none; see
     /// [`FunctionTool::deadline`](colloquy_core::FunctionTool::deadline)).
     pub fn tool_deadline(mut self, deadline: Option<Duration>) -> Self {

@@ -5,7 +5,7 @@
 //! also hands out call ids (decision 24): concurrent speeches of a session claim them here,
 //! synchronously, so two responses that reuse one id never both keep it.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use colloquy_core::{CallIds, Timestamp};
@@ -26,11 +26,28 @@ struct Inner {
     ids: AtomicU64,
     /// Held only while one response's ids are claimed: never across an await.
     call_ids: Mutex<CallIds>,
+    /// The tool calls the current user turn may still make (docs/decisions.md#edges-tool-deadlines).
+    budget: TurnBudget,
+}
+
+/// A user turn's tool calls, its deferred replies' included: concurrent speeches claim them
+/// here, synchronously, so together they never pass the limit.
+#[derive(Debug)]
+struct TurnBudget {
+    limit: u32,
+    used: AtomicU32,
+    /// The exhaustion was announced this turn.
+    announced: AtomicBool,
 }
 
 impl SessionClock {
     /// A clock starting now, whose timestamps begin after `offset_micros`.
-    pub fn new(offset_micros: u64) -> Self {
+    pub fn new(offset_micros: u64, max_tool_calls_per_turn: u32) -> Self {
+        let budget = TurnBudget {
+            limit: max_tool_calls_per_turn,
+            used: AtomicU32::new(0),
+            announced: AtomicBool::new(false),
+        };
         Self {
             inner: Arc::new(Inner {
                 start: Instant::now(),
@@ -38,8 +55,44 @@ impl SessionClock {
                 seq: AtomicU64::new(0),
                 ids: AtomicU64::new(1),
                 call_ids: Mutex::default(),
+                budget,
             }),
         }
+    }
+
+    /// A new user turn: its tool-call budget is whole again.
+    pub fn new_turn(&self) {
+        self.inner.budget.used.store(0, Ordering::SeqCst);
+        self.inner.budget.announced.store(false, Ordering::SeqCst);
+    }
+
+    /// Claims up to `wanted` tool calls of the turn's budget; returns how many may run.
+    pub fn claim_tool_calls(&self, wanted: usize) -> usize {
+        let budget = &self.inner.budget;
+        let wanted = u32::try_from(wanted).unwrap_or(u32::MAX);
+        let claimed = budget.used.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |used| {
+            Some(used.saturating_add(wanted).min(budget.limit.max(used)))
+        });
+        let before = claimed.unwrap_or_else(|used| used);
+        budget.limit.saturating_sub(before).min(wanted) as usize
+    }
+
+    /// The most tool calls a user turn may make.
+    pub fn tool_budget_limit(&self) -> u32 {
+        self.inner.budget.limit
+    }
+
+    /// Whether the turn has used its whole budget.
+    pub fn tool_budget_spent(&self) -> bool {
+        let budget = &self.inner.budget;
+        budget.used.load(Ordering::SeqCst) >= budget.limit
+    }
+
+    /// The turn's limit, once per turn when it is first found spent (to announce it).
+    pub fn announce_tool_budget(&self) -> Option<u32> {
+        let budget = &self.inner.budget;
+        let first = self.tool_budget_spent() && !budget.announced.swap(true, Ordering::SeqCst);
+        first.then_some(budget.limit)
     }
 
     /// Stamps the current instant.

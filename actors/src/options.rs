@@ -25,6 +25,12 @@ pub struct SessionOptions {
     /// close for ever. `None` waits as long as such calls run, as LiveKit Agents does; only a
     /// host that asks for it gets that (docs/decisions.md#edges-tool-deadlines).
     pub drain_timeout: Option<Duration>,
+    /// How many tool calls one user turn may make, the deferred replies it leads to included
+    /// (default 20). Past it, calls are answered with an error the model reads instead of
+    /// running, requests go out with `tool_choice` none, and an `x_tool_budget_exhausted` event
+    /// tells the host; the next user turn starts afresh. A model that re-calls a tool after
+    /// every deferred reply can then never loop for ever.
+    pub max_tool_calls_per_turn: u32,
     /// The deadline of a call whose tool and toolsets set none (default `None`: a tool runs
     /// until it ends, is cancelled, or its drain runs out). See [`colloquy_core::CallLimits`].
     pub tool_deadline: Option<Duration>,
@@ -54,6 +60,7 @@ impl Default for SessionOptions {
             templates: None,
             cancel_grace: Duration::from_secs(2),
             drain_timeout: Some(Duration::from_secs(30)),
+            max_tool_calls_per_turn: 20,
             tool_deadline: None,
             tool_heartbeat: None,
             max_unread_events: 100_000,

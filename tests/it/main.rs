@@ -37,3 +37,4 @@ mod tool_proxy;
 mod tool_search;
 mod toolsets;
 mod tracing_spans;
+mod turn_budget;

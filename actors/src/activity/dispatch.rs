@@ -77,12 +77,24 @@ pub(crate) fn dispatch(
     control: &SpeechControl,
 ) -> StepCalls {
     let mut calls = calls;
-    env.session.clock.claim_call_ids(calls.iter_mut().map(|c| &mut c.call_id));
+    let clock = &env.session.clock;
+    clock.claim_call_ids(calls.iter_mut().map(|c| &mut c.call_id));
+    // The turn's budget (docs/decisions.md#edges-tool-deadlines): calls past it are answered.
+    let allowed = clock.claim_tool_calls(calls.len());
+    if let Some(limit) = clock.announce_tool_budget() {
+        tracing::warn!(agent = %env.agent_id, limit, "the turn has made its tool calls");
+        env.session.emit(EventKind::ToolBudgetExhausted { limit });
+    }
     let pending = FuturesUnordered::new();
     let mut executing = 0;
-    let generation_id = env.session.clock.item_id();
+    let generation_id = clock.item_id();
     for (index, streamed) in calls.into_iter().enumerate() {
         let item_id = format!("{generation_id}/fnc_{index}");
+        if index >= allowed {
+            let output = text::tool_budget_exhausted(clock.tool_budget_limit());
+            pending.push(refuse(env, (index, item_id), streamed, output));
+            continue;
+        }
         let (future, executes) =
             dispatch_one(env, speech_id, (index, item_id), streamed, playout_done, control);
         executing += usize::from(executes);
@@ -118,32 +130,17 @@ fn dispatch_one(
     control: &SpeechControl,
 ) -> (Pending, bool) {
     let clock = &env.session.clock;
-    let StreamedCall { call_id, name, arguments, streamed_at } = streamed;
-    let refused = |arguments: String, output: String| -> (Pending, bool) {
-        // Unknown names and unparseable arguments never reach a toolset: no lifecycle events,
-        // the call keeps its stream-time stamp and its text as sent (decision 9).
-        let call = FunctionCall {
-            id: item_id.clone(),
-            call_id: call_id.clone(),
-            name: name.clone(),
-            arguments,
-            extra: Map::new(),
-            created_at: streamed_at,
-        };
-        let output = error_output(clock.item_id(), &call, output, clock.now());
-        let result = CallResult { call, output, provisional: false, handoff: None, index };
-        (Box::pin(std::future::ready(result)), false)
-    };
-    if !env.catalog.callable(&name) {
+    if !env.catalog.callable(&streamed.name) {
         let visible = env.catalog.visible_schemas();
         let names: Vec<&str> = visible.iter().map(|s| s.name.as_str()).collect();
-        let output = text::unknown_function(&name, &names);
-        return refused(arguments, output);
+        let output = text::unknown_function(&streamed.name, &names);
+        return (refuse(env, (index, item_id), streamed, output), false);
     }
-    let parsed = match parse_arguments(&name, &arguments) {
+    let parsed = match parse_arguments(&streamed.name, &streamed.arguments) {
         Ok(parsed) => parsed,
-        Err(e) => return refused(arguments, e.to_string()),
+        Err(e) => return (refuse(env, (index, item_id), streamed, e.to_string()), false),
     };
+    let StreamedCall { call_id, name, .. } = streamed;
     let call = FunctionCall {
         id: item_id,
         call_id,
@@ -173,6 +170,35 @@ fn dispatch_one(
         let _ = toolset.cast(ToolsetMsg::Execute(Box::new(exec), tx.into()));
     }
     (outcome(call, rx, env.session.clock.clone(), index), true)
+}
+
+/// A call answered at once with an error `output`, never reaching a toolset (an unknown name,
+/// unparseable arguments, a spent budget): no lifecycle events, and the call keeps its
+/// stream-time stamp and its text as sent (decision 9).
+fn refuse(
+    env: &SpeechEnv,
+    (index, item_id): (usize, String),
+    streamed: StreamedCall,
+    output: String,
+) -> Pending {
+    let clock = &env.session.clock;
+    let StreamedCall { call_id, name, arguments, streamed_at } = streamed;
+    let call = FunctionCall {
+        id: item_id,
+        call_id,
+        name,
+        arguments,
+        extra: Map::new(),
+        created_at: streamed_at,
+    };
+    let output = error_output(clock.item_id(), &call, output, clock.now());
+    Box::pin(std::future::ready(CallResult {
+        call,
+        output,
+        provisional: false,
+        handoff: None,
+        index,
+    }))
 }
 
 /// The call's result once its toolset answers (an internal error if it never does).

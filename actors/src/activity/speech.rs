@@ -112,6 +112,10 @@ impl Between {
     /// The step's `tool_choice`: requests 1..=max_tool_steps+1 may call tools, later ones are
     /// sent with `none` (§4.1); so is a tool reply to nothing but first updates (decision 15).
     fn tool_choice(&self, env: &SpeechEnv, first: &FirstStep) -> Option<ToolChoice> {
+        if env.session.clock.tool_budget_spent() {
+            // The turn has made all its calls (docs/decisions.md#edges-tool-deadlines).
+            return Some(ToolChoice::None);
+        }
         match self.step {
             1 => first.tool_choice.clone(),
             s if s > env.max_tool_steps + 1 || self.only_progress => Some(ToolChoice::None),

@@ -226,7 +226,7 @@ impl Actor for SessionActor {
 /// its call ids, so new calls never reuse one.
 fn session_link(myself: &ActorRef<SessionMsg>, args: &SessionArgs) -> SessionLink {
     let offset = args.history.iter().map(|i| i.created_at().micros + 1).max().unwrap_or(0);
-    let clock = SessionClock::new(offset);
+    let clock = SessionClock::new(offset, args.options.max_tool_calls_per_turn);
     clock.mark_call_ids(args.history.iter().filter_map(|item| match item {
         ChatItem::FunctionCall(c) => Some(c.call_id.as_str()),
         ChatItem::FunctionCallOutput(o) => Some(o.call_id.as_str()),

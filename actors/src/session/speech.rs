@@ -36,6 +36,7 @@ impl SessionState {
         });
         let agent = self.current.id.clone();
         self.commit(&agent, None, vec![message]);
+        self.link.clock.new_turn();
         self.turn.begin(&self.link.span, &self.id, &self.current.id);
         let content = SpeechContent::Reply {
             kind: RequestKind::UserTurn,

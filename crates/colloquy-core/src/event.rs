@@ -249,6 +249,14 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         usage: Option<Usage>,
     },
+    /// The current user turn has made its `max_tool_calls_per_turn` tool calls (its deferred
+    /// replies included): calls past it are answered with an error and not run, and requests
+    /// go out with `tool_choice` none until the next user turn (colloquy's addition).
+    #[serde(rename = "x_tool_budget_exhausted")]
+    ToolBudgetExhausted {
+        /// The limit (`SessionOptions::max_tool_calls_per_turn`).
+        limit: u32,
+    },
     /// The last item of a lossless event stream whose reader left this many events unread:
     /// the stream ends here (its memory would grow without bound); the session goes on
     /// (colloquy's addition).
@@ -302,6 +310,8 @@ pub enum EventType {
     LlmStepEnded,
     /// [`EventKind::StreamOverflowed`].
     StreamOverflowed,
+    /// [`EventKind::ToolBudgetExhausted`].
+    ToolBudgetExhausted,
     /// [`EventKind::SessionClosed`].
     SessionClosed,
     /// [`EventKind::ConversationItemAdded`].
@@ -331,6 +341,7 @@ impl EventKind {
             EventKind::Error { .. } => EventType::Error,
             EventKind::LlmStepEnded { .. } => EventType::LlmStepEnded,
             EventKind::StreamOverflowed { .. } => EventType::StreamOverflowed,
+            EventKind::ToolBudgetExhausted { .. } => EventType::ToolBudgetExhausted,
             EventKind::SessionClosed { .. } => EventType::SessionClosed,
             EventKind::ConversationItemAdded { .. } => EventType::ConversationItemAdded,
         }
@@ -353,11 +364,14 @@ impl EventKind {
 /// assert!(EventFilter::ALL.contains(EventType::ConversationItemAdded));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct EventFilter(u16);
+pub struct EventFilter(u32);
+
+// One bit per event type.
+const _: () = assert!((EventType::ToolBudgetExhausted as u32) < 32);
 
 impl EventFilter {
     /// Every event.
-    pub const ALL: EventFilter = EventFilter(u16::MAX);
+    pub const ALL: EventFilter = EventFilter(u32::MAX);
     /// No event (add types with [`with`](Self::with)).
     pub const NONE: EventFilter = EventFilter(0);
 
@@ -380,12 +394,12 @@ impl EventFilter {
 
     /// These types and `event_type`.
     pub fn with(self, event_type: EventType) -> Self {
-        EventFilter(self.0 | 1 << event_type as u16)
+        EventFilter(self.0 | 1 << event_type as u32)
     }
 
     /// Whether events of this type pass.
     pub fn contains(self, event_type: EventType) -> bool {
-        self.0 & (1 << event_type as u16) != 0
+        self.0 & (1 << event_type as u32) != 0
     }
 }
 

@@ -40,6 +40,13 @@ pub fn tool_heartbeat_missed(name: &str, quiet: std::time::Duration) -> String {
     format!("Tool `{name}` timed out: no update for {} s", seconds(quiet))
 }
 
+/// What the model reads for a call past its turn's budget of tool calls (not run).
+pub fn tool_budget_exhausted(limit: u32) -> String {
+    format!(
+        "Not run: this turn has used its {limit} tool calls. Answer the user with what you have."
+    )
+}
+
 /// Seconds as a person writes them: `30`, `0.5`, `1.25` (at most millisecond precision).
 fn seconds(d: std::time::Duration) -> String {
     let ms = d.as_millis();

@@ -140,6 +140,9 @@ async fn play_async(scenario: &Scenario) -> Result<Trace, ScenarioError> {
     if let Some(templates) = &options.templates {
         builder = builder.templates(templates.clone());
     }
+    if let Some(limit) = options.max_tool_calls_per_turn {
+        builder = builder.max_tool_calls_per_turn(limit);
+    }
     if let Some(grace) = options.cancel_grace {
         builder = builder.cancel_grace(grace);
     }
