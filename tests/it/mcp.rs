@@ -56,6 +56,14 @@ fn server() -> McpToolset {
     McpToolset::stdio("everything", node).cancellable(["trigger-long-running-operation"])
 }
 
+/// Call `id`'s output in the history: its text and whether it is an error.
+async fn output(h: &Harness, id: &str) -> Option<(String, bool)> {
+    h.session.history().await.unwrap().into_iter().find_map(|item| match item {
+        ChatItem::FunctionCallOutput(o) if o.call_id == id => Some((o.output, o.is_error)),
+        _ => None,
+    })
+}
+
 /// Waits (bounded) until `f` holds for the events so far.
 async fn until(h: &mut Harness, what: &str, f: impl Fn(&[SessionEvent]) -> bool) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
@@ -96,7 +104,8 @@ async fn a_server_tool_is_called_and_its_result_is_the_output() {
 
 #[tokio::test]
 async fn progress_notifications_become_updates_and_the_result_a_deferred_reply() {
-    let server = server().connect().await.expect("server");
+    // No throttle: every notification is an update.
+    let server = server().progress_interval(Duration::ZERO).connect().await.expect("server");
     let agent = agent().toolset(server.toolset());
     let args = r#"{"duration": 1, "steps": 2}"#;
     let script = vec![
@@ -346,4 +355,269 @@ async fn a_supervised_server_starts_with_the_session_and_stops_with_it() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let _ = std::fs::remove_file(&mark);
+}
+
+#[tokio::test]
+async fn a_result_over_the_size_limit_ends_the_call_with_an_error_giving_its_size() {
+    let server = McpToolset::stdio("py", python(&["stdio"])).connect().await.expect("connects");
+    let calls = ScriptedResponse::calls([
+        ScriptedCall::new("c1", "big", r#"{"mib": 2}"#),
+        ScriptedCall::new("c2", "big", r#"{"mib": 0.5}"#),
+    ]);
+    let mut h = Harness::start(agent().toolset(server.toolset()), vec![calls, text("ok")]).await;
+    h.turn("big").await;
+    until(&mut h, "both ends", |e| ended(e, "c1").is_some() && ended(e, "c2").is_some()).await;
+    let (said, error) = output(&h, "c1").await.expect("an output");
+    assert!(error, "{said}");
+    assert!(said.contains("2097152 bytes") && said.contains("1048576 bytes"), "{said}");
+    // Under the default 1 MiB: the model reads it.
+    let (said, error) = output(&h, "c2").await.expect("an output");
+    assert!(!error && said.len() == 512 * 1024);
+    h.close().await;
+    // The limit is the host's to set.
+    let small = McpToolset::stdio("py", python(&["stdio"])).max_result_bytes(100);
+    let server = small.connect().await.expect("connects");
+    let script = vec![call("c1", "big", r#"{"mib": 0.001}"#), text("ok")];
+    let mut h = Harness::start(agent().toolset(server.toolset()), script).await;
+    h.turn("big").await;
+    until(&mut h, "the call's end", |e| ended(e, "c1").is_some()).await;
+    let (said, error) = output(&h, "c1").await.expect("an output");
+    assert!(error && said.contains("1048 bytes") && said.contains("limit of 100 bytes"), "{said}");
+    h.close().await;
+}
+
+#[tokio::test]
+async fn an_answer_the_transport_drops_ends_its_call_with_an_error_and_the_server_goes_on() {
+    let server = McpToolset::stdio("py", python(&["stdio"])).connect().await.expect("connects");
+    let script = vec![
+        call("c1", "big", r#"{"mib": 17}"#),
+        text("Too big."),
+        call("c2", "add", r#"{"a": 1, "b": 2}"#),
+        text("3."),
+    ];
+    let mut h = Harness::start(agent().toolset(server.toolset()), script).await;
+    h.turn("big").await;
+    until(&mut h, "the call's end", |e| ended(e, "c1").is_some()).await;
+    assert_eq!(ended(h.events(), "c1"), Some(ToolCallStatus::Error));
+    let (said, _) = output(&h, "c1").await.expect("an output");
+    assert!(said.contains("over the 16 MiB") && said.contains("dropped"), "{said}");
+    let bytes: usize = said
+        .split(" bytes")
+        .next()
+        .and_then(|s| s.rsplit(' ').next()?.parse().ok())
+        .expect("the size");
+    assert!(bytes > 17 * 1024 * 1024, "{said}");
+    h.turn("again").await;
+    until(&mut h, "the next call's end", |e| ended(e, "c2").is_some()).await;
+    assert_eq!(output(&h, "c2").await.map(|o| o.0).as_deref(), Some("1 + 2 = 3"));
+    h.close().await;
+}
+
+#[tokio::test]
+async fn a_tool_whose_schema_cannot_be_read_is_skipped_and_the_others_load() {
+    let deep = python(&["stdio", "--deep", "10000"]);
+    let server =
+        tokio::time::timeout(Duration::from_secs(20), McpToolset::stdio("py", deep).connect())
+            .await
+            .expect("the listing ends")
+            .expect("connects");
+    let skipped = server.skipped();
+    assert_eq!(skipped.len(), 1, "{skipped:?}");
+    assert!(skipped[0].starts_with("`deep`: its schema is nested too deep"), "{skipped:?}");
+    // Supervised: the same list, the model sees the others.
+    let toolset = McpToolset::stdio("py", python(&["stdio", "--deep", "10000"])).build();
+    let script = vec![call("c1", "add", r#"{"a": 2, "b": 2}"#), text("4.")];
+    let mut h = Harness::start(agent().toolset(toolset), script).await;
+    h.turn("2 + 2?").await;
+    until(&mut h, "the call's end", |e| ended(e, "c1").is_some()).await;
+    let names = tools_of(&h, 0);
+    assert!(
+        names.contains(&"add".to_string()) && !names.contains(&"deep".to_string()),
+        "{names:?}"
+    );
+    assert_eq!(output(&h, "c1").await.map(|o| o.0).as_deref(), Some("2 + 2 = 4"));
+    h.close().await;
+}
+
+#[tokio::test]
+async fn a_flood_of_progress_costs_a_handful_of_updates_and_the_result_comes_last() {
+    let server = McpToolset::stdio("py", python(&["stdio"])).connect().await.expect("connects");
+    let script = vec![call("c1", "flood", r#"{"n": 10000}"#), text("Flooding."), text("Done.")];
+    let mut h = Harness::start(agent().toolset(server.toolset()), script).await;
+    h.session.user_turn("flood").await.unwrap();
+    until(&mut h, "the call's end", |e| ended(e, "c1").is_some()).await;
+    h.session.wait_for_idle().await.expect("idle");
+    let updates: Vec<String> = h
+        .events()
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::ToolCallUpdated { message, .. } => Some(message.clone()),
+            _ => None,
+        })
+        .collect();
+    // The first at once, then at most one a second while the server floods.
+    assert!(!updates.is_empty() && updates.len() <= 15, "{} updates: {updates:?}", updates.len());
+    assert_eq!(updates[0], "note 1");
+    assert_eq!(ended(h.events(), "c1"), Some(ToolCallStatus::Done));
+    let hist = h.hist().await;
+    assert!(hist.iter().any(|i| i.contains("c1_final") && i.contains("flooded 10000")), "{hist:?}");
+    // No update after the result.
+    let last_update = hist.iter().rposition(|i| i.contains("c1_update_"));
+    let final_at = hist.iter().position(|i| i.contains("c1_final")).expect("the final");
+    assert!(last_update.is_none_or(|u| u < final_at), "{hist:?}");
+    assert!(h.requests().len() <= 20, "{} requests", h.requests().len());
+    h.close().await;
+}
+
+#[tokio::test]
+async fn dropping_a_connected_toolset_stops_its_server() {
+    let mark = std::env::temp_dir().join(format!("colloquy-mcp-drop-{}", std::process::id()));
+    let _ = std::fs::remove_file(&mark);
+    let mark_arg = mark.to_string_lossy().into_owned();
+    let server = McpToolset::stdio("py", python(&["stdio", "--mark", &mark_arg]))
+        .connect()
+        .await
+        .expect("connects");
+    let pid = read_pid(&mark).await;
+    assert!(!gone(pid));
+    drop(server); // no session, no close
+    wait_gone(pid, "after its toolset was dropped").await;
+    let _ = std::fs::remove_file(&mark);
+}
+
+/// The process id a server wrote to `mark` as it started (bounded wait).
+async fn read_pid(mark: &std::path::Path) -> u32 {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        if let Some(pid) = std::fs::read_to_string(mark).ok().and_then(|p| p.trim().parse().ok()) {
+            return pid;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the server never started");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Waits (bounded) until process `pid` has gone.
+async fn wait_gone(pid: u32, when: &str) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !gone(pid) {
+        assert!(tokio::time::Instant::now() < deadline, "process {pid} still runs {when}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Set on the helper below when a test runs it as a child process: how it should end.
+const HELPER: &str = "COLLOQUY_MCP_HELPER";
+
+/// Not a test: a host the tests below run as a child process, with an environment of their
+/// own (a secret in it). It starts a supervised server (its pid in the mark file), has it
+/// start a grandchild and report its environment, prints both, starts a call that never
+/// answers (not cancellable), prints `READY`, then exits at once (`exit`) or waits to be
+/// killed (`kill`).
+#[tokio::test]
+#[ignore = "a child process of the tests below"]
+async fn helper_host_with_a_server() {
+    let Ok(mode) = std::env::var(HELPER) else { return };
+    let mark = std::env::var("COLLOQUY_MCP_HELPER_MARK").expect("a mark file");
+    let mut command = python(&["stdio", "--mark", &mark]);
+    command.env("COLLOQUY_PASSED", "explicit");
+    let toolset = McpToolset::stdio("py", command).inherit_env(["COLLOQUY_INHERITED"]).build();
+    let both = ScriptedResponse::calls([
+        ScriptedCall::new("c1", "grandchild", "{}"),
+        ScriptedCall::new("c2", "env", "{}"),
+    ]);
+    let script = vec![both, text("ok"), call("c3", "hang", "{}"), text("waiting")];
+    let mut h = Harness::start(agent().toolset(toolset), script).await;
+    h.turn("go").await;
+    until(&mut h, "both ends", |e| ended(e, "c1").is_some() && ended(e, "c2").is_some()).await;
+    println!("GRANDCHILD {}", output(&h, "c1").await.expect("a pid").0);
+    println!("ENV {}", output(&h, "c2").await.expect("an environment").0);
+    h.session.user_turn("hang").await.unwrap();
+    until(&mut h, "the hanging call", |e| {
+        e.iter().any(
+            |e| matches!(&e.kind, EventKind::ToolCallStarted { call_id, .. } if call_id == "c3"),
+        )
+    })
+    .await;
+    println!("READY");
+    if mode == "exit" {
+        std::process::exit(0); // no destructor runs
+    }
+    tokio::time::sleep(Duration::from_secs(60)).await;
+}
+
+/// The helper's run: the process, the server's pid, its grandchild's, its environment.
+struct Helped {
+    process: tokio::process::Child,
+    server: u32,
+    grandchild: u32,
+    env: serde_json::Map<String, serde_json::Value>,
+}
+
+async fn run_helper(mode: &str) -> Helped {
+    use tokio::io::AsyncBufReadExt;
+    let mark =
+        std::env::temp_dir().join(format!("colloquy-mcp-helper-{mode}-{}", std::process::id()));
+    let _ = std::fs::remove_file(&mark);
+    let _ = servers(); // installed by this process, not raced by the helper
+    let mut process = Command::new(std::env::current_exe().expect("the test binary"))
+        .args(["mcp::helper_host_with_a_server", "--exact", "--ignored", "--nocapture"])
+        .env(HELPER, mode)
+        .env("COLLOQUY_MCP_HELPER_MARK", &mark)
+        .env("OPENAI_API_KEY", "sk-colloquy-test-secret")
+        .env("COLLOQUY_INHERITED", "inherited")
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the helper starts");
+    let mut lines = tokio::io::BufReader::new(process.stdout.take().expect("stdout")).lines();
+    let (mut grandchild, mut env) = (None, None);
+    let read = async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if let Some(pid) = line.strip_prefix("GRANDCHILD ") {
+                grandchild = pid.trim().parse().ok();
+            } else if let Some(json) = line.strip_prefix("ENV ") {
+                env = serde_json::from_str(json).ok();
+            } else if line.trim() == "READY" {
+                return true;
+            }
+        }
+        false
+    };
+    let ready = tokio::time::timeout(Duration::from_secs(30), read).await;
+    assert_eq!(ready.ok(), Some(true), "the helper never got ready");
+    let server = read_pid(&mark).await;
+    let _ = std::fs::remove_file(&mark);
+    Helped {
+        process,
+        server,
+        grandchild: grandchild.expect("the grandchild's pid"),
+        env: env.expect("the server's environment"),
+    }
+}
+
+#[tokio::test]
+async fn a_stdio_server_gets_an_allow_listed_environment_and_dies_when_its_host_exits() {
+    let mut helped = run_helper("exit").await;
+    let env = &helped.env;
+    assert!(env.get("PATH").is_some(), "{env:?}");
+    assert_eq!(env.get("COLLOQUY_PASSED").and_then(|v| v.as_str()), Some("explicit"));
+    assert_eq!(env.get("COLLOQUY_INHERITED").and_then(|v| v.as_str()), Some("inherited"));
+    assert!(env.get("OPENAI_API_KEY").is_none(), "a secret reached the server: {env:?}");
+    assert!(env.get("CARGO_MANIFEST_DIR").is_none(), "{env:?}");
+    // The host exited (a call it could not cancel still running): the whole group goes.
+    let status = tokio::time::timeout(Duration::from_secs(20), helped.process.wait()).await;
+    assert!(status.is_ok_and(|s| s.is_ok()), "the helper exits");
+    wait_gone(helped.server, "after its host exited").await;
+    wait_gone(helped.grandchild, "after its host exited").await;
+}
+
+#[tokio::test]
+async fn a_stdio_server_and_its_children_die_when_the_host_is_killed() {
+    let mut helped = run_helper("kill").await;
+    assert!(!gone(helped.server) && !gone(helped.grandchild));
+    helped.process.start_kill().expect("SIGKILL"); // kill -9: nothing of colloquy runs
+    let _ = tokio::time::timeout(Duration::from_secs(10), helped.process.wait()).await;
+    wait_gone(helped.server, "after its host was killed").await;
+    wait_gone(helped.grandchild, "after its host was killed").await;
 }

@@ -1,8 +1,10 @@
 //! One connection to an MCP server (rmcp's client): progress routed to the call that asked for
-//! it, and a tool call whose progress becomes `ctx.update()` and whose colloquy cancel becomes
-//! MCP's `notifications/cancelled`.
+//! it, and a tool call whose progress becomes throttled `ctx.update()`s, whose colloquy cancel
+//! becomes MCP's `notifications/cancelled`, and which ends with an error when its answer is too
+//! big for the model or was dropped by the transport.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use colloquy_core::{RunContext, ToolError};
 use futures_util::{FutureExt, StreamExt};
@@ -15,7 +17,50 @@ use rmcp::service::{NotificationContext, PeerRequestOptions, RunningService};
 use rmcp::{ClientHandler, Peer, RoleClient, ServiceError};
 use serde_json::{Map, Value};
 
+use tokio::sync::broadcast;
+
 use crate::content::render;
+use crate::frames::Target;
+use crate::stdio::MAX_LINE;
+use crate::throttle::Throttle;
+
+/// A message the transport dropped (over its line limit), and whom it was for.
+#[derive(Clone, Debug)]
+pub(crate) struct Dropped {
+    pub target: Target,
+    /// Its length, in bytes.
+    pub bytes: usize,
+}
+
+/// What the stdio relay learns that rmcp does not say: messages it dropped, tools it removed
+/// from a list.
+pub(crate) struct Edges {
+    dropped: broadcast::Sender<Dropped>,
+    unreadable: Mutex<Vec<String>>,
+}
+
+impl Default for Edges {
+    fn default() -> Self {
+        Self { dropped: broadcast::Sender::new(16), unreadable: Mutex::default() }
+    }
+}
+
+impl Edges {
+    /// The relay dropped a message: the calls it may have answered end.
+    pub fn dropped(&self, dropped: Dropped) {
+        let _ = self.dropped.send(dropped); // no call in flight: nobody to tell
+    }
+
+    /// The relay removed these tools from a list (why, each naming its tool).
+    pub fn unreadable(&self, why: Vec<String>) {
+        self.unreadable.lock().unwrap_or_else(PoisonError::into_inner).extend(why);
+    }
+
+    /// The tools removed since the last time this was asked.
+    fn take_unreadable(&self) -> Vec<String> {
+        std::mem::take(&mut *self.unreadable.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+}
 
 /// What colloquy does with the server's notifications.
 #[derive(Clone, Default)]
@@ -23,6 +68,16 @@ pub(crate) struct Handler {
     progress: ProgressDispatcher,
     /// Told when the server says its tool list changed.
     list_changed: Option<tokio::sync::mpsc::Sender<()>>,
+    pub edges: Arc<Edges>,
+}
+
+/// Per-call bounds.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Bounds {
+    /// The longest result text the model gets, in bytes.
+    pub max_result_bytes: usize,
+    /// At most one progress update per this interval.
+    pub progress_interval: Duration,
 }
 
 impl Handler {
@@ -58,6 +113,7 @@ impl ClientHandler for Handler {
 pub(crate) struct Connection {
     peer: Peer<RoleClient>,
     progress: ProgressDispatcher,
+    edges: Arc<Edges>,
     /// The connection itself, when this client owns it (`McpToolset::connect`).
     _owned: Option<RunningService<RoleClient, Handler>>,
 }
@@ -65,41 +121,51 @@ pub(crate) struct Connection {
 impl Connection {
     /// The client side of `service`, which its caller keeps running.
     pub fn new(service: &RunningService<RoleClient, Handler>, handler: &Handler) -> Arc<Self> {
-        let progress = handler.progress.clone();
-        Arc::new(Self { peer: service.peer().clone(), progress, _owned: None })
+        let (progress, edges) = (handler.progress.clone(), Arc::clone(&handler.edges));
+        Arc::new(Self { peer: service.peer().clone(), progress, edges, _owned: None })
     }
 
     /// The client side of `service`, which it keeps running: dropping the last reference
     /// closes it.
     pub fn owning(service: RunningService<RoleClient, Handler>, handler: &Handler) -> Arc<Self> {
         let (peer, progress) = (service.peer().clone(), handler.progress.clone());
-        Arc::new(Self { peer, progress, _owned: Some(service) })
+        let edges = Arc::clone(&handler.edges);
+        Arc::new(Self { peer, progress, edges, _owned: Some(service) })
     }
 
-    /// The server's tools, every page.
-    pub async fn tools(&self) -> Result<Vec<Tool>, ServiceError> {
-        self.peer.list_all_tools().await
+    /// The server's tools, every page; and the ones the relay had to remove (why, each).
+    pub async fn tools(&self) -> Result<(Vec<Tool>, Vec<String>), ServiceError> {
+        let _ = self.edges.take_unreadable(); // from an earlier listing, already reported
+        let tools = self.peer.list_all_tools().await?;
+        Ok((tools, self.edges.take_unreadable()))
     }
 
-    /// Calls `name`; progress notifications become updates, a cancel of the colloquy call
-    /// cancels the request. An `isError` result is a tool error the model reads.
+    /// Calls `name`; progress notifications become updates (throttled), a cancel of the
+    /// colloquy call cancels the request. An `isError` result is a tool error the model reads;
+    /// so is a result over the size bound, or one the transport dropped.
     pub async fn call(
         &self,
         ctx: &RunContext,
         name: &str,
         arguments: Map<String, Value>,
+        bounds: Bounds,
     ) -> Result<String, ToolError> {
         let params = CallToolRequestParams::new(name.to_string()).with_arguments(arguments);
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        // Before the request goes: its answer may be dropped as soon as it is sent.
+        let mut dropped = self.edges.dropped.subscribe();
         let handle = self
             .peer
             .send_cancellable_request(request, PeerRequestOptions::no_options())
             .await
             .map_err(|e| ToolError::internal(format!("the MCP server is unreachable: {e}")))?;
+        let id = serde_json::to_value(&handle.id).unwrap_or(Value::Null);
         let mut progress = self.progress.subscribe(handle.progress_token.clone()).await;
+        let mut throttle = Throttle::new(bounds.progress_interval);
         let mut handle = Some(handle);
         let response = loop {
             let Some(pending) = handle.as_mut() else { unreachable!("taken only on return") };
+            let due = throttle.due();
             tokio::select! {
                 biased;
                 () = ctx.cancelled() => {
@@ -108,15 +174,43 @@ impl Connection {
                     }
                     return Err(ToolError::new("cancelled"));
                 }
-                Some(note) = progress.next() => {
-                    let _ = ctx.update(progress_text(&note)).await;
-                }
                 response = &mut pending.rx => break response,
+                lost = dropped.recv() => {
+                    let text = match lost {
+                        Ok(Dropped { target: Target::Response(to), bytes }) if to == id => {
+                            dropped_text(bytes, true)
+                        }
+                        Ok(Dropped { target: Target::Unknown, bytes }) => dropped_text(bytes, false),
+                        Err(broadcast::error::RecvError::Lagged(_)) => dropped_text(0, false),
+                        // Another call's answer, or a server's request; `Closed` cannot
+                        // happen while this connection (which holds the sender) lives.
+                        Ok(_) | Err(broadcast::error::RecvError::Closed) => continue,
+                    };
+                    if let Some(handle) = handle.take() {
+                        let _ = handle.cancel(Some("its answer was too long to read".into())).await;
+                    }
+                    return Err(ToolError::new(text));
+                }
+                () = sleep_until(due), if due.is_some() => {
+                    if let Some(text) = throttle.release(tokio::time::Instant::now()) {
+                        let _ = ctx.update(text).await;
+                    }
+                }
+                Some(note) = progress.next() => {
+                    let now = tokio::time::Instant::now();
+                    if let Some(text) = throttle.offer(now, progress_text(&note)) {
+                        let _ = ctx.update(text).await;
+                    }
+                }
             }
         };
-        // Progress the server sent just before its result may be routed just after it.
+        // Progress the server sent just before its result may be routed just after it: it
+        // goes through the throttle; an update still held is dropped, as the result is newer.
         while let Some(Some(note)) = progress.next().now_or_never() {
-            let _ = ctx.update(progress_text(&note)).await;
+            let now = tokio::time::Instant::now();
+            if let Some(text) = throttle.offer(now, progress_text(&note)) {
+                let _ = ctx.update(text).await;
+            }
         }
         let result = match response {
             Ok(Ok(ServerResult::CallToolResult(result))) => result,
@@ -129,10 +223,44 @@ impl Connection {
         let content: Vec<Value> =
             result.content.iter().filter_map(|c| serde_json::to_value(c).ok()).collect();
         let text = render(&content, result.structured_content.as_ref());
+        if text.len() > bounds.max_result_bytes {
+            return Err(ToolError::new(format!(
+                "the tool's result is {} bytes of text, over the limit of {} bytes: \
+                 ask for less (a narrower query, a smaller range)",
+                text.len(),
+                bounds.max_result_bytes
+            )));
+        }
         match result.is_error {
             Some(true) => Err(ToolError::new(text)),
             _ => Ok(text),
         }
+    }
+}
+
+/// Waits until `due` (never, without one: the branch is disabled then).
+async fn sleep_until(due: Option<tokio::time::Instant>) {
+    match due {
+        Some(due) => tokio::time::sleep_until(due).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The error output of a call whose answer the transport dropped (`certain`), or may have
+/// (a dropped message of `bytes`, 0 if unknown, whose target is unknown).
+fn dropped_text(bytes: usize, certain: bool) -> String {
+    let limit = MAX_LINE / (1024 * 1024);
+    if certain {
+        format!(
+            "the MCP server's answer was {bytes} bytes, over the {limit} MiB a message may \
+             have on its transport: it was dropped"
+        )
+    } else {
+        let size = if bytes > 0 { format!(" ({bytes} bytes)") } else { String::new() };
+        format!(
+            "a message from the MCP server{size} was over the {limit} MiB a message may have \
+             on its transport and was dropped; it may have been this call's answer"
+        )
     }
 }
 

@@ -30,12 +30,35 @@
 //! Tool names: the server's, unless [`McpToolset::prefix`] sets one (`<prefix>_<name>`), made
 //! to fit `[A-Za-z0-9_-]{1,64}` as model APIs require; a name another tool of the agent has is
 //! refused when the session starts (`duplicate function name`).
+//!
+//! Bounds, so that no server can freeze, flood or read a session:
+//!
+//! - a result over [`MAX_RESULT_BYTES`] of text ([`McpToolset::max_result_bytes`]) ends its
+//!   call with an error output giving its size and the limit;
+//! - a message over the stdio transport's 16 MiB line limit, which rmcp drops, ends the call
+//!   it answered with an error output saying so (the calls in flight, when its start does not
+//!   say which call it answered);
+//! - a listed tool whose description rmcp cannot read (a schema nested deeper than
+//!   serde_json's limit, a schema that is not an object) is skipped with a warning naming it;
+//!   the others load;
+//! - progress reaches the call as at most one update per [`PROGRESS_INTERVAL`]
+//!   ([`McpToolset::progress_interval`]), the latest winning; an update still held when the
+//!   result arrives is dropped, the result being newer;
+//! - a stdio server starts with the variables in [`INHERITED_ENV`] from colloquy's
+//!   environment (the official SDKs' list), those named with [`McpToolset::inherit_env`], and
+//!   those set on its `Command`; never the rest (provider keys included);
+//! - a stdio server's whole process group dies with colloquy: when the toolset closes or is
+//!   dropped, when the program exits, and when it is killed (even by `SIGKILL`; a guard
+//!   process in the group kills it when its pipe from colloquy closes).
 
 mod client;
 mod content;
+mod frames;
 mod names;
 mod source;
 mod spec;
+mod stdio;
+mod throttle;
 mod tools;
 
 use std::sync::Arc;
@@ -46,6 +69,7 @@ use tokio::process::Command;
 
 pub use content::render;
 pub use names::model_name;
+pub use spec::INHERITED_ENV;
 
 use client::{Connection, Handler};
 use source::McpSource;
@@ -54,6 +78,12 @@ use tools::{Options, Slot, list};
 
 /// How long a session's first LLM request waits for a supervised server's tools by default.
 pub const START_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The longest result text (in bytes) a call gives the model by default: 1 MiB.
+pub const MAX_RESULT_BYTES: usize = 1024 * 1024;
+
+/// A call's progress becomes at most one update per this interval by default.
+pub const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Why a server's tools could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -88,7 +118,9 @@ pub struct McpToolset {
 
 impl McpToolset {
     /// A server run as a child process: the command is run directly (not through a shell)
-    /// as the leader of its own process group, which is stopped as a whole with it.
+    /// as the leader of its own process group, which is stopped as a whole with it. Its
+    /// environment: [`INHERITED_ENV`] and [`inherit_env`](Self::inherit_env)'s names from
+    /// colloquy's, then what `command` sets (`env`, `env_remove`); nothing else.
     pub fn stdio(id: impl Into<String>, command: Command) -> Self {
         Self::new(id, Spec::stdio(&command))
     }
@@ -123,6 +155,32 @@ impl McpToolset {
         scope: colloquy_core::DuplicateScope,
     ) -> Self {
         self.options.on_duplicate.insert(name.into(), (policy, scope));
+        self
+    }
+
+    /// These variables of colloquy's environment reach a stdio server too, if set (the
+    /// server's token, say); no effect on an HTTP server.
+    pub fn inherit_env<S: Into<std::ffi::OsString>>(
+        mut self,
+        names: impl IntoIterator<Item = S>,
+    ) -> Self {
+        self.spec.inherit(names.into_iter().map(Into::into));
+        self
+    }
+
+    /// The longest result, in bytes of the text the model would read, a call may give
+    /// (default [`MAX_RESULT_BYTES`]); a longer one ends the call with an error output giving
+    /// its size and this limit.
+    pub fn max_result_bytes(mut self, bytes: usize) -> Self {
+        self.options.bounds.max_result_bytes = bytes;
+        self
+    }
+
+    /// A call's progress notifications become at most one update per `interval` (default
+    /// [`PROGRESS_INTERVAL`]; zero lets every one through): the first at once, then the
+    /// latest when the interval has passed.
+    pub fn progress_interval(mut self, interval: Duration) -> Self {
+        self.options.bounds.progress_interval = interval;
         self
     }
 

@@ -1,5 +1,6 @@
 //! How to reach a server, kept so it can be reached again after it dies: a command (rebuilt
-//! from its parts each time: a `Command` cannot be cloned) or a URL.
+//! from its parts each time: a `Command` cannot be cloned) or a URL. A command starts with an
+//! allow-listed environment, never colloquy's whole one (which holds the provider keys).
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -7,11 +8,33 @@ use std::path::PathBuf;
 use rmcp::RoleClient;
 use rmcp::ServiceExt;
 use rmcp::service::RunningService;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::transport::StreamableHttpClientTransport;
 use tokio::process::Command;
 
 use crate::McpError;
 use crate::client::Handler;
+
+/// The variables a server inherits from colloquy's environment, as the official SDKs' stdio
+/// clients do (`DEFAULT_INHERITED_ENV_VARS`); anything else only if the host passes it.
+#[cfg(not(windows))]
+pub const INHERITED_ENV: &[&str] = &["HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER"];
+/// The variables a server inherits from colloquy's environment, as the official SDKs' stdio
+/// clients do (`DEFAULT_INHERITED_ENV_VARS`); anything else only if the host passes it.
+#[cfg(windows)]
+pub const INHERITED_ENV: &[&str] = &[
+    "APPDATA",
+    "HOMEDRIVE",
+    "HOMEPATH",
+    "LOCALAPPDATA",
+    "PATH",
+    "PATHEXT",
+    "PROCESSOR_ARCHITECTURE",
+    "SYSTEMDRIVE",
+    "SYSTEMROOT",
+    "TEMP",
+    "USERNAME",
+    "USERPROFILE",
+];
 
 #[derive(Clone, Debug)]
 pub(crate) enum Spec {
@@ -19,6 +42,8 @@ pub(crate) enum Spec {
         program: OsString,
         args: Vec<OsString>,
         envs: Vec<(OsString, Option<OsString>)>,
+        /// More variables inherited from colloquy's environment, by name.
+        inherit: Vec<OsString>,
         cwd: Option<PathBuf>,
     },
     Http(String),
@@ -31,7 +56,15 @@ impl Spec {
             program: std.get_program().to_owned(),
             args: std.get_args().map(ToOwned::to_owned).collect(),
             envs: std.get_envs().map(|(k, v)| (k.to_owned(), v.map(ToOwned::to_owned))).collect(),
+            inherit: Vec::new(),
             cwd: std.get_current_dir().map(ToOwned::to_owned),
+        }
+    }
+
+    /// Variables `names` are inherited from colloquy's environment too (a stdio server's).
+    pub fn inherit(&mut self, names: impl IntoIterator<Item = OsString>) {
+        if let Spec::Stdio { inherit, .. } = self {
+            inherit.extend(names);
         }
     }
 
@@ -43,9 +76,20 @@ impl Spec {
     ) -> Result<RunningService<RoleClient, Handler>, McpError> {
         let protocol = |message: String| McpError::Protocol { id: id.to_string(), message };
         match self {
-            Spec::Stdio { program, args, envs, cwd } => {
+            Spec::Stdio { program, args, envs, inherit, cwd } => {
                 let mut command = Command::new(program);
-                command.args(args);
+                command.args(args).env_clear();
+                let allowed = INHERITED_ENV.iter().map(OsString::from).chain(inherit.clone());
+                for name in allowed {
+                    match std::env::var_os(&name) {
+                        // Shell functions (`BASH_FUNC_…=() {…}`) are skipped, as the SDKs do.
+                        Some(value) if !value.as_encoded_bytes().starts_with(b"()") => {
+                            command.env(name, value);
+                        }
+                        _ => {}
+                    }
+                }
+                // What the host set on its command, last: it wins, and a removal holds.
                 for (key, value) in envs {
                     match value {
                         Some(value) => command.env(key, value),
@@ -55,12 +99,9 @@ impl Spec {
                 if let Some(cwd) = cwd {
                     command.current_dir(cwd);
                 }
-                let mut wrapped = process_wrap::tokio::CommandWrap::from(command);
-                wrapped.wrap(process_wrap::tokio::ProcessGroup::leader());
-                let (transport, stderr) = TokioChildProcess::builder(wrapped)
-                    .stderr(std::process::Stdio::piped())
-                    .spawn()
-                    .map_err(|source| McpError::Spawn { id: id.to_string(), source })?;
+                let (transport, stderr) =
+                    crate::stdio::spawn(id, command, std::sync::Arc::clone(&handler.edges))
+                        .map_err(|source| McpError::Spawn { id: id.to_string(), source })?;
                 if let Some(stderr) = stderr {
                     log_stderr(id.to_string(), stderr);
                 }

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use colloquy_core::{DuplicateScope, FunctionTool, OnDuplicate, RunContext, ToolError};
 use serde_json::{Map, Value};
 
-use crate::client::Connection;
+use crate::client::{Bounds, Connection};
 use crate::names::model_name;
 
 /// The connection calls go through now; `None` while the server is down.
@@ -25,25 +25,38 @@ impl Slot {
 }
 
 /// Per-toolset options that shape each tool.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub(crate) struct Options {
+    pub bounds: Bounds,
     pub prefix: Option<String>,
     pub cancellable: BTreeSet<String>,
     /// Duplicate policies by the server's tool name (default: allow).
     pub on_duplicate: BTreeMap<String, (OnDuplicate, DuplicateScope)>,
 }
 
+impl Default for Options {
+    fn default() -> Self {
+        let bounds = Bounds {
+            max_result_bytes: crate::MAX_RESULT_BYTES,
+            progress_interval: crate::PROGRESS_INTERVAL,
+        };
+        Self { bounds, prefix: None, cancellable: BTreeSet::new(), on_duplicate: BTreeMap::new() }
+    }
+}
+
 /// The server's tools, listed through `connection`, as function tools that call through
-/// `slot`; and why the ones left out were (a bad name or schema), each also logged.
+/// `slot`; and why the ones left out were (a bad name or schema, or one rmcp could not read),
+/// each also logged.
 pub(crate) async fn list(
     id: &str,
     connection: &Connection,
     options: &Options,
     slot: &Arc<Slot>,
 ) -> Result<(Vec<FunctionTool>, Vec<String>), rmcp::ServiceError> {
-    let listed = connection.tools().await?;
+    let (listed, unreadable) = connection.tools().await?;
     let mut tools = Vec::new();
-    let mut skipped = Vec::new();
+    let mut skipped = unreadable; // the relay has logged these
+    let already = skipped.len();
     // As the protocol sends each tool: the fields read are the wire's.
     for tool in listed.iter().filter_map(|t| serde_json::to_value(t).ok()) {
         match function_tool(&tool, options, slot) {
@@ -51,7 +64,7 @@ pub(crate) async fn list(
             Err(why) => skipped.push(why),
         }
     }
-    for why in &skipped {
+    for why in &skipped[already..] {
         tracing::warn!(server = %id, "MCP tool skipped: {why}");
     }
     Ok((tools, skipped))
@@ -69,7 +82,7 @@ fn function_tool(
     let description = tool.get("description").and_then(Value::as_str).unwrap_or("");
     let schema =
         tool.get("inputSchema").cloned().unwrap_or_else(|| serde_json::json!({"type": "object"}));
-    let (slot, server_name) = (Arc::clone(slot), name.clone());
+    let (slot, server_name, bounds) = (Arc::clone(slot), name.clone(), options.bounds);
     let body = move |ctx: RunContext, arguments: Map<String, Value>| {
         let (connection, server_name) = (slot.get(), server_name.clone());
         async move {
@@ -78,7 +91,7 @@ fn function_tool(
                     "the MCP server is not running (it is being restarted)",
                 ));
             };
-            connection.call(&ctx, &server_name, arguments).await
+            connection.call(&ctx, &server_name, arguments, bounds).await
         }
     };
     let function = FunctionTool::from_schema(model_name, description, schema, body)
