@@ -181,7 +181,7 @@ impl ToolCatalog {
     pub fn callable(&self, name: &str) -> bool {
         match self.governed_by.get(name) {
             None if self.tools.contains_key(name) => true,
-            None => self.sources.route(name).is_some(),
+            None => self.sources.route(name, |n| self.tools.contains_key(n)).is_some(),
             Some(&g) => self.groups[g].visibility.visible().iter().any(|n| n == name),
         }
     }
@@ -195,7 +195,7 @@ impl ToolCatalog {
     pub fn get_now(&self, name: &str) -> Option<FunctionTool> {
         match self.tools.get(name) {
             Some(routed) => Some(routed.tool.clone()),
-            None => self.sources.get(name),
+            None => self.sources.get(name, |n| self.tools.contains_key(n)),
         }
     }
 
@@ -203,7 +203,7 @@ impl ToolCatalog {
     pub fn route(&self, name: &str) -> Option<&str> {
         match self.tools.get(name) {
             Some(routed) => Some(routed.toolset.as_str()),
-            None => self.sources.route(name),
+            None => self.sources.route(name, |n| self.tools.contains_key(n)),
         }
     }
 

@@ -1,9 +1,11 @@
 //! Tools an agent learns of while the session runs ([`ToolSource`]s: an MCP server's), beside
 //! the ones its catalog knows from the start. Read before every LLM request, after the static
-//! tools; a name a static tool (or an earlier source) has is left out.
+//! tools; a name a static tool (or an earlier source) has is listed with its toolset's id
+//! before it, or left out with a warning if that is taken too.
 
-use std::sync::Arc;
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use colloquy_core::{CallLimits, FunctionTool, ToolSchema, ToolSource};
 
@@ -21,6 +23,41 @@ pub(crate) struct Sources {
     sources: Vec<Source>,
     /// The first readiness wait is over (its failures were reported once).
     waited: AtomicBool,
+    /// Clashing names already warned about (toolset and name).
+    warned: Mutex<BTreeSet<String>>,
+}
+
+/// A tool as the model sees it now, and the source that lists it.
+struct Listed<'a> {
+    /// The name the model sees, when it is not the tool's own.
+    renamed: Option<String>,
+    /// The source's list and the tool's place in it.
+    tools: Arc<[FunctionTool]>,
+    index: usize,
+    source: &'a Source,
+}
+
+impl Listed<'_> {
+    fn name(&self) -> &str {
+        self.renamed.as_deref().unwrap_or_else(|| self.tools[self.index].name())
+    }
+
+    fn tool(&self) -> FunctionTool {
+        let tool = self.tools[self.index].clone();
+        match &self.renamed {
+            Some(name) => tool.renamed(name.clone()),
+            None => tool,
+        }
+    }
+}
+
+/// `<toolset>_<name>`, as a model API accepts names: `[A-Za-z0-9_-]`, at most 64 characters.
+fn prefixed(toolset: &str, name: &str) -> String {
+    format!("{toolset}_{name}")
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' })
+        .take(64)
+        .collect()
 }
 
 impl Sources {
@@ -44,33 +81,71 @@ impl Sources {
         self.sources.iter().any(|s| s.source.may_cancel())
     }
 
-    /// The schemas of the tools listed now whose names `taken` does not claim, in source
-    /// order; the first source to list a name keeps it.
-    pub fn schemas(&self, taken: impl Fn(&str) -> bool) -> Vec<ToolSchema> {
-        let mut out: Vec<ToolSchema> = Vec::new();
+    /// The tools listed now under the names the model sees, in source order
+    /// (docs/decisions.md#edges-name-clashes): a tool keeps its name unless `taken` claims it or
+    /// an earlier listed tool has it; then it is listed as `<toolset>_<name>`, and skipped with a
+    /// warning (once) if that is taken too.
+    fn listing(&self, taken: &dyn Fn(&str) -> bool) -> Vec<Listed<'_>> {
+        let mut out: Vec<Listed<'_>> = Vec::new();
         for source in &self.sources {
-            for tool in source.source.tools().iter() {
-                let name = tool.name();
-                if !taken(name) && !out.iter().any(|s| s.name == name) {
-                    out.push(tool.schema());
+            let tools = source.source.tools();
+            for index in 0..tools.len() {
+                let free = |name: &str, out: &[Listed<'_>]| {
+                    !taken(name) && !out.iter().any(|l| l.name() == name)
+                };
+                let name = tools[index].name();
+                let tools = Arc::clone(&tools);
+                if free(name, &out) {
+                    out.push(Listed { renamed: None, tools, index, source });
+                    continue;
+                }
+                let renamed = prefixed(&source.toolset, name);
+                if free(&renamed, &out) {
+                    self.warn_once(&source.toolset, name, Some(&renamed));
+                    out.push(Listed { renamed: Some(renamed), tools, index, source });
+                } else {
+                    self.warn_once(&source.toolset, name, None);
                 }
             }
         }
         out
     }
 
-    /// The tool called `name` now.
-    pub fn get(&self, name: &str) -> Option<FunctionTool> {
-        self.sources.iter().find_map(|s| {
-            let tool = s.source.tools().iter().find(|t| t.name() == name).cloned();
-            tool.map(|tool| tool.with_default_limits(s.limits))
-        })
+    fn warn_once(&self, toolset: &str, name: &str, renamed: Option<&str>) {
+        let mut warned = self.warned.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if !warned.insert(format!("{toolset}\u{0}{name}")) {
+            return;
+        }
+        match renamed {
+            Some(renamed) => tracing::warn!(
+                %toolset,
+                "tool `{name}` has the name of another tool: the model sees it as `{renamed}`"
+            ),
+            None => tracing::warn!(
+                %toolset,
+                "tool `{name}` has the name of another tool, and so has `{}`: left out",
+                prefixed(toolset, name)
+            ),
+        }
     }
 
-    /// The toolset that runs the tool called `name` now, if a source lists it.
-    pub fn route(&self, name: &str) -> Option<&str> {
-        let lists = |s: &&Source| s.source.tools().iter().any(|t| t.name() == name);
-        self.sources.iter().find(lists).map(|s| s.toolset.as_str())
+    /// The schemas of the tools listed now, under the names the model sees (`taken`: the names
+    /// of the tools known from the start).
+    pub fn schemas(&self, taken: impl Fn(&str) -> bool) -> Vec<ToolSchema> {
+        let listing = self.listing(&taken);
+        listing.iter().map(|l| l.tool().schema()).collect()
+    }
+
+    /// The tool the model calls `name` now, with its toolset's limits for those it sets none of.
+    pub fn get(&self, name: &str, taken: impl Fn(&str) -> bool) -> Option<FunctionTool> {
+        let listed = self.listing(&taken).into_iter().find(|l| l.name() == name)?;
+        Some(listed.tool().with_default_limits(listed.source.limits))
+    }
+
+    /// The toolset that runs the tool the model calls `name` now, if a source lists it.
+    pub fn route(&self, name: &str, taken: impl Fn(&str) -> bool) -> Option<&str> {
+        let listed = self.listing(&taken).into_iter().find(|l| l.name() == name)?;
+        Some(listed.source.toolset.as_str())
     }
 
     /// Waits, the first time only, for every source's first list; returns why the ones that

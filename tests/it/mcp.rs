@@ -621,3 +621,57 @@ async fn a_stdio_server_and_its_children_die_when_the_host_is_killed() {
     wait_gone(helped.server, "after its host was killed").await;
     wait_gone(helped.grandchild, "after its host was killed").await;
 }
+
+#[tokio::test]
+async fn clashing_tool_names_get_their_server_s_name_and_never_stop_a_session() {
+    // Two servers with the same tools, and a tool of the agent's own named like one of theirs.
+    let first = McpToolset::stdio("py1", python(&["stdio"])).build();
+    let second = McpToolset::stdio("py2", python(&["stdio"])).build();
+    let own = FunctionTool::new("add", "Adds.", |_ctx: RunContext, _a: NoArgs| async move {
+        Ok::<_, ToolError>("the agent's own add")
+    });
+    let script = vec![
+        ScriptedResponse::calls([
+            ScriptedCall::new("c1", "add", "{}"),
+            ScriptedCall::new("c2", "py1_add", r#"{"a": 1, "b": 2}"#),
+            ScriptedCall::new("c3", "py2_add", r#"{"a": 2, "b": 2}"#),
+        ]),
+        text("Added."),
+    ];
+    let mut h = Harness::start(agent().tool(own).toolset(first).toolset(second), script).await;
+    h.turn("add").await;
+    until(&mut h, "the calls' ends", |e| ["c1", "c2", "c3"].iter().all(|c| ended(e, c).is_some()))
+        .await;
+    let tools = tools_of(&h, 0);
+    // The first to list a name keeps it; the others get their server's name before it.
+    for name in ["add", "py1_add", "py2_add", "pid", "py2_pid"] {
+        assert!(tools.contains(&name.to_string()), "{name} missing from {tools:?}");
+    }
+    assert!(!tools.contains(&"py1_pid".to_string()), "{tools:?}");
+    assert_eq!(output(&h, "c1").await, Some(("the agent's own add".into(), false)));
+    assert!(output(&h, "c2").await.unwrap().0.contains("1 + 2 = 3"));
+    assert!(output(&h, "c3").await.unwrap().0.contains("2 + 2 = 4"));
+    h.close().await;
+}
+
+#[tokio::test]
+async fn a_server_call_past_its_deadline_ends_timed_out_and_the_server_goes_on() {
+    let toolset =
+        McpToolset::stdio("py", python(&["stdio"])).deadline(Some(Duration::from_millis(500)));
+    let script = vec![
+        call("c1", "hang", "{}"),
+        text("It hung."),
+        call("c2", "add", r#"{"a": 1, "b": 1}"#),
+        text("2."),
+    ];
+    let mut h = Harness::start(agent().toolset(toolset.build()), script).await;
+    h.turn("hang").await;
+    until(&mut h, "the time-out", |e| ended(e, "c1").is_some()).await;
+    assert_eq!(ended(h.events(), "c1"), Some(ToolCallStatus::TimedOut));
+    let why = "Tool `hang` timed out after 0.5 s".to_string();
+    assert_eq!(output(&h, "c1").await, Some((why, true)));
+    h.turn("add").await;
+    until(&mut h, "the next call", |e| ended(e, "c2").is_some()).await;
+    assert!(output(&h, "c2").await.unwrap().0.contains("1 + 1 = 2"));
+    h.close().await;
+}

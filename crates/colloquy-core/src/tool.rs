@@ -362,6 +362,13 @@ impl FunctionTool {
         FunctionTool { body: Arc::clone(&mock.body), raw: self.raw, ..self.clone() }
     }
 
+    /// This tool under another name (the body is the same): how the runtime lists a learned
+    /// tool whose name another tool already has.
+    pub fn renamed(mut self, name: impl Into<String>) -> FunctionTool {
+        self.name = name.into();
+        self
+    }
+
     /// True when `other` is this very tool (a clone of the same declaration).
     pub fn same_as(&self, other: &FunctionTool) -> bool {
         Arc::ptr_eq(&self.body, &other.body)

@@ -85,6 +85,11 @@ pub const MAX_RESULT_BYTES: usize = 1024 * 1024;
 /// A call's progress becomes at most one update per this interval by default.
 pub const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
 
+/// How long an MCP call may run by default before it ends `timed_out`: the official
+/// TypeScript SDK's request timeout. Progress does not extend it; set another with
+/// [`McpToolset::deadline`].
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(60);
+
 /// Why a server's tools could not be loaded.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -114,6 +119,7 @@ pub struct McpToolset {
     spec: Spec,
     options: Options,
     start_timeout: Duration,
+    limits: colloquy_core::CallLimits,
 }
 
 impl McpToolset {
@@ -131,7 +137,37 @@ impl McpToolset {
     }
 
     fn new(id: impl Into<String>, spec: Spec) -> Self {
-        Self { id: id.into(), spec, options: Options::default(), start_timeout: START_TIMEOUT }
+        let mut limits = colloquy_core::CallLimits::default();
+        limits.deadline = Some(DEFAULT_DEADLINE);
+        let options = Options::default();
+        Self { id: id.into(), spec, options, start_timeout: START_TIMEOUT, limits }
+    }
+
+    /// How long each call of the server's tools may run before it ends `timed_out` and the
+    /// model reads why (default [`DEFAULT_DEADLINE`]; `None`: as long as it takes). The call is
+    /// then cancelled on the server as a cancelled call is.
+    pub fn deadline(mut self, deadline: Option<Duration>) -> Self {
+        self.limits.deadline = deadline;
+        self
+    }
+
+    /// How long a call may go without a progress notification before it ends `timed_out`
+    /// (default: no heartbeat).
+    pub fn heartbeat(mut self, heartbeat: Option<Duration>) -> Self {
+        self.limits.heartbeat = heartbeat;
+        self
+    }
+
+    /// An async toolset with this server's limits.
+    fn toolset(&self) -> Toolset {
+        let mut toolset = Toolset::new_async(&self.id);
+        if let Some(deadline) = self.limits.deadline {
+            toolset = toolset.deadline(deadline);
+        }
+        if let Some(heartbeat) = self.limits.heartbeat {
+            toolset = toolset.heartbeat(heartbeat);
+        }
+        toolset
     }
 
     /// Names the model sees are `<prefix>_<tool>` (default: the server's names).
@@ -194,8 +230,9 @@ impl McpToolset {
 
     /// The server's tools as an async toolset the session supervises (see the crate docs).
     pub fn build(self) -> Toolset {
-        let source = McpSource::new(self.id.clone(), self.spec, self.options, self.start_timeout);
-        Toolset::new_async(self.id).source(Arc::new(source))
+        let toolset = self.toolset();
+        let source = McpSource::new(self.id, self.spec, self.options, self.start_timeout);
+        toolset.source(Arc::new(source))
     }
 
     /// Starts (or reaches) the server now and lists its tools; the connection lives as long
@@ -209,7 +246,7 @@ impl McpToolset {
         let (tools, skipped) = list(&self.id, &connection, &self.options, &slot)
             .await
             .map_err(|e| McpError::Protocol { id: self.id.clone(), message: e.to_string() })?;
-        let toolset = tools.into_iter().fold(Toolset::new_async(&self.id), Toolset::tool);
+        let toolset = tools.into_iter().fold(self.toolset(), Toolset::tool);
         Ok(McpServer { toolset, skipped })
     }
 }
