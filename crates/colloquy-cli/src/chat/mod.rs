@@ -331,7 +331,7 @@ impl Chat<'_> {
             tokio::spawn(async move { session.interrupt().await });
         } else {
             self.terminal
-                .line(Style::Dim, "(nothing to interrupt: Ctrl-C again or /quit to leave)");
+                .answer(Style::Dim, "(nothing to interrupt: Ctrl-C again or /quit to leave)");
         }
         false
     }
@@ -353,7 +353,7 @@ impl Chat<'_> {
                     Ok(Err(_)) => Flow::Leave, // the agent ended the call
                     Err(_) => {
                         let wait = COMMAND_WAIT.as_secs();
-                        self.terminal.line(
+                        self.terminal.answer(
                             Style::Error,
                             &format!("(the session did not take the line within {wait} s)"),
                         );
@@ -369,7 +369,7 @@ impl Chat<'_> {
                         format!("(the session did not answer within {} s)", COMMAND_WAIT.as_secs())
                     }
                 };
-                self.terminal.line(Style::Dim, &text);
+                self.terminal.answer(Style::Dim, &text);
                 Flow::Go
             }
         }

@@ -27,6 +27,9 @@ struct Screen {
     mid_line: bool,
     /// Lines that came while it was open, written when it ends.
     held: Vec<(Style, String)>,
+    /// An answer to a command broke the agent's open line: its text goes on, labelled
+    /// again, on a line of its own.
+    broken: bool,
     /// The prompt, in a terminal.
     prompt: Option<&'static str>,
     /// The chat waits for a line: the prompt is wanted (after any output too).
@@ -50,6 +53,7 @@ impl Terminal {
             color,
             mid_line: false,
             held: Vec::new(),
+            broken: false,
             prompt: prompt.then_some(PROMPT),
             want_prompt: false,
             prompt_open: false,
@@ -85,6 +89,19 @@ impl Terminal {
         });
     }
 
+    /// The answer to something the user typed: written at once, breaking the agent's open
+    /// line if there is one (the user asked; the answer must not wait for the reply's end).
+    pub fn answer(&self, style: Style, text: &str) {
+        self.with(|s| {
+            if std::mem::take(&mut s.mid_line) {
+                let _ = writeln!(s.out);
+                s.broken = true;
+            }
+            s.write_line(style, text);
+            s.show_prompt();
+        });
+    }
+
     /// Ends an agent line left open (a speech that never finished) and writes what waited.
     pub fn finish(&self) {
         self.end_agent_text(None);
@@ -95,7 +112,7 @@ impl Terminal {
         let text = clean::text(text);
         self.with(|s| {
             s.leave_prompt();
-            if first {
+            if first || std::mem::take(&mut s.broken) {
                 let (on, off) = s.paint(Style::Agent);
                 if std::mem::take(&mut s.mid_line) {
                     let _ = writeln!(s.out);
@@ -118,7 +135,13 @@ impl Terminal {
                     Some(note) => drop(writeln!(s.out, " {on}{note}{off}")),
                     None => drop(writeln!(s.out)),
                 }
+            } else if std::mem::take(&mut s.broken)
+                && let Some(note) = note
+            {
+                let (on, off) = s.paint(Style::Dim);
+                let _ = writeln!(s.out, "{on}{note}{off}");
             }
+            s.broken = false;
             for (style, text) in std::mem::take(&mut s.held) {
                 s.write_line(style, &text);
             }
