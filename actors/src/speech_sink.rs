@@ -306,8 +306,9 @@ impl PlayoutDriver {
         match self {
             Self::Immediate { text } => PlayoutEnd { text, interrupted: true, sink_error: None },
             Self::Sink { tx, pushed, interrupt, mut report, progress, watchdog } => {
-                drop(tx);
+                // The signal first: a sink that sees its text end must already see why.
                 interrupt.cancel();
+                drop(tx);
                 let result = match wait_report(&mut report, &progress, watchdog, None).await {
                     Waited::Report(r) => Ok(r),
                     _ => Err(watchdog),

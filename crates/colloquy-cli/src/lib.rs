@@ -8,7 +8,7 @@ pub mod transcript;
 use clap::{Parser, Subcommand, ValueEnum};
 
 /// colloquy: conversational agents whose tools run in the background.
-#[derive(Debug, Parser, PartialEq, Eq)]
+#[derive(Debug, Parser, PartialEq)]
 #[command(name = "colloquy", version, arg_required_else_help = true)]
 pub struct Cli {
     /// What to do.
@@ -17,7 +17,7 @@ pub struct Cli {
 }
 
 /// The subcommands.
-#[derive(Debug, Subcommand, PartialEq, Eq)]
+#[derive(Debug, Subcommand, PartialEq)]
 pub enum Command {
     /// Play a travel-agent conversation on the scripted LLM (no network, no keys).
     Demo {
@@ -41,13 +41,15 @@ pub enum Command {
     /// Chat with an agent in the terminal, on a real model or the scripted one.
     ///
     /// The agent's tools run in the background and show their progress as they work. One user
-    /// turn a line, from a terminal or a pipe; /help lists the commands; Ctrl-C interrupts the
-    /// current reply. Without a key or a base URL, --provider scripted works offline.
+    /// turn a line, from a terminal or a pipe; /help lists the commands. In a terminal, lines
+    /// are read while the agent speaks: a new line interrupts it, Ctrl-C interrupts the reply
+    /// and twice within a second quits. Without a key or a base URL, --provider scripted works
+    /// offline.
     Chat(ChatArgs),
 }
 
 /// `colloquy chat` options.
-#[derive(Debug, clap::Args, Clone, PartialEq, Eq)]
+#[derive(Debug, clap::Args, Clone, PartialEq)]
 pub struct ChatArgs {
     /// Which API to talk to.
     #[arg(long, value_enum, default_value_t = Provider::Openai)]
@@ -65,6 +67,21 @@ pub struct ChatArgs {
     /// (split into words as a shell would, not run through one). Repeatable.
     #[arg(long = "mcp", value_name = "COMMAND")]
     pub mcp: Vec<String>,
+    /// The agent's instructions (its system prompt) instead of the travel assistant's.
+    #[arg(long, value_name = "TEXT")]
+    pub instructions: Option<String>,
+    /// The sampling temperature sent to the model, 0 to 2 (Anthropic takes 0 to 1) [default:
+    /// the server's]. The scripted model ignores it.
+    #[arg(long, value_name = "T", value_parser = temperature)]
+    pub temperature: Option<f32>,
+}
+
+/// `--temperature`: a number from 0 to 2.
+fn temperature(text: &str) -> Result<f32, String> {
+    match text.parse::<f32>() {
+        Ok(t) if (0.0..=2.0).contains(&t) => Ok(t),
+        _ => Err(format!("`{text}` is not a temperature from 0 to 2")),
+    }
 }
 
 /// The model providers `colloquy chat` knows.
@@ -110,8 +127,24 @@ mod tests {
                 base_url: None,
                 no_color: false,
                 mcp: vec![],
+                instructions: None,
+                temperature: None,
             }))
         );
+        match parse(&["chat", "--instructions", "Be brief.", "--temperature", "0.2"]) {
+            Ok(Command::Chat(args)) => {
+                assert_eq!(args.instructions.as_deref(), Some("Be brief."));
+                assert_eq!(args.temperature, Some(0.2));
+            }
+            other => panic!("{other:?}"),
+        }
+        for bad in ["-1", "2.5", "hot", "NaN"] {
+            assert_eq!(
+                parse(&["chat", &format!("--temperature={bad}")]),
+                Err(clap::error::ErrorKind::ValueValidation),
+                "{bad}"
+            );
+        }
         assert_eq!(parse(&["chat", "--provider", "x"]), Err(clap::error::ErrorKind::InvalidValue));
     }
 }

@@ -29,14 +29,20 @@ fn main() -> ExitCode {
             runtime(|| demo::run(std::io::stdout().lock(), color, pace), "demo failed")
         }
         Command::Chat(args) => {
-            let color = terminal && !args.no_color;
-            let start = async move {
-                let input = tokio::io::BufReader::new(tokio::io::stdin());
-                chat::run(&args, input, Box::new(std::io::stdout()), color).await
+            let console = chat::Console {
+                lines: chat::read_lines(std::io::BufReader::new(std::io::stdin())),
+                out: Box::new(std::io::stdout()),
+                color: terminal && !args.no_color,
+                interactive: std::io::stdin().is_terminal(),
             };
             let Some(runtime) = new_runtime() else { return ExitCode::FAILURE };
-            match runtime.block_on(start) {
-                Ok(()) => ExitCode::SUCCESS,
+            let ended = runtime.block_on(async move { chat::run(&args, console).await });
+            // Whatever is left (a tool body blocking a thread, say) gets a moment, then is
+            // left behind: quitting always quits.
+            runtime.shutdown_timeout(SHUTDOWN_WAIT);
+            match ended {
+                Ok(chat::Ending::Left) => ExitCode::SUCCESS,
+                Ok(chat::Ending::Signal(number)) => ExitCode::from(128 + number as u8),
                 Err(ChatError::Usage(message)) => {
                     eprintln!("colloquy chat: {message}");
                     ExitCode::from(2)
@@ -49,6 +55,9 @@ fn main() -> ExitCode {
         }
     }
 }
+
+/// How long the chat's runtime waits, once the chat is over, for work still running.
+const SHUTDOWN_WAIT: Duration = Duration::from_millis(500);
 
 fn run(path: &str, timeline: Option<String>) -> ExitCode {
     match colloquy_scenario::run_file(path) {

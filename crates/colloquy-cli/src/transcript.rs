@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, Write};
 
+use colloquy::toolsets::END_CALL;
 use colloquy::{ChatItem, EventKind, Role, SessionEvent};
 
 const RESET: &str = "\x1b[0m";
@@ -20,12 +21,24 @@ pub struct Transcript<W: Write> {
     names: BTreeMap<String, String>,
     /// Calls whose output is a progress update already shown.
     updated: BTreeSet<String>,
+    /// Calls whose call line is written.
+    shown: BTreeSet<String>,
+    /// Update lines of calls whose call line is not written yet (a tool starts, and may
+    /// report progress, before its call reaches the history): written after it.
+    held: BTreeMap<String, Vec<String>>,
 }
 
 impl<W: Write> Transcript<W> {
     /// A transcript writing to `out`.
     pub fn new(out: W, color: bool) -> Self {
-        Self { out, color, names: BTreeMap::new(), updated: BTreeSet::new() }
+        Self {
+            out,
+            color,
+            names: BTreeMap::new(),
+            updated: BTreeSet::new(),
+            shown: BTreeSet::new(),
+            held: BTreeMap::new(),
+        }
     }
 
     fn paint(&self, style: &'static str) -> (&'static str, &'static str) {
@@ -55,8 +68,18 @@ impl<W: Write> Transcript<W> {
                 self.updated.insert(id.clone());
                 let name = self.names.get(call_id).cloned().unwrap_or_default();
                 let (on, off) = self.paint(TOOL);
-                writeln!(self.out, "{on}  tool … {name}{off} {message}")
+                let line = format!("{on}  tool … {name}{off} {message}");
+                match self.shown.contains(call_id) {
+                    true => writeln!(self.out, "{line}"),
+                    false => {
+                        self.held.entry(call_id.clone()).or_default().push(line);
+                        Ok(())
+                    }
+                }
             }
+            // A call whose call line never came (it was dropped with its speech): its
+            // updates still show.
+            EventKind::ToolCallEnded { call_id, .. } => self.release(call_id),
             EventKind::SessionClosed { reason } => {
                 let (on, off) = self.paint(DIM);
                 writeln!(self.out, "{on}  ── session closed: {reason} ──{off}")
@@ -67,6 +90,14 @@ impl<W: Write> Transcript<W> {
             }
             _ => Ok(()),
         }
+    }
+
+    /// Writes the update lines held for `call_id`.
+    fn release(&mut self, call_id: &str) -> io::Result<()> {
+        for line in self.held.remove(call_id).unwrap_or_default() {
+            writeln!(self.out, "{line}")?;
+        }
+        Ok(())
     }
 
     /// `<id>_update_<n>` or `<id>_final` of a call this transcript saw start.
@@ -94,9 +125,16 @@ impl<W: Write> Transcript<W> {
             ChatItem::FunctionCall(c) if self.is_synthetic(&c.call_id) => Ok(()),
             ChatItem::FunctionCall(c) => {
                 let (on, off) = self.paint(TOOL);
-                writeln!(self.out, "{on}  tool ▸ {}{off} {}", c.name, c.arguments)
+                writeln!(self.out, "{on}  tool ▸ {}{off} {}", c.name, c.arguments)?;
+                self.shown.insert(c.call_id.clone());
+                self.release(&c.call_id)
             }
             ChatItem::FunctionCallOutput(o) if self.updated.contains(&o.call_id) => Ok(()),
+            // Its output is an instruction to the model, not news for the reader.
+            ChatItem::FunctionCallOutput(o) if o.name == END_CALL => {
+                let (on, off) = self.paint(TOOL);
+                writeln!(self.out, "{on}  tool ◂ {}{off} (the call ends after this reply)", o.name)
+            }
             ChatItem::FunctionCallOutput(o) => {
                 let (on, off) = self.paint(if o.is_error { ERROR } else { TOOL });
                 let shown = if o.output.is_empty() { "(no output)" } else { &o.output };

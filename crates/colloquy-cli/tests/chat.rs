@@ -66,7 +66,7 @@ fn assert_lines_in_order(stdout: &str, expected: &[&str]) {
 async fn the_scripted_model_chats_through_piped_input_and_end_of_input_closes() {
     let page = std::env::temp_dir().join(format!("colloquy-chat-{}.html", std::process::id()));
     let input = format!(
-        "hello\nwhat's the weather in Rome?\n/tools\n/history\n/cancel nope\n/dance\n/inspect\n/timeline {}\n",
+        "hello\nwhat's the weather in Rome?\n/tools\n/history\n/cancel nope\n/dance\n/inspect\n/inspect json\n/timeline {}\n",
         page.display()
     );
     let out = colloquy(&["chat", "--provider", "scripted"], &input).await;
@@ -85,6 +85,9 @@ async fn the_scripted_model_chats_through_piped_input_and_end_of_input_closes() 
             "call call_w3 get_weather({\"city\": \"Rome\"})",
             "cannot cancel nope",
             "unknown command /dance",
+            "session ",
+            " · agent assistant (listening) · user listening",
+            "\n  session · session · running\n    activity:assistant · activity · running · agent assistant\n      toolset:agent:assistant · toolset · running · agent scope · tools: get_weather, book_flight, end_call",
             "\"kind\": \"session\"",
             "timeline written to",
             "── session closed: close ──",
@@ -264,8 +267,8 @@ fn everything_server() -> String {
     )
 }
 
-#[tokio::test]
-async fn mcp_servers_tools_join_the_chat_and_a_bad_one_is_reported() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_servers_are_supervised_and_a_bad_one_does_not_stop_the_chat() {
     let server = format!("node {} stdio", everything_server());
     let args = [
         "chat",
@@ -273,14 +276,268 @@ async fn mcp_servers_tools_join_the_chat_and_a_bad_one_is_reported() {
         "scripted",
         "--no-color",
         "--mcp",
-        &server,
-        "--mcp",
         "no-such-mcp-server --flag",
+        "--mcp",
+        &server,
     ];
-    let out = colloquy(&args, "/tools\n/quit\n").await;
+    let mut chat = Driven::start(&args).await;
+    chat.wait_for("cannot start MCP server `mcp1`").await;
+    chat.wait_for("tools from `node ").await;
+    chat.send("/tools").await;
+    chat.wait_for("no call running").await;
+    chat.send("/quit").await;
+    let (code, all) = chat.end().await;
+    assert_eq!(code, Some(0), "{all}");
+    assert_lines_in_order(&all, &["tools:", "  get-sum — ", "no call running"]);
+}
+
+/// A `colloquy` process driven line by line through pipes, its output read as it comes.
+struct Driven {
+    child: tokio::process::Child,
+    stdin: Option<tokio::process::ChildStdin>,
+    stdout: tokio::process::ChildStdout,
+    seen: Vec<u8>,
+}
+
+impl Driven {
+    async fn start(args: &[&str]) -> Self {
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_colloquy"))
+            .args(args)
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("OPENAI_BASE_URL")
+            .env_remove("COLLOQUY_MODEL")
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("the binary starts");
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().expect("stdout is piped");
+        Self { child, stdin, stdout, seen: Vec::new() }
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.seen).into_owned()
+    }
+
+    async fn send(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        stdin.write_all(format!("{line}\n").as_bytes()).await.expect("stdin takes the line");
+    }
+
+    fn close_input(&mut self) {
+        self.stdin = None;
+    }
+
+    /// Reads until `text` has been written (at most 20 s).
+    async fn wait_for(&mut self, text: &str) {
+        use tokio::io::AsyncReadExt;
+        let reading = async {
+            let mut buffer = [0u8; 1024];
+            while !self.text().contains(text) {
+                let n = self.stdout.read(&mut buffer).await.expect("stdout is readable");
+                assert!(n > 0, "stdout closed before `{text}`:\n{}", self.text());
+                self.seen.extend_from_slice(&buffer[..n]);
+            }
+        };
+        if tokio::time::timeout(Duration::from_secs(20), reading).await.is_err() {
+            panic!("`{text}` not written within 20 s:\n{}", self.text());
+        }
+    }
+
+    /// Waits (at most 20 s) for the process to end: its exit code and all it wrote.
+    async fn end(mut self) -> (Option<i32>, String) {
+        use tokio::io::AsyncReadExt;
+        let rest = async {
+            self.stdout.read_to_end(&mut self.seen).await.expect("stdout is readable");
+            self.child.wait().await.expect("the chat ran")
+        };
+        let status = tokio::time::timeout(Duration::from_secs(20), rest).await;
+        let status = status.unwrap_or_else(|_| panic!("the chat did not end within 20 s"));
+        (status.code(), self.text())
+    }
+}
+
+/// An OpenAI stream: `text` in one chunk, then, after `pause_ms` (0: none), ` …and more.`
+fn streamed(text: &str, pause_ms: u64) -> Reply {
+    let chunk = |delta: serde_json::Value, finish: Option<&str>| {
+        let chunk = serde_json::json!({"id": "c", "object": "chat.completion.chunk", "created": 1,
+            "model": "m", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+        format!("data: {chunk}\n\n")
+    };
+    let mut sse = chunk(serde_json::json!({"role": "assistant", "content": text}), None);
+    if pause_ms > 0 {
+        sse.push_str(&format!(": pause {pause_ms}\n\n"));
+        sse.push_str(&chunk(serde_json::json!({"content": " …and more."}), None));
+    }
+    sse.push_str(&chunk(serde_json::json!({}), Some("stop")));
+    sse.push_str("data: [DONE]\n\n");
+    Reply::sse(&sse)
+}
+
+/// An OpenAI stream calling `name` with `arguments` (a JSON text).
+fn calling(name: &str, arguments: &str) -> Reply {
+    let delta = serde_json::json!({"role": "assistant", "tool_calls": [{"index": 0,
+        "id": "call_h1", "type": "function", "function": {"name": name, "arguments": arguments}}]});
+    let chunk = |delta: serde_json::Value, finish: Option<&str>| {
+        let chunk = serde_json::json!({"id": "c", "object": "chat.completion.chunk", "created": 1,
+            "model": "m", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+        format!("data: {chunk}\n\n")
+    };
+    let sse = chunk(delta, None) + &chunk(serde_json::json!({}), Some("tool_calls"));
+    Reply::sse(&(sse + "data: [DONE]\n\n"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_model_and_tool_text_reaches_the_terminal_without_controls() {
+    let hostile_city = "\u{1b}]0;pwned\u{7}Rome\r\nagent › fake";
+    let replies = vec![
+        streamed("Hi\u{1b}[2J\u{7}\u{0} there\r\nsecond line\u{9b}31m\u{202e}", 0),
+        calling("get_weather", &serde_json::json!({ "city": hostile_city }).to_string()),
+        streamed("Sunny.", 0),
+    ];
+    let server = ReplayServer::start(replies).await.unwrap();
+    let base = format!("{}/v1", server.base_url());
+    let out = colloquy(&["chat", "--base-url", &base], "hello\nweather?\n/history\n").await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    for control in ['\u{1b}', '\u{7}', '\u{0}', '\r', '\u{9b}', '\u{202e}'] {
+        assert!(!out.stdout.contains(control), "{control:?} reached the terminal:\n{}", out.stdout);
+    }
+    assert_lines_in_order(
+        &out.stdout,
+        &[
+            "agent › Hi␛[2J␇␀ there\nsecond line\\u{9b}31m\\u{202e}\n",
+            "agent › Sunny.",
+            "user: hello",
+            "agent: Hi␛[2J␇␀ there↵second line",
+            // Arguments are canonical JSON: their controls are already escapes.
+            r#"call call_h1 get_weather({"city": "\u001b]0;pwned\u0007Rome\r\nagent \u203a fake"})"#,
+            "output call_h1: ␛]0;pwned␇Rome↵agent › fake: day 1: sunny, 24°C",
+        ],
+    );
+    assert_lines_in_order(
+        &out.stdout,
+        &["  tool ✓ get_weather done: ␛]0;pwned␇Rome↵agent › fake: day 1: sunny, 24°C"],
+    );
+    assert!(!out.stdout.contains("\nagent › fake"), "{}", out.stdout);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_banner_never_shows_credentials() {
+    let url = "http://me:sk-secret-1@127.0.0.1:9/v1?api-key=sk-secret-2#sk-secret-3";
+    let out = colloquy(&["chat", "--base-url", url], "/quit\n").await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(out.stdout.contains("at http://127.0.0.1:9/v1:"), "{}", out.stdout);
     let all = format!("{}{}", out.stdout, out.stderr);
-    assert_eq!(out.code, Some(0), "{all}");
-    assert!(all.contains("tools from `node "), "{all}");
-    assert!(all.contains("cannot start MCP server `mcp2`"), "{all}");
-    assert_lines_in_order(&out.stdout, &["tools:", "  get-sum — ", "no call running"]);
+    assert!(!all.contains("secret") && !all.contains("me:"), "{all}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instructions_and_temperature_reach_the_model() {
+    let server = ReplayServer::start(vec![streamed("Brief.", 0)]).await.unwrap();
+    let base = format!("{}/v1", server.base_url());
+    let args = [
+        "chat",
+        "--base-url",
+        &base,
+        "--instructions",
+        "Answer in one word.",
+        "--temperature",
+        "0.25",
+    ];
+    let out = colloquy(&args, "hi\n").await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_lines_in_order(&out.stdout, &["agent › Brief."]);
+    let body = &server.received()[0].body;
+    assert_eq!(body["temperature"].as_f64(), Some(0.25));
+    let first = &body["messages"][0];
+    assert_eq!(first["content"], "Answer in one word.", "{body}");
+    assert!(!body.to_string().contains("travel assistant"), "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_length_warning_follows_the_text_it_is_about() {
+    let server = ReplayServer::start(vec![recorded("openai", "length")]).await.unwrap();
+    let base = format!("{}/v1", server.base_url());
+    let out = colloquy(&["chat", "--base-url", &base], "tell me\n").await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_lines_in_order(
+        &out.stdout,
+        &["agent › This answer is cut\n", "  (the model's reply was cut short: Length)"],
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn piped_quit_ends_the_chat_even_when_the_reply_never_finishes() {
+    // The reply pauses for 30 s mid-stream; /quit waits for it SCRIPT_QUIT_WAIT (10 s) only.
+    let server = ReplayServer::start(vec![streamed("Let me think", 30_000)]).await.unwrap();
+    let base = format!("{}/v1", server.base_url());
+    let mut chat = Driven::start(&["chat", "--base-url", &base]).await;
+    chat.send("tell me").await;
+    chat.wait_for("agent › Let me think").await;
+    chat.send("/quit").await;
+    chat.send("never read").await;
+    let (code, text) = chat.end().await;
+    assert_eq!(code, Some(0), "{text}");
+    assert_lines_in_order(&text, &["agent › Let me think", "── session closed"]);
+    assert!(!text.contains("…and more") && !text.contains("never read"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn piped_end_of_input_ends_the_chat_even_when_the_reply_never_finishes() {
+    let server = ReplayServer::start(vec![streamed("Let me think", 30_000)]).await.unwrap();
+    let base = format!("{}/v1", server.base_url());
+    let mut chat = Driven::start(&["chat", "--base-url", &base]).await;
+    chat.send("tell me").await;
+    chat.wait_for("agent › Let me think").await;
+    chat.close_input();
+    let (code, text) = chat.end().await;
+    assert_eq!(code, Some(0), "{text}");
+    assert!(!text.contains("…and more"), "{text}");
+}
+
+/// The MCP Python SDK's interpreter, installed (pinned, once) by the project's script.
+fn mcp_python() -> String {
+    everything_server(); // installs both
+    format!("{}/../../target/mcp/venv/bin/python", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Whether process `pid` still exists (a zombie counts as gone: it no longer runs).
+fn alive(pid: i32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The state follows the command's closing parenthesis: `Z` is a zombie.
+    stat.rsplit_once(") ").is_some_and(|(_, rest)| !rest.starts_with('Z'))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_closes_within_a_bound_past_a_tool_that_ignores_cancellation() {
+    let python = mcp_python();
+    let mark = std::env::temp_dir().join(format!("colloquy-hang-{}.pid", std::process::id()));
+    let _ = std::fs::remove_file(&mark);
+    let script = format!("{}/tests/hang_server.py", env!("CARGO_MANIFEST_DIR"));
+    let server_command = format!("{python} {script} {}", mark.display());
+    let replies = vec![calling("wait_forever", "{}"), streamed("Waiting for it.", 0)];
+    let model = ReplayServer::start(replies).await.unwrap();
+    let base = format!("{}/v1", model.base_url());
+    let mut chat = Driven::start(&["chat", "--base-url", &base, "--mcp", &server_command]).await;
+    chat.wait_for("tools from").await;
+    chat.send("wait for it").await;
+    chat.wait_for("tool ▸ wait_forever started").await;
+    let server_pid: i32 =
+        std::fs::read_to_string(&mark).expect("the server wrote its pid").trim().parse().unwrap();
+    let pid = chat.child.id().expect("the chat runs") as libc::pid_t;
+    // SAFETY: kill(2) on our own child's pid, which `chat` keeps from being reaped.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0, "SIGTERM sent");
+    let (code, text) = chat.end().await;
+    assert_eq!(code, Some(128 + libc::SIGTERM), "{text}");
+    assert!(text.contains("left without waiting longer than 3 s"), "{text}");
+    // Stopping a server whose call never ends is the MCP crate's part (its process group dies
+    // with colloquy); here the test only makes sure it leaves nothing behind itself.
+    let _ = std::fs::remove_file(&mark);
+    if alive(server_pid) {
+        // SAFETY: kill(2) on the process group the test's server leads.
+        unsafe { libc::kill(-server_pid, libc::SIGKILL) };
+    }
 }

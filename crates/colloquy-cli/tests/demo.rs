@@ -20,8 +20,8 @@ async fn the_demo_prints_the_whole_conversation() {
             "agent › Saturday looks sunny at 24°C; Sunday brings light rain and 19°C. Pack a light jacket!",
             "user  › Lovely. Book me a flight from London to Paris on Saturday.",
             "agent › Booking that for you now.",
-            "  tool … book_flight Searching Saturday flights from London to Paris…",
             r#"  tool ▸ book_flight {"origin": "London", "destination": "Paris", "date": "Saturday"}"#,
+            "  tool … book_flight Searching Saturday flights from London to Paris…",
             "agent › I'm searching flights now; I'll keep you posted.",
             "  tool … book_flight Found 3 flights; holding a window seat on the 08:15…",
             "agent › Good news: I found three flights and I'm holding a window seat.",
@@ -29,7 +29,7 @@ async fn the_demo_prints_the_whole_conversation() {
             "agent › You're booked on Saturday's 08:15 from London to Paris, seat 14A. Your confirmation is CQ-4884.",
             "user  › Perfect, thanks. Bye!",
             "  tool ▸ end_call {}",
-            "  tool ◂ end_call say goodbye to the user",
+            "  tool ◂ end_call (the call ends after this reply)",
             "agent › Have a wonderful trip to Paris. Goodbye!",
             "  ── session closed: end_call ──",
         ]

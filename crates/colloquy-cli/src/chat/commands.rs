@@ -13,8 +13,11 @@ pub enum Line {
     Tools,
     /// `/cancel ID`.
     Cancel(String),
-    /// `/inspect`: the actor tree.
-    Inspect,
+    /// `/inspect`: the actor tree, indented (`/inspect json`: as JSON).
+    Inspect {
+        /// The whole snapshot as JSON.
+        json: bool,
+    },
     /// `/timeline FILE.html`.
     Timeline(String),
     /// `/history`.
@@ -30,11 +33,12 @@ pub const HELP: &str = "\
 commands:
   /tools              the agent's tools, and the calls running now
   /cancel ID          cancel a running call (its id is in the `started` line)
-  /inspect            the session's actor tree, as JSON
+  /inspect            the session's actor tree (/inspect json: the whole snapshot as JSON)
   /timeline FILE.html write the conversation so far as a timeline page
   /history            the conversation history
   /quit               close the session and leave (end of input does the same)
-Ctrl-C interrupts the agent's current reply.";
+A line typed while the agent speaks interrupts it; Ctrl-C interrupts the agent's reply,
+and Ctrl-C twice within a second quits.";
 
 /// Reads one input line.
 ///
@@ -56,14 +60,16 @@ pub fn parse(line: &str) -> Line {
     match (name, rest.is_empty()) {
         ("help", _) => Line::Help,
         ("tools", true) => Line::Tools,
-        ("inspect", true) => Line::Inspect,
+        ("inspect", true) => Line::Inspect { json: false },
+        ("inspect", false) if rest == "json" => Line::Inspect { json: true },
         ("history", true) => Line::History,
         ("quit" | "exit", true) => Line::Quit,
         ("cancel", false) => Line::Cancel(rest.to_string()),
         ("cancel", true) => Line::Invalid("/cancel needs a call id (see /tools)".into()),
         ("timeline", false) => Line::Timeline(rest.to_string()),
         ("timeline", true) => Line::Invalid("/timeline needs a file name".into()),
-        ("tools" | "inspect" | "history" | "quit" | "exit", false) => {
+        ("inspect", false) => Line::Invalid("/inspect takes `json` or nothing".into()),
+        ("tools" | "history" | "quit" | "exit", false) => {
             Line::Invalid(format!("/{name} takes no argument"))
         }
         _ => Line::Invalid(format!("unknown command /{name} (/help lists them)")),
@@ -80,6 +86,9 @@ mod tests {
         assert_eq!(parse("/tools"), Line::Tools);
         assert_eq!(parse("/timeline out.html"), Line::Timeline("out.html".into()));
         assert_eq!(parse("/quit"), Line::Quit);
+        assert_eq!(parse("/inspect"), Line::Inspect { json: false });
+        assert_eq!(parse("/inspect json"), Line::Inspect { json: true });
+        assert!(matches!(parse("/inspect yaml"), Line::Invalid(_)));
         assert!(matches!(parse("/cancel"), Line::Invalid(_)));
         assert!(matches!(parse("/dance"), Line::Invalid(_)));
         assert!(matches!(parse("/tools now"), Line::Invalid(_)));

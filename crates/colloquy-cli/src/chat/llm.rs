@@ -13,8 +13,8 @@ use crate::{ChatArgs, Provider};
 /// The model, or why there is none (a usage error: exit 2); and a line saying which it is.
 pub fn choose(args: &ChatArgs) -> Result<(Arc<dyn Llm>, String), String> {
     match args.provider {
-        Provider::Openai => configure::<OpenAi>(args, "openai"),
-        Provider::Anthropic => configure::<Anthropic>(args, "anthropic"),
+        Provider::Openai => configure(args, "openai", OpenAi::temperature),
+        Provider::Anthropic => configure(args, "anthropic", Anthropic::temperature),
         Provider::Scripted => {
             let llm = ScriptedLlm::new([]).with_fallback(|_, request| scripted(request));
             Ok((Arc::new(llm), "the scripted model (no network)".into()))
@@ -22,11 +22,12 @@ pub fn choose(args: &ChatArgs) -> Result<(Arc<dyn Llm>, String), String> {
     }
 }
 
-/// A provider from its variables, with `--base-url` and `--model` on top; a base URL alone
-/// is enough (a local server may need no key).
+/// A provider from its variables, with `--base-url`, `--model` and `--temperature` on top; a
+/// base URL alone is enough (a local server may need no key).
 fn configure<P: HttpProvider>(
     args: &ChatArgs,
     name: &str,
+    temperature: fn(P, f32) -> P,
 ) -> Result<(Arc<dyn Llm>, String), String> {
     let mut llm = match (P::configured_from_env(), &args.base_url) {
         (Ok(llm), _) => llm,
@@ -44,8 +45,32 @@ fn configure<P: HttpProvider>(
     if let Some(model) = &args.model {
         endpoint.set_model(model.as_str());
     }
-    let about = format!("{name} {} at {}", endpoint.model(), endpoint.base_url());
+    let about = format!("{name} {} at {}", endpoint.model(), shown_url(endpoint.base_url()));
+    if let Some(t) = args.temperature {
+        llm = temperature(llm, t);
+    }
     Ok((Arc::new(llm), about))
+}
+
+/// A base URL as the banner shows it: without a `user:key@` part or a query string (either
+/// may hold a key) and without a fragment; a URL that does not parse is not shown at all.
+///
+/// ```
+/// use colloquy_cli::chat::llm::shown_url;
+/// assert_eq!(shown_url("http://me:sk-1@127.0.0.1:8000/v1?key=sk-1"), "http://127.0.0.1:8000/v1");
+/// ```
+pub fn shown_url(base_url: &str) -> String {
+    match url::Url::parse(base_url) {
+        Ok(mut url) => {
+            // Both fail only for URLs that cannot have credentials (`mailto:`): nothing to hide.
+            let _ = url.set_username("");
+            let _ = url.set_password(None);
+            url.set_query(None);
+            url.set_fragment(None);
+            url.to_string().trim_end_matches('/').to_string()
+        }
+        Err(e) => format!("a base URL that is not a URL ({e})"),
+    }
 }
 
 /// The scripted model's answer: it calls the weather tool when asked about the weather, the
@@ -104,6 +129,22 @@ fn city_in(text: &str) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_shown_url_has_no_credentials() {
+        assert_eq!(
+            shown_url("https://user:secret@api.example.com/v1"),
+            "https://api.example.com/v1"
+        );
+        assert_eq!(shown_url("https://token@api.example.com/v1/"), "https://api.example.com/v1");
+        assert_eq!(
+            shown_url("http://127.0.0.1:8000/v1?api-version=1&api-key=secret#x"),
+            "http://127.0.0.1:8000/v1"
+        );
+        assert_eq!(shown_url("http://127.0.0.1:8000/v1"), "http://127.0.0.1:8000/v1");
+        let bad = shown_url("not a url secret");
+        assert!(!bad.contains("secret"), "{bad}");
+    }
 
     #[test]
     fn finds_the_city() {

@@ -1,29 +1,49 @@
 //! `colloquy chat`: a conversation in the terminal with an agent whose tools run in the
-//! background. One user turn a line; the next line is read once the reply to the previous
-//! one has finished speaking, so piped input works as a script. Tool activity and errors
-//! show as lines between the agent's streamed text; Ctrl-C interrupts the current reply.
+//! background. One user turn a line. Lines are read at all times, so nothing the agent, a
+//! model or a tool does can keep `/quit` from being read: in a terminal every line acts at
+//! once (a plain line interrupts the agent as speech would); piped input is a script, each
+//! line sent once the previous reply has finished, except that `/quit` and the end of input
+//! end the chat within [`SCRIPT_QUIT_WAIT`] however long the reply takes. Ctrl-C interrupts
+//! the reply, twice within [`DOUBLE_CTRL_C`] quits; SIGTERM and SIGHUP quit. Tool activity
+//! and errors show as lines between the agent's streamed text.
 
+pub mod clean;
 pub mod commands;
+pub mod inspect;
 pub mod llm;
 pub mod terminal;
 
-use std::io::Write;
+use std::collections::VecDeque;
+use std::future::Future;
+use std::io::{BufRead, Write};
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use colloquy::prelude::*;
 use colloquy::toolsets::EndCallTool;
-use colloquy::{ChatItem, McpToolset, SessionEvent};
-use tokio::io::AsyncBufReadExt;
+use colloquy::{ChatItem, McpToolset, SessionEvent, ToolSource};
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 
 use crate::ChatArgs;
 use crate::demo::{booking_tool, weather_tool};
 use commands::{HELP, Line};
 use terminal::{EventLines, Style, Terminal, TerminalSink};
 
-/// How long closing waits for calls that cannot be cancelled.
+/// How long closing waits for calls that cannot be cancelled (and for the session's actors
+/// to stop); past it the chat exits without them.
 pub const CLOSE_WAIT: Duration = Duration::from_secs(3);
+
+/// Two Ctrl-C within this window quit.
+pub const DOUBLE_CTRL_C: Duration = Duration::from_secs(1);
+
+/// Piped input: how long `/quit` or the end of input waits for the reply in progress (and
+/// the lines queued behind it) before the chat closes anyway.
+pub const SCRIPT_QUIT_WAIT: Duration = Duration::from_secs(10);
+
+/// How long a command (or a user turn) waits for the session to answer.
+pub const COMMAND_WAIT: Duration = Duration::from_secs(5);
 
 /// Why the chat could not run.
 #[derive(Debug)]
@@ -34,147 +54,395 @@ pub enum ChatError {
     Session(SessionError),
 }
 
-/// The chat's agent: a travel assistant with the demo's weather and booking tools (the
-/// booking narrates its progress and can be cancelled) and end_call.
-pub fn agent() -> Agent {
-    Agent::new(
-        "assistant",
-        "You are a friendly travel assistant in a terminal chat. Use get_weather for forecasts \
-         and book_flight to book; booking runs in the background and reports its progress, so \
-         keep talking while it works. When the user says goodbye, say goodbye and call end_call.",
-    )
-    .tool(weather_tool(Duration::from_millis(300)))
-    .tool(booking_tool(Duration::from_millis(1500)).cancellable())
-    .toolset(EndCallTool::new().toolset())
+/// How the chat ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ending {
+    /// `/quit`, the end of input, Ctrl-C twice, or the agent ended the call: exit status 0.
+    Left,
+    /// SIGTERM or SIGHUP: the chat closed; exit status 128 + the signal's number, as a shell
+    /// reports a process the signal ended.
+    Signal(i32),
 }
 
-/// How long a server given with `--mcp` has to start and list its tools.
-const MCP_START: Duration = Duration::from_secs(10);
+/// Where the chat reads and writes.
+pub struct Console {
+    /// The input, a line at a time; the channel closing is the end of input.
+    pub lines: mpsc::Receiver<String>,
+    /// Where everything is written.
+    pub out: Box<dyn Write + Send>,
+    /// ANSI colours.
+    pub color: bool,
+    /// The input is a terminal: a prompt, and every line acts at once. Otherwise the input is
+    /// a script.
+    pub interactive: bool,
+}
 
-/// `agent` with the tools of each `--mcp` server (a command run over stdio, split into words
-/// as a shell would, never run through one). A server that does not start or list its tools
-/// in time is reported and left out; the chat goes on without it.
-async fn with_mcp_servers(mut agent: Agent, commands: &[String], terminal: &Terminal) -> Agent {
+/// The lines of `input`, read on a thread of their own: a read that blocks (a terminal no
+/// one types in) never holds the chat, nor the runtime's shutdown. Bytes that are not UTF-8
+/// are replaced, not a reason to stop reading.
+pub fn read_lines(input: impl BufRead + Send + 'static) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel(16);
+    let spawned = std::thread::Builder::new().name("colloquy-input".into()).spawn(move || {
+        let mut input = input;
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match input.read_until(b'\n', &mut line) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    let text = String::from_utf8_lossy(&line);
+                    let text = text.trim_end_matches(['\n', '\r']).to_string();
+                    if tx.blocking_send(text).is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+    });
+    // Without a thread there is no input: the chat sees its end and closes.
+    drop(spawned);
+    rx
+}
+
+/// The chat's agent: a travel assistant with the demo's weather and booking tools (the
+/// booking narrates its progress and can be cancelled) and end_call; `instructions` replace
+/// the travel assistant's.
+pub fn agent(instructions: Option<&str>) -> Agent {
+    let travel = "You are a friendly travel assistant in a terminal chat. Use get_weather for \
+                  forecasts and book_flight to book; booking runs in the background and \
+                  reports its progress, so keep talking while it works. When the user says \
+                  goodbye, say goodbye and call end_call.";
+    Agent::new("assistant", instructions.unwrap_or(travel))
+        .tool(weather_tool(Duration::from_millis(300)))
+        .tool(booking_tool(Duration::from_millis(1500)).cancellable())
+        .toolset(EndCallTool::new().toolset())
+}
+
+/// An MCP server of `--mcp`: its command and its supervised tool source.
+struct McpServer {
+    command: String,
+    source: Arc<dyn ToolSource>,
+}
+
+/// `agent` with a supervised toolset for each `--mcp` server (a command run over stdio, split
+/// into words as a shell would, never run through one): started with the agent, restarted
+/// with backoff when it dies, its tools refreshed when it says they changed. A command that
+/// cannot be read is reported and left out.
+fn with_mcp_servers(
+    mut agent: Agent,
+    commands: &[String],
+    terminal: &Terminal,
+) -> (Agent, Vec<McpServer>) {
+    let mut servers = Vec::new();
     for (i, command) in commands.iter().enumerate() {
         let words = match shell_words::split(command) {
             Ok(words) if !words.is_empty() => words,
             _ => {
+                let command = clean::line(command);
                 terminal.line(Style::Error, &format!("mcp: cannot read the command `{command}`"));
                 continue;
             }
         };
         let mut process = tokio::process::Command::new(&words[0]);
         process.args(&words[1..]);
-        let connect = McpToolset::stdio(format!("mcp{}", i + 1), process).connect();
-        match tokio::time::timeout(MCP_START, connect).await {
-            Ok(Ok(server)) => {
-                let toolset = server.toolset();
-                let count = toolset.routed().len();
-                terminal.line(Style::Dim, &format!("mcp: {count} tools from `{command}`"));
-                agent = agent.toolset(toolset);
-            }
-            Ok(Err(e)) => terminal.line(Style::Error, &format!("mcp: {e}")),
-            Err(_) => terminal.line(
-                Style::Error,
-                &format!("mcp: `{command}` listed no tools within {} s", MCP_START.as_secs()),
-            ),
+        let toolset = McpToolset::stdio(format!("mcp{}", i + 1), process).build();
+        for (source, _) in toolset.routed_sources() {
+            servers.push(McpServer { command: command.clone(), source: Arc::clone(source) });
         }
+        agent = agent.toolset(toolset);
     }
-    agent
+    (agent, servers)
 }
 
-/// Runs the chat on `input` lines, writing to `out`, until `/quit`, the end of input, or the
-/// agent ending the call.
-pub async fn run(
-    args: &ChatArgs,
-    input: impl tokio::io::AsyncBufRead + Unpin + Send + 'static,
-    out: Box<dyn Write + Send>,
-    color: bool,
-) -> Result<(), ChatError> {
+/// Says, for each server, how many tools it listed or why it listed none, as soon as it
+/// knows (each waits at most the server's start timeout).
+fn report_mcp_servers(servers: &[McpServer], terminal: &Terminal) {
+    for server in servers {
+        let (source, terminal) = (Arc::clone(&server.source), terminal.clone());
+        let command = clean::line(&server.command);
+        tokio::spawn(async move {
+            match source.ready().await {
+                Ok(()) => {
+                    let count = source.tools().len();
+                    terminal.line(Style::Dim, &format!("mcp: {count} tools from `{command}`"));
+                }
+                Err(why) => terminal.line(Style::Error, &format!("mcp: {}", clean::line(&why))),
+            }
+        });
+    }
+}
+
+/// Runs the chat on `console` until `/quit`, the end of input, Ctrl-C twice, SIGTERM or
+/// SIGHUP, or the agent ending the call; then closes the session, within [`CLOSE_WAIT`].
+pub async fn run(args: &ChatArgs, console: Console) -> Result<Ending, ChatError> {
     let (llm, about) = llm::choose(args).map_err(ChatError::Usage)?;
-    let terminal = Terminal::new(out, color);
+    let terminal = Terminal::new(console.out, console.color, console.interactive);
+    let mut signals = Signals::new().map_err(|e| ChatError::Usage(e.to_string()))?;
     terminal.line(
         Style::Dim,
         &format!("colloquy chat with {about}: /help for commands, /quit to leave"),
     );
-    let agent = with_mcp_servers(agent(), &args.mcp, &terminal).await;
+    let (agent, servers) =
+        with_mcp_servers(agent(args.instructions.as_deref()), &args.mcp, &terminal);
     let mut builder = Session::builder().llm(llm).speech_sink(TerminalSink(terminal.clone()));
     let events = builder.subscribe();
     let session = builder.start(agent.clone()).await.map_err(ChatError::Session)?;
+    report_mcp_servers(&servers, &terminal);
     let seen: Arc<Mutex<Vec<SessionEvent>>> = Arc::default();
     let printer = tokio::spawn(print_events(events, terminal.clone(), Arc::clone(&seen)));
-    let lines = read_lines(input);
-    let result = converse(&session, &agent, lines, &terminal, &seen).await;
-    if shutdown(&session, &terminal).await {
+    let mut chat = Chat {
+        session: &session,
+        agent: &agent,
+        servers: &servers,
+        terminal: &terminal,
+        seen: &seen,
+        interactive: console.interactive,
+        reply: None,
+        last_ctrl_c: None,
+    };
+    let ending = chat.converse(console.lines, &mut signals).await;
+    terminal.waiting(false);
+    if shutdown(&session, &terminal, &mut signals).await {
         // The event stream ends once the session has closed: every line is out after this.
-        let _ = printer.await;
+        let _ = tokio::time::timeout(CLOSE_WAIT, printer).await;
     }
     terminal.finish();
-    result
+    Ok(ending)
 }
 
-async fn converse(
-    session: &SessionHandle,
-    agent: &Agent,
-    mut lines: mpsc::Receiver<String>,
-    terminal: &Terminal,
-    seen: &Mutex<Vec<SessionEvent>>,
-) -> Result<(), ChatError> {
-    loop {
-        let line = tokio::select! {
-            biased;
-            _ = tokio::signal::ctrl_c() => {
-                terminal.line(Style::Dim, "(nothing to interrupt: /quit to leave)");
-                continue;
-            }
-            line = lines.recv() => line,
-        };
-        let Some(line) = line else { return Ok(()) };
-        match commands::parse(&line) {
-            Line::Nothing => {}
-            Line::Quit => return Ok(()),
-            Line::Say(text) => {
-                if session.user_turn(text).await.is_err() || !reply_finished(session).await {
-                    return Ok(()); // the agent ended the call
+/// What woke the chat.
+enum Woke {
+    Signal(Signal),
+    /// The reply finished (true) or the session closed (false).
+    Replied(bool),
+    /// Piped input's quit wait is over.
+    Late,
+    /// A line, or the end of input.
+    Line(Option<String>),
+}
+
+/// What to do after a line.
+enum Flow {
+    Go,
+    Leave,
+}
+
+/// The reply in progress: resolves once the session is idle (true) or has closed (false).
+type Reply = Pin<Box<dyn Future<Output = bool> + Send>>;
+
+struct Chat<'a> {
+    session: &'a SessionHandle,
+    agent: &'a Agent,
+    servers: &'a [McpServer],
+    terminal: &'a Terminal,
+    seen: &'a Mutex<Vec<SessionEvent>>,
+    interactive: bool,
+    /// Set while a reply is in progress.
+    reply: Option<Reply>,
+    last_ctrl_c: Option<Instant>,
+}
+
+impl Chat<'_> {
+    /// Reads lines and signals until it is time to leave.
+    async fn converse(
+        &mut self,
+        mut lines: mpsc::Receiver<String>,
+        signals: &mut Signals,
+    ) -> Ending {
+        // Piped input: lines waiting for the reply in progress; and when to leave anyway.
+        let mut queue: VecDeque<String> = VecDeque::new();
+        let mut leave_by: Option<Instant> = None;
+        let mut input_open = true;
+        loop {
+            while self.reply.is_none()
+                && let Some(line) = queue.pop_front()
+            {
+                if let Flow::Leave = self.handle(&line).await {
+                    return Ending::Left;
                 }
             }
-            command => run_command(session, agent, command, terminal, seen).await,
+            if !self.session.is_running() {
+                return Ending::Left;
+            }
+            self.terminal.waiting(self.reply.is_none());
+            let reply = &mut self.reply;
+            let woke = tokio::select! {
+                biased;
+                signal = signals.recv() => Woke::Signal(signal),
+                open = async {
+                    match reply {
+                        Some(reply) => reply.await,
+                        None => std::future::pending().await,
+                    }
+                } => Woke::Replied(open),
+                () = sleep_until(leave_by) => Woke::Late,
+                line = lines.recv(), if input_open => Woke::Line(line),
+            };
+            match woke {
+                Woke::Signal(Signal::Interrupt) if self.ctrl_c() => return Ending::Left,
+                Woke::Signal(Signal::Interrupt) => {}
+                Woke::Signal(Signal::Terminate) => return Ending::Signal(15),
+                Woke::Signal(Signal::Hangup) => return Ending::Signal(1),
+                Woke::Replied(open) => {
+                    self.reply = None;
+                    if !open {
+                        return Ending::Left; // the agent ended the call
+                    }
+                }
+                Woke::Late => return Ending::Left,
+                Woke::Line(line) => {
+                    self.terminal.entered();
+                    let script = !self.interactive && (self.reply.is_some() || !queue.is_empty());
+                    match line {
+                        None if script => {
+                            input_open = false;
+                            queue.push_back("/quit".into());
+                            leave_by.get_or_insert(Instant::now() + SCRIPT_QUIT_WAIT);
+                        }
+                        None => return Ending::Left,
+                        Some(line) if script => {
+                            if commands::parse(&line) == Line::Quit {
+                                leave_by.get_or_insert(Instant::now() + SCRIPT_QUIT_WAIT);
+                            }
+                            queue.push_back(line);
+                        }
+                        Some(line) => {
+                            if let Flow::Leave = self.handle(&line).await {
+                                return Ending::Left;
+                            }
+                        }
+                    }
+                }
+            }
         }
-        if !session.is_running() {
-            return Ok(());
+    }
+
+    /// Ctrl-C: interrupts the reply; true when it is the second within [`DOUBLE_CTRL_C`].
+    fn ctrl_c(&mut self) -> bool {
+        let now = Instant::now();
+        if self.last_ctrl_c.is_some_and(|last| now.duration_since(last) <= DOUBLE_CTRL_C) {
+            return true;
+        }
+        self.last_ctrl_c = Some(now);
+        if self.reply.is_some() {
+            // `interrupt` returns once the speech is done, which a blocking tool can delay:
+            // it runs on its own so the chat goes on reading.
+            let session = self.session.clone();
+            tokio::spawn(async move { session.interrupt().await });
+        } else {
+            self.terminal
+                .answer(Style::Dim, "(nothing to interrupt: Ctrl-C again or /quit to leave)");
+        }
+        false
+    }
+
+    /// Acts on one line.
+    async fn handle(&mut self, line: &str) -> Flow {
+        match commands::parse(line) {
+            Line::Nothing => Flow::Go,
+            Line::Quit => Flow::Leave,
+            Line::Say(text) => {
+                let turn = tokio::time::timeout(COMMAND_WAIT, self.session.user_turn(text)).await;
+                match turn {
+                    Ok(Ok(())) => {
+                        let session = self.session.clone();
+                        self.reply =
+                            Some(Box::pin(async move { session.wait_for_idle().await.is_ok() }));
+                        Flow::Go
+                    }
+                    Ok(Err(_)) => Flow::Leave, // the agent ended the call
+                    Err(_) => {
+                        let wait = COMMAND_WAIT.as_secs();
+                        self.terminal.answer(
+                            Style::Error,
+                            &format!("(the session did not take the line within {wait} s)"),
+                        );
+                        Flow::Go
+                    }
+                }
+            }
+            command => {
+                let run = run_command(self.session, self.agent, self.servers, command, self.seen);
+                let text = match tokio::time::timeout(COMMAND_WAIT, run).await {
+                    Ok(text) => text,
+                    Err(_) => {
+                        format!("(the session did not answer within {} s)", COMMAND_WAIT.as_secs())
+                    }
+                };
+                self.terminal.answer(Style::Dim, &text);
+                Flow::Go
+            }
         }
     }
 }
 
-/// Waits until the reply has finished speaking; Ctrl-C interrupts it. False once the session
-/// has closed.
-async fn reply_finished(session: &SessionHandle) -> bool {
-    loop {
+/// Sleeps until `at`, or for ever without one.
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The signals the chat answers.
+enum Signal {
+    Interrupt,
+    Terminate,
+    Hangup,
+}
+
+/// SIGINT, SIGTERM and SIGHUP, as a stream. Once listened for, a signal no longer ends the
+/// process by itself: the chat closes its session first.
+struct Signals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+    hangup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn new() -> std::io::Result<Self> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Self {
+            interrupt: signal(SignalKind::interrupt())?,
+            terminate: signal(SignalKind::terminate())?,
+            hangup: signal(SignalKind::hangup())?,
+        })
+    }
+
+    async fn recv(&mut self) -> Signal {
         tokio::select! {
             biased;
-            _ = tokio::signal::ctrl_c() => { let _ = session.interrupt().await; }
-            idle = session.wait_for_idle() => return idle.is_ok(),
+            Some(()) = self.terminate.recv() => Signal::Terminate,
+            Some(()) = self.hangup.recv() => Signal::Hangup,
+            Some(()) = self.interrupt.recv() => Signal::Interrupt,
+            else => std::future::pending().await,
         }
     }
 }
 
+/// A command's answer, as the lines to show.
 async fn run_command(
     session: &SessionHandle,
     agent: &Agent,
+    servers: &[McpServer],
     command: Line,
-    terminal: &Terminal,
     seen: &Mutex<Vec<SessionEvent>>,
-) {
-    let text = match command {
+) -> String {
+    match command {
         Line::Help => HELP.to_string(),
         Line::Invalid(why) => why,
-        Line::Tools => tools(session, agent).await,
-        Line::Cancel(id) => match session.cancel_tool_call(id.clone()).await {
-            Ok(()) => format!("cancelling {id}"),
-            Err(e) => format!("cannot cancel {id}: {e}"),
-        },
-        Line::Inspect => match session.inspect().await {
-            Ok(snapshot) => serde_json::to_string_pretty(&snapshot).unwrap_or_default(),
+        Line::Tools => tools(session, agent, servers).await,
+        Line::Cancel(id) => {
+            let shown = clean::line(&id);
+            match session.cancel_tool_call(id).await {
+                Ok(()) => format!("cancelling {shown}"),
+                Err(e) => format!("cannot cancel {shown}: {}", clean::line(&e.to_string())),
+            }
+        }
+        Line::Inspect { json } => match session.inspect().await {
+            Ok(snapshot) if json => serde_json::to_string_pretty(&snapshot)
+                .unwrap_or_else(|e| format!("cannot write the snapshot as JSON: {e}")),
+            Ok(snapshot) => inspect::tree(&snapshot),
             Err(e) => format!("cannot inspect: {e}"),
         },
         Line::Timeline(file) => {
@@ -189,15 +457,18 @@ async fn run_command(
             Ok(items) => items.iter().filter_map(history_line).collect::<Vec<_>>().join("\n"),
             Err(e) => format!("cannot read the history: {e}"),
         },
-        Line::Say(_) | Line::Nothing | Line::Quit => return,
-    };
-    terminal.line(Style::Dim, &text);
+        Line::Say(_) | Line::Nothing | Line::Quit => String::new(),
+    }
 }
 
-async fn tools(session: &SessionHandle, agent: &Agent) -> String {
+/// The agent's tools (the MCP servers' as listed now) and the calls running.
+async fn tools(session: &SessionHandle, agent: &Agent, servers: &[McpServer]) -> String {
     let mut lines = vec!["tools:".to_string()];
-    for tool in agent.all_tools() {
-        lines.push(format!("  {} — {}", tool.name(), tool.description().trim()));
+    let learned: Vec<FunctionTool> =
+        servers.iter().flat_map(|s| s.source.tools().iter().cloned().collect::<Vec<_>>()).collect();
+    for tool in agent.all_tools().into_iter().chain(&learned) {
+        let (name, about) = (clean::line(tool.name()), clean::line(tool.description().trim()));
+        lines.push(format!("  {name} — {about}"));
     }
     match session.running_tool_calls().await {
         Ok(running) if running.is_empty() => lines.push("no call running".into()),
@@ -205,7 +476,8 @@ async fn tools(session: &SessionHandle, agent: &Agent) -> String {
             lines.push("running:".into());
             for call in running {
                 let cancel = if call.cancellable { " (cancellable)" } else { "" };
-                lines.push(format!("  {} {} {}{cancel}", call.call_id, call.name, call.arguments));
+                let (id, name) = (clean::line(&call.call_id), clean::line(&call.name));
+                lines.push(format!("  {id} {name} {}{cancel}", clean::line(&call.arguments)));
             }
         }
         Err(e) => lines.push(format!("cannot list running calls: {e}")),
@@ -213,6 +485,7 @@ async fn tools(session: &SessionHandle, agent: &Agent) -> String {
     lines.join("\n")
 }
 
+/// One history item on one line, cleaned.
 fn history_line(item: &ChatItem) -> Option<String> {
     Some(match item {
         ChatItem::Message(m) => {
@@ -222,46 +495,48 @@ fn history_line(item: &ChatItem) -> Option<String> {
                 Role::Assistant => "agent",
                 Role::System | Role::Developer => "system",
             };
-            format!("{role}: {}{cut}", m.text)
+            format!("{role}: {}{cut}", clean::line(&m.text))
         }
-        ChatItem::FunctionCall(c) => format!("call {} {}({})", c.call_id, c.name, c.arguments),
-        ChatItem::FunctionCallOutput(o) => format!("output {}: {}", o.call_id, o.output),
-        ChatItem::AgentHandoff(h) => format!("agent: {}", h.new_agent),
+        ChatItem::FunctionCall(c) => {
+            let (id, name) = (clean::line(&c.call_id), clean::line(&c.name));
+            format!("call {id} {name}({})", clean::line(&c.arguments))
+        }
+        ChatItem::FunctionCallOutput(o) => {
+            format!("output {}: {}", clean::line(&o.call_id), clean::line(&o.output))
+        }
+        ChatItem::AgentHandoff(h) => format!("agent: {}", clean::line(&h.new_agent)),
         _ => return None,
     })
 }
 
-/// Closes promptly: cancellable calls are cancelled, the others get [`CLOSE_WAIT`]. False
-/// when some were left running (the program then exits without waiting for them).
-async fn shutdown(session: &SessionHandle, terminal: &Terminal) -> bool {
-    if session.is_running() {
-        for call in session.running_tool_calls().await.unwrap_or_default() {
-            if call.cancellable {
-                let _ = session.cancel_tool_call(call.call_id).await;
+/// Closes within [`CLOSE_WAIT`]: cancellable calls are cancelled, the others get what is
+/// left of it; another SIGINT, SIGTERM or SIGHUP meanwhile stops waiting. False when the
+/// session did not finish closing (the program then exits without it: its runtime's shutdown
+/// drops what was left, MCP server processes included).
+async fn shutdown(session: &SessionHandle, terminal: &Terminal, signals: &mut Signals) -> bool {
+    let closing = async {
+        if session.is_running() {
+            for call in session.running_tool_calls().await.unwrap_or_default() {
+                if call.cancellable {
+                    let _ = session.cancel_tool_call(call.call_id).await;
+                }
             }
         }
+        session.close().await
+    };
+    let closed = tokio::select! {
+        biased;
+        _ = signals.recv() => false,
+        closed = tokio::time::timeout(CLOSE_WAIT, closing) => closed.is_ok(),
+    };
+    if !closed {
+        let wait = CLOSE_WAIT.as_secs();
+        terminal.line(
+            Style::Dim,
+            &format!("(left without waiting longer than {wait} s for tools still running)"),
+        );
     }
-    if tokio::time::timeout(CLOSE_WAIT, session.close()).await.is_err() {
-        terminal.line(Style::Dim, "(tools still running after 3 s were left behind)");
-        return false;
-    }
-    true
-}
-
-/// Lines of `input`, read in a task so a slow reader never holds the chat.
-fn read_lines(
-    input: impl tokio::io::AsyncBufRead + Unpin + Send + 'static,
-) -> mpsc::Receiver<String> {
-    let (tx, rx) = mpsc::channel(16);
-    tokio::spawn(async move {
-        let mut lines = input.lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            if tx.send(line).await.is_err() {
-                break;
-            }
-        }
-    });
-    rx
+    closed
 }
 
 async fn print_events(
@@ -271,7 +546,7 @@ async fn print_events(
 ) {
     let mut lines = EventLines::default();
     while let Some(event) = events.recv().await {
-        if let Some((style, text)) = lines.line(&event.kind) {
+        for (style, text) in lines.lines(&event.kind) {
             terminal.line(style, &text);
         }
         if let Ok(mut seen) = seen.lock() {

@@ -1,12 +1,18 @@
 //! The chat's output: the agent's text as it streams (a [`SpeechSink`]) and a line for each
 //! tool and error event, written to one shared writer. A line that comes while the agent's
 //! text is still streaming waits for the end of that text, so it never splits a sentence.
+//! Text from the model and tools passes through [`clean`](super::clean) on its way, so no
+//! control character reaches the terminal. In a terminal, a prompt (`you › `) is shown while
+//! the chat waits for a line; any output starts below it and the prompt comes back after.
 
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
+use colloquy::toolsets::END_CALL;
 use colloquy::{EventKind, Playout, SpeechSink, ToolCallStatus};
+
+use super::clean;
 
 const RESET: &str = "\x1b[0m";
 const AGENT: &str = "\x1b[1;32m";
@@ -21,16 +27,50 @@ struct Screen {
     mid_line: bool,
     /// Lines that came while it was open, written when it ends.
     held: Vec<(Style, String)>,
+    /// An answer to a command broke the agent's open line: its text goes on, labelled
+    /// again, on a line of its own.
+    broken: bool,
+    /// The prompt, in a terminal.
+    prompt: Option<&'static str>,
+    /// The chat waits for a line: the prompt is wanted (after any output too).
+    want_prompt: bool,
+    /// The prompt is on screen, the cursor after it.
+    prompt_open: bool,
 }
+
+/// The prompt shown in a terminal while the chat waits for a line.
+pub const PROMPT: &str = "you › ";
 
 /// The shared output; cheap to clone.
 #[derive(Clone)]
 pub struct Terminal(Arc<Mutex<Screen>>);
 
 impl Terminal {
-    /// Output to `out`, coloured or not.
-    pub fn new(out: Box<dyn Write + Send>, color: bool) -> Self {
-        Terminal(Arc::new(Mutex::new(Screen { out, color, mid_line: false, held: Vec::new() })))
+    /// Output to `out`, coloured or not; with a prompt when `prompt` (input is a terminal).
+    pub fn new(out: Box<dyn Write + Send>, color: bool, prompt: bool) -> Self {
+        Terminal(Arc::new(Mutex::new(Screen {
+            out,
+            color,
+            mid_line: false,
+            held: Vec::new(),
+            broken: false,
+            prompt: prompt.then_some(PROMPT),
+            want_prompt: false,
+            prompt_open: false,
+        })))
+    }
+
+    /// Whether the chat waits for a line (the prompt is shown) or not (the agent speaks).
+    pub fn waiting(&self, waiting: bool) {
+        self.with(|s| {
+            s.want_prompt = waiting;
+            s.show_prompt();
+        });
+    }
+
+    /// The user entered a line: the terminal echoed its newline, the prompt is gone.
+    pub fn entered(&self) {
+        self.with(|s| s.prompt_open = false);
     }
 
     fn with<R>(&self, f: impl FnOnce(&mut Screen) -> R) -> R {
@@ -42,7 +82,23 @@ impl Terminal {
     pub fn line(&self, style: Style, text: &str) {
         self.with(|s| match s.mid_line {
             true => s.held.push((style, text.to_string())),
-            false => s.write_line(style, text),
+            false => {
+                s.write_line(style, text);
+                s.show_prompt();
+            }
+        });
+    }
+
+    /// The answer to something the user typed: written at once, breaking the agent's open
+    /// line if there is one (the user asked; the answer must not wait for the reply's end).
+    pub fn answer(&self, style: Style, text: &str) {
+        self.with(|s| {
+            if std::mem::take(&mut s.mid_line) {
+                let _ = writeln!(s.out);
+                s.broken = true;
+            }
+            s.write_line(style, text);
+            s.show_prompt();
         });
     }
 
@@ -51,10 +107,12 @@ impl Terminal {
         self.end_agent_text(None);
     }
 
-    /// Agent text as it arrives; the first piece of a speech opens its line.
+    /// Agent text as it arrives, cleaned; the first piece of a speech opens its line.
     fn agent_text(&self, first: bool, text: &str) {
+        let text = clean::text(text);
         self.with(|s| {
-            if first {
+            s.leave_prompt();
+            if first || std::mem::take(&mut s.broken) {
                 let (on, off) = s.paint(Style::Agent);
                 if std::mem::take(&mut s.mid_line) {
                     let _ = writeln!(s.out);
@@ -77,10 +135,17 @@ impl Terminal {
                     Some(note) => drop(writeln!(s.out, " {on}{note}{off}")),
                     None => drop(writeln!(s.out)),
                 }
+            } else if std::mem::take(&mut s.broken)
+                && let Some(note) = note
+            {
+                let (on, off) = s.paint(Style::Dim);
+                let _ = writeln!(s.out, "{on}{note}{off}");
             }
+            s.broken = false;
             for (style, text) in std::mem::take(&mut s.held) {
                 s.write_line(style, &text);
             }
+            s.show_prompt();
             let _ = s.out.flush();
         });
     }
@@ -101,9 +166,31 @@ pub enum Style {
 
 impl Screen {
     fn write_line(&mut self, style: Style, text: &str) {
+        self.leave_prompt();
         let (on, off) = self.paint(style);
         let _ = writeln!(self.out, "{on}{text}{off}");
         let _ = self.out.flush();
+    }
+
+    /// Moves below an open prompt (what the user typed so far stays on its line, and in the
+    /// terminal's line buffer).
+    fn leave_prompt(&mut self) {
+        if std::mem::take(&mut self.prompt_open) {
+            let _ = writeln!(self.out);
+        }
+    }
+
+    fn show_prompt(&mut self) {
+        if let Some(prompt) = self.prompt
+            && self.want_prompt
+            && !self.prompt_open
+            && !self.mid_line
+        {
+            let (on, off) = self.paint(Style::Dim);
+            let _ = write!(self.out, "{on}{prompt}{off}");
+            let _ = self.out.flush();
+            self.prompt_open = true;
+        }
     }
 
     fn paint(&self, style: Style) -> (&'static str, &'static str) {
@@ -148,62 +235,81 @@ impl SpeechSink for TerminalSink {
     }
 }
 
-/// Turns events into the chat's tool and error lines.
+/// Turns events into the chat's tool and error lines; every field from a model, a tool or a
+/// server is cleaned ([`clean::line`]).
 #[derive(Default)]
 pub struct EventLines {
     /// Tool names by call id.
     names: BTreeMap<String, String>,
+    /// Notes about a speech's text (it was cut short), shown once the speech is done, after
+    /// the text they are about.
+    after_speech: BTreeMap<String, Vec<(Style, String)>>,
 }
 
 impl EventLines {
-    /// The line for an event, if it has one.
-    pub fn line(&mut self, event: &EventKind) -> Option<(Style, String)> {
+    /// The lines for an event (most have none).
+    pub fn lines(&mut self, event: &EventKind) -> Vec<(Style, String)> {
         let name = |names: &BTreeMap<String, String>, id: &str| {
-            names.get(id).cloned().unwrap_or_else(|| id.to_string())
+            clean::line(names.get(id).map_or(id, String::as_str))
         };
+        let one = |style, text| vec![(style, text)];
         match event {
             EventKind::ToolCallStarted { call_id, name } => {
                 self.names.insert(call_id.clone(), name.clone());
-                Some((Style::Tool, format!("  tool ▸ {name} started ({call_id})")))
+                let (name, call_id) = (clean::line(name), clean::line(call_id));
+                one(Style::Tool, format!("  tool ▸ {name} started ({call_id})"))
             }
             EventKind::ToolCallUpdated { call_id, message, .. } => {
-                Some((Style::Tool, format!("  tool … {}: {message}", name(&self.names, call_id))))
+                let (tool, message) = (name(&self.names, call_id), clean::line(message));
+                one(Style::Tool, format!("  tool … {tool}: {message}"))
             }
             EventKind::ToolCallEnded { call_id, status, message, .. } => {
+                let raw_name = self.names.get(call_id).map(String::as_str);
                 let tool = name(&self.names, call_id);
-                let message = message.as_deref().unwrap_or("");
-                Some(match status {
-                    ToolCallStatus::Done => {
-                        (Style::Tool, format!("  tool ✓ {tool} done: {message}"))
-                    }
-                    ToolCallStatus::Error => {
-                        (Style::Error, format!("  tool ✗ {tool} failed: {message}"))
-                    }
-                    ToolCallStatus::Cancelled => {
-                        (Style::Tool, format!("  tool ✗ {tool} cancelled"))
-                    }
-                    other => (Style::Tool, format!("  tool {tool} {}", other.as_str())),
-                })
+                let message = clean::line(message.as_deref().unwrap_or(""));
+                one(
+                    if *status == ToolCallStatus::Error { Style::Error } else { Style::Tool },
+                    match status {
+                        // Its output is an instruction to the model, not news for the user.
+                        ToolCallStatus::Done if raw_name == Some(END_CALL) => {
+                            format!("  tool ✓ {tool}: the call ends after this reply")
+                        }
+                        ToolCallStatus::Done => format!("  tool ✓ {tool} done: {message}"),
+                        ToolCallStatus::Error => format!("  tool ✗ {tool} failed: {message}"),
+                        ToolCallStatus::Cancelled => format!("  tool ✗ {tool} cancelled"),
+                        other => format!("  tool {tool} {}", other.as_str()),
+                    },
+                )
             }
             EventKind::ToolCallDropped { name, reason, .. } => {
-                Some((Style::Error, format!("  tool ✗ {name} dropped: {reason}")))
+                let (name, reason) = (clean::line(name), clean::line(reason));
+                one(Style::Error, format!("  tool ✗ {name} dropped: {reason}"))
             }
             EventKind::Error { source, message, .. } => {
-                let source = source.as_str();
-                Some((Style::Error, format!("error ! {source}: {message}")))
+                let (source, message) = (source.as_str(), clean::line(message));
+                one(Style::Error, format!("error ! {source}: {message}"))
             }
-            EventKind::LlmStepEnded { finish_reason: Some(reason), .. }
+            EventKind::LlmStepEnded { speech_id, finish_reason: Some(reason), .. }
                 if reason.is_truncated() =>
             {
-                Some((Style::Error, format!("  (the model's reply was cut short: {reason:?})")))
+                let note = format!("  (the model's reply was cut short: {reason:?})");
+                self.after_speech.entry(speech_id.clone()).or_default().push((Style::Error, note));
+                vec![]
+            }
+            EventKind::SpeechDone { speech_id, .. } => {
+                self.after_speech.remove(speech_id).unwrap_or_default()
             }
             EventKind::AgentHandoff { old_agent: Some(_), new_agent } => {
-                Some((Style::Dim, format!("  ── agent: {new_agent} ──")))
+                one(Style::Dim, format!("  ── agent: {} ──", clean::line(new_agent)))
             }
             EventKind::SessionClosed { reason } => {
-                Some((Style::Dim, format!("  ── session closed: {reason} ──")))
+                let mut lines: Vec<_> =
+                    std::mem::take(&mut self.after_speech).into_values().flatten().collect();
+                lines
+                    .push((Style::Dim, format!("  ── session closed: {} ──", clean::line(reason))));
+                lines
             }
-            _ => None,
+            _ => vec![],
         }
     }
 }

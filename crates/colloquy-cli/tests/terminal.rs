@@ -1,0 +1,171 @@
+//! `colloquy chat` in a real pseudo-terminal (expectrl), as a person at a keyboard uses it:
+//! the prompt, lines read while the agent speaks, Ctrl-C, a terminal that hangs up. The model
+//! is a replay server on 127.0.0.1 whose reply pauses for 30 s mid-stream, so "the agent is
+//! speaking" lasts as long as a test needs. Real processes on the real clock: each expect has
+//! a 20 s bound, and so has each wait for the process to end (docs/testing.md §3).
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use colloquy_replay::{ReplayServer, Reply};
+use expectrl::{ControlCode, Eof, Expect};
+
+const BOUND: Duration = Duration::from_secs(20);
+
+/// An OpenAI stream: `text`, then, after `pause_ms` (0: none), ` …and more.`
+fn streamed(text: &str, pause_ms: u64) -> Reply {
+    let chunk = |delta: serde_json::Value, finish: Option<&str>| {
+        let chunk = serde_json::json!({"id": "c", "object": "chat.completion.chunk", "created": 1,
+            "model": "m", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+        format!("data: {chunk}\n\n")
+    };
+    let mut sse = chunk(serde_json::json!({"role": "assistant", "content": text}), None);
+    if pause_ms > 0 {
+        sse.push_str(&format!(": pause {pause_ms}\n\n"));
+        sse.push_str(&chunk(serde_json::json!({"content": " …and more."}), None));
+    }
+    sse.push_str(&chunk(serde_json::json!({}), Some("stop")));
+    sse.push_str("data: [DONE]\n\n");
+    Reply::sse(&sse)
+}
+
+/// A chat in a pseudo-terminal, on a replay server with `replies`.
+struct Chat {
+    session: expectrl::session::OsSession,
+    /// Everything read so far.
+    seen: String,
+    _server: ReplayServer,
+    _runtime: tokio::runtime::Runtime,
+}
+
+impl Chat {
+    fn start(replies: Vec<Reply>) -> Self {
+        let runtime = tokio::runtime::Runtime::new().expect("a runtime for the replay server");
+        let server = runtime.block_on(ReplayServer::start(replies)).expect("the replay server");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_colloquy"));
+        command
+            .args(["chat", "--no-color", "--base-url", &format!("{}/v1", server.base_url())])
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("OPENAI_BASE_URL")
+            .env_remove("COLLOQUY_MODEL")
+            .env_remove("RUST_LOG");
+        let mut session = expectrl::Session::spawn(command).expect("colloquy starts in a pty");
+        session.set_expect_timeout(Some(BOUND));
+        Self { session, seen: String::new(), _server: server, _runtime: runtime }
+    }
+
+    /// Reads until `text` (at most [`BOUND`]).
+    fn expect(&mut self, text: &str) {
+        match self.session.expect(text) {
+            Ok(found) => {
+                self.seen.push_str(&String::from_utf8_lossy(found.before()));
+                self.seen.push_str(text);
+            }
+            Err(e) => panic!("`{text}` not seen ({e}) after:\n{}", self.seen),
+        }
+    }
+
+    fn type_line(&mut self, line: &str) {
+        self.session.send_line(line).expect("the terminal takes the line");
+    }
+
+    fn ctrl_c(&mut self) {
+        self.session.send(ControlCode::EndOfText).expect("the terminal takes Ctrl-C");
+        std::io::Write::flush(&mut self.session).expect("Ctrl-C reaches the terminal");
+    }
+
+    fn pid(&self) -> libc::pid_t {
+        self.session.get_process().pid().as_raw()
+    }
+
+    /// Reads to the end of output and waits (at most [`BOUND`]) for the exit: its status, and
+    /// everything the chat wrote.
+    fn end(mut self) -> (i32, String) {
+        if let Ok(found) = self.session.expect(Eof) {
+            self.seen.push_str(&String::from_utf8_lossy(found.before()));
+            self.seen.push_str(&String::from_utf8_lossy(&found[0]));
+        }
+        let pid = self.pid();
+        let started = Instant::now();
+        loop {
+            let mut status = 0;
+            // SAFETY: waitpid(2) on our own child, without blocking.
+            let done = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+            if done == pid {
+                assert!(libc::WIFEXITED(status), "not a normal exit: {status}\n{}", self.seen);
+                return (libc::WEXITSTATUS(status), self.seen);
+            }
+            assert!(started.elapsed() < BOUND, "the chat did not exit within 20 s:\n{}", self.seen);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+#[test]
+fn in_a_terminal_there_is_a_prompt_and_commands_act_while_the_agent_speaks() {
+    let mut chat = Chat::start(vec![streamed("Let me think", 30_000)]);
+    chat.expect("/quit to leave");
+    chat.expect("you › ");
+    chat.type_line("tell me");
+    chat.expect("agent › Let me think");
+    // The reply is paused for 30 s: each command answers at once all the same.
+    chat.type_line("/tools");
+    chat.expect("no call running");
+    chat.type_line("/inspect");
+    chat.expect("    activity:assistant · activity · running · agent assistant");
+    chat.type_line("/quit");
+    let (code, text) = chat.end();
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("── session closed: close ──"), "{text}");
+    assert!(!text.contains("…and more"), "the reply was cut by /quit:\n{text}");
+}
+
+#[test]
+fn a_line_typed_while_the_agent_speaks_interrupts_it() {
+    let mut chat = Chat::start(vec![streamed("Let me think", 30_000), streamed("Sure, Rome.", 0)]);
+    chat.expect("you › ");
+    chat.type_line("tell me about Paris");
+    chat.expect("agent › Let me think");
+    chat.type_line("no, Rome");
+    chat.expect("[interrupted]");
+    chat.expect("agent › Sure, Rome.");
+    chat.expect("you › "); // the prompt comes back once the reply is over
+    chat.type_line("/history");
+    chat.expect("user: no, Rome");
+    chat.type_line("/quit");
+    let (code, text) = chat.end();
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("agent: Let me think [interrupted]"), "{text}");
+}
+
+#[test]
+fn ctrl_c_interrupts_the_reply_and_twice_quits() {
+    let mut chat = Chat::start(vec![streamed("Let me think", 30_000)]);
+    chat.expect("you › ");
+    chat.type_line("tell me");
+    chat.expect("agent › Let me think");
+    chat.ctrl_c();
+    chat.expect(" [interrupted]");
+    assert!(chat.seen.contains("agent › Let me think [interrupted]"), "{}", chat.seen);
+    // Still running: the first Ctrl-C only interrupted the reply.
+    chat.type_line("/tools");
+    chat.expect("no call running");
+    chat.ctrl_c();
+    chat.ctrl_c();
+    let (code, text) = chat.end();
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("── session closed: close ──"), "{text}");
+}
+
+#[test]
+fn a_terminal_that_hangs_up_ends_the_chat_while_the_agent_speaks() {
+    let mut chat = Chat::start(vec![streamed("Let me think", 30_000)]);
+    chat.expect("you › ");
+    chat.type_line("tell me");
+    chat.expect("agent › Let me think");
+    // SAFETY: kill(2) on our own child's pid, not yet reaped (`end` reaps it).
+    assert_eq!(unsafe { libc::kill(chat.pid(), libc::SIGHUP) }, 0);
+    let (code, text) = chat.end();
+    assert_eq!(code, 128 + libc::SIGHUP, "{text}");
+    assert!(text.contains("── session closed: close ──"), "{text}");
+}
