@@ -512,7 +512,7 @@ fn alive(pid: i32) -> bool {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigterm_closes_within_a_bound_past_a_tool_that_ignores_cancellation() {
+async fn sigterm_closes_within_a_bound_and_no_mcp_server_outlives_the_chat() {
     let python = mcp_python();
     let mark = std::env::temp_dir().join(format!("colloquy-hang-{}.pid", std::process::id()));
     let _ = std::fs::remove_file(&mark);
@@ -532,12 +532,17 @@ async fn sigterm_closes_within_a_bound_past_a_tool_that_ignores_cancellation() {
     assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0, "SIGTERM sent");
     let (code, text) = chat.end().await;
     assert_eq!(code, Some(128 + libc::SIGTERM), "{text}");
-    assert!(text.contains("left without waiting longer than 3 s"), "{text}");
-    // Stopping a server whose call never ends is the MCP crate's part (its process group dies
-    // with colloquy); here the test only makes sure it leaves nothing behind itself.
     let _ = std::fs::remove_file(&mark);
-    if alive(server_pid) {
+    // The server's process group dies with the chat (the MCP toolset's guard), whatever its
+    // call was doing.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while alive(server_pid) && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let left = alive(server_pid);
+    if left {
         // SAFETY: kill(2) on the process group the test's server leads.
         unsafe { libc::kill(-server_pid, libc::SIGKILL) };
     }
+    assert!(!left, "the MCP server outlived the chat");
 }

@@ -183,6 +183,12 @@ impl McpToolset {
         self
     }
 
+    /// Every tool of the server can be cancelled (a chat where the user may stop any call).
+    pub fn cancellable_all(mut self) -> Self {
+        self.options.cancellable_all = true;
+        self
+    }
+
     /// The duplicate policy of the server's tool `name` (§6.1; default: allow).
     pub fn on_duplicate(
         mut self,

@@ -100,7 +100,7 @@ impl ToolSource for McpSource {
     }
 
     fn may_cancel(&self) -> bool {
-        !self.shared.options.cancellable.is_empty()
+        self.shared.options.cancellable_all || !self.shared.options.cancellable.is_empty()
     }
 }
 

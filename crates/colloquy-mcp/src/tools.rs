@@ -30,6 +30,8 @@ pub(crate) struct Options {
     pub bounds: Bounds,
     pub prefix: Option<String>,
     pub cancellable: BTreeSet<String>,
+    /// Every tool is cancellable.
+    pub cancellable_all: bool,
     /// Duplicate policies by the server's tool name (default: allow).
     pub on_duplicate: BTreeMap<String, (OnDuplicate, DuplicateScope)>,
 }
@@ -40,7 +42,13 @@ impl Default for Options {
             max_result_bytes: crate::MAX_RESULT_BYTES,
             progress_interval: crate::PROGRESS_INTERVAL,
         };
-        Self { bounds, prefix: None, cancellable: BTreeSet::new(), on_duplicate: BTreeMap::new() }
+        Self {
+            bounds,
+            prefix: None,
+            cancellable: BTreeSet::new(),
+            cancellable_all: false,
+            on_duplicate: BTreeMap::new(),
+        }
     }
 }
 
@@ -100,5 +108,6 @@ fn function_tool(
         Some(&(policy, scope)) => function.on_duplicate(policy, scope),
         None => function,
     };
-    Ok(if options.cancellable.contains(&name) { function.cancellable() } else { function })
+    let cancellable = options.cancellable_all || options.cancellable.contains(&name);
+    Ok(if cancellable { function.cancellable() } else { function })
 }

@@ -145,8 +145,9 @@ fn with_mcp_servers(
         };
         let mut process = tokio::process::Command::new(&words[0]);
         process.args(&words[1..]);
-        let toolset = McpToolset::stdio(format!("mcp{}", i + 1), process).build();
-        for (source, _) in toolset.routed_sources() {
+        // The user may stop any call with /cancel: a chat does not know the tools in advance.
+        let toolset = McpToolset::stdio(format!("mcp{}", i + 1), process).cancellable_all().build();
+        for (source, _, _) in toolset.routed_sources() {
             servers.push(McpServer { command: command.clone(), source: Arc::clone(source) });
         }
         agent = agent.toolset(toolset);

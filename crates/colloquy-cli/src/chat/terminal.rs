@@ -268,7 +268,10 @@ impl EventLines {
                 let tool = name(&self.names, call_id);
                 let message = clean::line(message.as_deref().unwrap_or(""));
                 one(
-                    if *status == ToolCallStatus::Error { Style::Error } else { Style::Tool },
+                    match status {
+                        ToolCallStatus::Error | ToolCallStatus::TimedOut => Style::Error,
+                        _ => Style::Tool,
+                    },
                     match status {
                         // Its output is an instruction to the model, not news for the user.
                         ToolCallStatus::Done if raw_name == Some(END_CALL) => {
@@ -277,10 +280,18 @@ impl EventLines {
                         ToolCallStatus::Done => format!("  tool ✓ {tool} done: {message}"),
                         ToolCallStatus::Error => format!("  tool ✗ {tool} failed: {message}"),
                         ToolCallStatus::Cancelled => format!("  tool ✗ {tool} cancelled"),
+                        // The message names the tool and the bound it passed.
+                        ToolCallStatus::TimedOut => format!("  tool ✗ {message}"),
                         other => format!("  tool {tool} {}", other.as_str()),
                     },
                 )
             }
+            EventKind::ToolBudgetExhausted { limit } => one(
+                Style::Error,
+                format!(
+                    "  (this turn made its {limit} tool calls: the agent answers without tools)"
+                ),
+            ),
             EventKind::ToolCallDropped { name, reason, .. } => {
                 let (name, reason) = (clean::line(name), clean::line(reason));
                 one(Style::Error, format!("  tool ✗ {name} dropped: {reason}"))
