@@ -177,26 +177,25 @@ impl ToolCatalog {
         out.into()
     }
 
-    /// Whether the model may call `name` now (it exists and is visible).
-    pub fn callable(&self, name: &str) -> bool {
-        match self.governed_by.get(name) {
-            None if self.tools.contains_key(name) => true,
-            None => self.sources.route(name, |n| self.tools.contains_key(n)).is_some(),
-            Some(&g) => self.groups[g].visibility.visible().iter().any(|n| n == name),
+    /// The tool the model calls `name` now and the toolset actor that runs it, if it may call
+    /// it (it exists and is visible). Resolved once, at dispatch, from the catalog of the agent
+    /// the model saw: the Toolset runs this very tool, whichever agent's catalog it was built
+    /// with, and a source's list that changes meanwhile cannot split the two.
+    pub fn resolve(&self, name: &str) -> Option<(FunctionTool, String)> {
+        if let Some(&g) = self.governed_by.get(name)
+            && !self.groups[g].visibility.visible().iter().any(|n| n == name)
+        {
+            return None;
+        }
+        match self.tools.get(name) {
+            Some(routed) => Some((routed.tool.clone(), routed.toolset.clone())),
+            None => self.sources.resolve(name, |n| self.tools.contains_key(n)),
         }
     }
 
     /// The tool called `name` among those known from the start.
     pub fn get(&self, name: &str) -> Option<&FunctionTool> {
         self.tools.get(name).map(|routed| &routed.tool)
-    }
-
-    /// The tool called `name` now, a source's included.
-    pub fn get_now(&self, name: &str) -> Option<FunctionTool> {
-        match self.tools.get(name) {
-            Some(routed) => Some(routed.tool.clone()),
-            None => self.sources.get(name, |n| self.tools.contains_key(n)),
-        }
     }
 
     /// The id of the toolset actor that runs `name`.

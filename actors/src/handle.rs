@@ -339,7 +339,8 @@ impl SessionHandle {
 
     /// Closes the session: interrupts every speech, drops the deferred replies still
     /// pending, cancels the cancellable calls and awaits the others (bounded by
-    /// [`SessionOptions::drain_timeout`](crate::SessionOptions::drain_timeout), if set), stops every actor and emits
+    /// [`SessionOptions::drain_timeout`](crate::SessionOptions::drain_timeout), 30 s unless
+    /// set otherwise), stops every actor and emits
     /// `session_closed`. Returns once the session actor has stopped. Closing a closed session
     /// is a no-op.
     pub async fn close(&self) -> Result<(), SessionError> {

@@ -113,7 +113,8 @@ impl Sources {
 
     fn warn_once(&self, toolset: &str, name: &str, renamed: Option<&str>) {
         let mut warned = self.warned.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if !warned.insert(format!("{toolset}\u{0}{name}")) {
+        let outcome = renamed.unwrap_or("");
+        if !warned.insert(format!("{toolset}\u{0}{name}\u{0}{outcome}")) {
             return;
         }
         match renamed {
@@ -136,10 +137,16 @@ impl Sources {
         listing.iter().map(|l| l.tool().schema()).collect()
     }
 
-    /// The tool the model calls `name` now, with its toolset's limits for those it sets none of.
-    pub fn get(&self, name: &str, taken: impl Fn(&str) -> bool) -> Option<FunctionTool> {
+    /// The tool the model calls `name` now (with its toolset's limits for those it sets none
+    /// of) and the toolset that runs it, from one listing.
+    pub fn resolve(
+        &self,
+        name: &str,
+        taken: impl Fn(&str) -> bool,
+    ) -> Option<(FunctionTool, String)> {
         let listed = self.listing(&taken).into_iter().find(|l| l.name() == name)?;
-        Some(listed.tool().with_default_limits(listed.source.limits))
+        let tool = listed.tool().with_default_limits(listed.source.limits);
+        Some((tool, listed.source.toolset.clone()))
     }
 
     /// The toolset that runs the tool the model calls `name` now, if a source lists it.

@@ -251,3 +251,14 @@ async fn closing_is_bounded_by_default_even_for_a_call_that_never_ends() {
     assert_eq!(start.elapsed(), ms(30_000), "the default drain timeout");
     assert_eq!(ended(&events), vec![(30_050, "c1 error drain timeout".into())]);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_limit_past_the_clock_s_range_never_fires() {
+    let tool = sleeper("long", 5_000, "done").deadline(std::time::Duration::MAX);
+    let tool = tool.heartbeat(std::time::Duration::MAX);
+    let mut h =
+        Harness::start(Agent::new("A", "inst").tool(tool), vec![call("c1", "long", "{}")]).await;
+    h.turn("go").await;
+    assert_eq!(ended(h.events()), vec![(5_010, "c1 done done".into())]);
+    h.close().await;
+}

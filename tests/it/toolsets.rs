@@ -113,3 +113,55 @@ async fn plain_toolsets_group_tools_and_ids_must_be_unique() {
         Ok(_) => panic!("two async toolsets named x must not start"),
     }
 }
+
+/// A tool source listing fixed tools (an MCP server's stand-in).
+#[derive(Debug)]
+struct Listing(std::sync::Arc<[FunctionTool]>);
+
+impl colloquy::ToolSource for Listing {
+    fn tools(&self) -> std::sync::Arc<[FunctionTool]> {
+        std::sync::Arc::clone(&self.0)
+    }
+
+    fn ready(
+        &self,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send + '_>> {
+        Box::pin(async { Ok(()) })
+    }
+}
+
+fn answering(name: &'static str, answer: &'static str) -> FunctionTool {
+    FunctionTool::new(name, "Answers.", move |_ctx: RunContext, _a: NoArgs| async move {
+        Ok::<_, ToolError>(answer)
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_learned_tool_renamed_for_the_current_agent_runs_in_a_session_scoped_toolset() {
+    // The session's toolset learns `lookup`; agent B has a `lookup` of its own, so B's model
+    // sees the learned one as `src_lookup` — and calling it runs the learned tool, though the
+    // toolset actor was started with agent A's catalog.
+    let listed: std::sync::Arc<[FunctionTool]> =
+        vec![answering("lookup", "from the source")].into();
+    let source = Toolset::new_async("src").source(std::sync::Arc::new(Listing(listed)));
+    let b = Agent::new("B", "inst B").tool(answering("lookup", "B's own"));
+    let script = vec![
+        text("Hello from A."),
+        ScriptedResponse::calls([
+            ScriptedCall::new("c1", "lookup", "{}"),
+            ScriptedCall::new("c2", "src_lookup", "{}"),
+        ]),
+        text("Both answered."),
+    ];
+    let h = Harness::start_with(Session::builder().toolset(source), agent(), script).await;
+    h.turn("hi").await;
+    assert!(h.requests()[0].tools.contains(&"lookup".to_string()), "A sees the source's name");
+    h.session.update_agent(b).await.unwrap();
+    h.turn("look it up").await;
+    let tools = h.requests()[1].tools.clone();
+    assert!(tools.contains(&"src_lookup".to_string()), "{tools:?}");
+    let hist = h.hist().await;
+    assert!(hist.contains(&r#"out(#c1,"B's own",ok,rr=T)"#.to_string()), "{hist:#?}");
+    assert!(hist.contains(&r#"out(#c2,"from the source",ok,rr=T)"#.to_string()), "{hist:#?}");
+    h.close().await;
+}

@@ -108,3 +108,19 @@ async fn calls_of_one_response_past_the_budget_are_answered_and_not_run() {
     assert_eq!(bookings.load(Ordering::SeqCst), 3);
     h.close().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_budget_of_zero_calls_still_tells_the_host_once_a_turn() {
+    let builder = Session::builder().max_tool_calls_per_turn(0);
+    let mut h = Harness::start_with(
+        builder,
+        Agent::new("A", "inst").tool(book_flight(Arc::default())),
+        vec![text("No tools today."), text("Still none.")],
+    )
+    .await;
+    h.turn("book").await;
+    h.turn("book again").await;
+    assert_eq!(exhausted(h.events()), [0, 0]);
+    assert!(h.requests().iter().all(|r| r.tool_choice == Some(ToolChoice::None)));
+    h.close().await;
+}

@@ -81,10 +81,7 @@ pub(crate) fn dispatch(
     clock.claim_call_ids(calls.iter_mut().map(|c| &mut c.call_id));
     // The turn's budget (docs/decisions.md#edges-tool-deadlines): calls past it are answered.
     let allowed = clock.claim_tool_calls(calls.len());
-    if let Some(limit) = clock.announce_tool_budget() {
-        tracing::warn!(agent = %env.agent_id, limit, "the turn has made its tool calls");
-        env.session.emit(EventKind::ToolBudgetExhausted { limit });
-    }
+    env.announce_tool_budget();
     let pending = FuturesUnordered::new();
     let mut executing = 0;
     let generation_id = clock.item_id();
@@ -130,12 +127,12 @@ fn dispatch_one(
     control: &SpeechControl,
 ) -> (Pending, bool) {
     let clock = &env.session.clock;
-    if !env.catalog.callable(&streamed.name) {
+    let Some((tool, toolset)) = env.catalog.resolve(&streamed.name) else {
         let visible = env.catalog.visible_schemas();
         let names: Vec<&str> = visible.iter().map(|s| s.name.as_str()).collect();
         let output = text::unknown_function(&streamed.name, &names);
         return (refuse(env, (index, item_id), streamed, output), false);
-    }
+    };
     let parsed = match parse_arguments(&streamed.name, &streamed.arguments) {
         Ok(parsed) => parsed,
         Err(e) => return (refuse(env, (index, item_id), streamed, e.to_string()), false),
@@ -150,6 +147,7 @@ fn dispatch_one(
         created_at: clock.now(),
     };
     let exec = ExecuteCall {
+        tool,
         call: call.clone(),
         arguments: parsed.value,
         speech_id: speech_id.into(),
@@ -165,8 +163,7 @@ fn dispatch_one(
     };
     let (tx, rx) = oneshot::channel::<CallOutcome>();
     // Routed by name to the toolset that runs the tool (§4 step 7).
-    let toolset = env.catalog.route(&call.name).and_then(|id| env.toolsets.get(id));
-    if let Some(toolset) = toolset {
+    if let Some(toolset) = env.toolsets.get(&toolset) {
         let _ = toolset.cast(ToolsetMsg::Execute(Box::new(exec), tx.into()));
     }
     (outcome(call, rx, env.session.clock.clone(), index), true)

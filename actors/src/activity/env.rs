@@ -31,6 +31,15 @@ pub(crate) struct SpeechEnv {
 }
 
 impl SpeechEnv {
+    /// Tells the host, once per user turn, that the turn has made all its tool calls
+    /// (docs/decisions.md#edges-tool-deadlines).
+    pub fn announce_tool_budget(&self) {
+        if let Some(limit) = self.session.clock.announce_tool_budget() {
+            tracing::warn!(agent = %self.agent_id, limit, "the turn has made its tool calls");
+            self.session.emit(colloquy_core::EventKind::ToolBudgetExhausted { limit });
+        }
+    }
+
     /// After a speech lent its floor or ended: tells the Activity only if it waits for
     /// something (`floor.rs`); otherwise it notices at its next message.
     pub fn wake_activity_if_waiting(&self) {

@@ -114,6 +114,7 @@ impl Between {
     fn tool_choice(&self, env: &SpeechEnv, first: &FirstStep) -> Option<ToolChoice> {
         if env.session.clock.tool_budget_spent() {
             // The turn has made all its calls (docs/decisions.md#edges-tool-deadlines).
+            env.announce_tool_budget();
             return Some(ToolChoice::None);
         }
         match self.step {
@@ -146,6 +147,8 @@ impl Between {
         if awaited.released && !lease.reclaim() {
             env.session.reports(awaited.reports);
             if !regain_floor(env, speech_id).await {
+                // As on every other way out: a handoff its tools chose still happens.
+                request_handoff(env, self.handoff.take());
                 return Some(SpeechEnd::new(true));
             }
         } else {

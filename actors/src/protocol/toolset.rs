@@ -24,6 +24,8 @@ pub(crate) struct CallPolicy {
 
 /// A call to run.
 pub(crate) struct ExecuteCall {
+    /// The tool, as dispatch resolved it from the current agent's catalog.
+    pub tool: FunctionTool,
     /// The function-call item (canonical arguments, stamped at execution start).
     pub call: FunctionCall,
     /// Parsed arguments.

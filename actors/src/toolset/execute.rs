@@ -7,7 +7,7 @@ use colloquy_core::duplicate::{
     RunningDuplicate, Verdict, decide, running_call_json, take_confirmation,
 };
 use colloquy_core::templates::Placeholders;
-use colloquy_core::{EventKind, FunctionCall, FunctionTool, OnDuplicate, ToolCallStatus, text};
+use colloquy_core::{EventKind, FunctionTool, OnDuplicate, ToolCallStatus, text};
 use ractor::{Actor, ActorRef, RpcReplyPort};
 use serde_json::{Map, Value};
 
@@ -16,18 +16,17 @@ use crate::catalog::Scope;
 use crate::protocol::{CallOutcome, ChildMsg, ExecuteCall, ToolsetMsg};
 use crate::tool_call::{ToolCallActor, ToolCallArgs};
 
-/// A call that may run: its tool (a mock's body, if set) and its duplicate key.
+/// A call that may run (its tool with a mock's body, if set) and its duplicate key.
 pub(super) struct Admitted {
     exec: ExecuteCall,
-    tool: FunctionTool,
     key: Option<String>,
     reply: RpcReplyPort<CallOutcome>,
 }
 
 impl ToolsetState {
-    /// Admits a call: the tool that runs it and its duplicate key; or answers it at once (this
-    /// toolset expired, the tool is unknown, the call id runs already, or the duplicate policy
-    /// answers it, §6). Synchronous, so the handler's future holds only
+    /// Admits a call: the tool that runs it (dispatch resolved it) and its duplicate key; or
+    /// answers it at once (this toolset expired, the call id runs already, or the duplicate
+    /// policy answers it, §6). Synchronous, so the handler's future holds only
     /// [`start`](Self::start)'s (docs/decisions.md#boxed-futures).
     pub(super) fn admit(
         &mut self,
@@ -36,10 +35,10 @@ impl ToolsetState {
     ) -> Option<Admitted> {
         let mut exec = exec;
         let admitted = self
-            .resolve(&exec.call)
-            .and_then(|tool| Ok((self.screen_duplicates(&tool, &mut exec.arguments)?, tool)));
+            .resolve(&mut exec)
+            .and_then(|()| self.screen_duplicates(&exec.tool, &mut exec.arguments));
         match admitted {
-            Ok((key, tool)) => Some(Admitted { exec, tool, key, reply }),
+            Ok(key) => Some(Admitted { exec, key, reply }),
             // Not registered: no lifecycle events (§6 step 2).
             Err(answer) => {
                 let _ = reply.send(answer);
@@ -48,27 +47,23 @@ impl ToolsetState {
         }
     }
 
-    /// The tool that runs `call` (its mock, if one is set), or the answer when none can.
-    fn resolve(&self, call: &FunctionCall) -> Result<FunctionTool, CallOutcome> {
+    /// Gives `exec` its mock's body, if one is set; or the answer when it cannot run.
+    fn resolve(&self, exec: &mut ExecuteCall) -> Result<(), CallOutcome> {
         if self.expired {
             // The drain that ends this toolset ran out of time: nothing new starts.
             return Err(self.error_outcome(text::DRAIN_TIMEOUT));
         }
-        match self.args.catalog.get_now(&call.name) {
-            Some(tool) if !self.running.contains_key(&call.call_id) => {
-                Ok(match self.mocks.get(tool.name()) {
-                    Some(mock) => tool.with_body_of(mock),
-                    None => tool,
-                })
-            }
-            found => {
-                // Dispatch only routes known tools here; a reused call id is a model error.
-                let why = if found.is_some() { "is already running" } else { "has no tool here" };
-                let (call_id, name) = (&call.call_id, &call.name);
-                tracing::warn!(toolset = %self.args.id, %call_id, %name, "call {why}");
-                Err(self.error_outcome(text::INTERNAL_ERROR))
-            }
+        let call = &exec.call;
+        if self.running.contains_key(&call.call_id) {
+            // The session hands out call ids (decision 24): a reused one is a runtime bug.
+            let (call_id, name) = (&call.call_id, &call.name);
+            tracing::warn!(toolset = %self.args.id, %call_id, %name, "call is already running");
+            return Err(self.error_outcome(text::INTERNAL_ERROR));
         }
+        if let Some(mock) = self.mocks.get(exec.tool.name()) {
+            exec.tool = exec.tool.with_body_of(mock);
+        }
+        Ok(())
     }
 
     /// Applies the tool's duplicate policy: the call's duplicate key if it may run, else the
@@ -118,7 +113,8 @@ impl ToolsetState {
 
     /// Registers an admitted call with the Session and spawns its ToolCall actor.
     pub(super) async fn start(&mut self, myself: ActorRef<ToolsetMsg>, admitted: Admitted) {
-        let Admitted { exec, tool, key, reply } = admitted;
+        let Admitted { exec, key, reply } = admitted;
+        let tool = exec.tool;
         let session = &self.args.session;
         let cancellable = tool.flags().cancellable;
         let registered = ChildMsg::CallRegistered {

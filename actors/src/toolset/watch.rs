@@ -31,27 +31,33 @@ impl Watch {
     }
 }
 
+/// `from + limit`; `None` past the clock's range (a limit such as `Duration::MAX` never fires).
+fn due(from: Instant, limit: Option<std::time::Duration>) -> Option<Instant> {
+    limit.and_then(|limit| from.checked_add(limit))
+}
+
 /// Why a call timed out, if it has at `now`.
 fn expired(call: &RunningCall, now: Instant) -> Option<String> {
     let watch = &call.watch;
-    if let Some(deadline) = watch.limits.deadline
-        && now >= call.started + deadline
+    if let (Some(deadline), Some(at)) =
+        (watch.limits.deadline, due(call.started, watch.limits.deadline))
+        && now >= at
     {
         return Some(text::tool_timed_out(&call.call.name, deadline));
     }
-    match watch.limits.heartbeat {
-        Some(heartbeat) if now >= watch.last_beat + heartbeat => {
+    match (watch.limits.heartbeat, due(watch.last_beat, watch.limits.heartbeat)) {
+        (Some(heartbeat), Some(at)) if now >= at => {
             Some(text::tool_heartbeat_missed(&call.call.name, heartbeat))
         }
         _ => None,
     }
 }
 
-/// When the call's watch must next look, if it has limits.
+/// When the call's watch must next look, if it has limits that can fire.
 fn next_check(call: &RunningCall) -> Option<Instant> {
     let watch = &call.watch;
-    let deadline = watch.limits.deadline.map(|d| call.started + d);
-    let heartbeat = watch.limits.heartbeat.map(|h| watch.last_beat + h);
+    let deadline = due(call.started, watch.limits.deadline);
+    let heartbeat = due(watch.last_beat, watch.limits.heartbeat);
     match (deadline, heartbeat) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),

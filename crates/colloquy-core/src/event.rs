@@ -367,7 +367,7 @@ impl EventKind {
 pub struct EventFilter(u32);
 
 // One bit per event type.
-const _: () = assert!((EventType::ToolBudgetExhausted as u32) < 32);
+const _: () = assert!((EventType::ConversationItemAdded as u32) < 32, "keep the last type here");
 
 impl EventFilter {
     /// Every event.

@@ -125,7 +125,10 @@ pub struct FunctionTool {
     flags: ToolFlags,
     on_duplicate: OnDuplicate,
     duplicate_scope: DuplicateScope,
+    /// Set on the tool itself.
     limits: CallLimits,
+    /// Its toolsets' (the innermost that sets each), kept apart so a toolset can change them.
+    inherited: CallLimits,
     raw: bool,
     body: Arc<Body>,
 }
@@ -178,6 +181,7 @@ impl FunctionTool {
             on_duplicate: OnDuplicate::default(),
             duplicate_scope: DuplicateScope::default(),
             limits: CallLimits::default(),
+            inherited: CallLimits::default(),
             raw: false,
             body: Arc::new(body),
         }
@@ -222,6 +226,7 @@ impl FunctionTool {
             on_duplicate: OnDuplicate::default(),
             duplicate_scope: DuplicateScope::default(),
             limits: CallLimits::default(),
+            inherited: CallLimits::default(),
             raw: true,
             body: Arc::new(body),
         })
@@ -273,14 +278,15 @@ impl FunctionTool {
         self
     }
 
-    /// The tool's own limits (unset ones fall back to its toolset's, then the session's).
+    /// The tool's limits: its own, else its innermost toolset's that sets one (unset ones
+    /// fall back to the session's).
     pub fn limits(&self) -> CallLimits {
-        self.limits
+        self.limits.or(self.inherited)
     }
 
-    /// This tool with each unset limit taken from `defaults`.
+    /// This tool with each limit it does not set itself taken from `defaults`.
     pub fn with_default_limits(mut self, defaults: CallLimits) -> Self {
-        self.limits = self.limits.or(defaults);
+        self.inherited = self.inherited.or(defaults);
         self
     }
 
@@ -408,7 +414,7 @@ impl fmt::Debug for FunctionTool {
             .field("flags", &self.flags)
             .field("on_duplicate", &self.on_duplicate)
             .field("duplicate_scope", &self.duplicate_scope)
-            .field("limits", &self.limits)
+            .field("limits", &self.limits())
             .field("raw", &self.raw)
             .finish_non_exhaustive()
     }
@@ -436,9 +442,10 @@ pub struct Toolset {
     templates: Option<Templates>,
     visibility: Option<Arc<dyn ToolVisibility>>,
     source: Option<Arc<dyn ToolSource>>,
-    /// Defaults for its tools' limits, already applied to the tools and nested toolsets it
-    /// holds, and to the tools its source lists when the runtime reads them.
+    /// Its own limits, for its tools that set none.
     limits: CallLimits,
+    /// An enclosing toolset's, for those it does not set itself.
+    inherited: CallLimits,
 }
 
 /// Which of a toolset's tools (nested ones included) the model sees right now. The runtime asks
@@ -490,6 +497,7 @@ impl Toolset {
             visibility: None,
             source: None,
             limits: CallLimits::default(),
+            inherited: CallLimits::default(),
         }
     }
 
@@ -499,49 +507,50 @@ impl Toolset {
     }
 
     /// Adds a tool.
-    pub fn tool(mut self, tool: FunctionTool) -> Self {
-        self.tools.push(tool.with_default_limits(self.limits));
+    pub fn tool(mut self, mut tool: FunctionTool) -> Self {
+        tool.inherited = self.limits();
+        self.tools.push(tool);
         self
     }
 
     /// Adds a nested toolset.
     pub fn toolset(mut self, mut toolset: Toolset) -> Self {
-        toolset.default_limits(self.limits);
+        toolset.inherit(self.limits());
         self.toolsets.push(toolset);
         self
     }
 
     /// A deadline for the calls of every tool in this toolset (nested ones and a source's
-    /// included) that sets none itself; see [`FunctionTool::deadline`].
+    /// included) that neither it nor an inner toolset sets; see [`FunctionTool::deadline`].
+    /// Builder order does not matter: tools added before and after take it.
     pub fn deadline(mut self, deadline: Duration) -> Self {
         self.limits.deadline = Some(deadline);
-        self.default_limits(self.limits);
+        self.inherit(self.inherited);
         self
     }
 
-    /// A heartbeat for the calls of every tool in this toolset that sets none itself; see
-    /// [`FunctionTool::heartbeat`].
+    /// A heartbeat for the calls of every tool in this toolset that neither it nor an inner
+    /// toolset sets; see [`FunctionTool::heartbeat`].
     pub fn heartbeat(mut self, heartbeat: Duration) -> Self {
         self.limits.heartbeat = Some(heartbeat);
-        self.default_limits(self.limits);
+        self.inherit(self.inherited);
         self
     }
 
-    /// The limits this toolset gives its tools (its own, else an enclosing toolset's).
+    /// The limits this toolset gives its tools: its own, else an enclosing toolset's.
     pub fn limits(&self) -> CallLimits {
-        self.limits
+        self.limits.or(self.inherited)
     }
 
-    /// Fills every unset limit, here and below, from `defaults`; declaration order does not
-    /// matter, since tools added later take this toolset's limits too.
-    fn default_limits(&mut self, defaults: CallLimits) {
-        self.limits = self.limits.or(defaults);
-        let limits = self.limits;
+    /// Takes `outer` as the enclosing toolsets' limits and passes the result down.
+    fn inherit(&mut self, outer: CallLimits) {
+        self.inherited = outer;
+        let limits = self.limits();
         for tool in &mut self.tools {
-            tool.limits = tool.limits.or(limits);
+            tool.inherited = limits;
         }
         for nested in &mut self.toolsets {
-            nested.default_limits(limits);
+            nested.inherit(limits);
         }
     }
 
@@ -579,7 +588,7 @@ impl Toolset {
         out: &mut Vec<(&'a Arc<dyn ToolSource>, Option<&'a Toolset>, CallLimits)>,
     ) {
         let owner = if self.is_async { Some(self) } else { outer };
-        out.extend(self.source.iter().map(|s| (s, owner, self.limits)));
+        out.extend(self.source.iter().map(|s| (s, owner, self.limits())));
         for nested in &self.toolsets {
             nested.sources_into(owner, out);
         }
@@ -727,5 +736,25 @@ mod tests {
         let names: Vec<_> =
             set.flatten().iter().map(|t| (t.name(), t.flags().cancellable)).collect();
         assert_eq!(names, [("get_weather", false), ("get_weather", true)]);
+    }
+
+    #[test]
+    fn limits_fall_back_to_the_innermost_toolset_whatever_the_builder_order() {
+        let secs = Duration::from_secs;
+        let own = weather().deadline(secs(1));
+        let inner = Toolset::new("inner").tool(weather()).deadline(secs(2));
+        let outer = Toolset::new("outer")
+            .tool(own)
+            .toolset(inner)
+            .deadline(secs(3))
+            .heartbeat(secs(4))
+            .tool(weather());
+        let deadlines: Vec<_> = outer.flatten().iter().map(|t| t.limits().deadline).collect();
+        assert_eq!(deadlines, [Some(secs(1)), Some(secs(3)), Some(secs(2))]);
+        assert!(outer.flatten().iter().all(|t| t.limits().heartbeat == Some(secs(4))));
+        // Set again, the toolset's limit reaches the tools it holds already.
+        let again = outer.deadline(secs(5));
+        let deadlines: Vec<_> = again.flatten().iter().map(|t| t.limits().deadline).collect();
+        assert_eq!(deadlines, [Some(secs(1)), Some(secs(5)), Some(secs(2))]);
     }
 }

@@ -144,15 +144,18 @@ impl McpToolset {
     }
 
     /// How long each call of the server's tools may run before it ends `timed_out` and the
-    /// model reads why (default [`DEFAULT_DEADLINE`]; `None`: as long as it takes). The call is
-    /// then cancelled on the server as a cancelled call is.
+    /// model reads why (default [`DEFAULT_DEADLINE`]; `None`: none of its own, so an enclosing
+    /// toolset's or the session's `tool_deadline`, if any). The server then gets MCP's
+    /// cancellation, as for a cancelled call (within the session's `cancel_grace`; with a
+    /// zero grace the call is only dropped).
     pub fn deadline(mut self, deadline: Option<Duration>) -> Self {
         self.limits.deadline = deadline;
         self
     }
 
-    /// How long a call may go without a progress notification before it ends `timed_out`
-    /// (default: no heartbeat).
+    /// How long a call may go without an update before it ends `timed_out` (default: no
+    /// heartbeat). Updates are progress notifications after the throttle
+    /// ([`progress_interval`](Self::progress_interval)), so keep it well above that interval.
     pub fn heartbeat(mut self, heartbeat: Option<Duration>) -> Self {
         self.limits.heartbeat = heartbeat;
         self
