@@ -20,8 +20,7 @@ use serde_json::{Map, Value};
 use tokio::sync::broadcast;
 
 use crate::content::render;
-use crate::frames::Target;
-use crate::stdio::MAX_LINE;
+use crate::frames::{MAX_LINE, Target};
 use crate::throttle::Throttle;
 
 /// A message the transport dropped (over its line limit), and whom it was for.

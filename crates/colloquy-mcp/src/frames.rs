@@ -13,6 +13,9 @@ use serde::de::{IgnoredAny, MapAccess, Visitor};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+/// The longest line (newline included) rmcp reads; the relay drops, and reports, longer ones.
+pub(crate) const MAX_LINE: usize = rmcp::transport::async_rw::DEFAULT_MAX_LINE_LENGTH;
+
 /// How deep the protocol nests a listed tool (message → result → tools): rmcp reads the
 /// whole message under serde_json's depth limit, so a tool must fit in what is left.
 const ENVELOPE_DEPTH: usize = 3;

@@ -17,15 +17,12 @@ use process_wrap::tokio::{ChildWrapper, CommandWrap, ProcessGroup};
 use rmcp::RoleClient;
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
-use rmcp::transport::async_rw::{AsyncRwTransport, DEFAULT_MAX_LINE_LENGTH};
+use rmcp::transport::async_rw::AsyncRwTransport;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, DuplexStream};
 use tokio::process::{ChildStdin, ChildStdout, Command};
 
 use crate::client::{Dropped, Edges};
-use crate::frames::{Screened, screen, target};
-
-/// The longest line (newline included) rmcp reads; the relay drops, and reports, longer ones.
-pub(crate) const MAX_LINE: usize = DEFAULT_MAX_LINE_LENGTH;
+use crate::frames::{MAX_LINE, Screened, screen, target};
 
 /// How much of a dropped line is kept to learn whom it was for.
 const KEPT_PREFIX: usize = 64 * 1024;

@@ -44,3 +44,29 @@ mod tests {
         assert_eq!(key.redact("bad key sk-secret!"), "bad key [redacted]!");
     }
 }
+
+/// `url` without its `user:password@` part. A URL that does not parse loses everything
+/// between `://` and the last `@` of its authority, so even a malformed one shows no secret.
+pub(crate) fn redact_url(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut parsed) if parsed.password().is_some() || !parsed.username().is_empty() => {
+            let _ = parsed.set_password(None);
+            let _ = parsed.set_username("");
+            let mut text = parsed.to_string();
+            // `Url` writes an empty path as `/`; the base URL as set has none.
+            if text.ends_with('/') && !url.ends_with('/') {
+                text.pop();
+            }
+            text
+        }
+        Ok(_) => url.to_string(),
+        Err(_) => {
+            let start = url.find("://").map_or(0, |i| i + 3);
+            let end = url[start..].find(['/', '?', '#']).map_or(url.len(), |i| start + i);
+            match url[start..end].rfind('@') {
+                Some(at) => format!("{}{}", &url[..start], &url[start + at + 1..]),
+                None => url.to_string(),
+            }
+        }
+    }
+}

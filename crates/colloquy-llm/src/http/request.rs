@@ -5,7 +5,7 @@ use std::fmt;
 use reqwest::Url;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
-use super::endpoint::redact_url;
+use super::key::redact_url;
 
 use crate::{LlmChunk, LlmError};
 
