@@ -2,6 +2,10 @@
 //! and real OpenAI and Anthropic wire streams from a replay server on 127.0.0.1. Real
 //! processes and sockets, so the real clock with bounded waits (docs/testing.md).
 
+mod common;
+
+use common::streamed;
+
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -16,14 +20,8 @@ struct Output {
 
 /// Runs `colloquy ARGS` with `input` on stdin and no provider variables set.
 async fn colloquy(args: &[&str], input: &str) -> Output {
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_colloquy"))
+    let mut child = tokio::process::Command::from(common::colloquy())
         .args(args)
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("OPENAI_BASE_URL")
-        .env_remove("ANTHROPIC_API_KEY")
-        .env_remove("ANTHROPIC_BASE_URL")
-        .env_remove("COLLOQUY_MODEL")
-        .env_remove("RUST_LOG")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -301,12 +299,8 @@ struct Driven {
 
 impl Driven {
     async fn start(args: &[&str]) -> Self {
-        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_colloquy"))
+        let mut child = tokio::process::Command::from(common::colloquy())
             .args(args)
-            .env_remove("OPENAI_API_KEY")
-            .env_remove("OPENAI_BASE_URL")
-            .env_remove("COLLOQUY_MODEL")
-            .env_remove("RUST_LOG")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -358,23 +352,6 @@ impl Driven {
         let status = status.unwrap_or_else(|_| panic!("the chat did not end within 20 s"));
         (status.code(), self.text())
     }
-}
-
-/// An OpenAI stream: `text` in one chunk, then, after `pause_ms` (0: none), ` …and more.`
-fn streamed(text: &str, pause_ms: u64) -> Reply {
-    let chunk = |delta: serde_json::Value, finish: Option<&str>| {
-        let chunk = serde_json::json!({"id": "c", "object": "chat.completion.chunk", "created": 1,
-            "model": "m", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
-        format!("data: {chunk}\n\n")
-    };
-    let mut sse = chunk(serde_json::json!({"role": "assistant", "content": text}), None);
-    if pause_ms > 0 {
-        sse.push_str(&format!(": pause {pause_ms}\n\n"));
-        sse.push_str(&chunk(serde_json::json!({"content": " …and more."}), None));
-    }
-    sse.push_str(&chunk(serde_json::json!({}), Some("stop")));
-    sse.push_str("data: [DONE]\n\n");
-    Reply::sse(&sse)
 }
 
 /// An OpenAI stream calling `name` with `arguments` (a JSON text).

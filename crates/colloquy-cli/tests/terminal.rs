@@ -4,30 +4,16 @@
 //! speaking" lasts as long as a test needs. Real processes on the real clock: each expect has
 //! a 20 s bound, and so has each wait for the process to end (docs/testing.md §3).
 
-use std::process::Command;
+mod common;
+
+use common::streamed;
+
 use std::time::{Duration, Instant};
 
 use colloquy_replay::{ReplayServer, Reply};
 use expectrl::{ControlCode, Eof, Expect};
 
 const BOUND: Duration = Duration::from_secs(20);
-
-/// An OpenAI stream: `text`, then, after `pause_ms` (0: none), ` …and more.`
-fn streamed(text: &str, pause_ms: u64) -> Reply {
-    let chunk = |delta: serde_json::Value, finish: Option<&str>| {
-        let chunk = serde_json::json!({"id": "c", "object": "chat.completion.chunk", "created": 1,
-            "model": "m", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
-        format!("data: {chunk}\n\n")
-    };
-    let mut sse = chunk(serde_json::json!({"role": "assistant", "content": text}), None);
-    if pause_ms > 0 {
-        sse.push_str(&format!(": pause {pause_ms}\n\n"));
-        sse.push_str(&chunk(serde_json::json!({"content": " …and more."}), None));
-    }
-    sse.push_str(&chunk(serde_json::json!({}), Some("stop")));
-    sse.push_str("data: [DONE]\n\n");
-    Reply::sse(&sse)
-}
 
 /// A chat in a pseudo-terminal, on a replay server with `replies`.
 struct Chat {
@@ -42,13 +28,8 @@ impl Chat {
     fn start(replies: Vec<Reply>) -> Self {
         let runtime = tokio::runtime::Runtime::new().expect("a runtime for the replay server");
         let server = runtime.block_on(ReplayServer::start(replies)).expect("the replay server");
-        let mut command = Command::new(env!("CARGO_BIN_EXE_colloquy"));
-        command
-            .args(["chat", "--no-color", "--base-url", &format!("{}/v1", server.base_url())])
-            .env_remove("OPENAI_API_KEY")
-            .env_remove("OPENAI_BASE_URL")
-            .env_remove("COLLOQUY_MODEL")
-            .env_remove("RUST_LOG");
+        let mut command = common::colloquy();
+        command.args(["chat", "--no-color", "--base-url", &format!("{}/v1", server.base_url())]);
         let mut session = expectrl::Session::spawn(command).expect("colloquy starts in a pty");
         session.set_expect_timeout(Some(BOUND));
         Self { session, seen: String::new(), _server: server, _runtime: runtime }
