@@ -33,18 +33,6 @@ impl fmt::Debug for ApiKey {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn keys_never_show() {
-        let key = ApiKey::new("sk-secret");
-        assert_eq!(format!("{key:?}"), "ApiKey(***)");
-        assert_eq!(key.redact("bad key sk-secret!"), "bad key [redacted]!");
-    }
-}
-
 /// `url` without its `user:password@` part. A URL that does not parse loses everything
 /// between `://` and the last `@` of its authority, so even a malformed one shows no secret.
 pub(crate) fn redact_url(url: &str) -> String {
@@ -68,5 +56,17 @@ pub(crate) fn redact_url(url: &str) -> String {
                 None => url.to_string(),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_never_show() {
+        let key = ApiKey::new("sk-secret");
+        assert_eq!(format!("{key:?}"), "ApiKey(***)");
+        assert_eq!(key.redact("bad key sk-secret!"), "bad key [redacted]!");
     }
 }
