@@ -17,6 +17,7 @@ mod doc_anchors;
 mod drain;
 mod duplicates;
 mod end_call;
+mod event_times;
 mod examples;
 mod failures;
 mod handoff;

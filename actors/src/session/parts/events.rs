@@ -4,7 +4,7 @@
 //! Invariant: a lossless subscriber gets every event its filter passes, in order, until it
 //! leaves `max_unread` events unread; then it gets one `x_stream_overflowed` item and is
 //! dropped, and nobody else is slowed down. A subscriber that went away is dropped when its
-//! next event comes.
+//! next event comes. Event times never go backwards (docs/decisions.md#event-times).
 
 use colloquy_core::{EventKind, EventType, SessionEvent};
 use tokio::sync::broadcast;
@@ -16,11 +16,14 @@ pub(crate) struct Fanout {
     subscribers: Vec<Subscriber>,
     broadcasts: Vec<broadcast::Sender<SessionEvent>>,
     max_unread: usize,
+    /// The latest event time sent: an emitter stamps its event before the Session's mailbox
+    /// orders it, so a later event may carry an earlier stamp; it is raised to this.
+    latest_ms: u64,
 }
 
 impl Fanout {
     pub fn new(subscribers: Vec<Subscriber>, max_unread: usize) -> Self {
-        Self { subscribers, broadcasts: Vec::new(), max_unread }
+        Self { subscribers, broadcasts: Vec::new(), max_unread, latest_ms: 0 }
     }
 
     pub fn subscribe(&mut self, subscriber: Subscriber) {
@@ -40,7 +43,9 @@ impl Fanout {
 
     /// Sends `event` to everyone who wants it: every recipient but the last gets a copy, the
     /// last one the event itself.
-    pub fn send(&mut self, event: SessionEvent, session_id: &str, clock: &SessionClock) {
+    pub fn send(&mut self, mut event: SessionEvent, session_id: &str, clock: &SessionClock) {
+        event.at_ms = event.at_ms.max(self.latest_ms);
+        self.latest_ms = event.at_ms;
         self.broadcasts.retain(|tx| tx.receiver_count() > 0);
         let event_type = event.kind.event_type();
         let wanted = self.subscribers.iter().filter(|s| s.filter.contains(event_type));
@@ -61,7 +66,8 @@ impl Fanout {
             }
             tracing::warn!(session = %session_id, limit, "an event subscriber stopped reading: its stream is closed");
             let kind = EventKind::StreamOverflowed { unread: limit };
-            let _ = tx.try_send(SessionEvent { at_ms: clock.elapsed_ms(), kind });
+            let at_ms = clock.elapsed_ms().max(self.latest_ms);
+            let _ = tx.try_send(SessionEvent { at_ms, kind });
             false
         });
         for tx in &self.broadcasts {
