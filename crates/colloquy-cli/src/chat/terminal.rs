@@ -1,7 +1,7 @@
 //! The chat's output: the agent's text as it streams (a [`SpeechSink`]) and a line for each
 //! tool and error event, written to one shared writer. A line that comes while the agent's
 //! text is still streaming waits for the end of that text, so it never splits a sentence.
-//! Text from the model and tools passes through [`clean`](super::clean) on its way, so no
+//! Text from the model and tools passes through [`clean`] on its way, so no
 //! control character reaches the terminal. In a terminal, a prompt (`you › `) is shown while
 //! the chat waits for a line; any output starts below it and the prompt comes back after.
 
