@@ -12,6 +12,8 @@
 //!
 //! [`SessionHandle::inspect`]: crate::SessionHandle::inspect
 
+use std::fmt;
+
 use colloquy_core::{AgentState, UserState};
 use ractor::{ActorCell, ActorId};
 use serde::Serialize;
@@ -182,5 +184,88 @@ impl ActorNode {
     /// The node with this stable id, if any.
     pub fn find(&self, id: &str) -> Option<&ActorNode> {
         self.walk().into_iter().find(|n| n.id == id)
+    }
+}
+
+/// A unit enum's serialized name (`running`, `speaking`…).
+fn word(value: &impl Serialize) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(word)) => word,
+        Ok(other) => other.to_string(),
+        Err(_) => "?".into(),
+    }
+}
+
+/// A heading with the agent and the states, then the actor tree, one actor a line:
+///
+/// ```text
+/// session 3f2a… · agent travel (listening) · user listening
+///   session · session · running
+///     activity:travel · activity · running · agent travel
+///       toolset:agent:travel · toolset · running · agent scope · tools: book_flight
+///         tool_call:c1 · tool_call · running · book_flight · 1.2 s · 1 updates · cancellable
+/// ```
+///
+/// Names are written as the tools and agents give them: a host printing to a terminal should
+/// escape control characters (as `colloquy chat` does).
+impl fmt::Display for SessionSnapshot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "session {} · agent {} ({}) · user {}",
+            self.session_id,
+            self.agent,
+            word(&self.agent_state),
+            word(&self.user_state)
+        )?;
+        self.tree.write_indented(f, 1)
+    }
+}
+
+/// This actor and its descendants, one a line, each indented two spaces under its parent:
+/// its id, kind and status, then what its kind adds (an Activity's agent, a Toolset's scope
+/// and tools, a ToolCall's tool, time, updates and whether it can be cancelled).
+impl fmt::Display for ActorNode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.write_indented(f, 0)
+    }
+}
+
+impl ActorNode {
+    fn write_indented(&self, f: &mut fmt::Formatter<'_>, depth: usize) -> fmt::Result {
+        write!(
+            f,
+            "{}{} · {} · {}",
+            "  ".repeat(depth),
+            self.id,
+            self.kind.name(),
+            word(&self.status)
+        )?;
+        if let Some(agent) = &self.agent {
+            write!(f, " · agent {agent}")?;
+        }
+        if let Some(scope) = &self.scope {
+            write!(f, " · {} scope", word(scope))?;
+        }
+        if let Some(tools) = &self.tools {
+            write!(f, " · tools: {}", tools.join(", "))?;
+        }
+        if let Some(name) = &self.name {
+            write!(f, " · {name}")?;
+        }
+        if let Some(ms) = self.elapsed_ms {
+            write!(f, " · {:.1} s", ms as f64 / 1000.0)?;
+        }
+        if let Some(updates) = self.updates {
+            write!(f, " · {updates} updates")?;
+        }
+        if self.cancellable == Some(true) {
+            write!(f, " · cancellable")?;
+        }
+        writeln!(f)?;
+        for child in &self.children {
+            child.write_indented(f, depth + 1)?;
+        }
+        Ok(())
     }
 }

@@ -340,3 +340,63 @@ async fn a_killed_tool_call_actor_still_ends_its_call() {
     assert!(after.tree.find("tool_call:bf1").is_none(), "gone from the tree");
     h.close().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_snapshot_prints_as_an_indented_tree() {
+    let h = start().await;
+    h.turn("book Oslo").await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let snap = h.session.inspect().await.unwrap();
+    let text = snap.to_string();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines[0].starts_with("session ")
+            && lines[0].ends_with(" · agent A (listening) · user listening"),
+        "{text}"
+    );
+    assert_eq!(
+        lines[1..],
+        [
+            "  session · session · running",
+            "    activity:A · activity · running · agent A",
+            "      toolset:agent:A · toolset · running · agent scope · tools: book, \
+             lk_agents_cancel_task, lk_agents_get_running_tasks",
+            "        tool_call:b1 · tool_call · running · book · 0.1 s · 1 updates · cancellable",
+            "    toolset:shared · toolset · running · session scope · tools: lookup",
+            "      tool_call:l1 · tool_call · running · lookup · 0.1 s · 1 updates",
+        ],
+        "{text}"
+    );
+    // A node prints its own subtree, from no indent.
+    let call = snap.tree.find("tool_call:l1").unwrap().to_string();
+    assert_eq!(call, "tool_call:l1 · tool_call · running · lookup · 0.1 s · 1 updates\n");
+    h.close().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_stopped_record_says_why() {
+    let mut builder = Session::builder().toolset(Toolset::new_async("shared").tool(lookup()));
+    let mut lifecycle = builder.lifecycle_events();
+    let script = vec![
+        ScriptedResponse::calls([
+            ScriptedCall::new("b1", "book", r#"{"city":"Oslo"}"#),
+            ScriptedCall::new("l1", "lookup", "{}"),
+        ]),
+        text("Working on both."),
+    ];
+    let h = Harness::start_with(builder, Agent::new("A", "travel").tool(book(300)), script).await;
+    h.turn("book Oslo").await;
+    tokio::time::sleep(Duration::from_millis(2_000)).await;
+    h.session.update_agent(Agent::new("B", "billing").tool(book(300))).await.unwrap();
+    h.session.wait_for_idle().await.unwrap();
+    h.close().await;
+    let mut stopped = Vec::new();
+    while let Ok(record) = lifecycle.try_recv() {
+        if matches!(record.what, colloquy::Lifecycle::Stopped) {
+            stopped.push((record.id, record.reason));
+        }
+    }
+    assert!(stopped.len() >= 6, "{stopped:?}");
+    let silent: Vec<_> = stopped.iter().filter(|(_, reason)| reason.is_none()).collect();
+    assert!(silent.is_empty(), "stopped without a reason: {silent:?}");
+}

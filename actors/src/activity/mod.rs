@@ -192,7 +192,8 @@ impl Actor for ActivityActor {
         let reason = match (state.closing, state.draining) {
             (true, _) => Some("close".to_string()),
             (false, true) => Some("handoff".to_string()),
-            (false, false) => None,
+            // Neither drained nor closed: its Session stopped it (a replacement after a failure).
+            (false, false) => Some("parent stopped".to_string()),
         };
         state.lifecycle.stopped(reason);
         Ok(())

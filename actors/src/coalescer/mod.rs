@@ -93,7 +93,8 @@ impl Actor for CoalescerActor {
         _myself: ActorRef<Self::Msg>,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        state.lifecycle.stopped(None);
+        // Only the Session stops its coalescer, as it closes.
+        state.lifecycle.stopped(Some("parent stopped".into()));
         Ok(())
     }
 

@@ -170,7 +170,8 @@ impl Actor for ToolsetActor {
         state.graceful = true;
         // Calls still winding down (a cooperative grace period) stop gracefully, not killed.
         myself.stop_children_and_wait(Some("toolset stopped".into()), None).await;
-        state.lifecycle.stopped(None);
+        // Only its parent stops a toolset: its Activity (handoff, close) or the Session (close).
+        state.lifecycle.stopped(Some("parent stopped".into()));
         Ok(())
     }
 

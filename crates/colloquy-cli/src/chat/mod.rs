@@ -9,7 +9,6 @@
 
 pub mod clean;
 pub mod commands;
-pub mod inspect;
 pub mod llm;
 pub mod terminal;
 
@@ -443,7 +442,8 @@ async fn run_command(
         Line::Inspect { json } => match session.inspect().await {
             Ok(snapshot) if json => serde_json::to_string_pretty(&snapshot)
                 .unwrap_or_else(|e| format!("cannot write the snapshot as JSON: {e}")),
-            Ok(snapshot) => inspect::tree(&snapshot),
+            // The runtime draws the tree; names from tools and agents are made safe to print.
+            Ok(snapshot) => clean::text(snapshot.to_string().trim_end()),
             Err(e) => format!("cannot inspect: {e}"),
         },
         Line::Timeline(file) => {
