@@ -160,17 +160,25 @@ async fn a_cancelled_server_call_ends_cancelled() {
     h.close().await;
 }
 
-#[tokio::test]
-async fn a_python_sdk_server_over_streamable_http() {
+/// The tests' Python server over streamable HTTP (`args` after the port), once it listens;
+/// killed when the child is dropped. Its URL.
+async fn http_server(args: &[&str]) -> (tokio::process::Child, String) {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let mut child =
-        python(&["http", &port.to_string()]).kill_on_drop(true).spawn().expect("python");
+    let port_arg = port.to_string();
+    let all: Vec<&str> =
+        ["http", port_arg.as_str()].into_iter().chain(args.iter().copied()).collect();
+    let child = python(&all).kill_on_drop(true).spawn().expect("python");
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
         assert!(tokio::time::Instant::now() < deadline, "the Python server never listened");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let url = format!("http://127.0.0.1:{port}/mcp");
+    (child, format!("http://127.0.0.1:{port}/mcp"))
+}
+
+#[tokio::test]
+async fn a_python_sdk_server_over_streamable_http() {
+    let (mut child, url) = http_server(&[]).await;
     let server = McpToolset::http("py", url).prefix("py").connect().await.expect("connects");
     let agent = agent().toolset(server.toolset());
     let script = vec![
