@@ -160,17 +160,25 @@ async fn a_cancelled_server_call_ends_cancelled() {
     h.close().await;
 }
 
-#[tokio::test]
-async fn a_python_sdk_server_over_streamable_http() {
+/// The tests' Python server over streamable HTTP (`args` after the port), once it listens;
+/// killed when the child is dropped. Its URL.
+async fn http_server(args: &[&str]) -> (tokio::process::Child, String) {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let mut child =
-        python(&["http", &port.to_string()]).kill_on_drop(true).spawn().expect("python");
+    let port_arg = port.to_string();
+    let all: Vec<&str> =
+        ["http", port_arg.as_str()].into_iter().chain(args.iter().copied()).collect();
+    let child = python(&all).kill_on_drop(true).spawn().expect("python");
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
         assert!(tokio::time::Instant::now() < deadline, "the Python server never listened");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let url = format!("http://127.0.0.1:{port}/mcp");
+    (child, format!("http://127.0.0.1:{port}/mcp"))
+}
+
+#[tokio::test]
+async fn a_python_sdk_server_over_streamable_http() {
+    let (mut child, url) = http_server(&[]).await;
     let server = McpToolset::http("py", url).prefix("py").connect().await.expect("connects");
     let agent = agent().toolset(server.toolset());
     let script = vec![
@@ -447,6 +455,67 @@ async fn a_tool_whose_schema_cannot_be_read_is_skipped_and_the_others_load() {
     );
     assert_eq!(output(&h, "c1").await.map(|o| o.0).as_deref(), Some("2 + 2 = 4"));
     h.close().await;
+}
+
+#[tokio::test]
+async fn over_http_a_tool_whose_schema_cannot_be_read_is_skipped_and_the_others_load() {
+    // The Python SDK answers as an SSE stream by default, as a JSON body with `--json`.
+    for mode in [&["--deep", "10000"][..], &["--json", "--deep", "10000"]] {
+        let (mut child, url) = http_server(mode).await;
+        let connect = McpToolset::http("py", url.clone()).connect();
+        let server = tokio::time::timeout(Duration::from_secs(20), connect)
+            .await
+            .expect("the listing ends")
+            .unwrap_or_else(|e| panic!("{mode:?}: {e}"));
+        let skipped = server.skipped();
+        assert_eq!(skipped.len(), 1, "{mode:?}: {skipped:?}");
+        assert!(skipped[0].starts_with("`deep`: its schema is nested too deep"), "{skipped:?}");
+        // Supervised: the same list, the model sees the others.
+        let toolset = McpToolset::http("py", url).build();
+        let script = vec![call("c1", "add", r#"{"a": 2, "b": 2}"#), text("4.")];
+        let mut h = Harness::start(agent().toolset(toolset), script).await;
+        h.turn("2 + 2?").await;
+        until(&mut h, "the call's end", |e| ended(e, "c1").is_some()).await;
+        let names = tools_of(&h, 0);
+        assert!(
+            names.contains(&"add".to_string()) && !names.contains(&"deep".to_string()),
+            "{mode:?}: {names:?}"
+        );
+        assert_eq!(output(&h, "c1").await.map(|o| o.0).as_deref(), Some("2 + 2 = 4"));
+        h.close().await;
+        drop(server);
+        let _ = child.kill().await;
+    }
+}
+
+#[tokio::test]
+async fn over_http_an_answer_over_the_size_limit_ends_its_call_and_the_server_goes_on() {
+    for mode in [&[][..], &["--json"]] {
+        let (mut child, url) = http_server(mode).await;
+        let server = McpToolset::http("py", url).connect().await.expect("connects");
+        let script = vec![
+            call("c1", "big", r#"{"mib": 17}"#),
+            text("Too big."),
+            call("c2", "add", r#"{"a": 1, "b": 2}"#),
+            text("3."),
+        ];
+        let mut h = Harness::start(agent().toolset(server.toolset()), script).await;
+        h.turn("big").await;
+        until(&mut h, "the call's end", |e| ended(e, "c1").is_some()).await;
+        assert_eq!(ended(h.events(), "c1"), Some(ToolCallStatus::Error), "{mode:?}");
+        let (said, _) = output(&h, "c1").await.expect("an output");
+        // rmcp stops reading at the limit (a JSON body, an SSE event), so the size is not known.
+        assert!(
+            said.starts_with("the MCP server's answer was over the 16 MiB")
+                && said.ends_with("it was dropped"),
+            "{mode:?}: {said}"
+        );
+        h.turn("again").await;
+        until(&mut h, "the next call's end", |e| ended(e, "c2").is_some()).await;
+        assert_eq!(output(&h, "c2").await.map(|o| o.0).as_deref(), Some("1 + 2 = 3"));
+        h.close().await;
+        let _ = child.kill().await;
+    }
 }
 
 #[tokio::test]

@@ -1,9 +1,11 @@
 """A small MCP server on the official Python SDK, for colloquy's MCP tests.
 
-python mcp_server.py stdio [--mark FILE] [--deep N] | python mcp_server.py http PORT
-(streamable HTTP at /mcp). With --mark, the server writes its process id to FILE as it starts.
-With --deep, it also lists a tool `deep` whose schema nests N objects (hostile: the SDK cannot
-write a schema that deep itself, so the listing's text is patched as it is written).
+python mcp_server.py stdio [--mark FILE] [--deep N]
+python mcp_server.py http PORT [--json] [--deep N]
+(streamable HTTP at /mcp: answers are SSE streams, or JSON bodies with --json). With --mark, the
+server writes its process id to FILE as it starts. With --deep, it also lists a tool `deep`
+whose schema nests N objects (hostile: the SDK cannot write a schema that deep itself, so the
+listing's text is patched as it is written).
 """
 import asyncio
 import json
@@ -15,7 +17,7 @@ import mcp.types
 from mcp.server.fastmcp import Context, FastMCP
 
 port = int(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[1] == "http" else 8000
-server = FastMCP("colloquy-test", host="127.0.0.1", port=port)
+server = FastMCP("colloquy-test", host="127.0.0.1", port=port, json_response="--json" in sys.argv)
 
 
 @server.tool()

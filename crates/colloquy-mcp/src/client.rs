@@ -20,19 +20,19 @@ use serde_json::{Map, Value};
 use tokio::sync::broadcast;
 
 use crate::content::render;
-use crate::frames::{MAX_LINE, Target};
+use crate::frames::{MAX_MESSAGE, Target};
 use crate::throttle::Throttle;
 
-/// A message the transport dropped (over its line limit), and whom it was for.
+/// A message the transport dropped (over its size limit), and whom it was for.
 #[derive(Clone, Debug)]
 pub(crate) struct Dropped {
     pub target: Target,
-    /// Its length, in bytes.
-    pub bytes: usize,
+    /// Its length, in bytes, when known (an HTTP answer stops being read at the limit).
+    pub bytes: Option<usize>,
 }
 
-/// What the stdio relay learns that rmcp does not say: messages it dropped, tools it removed
-/// from a list.
+/// What the transports learn that rmcp does not say (the stdio relay, the HTTP client):
+/// messages dropped for their size, tools removed from a list.
 pub(crate) struct Edges {
     dropped: broadcast::Sender<Dropped>,
     unreadable: Mutex<Vec<String>>,
@@ -45,18 +45,24 @@ impl Default for Edges {
 }
 
 impl Edges {
-    /// The relay dropped a message: the calls it may have answered end.
-    pub fn dropped(&self, dropped: Dropped) {
+    /// A message was dropped: the calls it may have answered end.
+    pub fn dropped(&self, server: &str, dropped: Dropped) {
+        let Dropped { target, bytes } = &dropped;
+        tracing::warn!(server, ?bytes, ?target, "MCP message over the size limit dropped");
         let _ = self.dropped.send(dropped); // no call in flight: nobody to tell
     }
 
-    /// The relay removed these tools from a list (why, each naming its tool).
-    pub fn unreadable(&self, why: Vec<String>) {
+    /// These tools were removed from a list (why, each naming its tool): logged, and kept for
+    /// the listing to report.
+    pub fn unreadable(&self, server: &str, why: Vec<String>) {
+        for why in &why {
+            tracing::warn!(server, "MCP tool skipped: {why}");
+        }
         self.unreadable.lock().unwrap_or_else(PoisonError::into_inner).extend(why);
     }
 
     /// The tools removed since the last time this was asked.
-    fn take_unreadable(&self) -> Vec<String> {
+    pub(crate) fn take_unreadable(&self) -> Vec<String> {
         std::mem::take(&mut *self.unreadable.lock().unwrap_or_else(PoisonError::into_inner))
     }
 }
@@ -132,7 +138,7 @@ impl Connection {
         Arc::new(Self { peer, progress, edges, _owned: Some(service) })
     }
 
-    /// The server's tools, every page; and the ones the relay had to remove (why, each).
+    /// The server's tools, every page; and the ones the transport had to remove (why, each).
     pub async fn tools(&self) -> Result<(Vec<Tool>, Vec<String>), ServiceError> {
         let _ = self.edges.take_unreadable(); // from an earlier listing, already reported
         let tools = self.peer.list_all_tools().await?;
@@ -176,14 +182,13 @@ impl Connection {
                 response = &mut pending.rx => break response,
                 lost = dropped.recv() => {
                     let text = match lost {
-                        Ok(Dropped { target: Target::Response(to), bytes }) if to == id => {
-                            dropped_text(bytes, true)
-                        }
-                        Ok(Dropped { target: Target::Unknown, bytes }) => dropped_text(bytes, false),
-                        Err(broadcast::error::RecvError::Lagged(_)) => dropped_text(0, false),
-                        // Another call's answer, or a server's request; `Closed` cannot
-                        // happen while this connection (which holds the sender) lives.
-                        Ok(_) | Err(broadcast::error::RecvError::Closed) => continue,
+                        Ok(lost) => match lost_answer(&lost, &id) {
+                            Some(text) => text,
+                            None => continue, // another call's answer, or a server's request
+                        },
+                        Err(broadcast::error::RecvError::Lagged(_)) => dropped_text(None, false),
+                        // Cannot happen while this connection (which holds the sender) lives.
+                        Err(broadcast::error::RecvError::Closed) => continue,
                     };
                     if let Some(handle) = handle.take() {
                         let _ = handle.cancel(Some("its answer was too long to read".into())).await;
@@ -216,8 +221,26 @@ impl Connection {
             Ok(Ok(_)) => {
                 return Err(ToolError::internal("the MCP server answered a tool call oddly"));
             }
-            Ok(Err(e)) => return Err(ToolError::internal(format!("MCP tool call failed: {e}"))),
-            Err(_) => return Err(ToolError::internal("the MCP server went away during the call")),
+            failed => {
+                // Over HTTP, rmcp ends a call whose answer was too big with an error of its own,
+                // which may win the race with the transport's report, sent just before.
+                loop {
+                    match dropped.try_recv() {
+                        Ok(lost) => match lost_answer(&lost, &id) {
+                            Some(text) => return Err(ToolError::new(text)),
+                            None => continue,
+                        },
+                        Err(broadcast::error::TryRecvError::Lagged(_)) => {
+                            return Err(ToolError::new(dropped_text(None, false)));
+                        }
+                        Err(_) => break,
+                    }
+                }
+                return Err(match failed {
+                    Ok(Err(e)) => ToolError::internal(format!("MCP tool call failed: {e}")),
+                    _ => ToolError::internal("the MCP server went away during the call"),
+                });
+            }
         };
         let content: Vec<Value> =
             result.content.iter().filter_map(|c| serde_json::to_value(c).ok()).collect();
@@ -245,17 +268,28 @@ async fn sleep_until(due: Option<tokio::time::Instant>) {
     }
 }
 
+/// The error output of the call with request id `id`, if `lost` was, or may have been, its
+/// answer.
+fn lost_answer(lost: &Dropped, id: &Value) -> Option<String> {
+    match &lost.target {
+        Target::Response(to) if to == id => Some(dropped_text(lost.bytes, true)),
+        Target::Unknown => Some(dropped_text(lost.bytes, false)),
+        Target::Response(_) | Target::NotAResponse => None,
+    }
+}
+
 /// The error output of a call whose answer the transport dropped (`certain`), or may have
-/// (a dropped message of `bytes`, 0 if unknown, whose target is unknown).
-fn dropped_text(bytes: usize, certain: bool) -> String {
-    let limit = MAX_LINE / (1024 * 1024);
+/// (a dropped message of `bytes`, if known, whose target is unknown).
+fn dropped_text(bytes: Option<usize>, certain: bool) -> String {
+    let limit = MAX_MESSAGE / (1024 * 1024);
     if certain {
+        let size = bytes.map(|bytes| format!(" {bytes} bytes,")).unwrap_or_default();
         format!(
-            "the MCP server's answer was {bytes} bytes, over the {limit} MiB a message may \
-             have on its transport: it was dropped"
+            "the MCP server's answer was{size} over the {limit} MiB a message may have on its \
+             transport: it was dropped"
         )
     } else {
-        let size = if bytes > 0 { format!(" ({bytes} bytes)") } else { String::new() };
+        let size = bytes.map(|bytes| format!(" ({bytes} bytes)")).unwrap_or_default();
         format!(
             "a message from the MCP server{size} was over the {limit} MiB a message may have \
              on its transport and was dropped; it may have been this call's answer"

@@ -1,9 +1,10 @@
-//! What the stdio relay checks in a server's message lines before rmcp reads them (pure).
+//! What colloquy checks in a server's messages before rmcp reads them (pure): each line the
+//! stdio relay passes, each JSON body or SSE event the HTTP client gets.
 //!
-//! rmcp ignores a line it cannot parse, and a tool list with one tool nested deeper than
-//! serde_json's depth limit (128) or shaped oddly is such a line: the whole list would vanish
-//! and the listing wait forever. [`screen`] rewrites such a list without the tools rmcp cannot
-//! read, naming them. rmcp also drops a line over its length limit without a word, so the call
+//! A tool list with one tool nested deeper than serde_json's depth limit (128) or shaped oddly
+//! is a message rmcp cannot parse: over stdio it is ignored and the listing waits forever, over
+//! HTTP the listing fails. [`screen`] rewrites such a list without the tools rmcp cannot read,
+//! naming them. rmcp also drops a stdio line over its length limit without a word, so the call
 //! it answered would wait forever: [`target`] reads whom a dropped line was for from its start.
 
 use std::collections::BTreeMap;
@@ -13,20 +14,22 @@ use serde::de::{IgnoredAny, MapAccess, Visitor};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-/// The longest line (newline included) rmcp reads; the relay drops, and reports, longer ones.
-pub(crate) const MAX_LINE: usize = rmcp::transport::async_rw::DEFAULT_MAX_LINE_LENGTH;
+/// The longest message rmcp reads: a stdio line (newline included), which the relay drops and
+/// reports past it; an HTTP JSON body or SSE event, which the HTTP transport is set to stop
+/// reading past it (rmcp's HTTP defaults are the same 16 MiB).
+pub(crate) const MAX_MESSAGE: usize = rmcp::transport::async_rw::DEFAULT_MAX_LINE_LENGTH;
 
 /// How deep the protocol nests a listed tool (message → result → tools): rmcp reads the
 /// whole message under serde_json's depth limit, so a tool must fit in what is left.
 const ENVELOPE_DEPTH: usize = 3;
 
-/// A line as rmcp should get it.
+/// A message as rmcp should get it.
 #[derive(Debug, PartialEq)]
 pub(crate) enum Screened {
     /// Unchanged (by far the most common case).
     Pass,
     /// A tool list without the tools rmcp could not read; why each was left out.
-    Rewritten { line: Vec<u8>, skipped: Vec<String> },
+    Rewritten { message: Vec<u8>, skipped: Vec<String> },
 }
 
 /// Only what tells a tool list apart; every other field is skipped without being built
@@ -48,9 +51,11 @@ struct Named {
     name: Option<String>,
 }
 
-/// `line` (one message, without its newline) as rmcp should get it.
-pub(crate) fn screen(line: &[u8]) -> Screened {
-    let Ok(Probe { result: Some(ListProbe { tools: Some(tools) }) }) = serde_json::from_slice(line)
+/// `message` (a stdio line without its newline, an HTTP body, an SSE event's data) as rmcp
+/// should get it.
+pub(crate) fn screen(message: &[u8]) -> Screened {
+    let Ok(Probe { result: Some(ListProbe { tools: Some(tools) }) }) =
+        serde_json::from_slice(message)
     else {
         return Screened::Pass; // not a tool list, or not JSON: rmcp decides
     };
@@ -65,8 +70,8 @@ pub(crate) fn screen(line: &[u8]) -> Screened {
     if skipped.is_empty() {
         return Screened::Pass;
     }
-    match rewrite(line, &kept) {
-        Some(line) => Screened::Rewritten { line, skipped },
+    match rewrite(message, &kept) {
+        Some(message) => Screened::Rewritten { message, skipped },
         None => Screened::Pass,
     }
 }
@@ -178,7 +183,7 @@ mod tests {
                 {{"name":"echo","inputSchema":{{"type":"object"}}}}],"nextCursor":"n"}}}}"#,
             deep(10_000)
         );
-        let Screened::Rewritten { line, skipped } = screen(line.as_bytes()) else {
+        let Screened::Rewritten { message: line, skipped } = screen(line.as_bytes()) else {
             panic!("rewritten")
         };
         assert_eq!(skipped.len(), 2, "{skipped:?}");

@@ -35,12 +35,13 @@
 //!
 //! - a result over [`MAX_RESULT_BYTES`] of text ([`McpToolset::max_result_bytes`]) ends its
 //!   call with an error output giving its size and the limit;
-//! - a message over the stdio transport's 16 MiB line limit, which rmcp drops, ends the call
-//!   it answered with an error output saying so (the calls in flight, when its start does not
-//!   say which call it answered);
+//! - a message over 16 MiB (a stdio line, an HTTP JSON body or SSE event), which is dropped
+//!   without being read past the limit, ends the call it answered with an error output saying
+//!   so (the calls in flight, when the message's start or its stream does not say which call
+//!   it answered);
 //! - a listed tool whose description rmcp cannot read (a schema nested deeper than
 //!   serde_json's limit, a schema that is not an object) is skipped with a warning naming it;
-//!   the others load;
+//!   the others load (over stdio and HTTP alike);
 //! - progress reaches the call as at most one update per [`PROGRESS_INTERVAL`]
 //!   ([`McpToolset::progress_interval`]), the latest winning; an update still held when the
 //!   result arrives is dropped, the result being newer;
@@ -54,6 +55,7 @@
 mod client;
 mod content;
 mod frames;
+mod http;
 mod names;
 mod source;
 mod spec;

@@ -8,7 +8,6 @@ use std::path::PathBuf;
 use rmcp::RoleClient;
 use rmcp::ServiceExt;
 use rmcp::service::RunningService;
-use rmcp::transport::StreamableHttpClientTransport;
 use tokio::process::Command;
 
 use crate::McpError;
@@ -108,10 +107,8 @@ impl Spec {
                 handler.serve(transport).await.map_err(|e| protocol(e.to_string()))
             }
             Spec::Http(url) => {
-                // rustls without a built-in provider, as the LLM transport: ring, installed
-                // here unless the host installed one (docs/decisions.md).
-                let _ = rustls::crypto::ring::default_provider().install_default();
-                let transport = StreamableHttpClientTransport::from_uri(url.clone());
+                let edges = std::sync::Arc::clone(&handler.edges);
+                let transport = crate::http::transport(id, url, edges);
                 handler.serve(transport).await.map_err(|e| protocol(e.to_string()))
             }
         }

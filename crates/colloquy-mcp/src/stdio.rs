@@ -22,7 +22,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, DuplexStream};
 use tokio::process::{ChildStdin, ChildStdout, Command};
 
 use crate::client::{Dropped, Edges};
-use crate::frames::{MAX_LINE, Screened, screen, target};
+use crate::frames::{MAX_MESSAGE, Screened, screen, target};
 
 /// How much of a dropped line is kept to learn whom it was for.
 const KEPT_PREFIX: usize = 64 * 1024;
@@ -140,7 +140,7 @@ fn guard(group: u32) -> io::Result<Guard> {
     Ok(Guard { _process: process, _pipe: pipe })
 }
 
-/// Copies the server's stdout to rmcp line by line: a line over [`MAX_LINE`] is dropped and
+/// Copies the server's stdout to rmcp line by line: a line over [`MAX_MESSAGE`] is dropped and
 /// reported to the call it answered, a tool list rmcp could not read is rewritten. Ends when
 /// the server's stdout does (then rmcp sees the end) or rmcp stops reading.
 async fn relay(id: String, stdout: ChildStdout, mut to_rmcp: DuplexStream, edges: Arc<Edges>) {
@@ -159,7 +159,7 @@ async fn relay(id: String, stdout: ChildStdout, mut to_rmcp: DuplexStream, edges
             let chunk = &available[..take];
             match &mut dropping {
                 Some((_, length)) => *length += take,
-                None if line.len() + take > MAX_LINE => {
+                None if line.len() + take > MAX_MESSAGE => {
                     let length = line.len() + take;
                     let mut start = std::mem::take(&mut line);
                     start.truncate(KEPT_PREFIX);
@@ -176,21 +176,16 @@ async fn relay(id: String, stdout: ChildStdout, mut to_rmcp: DuplexStream, edges
             continue;
         }
         if let Some((start, length)) = dropping.take() {
-            let bytes = length - 1; // the message, without its newline
-            let target = target(&start);
-            tracing::warn!(server = %id, bytes, ?target, "MCP message over the line limit dropped");
-            edges.dropped(Dropped { target, bytes });
+            let bytes = Some(length - 1); // the message, without its newline
+            edges.dropped(&id, Dropped { target: target(&start), bytes });
             continue;
         }
         let message = line.strip_suffix(b"\n").unwrap_or(&line);
         let message = message.strip_suffix(b"\r").unwrap_or(message);
         let written = match screen(message) {
             Screened::Pass => to_rmcp.write_all(&line).await,
-            Screened::Rewritten { line: mut rewritten, skipped } => {
-                for why in &skipped {
-                    tracing::warn!(server = %id, "MCP tool skipped: {why}");
-                }
-                edges.unreadable(skipped);
+            Screened::Rewritten { message: mut rewritten, skipped } => {
+                edges.unreadable(&id, skipped);
                 rewritten.push(b'\n');
                 to_rmcp.write_all(&rewritten).await
             }
