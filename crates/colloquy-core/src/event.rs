@@ -402,7 +402,7 @@ impl EventFilter {
     pub const ALL: EventFilter = EventFilter(u32::MAX);
     /// Every event but the agent's text deltas: what `subscribe()` and `events()` deliver (and
     /// the scenario traces record). Add the text with `.with(EventType::AgentText)`.
-    pub const DEFAULT: EventFilter = EventFilter(u32::MAX & !(1 << EventType::AgentText as u32));
+    pub const DEFAULT: EventFilter = EventFilter(!(1 << EventType::AgentText as u32));
     /// No event (add types with [`with`](Self::with)).
     pub const NONE: EventFilter = EventFilter(0);
 
