@@ -97,12 +97,13 @@ struct StepEnd {
 }
 
 impl StepEnd {
-    /// One `x_llm_step_ended` event if the provider said anything; a truncated response is
-    /// logged too, since its text or a call's arguments may be incomplete.
+    /// Whether the provider said anything, so the step ends with an event.
     fn will_report(&self) -> bool {
         self.finish_reason.is_some() || self.usage.is_some()
     }
 
+    /// One `x_llm_step_ended` event if the provider said anything; a truncated response is
+    /// logged too, since its text or a call's arguments may be incomplete.
     fn report(self, env: &SpeechEnv, speech_id: &str) {
         if !self.will_report() {
             return;
