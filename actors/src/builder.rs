@@ -191,9 +191,11 @@ impl SessionBuilder {
         self
     }
 
-    /// A lossless subscription that also sees the events emitted while the session starts.
+    /// A lossless subscription that also sees the events emitted while the session starts:
+    /// every event but the agent's text deltas ([`EventFilter::DEFAULT`]);
+    /// [`subscribe_to`](Self::subscribe_to)`(EventFilter::ALL)` adds them.
     pub fn subscribe(&mut self) -> EventStream {
-        self.subscribe_to(EventFilter::ALL)
+        self.subscribe_to(EventFilter::DEFAULT)
     }
 
     /// [`subscribe`](Self::subscribe) to the events `filter` passes only: the session never

@@ -183,9 +183,11 @@ impl SessionHandle {
         self.tell(HostMsg::SetUserSpeaking(speaking))
     }
 
-    /// A lossless event stream (an unbounded channel) from now on.
+    /// A lossless event stream (an unbounded channel) from now on: every event but the agent's
+    /// text deltas ([`EventFilter::DEFAULT`]); [`subscribe_to`](Self::subscribe_to)
+    /// `(EventFilter::ALL)` adds them.
     pub fn subscribe(&self) -> EventStream {
-        self.subscribe_to(EventFilter::ALL)
+        self.subscribe_to(EventFilter::DEFAULT)
     }
 
     /// [`subscribe`](Self::subscribe) to the events `filter` passes only (for instance
@@ -197,7 +199,8 @@ impl SessionHandle {
         stream
     }
 
-    /// A bounded broadcast of events from now on: a receiver that falls more than
+    /// A bounded broadcast of events from now on ([`EventFilter::DEFAULT`]: never the agent's
+    /// text deltas, which only a lossless subscriber may ask for): a receiver that falls more than
     /// [`BROADCAST_CAPACITY`] behind gets `RecvError::Lagged(n)` telling it how many it missed.
     pub fn events(&self) -> broadcast::Receiver<SessionEvent> {
         let (tx, rx) = broadcast::channel(BROADCAST_CAPACITY);

@@ -37,7 +37,7 @@ async fn tool_search_finds_the_right_tool_among_200() {
 
 #[tokio::test(start_paused = true)]
 async fn quickstart_answers_with_the_tool_result() {
-    let history = quickstart::run().await.expect("quickstart runs");
+    let (history, shown) = quickstart::run().await.expect("quickstart runs");
     let kinds: Vec<&str> = history
         .iter()
         .map(|item| match item {
@@ -56,6 +56,7 @@ async fn quickstart_answers_with_the_tool_result() {
     assert_eq!(output.output, "It is sunny and 22°C in Paris.");
     let answer = history[4].as_message().unwrap();
     assert_eq!(answer.text, "It's sunny and 22°C in Paris today.");
+    assert_eq!(shown, answer.text, "the reply printed from its text events");
 }
 
 #[tokio::test(start_paused = true)]

@@ -6,6 +6,7 @@
 mod common;
 mod wire;
 
+mod agent_text;
 mod anthropic;
 mod background;
 mod background_random;

@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use super::dispatch::{self, StepCalls};
 use super::env::{SpeechEnd, SpeechEnv};
 use super::floor::FloorLease;
-use super::step::{self, HeldSpeaking, Played};
+use super::step::{self, Held, Played, StepId};
 use crate::protocol::{ActivityMsg, ChildMsg, Report, SessionLink, SpeechContent, SpeechJob};
 use crate::speech_control::SpeechControl;
 use crate::speech_sink::PlayoutDriver;
@@ -48,17 +48,20 @@ async fn say(
         return SpeechEnd::new(true);
     }
     let started = env.session.clock.now();
-    let mut speaking = HeldSpeaking::default();
-    speaking.hold();
+    let mut held = Held::default();
+    held.hold_speaking();
+    // A host following the agent's text sees a `say` as one delta, its whole text.
+    held.forward_text(env, speech_id, 1);
+    held.push_text(text);
     if env.sink.is_some() {
-        speaking.flush(&env.session); // the sink's playout takes time
+        held.flush(&env.session); // the sink's playout takes time
     }
     let mut playout = PlayoutDriver::open(env.sink.as_ref(), speech_id, env.playout_timeout);
     playout.push(text);
     let end = playout.finish(interrupt).await;
     let interrupted = end.interrupted;
     let commit = step::message_commit(env, speech_id, started, end);
-    SpeechEnd { interrupted, tail: speaking.with(commit) }
+    SpeechEnd { interrupted, tail: held.with(&env.session, commit) }
 }
 
 /// How the first LLM step of a reply is asked.
@@ -200,7 +203,8 @@ async fn reply(
         };
         // The reply's message is stamped when its step is authorised, before any text exists.
         let authorised = env.session.clock.now();
-        let streamed = step::stream(env, speech_id, request, interrupt, authorised).await;
+        let step = StepId { speech_id, step: between.step, authorised };
+        let streamed = step::stream(env, &step, request, interrupt).await;
         match step::play(env, speech_id, streamed, &tool_choice, control).await {
             Played::Failed { interrupted } => {
                 // A handoff an earlier step chose still happens: the failed request changes

@@ -14,36 +14,76 @@ use crate::protocol::{Report, SessionLink};
 use crate::speech_control::SpeechControl;
 use crate::speech_sink::{PlayoutDriver, PlayoutEnd};
 
-/// The `speaking` state of a step whose text started, held back while nothing suspends: text
-/// that arrives all at once and plays without a sink reaches the Session with the step's
-/// message, in one message. Sent on its own before anything could wait (a chunk not ready yet,
-/// a sink's playout) or before the step dispatches calls, so it is never late and never
-/// follows a call's events.
+/// What a step holds back while nothing suspends: its `speaking` state and, when a subscriber
+/// asked for the agent's text, the text that arrived since the last `x_agent_text`. Text that
+/// arrives all at once and plays without a sink reaches the Session with the step's message,
+/// in one message. Sent on its own before anything could wait (a chunk not ready yet, a sink's
+/// playout) or before the step dispatches calls, so it is never late and never follows a call's
+/// events; the state always goes before the text.
 #[derive(Default)]
-pub(super) struct HeldSpeaking(bool);
+pub(super) struct Held {
+    speaking: bool,
+    /// `None` unless the step forwards its text (decided at its first text).
+    text: Option<HeldText>,
+}
 
-impl HeldSpeaking {
-    pub fn hold(&mut self) {
-        self.0 = true;
+/// A step's text not sent yet as `x_agent_text`.
+struct HeldText {
+    speech_id: String,
+    step: u32,
+    delta: String,
+}
+
+impl Held {
+    pub fn hold_speaking(&mut self) {
+        self.speaking = true;
+    }
+
+    /// Forwards this step's text as `x_agent_text` events if a subscriber asked for it.
+    pub fn forward_text(&mut self, env: &SpeechEnv, speech_id: &str, step: u32) {
+        if env.session.text_wanted.get() {
+            let speech_id = speech_id.to_string();
+            self.text = Some(HeldText { speech_id, step, delta: String::new() });
+        }
+    }
+
+    /// Holds `delta` for the next `x_agent_text` (nothing unless forwarding).
+    pub fn push_text(&mut self, delta: &str) {
+        if let Some(text) = &mut self.text {
+            text.delta.push_str(delta);
+        }
+    }
+
+    fn has_text(&self) -> bool {
+        self.text.as_ref().is_some_and(|t| !t.delta.is_empty())
     }
 
     fn is_held(&self) -> bool {
-        self.0
+        self.speaking || self.has_text()
+    }
+
+    /// The held state, then the held text; with room for `then`.
+    fn take(&mut self, session: &SessionLink) -> Vec<Report> {
+        let mut reports = Vec::with_capacity(3);
+        if std::mem::take(&mut self.speaking) {
+            reports.push(Report::AgentState(AgentState::Speaking));
+        }
+        if let Some(text) = self.text.as_mut().filter(|t| !t.delta.is_empty()) {
+            let (speech_id, step) = (text.speech_id.clone(), text.step);
+            let delta = std::mem::take(&mut text.delta);
+            reports.push(session.event(EventKind::AgentText { speech_id, step, delta }));
+        }
+        reports
     }
 
     pub fn flush(&mut self, session: &SessionLink) {
-        if std::mem::take(&mut self.0) {
-            session.report(Report::AgentState(AgentState::Speaking));
-        }
+        session.reports(self.take(session));
     }
 
-    /// The held state (if any) followed by `then`, in order; with room for the speech's end,
-    /// which a last step's reports are sent with.
-    pub fn with(mut self, then: Option<Report>) -> Vec<Report> {
-        let mut reports = Vec::with_capacity(3);
-        if std::mem::take(&mut self.0) {
-            reports.push(Report::AgentState(AgentState::Speaking));
-        }
+    /// What is held followed by `then`, in order; with room for the speech's end, which a
+    /// last step's reports are sent with.
+    pub fn with(mut self, session: &SessionLink, then: Option<Report>) -> Vec<Report> {
+        let mut reports = self.take(session);
         reports.extend(then);
         reports
     }
@@ -57,10 +97,15 @@ struct StepEnd {
 }
 
 impl StepEnd {
+    /// Whether the provider said anything, so the step ends with an event.
+    fn will_report(&self) -> bool {
+        self.finish_reason.is_some() || self.usage.is_some()
+    }
+
     /// One `x_llm_step_ended` event if the provider said anything; a truncated response is
     /// logged too, since its text or a call's arguments may be incomplete.
     fn report(self, env: &SpeechEnv, speech_id: &str) {
-        if self.finish_reason.is_none() && self.usage.is_none() {
+        if !self.will_report() {
             return;
         }
         if let Some(reason) = self.finish_reason.as_ref().filter(|r| r.is_truncated()) {
@@ -86,31 +131,27 @@ pub(super) struct Streamed {
     /// The speech was interrupted while the response streamed.
     interrupted: bool,
     failure: Option<LlmError>,
-    speaking: HeldSpeaking,
+    held: Held,
     ended: StepEnd,
 }
 
 impl Streamed {
     /// Adds one chunk; false once the response is over (ended or failed).
-    fn apply(
-        &mut self,
-        chunk: LlmChunk,
-        env: &SpeechEnv,
-        speech_id: &str,
-        authorised: Timestamp,
-    ) -> bool {
+    fn apply(&mut self, chunk: LlmChunk, env: &SpeechEnv, step: &StepId<'_>) -> bool {
         match chunk {
             LlmChunk::End => return false,
             LlmChunk::Text(delta) if delta.is_empty() => {}
             LlmChunk::Text(delta) => {
-                let speaking = &mut self.speaking;
+                let held = &mut self.held;
                 let text = self.text.get_or_insert_with(|| {
-                    speaking.hold();
+                    held.hold_speaking();
+                    held.forward_text(env, step.speech_id, step.step);
                     let playout =
-                        PlayoutDriver::open(env.sink.as_ref(), speech_id, env.playout_timeout);
-                    StepText { playout, started: authorised }
+                        PlayoutDriver::open(env.sink.as_ref(), step.speech_id, env.playout_timeout);
+                    StepText { playout, started: step.authorised }
                 });
                 text.playout.push(&delta);
+                held.push_text(&delta);
             }
             LlmChunk::ToolCall(delta) => {
                 let call = self.calls.entry(delta.index).or_insert_with(|| StreamedCall {
@@ -138,22 +179,32 @@ impl Streamed {
     }
 }
 
-/// Streams one response, playing its text as it arrives. `authorised` stamps the step's
-/// message (§9.2 step 5): results landing while it is generated still sort after it.
+/// Which step of which speech a response belongs to.
+pub(super) struct StepId<'a> {
+    pub speech_id: &'a str,
+    /// 1 = the speech's first LLM step.
+    pub step: u32,
+    /// When the step was authorised: it stamps the step's message (§9.2 step 5), so results
+    /// landing while it is generated still sort after it.
+    pub authorised: Timestamp,
+}
+
+/// Streams one response, playing its text as it arrives (and sending it as `x_agent_text` if
+/// a subscriber asked for it).
 pub(super) async fn stream(
     env: &SpeechEnv,
-    speech_id: &str,
+    step: &StepId<'_>,
     request: LlmRequest,
     interrupt: &CancellationToken,
-    authorised: Timestamp,
 ) -> Streamed {
+    let speech_id = step.speech_id;
     let mut stream = env.llm.chat(request);
     let mut out = Streamed {
         text: None,
         calls: BTreeMap::new(),
         interrupted: false,
         failure: None,
-        speaking: HeldSpeaking::default(),
+        held: Held::default(),
         ended: StepEnd::default(),
     };
     loop {
@@ -162,15 +213,15 @@ pub(super) async fn stream(
             break;
         }
         // A chunk that is there already is taken without waiting; before waiting, the held
-        // `speaking` state goes out.
-        let ready = match out.speaking.is_held() {
+        // `speaking` state and text go out (so a burst of chunks is one text delta).
+        let ready = match out.held.is_held() {
             true => stream.next().now_or_never(),
             false => None,
         };
         let chunk = match ready {
             Some(chunk) => Some(chunk),
             None => {
-                out.speaking.flush(&env.session);
+                out.held.flush(&env.session);
                 let next = async {
                     match env.llm_timeout {
                         Some(limit) => tokio::time::timeout(limit, stream.next()).await.ok(),
@@ -188,12 +239,15 @@ pub(super) async fn stream(
             out.failure = Some(LlmError::Timeout { waited: env.llm_timeout.unwrap_or_default() });
             break;
         };
-        if !chunk.is_some_and(|chunk| out.apply(chunk, env, speech_id, authorised)) {
+        if !chunk.is_some_and(|chunk| out.apply(chunk, env, step)) {
             break;
         }
     }
     // Dropping the stream cancels the request.
     drop(stream);
+    if out.ended.will_report() && out.held.has_text() {
+        out.held.flush(&env.session); // the step's text before the step's end
+    }
     std::mem::take(&mut out.ended).report(env, speech_id);
     out
 }
@@ -217,8 +271,7 @@ pub(super) async fn play(
     tool_choice: &Option<ToolChoice>,
     control: &SpeechControl,
 ) -> Played {
-    let Streamed { text, calls, interrupted: stream_interrupted, failure, mut speaking, .. } =
-        streamed;
+    let Streamed { text, calls, interrupted: stream_interrupted, failure, mut held, .. } = streamed;
     let session = &env.session;
     // Tools may wait for this step's text to finish playing (`ctx.wait_for_playout()`); the
     // guard releases them however the step ends.
@@ -227,8 +280,8 @@ pub(super) async fn play(
     let calls: Vec<StreamedCall> = calls.into_values().collect();
     if !calls.is_empty() || failure.is_some() || env.sink.is_some() {
         // Calls report their own events, a failure its error, a sink plays for a while: the
-        // agent speaks before any of it.
-        speaking.flush(session);
+        // agent speaks, and its text so far goes out, before any of it.
+        held.flush(session);
     }
     // Calls of a response that was cut short or failed are never run.
     let running = match (stream_interrupted || failure.is_some(), tool_choice) {
@@ -253,7 +306,7 @@ pub(super) async fn play(
         // A stream that broke after text flowed: the text received stays, marked as cut (the
         // speech itself was not interrupted).
         end.interrupted |= failure.is_some();
-        let reports = speaking.with(message_commit(env, speech_id, started, end));
+        let reports = held.with(session, message_commit(env, speech_id, started, end));
         match last_step {
             true => tail = reports,
             false => session.reports(reports),

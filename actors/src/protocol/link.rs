@@ -2,6 +2,7 @@
 //! through the Session's mailbox so their order is the order they were sent in.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use colloquy_core::{ChatContext, ChatItem, EventKind, SessionEvent};
 use ractor::ActorRef;
@@ -24,6 +25,25 @@ pub(crate) struct SessionLink {
     pub span: Arc<tracing::Span>,
     /// How the session closed, once it has (shared with every handle).
     pub closed: Arc<std::sync::OnceLock<ClosedSession>>,
+    /// Whether a subscriber asked for the agent's text.
+    pub text_wanted: TextWanted,
+}
+
+/// Whether some subscriber asked for the agent's text (`x_agent_text`): the Session's fan-out
+/// sets it as subscribers come and go, a speech reads it once per step, so a session nobody
+/// asked builds and sends nothing per delta. Cheap to clone.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct TextWanted(Arc<AtomicBool>);
+
+impl TextWanted {
+    pub fn get(&self) -> bool {
+        // Relaxed: a step that reads it late only starts forwarding at the next step.
+        self.0.load(Ordering::Relaxed)
+    }
+
+    pub fn set(&self, wanted: bool) {
+        self.0.store(wanted, Ordering::Relaxed);
+    }
 }
 
 impl SessionLink {

@@ -12,7 +12,7 @@ mod toolset;
 
 pub(crate) use activity::{ActivityMsg, ActivityPart, SpeechContent, SpeechJob};
 pub(crate) use coalescer::{CoalescerMsg, CoalescerSlot, PendingReply};
-pub(crate) use link::SessionLink;
+pub(crate) use link::{SessionLink, TextWanted};
 pub(crate) use session::{
     ChildMsg, CloseCallback, HostMsg, ObserveMsg, Report, SessionMsg, SessionPart, Subscriber,
     TimerMsg, ToolMsg,

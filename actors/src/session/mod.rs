@@ -239,6 +239,7 @@ fn session_link(myself: &ActorRef<SessionMsg>, args: &SessionArgs) -> SessionLin
         lifecycle: LifecycleSink::new(&args.id, args.lifecycle.clone(), args.lifecycle_hub.clone()),
         span: Arc::new(tracing::info_span!(parent: None, "session", session_id = %args.id)),
         closed: Arc::clone(&args.closed),
+        text_wanted: Default::default(),
     }
 }
 

@@ -105,10 +105,12 @@ pub(crate) struct SessionState {
 impl SessionState {
     pub fn new(init: Init) -> Self {
         let current = CurrentAgent::new(init.agent, init.catalog, init.activity, &init.options);
+        let text_wanted = init.link.text_wanted.clone();
+        let events = Fanout::new(init.subscribers, init.options.max_unread_events, text_wanted);
         Self {
             id: init.id,
             link: init.link,
-            events: Fanout::new(init.subscribers, init.options.max_unread_events),
+            events,
             options: init.options,
             conversation: Conversation::new(init.history, init.contexts),
             current,

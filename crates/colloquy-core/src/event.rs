@@ -276,6 +276,23 @@ pub enum EventKind {
         /// The item (shared with the history; derefs to [`ChatItem`]).
         item: Arc<ChatItem>,
     },
+    /// The agent's text as it streams (colloquy's addition). Sent only to subscribers that ask
+    /// for [`EventType::AgentText`] ([`EventFilter::DEFAULT`] leaves it out): a chat host shows
+    /// a reply as it arrives without a speech sink. A speech's deltas come in order, before its
+    /// `speech_done`, which ends them; the deltas of one step, concatenated, are the text of
+    /// that step's assistant message, unless a sink played less of it before an interruption
+    /// (the committed message, `interrupted: true`, then says what was heard). A `say` is one
+    /// delta with its whole text.
+    #[serde(rename = "x_agent_text")]
+    AgentText {
+        /// The speech speaking.
+        speech_id: String,
+        /// The LLM step of the speech (1 = the first; a `say` is step 1): each step with text
+        /// is one assistant message, so a new step starts a new paragraph.
+        step: u32,
+        /// The text that arrived since the previous delta of this step (never empty).
+        delta: String,
+    },
 }
 
 /// The type of an event, without its data: what an [`EventFilter`] selects by.
@@ -316,6 +333,8 @@ pub enum EventType {
     SessionClosed,
     /// [`EventKind::ConversationItemAdded`].
     ConversationItemAdded,
+    /// [`EventKind::AgentText`]: off unless a subscriber asks for it.
+    AgentText,
 }
 
 impl EventKind {
@@ -344,6 +363,7 @@ impl EventKind {
             EventKind::ToolBudgetExhausted { .. } => EventType::ToolBudgetExhausted,
             EventKind::SessionClosed { .. } => EventType::SessionClosed,
             EventKind::ConversationItemAdded { .. } => EventType::ConversationItemAdded,
+            EventKind::AgentText { .. } => EventType::AgentText,
         }
     }
 }
@@ -354,6 +374,11 @@ impl EventKind {
 /// (a turn emits some thirty events, most of them state changes and history items). A filtered
 /// stream still ends when the session closes.
 ///
+/// The agent's text as it streams ([`EventType::AgentText`]) is the one type a subscriber gets
+/// only by asking: `subscribe()` delivers [`EventFilter::DEFAULT`], every other type; ask with
+/// [`EventFilter::ALL`], [`EventFilter::agent_text`] or `.with(EventType::AgentText)`. A
+/// session where no subscriber asked sends no message per text delta.
+///
 /// ```
 /// use colloquy_core::{EventFilter, EventType};
 /// let tools = EventFilter::tool_execution();
@@ -361,17 +386,23 @@ impl EventKind {
 /// assert!(!tools.contains(EventType::AgentState));
 /// let mine = EventFilter::only([EventType::Error]).with(EventType::SessionClosed);
 /// assert!(mine.contains(EventType::SessionClosed));
-/// assert!(EventFilter::ALL.contains(EventType::ConversationItemAdded));
+/// assert!(EventFilter::DEFAULT.contains(EventType::ConversationItemAdded));
+/// assert!(!EventFilter::DEFAULT.contains(EventType::AgentText));
+/// assert!(EventFilter::ALL.contains(EventType::AgentText));
+/// assert_eq!(EventFilter::DEFAULT.with(EventType::AgentText), EventFilter::ALL);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct EventFilter(u32);
 
 // One bit per event type.
-const _: () = assert!((EventType::ConversationItemAdded as u32) < 32, "keep the last type here");
+const _: () = assert!((EventType::AgentText as u32) < 32, "keep the last type here");
 
 impl EventFilter {
-    /// Every event.
+    /// Every event, the agent's text deltas included.
     pub const ALL: EventFilter = EventFilter(u32::MAX);
+    /// Every event but the agent's text deltas: what `subscribe()` and `events()` deliver (and
+    /// the scenario traces record). Add the text with `.with(EventType::AgentText)`.
+    pub const DEFAULT: EventFilter = EventFilter(!(1 << EventType::AgentText as u32));
     /// No event (add types with [`with`](Self::with)).
     pub const NONE: EventFilter = EventFilter(0);
 
@@ -392,6 +423,12 @@ impl EventFilter {
         ])
     }
 
+    /// What a chat display follows: the agent's text as it streams and the speech events that
+    /// frame it (`speech_created`, `x_agent_text`, `speech_done`).
+    pub fn agent_text() -> Self {
+        Self::only([EventType::SpeechCreated, EventType::AgentText, EventType::SpeechDone])
+    }
+
     /// These types and `event_type`.
     pub fn with(self, event_type: EventType) -> Self {
         EventFilter(self.0 | 1 << event_type as u32)
@@ -404,9 +441,9 @@ impl EventFilter {
 }
 
 impl Default for EventFilter {
-    /// Every event.
+    /// [`EventFilter::DEFAULT`]: every event but the agent's text deltas.
     fn default() -> Self {
-        Self::ALL
+        Self::DEFAULT
     }
 }
 
@@ -424,7 +461,25 @@ mod tests {
         let f = EventFilter::only([EventType::Error, EventType::SessionClosed]);
         assert!(f.contains(EventType::Error) && f.contains(EventType::SessionClosed));
         assert!(!f.contains(EventType::ToolCallStarted));
-        assert_eq!(EventFilter::default(), EventFilter::ALL);
+        assert_eq!(EventFilter::default(), EventFilter::DEFAULT);
+    }
+
+    #[test]
+    fn agent_text_is_asked_for() {
+        let text = EventKind::AgentText { speech_id: "s1".into(), step: 1, delta: "Hi".into() };
+        assert_eq!(text.event_type(), EventType::AgentText);
+        assert!(!EventFilter::DEFAULT.contains(EventType::AgentText));
+        assert!(EventFilter::ALL.contains(EventType::AgentText));
+        let chat = EventFilter::agent_text();
+        assert!(chat.contains(EventType::AgentText) && chat.contains(EventType::SpeechDone));
+        assert!(!chat.contains(EventType::ToolCallStarted));
+        let e = SessionEvent { at_ms: 5, kind: text };
+        let json = serde_json::to_string(&e).unwrap();
+        assert_eq!(
+            json,
+            r#"{"at_ms":5,"type":"x_agent_text","speech_id":"s1","step":1,"delta":"Hi"}"#
+        );
+        assert_eq!(serde_json::from_str::<SessionEvent>(&json).unwrap(), e);
     }
 
     #[test]
