@@ -57,8 +57,8 @@ pub use colloquy_core::{
     ToolSchema, ToolSource, ToolVisibility, Toolset, UserState,
 };
 pub use colloquy_core::{
-    CallHooks, PostedUpdate, ReplyStatus, ResolvedTemplates, Template, Templates, UpdateMessage,
-    UpdateOptions,
+    CallHooks, PostedUpdate, RefusalReason, ReplyStatus, ResolvedTemplates, Template, Templates,
+    UpdateMessage, UpdateOptions,
 };
 pub use colloquy_core::{
     FunctionTool, ToolDeclarationError, args, run_result, schema_check, templates, text, timeline,

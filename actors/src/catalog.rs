@@ -76,8 +76,9 @@ pub(crate) fn implicit_toolset(agent_id: &str) -> String {
 }
 
 impl ToolCatalog {
-    /// Builds the catalog; two different tools with one name, or two async toolsets with one
-    /// id, are errors; the same tool listed twice is kept once.
+    /// Builds the catalog; two different tools with one name, two async toolsets with one
+    /// id, or a duplicate scope naming no parameter are errors; the same tool listed twice
+    /// is kept once.
     pub fn build(
         session_tools: &[FunctionTool],
         session_toolsets: &[Toolset],
@@ -100,6 +101,8 @@ impl ToolCatalog {
                 Some(existing) if existing.tool.same_as(tool) => continue,
                 Some(_) => return Err(format!("duplicate function name: {}", tool.name())),
                 None => {
+                    // `on_duplicate` cannot fail, so a scope naming no parameter stops here.
+                    tool.check_duplicate_scope().map_err(|e| e.to_string())?;
                     schemas.push(tool.schema());
                     let routed = Routed { tool: tool.clone(), toolset: route };
                     tools.insert(tool.name().to_string(), routed);

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use crate::common::*;
 use colloquy::prelude::*;
-use colloquy::{CancelError, DuplicateScope, OnDuplicate};
+use colloquy::{CancelError, DuplicateScope, EventFilter, OnDuplicate};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -58,6 +58,20 @@ fn started(events: &[SessionEvent]) -> Vec<String> {
         .collect()
 }
 
+/// The `x_tool_call_refused` events: `REFUSED(call_id,name,reason,[duplicates])`.
+fn refused(events: &[SessionEvent]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::ToolCallRefused { call_id, name, reason, duplicates } => {
+                let (reason, duplicates) = (reason.as_str(), duplicates.join(","));
+                Some(format!("REFUSED({call_id},{name},{reason},[{duplicates}])"))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 fn output_of(ctx: &[String], id: &str) -> String {
     ctx.iter().find(|i| i.starts_with(&format!("out(#{id},"))).cloned().unwrap_or_default()
 }
@@ -83,7 +97,8 @@ async fn c30_reject_by_name_answers_with_the_running_call() {
     let expected = r#"`check_order` is already running:\n{"call_id":"c1","name":"check_order","arguments":"{\"order_id\": \"5\"}"}\nTo stop it, call `lk_agents_cancel_task` with its call_id, but only if the user explicitly asks."#;
     let expected = expected.replace("\\n", "\n");
     assert_eq!(output_of(&ctx, "c2"), format!("out(#c2,{expected:?},ok,rr=T)"));
-    assert_eq!(started(h.events()), ["c1"], "no events for the rejected call");
+    assert_eq!(started(h.events()), ["c1"], "no lifecycle events for the rejected call");
+    assert_eq!(refused(h.events()), ["REFUSED(c2,check_order,rejected,[c1])"]);
     h.session.wait_for_quiet().await.unwrap();
     assert!(h.ctx("A").await.iter().any(|i| i.starts_with("out(#c1_final")));
     h.close().await;
@@ -100,7 +115,7 @@ async fn name_and_args_scope_only_matches_equal_arguments() {
 #[tokio::test(start_paused = true)]
 async fn c32_c33_confirm_asks_then_runs_with_the_flag() {
     let tool = check_order(OnDuplicate::Confirm, DuplicateScope::Name, false);
-    let h = Harness::start(
+    let mut h = Harness::start(
         Agent::new("A", "inst").tool(tool),
         vec![
             order_call("c1", "5"),
@@ -119,6 +134,7 @@ async fn c32_c33_confirm_asks_then_runs_with_the_flag() {
     let ctx = h.ctx("A").await;
     assert!(output_of(&ctx, "c2").contains("If the user really wants another run"), "{ctx:?}");
     h.turn("yes, again").await;
+    assert_eq!(refused(h.events()), ["REFUSED(c2,check_order,confirmation_needed,[c1])"]);
     let ctx = h.ctx("A").await;
     assert!(
         ctx.contains(
@@ -188,6 +204,7 @@ async fn c36_replace_refuses_a_non_cancellable_call() {
         r#"out(#c2,"cannot replace duplicate call of `check_order`: running call is not cancellable (allow_cancellation=False)",ERR,rr=T)"#
     );
     assert_eq!(started(h.events()), ["c1"]);
+    assert_eq!(refused(h.events()), ["REFUSED(c2,check_order,not_replaced,[c1])"]);
     h.close().await;
 }
 
@@ -451,7 +468,7 @@ async fn c37_replace_fails_when_the_running_call_disallows_interruptions() {
     })
     .cancellable()
     .on_duplicate(OnDuplicate::Replace, DuplicateScope::Name);
-    let h = Harness::start(
+    let mut h = Harness::start(
         Agent::new("A", "inst").tool(search),
         vec![
             call("c1", "search", r#"{"q":"a"}"#),
@@ -467,6 +484,7 @@ async fn c37_replace_fails_when_the_running_call_disallows_interruptions() {
         output_of(&ctx, "c2"),
         r#"out(#c2,"Failed to cancel duplicate tool calls: Tool call c1 is not cancellable because interruptions are disallowed",ERR,rr=T)"#
     );
+    assert_eq!(refused(h.events()), ["REFUSED(c2,search,not_replaced,[c1])"]);
     h.session.wait_for_quiet().await.unwrap();
     h.session.wait_for_idle().await.unwrap();
     assert!(h.ctx("A").await.iter().any(|i| i.starts_with(r#"out(#c1_final,"results a""#)));
@@ -523,4 +541,141 @@ async fn c50_an_interruption_during_playout_keeps_results_once_without_a_reply()
     assert!(ctx[1].ends_with(",interrupted)"), "the message keeps what was played: {ctx:?}");
     assert_eq!(h.llm.request_count(), 1, "no tool reply");
     h.close().await;
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct Refund {
+    order_id: u64,
+    amount: f64,
+}
+
+/// `refund(order_id, amount)`, one per order at a time: update, sleep(1000), "refunded …".
+fn refund(policy: OnDuplicate) -> FunctionTool {
+    FunctionTool::new("refund", "Refund an order.", |ctx: RunContext, a: Refund| async move {
+        ctx.update(format!("refunding {}", a.order_id)).await?;
+        tokio::time::sleep(ms(1000)).await;
+        Ok::<_, ToolError>(format!("refunded {} on {}", a.amount, a.order_id))
+    })
+    .cancellable()
+    .on_duplicate(policy, DuplicateScope::args(["order_id"]))
+}
+
+fn refund_call(id: &str, args: &str) -> ScriptedCall {
+    ScriptedCall::new(id, "refund", args)
+}
+
+/// Turn 1 starts c1 (order 25); turn 2 (at 300 ms) sends `second` in one response.
+async fn refund_turns(policy: OnDuplicate, second: Vec<ScriptedCall>) -> Harness {
+    let h = Harness::start(
+        Agent::new("A", "inst").tool(refund(policy)),
+        vec![
+            ScriptedResponse::calls([refund_call("c1", r#"{"order_id":25,"amount":10}"#)]),
+            text("refunding"),
+            ScriptedResponse::calls(second),
+            text("second reply"),
+        ],
+    )
+    .await;
+    h.turn("refund order 25").await;
+    tokio::time::sleep(ms(300)).await;
+    h.turn("again").await;
+    h
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_args_scope_rejects_a_second_call_for_one_order_whatever_the_amount() {
+    // "25" validates to 25 (the key uses validated arguments); the amount is not compared.
+    let mut h = refund_turns(
+        OnDuplicate::Reject,
+        vec![
+            refund_call("c2", r#"{"order_id":"25","amount":99}"#),
+            refund_call("c3", r#"{"order_id":26,"amount":10}"#),
+        ],
+    )
+    .await;
+    assert_eq!(started(h.events()), ["c1", "c3"], "another order is no duplicate");
+    assert_eq!(refused(h.events()), ["REFUSED(c2,refund,rejected,[c1])"]);
+    let ctx = h.ctx("A").await;
+    assert!(output_of(&ctx, "c2").starts_with("out(#c2,\"`refund` is already running:"), "{ctx:?}");
+    h.session.wait_for_quiet().await.unwrap();
+    h.session.wait_for_idle().await.unwrap();
+    let ctx = h.ctx("A").await;
+    assert!(ctx.iter().any(|i| i.starts_with(r#"out(#c1_final,"refunded 10 on 25""#)));
+    assert!(ctx.iter().any(|i| i.starts_with(r#"out(#c3_final,"refunded 10 on 26""#)));
+    h.close().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_args_scope_replaces_only_the_call_for_the_same_order() {
+    let mut h = refund_turns(
+        OnDuplicate::Replace,
+        vec![
+            refund_call("c2", r#"{"order_id":25,"amount":12}"#),
+            refund_call("c3", r#"{"order_id":26,"amount":10}"#),
+        ],
+    )
+    .await;
+    h.session.wait_for_quiet().await.unwrap();
+    h.session.wait_for_idle().await.unwrap();
+    let events = tool_events(h.events());
+    let starts: Vec<&String> = events.iter().filter(|e| e.starts_with("S(")).collect();
+    assert_eq!(starts, ["S(c1)", "S(c2)", "S(c3)"]);
+    let cancelled = events.iter().position(|e| e == "E(c1_final,cancelled,null)").expect("c1");
+    let c2 = events.iter().position(|e| e == "S(c2)").expect("c2 started");
+    assert!(cancelled < c2, "{events:?}");
+    assert!(refused(h.events()).is_empty(), "a replace that cancels refuses nothing");
+    let ctx = h.ctx("A").await;
+    assert!(ctx.iter().any(|i| i.starts_with(r#"out(#c2_final,"refunded 12 on 25""#)));
+    assert!(ctx.iter().any(|i| i.starts_with(r#"out(#c3_final,"refunded 10 on 26""#)));
+    h.close().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_args_scope_asks_to_confirm_the_same_order_and_runs_it_once_confirmed() {
+    let h = Harness::start(
+        Agent::new("A", "inst").tool(refund(OnDuplicate::Confirm)),
+        vec![
+            ScriptedResponse::calls([refund_call("c1", r#"{"order_id":25,"amount":10}"#)]),
+            text("refunding"),
+            ScriptedResponse::calls([
+                refund_call("c2", r#"{"order_id":25,"amount":5}"#),
+                refund_call("c3", r#"{"order_id":26,"amount":5}"#),
+            ]),
+            text("confirm?"),
+            ScriptedResponse::calls([refund_call(
+                "c4",
+                r#"{"order_id":25,"amount":5,"lk_agents_confirm_duplicate":true}"#,
+            )]),
+            text("refunding again"),
+        ],
+    )
+    .await;
+    // Observed as a host following only tool events would.
+    let mut tools = h.session.subscribe_to(EventFilter::tool_execution());
+    h.turn("refund 25").await;
+    h.turn("and 25 and 26").await;
+    h.turn("yes, 25 again").await;
+    let ctx = h.ctx("A").await;
+    assert!(output_of(&ctx, "c2").contains("If the user really wants another run"), "{ctx:?}");
+    let events: Vec<SessionEvent> = std::iter::from_fn(|| tools.try_recv()).collect();
+    assert_eq!(refused(&events), ["REFUSED(c2,refund,confirmation_needed,[c1])"]);
+    assert_eq!(started(&events), ["c1", "c3", "c4"]);
+    h.close().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_session_refuses_an_args_scope_naming_no_parameter() {
+    let typo = refund(OnDuplicate::Reject)
+        .on_duplicate(OnDuplicate::Reject, DuplicateScope::args(["orderid"]));
+    let error = Session::builder()
+        .llm(ScriptedLlm::new(Vec::new()))
+        .start(Agent::new("A", "inst").tool(typo))
+        .await
+        .err()
+        .expect("refused");
+    assert_eq!(
+        error.to_string(),
+        "invalid session configuration: the duplicate scope of `refund` names `orderid`, which \
+         is not one of its parameters"
+    );
 }

@@ -7,7 +7,7 @@ use colloquy_core::duplicate::{
     RunningDuplicate, Verdict, decide, running_call_json, take_confirmation,
 };
 use colloquy_core::templates::Placeholders;
-use colloquy_core::{EventKind, FunctionTool, OnDuplicate, ToolCallStatus, text};
+use colloquy_core::{EventKind, FunctionTool, OnDuplicate, RefusalReason, ToolCallStatus, text};
 use ractor::{Actor, ActorRef, RpcReplyPort};
 use serde_json::{Map, Value};
 
@@ -34,9 +34,9 @@ impl ToolsetState {
         reply: RpcReplyPort<CallOutcome>,
     ) -> Option<Admitted> {
         let mut exec = exec;
-        let admitted = self
-            .resolve(&mut exec)
-            .and_then(|()| self.screen_duplicates(&exec.tool, &mut exec.arguments));
+        let admitted = self.resolve(&mut exec).and_then(|()| {
+            self.screen_duplicates(&exec.tool, &exec.call.call_id, &mut exec.arguments)
+        });
         match admitted {
             Ok(key) => Some(Admitted { exec, key, reply }),
             // Not registered: no lifecycle events (§6 step 2).
@@ -67,11 +67,13 @@ impl ToolsetState {
     }
 
     /// Applies the tool's duplicate policy: the call's duplicate key if it may run, else the
-    /// answer it gets. Checked and registered in one handler, so two calls of one response
-    /// can never both pass a reject check (§6 step 4).
+    /// answer it gets, reported as `x_tool_call_refused` (the call never starts, so no
+    /// lifecycle event says so). Checked and registered in one handler, so two calls of one
+    /// response can never both pass a reject check (§6 step 4).
     fn screen_duplicates(
         &mut self,
         tool: &FunctionTool,
+        call_id: &str,
         arguments: &mut Map<String, Value>,
     ) -> Result<Option<String>, CallOutcome> {
         let (policy, _) = tool.duplicate_policy();
@@ -90,13 +92,18 @@ impl ToolsetState {
                 .collect(),
             None => Vec::new(),
         };
-        let answer = match decide(tool.name(), policy, confirmed, &running) {
+        let duplicates = ids(&running);
+        let (answer, reason) = match decide(tool.name(), policy, confirmed, &running) {
             Verdict::Run => return Ok(key),
-            Verdict::Reject => self.duplicate_text(tool, &ids(&running), false),
-            Verdict::AskToConfirm => self.duplicate_text(tool, &ids(&running), true),
-            Verdict::CannotReplace(text) => self.error_outcome(&text),
-            Verdict::Replace(duplicates) => {
-                let failures: Vec<String> = duplicates
+            Verdict::Reject => {
+                (self.duplicate_text(tool, &duplicates, false), RefusalReason::Rejected)
+            }
+            Verdict::AskToConfirm => {
+                (self.duplicate_text(tool, &duplicates, true), RefusalReason::ConfirmationNeeded)
+            }
+            Verdict::CannotReplace(text) => (self.error_outcome(&text), RefusalReason::NotReplaced),
+            Verdict::Replace(to_cancel) => {
+                let failures: Vec<String> = to_cancel
                     .iter()
                     .filter_map(|id| self.cancel(id, false).err().map(|e| e.to_string()))
                     .collect();
@@ -105,9 +112,15 @@ impl ToolsetState {
                 }
                 let text =
                     format!("Failed to cancel duplicate tool calls: {}", failures.join("\n"));
-                self.error_outcome(&text)
+                (self.error_outcome(&text), RefusalReason::NotReplaced)
             }
         };
+        self.args.session.emit(EventKind::ToolCallRefused {
+            call_id: call_id.to_string(),
+            name: tool.name().to_string(),
+            reason,
+            duplicates,
+        });
         Err(answer)
     }
 

@@ -1,6 +1,9 @@
 //! Duplicate detection (§6.1, §1.3, decisions 11 and 18): keys, the confirm
 //! parameter, and the running-call listing the duplicate templates show.
 
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
@@ -22,14 +25,63 @@ pub enum OnDuplicate {
 }
 
 /// What makes two calls duplicates (§6.1).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// `Name` and `NameAndArgs` are the reference's scopes; [`args`](Self::args) is colloquy's:
+/// "one refund per `order_id` at a time, whatever the amount".
+///
+/// ```
+/// use colloquy_core::DuplicateScope;
+/// let scope = DuplicateScope::args(["order_id"]);
+/// assert_eq!(scope.arg_names(), Some(&["order_id".to_string()][..]));
+/// assert_eq!(DuplicateScope::Name.arg_names(), None);
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum DuplicateScope {
     /// Same tool name.
     #[default]
     Name,
     /// Same tool name and the same validated arguments.
     NameAndArgs,
+    /// Same tool name and equal validated values of these arguments (sorted, each once; an
+    /// argument the call leaves out, with no default, is absent on both sides and matches).
+    /// Build it with [`DuplicateScope::args`].
+    Args(Arc<[String]>),
+}
+
+impl DuplicateScope {
+    /// Calls are duplicates when these arguments are equal after validation (so `"25"` and
+    /// `25` agree where the schema coerces), whatever the others hold. Every name must be one
+    /// of the tool's parameters: a session refuses an agent whose tool names another
+    /// ([`FunctionTool::check_duplicate_scope`](crate::FunctionTool::check_duplicate_scope)).
+    /// No names at all keys on the name alone, as [`Name`](Self::Name) does.
+    pub fn args<I, S>(names: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let names: BTreeSet<String> = names.into_iter().map(Into::into).collect();
+        DuplicateScope::Args(names.into_iter().collect())
+    }
+
+    /// The arguments an [`args`](Self::args) scope compares, sorted; `None` for other scopes.
+    pub fn arg_names(&self) -> Option<&[String]> {
+        match self {
+            DuplicateScope::Args(names) => Some(names),
+            _ => None,
+        }
+    }
+}
+
+/// The part of the validated arguments an [`DuplicateScope::Args`] key compares: the named
+/// arguments present, keys sorted at every depth.
+pub(crate) fn chosen_args_json(arguments: &Value, names: &[String]) -> String {
+    let chosen: Map<String, Value> = names
+        .iter()
+        .filter_map(|name| Some((name.clone(), arguments.get(name)?.clone())))
+        .collect();
+    sorted_json(&Value::Object(chosen))
 }
 
 /// The parameter a `confirm` tool gets (decision 14 keeps the reference's name).
@@ -179,6 +231,37 @@ mod tests {
         let k2 = by_args.duplicate_key(&args(json!({"note": null, "order_id": "5", "x": 1})));
         assert_eq!(k1, k2, "validated, defaults filled, extra keys dropped, keys sorted");
         assert_ne!(k1, by_args.duplicate_key(&args(json!({"order_id": "7"}))));
+    }
+
+    #[test]
+    fn an_args_scope_keys_on_its_validated_arguments_only() {
+        let schema = json!({"type": "object", "properties": {"order_id": {"type": "integer"},
+            "amount": {"type": "number"}, "region": {"type": "string", "default": "eu"}},
+            "required": ["order_id", "amount"]});
+        let refund = FunctionTool::from_schema("refund", "", schema, |_c: RunContext, _a| async {
+            Ok::<_, ToolError>("x")
+        })
+        .unwrap()
+        .on_duplicate(OnDuplicate::Reject, DuplicateScope::args(["region", "order_id"]));
+        let key = |v: Value| refund.duplicate_key(&args(v));
+        let first = key(json!({"order_id": 5, "amount": 10}));
+        assert_eq!(first, key(json!({"order_id": "5", "amount": 99})), "coerced, amount ignored");
+        assert_eq!(first, key(json!({"order_id": 5, "amount": 1, "region": "eu"})), "default");
+        assert_ne!(first, key(json!({"order_id": 6, "amount": 10})));
+        assert_ne!(first, key(json!({"order_id": 5, "amount": 10, "region": "us"})));
+        assert_eq!(refund.check_duplicate_scope(), Ok(()));
+        assert_eq!(
+            DuplicateScope::args(["b", "a", "b"]),
+            DuplicateScope::args(["a", "b"]),
+            "sorted, each once"
+        );
+        let typo = refund.on_duplicate(OnDuplicate::Reject, DuplicateScope::args(["orderid"]));
+        assert_eq!(
+            typo.check_duplicate_scope().unwrap_err().to_string(),
+            "the duplicate scope of `refund` names `orderid`, which is not one of its parameters"
+        );
+        let flag = tool(OnDuplicate::Confirm, DuplicateScope::args([CONFIRM_PARAM]));
+        assert!(flag.check_duplicate_scope().is_err(), "the confirm flag is never compared");
     }
 
     #[test]

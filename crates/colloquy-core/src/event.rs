@@ -72,6 +72,31 @@ pub enum ToolCallStatus {
     TimedOut,
 }
 
+/// Why the duplicate policy answered a call without running it (§6.1): what an
+/// [`EventKind::ToolCallRefused`] reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum RefusalReason {
+    /// `reject`: an equal call is running; the model read the reject text.
+    Rejected,
+    /// `confirm` without the confirm flag: the model was asked to confirm.
+    ConfirmationNeeded,
+    /// `replace`, but a running duplicate could not be cancelled; the model read why.
+    NotReplaced,
+}
+
+impl RefusalReason {
+    /// The reason as events spell it (`rejected`, `confirmation_needed`, `not_replaced`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Rejected => "rejected",
+            Self::ConfirmationNeeded => "confirmation_needed",
+            Self::NotReplaced => "not_replaced",
+        }
+    }
+}
+
 /// State of a deferred reply.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -208,6 +233,21 @@ pub enum EventKind {
         /// Why.
         reason: String,
     },
+    /// The duplicate policy answered a call without running it: no `tool_call_started` or
+    /// `tool_call_ended` follows for it, and its output (the reject or confirm text, or the
+    /// error) reaches the history as usual (colloquy's addition; decision in
+    /// docs/decisions.md, issue 26).
+    #[serde(rename = "x_tool_call_refused")]
+    ToolCallRefused {
+        /// The refused call's id.
+        call_id: String,
+        /// The tool name.
+        name: String,
+        /// Why.
+        reason: RefusalReason,
+        /// The call ids of the running calls it duplicates, sorted.
+        duplicates: Vec<String>,
+    },
     /// A deferred reply changed state.
     ToolReplyUpdated {
         /// The call ids of the pairs it delivers, in enqueue order.
@@ -317,6 +357,8 @@ pub enum EventType {
     ToolCallEnded,
     /// [`EventKind::ToolCallDropped`].
     ToolCallDropped,
+    /// [`EventKind::ToolCallRefused`].
+    ToolCallRefused,
     /// [`EventKind::ToolReplyUpdated`].
     ToolReplyUpdated,
     /// [`EventKind::AgentHandoff`].
@@ -355,6 +397,7 @@ impl EventKind {
             EventKind::ToolCallUpdated { .. } => EventType::ToolCallUpdated,
             EventKind::ToolCallEnded { .. } => EventType::ToolCallEnded,
             EventKind::ToolCallDropped { .. } => EventType::ToolCallDropped,
+            EventKind::ToolCallRefused { .. } => EventType::ToolCallRefused,
             EventKind::ToolReplyUpdated { .. } => EventType::ToolReplyUpdated,
             EventKind::AgentHandoff { .. } => EventType::AgentHandoff,
             EventKind::Error { .. } => EventType::Error,
@@ -411,14 +454,15 @@ impl EventFilter {
         types.into_iter().fold(Self::NONE, Self::with)
     }
 
-    /// The tool lifecycle: calls started, updated, ended and dropped, and the deferred replies
-    /// that deliver their results.
+    /// The tool lifecycle: calls started, updated, ended, dropped and refused, and the
+    /// deferred replies that deliver their results.
     pub fn tool_execution() -> Self {
         Self::only([
             EventType::ToolCallStarted,
             EventType::ToolCallUpdated,
             EventType::ToolCallEnded,
             EventType::ToolCallDropped,
+            EventType::ToolCallRefused,
             EventType::ToolReplyUpdated,
         ])
     }
@@ -497,5 +541,19 @@ mod tests {
             serde_json::to_string(&e).unwrap(),
             r#"{"at_ms":310,"type":"tool_call_ended","id":"c1","call_id":"c1","status":"done","message":null}"#
         );
+        let refused = SessionEvent {
+            at_ms: 300,
+            kind: EventKind::ToolCallRefused {
+                call_id: "c2".into(),
+                name: "refund".into(),
+                reason: RefusalReason::Rejected,
+                duplicates: vec!["c1".into()],
+            },
+        };
+        assert_eq!(
+            serde_json::to_string(&refused).unwrap(),
+            r#"{"at_ms":300,"type":"x_tool_call_refused","call_id":"c2","name":"refund","reason":"rejected","duplicates":["c1"]}"#
+        );
+        assert!(EventFilter::tool_execution().contains(refused.kind.event_type()));
     }
 }

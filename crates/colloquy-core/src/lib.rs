@@ -35,8 +35,8 @@ pub use chat::{
 };
 pub use duplicate::{DuplicateScope, OnDuplicate};
 pub use event::{
-    AgentState, ErrorSource, EventFilter, EventKind, EventType, ReplyStatus, SessionEvent,
-    SpeechSource, ToolCallStatus, UserState,
+    AgentState, ErrorSource, EventFilter, EventKind, EventType, RefusalReason, ReplyStatus,
+    SessionEvent, SpeechSource, ToolCallStatus, UserState,
 };
 pub use llm::{FinishReason, LlmErrorKind, Usage};
 pub use output::{Handoff, IntoToolOutput, Json, StopResponse, ToolOutput, ToolResult};

@@ -13,7 +13,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::args::validate_arguments;
-use crate::duplicate::{DuplicateScope, OnDuplicate, sorted_json, with_confirm_param};
+use crate::duplicate::{
+    DuplicateScope, OnDuplicate, chosen_args_json, sorted_json, with_confirm_param,
+};
 use crate::output::{IntoToolOutput, ToolOutput};
 use crate::run_context::RunContext;
 use crate::templates::Templates;
@@ -88,6 +90,17 @@ pub enum ToolDeclarationError {
         name: String,
         /// Why.
         error: crate::schema_check::SchemaError,
+    },
+    /// A [`DuplicateScope::args`] scope names an argument the tool does not declare: its
+    /// key would never tell calls apart, so every call would be a duplicate.
+    #[error(
+        "the duplicate scope of `{tool}` names `{argument}`, which is not one of its parameters"
+    )]
+    UnknownDuplicateArgument {
+        /// The tool.
+        tool: String,
+        /// The name it does not declare.
+        argument: String,
     },
 }
 
@@ -291,24 +304,51 @@ impl FunctionTool {
     }
 
     /// The duplicate key of a call, or `None` for `allow` tools (they never match). For
-    /// `name_and_args` the validated arguments are used, or the arguments as sent if they do not
-    /// validate (fail-open: the call then fails validation itself).
+    /// `name_and_args` and `args` the validated arguments are used (defaults filled, values
+    /// coerced), or the arguments as sent if they do not validate (fail-open: the call then
+    /// fails validation itself).
     pub fn duplicate_key(&self, arguments: &Map<String, Value>) -> Option<String> {
-        let (policy, scope) = self.duplicate_policy();
-        if policy == OnDuplicate::Allow {
+        if self.on_duplicate == OnDuplicate::Allow {
             return None;
         }
-        match scope {
+        let validated = || {
+            if self.is_raw() {
+                Value::Object(arguments.clone())
+            } else {
+                validate_arguments(self.name(), self.parameters(), arguments.clone())
+                    .unwrap_or_else(|_| Value::Object(arguments.clone()))
+            }
+        };
+        match &self.duplicate_scope {
             DuplicateScope::Name => Some(self.name().to_string()),
             DuplicateScope::NameAndArgs => {
-                let args = if self.is_raw() {
-                    Value::Object(arguments.clone())
-                } else {
-                    validate_arguments(self.name(), self.parameters(), arguments.clone())
-                        .unwrap_or_else(|_| Value::Object(arguments.clone()))
-                };
-                Some(format!("{}\u{0}{}", self.name(), sorted_json(&args)))
+                Some(format!("{}\u{0}{}", self.name(), sorted_json(&validated())))
             }
+            DuplicateScope::Args(names) => {
+                Some(format!("{}\u{0}{}", self.name(), chosen_args_json(&validated(), names)))
+            }
+        }
+    }
+
+    /// Checks that every argument a [`DuplicateScope::args`] scope names is a property of the
+    /// tool's schema. Sessions run it on every tool of an agent they build (at the start and
+    /// at each handoff), since [`on_duplicate`](Self::on_duplicate) cannot fail.
+    pub fn check_duplicate_scope(&self) -> Result<(), ToolDeclarationError> {
+        let Some(names) = self.duplicate_scope.arg_names() else {
+            return Ok(());
+        };
+        // The confirm flag is taken out before keys are made: it is no argument to compare.
+        let declared = self.parameters.get("properties").and_then(Value::as_object);
+        let unknown = |n: &&String| {
+            n.as_str() == crate::duplicate::CONFIRM_PARAM
+                || !declared.is_some_and(|d| d.contains_key(n.as_str()))
+        };
+        match names.iter().find(unknown) {
+            Some(argument) => Err(ToolDeclarationError::UnknownDuplicateArgument {
+                tool: self.name.clone(),
+                argument: argument.clone(),
+            }),
+            None => Ok(()),
         }
     }
 
@@ -339,9 +379,9 @@ impl FunctionTool {
         self.flags
     }
 
-    /// Duplicate policy.
+    /// Duplicate policy (the scope is cheap to clone: an `args` scope shares its names).
     pub fn duplicate_policy(&self) -> (OnDuplicate, DuplicateScope) {
-        (self.on_duplicate, self.duplicate_scope)
+        (self.on_duplicate, self.duplicate_scope.clone())
     }
 
     /// True for raw tools (no validation).

@@ -25,7 +25,9 @@
 //! JSON (which one it is, the macro reads from the type's name).
 //! Attributes: `name = "…"`, `description = "…"`, `cancellable`, `ignore_on_enter`,
 //! `on_duplicate = "allow" | "reject" | "replace" | "confirm"`, `duplicate_scope = "name" |
-//! "name_and_args"`.
+//! "name_and_args" | ["arg", …]` (a list: calls are duplicates when those arguments are equal
+//! after validation, whatever the others hold; each must be a parameter of the function),
+//! `deadline = "30s"`, `heartbeat = "10s"`.
 
 mod docs;
 mod options;
@@ -142,6 +144,10 @@ impl Tool {
             let default = default_of(&typed.attrs)?;
             params.push(Param { name, ty: (*typed.ty).clone(), doc, default });
         }
+        // The schema's property names: serde and schemars drop a raw identifier's `r#`.
+        let names: Vec<String> =
+            params.iter().map(|p| syn::ext::IdentExt::unraw(&p.name).to_string()).collect();
+        options.check_scope(&names)?;
         let fn_name = sig.ident.to_string();
         Ok(Tool {
             name: options.name.clone().unwrap_or_else(|| fn_name.clone()),

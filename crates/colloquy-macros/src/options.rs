@@ -1,9 +1,15 @@
 //! The attribute's options: `#[function_tool(name = "…", cancellable, on_duplicate = "…",
-//! deadline = "30s", heartbeat = "10s")]`.
+//! duplicate_scope = "…" | ["arg", …], deadline = "30s", heartbeat = "10s")]`.
 
 use quote::quote;
 use syn::parse::{Parse, ParseStream};
 use syn::{Ident, LitStr, Token};
+
+/// `duplicate_scope`: a named scope, or the arguments an `args` scope compares.
+enum Scope {
+    Named(String),
+    Args(Vec<LitStr>),
+}
 
 #[derive(Default)]
 pub(crate) struct Options {
@@ -12,7 +18,7 @@ pub(crate) struct Options {
     cancellable: bool,
     ignore_on_enter: bool,
     on_duplicate: Option<(String, proc_macro2::Span)>,
-    duplicate_scope: Option<(String, proc_macro2::Span)>,
+    duplicate_scope: Option<Scope>,
     /// Milliseconds.
     deadline: Option<u64>,
     /// Milliseconds.
@@ -56,12 +62,29 @@ impl Parse for Options {
                     }
                     options.on_duplicate = Some((v.value(), v.span()));
                 }
+                "duplicate_scope" if input.peek2(syn::token::Bracket) => {
+                    input.parse::<Token![=]>()?;
+                    let content;
+                    let brackets = syn::bracketed!(content in input);
+                    let names = content.parse_terminated(<LitStr as Parse>::parse, Token![,])?;
+                    if names.is_empty() {
+                        return Err(syn::Error::new(
+                            brackets.span.join(),
+                            "name at least one argument (or use \"name\")",
+                        ));
+                    }
+                    options.duplicate_scope = Some(Scope::Args(names.into_iter().collect()));
+                }
                 "duplicate_scope" => {
                     let v = value(input)?;
                     if !["name", "name_and_args"].contains(&v.value().as_str()) {
-                        return Err(syn::Error::new(v.span(), "expected name or name_and_args"));
+                        return Err(syn::Error::new(
+                            v.span(),
+                            "expected \"name\", \"name_and_args\" or a list of argument names \
+                             such as [\"order_id\"]",
+                        ));
                     }
-                    options.duplicate_scope = Some((v.value(), v.span()));
+                    options.duplicate_scope = Some(Scope::Named(v.value()));
                 }
                 "deadline" => options.deadline = Some(millis(&value(input)?)?),
                 "heartbeat" => options.heartbeat = Some(millis(&value(input)?)?),
@@ -85,6 +108,25 @@ impl Parse for Options {
 }
 
 impl Options {
+    /// Refuses an `args` duplicate scope naming something that is not one of `params` (the
+    /// tool's argument names), pointing at the name.
+    pub fn check_scope(&self, params: &[String]) -> syn::Result<()> {
+        let Some(Scope::Args(names)) = &self.duplicate_scope else {
+            return Ok(());
+        };
+        match names.iter().find(|n| !params.contains(&n.value())) {
+            Some(name) => Err(syn::Error::new(
+                name.span(),
+                format!(
+                    "duplicate_scope: `{}` is not a parameter of this tool (its parameters: {})",
+                    name.value(),
+                    if params.is_empty() { "it has none".to_string() } else { params.join(", ") }
+                ),
+            )),
+            None => Ok(()),
+        }
+    }
+
     /// The builder calls the options stand for, each `.method(…)`.
     pub fn builder_calls(&self) -> Vec<proc_macro2::TokenStream> {
         let mut calls = Vec::new();
@@ -107,14 +149,14 @@ impl Options {
                 Some("confirm") => quote!(Confirm),
                 _ => quote!(Allow),
             };
-            let scope = match self.duplicate_scope.as_ref().map(|(v, _)| v.as_str()) {
-                Some("name_and_args") => quote!(NameAndArgs),
-                _ => quote!(Name),
+            let scope = match &self.duplicate_scope {
+                Some(Scope::Named(v)) if v == "name_and_args" => {
+                    quote!(::colloquy::DuplicateScope::NameAndArgs)
+                }
+                Some(Scope::Args(names)) => quote!(::colloquy::DuplicateScope::args([#(#names),*])),
+                _ => quote!(::colloquy::DuplicateScope::Name),
             };
-            calls.push(quote!(.on_duplicate(
-                ::colloquy::OnDuplicate::#policy,
-                ::colloquy::DuplicateScope::#scope
-            )));
+            calls.push(quote!(.on_duplicate(::colloquy::OnDuplicate::#policy, #scope)));
         }
         calls
     }

@@ -74,6 +74,28 @@ fn options_become_the_builders_flags() {
     assert!(!weather.flags().cancellable);
 }
 
+/// Refund an order.
+#[function_tool(on_duplicate = "reject", duplicate_scope = ["order_id"])]
+async fn refund(order_id: String, amount: f64) -> Result<String, ToolError> {
+    Ok(format!("refunded {amount} on {order_id}"))
+}
+
+#[test]
+fn a_list_of_names_scopes_duplicates_to_those_arguments() {
+    let tool = refund();
+    assert_eq!(tool.duplicate_policy(), (OnDuplicate::Reject, DuplicateScope::args(["order_id"])));
+    let key = |v: serde_json::Value| tool.duplicate_key(v.as_object().unwrap());
+    assert_eq!(
+        key(serde_json::json!({"order_id": "A1", "amount": 25})),
+        key(serde_json::json!({"order_id": "A1", "amount": "30"})),
+        "one refund per order, whatever the amount"
+    );
+    assert_ne!(
+        key(serde_json::json!({"order_id": "A1", "amount": 25})),
+        key(serde_json::json!({"order_id": "A2", "amount": 25}))
+    );
+}
+
 /// Look up an order.
 #[function_tool(deadline = "1500ms", heartbeat = "1s")]
 async fn lookup_order(order_id: String) -> Result<String, ToolError> {

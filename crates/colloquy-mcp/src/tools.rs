@@ -105,9 +105,12 @@ fn function_tool(
     let function = FunctionTool::from_schema(model_name, description, schema, body)
         .map_err(|e| format!("`{name}`: {e}"))?;
     let function = match options.on_duplicate.get(&name) {
-        Some(&(policy, scope)) => function.on_duplicate(policy, scope),
+        Some((policy, scope)) => function.on_duplicate(*policy, scope.clone()),
         None => function,
     };
+    // The server's schema is known only now: an `args` scope naming no property is refused
+    // with the tool, as a bad schema is.
+    function.check_duplicate_scope().map_err(|e| format!("`{name}`: {e}"))?;
     let cancellable = options.cancellable_all || options.cancellable.contains(&name);
     Ok(if cancellable { function.cancellable() } else { function })
 }

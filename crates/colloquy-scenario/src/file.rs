@@ -322,6 +322,50 @@ pub fn parse(text: &str) -> Result<Scenario, ScenarioError> {
     Ok(Scenario { name, options, tools, toolsets, agents, session, llm, steps })
 }
 
+/// `duplicate_scope`: `"name"` (the default), `"name_and_args"`, or a non-empty array of
+/// declared argument names (colloquy's `DuplicateScope::args`).
+fn parse_duplicate_scope(
+    o: &mut Obj,
+    declared: &[String],
+) -> Result<DuplicateScope, ScenarioError> {
+    let path = o.at("duplicate_scope");
+    let names = match o.take("duplicate_scope") {
+        None => return Ok(DuplicateScope::Name),
+        Some(Value::String(scope)) => match scope.as_str() {
+            "name" => return Ok(DuplicateScope::Name),
+            "name_and_args" => return Ok(DuplicateScope::NameAndArgs),
+            other => return Err(invalid(&path, format!("unknown scope `{other}`"))),
+        },
+        Some(Value::Array(names)) if names.is_empty() => {
+            return Err(invalid(&path, "name at least one argument (or use \"name\")"));
+        }
+        Some(Value::Array(names)) => names,
+        Some(other) => {
+            return Err(invalid(
+                &path,
+                format!(
+                    "expected \"name\", \"name_and_args\" or an array of argument names, got {}",
+                    kind(&other)
+                ),
+            ));
+        }
+    };
+    let mut scope = Vec::new();
+    for (i, name) in names.into_iter().enumerate() {
+        let path = format!("{path}[{i}]");
+        match name {
+            Value::String(name) if declared.contains(&name) => scope.push(name),
+            Value::String(name) => {
+                return Err(invalid(&path, format!("`{name}` is not a declared property")));
+            }
+            other => {
+                return Err(invalid(&path, format!("expected a string, got {}", kind(&other))));
+            }
+        }
+    }
+    Ok(DuplicateScope::args(scope))
+}
+
 fn parse_tool(name: String, mut o: Obj) -> Result<ToolDef, ScenarioError> {
     let description = o.string("description")?.unwrap_or_default();
     let parameters = match o.take("parameters") {
@@ -366,13 +410,7 @@ fn parse_tool(name: String, mut o: Obj) -> Result<ToolDef, ScenarioError> {
             return Err(invalid(&o.at("on_duplicate"), format!("unknown policy `{other}`")));
         }
     };
-    let scope = match o.string("duplicate_scope")?.as_deref() {
-        None | Some("name") => DuplicateScope::Name,
-        Some("name_and_args") => DuplicateScope::NameAndArgs,
-        Some(other) => {
-            return Err(invalid(&o.at("duplicate_scope"), format!("unknown scope `{other}`")));
-        }
-    };
+    let scope = parse_duplicate_scope(&mut o, &declared)?;
     let deadline = o.positive_millis("deadline_ms")?;
     let heartbeat = o.positive_millis("heartbeat_ms")?;
     let body_path = o.at("body");

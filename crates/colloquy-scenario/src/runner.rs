@@ -303,7 +303,7 @@ fn scripted_tool(def: &ToolDef, defs: &Arc<Defs>) -> FunctionTool {
         },
     )
     .expect("scenario tools are checked when the file is parsed")
-    .on_duplicate(def.duplicates.0, def.duplicates.1);
+    .on_duplicate(def.duplicates.0, def.duplicates.1.clone());
     let mut tool = if def.ignore_on_enter { tool.ignore_on_enter() } else { tool };
     if let Some(deadline) = def.deadline {
         tool = tool.deadline(deadline);

@@ -102,3 +102,35 @@ fn a_tool_schema_that_could_not_be_validated_is_refused_when_read() {
         "tools.t.parameters: the schema reference `#/$defs/x` points to nothing in the schema"
     );
 }
+
+#[test]
+fn a_duplicate_scope_names_declared_properties_only() {
+    let tool = |scope: &str| {
+        format!(
+            r#"{{"tools": {{"refund": {{"parameters": {{"type": "object", "properties":
+                {{"order_id": {{"type": "string"}}, "amount": {{"type": "number"}}}}}},
+                "on_duplicate": "reject", "duplicate_scope": {scope}}}}}, {MINIMAL}}}"#
+        )
+    };
+    assert_eq!(
+        file_error(&tool(r#"["order_id", "orderid"]"#)),
+        "tools.refund.duplicate_scope[1]: `orderid` is not a declared property"
+    );
+    assert_eq!(
+        file_error(&tool("[]")),
+        r#"tools.refund.duplicate_scope: name at least one argument (or use "name")"#
+    );
+    assert_eq!(
+        file_error(&tool("[5]")),
+        "tools.refund.duplicate_scope[0]: expected a string, got a number"
+    );
+    assert_eq!(
+        file_error(&tool(r#""order_id""#)),
+        "tools.refund.duplicate_scope: unknown scope `order_id`"
+    );
+    assert_eq!(
+        file_error(&tool("{}")),
+        r#"tools.refund.duplicate_scope: expected "name", "name_and_args" or an array of argument names, got an object"#
+    );
+    assert!(run_str(&tool(r#"["order_id"]"#)).is_ok(), "a declared name is read");
+}
