@@ -19,6 +19,7 @@ mod duplicates;
 mod end_call;
 mod examples;
 mod failures;
+mod first_program;
 mod handoff;
 mod host;
 mod inspect;

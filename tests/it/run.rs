@@ -313,4 +313,21 @@ mod mocks {
         assert_eq!(h.llm.requests()[0].tools, ["refund"]);
         h.close().await;
     }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_mock_taking_a_json_value_receives_the_validated_arguments() {
+        // Any tool can be mocked without naming its argument type: a `Value` takes them all.
+        let h = Harness::start(
+            Agent::new("A", "inst").tool(refund()),
+            vec![call("r1", "refund", r#"{"order_id":"A1","amount":"7","x":1}"#), text("Done.")],
+        )
+        .await;
+        let mock = FunctionTool::new("refund", "", |_c: RunContext, a: Value| async move {
+            Ok::<_, ToolError>(format!("mock got {a}"))
+        });
+        h.session.mock_tools(MockScope::Session, [mock]).await.unwrap();
+        let result = h.session.run("refund A1").await.unwrap();
+        result.contains_function_call_output(r#"mock got {"order_id":"A1","amount":7}"#, false);
+        h.close().await;
+    }
 }
