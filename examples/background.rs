@@ -1,9 +1,17 @@
 //! A background tool: the agent answers at once while the tool keeps working, then narrates
 //! its progress and the result when the conversation is idle. Run it with
 //! `cargo run --example background`.
+//!
+//! In a host's own `Cargo.toml` this program needs:
+//!
+//! ```toml
+//! [dependencies]
+//! colloquy-agents = "0.1"
+//! tokio = { version = "1", features = ["macros", "rt-multi-thread", "time"] }
+//! tracing-subscriber = { version = "0.3", features = ["env-filter"] } # RUST_LOG in `main`
+//! ```
 
 use colloquy::prelude::*;
-use serde_json::{Value, json};
 use std::time::Duration;
 
 async fn search(origin: &str, destination: &str) -> Vec<String> {

@@ -1,6 +1,17 @@
 //! A receptionist hands the caller to billing while a session-scoped account lookup keeps
 //! running; the lookup's result is reported by billing. Run it with
 //! `cargo run --example handoff`.
+//!
+//! In a host's own `Cargo.toml` this program needs:
+//!
+//! ```toml
+//! [dependencies]
+//! colloquy-agents = "0.1"
+//! tokio = { version = "1", features = ["macros", "rt-multi-thread", "time"] }
+//! serde = { version = "1", features = ["derive"] } # the argument struct
+//! schemars = "1"
+//! tracing-subscriber = { version = "0.3", features = ["env-filter"] } # RUST_LOG in `main`
+//! ```
 
 use std::time::Duration;
 

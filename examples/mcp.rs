@@ -2,6 +2,15 @@
 //! from npm) over stdio, its `get-sum` tool called by the embedded scripted LLM. Run it with
 //! `cargo run --example mcp` (needs `npx`), or give any stdio server's command as arguments:
 //! `cargo run --example mcp -- node path/to/server.js stdio`.
+//!
+//! In a host's own `Cargo.toml` this program needs:
+//!
+//! ```toml
+//! [dependencies]
+//! colloquy-agents = "0.1"
+//! tokio = { version = "1", features = ["macros", "rt-multi-thread", "process"] }
+//! tracing-subscriber = { version = "0.3", features = ["env-filter"] } # RUST_LOG in `main`
+//! ```
 
 use colloquy::McpToolset;
 use colloquy::prelude::*;

@@ -8,6 +8,17 @@
 //!
 //! `RUST_LOG=debug` shows the runtime's logs. `colloquy::Anthropic::from_env()` in
 //! place of `OpenAi::from_env()` talks to Anthropic's API instead.
+//!
+//! In a host's own `Cargo.toml` this program needs:
+//!
+//! ```toml
+//! [dependencies]
+//! colloquy-agents = "0.1"
+//! tokio = { version = "1", features = ["macros", "rt-multi-thread", "time"] }
+//! serde = { version = "1", features = ["derive"] } # the argument struct
+//! schemars = "1"
+//! tracing-subscriber = { version = "0.3", features = ["env-filter"] } # RUST_LOG in `main`
+//! ```
 
 use std::time::Duration;
 

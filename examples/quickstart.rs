@@ -1,6 +1,15 @@
 //! The smallest complete colloquy program: a travel agent with one tool, driven by the
 //! embedded scripted LLM, its reply printed as it streams. Run it with
 //! `cargo run --example quickstart`.
+//!
+//! In a host's own `Cargo.toml` this program needs:
+//!
+//! ```toml
+//! [dependencies]
+//! colloquy-agents = "0.1"
+//! tokio = { version = "1", features = ["macros", "rt-multi-thread"] }
+//! tracing-subscriber = { version = "0.3", features = ["env-filter"] } # RUST_LOG in `main`
+//! ```
 
 use std::io::Write;
 

@@ -3,10 +3,18 @@
 //! the embedded scripted LLM, whose fallback plays a model: it searches with the user's words,
 //! then calls the loaded tool whose name best matches them. Run it with
 //! `cargo run --example tool_search`.
+//!
+//! In a host's own `Cargo.toml` this program needs:
+//!
+//! ```toml
+//! [dependencies]
+//! colloquy-agents = "0.1"
+//! tokio = { version = "1", features = ["macros", "rt-multi-thread"] }
+//! tracing-subscriber = { version = "0.3", features = ["env-filter"] } # RUST_LOG in `main`
+//! ```
 
 use colloquy::prelude::*;
 use colloquy::toolsets::{SEARCH_TOOL, ToolSearch};
-use serde_json::json;
 
 /// Twenty domains, each a toolset of ten tools: 200 tools behind one search tool.
 const DOMAINS: [(&str, &str); 20] = [

@@ -116,12 +116,61 @@ pub mod toolsets {
     pub use colloquy_toolsets::*;
 }
 
-/// Everything a typical host or tool author needs.
+/// What a host's first program needs, in one import: sessions and their host, agents and
+/// tools (`#[function_tool]`, `FunctionTool`, the duplicate policy), the models (`OpenAi`,
+/// `Anthropic`, the scripted one for tests), events and their filter, speech (`SpeechSink`,
+/// `Playout`), the snapshot `inspect()` returns, the testing API (`RunResult`, `MockScope`),
+/// MCP toolsets, and serde_json's `Value` and `json!` that tool outputs and expectations use.
+///
+/// ```no_run
+/// use colloquy::prelude::*;
+///
+/// /// Look up an order.
+/// ///
+/// /// * `order_id` - The order's number.
+/// #[function_tool(cancellable, deadline = "30s")]
+/// async fn lookup_order(ctx: RunContext, order_id: String) -> Result<Value, ToolError> {
+///     ctx.update(format!("Looking up {order_id}…")).await?;
+///     Ok(json!({ "order_id": order_id, "status": "shipped" }))
+/// }
+///
+/// #[tokio::main]
+/// async fn main() -> Result<(), Box<dyn std::error::Error>> {
+///     let host = Host::new().await?;
+///     let session = Session::builder()
+///         .host(&host)
+///         .llm(OpenAi::from_env()?.model("gpt-4.1-mini")) // or Anthropic::from_env()?
+///         .start(Agent::new("desk", "You help with orders.").tool(lookup_order()))
+///         .await?;
+///     let mut events = session.subscribe_to(EventFilter::tool_execution());
+///     session.user_turn("Where is order 42?").await?;
+///     session.wait_for_idle().await?;
+///     let tree: ActorNode = session.inspect().await?.tree;
+///     println!("{tree:?}");
+///     session.close().await?;
+///     while let Some(event) = events.recv().await {
+///         println!("{:?}", event.kind);
+///     }
+///     Ok(())
+/// }
+/// ```
+///
+/// `tests/it/first_program.rs` compiles and runs a larger one with this import alone.
 pub mod prelude {
+    #[cfg(feature = "anthropic")]
+    pub use crate::Anthropic;
+    #[cfg(feature = "mcp")]
+    pub use crate::McpToolset;
+    #[cfg(feature = "openai")]
+    pub use crate::OpenAi;
     pub use crate::{
-        Agent, AgentState, ChatItem, EventKind, Filler, FunctionTool, Handoff, Json, Role,
-        RunContext, RunContextExt, RunResult, ScriptedCall, ScriptedLlm, ScriptedResponse, Session,
-        SessionError, SessionEvent, SessionHandle, StopResponse, ToolError, ToolResult, Toolset,
+        ActorNode, Agent, AgentState, ChatItem, DuplicateScope, ErrorSource, EventFilter,
+        EventKind, EventStream, EventType, Filler, FunctionCall, FunctionCallOutput, FunctionTool,
+        Handoff, Host, Json, Llm, Message, MockScope, NodeStatus, OnDuplicate, Playout,
+        PlayoutReport, Role, RunContext, RunContextExt, RunResult, ScriptedCall, ScriptedLlm,
+        ScriptedResponse, Session, SessionError, SessionEvent, SessionHandle, SessionSnapshot,
+        SpeechSink, StopResponse, ToolCallStatus, ToolChoice, ToolError, ToolResult, Toolset,
         UserState, function_tool, function_tools,
     };
+    pub use serde_json::{Value, json};
 }

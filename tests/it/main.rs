@@ -21,6 +21,7 @@ mod end_call;
 mod event_times;
 mod examples;
 mod failures;
+mod first_program;
 mod handoff;
 mod host;
 mod inspect;

@@ -104,6 +104,85 @@ async fn no_more_events_fails_listing_the_remaining_event() {
     result.expect().no_more_events();
 }
 
+/// Refund part of an order.
+///
+/// * `order_id` - The order.
+/// * `amount` - How much to refund.
+#[function_tool]
+async fn refund(order_id: String, amount: f64) -> Result<String, ToolError> {
+    Ok(format!("refunded {amount} on {order_id}"))
+}
+
+/// Track a parcel, in the background.
+///
+/// * `parcel` - The tracking number.
+#[function_tool]
+async fn track(ctx: RunContext, parcel: String) -> Result<String, ToolError> {
+    ctx.update(format!("Asking the carrier about {parcel}")).await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    Ok(format!("{parcel} arrives tomorrow"))
+}
+
+#[tokio::test(start_paused = true)]
+async fn validated_arguments_are_what_the_tool_received() {
+    // The model sends the amount as a string; the tool's `f64` receives the number.
+    let h = Harness::start(
+        Agent::new("A", "inst").tool(refund()),
+        vec![
+            ScriptedResponse::calls([
+                ScriptedCall::new("r1", "refund", r#"{"order_id":"A1","amount":"25.5","x":1}"#),
+                ScriptedCall::new("r2", "refund", r#"{"order_id":"A2","amount":"lots"}"#),
+                ScriptedCall::new("u1", "nope", "{}"),
+            ]),
+            text("Refunded."),
+        ],
+    )
+    .await;
+    let result = h.session.run("refund A1").await.unwrap();
+    let mut expect = result.expect();
+    // The unknown tool is answered at dispatch, so its items come first.
+    assert_eq!(expect.next_event().is_function_call("nope").validated_args(), None);
+    expect
+        .next_event()
+        .is_function_call("refund")
+        .with_args(json!({"amount": "25.5", "x": 1}))
+        .with_validated_args(json!({"order_id": "A1", "amount": 25.5}));
+    let bad = expect.next_event().is_function_call("refund");
+    assert_eq!(bad.validated_args(), None, "arguments that do not validate reach no tool");
+    expect.next_event().is_function_call_output().matching(|t| t.starts_with("Unknown"));
+    expect.next_event().is_function_call_output().with_output("refunded 25.5 on A1");
+    expect.next_event().is_function_call_output().containing("amount").with_error(true);
+    expect.next_event().is_message(Role::Assistant).matching(|t| t.ends_with('.'));
+    expect.no_more_events();
+    assert_eq!(result.validated_args("r1"), Some(&json!({"order_id": "A1", "amount": 25.5})));
+    result.contains_validated_call("refund", json!({"amount": 25.5}));
+    result.contains_function_call("refund", json!({"amount": "25.5"}));
+    let raw = std::panic::catch_unwind(|| {
+        result.contains_validated_call("refund", json!({"amount": "25.5"}));
+    });
+    assert!(raw.is_err(), "the tool received a number, not the model's string");
+    h.close().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_background_calls_first_output_matches_by_substring() {
+    let h = Harness::start(
+        Agent::new("A", "inst").tool(track()),
+        vec![call("t1", "track", r#"{"parcel":"P-9"}"#), text("Checking."), text("Tomorrow.")],
+    )
+    .await;
+    let result = h.session.run("where is P-9?").await.unwrap();
+    let mut expect = result.expect();
+    expect.next_event().is_function_call("track").with_validated_args(json!({"parcel": "P-9"}));
+    // The first update, wrapped in the update template: an exact match would spell it out.
+    let first = expect.next_event().is_function_call_output().containing("about P-9");
+    assert_ne!(first.event().output, "Asking the carrier about P-9");
+    expect.next_event().is_message(Role::Assistant).with_text("Checking.");
+    // The result comes later, with a deferred reply of its own: after this run ended.
+    expect.no_more_events();
+    h.close().await;
+}
+
 mod mocks {
     use super::*;
     use colloquy::MockScope;
@@ -210,6 +289,45 @@ mod mocks {
             err.to_string(),
             "invalid session configuration: cannot mock `get_wether`: agent `A` has no such tool"
         );
+        h.close().await;
+    }
+
+    /// The mock of `refund`: the same parameters, so the same argument type (decision 6).
+    #[function_tool(name = "refund")]
+    async fn refund_mock(order_id: String, amount: f64) -> Result<String, ToolError> {
+        Ok(format!("mock refunded {amount} on {order_id}"))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_macro_tool_is_mocked_by_a_macro_tool_of_the_same_name_and_parameters() {
+        let h = Harness::start(
+            Agent::new("A", "inst").tool(refund()),
+            vec![call("r1", "refund", r#"{"order_id":"A1","amount":"7"}"#), text("Done.")],
+        )
+        .await;
+        h.session.mock_tools(MockScope::Session, [refund_mock()]).await.unwrap();
+        let result = h.session.run("refund A1").await.unwrap();
+        let mut expect = result.expect();
+        expect.next_event().is_function_call("refund").with_validated_args(json!({"amount": 7}));
+        expect.next_event().is_function_call_output().with_output("mock refunded 7 on A1");
+        assert_eq!(h.llm.requests()[0].tools, ["refund"]);
+        h.close().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_mock_taking_a_json_value_receives_the_validated_arguments() {
+        // Any tool can be mocked without naming its argument type: a `Value` takes them all.
+        let h = Harness::start(
+            Agent::new("A", "inst").tool(refund()),
+            vec![call("r1", "refund", r#"{"order_id":"A1","amount":"7","x":1}"#), text("Done.")],
+        )
+        .await;
+        let mock = FunctionTool::new("refund", "", |_c: RunContext, a: Value| async move {
+            Ok::<_, ToolError>(format!("mock got {a}"))
+        });
+        h.session.mock_tools(MockScope::Session, [mock]).await.unwrap();
+        let result = h.session.run("refund A1").await.unwrap();
+        result.contains_function_call_output(r#"mock got {"order_id":"A1","amount":7}"#, false);
         h.close().await;
     }
 }

@@ -211,7 +211,8 @@ impl SessionState {
         if let Some(run) = &mut self.run
             && speech_id.is_some_and(|id| run.speeches.contains(id))
         {
-            run.items.extend(items.iter().cloned());
+            let catalog = (agent == self.current.id).then_some(&*self.current.catalog);
+            run.record(&items, catalog);
         }
         let notify = self.events.wants(EventType::ConversationItemAdded);
         for item in self.conversation.commit(agent, items, notify) {

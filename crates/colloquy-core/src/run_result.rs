@@ -3,51 +3,76 @@
 //!
 //! A run records the items its speeches committed, ordered by timestamp: assistant messages,
 //! function calls (unknown-tool and unparseable calls included, decision 9), their outputs,
-//! and agent handoffs. The user's own message is not an event of its run.
+//! and agent handoffs. The user's own message is not an event of its run. For each call of a
+//! known tool it also records the validated arguments, what the tool's body received (`"25"`
+//! sent for a number arrives as `25`): `with_args` matches what the model sent,
+//! `with_validated_args` what the tool got.
 //!
 //! ```
 //! use colloquy_core::{ChatItem, FunctionCall, FunctionCallOutput, Message, Role, RunResult, Timestamp};
 //! use serde_json::json;
 //! let at = Timestamp::default();
-//! let result = RunResult::new(vec![
+//! let mut result = RunResult::new(vec![
 //!     ChatItem::FunctionCall(FunctionCall { id: "i1".into(), call_id: "c1".into(),
-//!         name: "book_flight".into(), arguments: r#"{"to": "Paris", "seats": 2}"#.into(),
+//!         name: "book_flight".into(), arguments: r#"{"to": "Paris", "seats": "2"}"#.into(),
 //!         extra: Default::default(), created_at: at }),
 //!     ChatItem::FunctionCallOutput(FunctionCallOutput { id: "i2".into(), call_id: "c1".into(),
-//!         name: "book_flight".into(), output: "BK-1".into(), is_error: false,
+//!         name: "book_flight".into(), output: "Booked: BK-1".into(), is_error: false,
 //!         reply_required: true, created_at: at }),
 //!     ChatItem::Message(Message { id: "i3".into(), role: Role::Assistant,
 //!         text: "Booked: BK-1.".into(), interrupted: false, created_at: at }),
 //! ]);
+//! // What the session records for a call of a tool whose schema says `seats` is an integer.
+//! result.set_validated_args("c1", json!({"to": "Paris", "seats": 2}));
 //! let mut expect = result.expect();
-//! expect.next_event().is_function_call("book_flight").with_args(json!({"to": "Paris"}));
-//! expect.next_event().is_function_call_output().with_output("BK-1");
-//! expect.next_event().is_message(Role::Assistant).containing("BK-1");
+//! expect.next_event().is_function_call("book_flight")
+//!     .with_args(json!({"seats": "2"}))              // as the model sent it
+//!     .with_validated_args(json!({"seats": 2}));     // as the tool received it
+//! expect.next_event().is_function_call_output().containing("BK-1");
+//! expect.next_event().is_message(Role::Assistant).matching(|text| text.ends_with('.'));
 //! expect.no_more_events();
 //! ```
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use serde_json::Value;
 
+use crate::args::{parse_arguments, validate_arguments};
 use crate::chat::{AgentHandoff, ChatItem, FunctionCall, FunctionCallOutput, Message, Role};
+use crate::duplicate::{CONFIRM_PARAM, OnDuplicate, take_confirmation};
+use crate::tool::FunctionTool;
 
-/// The events of one run, in timestamp order.
+/// The events of one run, in timestamp order, and the validated arguments of its calls.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RunResult {
     events: Vec<ChatItem>,
+    /// By call id (unique in a session, decision 24).
+    validated: BTreeMap<String, Value>,
 }
 
 impl RunResult {
     /// A result holding `events` (sorted here by timestamp, stable).
     pub fn new(mut events: Vec<ChatItem>) -> Self {
         events.sort_by_key(ChatItem::created_at);
-        Self { events }
+        Self { events, validated: BTreeMap::new() }
+    }
+
+    /// Records what call `call_id`'s tool received: its arguments after validation against
+    /// the tool's schema. The session does this for every call of a tool it knows.
+    pub fn set_validated_args(&mut self, call_id: impl Into<String>, args: Value) {
+        self.validated.insert(call_id.into(), args);
     }
 
     /// The recorded events.
     pub fn events(&self) -> &[ChatItem] {
         &self.events
+    }
+
+    /// The validated arguments of call `call_id`: `None` for a call of an unknown tool, or
+    /// whose arguments did not parse or validate (its output says why).
+    pub fn validated_args(&self, call_id: &str) -> Option<&Value> {
+        self.validated.get(call_id)
     }
 
     /// A cursor for expectations, at the first event.
@@ -65,6 +90,25 @@ impl RunResult {
             Some(i) => self.events[i].as_function_call().expect("matched a function call"),
             None => self.fail(None, &format!("no function call `{name}` with arguments {args}")),
         }
+    }
+
+    /// Panics unless some function call has this name and its validated arguments (what the
+    /// tool received, see [`validated_args`](Self::validated_args)) contain `args`
+    /// (`Value::Null` matches any call that has them).
+    pub fn contains_validated_call(&self, name: &str, args: Value) -> &FunctionCall {
+        let found = self.events.iter().find_map(|e| {
+            e.as_function_call().filter(|c| {
+                c.name == name
+                    && self.validated(c).is_some_and(|valid| args.is_null() || subset(&args, valid))
+            })
+        });
+        found.unwrap_or_else(|| {
+            self.fail(None, &format!("no function call `{name}` with validated arguments {args}"))
+        })
+    }
+
+    fn validated(&self, call: &FunctionCall) -> Option<&Value> {
+        self.validated.get(&call.call_id)
     }
 
     /// Panics unless some function call output has this text and error flag.
@@ -101,7 +145,15 @@ impl RunResult {
         let mut text = format!("run expectation failed: {problem}\nevents:\n");
         for (i, event) in self.events.iter().enumerate() {
             let marker = if at == Some(i) { ">>" } else { "  " };
-            let _ = writeln!(text, "{marker} [{i}] {}", describe(event));
+            let _ = write!(text, "{marker} [{i}] {}", describe(event));
+            // The validated arguments, where they differ from what the model sent.
+            if let Some(call) = event.as_function_call()
+                && let Some(valid) = self.validated(call)
+                && serde_json::from_str::<Value>(&call.arguments).ok().as_ref() != Some(valid)
+            {
+                let _ = write!(text, " (validated: {valid})");
+            }
+            text.push('\n');
         }
         if at.is_some_and(|i| i >= self.events.len()) {
             let _ = writeln!(text, ">> [{}] (no more events)", self.events.len());
@@ -128,8 +180,28 @@ pub fn describe(item: &ChatItem) -> String {
     }
 }
 
-/// Whether the call's argument text decodes to an object containing `expected` (recursively
-/// for objects; other values compare equal). `Value::Null` matches anything.
+/// What `tool`'s body receives for the argument text `arguments`, as the tool call computes
+/// it (§5): parsed, the confirm parameter taken out (decision 11), validated against the
+/// schema unless the tool is raw; `None` when the call fails before its body runs.
+pub fn validated_arguments(tool: &FunctionTool, arguments: &str) -> Option<Value> {
+    let mut parsed = parse_arguments(tool.name(), arguments).ok()?.value;
+    let confirm = tool.duplicate_policy().0 == OnDuplicate::Confirm;
+    if confirm {
+        take_confirmation(tool.name(), &mut parsed).ok()?;
+    }
+    if tool.is_raw() {
+        return Some(Value::Object(parsed));
+    }
+    let mut valid = validate_arguments(tool.name(), tool.parameters(), parsed).ok()?;
+    if confirm && let Value::Object(map) = &mut valid {
+        // The schema's default fills it back in; it is the runtime's, not the tool's.
+        map.remove(CONFIRM_PARAM);
+    }
+    Some(valid)
+}
+
+/// Whether the call's argument text decodes to an object containing `expected`.
+/// `Value::Null` matches anything.
 fn args_match(arguments: &str, expected: &Value) -> bool {
     if expected.is_null() {
         return true;
@@ -137,10 +209,19 @@ fn args_match(arguments: &str, expected: &Value) -> bool {
     serde_json::from_str::<Value>(arguments).is_ok_and(|actual| subset(expected, &actual))
 }
 
+/// Whether `actual` contains `expected`: an object's listed keys match recursively (others
+/// are ignored), an array matches element by element, numbers by value (`25` matches `25.0`,
+/// as the tool's `f64` receives either), anything else by equality.
 fn subset(expected: &Value, actual: &Value) -> bool {
     match (expected, actual) {
         (Value::Object(e), Value::Object(a)) => {
             e.iter().all(|(k, v)| a.get(k).is_some_and(|av| subset(v, av)))
+        }
+        (Value::Array(e), Value::Array(a)) => {
+            e.len() == a.len() && e.iter().zip(a).all(|(ev, av)| subset(ev, av))
+        }
+        (Value::Number(e), Value::Number(a)) if e.is_f64() || a.is_f64() => {
+            e.as_f64() == a.as_f64()
         }
         _ => expected == actual,
     }
@@ -256,6 +337,33 @@ impl<'a> CallExpect<'a> {
         self
     }
 
+    /// Panics unless the validated arguments, what the tool received, contain `args`
+    /// (the same subset match; see [`RunResult::validated_args`]). A call whose arguments did
+    /// not validate, or of an unknown tool, has none and fails.
+    pub fn with_validated_args(self, args: Value) -> Self {
+        let result = self.inner.result;
+        match result.validated(self.call) {
+            Some(valid) if args.is_null() || subset(&args, valid) => {}
+            Some(_) => result.fail(
+                Some(self.inner.at),
+                &format!("expected validated arguments containing {args}"),
+            ),
+            None => result.fail(
+                Some(self.inner.at),
+                &format!(
+                    "expected validated arguments containing {args}, but the call has none \
+                     (an unknown tool, or arguments that did not parse or validate)"
+                ),
+            ),
+        }
+        self
+    }
+
+    /// The call's validated arguments, if it has them.
+    pub fn validated_args(&self) -> Option<&'a Value> {
+        self.inner.result.validated(self.call)
+    }
+
     /// The call.
     pub fn event(&self) -> &'a FunctionCall {
         self.call
@@ -273,6 +381,26 @@ impl<'a> OutputExpect<'a> {
     pub fn with_output(self, text: &str) -> Self {
         if self.output.output != text {
             self.inner.result.fail(Some(self.inner.at), &format!("expected output {text:?}"));
+        }
+        self
+    }
+
+    /// Panics unless the output text contains `part`: a background call's first output is
+    /// its first update wrapped in the update template, so an exact match would spell out
+    /// the template.
+    pub fn containing(self, part: &str) -> Self {
+        if !self.output.output.contains(part) {
+            self.inner
+                .result
+                .fail(Some(self.inner.at), &format!("expected output containing {part:?}"));
+        }
+        self
+    }
+
+    /// Panics unless `predicate` holds for the output text.
+    pub fn matching(self, predicate: impl FnOnce(&str) -> bool) -> Self {
+        if !predicate(&self.output.output) {
+            self.inner.result.fail(Some(self.inner.at), "expected an output the predicate accepts");
         }
         self
     }
@@ -312,6 +440,14 @@ impl<'a> MessageExpect<'a> {
             self.inner
                 .result
                 .fail(Some(self.inner.at), &format!("expected text containing {part:?}"));
+        }
+        self
+    }
+
+    /// Panics unless `predicate` holds for the text.
+    pub fn matching(self, predicate: impl FnOnce(&str) -> bool) -> Self {
+        if !predicate(&self.message.text) {
+            self.inner.result.fail(Some(self.inner.at), "expected a text the predicate accepts");
         }
         self
     }
@@ -383,5 +519,78 @@ mod tests {
             r.contains_function_call("book", json!({"trip": {"to": "Rome"}}));
         });
         assert!(wrong_args.is_err());
+    }
+
+    #[test]
+    fn validated_arguments_match_numbers_by_value_and_are_listed_on_failure() {
+        let mut r = result();
+        r.set_validated_args("c1", json!({"trip": {"to": "Oslo", "seats": 2.0}}));
+        let mut e = r.expect();
+        let call = e.next_event().is_function_call("book");
+        call.with_validated_args(json!({"trip": {"seats": 2}}))
+            .with_args(json!({"trip": {"seats": 2.0}}));
+        r.contains_validated_call("book", json!({"trip": {"to": "Oslo"}}));
+        let panic = std::panic::catch_unwind(|| {
+            r.expect().next_event().is_function_call("book").with_validated_args(json!({"x": 1}));
+        })
+        .unwrap_err();
+        let text = panic.downcast_ref::<String>().unwrap();
+        assert!(text.contains("validated: {\"trip\""), "{text}");
+        let none = std::panic::catch_unwind(|| {
+            result().expect().next_event().is_function_call("book").with_validated_args(json!({}));
+        })
+        .unwrap_err();
+        assert!(none.downcast_ref::<String>().unwrap().contains("the call has none"));
+    }
+
+    #[test]
+    fn outputs_match_by_substring_or_predicate() {
+        let at = Timestamp::new(1, 1);
+        let r = RunResult::new(vec![ChatItem::FunctionCallOutput(FunctionCallOutput {
+            id: "o".into(),
+            call_id: "c1".into(),
+            name: "book".into(),
+            output: "Still working: searching flights".into(),
+            is_error: false,
+            reply_required: true,
+            created_at: at,
+        })]);
+        r.expect()
+            .next_event()
+            .is_function_call_output()
+            .containing("searching")
+            .matching(|text| text.starts_with("Still"))
+            .with_error(false);
+        let exact = std::panic::catch_unwind(|| {
+            r.expect().next_event().is_function_call_output().containing("booked");
+        })
+        .unwrap_err();
+        assert!(exact.downcast_ref::<String>().unwrap().contains("containing \"booked\""));
+        let predicate = std::panic::catch_unwind(|| {
+            r.expect().next_event().is_function_call_output().matching(str::is_empty);
+        });
+        assert!(predicate.is_err());
+    }
+
+    #[test]
+    fn validated_arguments_are_what_the_body_receives() {
+        #[derive(serde::Deserialize, schemars::JsonSchema)]
+        #[allow(dead_code)] // only its schema matters here
+        struct Refund {
+            order_id: String,
+            amount: f64,
+        }
+        let tool = FunctionTool::new("refund", "", |_c: crate::RunContext, _a: Refund| async {
+            Ok::<_, crate::ToolError>("ok")
+        });
+        let valid = validated_arguments(&tool, r#"{"order_id": "A1", "amount": "2.5", "x": 1}"#);
+        assert_eq!(valid, Some(json!({"order_id": "A1", "amount": 2.5})));
+        assert_eq!(validated_arguments(&tool, r#"{"amount": 1}"#), None);
+        let confirm = tool.on_duplicate(OnDuplicate::Confirm, Default::default());
+        let valid = validated_arguments(
+            &confirm,
+            r#"{"order_id": "A1", "amount": 2, "lk_agents_confirm_duplicate": true}"#,
+        );
+        assert_eq!(valid, Some(json!({"order_id": "A1", "amount": 2})));
     }
 }

@@ -6,9 +6,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use colloquy_core::run_result::validated_arguments;
 use colloquy_core::{ChatItem, FunctionTool, RunResult};
 use ractor::RpcReplyPort;
+use serde_json::Value;
 
+use crate::catalog::ToolCatalog;
 use crate::error::SessionError;
 use crate::protocol::MockScope;
 
@@ -21,6 +24,9 @@ pub(crate) struct Run {
     /// Floor holds granted while the run was active: the run stays open until they end.
     pub holds: BTreeSet<u64>,
     pub items: Vec<ChatItem>,
+    /// What each recorded call's tool received, by call id (the testing API's
+    /// `with_validated_args`).
+    validated: Vec<(String, Value)>,
     /// The first LLM error of the run: it fails with it.
     pub failure: Option<String>,
     reply: RpcReplyPort<Result<RunResult, SessionError>>,
@@ -33,8 +39,26 @@ impl Run {
             pending_updates: BTreeSet::new(),
             holds: BTreeSet::new(),
             items: Vec::new(),
+            validated: Vec::new(),
             failure: None,
             reply,
+        }
+    }
+
+    /// Records items a speech of the run committed; `catalog` is its agent's, to validate
+    /// each call's arguments as its tool did (`None`: that agent is no longer current).
+    pub fn record(&mut self, items: &[ChatItem], catalog: Option<&ToolCatalog>) {
+        for item in items {
+            if let (ChatItem::FunctionCall(call), Some(catalog)) = (item, catalog) {
+                let tool = match catalog.get(&call.name) {
+                    Some(tool) => Some(tool.clone()),
+                    None => catalog.resolve(&call.name).map(|(tool, _)| tool),
+                };
+                if let Some(valid) = tool.and_then(|t| validated_arguments(&t, &call.arguments)) {
+                    self.validated.push((call.call_id.clone(), valid));
+                }
+            }
+            self.items.push(item.clone());
         }
     }
 
@@ -48,7 +72,13 @@ impl Run {
         let result = match (error, self.failure) {
             (Some(e), _) => Err(e),
             (None, Some(failure)) => Err(SessionError::RunFailed(failure)),
-            (None, None) => Ok(RunResult::new(self.items)),
+            (None, None) => {
+                let mut result = RunResult::new(self.items);
+                for (call_id, valid) in self.validated {
+                    result.set_validated_args(call_id, valid);
+                }
+                Ok(result)
+            }
         };
         let _ = self.reply.send(result);
     }
