@@ -286,6 +286,14 @@ impl EventLines {
                     },
                 )
             }
+            EventKind::ToolCallRefused { name, reason, duplicates, .. } => {
+                let (name, running) = (clean::line(name), clean::line(&duplicates.join(", ")));
+                let why = reason.as_str().replace('_', " ");
+                one(
+                    Style::Error,
+                    format!("  tool ✗ {name} refused ({why}): {running} still running"),
+                )
+            }
             EventKind::ToolBudgetExhausted { limit } => one(
                 Style::Error,
                 format!(
@@ -322,5 +330,46 @@ impl EventLines {
             }
             _ => vec![],
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use colloquy::RefusalReason;
+
+    fn lines(events: &[EventKind]) -> Vec<(Style, String)> {
+        let mut lines = EventLines::default();
+        events.iter().flat_map(|e| lines.lines(e)).collect()
+    }
+
+    #[test]
+    fn the_edges_show_as_lines_that_say_what_happened() {
+        let started = EventKind::ToolCallStarted { call_id: "c1".into(), name: "book".into() };
+        let timed_out = EventKind::ToolCallEnded {
+            id: "c1".into(),
+            call_id: "c1".into(),
+            status: ToolCallStatus::TimedOut,
+            message: Some("Tool `book` timed out after 5 s".into()),
+        };
+        let refused = EventKind::ToolCallRefused {
+            call_id: "c2".into(),
+            name: "book".into(),
+            reason: RefusalReason::Rejected,
+            duplicates: vec!["c1".into()],
+        };
+        let spent = EventKind::ToolBudgetExhausted { limit: 20 };
+        let shown: Vec<(Style, String)> = lines(&[started, timed_out, refused, spent]);
+        assert_eq!(
+            shown[1..],
+            [
+                (Style::Error, "  tool ✗ Tool `book` timed out after 5 s".to_string()),
+                (Style::Error, "  tool ✗ book refused (rejected): c1 still running".into()),
+                (
+                    Style::Error,
+                    "  (this turn made its 20 tool calls: the agent answers without tools)".into()
+                ),
+            ]
+        );
     }
 }
