@@ -201,14 +201,6 @@ impl ToolCatalog {
         self.tools.get(name).map(|routed| &routed.tool)
     }
 
-    /// The id of the toolset actor that runs `name`.
-    pub fn route(&self, name: &str) -> Option<&str> {
-        match self.tools.get(name) {
-            Some(routed) => Some(routed.toolset.as_str()),
-            None => self.sources.route(name, |n| self.tools.contains_key(n)),
-        }
-    }
-
     /// Starts the tool sources toolset `id` runs (its actor has started).
     pub fn start_sources(&self, id: &str) {
         self.sources.start(id);
@@ -228,10 +220,14 @@ impl ToolCatalog {
         self.sources.wait_ready().await
     }
 
-    /// The names of the tools toolset `id` runs, in the order the model sees them.
+    /// The names of the tools toolset `id` runs, in the order the model sees them: those known
+    /// from the start, then those its sources list now (under the names the model sees).
     pub fn routed_to(&self, id: &str) -> Vec<String> {
-        let routed = |name: &str| self.route(name) == Some(id);
-        self.schemas.iter().filter(|s| routed(&s.name)).map(|s| s.name.clone()).collect()
+        let routed = |name: &str| self.tools.get(name).is_some_and(|r| r.toolset == id);
+        let mut names: Vec<String> =
+            self.schemas.iter().filter(|s| routed(&s.name)).map(|s| s.name.clone()).collect();
+        names.extend(self.sources.names_routed_to(id, |n| self.tools.contains_key(n)));
+        names
     }
 
     /// The async toolsets of `scope`, in declaration order.

@@ -149,10 +149,10 @@ impl Sources {
         Some((tool, listed.source.toolset.clone()))
     }
 
-    /// The toolset that runs the tool the model calls `name` now, if a source lists it.
-    pub fn route(&self, name: &str, taken: impl Fn(&str) -> bool) -> Option<&str> {
-        let listed = self.listing(&taken).into_iter().find(|l| l.name() == name)?;
-        Some(listed.source.toolset.as_str())
+    /// The names the model sees now for the tools toolset `id` runs.
+    pub fn names_routed_to(&self, id: &str, taken: impl Fn(&str) -> bool) -> Vec<String> {
+        let listing = self.listing(&taken);
+        listing.iter().filter(|l| l.source.toolset == id).map(|l| l.name().to_string()).collect()
     }
 
     /// Waits, the first time only, for every source's first list; returns why the ones that

@@ -727,6 +727,11 @@ async fn clashing_tool_names_get_their_server_s_name_and_never_stop_a_session() 
         assert!(tools.contains(&name.to_string()), "{name} missing from {tools:?}");
     }
     assert!(!tools.contains(&"py1_pid".to_string()), "{tools:?}");
+    // The snapshot lists each toolset's learned tools under the names the model sees.
+    let snap = h.session.inspect().await.unwrap();
+    let listed = |id: &str| snap.tree.find(id).and_then(|n| n.tools.clone()).unwrap_or_default();
+    assert!(listed("toolset:py1").contains(&"pid".to_string()), "{snap}");
+    assert!(listed("toolset:py2").contains(&"py2_pid".to_string()), "{snap}");
     assert_eq!(output(&h, "c1").await, Some(("the agent's own add".into(), false)));
     assert!(output(&h, "c2").await.unwrap().0.contains("1 + 2 = 3"));
     assert!(output(&h, "c3").await.unwrap().0.contains("2 + 2 = 4"));

@@ -289,6 +289,20 @@ async fn mcp_servers_are_supervised_and_a_bad_one_does_not_stop_the_chat() {
     assert_lines_in_order(&all, &["tools:", "  get-sum — ", "no call running"]);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_servers_with_the_same_tools_start_together() {
+    let server = format!("node {} stdio", everything_server());
+    let args = ["chat", "--provider", "scripted", "--no-color", "--mcp", &server, "--mcp", &server];
+    let mut chat = Driven::start(&args).await;
+    chat.wait_for_n("tools from `node ", 2).await;
+    chat.send("/inspect").await;
+    // The second server's tools keep theirs under its name: `mcp2_get-sum`.
+    chat.wait_for("mcp2_get-sum").await;
+    chat.send("/quit").await;
+    let (code, all) = chat.end().await;
+    assert_eq!(code, Some(0), "{all}");
+}
+
 /// A `colloquy` process driven line by line through pipes, its output read as it comes.
 struct Driven {
     child: tokio::process::Child,
@@ -327,10 +341,15 @@ impl Driven {
 
     /// Reads until `text` has been written (at most 20 s).
     async fn wait_for(&mut self, text: &str) {
+        self.wait_for_n(text, 1).await;
+    }
+
+    /// Reads until `text` has been written `n` times (at most 20 s).
+    async fn wait_for_n(&mut self, text: &str, n: usize) {
         use tokio::io::AsyncReadExt;
         let reading = async {
             let mut buffer = [0u8; 1024];
-            while !self.text().contains(text) {
+            while self.text().matches(text).count() < n {
                 let n = self.stdout.read(&mut buffer).await.expect("stdout is readable");
                 assert!(n > 0, "stdout closed before `{text}`:\n{}", self.text());
                 self.seen.extend_from_slice(&buffer[..n]);
