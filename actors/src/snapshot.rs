@@ -203,7 +203,7 @@ fn word(value: &impl Serialize) -> String {
 ///   session · session · running
 ///     activity:travel · activity · running · agent travel
 ///       toolset:agent:travel · toolset · running · agent scope · tools: book_flight
-///         tool_call:c1 · tool_call · running · book_flight · 1.2 s · 1 updates · cancellable
+///         tool_call:c1 · tool_call · running · book_flight · 1.2 s · 1 update · cancellable
 /// ```
 ///
 /// Names are written as the tools and agents give them: a host printing to a terminal should
@@ -256,8 +256,10 @@ impl ActorNode {
         if let Some(ms) = self.elapsed_ms {
             write!(f, " · {:.1} s", ms as f64 / 1000.0)?;
         }
-        if let Some(updates) = self.updates {
-            write!(f, " · {updates} updates")?;
+        match self.updates {
+            Some(1) => write!(f, " · 1 update")?,
+            Some(updates) => write!(f, " · {updates} updates")?,
+            None => {}
         }
         if self.cancellable == Some(true) {
             write!(f, " · cancellable")?;

@@ -361,15 +361,15 @@ async fn a_snapshot_prints_as_an_indented_tree() {
             "    activity:A · activity · running · agent A",
             "      toolset:agent:A · toolset · running · agent scope · tools: book, \
              lk_agents_cancel_task, lk_agents_get_running_tasks",
-            "        tool_call:b1 · tool_call · running · book · 0.1 s · 1 updates · cancellable",
+            "        tool_call:b1 · tool_call · running · book · 0.1 s · 1 update · cancellable",
             "    toolset:shared · toolset · running · session scope · tools: lookup",
-            "      tool_call:l1 · tool_call · running · lookup · 0.1 s · 1 updates",
+            "      tool_call:l1 · tool_call · running · lookup · 0.1 s · 1 update",
         ],
         "{text}"
     );
     // A node prints its own subtree, from no indent.
     let call = snap.tree.find("tool_call:l1").unwrap().to_string();
-    assert_eq!(call, "tool_call:l1 · tool_call · running · lookup · 0.1 s · 1 updates\n");
+    assert_eq!(call, "tool_call:l1 · tool_call · running · lookup · 0.1 s · 1 update\n");
     h.close().await;
 }
 
