@@ -84,3 +84,8 @@ mod timeout_tests {
         );
     }
 }
+
+/// What the model reads when the host's `before_tool_call` hook rejects a call.
+pub fn tool_rejected_by_host(name: &str, reason: &str) -> String {
+    format!("The host rejected `{name}`: {reason}")
+}
