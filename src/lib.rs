@@ -57,6 +57,9 @@ pub use colloquy_core::{
     ToolSchema, ToolSource, ToolVisibility, Toolset, UserState,
 };
 pub use colloquy_core::{
+    BeforeCall, BeforeCallFuture, BeforeToolCall, PendingToolCall, RetryPolicy,
+};
+pub use colloquy_core::{
     CallHooks, PostedUpdate, RefusalReason, ReplyStatus, ResolvedTemplates, Template, Templates,
     UpdateMessage, UpdateOptions,
 };

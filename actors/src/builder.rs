@@ -61,6 +61,7 @@ pub struct SessionBuilder {
     lifecycle: Option<mpsc::Sender<LifecycleEvent>>,
     host: Option<Host>,
     on_close: Option<CloseCallback>,
+    before_call: Option<colloquy_core::BeforeToolCall>,
 }
 
 impl SessionBuilder {
@@ -237,6 +238,44 @@ impl SessionBuilder {
         self
     }
 
+    /// A hook run before each tool call of the session (issue 27): it sees the call (name,
+    /// validated arguments, call id, agent) and answers [`BeforeCall`]: run it, run it with
+    /// rewritten arguments, skip it with an output, or reject it with a reason. Where hosts
+    /// put guardrails and audit logging.
+    ///
+    /// It runs in the call's own task after `tool_call_started` and before the body (once per
+    /// call, not per retry), so a slow hook delays only its call. A skipped call ends `done`
+    /// with its output; a rejected one ends `error` and the model reads
+    /// ``The host rejected `NAME`: REASON``; an `Err` from the hook is the model's error
+    /// output (a panic, the internal-error text). Calls answered without starting (unknown
+    /// tool, duplicate policy) never reach it.
+    ///
+    /// ```
+    /// use colloquy_actors::Session;
+    /// use colloquy_core::{BeforeCall, PendingToolCall, ToolError};
+    ///
+    /// let builder = Session::builder().before_tool_call(|call: PendingToolCall| async move {
+    ///     if call.name == "refund" && call.arguments["amount_cents"].as_u64() > Some(10_000) {
+    ///         return Ok(BeforeCall::Reject("refunds over $100 need a person".into()));
+    ///     }
+    ///     Ok::<_, ToolError>(BeforeCall::Run)
+    /// });
+    /// # drop(builder);
+    /// ```
+    ///
+    /// [`BeforeCall`]: colloquy_core::BeforeCall
+    pub fn before_tool_call<F, Fut>(mut self, hook: F) -> Self
+    where
+        F: Fn(colloquy_core::PendingToolCall) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<
+                Output = Result<colloquy_core::BeforeCall, colloquy_core::ToolError>,
+            > + Send
+            + 'static,
+    {
+        self.before_call = Some(Arc::new(move |call| Box::pin(hook(call))));
+        self
+    }
+
     /// Spawns the session's actors with `agent` as the first agent.
     pub async fn start(self, agent: Agent) -> Result<SessionHandle, SessionError> {
         let llm = self
@@ -261,6 +300,7 @@ impl SessionBuilder {
             lifecycle: self.lifecycle,
             lifecycle_hub: self.host.as_ref().map(Host::hub),
             on_close: self.on_close,
+            before_call: self.before_call,
             closed: Arc::clone(&closed),
         };
         let spawned = match &self.host {

@@ -72,10 +72,13 @@ impl Default for SessionOptions {
 
 impl SessionOptions {
     /// How every toolset of the session supervises its calls.
-    pub(crate) fn call_policy(&self) -> crate::protocol::CallPolicy {
+    pub(crate) fn call_policy(
+        &self,
+        before_call: Option<colloquy_core::BeforeToolCall>,
+    ) -> crate::protocol::CallPolicy {
         let mut limits = colloquy_core::CallLimits::default();
         limits.deadline = self.tool_deadline;
         limits.heartbeat = self.tool_heartbeat;
-        crate::protocol::CallPolicy { cancel_grace: self.cancel_grace, limits }
+        crate::protocol::CallPolicy { cancel_grace: self.cancel_grace, limits, before_call }
     }
 }

@@ -131,7 +131,7 @@ impl Actor for ActivityActor {
                 session: args.session.clone(),
                 coalescer: args.coalescer.clone(),
                 templates: Templates::resolve(&levels),
-                calls: args.calls,
+                calls: args.calls.clone(),
                 scope: Scope::Agent,
                 userdata: args.userdata.clone(),
             };

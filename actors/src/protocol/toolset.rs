@@ -14,12 +14,14 @@ use ractor::{ActorId, RpcReplyPort};
 use serde_json::{Map, Value};
 
 /// How a toolset supervises its calls: the session's settings every toolset shares.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone)]
 pub(crate) struct CallPolicy {
     /// How long a cooperative call may clean up after a cancel or a time-out.
     pub cancel_grace: std::time::Duration,
     /// The session's default limits, for tools (and toolsets) that set none.
     pub limits: colloquy_core::CallLimits,
+    /// The host's hook, run in each call's task before its body.
+    pub before_call: Option<colloquy_core::BeforeToolCall>,
 }
 
 /// A call to run.
@@ -73,6 +75,8 @@ pub(crate) enum ToolsetMsg {
     /// actor: a report from a body whose call already ended (or whose id was reused since) is
     /// dropped.
     Updated { call_id: String, from: ActorId, index: u32, update: PostedUpdate },
+    /// An attempt of a call marked safe to retry failed; `attempt` runs after the backoff.
+    Retrying { call_id: String, from: ActorId, attempt: u32, reason: String },
     /// The timer of a call with a deadline or heartbeat fired (from its ToolCall `from`).
     Watch { call_id: String, from: ActorId },
     /// A ToolCall's body ended (a panic arrives here as an internal error).

@@ -65,6 +65,8 @@ pub(crate) struct SessionArgs {
     pub lifecycle_hub: Option<Arc<LifecycleHub>>,
     /// The host's close callback.
     pub on_close: Option<CloseCallback>,
+    /// The host's hook before each tool call.
+    pub before_call: Option<colloquy_core::BeforeToolCall>,
     /// Where the final history goes when the session closes (shared with its handles).
     pub closed: Arc<std::sync::OnceLock<ClosedSession>>,
 }
@@ -107,7 +109,7 @@ impl Actor for SessionActor {
             session_toolsets,
             session_tools: args.session_tools,
             session_toolset_decls: args.session_toolsets,
-            calls: args.options.call_policy(),
+            calls: args.options.call_policy(args.before_call.clone()),
             max_tool_steps: args.options.max_tool_steps,
             llm_timeout: args.options.llm_timeout,
             playout_timeout: args.options.playout_timeout,
@@ -262,7 +264,7 @@ async fn spawn_session_toolsets(
             session: link.clone(),
             coalescer: coalescer.clone(),
             templates,
-            calls: args.options.call_policy(),
+            calls: args.options.call_policy(args.before_call.clone()),
             scope: Scope::Session,
             userdata: args.userdata.clone(),
         };

@@ -15,7 +15,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use colloquy_core::{
-    CallHooks, FunctionCall, FunctionTool, PostedUpdate, RunContext, Template, ToolError,
+    BeforeCall, BeforeToolCall, CallHooks, FunctionCall, FunctionTool, IntoToolOutput,
+    PendingToolCall, PostedUpdate, RunContext, Template, ToolError, ToolOutput, text,
 };
 use futures_util::FutureExt;
 use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef};
@@ -46,6 +47,8 @@ pub(crate) struct ToolCallArgs {
     pub userdata: Option<Arc<dyn Any + Send + Sync>>,
     pub update_template: Template,
     pub toolset: ActorRef<ToolsetMsg>,
+    /// The host's hook, run before the body.
+    pub before_call: Option<BeforeToolCall>,
     /// The call's `tracing` span; the body runs in it.
     pub span: tracing::Span,
 }
@@ -100,6 +103,15 @@ impl Reporter {
         *updates += 1;
         let (call_id, from) = (self.call_id.clone(), self.from);
         let _ = self.toolset.cast(ToolsetMsg::Updated { call_id, from, index, update });
+    }
+
+    /// An attempt failed and `attempt` runs after the backoff.
+    fn retrying(&self, attempt: u32, reason: String) {
+        if self.flags.cancelled.load(Ordering::SeqCst) {
+            return;
+        }
+        let (call_id, from) = (self.call_id.clone(), self.from);
+        let _ = self.toolset.cast(ToolsetMsg::Retrying { call_id, from, attempt, reason });
     }
 
     /// The body ended: its result goes to the Toolset, or, once the call was cancelled, the
@@ -161,6 +173,99 @@ impl CallHooks for Hooks {
     }
 }
 
+type Outcome = Result<ToolOutput, ToolError>;
+
+/// Runs one attempt of the body: `Ok` with what it returned, `Err` with the internal error a
+/// panic becomes (`panic: <text>`; never retried: a panic is a bug, not a transient failure).
+async fn attempt(
+    tool: &FunctionTool,
+    ctx: RunContext,
+    arguments: Map<String, Value>,
+) -> Result<Outcome, Outcome> {
+    match AssertUnwindSafe(tool.invoke(ctx, arguments)).catch_unwind().await {
+        Ok(result) => Ok(result),
+        Err(payload) => Err(Err(ToolError::internal(format!("panic: {}", panic_text(&*payload))))),
+    }
+}
+
+/// A call with a `before_tool_call` hook or a retry policy (docs/decisions.md, issue 27): the
+/// hook, then the body's attempts with their backoffs, all in the call's task.
+struct Run {
+    ctx: RunContext,
+    agent_id: String,
+    reporter: Arc<Reporter>,
+    /// Fired when the call is cancelled or timed out: a backoff then ends at once.
+    cancel: CancellationToken,
+}
+
+impl Run {
+    async fn supervised(
+        self,
+        tool: FunctionTool,
+        arguments: Map<String, Value>,
+        hook: Option<BeforeToolCall>,
+    ) -> Outcome {
+        // Validated once: the hook sees what the body would get, and a bad call is never
+        // retried.
+        let mut arguments = tool.validate(arguments)?;
+        if let Some(hook) = hook {
+            let pending = PendingToolCall::new(
+                self.ctx.call_id(),
+                tool.name(),
+                arguments.clone(),
+                self.agent_id.clone(),
+            );
+            let decision = match AssertUnwindSafe(hook(pending)).catch_unwind().await {
+                Ok(decision) => decision?,
+                Err(payload) => {
+                    let why = format!("before_tool_call panicked: {}", panic_text(&*payload));
+                    return Err(ToolError::internal(why));
+                }
+            };
+            match decision {
+                BeforeCall::Run => {}
+                BeforeCall::Rewrite(rewritten) => arguments = tool.validate(rewritten)?,
+                BeforeCall::Skip(output) => return output.into_tool_output(),
+                BeforeCall::Reject(reason) => {
+                    return Err(ToolError::new(text::tool_rejected_by_host(tool.name(), &reason)));
+                }
+            }
+        }
+        let Some(policy) = tool.retry_policy() else {
+            return attempt(&tool, self.ctx, arguments).await.unwrap_or_else(|e| e);
+        };
+        let mut tried = 1;
+        loop {
+            let run = attempt(&tool, self.ctx.clone(), arguments.clone());
+            let (outcome, reason) = match policy.attempt_timeout {
+                Some(limit) => match tokio::time::timeout(limit, run).await {
+                    Ok(Ok(Err(e))) => (Err(e.clone()), e.message().to_string()),
+                    Ok(done) => return done.unwrap_or_else(|e| e),
+                    Err(_) => {
+                        let why = text::tool_timed_out(tool.name(), limit);
+                        (Err(ToolError::new(why.clone())), why)
+                    }
+                },
+                None => match run.await {
+                    Ok(Err(e)) => (Err(e.clone()), e.message().to_string()),
+                    done => return done.unwrap_or_else(|e| e),
+                },
+            };
+            if tried >= policy.attempts {
+                return outcome;
+            }
+            tried += 1;
+            self.reporter.retrying(tried, reason);
+            tokio::select! {
+                biased;
+                // Cancelled or timed out meanwhile: the Toolset has ended the call already.
+                _ = self.cancel.cancelled() => return outcome,
+                _ = tokio::time::sleep(policy.delay(tried - 1)) => {}
+            }
+        }
+    }
+}
+
 impl Actor for ToolCallActor {
     type Msg = ToolCallMsg;
     type State = ToolCallState;
@@ -209,20 +314,23 @@ impl Actor for ToolCallActor {
             session: args.session,
             cancel: state.cancel.clone(),
         });
+        let agent_id = args.agent_id.clone();
         let ctx =
             RunContext::with_hooks(args.call, args.speech_id, args.agent_id, args.userdata, hooks);
         let (tool, arguments) = (args.tool, args.arguments);
-        let body = tracing::Instrument::instrument(
-            async move { tool.invoke(ctx, arguments).await },
-            args.span,
-        );
+        let run =
+            Run { ctx, agent_id, reporter: Arc::clone(&reporter), cancel: state.cancel.clone() };
+        let body = if args.before_call.is_none() && tool.retry_policy().is_none() {
+            // The common path: one attempt, nothing validated twice.
+            let ctx = run.ctx;
+            Box::pin(async move { attempt(&tool, ctx, arguments).await.unwrap_or_else(|e| e) })
+                as std::pin::Pin<Box<dyn Future<Output = _> + Send>>
+        } else {
+            Box::pin(run.supervised(tool, arguments, args.before_call))
+        };
+        let body = tracing::Instrument::instrument(body, args.span);
         state._task = Some(OwnedTask::spawn(async move {
-            let result = match AssertUnwindSafe(body).catch_unwind().await {
-                Ok(result) => result,
-                Err(payload) => {
-                    Err(ToolError::internal(format!("panic: {}", panic_text(&*payload))))
-                }
-            };
+            let result = body.await;
             reporter.finished(&myself, result);
         }));
         Ok(())

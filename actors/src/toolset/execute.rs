@@ -151,6 +151,7 @@ impl ToolsetState {
             userdata: self.args.userdata.clone(),
             update_template: self.args.templates.update.clone(),
             toolset: myself.clone(),
+            before_call: self.args.calls.before_call.clone(),
             span: exec.span,
         };
         // Boxed: the spawn future is large, and inlined it would size every toolset's actor

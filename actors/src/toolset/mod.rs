@@ -210,6 +210,11 @@ impl Actor for ToolsetActor {
                     state.updated(&call_id, index, update)
                 }
             }
+            ToolsetMsg::Retrying { call_id, from, attempt, reason } => {
+                if state.runs(&call_id, from) {
+                    state.retrying(&call_id, attempt, reason)
+                }
+            }
             ToolsetMsg::Watch { call_id, from } => state.check_watch(&myself, &call_id, from),
             ToolsetMsg::Finished { call_id, from, result } => {
                 if state.runs(&call_id, from) {
@@ -338,6 +343,15 @@ impl ToolsetState {
             provisional: false,
             handoff: None,
         }
+    }
+
+    /// An attempt failed and the call runs again: the host hears of it, and the retry counts
+    /// as a sign of life for the heartbeat (the deadline still counts from the call's start).
+    fn retrying(&mut self, call_id: &str, attempt: u32, reason: String) {
+        let Some(call) = self.running.get_mut(call_id) else { return };
+        call.watch.beat();
+        let call_id = call_id.to_string();
+        self.args.session.emit(EventKind::ToolCallRetry { call_id, attempt, reason });
     }
 
     fn updated(&mut self, call_id: &str, index: u32, update: PostedUpdate) {

@@ -248,6 +248,18 @@ pub enum EventKind {
         /// The call ids of the running calls it duplicates, sorted.
         duplicates: Vec<String>,
     },
+    /// An attempt of a tool marked safe to retry failed and the call runs again after its
+    /// backoff (colloquy's addition; docs/decisions.md, issue 27). The call keeps its one
+    /// `tool_call_started` and ends once.
+    #[serde(rename = "x_tool_call_retry")]
+    ToolCallRetry {
+        /// The call id.
+        call_id: String,
+        /// The attempt about to run (2 for the first retry).
+        attempt: u32,
+        /// Why the previous attempt failed (its error, or its timeout).
+        reason: String,
+    },
     /// A deferred reply changed state.
     ToolReplyUpdated {
         /// The call ids of the pairs it delivers, in enqueue order.
@@ -359,6 +371,8 @@ pub enum EventType {
     ToolCallDropped,
     /// [`EventKind::ToolCallRefused`].
     ToolCallRefused,
+    /// [`EventKind::ToolCallRetry`].
+    ToolCallRetry,
     /// [`EventKind::ToolReplyUpdated`].
     ToolReplyUpdated,
     /// [`EventKind::AgentHandoff`].
@@ -398,6 +412,7 @@ impl EventKind {
             EventKind::ToolCallEnded { .. } => EventType::ToolCallEnded,
             EventKind::ToolCallDropped { .. } => EventType::ToolCallDropped,
             EventKind::ToolCallRefused { .. } => EventType::ToolCallRefused,
+            EventKind::ToolCallRetry { .. } => EventType::ToolCallRetry,
             EventKind::ToolReplyUpdated { .. } => EventType::ToolReplyUpdated,
             EventKind::AgentHandoff { .. } => EventType::AgentHandoff,
             EventKind::Error { .. } => EventType::Error,
@@ -454,7 +469,7 @@ impl EventFilter {
         types.into_iter().fold(Self::NONE, Self::with)
     }
 
-    /// The tool lifecycle: calls started, updated, ended, dropped and refused, and the
+    /// The tool lifecycle: calls started, updated, retried, ended, dropped and refused, and the
     /// deferred replies that deliver their results.
     pub fn tool_execution() -> Self {
         Self::only([
@@ -463,6 +478,7 @@ impl EventFilter {
             EventType::ToolCallEnded,
             EventType::ToolCallDropped,
             EventType::ToolCallRefused,
+            EventType::ToolCallRetry,
             EventType::ToolReplyUpdated,
         ])
     }

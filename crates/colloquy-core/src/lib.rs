@@ -8,6 +8,7 @@
 
 pub mod agent;
 pub mod args;
+pub mod before_call;
 pub mod call_ids;
 pub mod chat;
 pub mod duplicate;
@@ -29,6 +30,7 @@ pub use agent::Agent;
 pub use args::{
     ArgumentError, ParsedArguments, canonical_json, parse_arguments, validate_arguments,
 };
+pub use before_call::{BeforeCall, BeforeCallFuture, BeforeToolCall, PendingToolCall};
 pub use call_ids::CallIds;
 pub use chat::{
     AgentHandoff, ChatContext, ChatItem, FunctionCall, FunctionCallOutput, Message, Role,
@@ -45,7 +47,7 @@ pub use run_result::{RunExpect, RunResult};
 pub use templates::{ResolvedTemplates, Template, Templates};
 pub use time::Timestamp;
 pub use tool::{
-    CallLimits, FunctionTool, ToolDeclarationError, ToolFlags, ToolSchema, ToolSource,
+    CallLimits, FunctionTool, RetryPolicy, ToolDeclarationError, ToolFlags, ToolSchema, ToolSource,
     ToolVisibility, Toolset,
 };
 pub use tool_error::{ToolError, ToolErrorKind};

@@ -35,6 +35,11 @@ pub fn tool_timed_out(name: &str, after: std::time::Duration) -> String {
     format!("Tool `{name}` timed out after {} s", seconds(after))
 }
 
+/// What the model reads when the host's `before_tool_call` hook rejects a call.
+pub fn tool_rejected_by_host(name: &str, reason: &str) -> String {
+    format!("The host rejected `{name}`: {reason}")
+}
+
 /// What the model reads when a call goes without an update past its heartbeat.
 pub fn tool_heartbeat_missed(name: &str, quiet: std::time::Duration) -> String {
     format!("Tool `{name}` timed out: no update for {} s", seconds(quiet))

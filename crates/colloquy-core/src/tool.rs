@@ -62,6 +62,74 @@ impl CallLimits {
     }
 }
 
+/// How a tool marked safe to retry is re-run (docs/decisions.md, issue 27): after an attempt
+/// that returns an error (a [`ToolError`]; a panic is never retried) or that runs past
+/// [`attempt_timeout`](Self::attempt_timeout), the runtime waits `backoff × factorⁿ⁻¹`
+/// (at most [`max_backoff`](Self::max_backoff), no jitter) and runs the body again, up to
+/// `attempts` runs in all. The model sees one call and its last attempt's outcome; a deadline
+/// on the tool bounds the whole call, every attempt and backoff included.
+///
+/// ```
+/// # use colloquy_core::RetryPolicy;
+/// # use std::time::Duration;
+/// let policy = RetryPolicy::new(4, Duration::from_millis(200)).max_backoff(Duration::from_millis(500));
+/// assert_eq!(policy.delay(1), Duration::from_millis(200)); // before the 2nd attempt
+/// assert_eq!(policy.delay(2), Duration::from_millis(400));
+/// assert_eq!(policy.delay(3), Duration::from_millis(500)); // capped
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RetryPolicy {
+    /// Runs in all, the first included (at least 1).
+    pub attempts: u32,
+    /// The wait before the second attempt.
+    pub backoff: Duration,
+    /// How much each wait grows over the previous one (default 2).
+    pub factor: u32,
+    /// The longest wait (default 30 s).
+    pub max_backoff: Duration,
+    /// How long one attempt may run before it is dropped and retried (default `None`).
+    pub attempt_timeout: Option<Duration>,
+}
+
+impl RetryPolicy {
+    /// Up to `attempts` runs, waiting `backoff`, then twice as long each time, at most 30 s.
+    pub fn new(attempts: u32, backoff: Duration) -> Self {
+        RetryPolicy {
+            attempts: attempts.max(1),
+            backoff,
+            factor: 2,
+            max_backoff: Duration::from_secs(30),
+            attempt_timeout: None,
+        }
+    }
+
+    /// Each wait is `factor` times the previous one (1: a constant backoff).
+    pub fn factor(mut self, factor: u32) -> Self {
+        self.factor = factor.max(1);
+        self
+    }
+
+    /// The longest wait between two attempts.
+    pub fn max_backoff(mut self, cap: Duration) -> Self {
+        self.max_backoff = cap;
+        self
+    }
+
+    /// An attempt running this long is dropped (its future is not polled again) and, if
+    /// attempts remain, retried; the last one ends the call with the timeout as its error.
+    pub fn attempt_timeout(mut self, limit: Duration) -> Self {
+        self.attempt_timeout = Some(limit);
+        self
+    }
+
+    /// The wait after the `failed`-th attempt (1-based): `backoff × factor^(failed−1)`, capped.
+    pub fn delay(&self, failed: u32) -> Duration {
+        let growth = self.factor.checked_pow(failed.saturating_sub(1)).unwrap_or(u32::MAX);
+        self.backoff.checked_mul(growth).unwrap_or(Duration::MAX).min(self.max_backoff)
+    }
+}
+
 /// A tool as the model sees it: name, description, JSON schema of its parameters.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ToolSchema {
@@ -142,6 +210,8 @@ pub struct FunctionTool {
     limits: CallLimits,
     /// Its toolsets' (the innermost that sets each), kept apart so a toolset can change them.
     inherited: CallLimits,
+    /// Set for tools marked safe to retry.
+    retry: Option<RetryPolicy>,
     raw: bool,
     body: Arc<Body>,
 }
@@ -195,6 +265,7 @@ impl FunctionTool {
             duplicate_scope: DuplicateScope::default(),
             limits: CallLimits::default(),
             inherited: CallLimits::default(),
+            retry: None,
             raw: false,
             body: Arc::new(body),
         }
@@ -240,6 +311,7 @@ impl FunctionTool {
             duplicate_scope: DuplicateScope::default(),
             limits: CallLimits::default(),
             inherited: CallLimits::default(),
+            retry: None,
             raw: true,
             body: Arc::new(body),
         })
@@ -289,6 +361,19 @@ impl FunctionTool {
     pub fn heartbeat(mut self, heartbeat: Duration) -> Self {
         self.limits.heartbeat = Some(heartbeat);
         self
+    }
+
+    /// Marks the tool safe to retry: a failed or timed-out attempt runs again under `policy`,
+    /// each retry reported as an `x_tool_call_retry` event. Only for bodies that may run twice
+    /// (a lookup, not a payment).
+    pub fn retry(mut self, policy: RetryPolicy) -> Self {
+        self.retry = Some(policy);
+        self
+    }
+
+    /// The tool's retry policy, if it is safe to retry.
+    pub fn retry_policy(&self) -> Option<RetryPolicy> {
+        self.retry
     }
 
     /// The tool's limits: its own, else its innermost toolset's that sets one (unset ones
@@ -431,6 +516,19 @@ impl FunctionTool {
             name: self.name.clone(),
             description: self.description.clone(),
             parameters: Arc::clone(&self.parameters),
+        }
+    }
+
+    /// The arguments as the body will receive them: validated (defaults filled, values
+    /// coerced) for typed tools, as sent for raw ones; a failure is the error the model reads.
+    pub fn validate(&self, arguments: Map<String, Value>) -> Result<Map<String, Value>, ToolError> {
+        if self.raw {
+            return Ok(arguments);
+        }
+        match validate_arguments(&self.name, &self.parameters, arguments) {
+            Ok(Value::Object(valid)) => Ok(valid),
+            Ok(_) => Ok(Map::new()),
+            Err(e) => Err(ToolError::new(e.to_string())),
         }
     }
 

@@ -27,7 +27,8 @@
 //! `on_duplicate = "allow" | "reject" | "replace" | "confirm"`, `duplicate_scope = "name" |
 //! "name_and_args" | ["arg", …]` (a list: calls are duplicates when those arguments are equal
 //! after validation, whatever the others hold; each must be a parameter of the function),
-//! `deadline = "30s"`, `heartbeat = "10s"`.
+//! `deadline = "30s"`, `heartbeat = "10s"`, `retry(attempts = 3, backoff = "200ms")` (safe to
+//! retry; also `factor = 2`, `max_backoff = "5s"`, `attempt_timeout = "2s"`).
 
 mod docs;
 mod options;

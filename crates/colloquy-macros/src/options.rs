@@ -1,5 +1,6 @@
 //! The attribute's options: `#[function_tool(name = "…", cancellable, on_duplicate = "…",
-//! duplicate_scope = "…" | ["arg", …], deadline = "30s", heartbeat = "10s")]`.
+//! duplicate_scope = "…" | ["arg", …], deadline = "30s", heartbeat = "10s",
+//! retry(attempts = 3, backoff = "200ms", factor = 2, max_backoff = "5s", attempt_timeout = "2s"))]`.
 
 use quote::quote;
 use syn::parse::{Parse, ParseStream};
@@ -23,6 +24,58 @@ pub(crate) struct Options {
     deadline: Option<u64>,
     /// Milliseconds.
     heartbeat: Option<u64>,
+    retry: Option<Retry>,
+}
+
+/// `retry(…)`: attempts and backoff are required; durations in milliseconds.
+struct Retry {
+    attempts: u32,
+    backoff: u64,
+    factor: Option<u32>,
+    max_backoff: Option<u64>,
+    attempt_timeout: Option<u64>,
+}
+
+impl Retry {
+    /// Parses the parenthesised list after `retry`.
+    fn parse(key: &Ident, input: ParseStream) -> syn::Result<Self> {
+        let content;
+        syn::parenthesized!(content in input);
+        let (mut attempts, mut backoff, mut factor, mut max_backoff, mut attempt_timeout) =
+            (None, None, None, None, None);
+        while !content.is_empty() {
+            let name: Ident = content.parse()?;
+            content.parse::<Token![=]>()?;
+            match name.to_string().as_str() {
+                "attempts" => attempts = Some(content.parse::<syn::LitInt>()?.base10_parse()?),
+                "factor" => factor = Some(content.parse::<syn::LitInt>()?.base10_parse()?),
+                "backoff" => backoff = Some(millis(&content.parse()?)?),
+                "max_backoff" => max_backoff = Some(millis(&content.parse()?)?),
+                "attempt_timeout" => attempt_timeout = Some(millis(&content.parse()?)?),
+                other => {
+                    return Err(syn::Error::new(
+                        name.span(),
+                        format!(
+                            "unknown retry option `{other}` (expected attempts, backoff, factor, \
+                             max_backoff or attempt_timeout)"
+                        ),
+                    ));
+                }
+            }
+            if !content.is_empty() {
+                content.parse::<Token![,]>()?;
+            }
+        }
+        match (attempts, backoff) {
+            (Some(attempts), Some(backoff)) if attempts >= 1 => {
+                Ok(Retry { attempts, backoff, factor, max_backoff, attempt_timeout })
+            }
+            _ => Err(syn::Error::new(
+                key.span(),
+                "retry needs attempts (at least 1) and backoff: retry(attempts = 3, backoff = \"200ms\")",
+            )),
+        }
+    }
 }
 
 /// A duration as people write it (`"30s"`, `"500ms"`, `"2m"`), in milliseconds, at least 1.
@@ -88,13 +141,14 @@ impl Parse for Options {
                 }
                 "deadline" => options.deadline = Some(millis(&value(input)?)?),
                 "heartbeat" => options.heartbeat = Some(millis(&value(input)?)?),
+                "retry" => options.retry = Some(Retry::parse(&key, input)?),
                 other => {
                     return Err(syn::Error::new(
                         key.span(),
                         format!(
                             "unknown option `{other}` (expected name, description, cancellable, \
-                             ignore_on_enter, on_duplicate, duplicate_scope, deadline or \
-                             heartbeat)"
+                             ignore_on_enter, on_duplicate, duplicate_scope, deadline, \
+                             heartbeat or retry)"
                         ),
                     ));
                 }
@@ -141,6 +195,23 @@ impl Options {
         }
         if let Some(ms) = self.heartbeat {
             calls.push(quote!(.heartbeat(::std::time::Duration::from_millis(#ms))));
+        }
+        if let Some(r) = &self.retry {
+            let (attempts, backoff) = (r.attempts, r.backoff);
+            let mut policy = quote!(::colloquy::RetryPolicy::new(
+                #attempts,
+                ::std::time::Duration::from_millis(#backoff)
+            ));
+            if let Some(factor) = r.factor {
+                policy = quote!(#policy.factor(#factor));
+            }
+            if let Some(ms) = r.max_backoff {
+                policy = quote!(#policy.max_backoff(::std::time::Duration::from_millis(#ms)));
+            }
+            if let Some(ms) = r.attempt_timeout {
+                policy = quote!(#policy.attempt_timeout(::std::time::Duration::from_millis(#ms)));
+            }
+            calls.push(quote!(.retry(#policy)));
         }
         if self.on_duplicate.is_some() || self.duplicate_scope.is_some() {
             let policy = match self.on_duplicate.as_ref().map(|(v, _)| v.as_str()) {

@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use colloquy::{DuplicateScope, OnDuplicate, ScriptedCall, ScriptedResponse, Templates};
+use colloquy::{
+    DuplicateScope, OnDuplicate, RetryPolicy, ScriptedCall, ScriptedResponse, Templates,
+};
 use serde_json::{Map, Value};
 
 use crate::ScenarioError;
@@ -54,6 +56,8 @@ pub struct ToolDef {
     pub deadline: Option<Duration>,
     /// `heartbeat_ms`.
     pub heartbeat: Option<Duration>,
+    /// `retry`: `{"attempts": N, "backoff_ms": M}` (safe to retry).
+    pub retry: Option<RetryPolicy>,
 }
 
 /// One step of a tool body.
@@ -93,6 +97,15 @@ pub enum BodyStep {
     DisallowInterruptions,
     /// `wait_cancelled`: wait for the cooperative cancel signal, then go on.
     WaitCancelled,
+    /// An `error` or `fail` step with `first_attempts: N`: it fails the call's first N
+    /// attempts only; on later ones it is passed over (how a file scripts a flaky tool that a
+    /// retry gets through).
+    FailFirst {
+        /// How many attempts fail here.
+        attempts: u64,
+        /// The `error` or `fail` step.
+        step: Box<BodyStep>,
+    },
     /// `handoff`: return an agent, optionally with a text result.
     Handoff {
         /// The agent's id.
@@ -110,6 +123,7 @@ impl BodyStep {
                 | BodyStep::Update { .. }
                 | BodyStep::DisallowInterruptions
                 | BodyStep::WaitCancelled
+                | BodyStep::FailFirst { .. }
         )
     }
 }
@@ -413,6 +427,19 @@ fn parse_tool(name: String, mut o: Obj) -> Result<ToolDef, ScenarioError> {
     let scope = parse_duplicate_scope(&mut o, &declared)?;
     let deadline = o.positive_millis("deadline_ms")?;
     let heartbeat = o.positive_millis("heartbeat_ms")?;
+    let retry = match o.take("retry") {
+        None => None,
+        Some(v) => {
+            let mut r = Obj::new(v, o.at("retry"))?;
+            let attempts = match r.u64("attempts")? {
+                Some(n @ 1..=100) => n as u32,
+                _ => return Err(invalid(&r.at("attempts"), "expected a number from 1 to 100")),
+            };
+            let backoff = r.millis("backoff_ms")?.unwrap_or(Duration::ZERO);
+            r.finish()?;
+            Some(RetryPolicy::new(attempts, backoff))
+        }
+    };
     let body_path = o.at("body");
     let mut body: Vec<BodyStep> = Vec::new();
     for (i, v) in o.array("body")?.into_iter().enumerate() {
@@ -433,6 +460,7 @@ fn parse_tool(name: String, mut o: Obj) -> Result<ToolDef, ScenarioError> {
         duplicates: (policy, scope),
         deadline,
         heartbeat,
+        retry,
     })
 }
 
@@ -454,6 +482,7 @@ fn parse_body_step(mut o: Obj, declared: &[String]) -> Result<BodyStep, Scenario
         o.finish()?;
         return Ok(BodyStep::Update { message, silent, template });
     }
+    let first_attempts = o.u64("first_attempts")?;
     let actions = o.keys();
     let [action] = actions.as_slice() else {
         return Err(invalid(&o.path, "a body step needs exactly one action"));
@@ -500,8 +529,18 @@ fn parse_body_step(mut o: Obj, declared: &[String]) -> Result<BodyStep, Scenario
         }
         _ => return Err(invalid(&at, "unknown key")),
     };
+    let first_attempts_at = o.at("first_attempts");
     o.finish()?;
-    Ok(step)
+    match first_attempts {
+        None => Ok(step),
+        Some(attempts @ 1..) if matches!(step, BodyStep::Error(_) | BodyStep::Fail(_)) => {
+            Ok(BodyStep::FailFirst { attempts, step: Box::new(step) })
+        }
+        Some(_) => Err(invalid(
+            &first_attempts_at,
+            "expected a positive number, on an `error` or `fail` step",
+        )),
+    }
 }
 
 fn expect_true(value: Option<Value>, path: &str) -> Result<(), ScenarioError> {

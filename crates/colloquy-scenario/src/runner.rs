@@ -292,6 +292,7 @@ fn scripted_tool(def: &ToolDef, defs: &Arc<Defs>) -> FunctionTool {
     let body: Arc<[BodyStep]> = def.body.clone().into();
     // A weak link: tool bodies live inside the agents the definitions build.
     let defs = Arc::downgrade(defs);
+    let attempts = Attempts::default();
     let tool = FunctionTool::from_schema(
         def.name.clone(),
         def.description.clone(),
@@ -299,7 +300,8 @@ fn scripted_tool(def: &ToolDef, defs: &Arc<Defs>) -> FunctionTool {
         move |ctx: RunContext, args: Map<String, Value>| {
             let body = Arc::clone(&body);
             let defs = defs.upgrade();
-            async move { run_body(&ctx, &body, &args, defs).await }
+            let attempts = attempts.clone();
+            async move { run_body(&ctx, &body, &args, defs, &attempts).await }
         },
     )
     .expect("scenario tools are checked when the file is parsed")
@@ -311,17 +313,44 @@ fn scripted_tool(def: &ToolDef, defs: &Arc<Defs>) -> FunctionTool {
     if let Some(heartbeat) = def.heartbeat {
         tool = tool.heartbeat(heartbeat);
     }
+    if let Some(retry) = def.retry {
+        tool = tool.retry(retry);
+    }
     if def.cancellable { tool.cancellable() } else { tool }
 }
+
+/// How often each call reached each `first_attempts` step (by call id and step index): one
+/// tool's, shared by its calls' attempts.
+type Attempts = Arc<std::sync::Mutex<BTreeMap<(String, usize), u64>>>;
 
 async fn run_body(
     ctx: &RunContext,
     body: &[BodyStep],
     args: &Map<String, Value>,
     defs: Option<Arc<Defs>>,
+    attempts: &Attempts,
 ) -> Result<ToolOutput, ToolError> {
-    for step in body {
+    for (index, step) in body.iter().enumerate() {
         match step {
+            BodyStep::FailFirst { attempts: failing, step } => {
+                let reached = match attempts.lock() {
+                    Ok(mut seen) => {
+                        let count = seen.entry((ctx.call_id().to_string(), index)).or_default();
+                        *count += 1;
+                        *count
+                    }
+                    Err(_) => return Err(ToolError::internal("attempt counter poisoned")),
+                };
+                match step.as_ref() {
+                    BodyStep::Error(t) if reached <= *failing => {
+                        return Err(ToolError::new(t.render_text(args)));
+                    }
+                    BodyStep::Fail(t) if reached <= *failing => {
+                        return Err(ToolError::internal(t.render_text(args)));
+                    }
+                    _ => {}
+                }
+            }
             BodyStep::Update { message, silent, template } => {
                 let template = template.as_deref().map(Template::from);
                 let options = UpdateOptions { silent: *silent, template };

@@ -57,7 +57,7 @@ impl ActivityFactory {
             sink: self.sink.clone(),
             coalescer: self.coalescer.clone(),
             session_templates: self.session_templates.clone(),
-            calls: self.calls,
+            calls: self.calls.clone(),
             session_toolsets: self.session_toolsets.clone(),
             adopted_toolsets,
             max_tool_steps: self.max_tool_steps,
