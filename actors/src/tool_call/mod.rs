@@ -48,6 +48,9 @@ pub(crate) struct ToolCallArgs {
     pub toolset: ActorRef<ToolsetMsg>,
     /// The call's `tracing` span; the body runs in it.
     pub span: tracing::Span,
+    /// For a call waiting for approval: the body starts once its Toolset sends on it, and
+    /// never if the sender is dropped (the call was rejected or ended otherwise).
+    pub approval: Option<tokio::sync::oneshot::Receiver<()>>,
 }
 
 pub(crate) struct ToolCallState {
@@ -211,12 +214,17 @@ impl Actor for ToolCallActor {
         });
         let ctx =
             RunContext::with_hooks(args.call, args.speech_id, args.agent_id, args.userdata, hooks);
-        let (tool, arguments) = (args.tool, args.arguments);
+        let (tool, arguments, approval) = (args.tool, args.arguments, args.approval);
         let body = tracing::Instrument::instrument(
             async move { tool.invoke(ctx, arguments).await },
             args.span,
         );
         state._task = Some(OwnedTask::spawn(async move {
+            if let Some(approval) = approval
+                && approval.await.is_err()
+            {
+                return; // never approved: the Toolset has ended the call already
+            }
             let result = match AssertUnwindSafe(body).catch_unwind().await {
                 Ok(result) => result,
                 Err(payload) => {

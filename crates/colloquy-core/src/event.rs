@@ -70,6 +70,10 @@ pub enum ToolCallStatus {
     /// The call ran past its deadline, or went without an update past its heartbeat; the
     /// model reads an error output saying so.
     TimedOut,
+    /// The call waited for the host's approval and was rejected (by the host, the approval
+    /// timeout, a handoff or a close); its body never ran, and the model reads
+    /// ``The user rejected `NAME`: REASON`` as an error output.
+    Rejected,
 }
 
 /// Why the duplicate policy answered a call without running it (§6.1): what an
@@ -128,13 +132,14 @@ pub enum ErrorSource {
 }
 
 impl ToolCallStatus {
-    /// The status as events spell it (`done`, `error`, `cancelled`, `timed_out`).
+    /// The status as events spell it (`done`, `error`, `cancelled`, `timed_out`, `rejected`).
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Done => "done",
             Self::Error => "error",
             Self::Cancelled => "cancelled",
             Self::TimedOut => "timed_out",
+            Self::Rejected => "rejected",
         }
     }
 }
@@ -248,6 +253,23 @@ pub enum EventKind {
         /// The call ids of the running calls it duplicates, sorted.
         duplicates: Vec<String>,
     },
+    /// A started call waits for the host's approval (`SessionHandle::approve` or `reject`)
+    /// before its body runs (colloquy's addition; docs/decisions.md, issue 27).
+    #[serde(rename = "x_tool_approval_requested")]
+    ToolApprovalRequested {
+        /// The waiting call's id.
+        call_id: String,
+        /// The tool name.
+        name: String,
+        /// Its canonical argument text.
+        arguments: String,
+    },
+    /// The host approved a waiting call: its body runs now.
+    #[serde(rename = "x_tool_call_approved")]
+    ToolCallApproved {
+        /// The call's id.
+        call_id: String,
+    },
     /// A deferred reply changed state.
     ToolReplyUpdated {
         /// The call ids of the pairs it delivers, in enqueue order.
@@ -359,6 +381,10 @@ pub enum EventType {
     ToolCallDropped,
     /// [`EventKind::ToolCallRefused`].
     ToolCallRefused,
+    /// [`EventKind::ToolApprovalRequested`].
+    ToolApprovalRequested,
+    /// [`EventKind::ToolCallApproved`].
+    ToolCallApproved,
     /// [`EventKind::ToolReplyUpdated`].
     ToolReplyUpdated,
     /// [`EventKind::AgentHandoff`].
@@ -398,6 +424,8 @@ impl EventKind {
             EventKind::ToolCallEnded { .. } => EventType::ToolCallEnded,
             EventKind::ToolCallDropped { .. } => EventType::ToolCallDropped,
             EventKind::ToolCallRefused { .. } => EventType::ToolCallRefused,
+            EventKind::ToolApprovalRequested { .. } => EventType::ToolApprovalRequested,
+            EventKind::ToolCallApproved { .. } => EventType::ToolCallApproved,
             EventKind::ToolReplyUpdated { .. } => EventType::ToolReplyUpdated,
             EventKind::AgentHandoff { .. } => EventType::AgentHandoff,
             EventKind::Error { .. } => EventType::Error,
@@ -454,7 +482,8 @@ impl EventFilter {
         types.into_iter().fold(Self::NONE, Self::with)
     }
 
-    /// The tool lifecycle: calls started, updated, ended, dropped and refused, and the
+    /// The tool lifecycle: calls started, waiting for approval, approved, updated, ended,
+    /// dropped and refused, and the
     /// deferred replies that deliver their results.
     pub fn tool_execution() -> Self {
         Self::only([
@@ -463,6 +492,8 @@ impl EventFilter {
             EventType::ToolCallEnded,
             EventType::ToolCallDropped,
             EventType::ToolCallRefused,
+            EventType::ToolApprovalRequested,
+            EventType::ToolCallApproved,
             EventType::ToolReplyUpdated,
         ])
     }

@@ -26,6 +26,9 @@ pub type ToolFuture = Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>>
 
 type Body = dyn Fn(RunContext, Value) -> ToolFuture + Send + Sync;
 
+/// Whether a call needs the host's approval, over its validated arguments.
+type ApprovalCheck = dyn Fn(&Value) -> bool + Send + Sync;
+
 /// Flags of a tool (§1.2).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolFlags {
@@ -142,6 +145,8 @@ pub struct FunctionTool {
     limits: CallLimits,
     /// Its toolsets' (the innermost that sets each), kept apart so a toolset can change them.
     inherited: CallLimits,
+    /// Set when calls may need the host's approval before their body runs.
+    approval: Option<Arc<ApprovalCheck>>,
     raw: bool,
     body: Arc<Body>,
 }
@@ -195,6 +200,7 @@ impl FunctionTool {
             duplicate_scope: DuplicateScope::default(),
             limits: CallLimits::default(),
             inherited: CallLimits::default(),
+            approval: None,
             raw: false,
             body: Arc::new(body),
         }
@@ -240,6 +246,7 @@ impl FunctionTool {
             duplicate_scope: DuplicateScope::default(),
             limits: CallLimits::default(),
             inherited: CallLimits::default(),
+            approval: None,
             raw: true,
             body: Arc::new(body),
         })
@@ -274,6 +281,33 @@ impl FunctionTool {
     pub fn ignore_on_enter(mut self) -> Self {
         self.flags.ignore_on_enter = true;
         self
+    }
+
+    /// Every call waits for the host's approval (`SessionHandle::approve`) before its body
+    /// runs; `reject`, or no answer within the session's approval timeout, ends it `rejected`.
+    pub fn requires_approval(self) -> Self {
+        self.requires_approval_if(|_| true)
+    }
+
+    /// A call waits for the host's approval when `check`, over its validated arguments
+    /// (defaults filled), says so; a call whose arguments do not validate never waits (it
+    /// fails validation instead).
+    pub fn requires_approval_if(
+        mut self,
+        check: impl Fn(&Value) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.approval = Some(Arc::new(check));
+        self
+    }
+
+    /// Whether a call with `arguments` must wait for the host's approval.
+    pub fn needs_approval(&self, arguments: &Map<String, Value>) -> bool {
+        let Some(check) = &self.approval else { return false };
+        if self.raw {
+            return check(&Value::Object(arguments.clone()));
+        }
+        validate_arguments(&self.name, &self.parameters, arguments.clone())
+            .is_ok_and(|valid| check(&valid))
     }
 
     /// Ends each call `timed_out` once it has run this long, updates or not: the body gets the
@@ -455,6 +489,7 @@ impl fmt::Debug for FunctionTool {
             .field("on_duplicate", &self.on_duplicate)
             .field("duplicate_scope", &self.duplicate_scope)
             .field("limits", &self.limits())
+            .field("requires_approval", &self.approval.is_some())
             .field("raw", &self.raw)
             .finish_non_exhaustive()
     }
