@@ -54,6 +54,8 @@ pub struct ToolDef {
     pub deadline: Option<Duration>,
     /// `heartbeat_ms`.
     pub heartbeat: Option<Duration>,
+    /// `requires_approval`: every call waits for an `approve` or `reject` step.
+    pub requires_approval: bool,
 }
 
 /// One step of a tool body.
@@ -224,6 +226,15 @@ pub enum Action {
     Cancel(String),
     /// `handoff`: `SessionHandle::update_agent`.
     Handoff(String),
+    /// `approve`: let a call waiting for approval run.
+    Approve(String),
+    /// `reject`: reject a call waiting for approval (`id`, `reason`).
+    Reject {
+        /// The call id.
+        id: String,
+        /// What the model reads after ``The user rejected `NAME`: ``.
+        reason: String,
+    },
     /// `close`.
     Close,
     /// `inspect`: record an actor-tree snapshot.
@@ -413,6 +424,7 @@ fn parse_tool(name: String, mut o: Obj) -> Result<ToolDef, ScenarioError> {
     let scope = parse_duplicate_scope(&mut o, &declared)?;
     let deadline = o.positive_millis("deadline_ms")?;
     let heartbeat = o.positive_millis("heartbeat_ms")?;
+    let requires_approval = o.bool("requires_approval")?.unwrap_or(false);
     let body_path = o.at("body");
     let mut body: Vec<BodyStep> = Vec::new();
     for (i, v) in o.array("body")?.into_iter().enumerate() {
@@ -433,6 +445,7 @@ fn parse_tool(name: String, mut o: Obj) -> Result<ToolDef, ScenarioError> {
         duplicates: (policy, scope),
         deadline,
         heartbeat,
+        requires_approval,
     })
 }
 
@@ -710,6 +723,14 @@ fn parse_step(mut o: Obj) -> Result<Step, ScenarioError> {
                 "say" => Action::Say(o.required_string("say")?),
                 "cancel" => Action::Cancel(o.required_string("cancel")?),
                 "handoff" => Action::Handoff(o.required_string("handoff")?),
+                "approve" => Action::Approve(o.required_string("approve")?),
+                "reject" => {
+                    let mut r = Obj::new(o.take("reject").unwrap_or(Value::Null), path)?;
+                    let id = r.required_string("id")?;
+                    let reason = r.required_string("reason")?;
+                    r.finish()?;
+                    Action::Reject { id, reason }
+                }
                 "interrupt" => {
                     expect_true(o.take("interrupt"), &path)?;
                     Action::Interrupt
