@@ -27,7 +27,9 @@
 //! `on_duplicate = "allow" | "reject" | "replace" | "confirm"`, `duplicate_scope = "name" |
 //! "name_and_args" | ["arg", …]` (a list: calls are duplicates when those arguments are equal
 //! after validation, whatever the others hold; each must be a parameter of the function),
-//! `deadline = "30s"`, `heartbeat = "10s"`.
+//! `deadline = "30s"`, `heartbeat = "10s"`, `requires_approval` (every call waits for
+//! `SessionHandle::approve`; a predicate over the arguments: `.requires_approval_if(…)` on
+//! the returned tool).
 
 mod docs;
 mod options;

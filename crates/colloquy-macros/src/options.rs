@@ -1,5 +1,6 @@
 //! The attribute's options: `#[function_tool(name = "…", cancellable, on_duplicate = "…",
-//! duplicate_scope = "…" | ["arg", …], deadline = "30s", heartbeat = "10s")]`.
+//! duplicate_scope = "…" | ["arg", …], deadline = "30s", heartbeat = "10s",
+//! requires_approval)]`.
 
 use quote::quote;
 use syn::parse::{Parse, ParseStream};
@@ -17,6 +18,7 @@ pub(crate) struct Options {
     pub description: Option<String>,
     cancellable: bool,
     ignore_on_enter: bool,
+    requires_approval: bool,
     on_duplicate: Option<(String, proc_macro2::Span)>,
     duplicate_scope: Option<Scope>,
     /// Milliseconds.
@@ -49,6 +51,7 @@ impl Parse for Options {
             match key.to_string().as_str() {
                 "cancellable" => options.cancellable = true,
                 "ignore_on_enter" => options.ignore_on_enter = true,
+                "requires_approval" => options.requires_approval = true,
                 "name" => options.name = Some(value(input)?.value()),
                 "description" => options.description = Some(value(input)?.value()),
                 "on_duplicate" => {
@@ -93,8 +96,8 @@ impl Parse for Options {
                         key.span(),
                         format!(
                             "unknown option `{other}` (expected name, description, cancellable, \
-                             ignore_on_enter, on_duplicate, duplicate_scope, deadline or \
-                             heartbeat)"
+                             ignore_on_enter, on_duplicate, duplicate_scope, deadline, \
+                             heartbeat or requires_approval)"
                         ),
                     ));
                 }
@@ -135,6 +138,9 @@ impl Options {
         }
         if self.ignore_on_enter {
             calls.push(quote!(.ignore_on_enter()));
+        }
+        if self.requires_approval {
+            calls.push(quote!(.requires_approval()));
         }
         if let Some(ms) = self.deadline {
             calls.push(quote!(.deadline(::std::time::Duration::from_millis(#ms))));
