@@ -261,3 +261,45 @@ async fn closing_rejects_a_waiting_call_at_once() {
     assert!(ends.iter().any(|e| e.ends_with(&format!("E(c1_final,rejected,{why})"))), "{ends:#?}");
     assert_eq!(runs.load(Ordering::SeqCst), 0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_session_scoped_waiting_call_survives_a_handoff_and_is_approved_later() {
+    let runs = Arc::new(AtomicU32::new(0));
+    let tool = refund(Arc::clone(&runs)).requires_approval();
+    let builder = Session::builder().toolset(Toolset::new_async("payments").tool(tool));
+    let h = Harness::start_with(
+        builder,
+        Agent::new("A", "inst"),
+        vec![call("c1", "refund", r#"{"order_id":"A1"}"#), text("Asked."), text("B: refunded.")],
+    )
+    .await;
+    h.turn("refund A1").await;
+    h.session.update_agent(Agent::new("B", "billing")).await.unwrap();
+    tokio::time::sleep(ms(1_000)).await;
+    assert!(h.session.running_tool_calls().await.unwrap()[0].awaiting_approval);
+    h.session.approve("c1").await.unwrap();
+    h.session.wait_for_quiet().await.unwrap();
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    let b = h.ctx("B").await;
+    assert!(b.contains(&r#"out(#c1_final,"refunded A1 (0)",ok,rr=T)"#.to_string()), "{b:#?}");
+    h.close().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cancellable_waiting_call_can_be_cancelled_and_never_runs() {
+    let runs = Arc::new(AtomicU32::new(0));
+    let tool = refund(Arc::clone(&runs)).requires_approval().cancellable();
+    let mut h = Harness::start(
+        Agent::new("A", "inst").tool(tool),
+        vec![call("c1", "refund", r#"{"order_id":"A1"}"#), text("Asked.")],
+    )
+    .await;
+    h.turn("refund A1").await;
+    h.session.cancel_tool_call("c1").await.unwrap();
+    h.session.wait_for_quiet().await.unwrap();
+    tokio::time::sleep(ms(5_000)).await;
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    assert_eq!(approval_events(h.events())[1..], ["20 E(c1_final,cancelled,)".to_string()]);
+    assert_eq!(h.session.approve("c1").await, Err(ApprovalError::NotFound("c1".into())));
+    h.close().await;
+}

@@ -587,4 +587,30 @@ mod tests {
         );
         assert!(EventFilter::tool_execution().contains(refused.kind.event_type()));
     }
+
+    #[test]
+    fn approval_events_and_the_rejected_status_serialize_as_traces_spell_them() {
+        let asked = SessionEvent {
+            at_ms: 10,
+            kind: EventKind::ToolApprovalRequested {
+                call_id: "c1".into(),
+                name: "refund".into(),
+                arguments: r#"{"order_id": "5"}"#.into(),
+            },
+        };
+        assert_eq!(
+            serde_json::to_string(&asked).unwrap(),
+            r#"{"at_ms":10,"type":"x_tool_approval_requested","call_id":"c1","name":"refund","arguments":"{\"order_id\": \"5\"}"}"#
+        );
+        let approved =
+            SessionEvent { at_ms: 20, kind: EventKind::ToolCallApproved { call_id: "c1".into() } };
+        assert_eq!(
+            serde_json::to_string(&approved).unwrap(),
+            r#"{"at_ms":20,"type":"x_tool_call_approved","call_id":"c1"}"#
+        );
+        assert!(EventFilter::tool_execution().contains(asked.kind.event_type()));
+        assert!(EventFilter::tool_execution().contains(approved.kind.event_type()));
+        assert_eq!(ToolCallStatus::Rejected.as_str(), "rejected");
+        assert_eq!(serde_json::to_value(ToolCallStatus::Rejected).unwrap(), "rejected");
+    }
 }

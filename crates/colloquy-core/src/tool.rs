@@ -732,6 +732,23 @@ mod tests {
         days: Option<u32>,
     }
 
+    #[test]
+    fn approval_is_decided_over_the_validated_arguments() {
+        let body = |_c: RunContext, a: Weather| async move { Ok::<_, ToolError>(a.location) };
+        let plain = FunctionTool::new("w", "", body);
+        let args = |v: Value| v.as_object().cloned().unwrap_or_default();
+        assert!(!plain.needs_approval(&args(json!({"location": "Oslo"}))));
+        let always = FunctionTool::new("w", "", body).requires_approval();
+        assert!(always.needs_approval(&args(json!({"location": "Oslo"}))));
+        // The predicate sees coerced values ("5" becomes 5 for an integer)...
+        let long = FunctionTool::new("w", "", body)
+            .requires_approval_if(|a| a["days"].as_u64().is_some_and(|d| d > 3));
+        assert!(long.needs_approval(&args(json!({"location": "Oslo", "days": "5"}))));
+        assert!(!long.needs_approval(&args(json!({"location": "Oslo", "days": 2}))));
+        // ...and a call that will fail validation never waits.
+        assert!(!always.needs_approval(&args(json!({"days": 2}))));
+    }
+
     fn ctx() -> RunContext {
         let call = FunctionCall {
             id: "i".into(),
