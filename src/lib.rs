@@ -40,10 +40,11 @@
 /// The ractor crate colloquy runs on, for hosts that walk the actor tree themselves.
 pub use colloquy_actors::ractor;
 pub use colloquy_actors::{
-    ActorKind, BROADCAST_CAPACITY, CancelError, ClosedSession, EventStream, Filler, FillerGuard,
-    Foreground, Host, InterruptSignal, Lifecycle, LifecycleEvent, MAX_UNREAD_LIFECYCLE, MockScope,
-    PacedSink, Playout, PlayoutReport, RunContextExt, RunningToolCall, Session, SessionBuilder,
-    SessionError, SessionHandle, SessionOptions, SpeechSink,
+    ActorKind, ApprovalError, BROADCAST_CAPACITY, CancelError, ClosedSession, EventStream, Filler,
+    FillerGuard, Foreground, Host, InterruptSignal, Lifecycle, LifecycleEvent,
+    MAX_UNREAD_LIFECYCLE, MockScope, PacedSink, Playout, PlayoutReport, RunContextExt,
+    RunningToolCall, Session, SessionBuilder, SessionError, SessionHandle, SessionOptions,
+    SpeechSink,
 };
 pub use colloquy_actors::{
     ActorNode, CoalescerSnapshot, NodeStatus, SessionSnapshot, SpeechSnapshot, SpeechStatus,

@@ -131,6 +131,13 @@ impl SessionBuilder {
         self
     }
 
+    /// How long a call waits for `approve` or `reject` before it is rejected (default 5
+    /// minutes; `None` waits until answered; see [`SessionOptions::approval_timeout`]).
+    pub fn approval_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.options.approval_timeout = timeout;
+        self
+    }
+
     /// The heartbeat of calls whose tool and toolsets set none (default none; see
     /// [`FunctionTool::heartbeat`](colloquy_core::FunctionTool::heartbeat)).
     pub fn tool_heartbeat(mut self, heartbeat: Option<Duration>) -> Self {

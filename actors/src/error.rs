@@ -21,6 +21,21 @@ pub enum SessionError {
     Spawn(String),
 }
 
+/// Why `approve` or `reject` did nothing.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ApprovalError {
+    /// No running call has this id.
+    #[error("Tool call {0} not found")]
+    NotFound(String),
+    /// The call runs, but does not wait for approval (it never did, or was answered).
+    #[error("Tool call {0} is not awaiting approval")]
+    NotAwaiting(String),
+    /// The session is closed.
+    #[error("session closed")]
+    Closed,
+}
+
 /// Why a tool call could not be cancelled (the texts `lk_agents_cancel_task` answers with).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]

@@ -15,7 +15,7 @@ use ractor::rpc::CallResult;
 use ractor::{ActorRef, RpcReplyPort};
 use tokio::sync::{broadcast, mpsc};
 
-use crate::error::{CancelError, SessionError};
+use crate::error::{ApprovalError, CancelError, SessionError};
 use crate::protocol::{
     ClosedSession, HostMsg, MockScope, ObserveMsg, RunningToolCall, SessionLink, SessionMsg,
     Subscriber, ToolMsg,
@@ -327,6 +327,36 @@ impl SessionHandle {
         match self.actor.call(|reply| ToolMsg::CancelCall { call_id, reply }.into(), None).await {
             Ok(CallResult::Success(result)) => result,
             _ => Err(CancelError::Closed),
+        }
+    }
+
+    /// Lets a call waiting for approval run (a tool with `requires_approval`): its body starts
+    /// now, and its deadline and heartbeat count from now. Fails for an unknown or finished
+    /// call and for one that does not wait.
+    pub async fn approve(&self, call_id: impl Into<String>) -> Result<(), ApprovalError> {
+        self.answer_approval(call_id.into(), None).await
+    }
+
+    /// Rejects a call waiting for approval: it ends `rejected`, its body never runs, and the
+    /// model reads ``The user rejected `NAME`: REASON`` (as a deferred reply). Fails as
+    /// [`approve`](Self::approve) does.
+    pub async fn reject(
+        &self,
+        call_id: impl Into<String>,
+        reason: impl Into<String>,
+    ) -> Result<(), ApprovalError> {
+        self.answer_approval(call_id.into(), Some(reason.into())).await
+    }
+
+    async fn answer_approval(
+        &self,
+        call_id: String,
+        reason: Option<String>,
+    ) -> Result<(), ApprovalError> {
+        let message = |reply| ToolMsg::AnswerApproval { call_id, reason, reply }.into();
+        match self.actor.call(message, None).await {
+            Ok(CallResult::Success(result)) => result,
+            _ => Err(ApprovalError::Closed),
         }
     }
 

@@ -45,7 +45,7 @@ pub use builder::{Session, SessionBuilder};
 pub use end_call::{
     END_CALL, END_CALL_DESCRIPTION, END_CALL_REASON, END_INSTRUCTIONS, EndCallTool,
 };
-pub use error::{CancelError, SessionError};
+pub use error::{ApprovalError, CancelError, SessionError};
 pub use filler::{Filler, FillerGuard};
 pub use handle::{BROADCAST_CAPACITY, EventStream, SessionHandle};
 pub use host::Host;

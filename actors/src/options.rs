@@ -49,6 +49,12 @@ pub struct SessionOptions {
     /// nor progress) before colloquy asks it to stop and, if it still says nothing, ends the
     /// speech itself with a `sink` error event (default 60 s; `None` trusts the sink).
     pub playout_timeout: Option<Duration>,
+    /// How long a call of a tool that requires approval waits for `approve` or `reject`
+    /// before it is rejected (``no answer within N s``). Default 5 minutes: long enough for
+    /// a person to read the request and answer on a call, short enough that a forgotten
+    /// request does not hold its duplicate key and a handoff's drain for ever. `None` waits
+    /// until the host answers, the call is cancelled, or the session closes.
+    pub approval_timeout: Option<Duration>,
 }
 
 impl Default for SessionOptions {
@@ -66,6 +72,7 @@ impl Default for SessionOptions {
             max_unread_events: 100_000,
             llm_timeout: Some(Duration::from_secs(30)),
             playout_timeout: Some(Duration::from_secs(60)),
+            approval_timeout: Some(Duration::from_secs(300)),
         }
     }
 }
@@ -79,6 +86,11 @@ impl SessionOptions {
         let mut limits = colloquy_core::CallLimits::default();
         limits.deadline = self.tool_deadline;
         limits.heartbeat = self.tool_heartbeat;
-        crate::protocol::CallPolicy { cancel_grace: self.cancel_grace, limits, before_call }
+        crate::protocol::CallPolicy {
+            cancel_grace: self.cancel_grace,
+            limits,
+            before_call,
+            approval_timeout: self.approval_timeout,
+        }
     }
 }

@@ -86,6 +86,8 @@ pub enum NodeStatus {
     Closing,
     /// A tool call whose call has ended (cancelled or aborted) while its body winds down.
     Stopping,
+    /// A tool call waiting for the host's approval: its body has not started.
+    AwaitingApproval,
 }
 
 /// Whether a toolset lives with the session or with the agent.

@@ -8,6 +8,7 @@ mod wire;
 
 mod agent_text;
 mod anthropic;
+mod approval;
 mod background;
 mod background_random;
 mod before_call;

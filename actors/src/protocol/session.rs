@@ -39,6 +39,9 @@ pub struct RunningToolCall {
     pub arguments: String,
     /// Whether it can be cancelled.
     pub cancellable: bool,
+    /// Whether it waits for the host's approval (`SessionHandle::approve`): its body has not
+    /// started.
+    pub awaiting_approval: bool,
 }
 
 /// Which calls a set of mocks applies to (the testing API, §17.3).
@@ -134,6 +137,12 @@ pub(crate) enum ToolMsg {
     EndAfterSpeech { speech_id: String, reason: String, watchdog: Option<std::time::Duration> },
     /// Cancel a running call (the cancel companion tool, and the host API).
     CancelCall { call_id: String, reply: RpcReplyPort<Result<(), CancelError>> },
+    /// Approve (`reason` `None`) or reject a call waiting for approval (the host API).
+    AnswerApproval {
+        call_id: String,
+        reason: Option<String>,
+        reply: RpcReplyPort<Result<(), crate::error::ApprovalError>>,
+    },
 }
 
 /// Questions and subscriptions: none changes the conversation.

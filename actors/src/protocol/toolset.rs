@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
-use crate::error::CancelError;
+use crate::error::{ApprovalError, CancelError};
 use crate::speech_control::SpeechControl;
 use colloquy_core::{
     Agent, FunctionCall, FunctionTool, PostedUpdate, Timestamp, ToolError, ToolOutput,
@@ -22,6 +22,8 @@ pub(crate) struct CallPolicy {
     pub limits: colloquy_core::CallLimits,
     /// The host's hook, run in each call's task before its body.
     pub before_call: Option<colloquy_core::BeforeToolCall>,
+    /// How long a call waits for approval before it is rejected (`None`: until answered).
+    pub approval_timeout: Option<std::time::Duration>,
 }
 
 /// A call to run.
@@ -64,6 +66,18 @@ pub(crate) enum ToolsetMsg {
     /// Cancel a running call (decision 20): accepted at once, the call ends `cancelled`.
     /// `drain` (handoff, close) cancels even when the speech disallows interruptions.
     Cancel { call_id: String, reply: Option<RpcReplyPort<Result<(), CancelError>>>, drain: bool },
+    /// Let a call waiting for approval run.
+    Approve { call_id: String, reply: Option<RpcReplyPort<Result<(), ApprovalError>>> },
+    /// End a call waiting for approval `rejected` with `reason`. `drain` (handoff, close):
+    /// a call approved meanwhile is cancelled instead if it can be, else left to finish.
+    Reject {
+        call_id: String,
+        reason: String,
+        reply: Option<RpcReplyPort<Result<(), ApprovalError>>>,
+        drain: bool,
+    },
+    /// The approval timer of a waiting call fired (from its ToolCall `from`).
+    ApprovalTimeout { call_id: String, from: ActorId },
     /// A drain timed out (decision 7): abort the call, which ends `error` "drain timeout".
     Abort { call_id: String },
     /// A drain timed out: abort every running call, and answer every call that arrives from

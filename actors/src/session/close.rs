@@ -62,7 +62,7 @@ impl SessionState {
         // Pending deferred replies are dropped at close (§9.3); cancellable calls are
         // cancelled, the others awaited (decision 7).
         self.replies.drop_pending();
-        self.calls.drain(|_| true);
+        self.calls.drain(|_| true, colloquy_core::text::APPROVAL_CLOSED);
         if self.current.activity.cast(ActivityMsg::Close).is_err() {
             // No activity to wind down: finish at once.
             let _ = self.link.actor.cast(ChildMsg::ActivityClosed.into());

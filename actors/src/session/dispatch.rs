@@ -76,6 +76,9 @@ impl SessionState {
                 self.end_after_speech(speech_id, reason, watchdog)
             }
             ToolMsg::CancelCall { call_id, reply } => self.calls.cancel(call_id, reply),
+            ToolMsg::AnswerApproval { call_id, reason, reply } => {
+                self.calls.answer(call_id, reason, reply)
+            }
         }
     }
 

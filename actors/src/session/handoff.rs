@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use colloquy_core::chat::AgentHandoff;
-use colloquy_core::{Agent, ChatItem, ErrorSource, EventKind, EventType};
+use colloquy_core::{Agent, ChatItem, ErrorSource, EventKind, EventType, text};
 use ractor::ActorRef;
 
 use super::parts::handoff::{PendingHandoff, Queued};
@@ -68,7 +68,7 @@ impl SessionState {
         let Some(handoff) = &mut self.handoff else { return };
         handoff.drained = true;
         handoff.kept = kept;
-        self.calls.drain(|running| handoff.drains(running));
+        self.calls.drain(|running| handoff.drains(running), text::APPROVAL_HANDOFF);
         self.complete_handoff_if_drained(myself).await;
     }
 

@@ -191,6 +191,10 @@ impl SessionState {
                     run.failure.get_or_insert_with(|| message.clone());
                 }
             }
+            EventKind::ToolApprovalRequested { call_id, .. } => {
+                self.calls.set_awaiting(call_id, true)
+            }
+            EventKind::ToolCallApproved { call_id } => self.calls.set_awaiting(call_id, false),
             EventKind::ToolCallEnded { call_id, .. } => {
                 self.calls.remove(call_id);
                 // The last tool to land restarts the away window in full (§10.4).
@@ -229,7 +233,8 @@ impl SessionState {
         agent_scoped: bool,
     ) {
         let (call_id, name) = (call.call_id.clone(), call.name.clone());
-        self.calls.insert(Running { call, toolset, cancellable, agent_scoped });
+        let awaiting_approval = false; // until its toolset's request event
+        self.calls.insert(Running { call, toolset, cancellable, agent_scoped, awaiting_approval });
         self.update_away_timer(false);
         self.emit_now(EventKind::ToolCallStarted { call_id, name });
     }

@@ -51,6 +51,9 @@ pub(crate) struct ToolCallArgs {
     pub before_call: Option<BeforeToolCall>,
     /// The call's `tracing` span; the body runs in it.
     pub span: tracing::Span,
+    /// For a call waiting for approval: the body starts once its Toolset sends on it, and
+    /// never if the sender is dropped (the call was rejected or ended otherwise).
+    pub approval: Option<tokio::sync::oneshot::Receiver<()>>,
 }
 
 pub(crate) struct ToolCallState {
@@ -317,7 +320,7 @@ impl Actor for ToolCallActor {
         let agent_id = args.agent_id.clone();
         let ctx =
             RunContext::with_hooks(args.call, args.speech_id, args.agent_id, args.userdata, hooks);
-        let (tool, arguments) = (args.tool, args.arguments);
+        let (tool, arguments, approval) = (args.tool, args.arguments, args.approval);
         let run =
             Run { ctx, agent_id, reporter: Arc::clone(&reporter), cancel: state.cancel.clone() };
         let body = if args.before_call.is_none() && tool.retry_policy().is_none() {
@@ -330,6 +333,11 @@ impl Actor for ToolCallActor {
         };
         let body = tracing::Instrument::instrument(body, args.span);
         state._task = Some(OwnedTask::spawn(async move {
+            if let Some(approval) = approval
+                && approval.await.is_err()
+            {
+                return; // never approved: the Toolset has ended the call already
+            }
             let result = body.await;
             reporter.finished(&myself, result);
         }));

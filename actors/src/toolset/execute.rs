@@ -139,6 +139,14 @@ impl ToolsetState {
         let _ = session.actor.cast(registered.into());
         let call_id = exec.call.call_id.clone();
         let limits = tool.limits();
+        // A call that needs approval gets its ToolCall now, its body held behind the gate.
+        let (gate, approval) = match tool.needs_approval(&exec.arguments) {
+            true => {
+                let (gate, approval) = tokio::sync::oneshot::channel();
+                (Some(gate), Some(approval))
+            }
+            false => (None, None),
+        };
         let args = ToolCallArgs {
             tool,
             call: exec.call.clone(),
@@ -153,6 +161,7 @@ impl ToolsetState {
             toolset: myself.clone(),
             before_call: self.args.calls.before_call.clone(),
             span: exec.span,
+            approval,
         };
         // Boxed: the spawn future is large, and inlined it would size every toolset's actor
         // task (one future per actor) for it. Linked by hand once started: a relink sends no
@@ -173,9 +182,14 @@ impl ToolsetState {
                     updates: 0,
                     started,
                     watch: super::watch::Watch::none(started),
+                    approval: None,
+                    update_offset: 0,
                 });
                 self.running.insert(call_id.clone(), call);
-                self.watch(&myself, &call_id, limits);
+                match gate {
+                    Some(gate) => self.await_approval(&myself, &call_id, gate, limits),
+                    None => self.watch(&myself, &call_id, limits),
+                }
             }
             Err(e) => {
                 session.emit(EventKind::ToolCallEnded {

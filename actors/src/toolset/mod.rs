@@ -16,6 +16,7 @@
 //! model receives (decision 13); it is emitted after the final pair is inserted and before the
 //! pair is queued, so it always precedes the reply that carries it (decision 5).
 
+mod approval;
 mod execute;
 mod pair;
 mod watch;
@@ -86,8 +87,13 @@ struct RunningCall {
     call: FunctionCall,
     updates: u32,
     started: tokio::time::Instant,
-    /// Its deadline and heartbeat, if any.
+    /// Its deadline and heartbeat, if any (armed once the body may run).
     watch: watch::Watch,
+    /// Set while the call waits for the host's approval.
+    approval: Option<approval::Waiting>,
+    /// Added to the body's update numbers: 1 when the approval request already answered
+    /// dispatch provisionally (it took the place of the first update).
+    update_offset: u32,
 }
 
 pub(crate) struct ToolsetState {
@@ -216,6 +222,21 @@ impl Actor for ToolsetActor {
                 }
             }
             ToolsetMsg::Watch { call_id, from } => state.check_watch(&myself, &call_id, from),
+            ToolsetMsg::Approve { call_id, reply } => {
+                let result = state.approve(&myself, &call_id);
+                if let Some(reply) = reply {
+                    let _ = reply.send(result);
+                }
+            }
+            ToolsetMsg::Reject { call_id, reason, reply, drain } => {
+                let result = state.reject(&call_id, &reason, drain);
+                if let Some(reply) = reply {
+                    let _ = reply.send(result);
+                }
+            }
+            ToolsetMsg::ApprovalTimeout { call_id, from } => {
+                state.approval_timed_out(&call_id, from)
+            }
             ToolsetMsg::Finished { call_id, from, result } => {
                 if state.runs(&call_id, from) {
                     state.finish(&call_id, result)
@@ -356,6 +377,7 @@ impl ToolsetState {
 
     fn updated(&mut self, call_id: &str, index: u32, update: PostedUpdate) {
         let Some(call) = self.running.get_mut(call_id) else { return };
+        let index = index + call.update_offset;
         call.updates = index + 1;
         call.watch.beat();
         let session = &self.args.session;
@@ -518,7 +540,10 @@ impl ToolsetState {
             Scope::Agent => ToolsetScope::Agent,
         });
         node.tools = Some(self.args.catalog.routed_to(&self.args.id));
-        let calls = self.running.iter().map(|c| (c, NodeStatus::Running));
+        let calls = self.running.iter().map(|c| {
+            let waiting = c.1.approval.is_some();
+            (c, if waiting { NodeStatus::AwaitingApproval } else { NodeStatus::Running })
+        });
         let stopping = self.stopping.iter().map(|c| (c, NodeStatus::Stopping));
         for ((call_id, call), status) in calls.chain(stopping) {
             let id = format!("tool_call:{call_id}");

@@ -3,6 +3,7 @@
 //! update past its heartbeat. One timer per limited call, at the earlier of the two; when it
 //! fires the Toolset checks the call against the clock and re-arms it if an update moved the
 //! heartbeat on. Updates never move the deadline. A call with no limits costs nothing here.
+//! A call that waits for approval is armed when it is approved: both limits count from then.
 
 use colloquy_core::{CallLimits, ToolCallStatus, ToolError, text};
 use ractor::ActorRef;
@@ -15,6 +16,9 @@ use crate::task::OwnedTask;
 /// A running call's limits and when it last showed life.
 pub(super) struct Watch {
     limits: CallLimits,
+    /// When the body could start: the call's start, or its approval (the wait for a person
+    /// is not the tool's time).
+    since: Instant,
     last_beat: Instant,
     _timer: Option<OwnedTask>,
 }
@@ -22,7 +26,7 @@ pub(super) struct Watch {
 impl Watch {
     /// No limits: never fires.
     pub fn none(started: Instant) -> Self {
-        Watch { limits: CallLimits::default(), last_beat: started, _timer: None }
+        Watch { limits: CallLimits::default(), since: started, last_beat: started, _timer: None }
     }
 
     /// The body reported (an update): the heartbeat counts from now.
@@ -40,7 +44,7 @@ fn due(from: Instant, limit: Option<std::time::Duration>) -> Option<Instant> {
 fn expired(call: &RunningCall, now: Instant) -> Option<String> {
     let watch = &call.watch;
     if let (Some(deadline), Some(at)) =
-        (watch.limits.deadline, due(call.started, watch.limits.deadline))
+        (watch.limits.deadline, due(watch.since, watch.limits.deadline))
         && now >= at
     {
         return Some(text::tool_timed_out(&call.call.name, deadline));
@@ -56,7 +60,7 @@ fn expired(call: &RunningCall, now: Instant) -> Option<String> {
 /// When the call's watch must next look, if it has limits that can fire.
 fn next_check(call: &RunningCall) -> Option<Instant> {
     let watch = &call.watch;
-    let deadline = due(call.started, watch.limits.deadline);
+    let deadline = due(watch.since, watch.limits.deadline);
     let heartbeat = due(watch.last_beat, watch.limits.heartbeat);
     match (deadline, heartbeat) {
         (Some(a), Some(b)) => Some(a.min(b)),

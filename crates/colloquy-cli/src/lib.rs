@@ -74,6 +74,10 @@ pub struct ChatArgs {
     /// the server's]. The scripted model ignores it.
     #[arg(long, value_name = "T", value_parser = temperature)]
     pub temperature: Option<f32>,
+    /// A tool of the assistant (get_weather, book_flight) whose calls wait for `/approve ID`
+    /// or `/reject ID REASON`. Repeatable.
+    #[arg(long = "require-approval", value_name = "TOOL")]
+    pub require_approval: Vec<String>,
 }
 
 /// `--temperature`: a number from 0 to 2.
@@ -129,6 +133,7 @@ mod tests {
                 mcp: vec![],
                 instructions: None,
                 temperature: None,
+                require_approval: vec![],
             }))
         );
         match parse(&["chat", "--instructions", "Be brief.", "--temperature", "0.2"]) {

@@ -303,6 +303,54 @@ async fn two_servers_with_the_same_tools_start_together() {
     assert_eq!(code, Some(0), "{all}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_that_needs_approval_waits_for_approve_and_reject_tells_the_agent_why() {
+    let args = ["chat", "--provider", "scripted", "--require-approval", "get_weather"];
+    let mut chat = Driven::start(&args).await;
+    chat.send("what's the weather in Rome?").await;
+    chat.wait_for("waits for your approval: /approve ").await;
+    // The id is in the prompt line: `/approve ID or`.
+    let text = chat.text();
+    let after = &text[text.find("/approve ").expect("the prompt line") + "/approve ".len()..];
+    let id = after.split_whitespace().next().expect("a call id").to_string();
+    chat.wait_for("agent › Here is what I have: `get_weather` is waiting for the user's approval")
+        .await;
+    chat.send("/tools").await;
+    chat.wait_for("awaiting approval").await;
+    chat.send(&format!("/approve {id}")).await;
+    chat.wait_for("  tool ✓ get_weather done: Rome: day 1: sunny, 24°C").await;
+    chat.send(&format!("/approve {id}")).await;
+    chat.wait_for(&format!("cannot approve {id}: Tool call {id} not found")).await;
+    chat.send("and the weather in Oslo?").await;
+    chat.wait_for(r#"get_weather({"city": "Oslo"}) waits for your approval: /approve "#).await;
+    let text = chat.text();
+    let last = text.rfind("/approve ").expect("the second prompt line") + "/approve ".len();
+    let second = text[last..].split_whitespace().next().expect("a call id").to_string();
+    chat.send(&format!("/reject {second} not today")).await;
+    chat.wait_for("  tool ✗ The user rejected `get_weather`: not today").await;
+    chat.wait_for("agent › Here is what I have: The user rejected `get_weather`: not today").await;
+    chat.close_input();
+    let (code, out) = chat.end().await;
+    assert_eq!(code, Some(0), "{out}");
+    assert_lines_in_order(
+        &out,
+        &[
+            &format!("  tool ▸ get_weather started ({id})"),
+            &format!(
+                "  tool ? get_weather({{\"city\": \"Rome\"}}) waits for your approval: \
+                 /approve {id} or /reject {id} REASON"
+            ),
+            "  tool ▸ get_weather approved",
+            "  tool ✓ get_weather done",
+            "── session closed",
+        ],
+    );
+    // A command's answer and the event lines it causes come from two tasks: either may print
+    // first.
+    assert!(out.contains(&format!("approved {id}\n")), "{out}");
+    assert!(out.contains(&format!("rejected {second}\n")), "{out}");
+}
+
 /// A `colloquy` process driven line by line through pipes, its output read as it comes.
 struct Driven {
     child: tokio::process::Child,

@@ -70,6 +70,10 @@ pub enum ToolCallStatus {
     /// The call ran past its deadline, or went without an update past its heartbeat; the
     /// model reads an error output saying so.
     TimedOut,
+    /// The call waited for the host's approval and was rejected (by the host, the approval
+    /// timeout, a handoff or a close); its body never ran, and the model reads
+    /// ``The user rejected `NAME`: REASON`` as an error output.
+    Rejected,
 }
 
 /// Why the duplicate policy answered a call without running it (§6.1): what an
@@ -128,13 +132,14 @@ pub enum ErrorSource {
 }
 
 impl ToolCallStatus {
-    /// The status as events spell it (`done`, `error`, `cancelled`, `timed_out`).
+    /// The status as events spell it (`done`, `error`, `cancelled`, `timed_out`, `rejected`).
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Done => "done",
             Self::Error => "error",
             Self::Cancelled => "cancelled",
             Self::TimedOut => "timed_out",
+            Self::Rejected => "rejected",
         }
     }
 }
@@ -260,6 +265,23 @@ pub enum EventKind {
         /// Why the previous attempt failed (its error, or its timeout).
         reason: String,
     },
+    /// A started call waits for the host's approval (`SessionHandle::approve` or `reject`)
+    /// before its body runs (colloquy's addition; docs/decisions.md, issue 27).
+    #[serde(rename = "x_tool_approval_requested")]
+    ToolApprovalRequested {
+        /// The waiting call's id.
+        call_id: String,
+        /// The tool name.
+        name: String,
+        /// Its canonical argument text.
+        arguments: String,
+    },
+    /// The host approved a waiting call: its body runs now.
+    #[serde(rename = "x_tool_call_approved")]
+    ToolCallApproved {
+        /// The call's id.
+        call_id: String,
+    },
     /// A deferred reply changed state.
     ToolReplyUpdated {
         /// The call ids of the pairs it delivers, in enqueue order.
@@ -373,6 +395,10 @@ pub enum EventType {
     ToolCallRefused,
     /// [`EventKind::ToolCallRetry`].
     ToolCallRetry,
+    /// [`EventKind::ToolApprovalRequested`].
+    ToolApprovalRequested,
+    /// [`EventKind::ToolCallApproved`].
+    ToolCallApproved,
     /// [`EventKind::ToolReplyUpdated`].
     ToolReplyUpdated,
     /// [`EventKind::AgentHandoff`].
@@ -413,6 +439,8 @@ impl EventKind {
             EventKind::ToolCallDropped { .. } => EventType::ToolCallDropped,
             EventKind::ToolCallRefused { .. } => EventType::ToolCallRefused,
             EventKind::ToolCallRetry { .. } => EventType::ToolCallRetry,
+            EventKind::ToolApprovalRequested { .. } => EventType::ToolApprovalRequested,
+            EventKind::ToolCallApproved { .. } => EventType::ToolCallApproved,
             EventKind::ToolReplyUpdated { .. } => EventType::ToolReplyUpdated,
             EventKind::AgentHandoff { .. } => EventType::AgentHandoff,
             EventKind::Error { .. } => EventType::Error,
@@ -469,7 +497,8 @@ impl EventFilter {
         types.into_iter().fold(Self::NONE, Self::with)
     }
 
-    /// The tool lifecycle: calls started, updated, retried, ended, dropped and refused, and the
+    /// The tool lifecycle: calls started, waiting for approval, approved, updated, retried,
+    /// ended, dropped and refused, and the
     /// deferred replies that deliver their results.
     pub fn tool_execution() -> Self {
         Self::only([
@@ -479,6 +508,8 @@ impl EventFilter {
             EventType::ToolCallDropped,
             EventType::ToolCallRefused,
             EventType::ToolCallRetry,
+            EventType::ToolApprovalRequested,
+            EventType::ToolCallApproved,
             EventType::ToolReplyUpdated,
         ])
     }
@@ -571,5 +602,31 @@ mod tests {
             r#"{"at_ms":300,"type":"x_tool_call_refused","call_id":"c2","name":"refund","reason":"rejected","duplicates":["c1"]}"#
         );
         assert!(EventFilter::tool_execution().contains(refused.kind.event_type()));
+    }
+
+    #[test]
+    fn approval_events_and_the_rejected_status_serialize_as_traces_spell_them() {
+        let asked = SessionEvent {
+            at_ms: 10,
+            kind: EventKind::ToolApprovalRequested {
+                call_id: "c1".into(),
+                name: "refund".into(),
+                arguments: r#"{"order_id": "5"}"#.into(),
+            },
+        };
+        assert_eq!(
+            serde_json::to_string(&asked).unwrap(),
+            r#"{"at_ms":10,"type":"x_tool_approval_requested","call_id":"c1","name":"refund","arguments":"{\"order_id\": \"5\"}"}"#
+        );
+        let approved =
+            SessionEvent { at_ms: 20, kind: EventKind::ToolCallApproved { call_id: "c1".into() } };
+        assert_eq!(
+            serde_json::to_string(&approved).unwrap(),
+            r#"{"at_ms":20,"type":"x_tool_call_approved","call_id":"c1"}"#
+        );
+        assert!(EventFilter::tool_execution().contains(asked.kind.event_type()));
+        assert!(EventFilter::tool_execution().contains(approved.kind.event_type()));
+        assert_eq!(ToolCallStatus::Rejected.as_str(), "rejected");
+        assert_eq!(serde_json::to_value(ToolCallStatus::Rejected).unwrap(), "rejected");
     }
 }

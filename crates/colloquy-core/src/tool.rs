@@ -26,6 +26,9 @@ pub type ToolFuture = Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>>
 
 type Body = dyn Fn(RunContext, Value) -> ToolFuture + Send + Sync;
 
+/// Whether a call needs the host's approval, over its validated arguments.
+type ApprovalCheck = dyn Fn(&Value) -> bool + Send + Sync;
+
 /// Flags of a tool (§1.2).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolFlags {
@@ -212,6 +215,8 @@ pub struct FunctionTool {
     inherited: CallLimits,
     /// Set for tools marked safe to retry.
     retry: Option<RetryPolicy>,
+    /// Set when calls may need the host's approval before their body runs.
+    approval: Option<Arc<ApprovalCheck>>,
     raw: bool,
     body: Arc<Body>,
 }
@@ -266,6 +271,7 @@ impl FunctionTool {
             limits: CallLimits::default(),
             inherited: CallLimits::default(),
             retry: None,
+            approval: None,
             raw: false,
             body: Arc::new(body),
         }
@@ -312,6 +318,7 @@ impl FunctionTool {
             limits: CallLimits::default(),
             inherited: CallLimits::default(),
             retry: None,
+            approval: None,
             raw: true,
             body: Arc::new(body),
         })
@@ -346,6 +353,33 @@ impl FunctionTool {
     pub fn ignore_on_enter(mut self) -> Self {
         self.flags.ignore_on_enter = true;
         self
+    }
+
+    /// Every call waits for the host's approval (`SessionHandle::approve`) before its body
+    /// runs; `reject`, or no answer within the session's approval timeout, ends it `rejected`.
+    pub fn requires_approval(self) -> Self {
+        self.requires_approval_if(|_| true)
+    }
+
+    /// A call waits for the host's approval when `check`, over its validated arguments
+    /// (defaults filled), says so; a call whose arguments do not validate never waits (it
+    /// fails validation instead).
+    pub fn requires_approval_if(
+        mut self,
+        check: impl Fn(&Value) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.approval = Some(Arc::new(check));
+        self
+    }
+
+    /// Whether a call with `arguments` must wait for the host's approval.
+    pub fn needs_approval(&self, arguments: &Map<String, Value>) -> bool {
+        let Some(check) = &self.approval else { return false };
+        if self.raw {
+            return check(&Value::Object(arguments.clone()));
+        }
+        validate_arguments(&self.name, &self.parameters, arguments.clone())
+            .is_ok_and(|valid| check(&valid))
     }
 
     /// Ends each call `timed_out` once it has run this long, updates or not: the body gets the
@@ -553,6 +587,7 @@ impl fmt::Debug for FunctionTool {
             .field("on_duplicate", &self.on_duplicate)
             .field("duplicate_scope", &self.duplicate_scope)
             .field("limits", &self.limits())
+            .field("requires_approval", &self.approval.is_some())
             .field("raw", &self.raw)
             .finish_non_exhaustive()
     }
@@ -793,6 +828,23 @@ mod tests {
         location: String,
         #[serde(default)]
         days: Option<u32>,
+    }
+
+    #[test]
+    fn approval_is_decided_over_the_validated_arguments() {
+        let body = |_c: RunContext, a: Weather| async move { Ok::<_, ToolError>(a.location) };
+        let plain = FunctionTool::new("w", "", body);
+        let args = |v: Value| v.as_object().cloned().unwrap_or_default();
+        assert!(!plain.needs_approval(&args(json!({"location": "Oslo"}))));
+        let always = FunctionTool::new("w", "", body).requires_approval();
+        assert!(always.needs_approval(&args(json!({"location": "Oslo"}))));
+        // The predicate sees coerced values ("5" becomes 5 for an integer)...
+        let long = FunctionTool::new("w", "", body)
+            .requires_approval_if(|a| a["days"].as_u64().is_some_and(|d| d > 3));
+        assert!(long.needs_approval(&args(json!({"location": "Oslo", "days": "5"}))));
+        assert!(!long.needs_approval(&args(json!({"location": "Oslo", "days": 2}))));
+        // ...and a call that will fail validation never waits.
+        assert!(!always.needs_approval(&args(json!({"days": 2}))));
     }
 
     fn ctx() -> RunContext {

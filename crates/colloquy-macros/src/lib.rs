@@ -28,7 +28,9 @@
 //! "name_and_args" | ["arg", …]` (a list: calls are duplicates when those arguments are equal
 //! after validation, whatever the others hold; each must be a parameter of the function),
 //! `deadline = "30s"`, `heartbeat = "10s"`, `retry(attempts = 3, backoff = "200ms")` (safe to
-//! retry; also `factor = 2`, `max_backoff = "5s"`, `attempt_timeout = "2s"`).
+//! retry; also `factor = 2`, `max_backoff = "5s"`, `attempt_timeout = "2s"`),
+//! `requires_approval` (every call waits for `SessionHandle::approve`; a predicate over the
+//! arguments: `.requires_approval_if(…)` on the returned tool).
 
 mod docs;
 mod options;

@@ -1,6 +1,7 @@
 //! The attribute's options: `#[function_tool(name = "…", cancellable, on_duplicate = "…",
 //! duplicate_scope = "…" | ["arg", …], deadline = "30s", heartbeat = "10s",
-//! retry(attempts = 3, backoff = "200ms", factor = 2, max_backoff = "5s", attempt_timeout = "2s"))]`.
+//! retry(attempts = 3, backoff = "200ms", factor = 2, max_backoff = "5s", attempt_timeout = "2s"),
+//! requires_approval)]`.
 
 use quote::quote;
 use syn::parse::{Parse, ParseStream};
@@ -18,6 +19,7 @@ pub(crate) struct Options {
     pub description: Option<String>,
     cancellable: bool,
     ignore_on_enter: bool,
+    requires_approval: bool,
     on_duplicate: Option<(String, proc_macro2::Span)>,
     duplicate_scope: Option<Scope>,
     /// Milliseconds.
@@ -102,6 +104,7 @@ impl Parse for Options {
             match key.to_string().as_str() {
                 "cancellable" => options.cancellable = true,
                 "ignore_on_enter" => options.ignore_on_enter = true,
+                "requires_approval" => options.requires_approval = true,
                 "name" => options.name = Some(value(input)?.value()),
                 "description" => options.description = Some(value(input)?.value()),
                 "on_duplicate" => {
@@ -148,7 +151,7 @@ impl Parse for Options {
                         format!(
                             "unknown option `{other}` (expected name, description, cancellable, \
                              ignore_on_enter, on_duplicate, duplicate_scope, deadline, \
-                             heartbeat or retry)"
+                             heartbeat, retry or requires_approval)"
                         ),
                     ));
                 }
@@ -189,6 +192,9 @@ impl Options {
         }
         if self.ignore_on_enter {
             calls.push(quote!(.ignore_on_enter()));
+        }
+        if self.requires_approval {
+            calls.push(quote!(.requires_approval()));
         }
         if let Some(ms) = self.deadline {
             calls.push(quote!(.deadline(::std::time::Duration::from_millis(#ms))));

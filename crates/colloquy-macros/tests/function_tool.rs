@@ -131,6 +131,43 @@ async fn deadline_and_heartbeat_bound_the_calls_as_the_builder_would() {
     session.close().await.unwrap();
 }
 
+/// Refund an order, once someone agrees.
+#[function_tool(requires_approval)]
+async fn approved_refund(order_id: String) -> Result<String, ToolError> {
+    Ok(format!("refunded {order_id}"))
+}
+
+#[tokio::test(start_paused = true)]
+async fn requires_approval_makes_each_call_wait_for_the_host() {
+    let llm = ScriptedLlm::new([
+        ScriptedResponse::calls([ScriptedCall::new(
+            "c1",
+            "approved_refund",
+            r#"{"order_id":"A1"}"#,
+        )]),
+        ScriptedResponse::text("I asked for approval."),
+        ScriptedResponse::text("Refunded."),
+    ]);
+    let session = Session::builder()
+        .llm(llm)
+        .start(Agent::new("desk", "inst").tool(approved_refund()))
+        .await
+        .unwrap();
+    session.user_turn("refund A1").await.unwrap();
+    session.wait_for_idle().await.unwrap();
+    let running = session.running_tool_calls().await.unwrap();
+    assert!(running[0].awaiting_approval);
+    session.approve("c1").await.unwrap();
+    session.wait_for_quiet().await.unwrap();
+    let history = session.history().await.unwrap();
+    let last_output = history.iter().rev().find_map(|item| match item {
+        ChatItem::FunctionCallOutput(o) => Some(o.output.clone()),
+        _ => None,
+    });
+    assert_eq!(last_output.as_deref(), Some("refunded A1"));
+    session.close().await.unwrap();
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_tool_runs_in_a_session_and_bad_arguments_reach_the_model() {
     let llm = ScriptedLlm::new([

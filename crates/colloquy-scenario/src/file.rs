@@ -58,6 +58,8 @@ pub struct ToolDef {
     pub heartbeat: Option<Duration>,
     /// `retry`: `{"attempts": N, "backoff_ms": M}` (safe to retry).
     pub retry: Option<RetryPolicy>,
+    /// `requires_approval`: every call waits for an `approve` or `reject` step.
+    pub requires_approval: bool,
 }
 
 /// One step of a tool body.
@@ -238,6 +240,15 @@ pub enum Action {
     Cancel(String),
     /// `handoff`: `SessionHandle::update_agent`.
     Handoff(String),
+    /// `approve`: let a call waiting for approval run.
+    Approve(String),
+    /// `reject`: reject a call waiting for approval (`id`, `reason`).
+    Reject {
+        /// The call id.
+        id: String,
+        /// What the model reads after ``The user rejected `NAME`: ``.
+        reason: String,
+    },
     /// `close`.
     Close,
     /// `inspect`: record an actor-tree snapshot.
@@ -440,6 +451,7 @@ fn parse_tool(name: String, mut o: Obj) -> Result<ToolDef, ScenarioError> {
             Some(RetryPolicy::new(attempts, backoff))
         }
     };
+    let requires_approval = o.bool("requires_approval")?.unwrap_or(false);
     let body_path = o.at("body");
     let mut body: Vec<BodyStep> = Vec::new();
     for (i, v) in o.array("body")?.into_iter().enumerate() {
@@ -461,6 +473,7 @@ fn parse_tool(name: String, mut o: Obj) -> Result<ToolDef, ScenarioError> {
         deadline,
         heartbeat,
         retry,
+        requires_approval,
     })
 }
 
@@ -749,6 +762,14 @@ fn parse_step(mut o: Obj) -> Result<Step, ScenarioError> {
                 "say" => Action::Say(o.required_string("say")?),
                 "cancel" => Action::Cancel(o.required_string("cancel")?),
                 "handoff" => Action::Handoff(o.required_string("handoff")?),
+                "approve" => Action::Approve(o.required_string("approve")?),
+                "reject" => {
+                    let mut r = Obj::new(o.take("reject").unwrap_or(Value::Null), path)?;
+                    let id = r.required_string("id")?;
+                    let reason = r.required_string("reason")?;
+                    r.finish()?;
+                    Action::Reject { id, reason }
+                }
                 "interrupt" => {
                     expect_true(o.take("interrupt"), &path)?;
                     Action::Interrupt

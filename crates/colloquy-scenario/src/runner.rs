@@ -218,6 +218,21 @@ async fn play_async(scenario: &Scenario) -> Result<Trace, ScenarioError> {
                     record_now(&mut events, &mut traced, &mut session_events, record);
                 }
             }
+            Action::Approve(call_id) => {
+                let answer = session.approve(call_id.clone()).await;
+                refused_answer(
+                    &mut events,
+                    &mut traced,
+                    &mut session_events,
+                    start,
+                    call_id,
+                    answer,
+                )
+            }
+            Action::Reject { id, reason } => {
+                let answer = session.reject(id.clone(), reason.clone()).await;
+                refused_answer(&mut events, &mut traced, &mut session_events, start, id, answer)
+            }
             Action::Close => {
                 closed = Some(session.close_with_reason("close").await.map_err(failed)?)
             }
@@ -254,6 +269,27 @@ async fn play_async(scenario: &Scenario) -> Result<Trace, ScenarioError> {
 }
 
 /// Records a runner's own `x_` item in the trace where it happened, after the events before it.
+/// Records an `approve` or `reject` step the session refused (`x_approval_refused`), like a
+/// refused `cancel`: the file may answer a call that already ended, and the trace says so.
+fn refused_answer(
+    events: &mut colloquy::EventStream,
+    traced: &mut Vec<Value>,
+    session_events: &mut Vec<colloquy::SessionEvent>,
+    start: Instant,
+    call_id: &str,
+    answer: Result<(), colloquy::ApprovalError>,
+) {
+    if let Err(refusal) = answer {
+        let record = serde_json::json!({
+            "at_ms": (Instant::now() - start).as_millis() as u64,
+            "type": "x_approval_refused",
+            "call_id": call_id,
+            "reason": refusal.to_string(),
+        });
+        record_now(events, traced, session_events, record);
+    }
+}
+
 fn record_now(
     events: &mut colloquy::EventStream,
     traced: &mut Vec<Value>,
@@ -315,6 +351,9 @@ fn scripted_tool(def: &ToolDef, defs: &Arc<Defs>) -> FunctionTool {
     }
     if let Some(retry) = def.retry {
         tool = tool.retry(retry);
+    }
+    if def.requires_approval {
+        tool = tool.requires_approval();
     }
     if def.cancellable { tool.cancellable() } else { tool }
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use colloquy_core::{ChatContext, ChatItem, FunctionCall, FunctionCallOutput};
 use ractor::{ActorRef, RpcReplyPort};
 
-use crate::error::CancelError;
+use crate::error::{ApprovalError, CancelError};
 use crate::protocol::{RunningToolCall, ToolsetMsg};
 
 /// Marks a placeholder copy of a running call in an LLM request (§16).
@@ -26,6 +26,9 @@ pub(crate) struct Running {
     pub cancellable: bool,
     /// Run by the current agent's toolsets (drained at handoff).
     pub agent_scoped: bool,
+    /// Waiting for the host's approval (from its `x_tool_approval_requested` event to its
+    /// approval or end).
+    pub awaiting_approval: bool,
 }
 
 /// Boxed: a map's first node holds room for eleven entries, and a running call is large.
@@ -39,6 +42,33 @@ impl RunningCalls {
 
     pub fn remove(&mut self, call_id: &str) {
         self.0.remove(call_id);
+    }
+
+    /// Records whether `call_id` waits for approval (its toolset's events say so).
+    pub fn set_awaiting(&mut self, call_id: &str, awaiting: bool) {
+        if let Some(running) = self.0.get_mut(call_id) {
+            running.awaiting_approval = awaiting;
+        }
+    }
+
+    /// Asks the call's toolset to approve (`reason` `None`) or reject a waiting call; the
+    /// toolset answers the caller.
+    pub fn answer(
+        &self,
+        call_id: String,
+        reason: Option<String>,
+        reply: RpcReplyPort<Result<(), ApprovalError>>,
+    ) {
+        let Some(running) = self.0.get(&call_id) else {
+            let _ = reply.send(Err(ApprovalError::NotFound(call_id)));
+            return;
+        };
+        let reply = Some(reply);
+        let message = match reason {
+            None => ToolsetMsg::Approve { call_id, reply },
+            Some(reason) => ToolsetMsg::Reject { call_id, reason, reply, drain: false },
+        };
+        let _ = running.toolset.cast(message);
     }
 
     pub fn is_empty(&self) -> bool {
@@ -63,11 +93,21 @@ impl RunningCalls {
     }
 
     /// Cancels, as a drain does (even where the speech disallows interruptions), every
-    /// cancellable call `which` selects.
-    pub fn drain(&self, which: impl Fn(&Running) -> bool) {
-        for running in self.iter().filter(|r| r.cancellable && which(r)) {
+    /// cancellable call `which` selects, and rejects with `rejected_because` every one of them
+    /// that waits for approval (cancellable or not: nobody would be left to approve it).
+    pub fn drain(&self, which: impl Fn(&Running) -> bool, rejected_because: &str) {
+        for running in self.iter().filter(|r| (r.cancellable || r.awaiting_approval) && which(r)) {
             let call_id = running.call.call_id.clone();
-            let _ = running.toolset.cast(ToolsetMsg::Cancel { call_id, reply: None, drain: true });
+            let message = match running.awaiting_approval {
+                true => ToolsetMsg::Reject {
+                    call_id,
+                    reason: rejected_because.to_string(),
+                    reply: None,
+                    drain: true,
+                },
+                false => ToolsetMsg::Cancel { call_id, reply: None, drain: true },
+            };
+            let _ = running.toolset.cast(message);
         }
     }
 
@@ -87,6 +127,7 @@ impl RunningCalls {
                 name: r.call.name.clone(),
                 arguments: r.call.arguments.clone(),
                 cancellable: r.cancellable,
+                awaiting_approval: r.awaiting_approval,
             })
             .collect()
     }

@@ -13,6 +13,15 @@ pub enum Line {
     Tools,
     /// `/cancel ID`.
     Cancel(String),
+    /// `/approve ID`: let a call waiting for approval run.
+    Approve(String),
+    /// `/reject ID REASON`: end a call waiting for approval; the model reads the reason.
+    Reject {
+        /// The call id.
+        id: String,
+        /// Why (what the model reads).
+        reason: String,
+    },
     /// `/inspect`: the actor tree, indented (`/inspect json`: as JSON).
     Inspect {
         /// The whole snapshot as JSON.
@@ -33,6 +42,8 @@ pub const HELP: &str = "\
 commands:
   /tools              the agent's tools, and the calls running now
   /cancel ID          cancel a running call (its id is in the `started` line)
+  /approve ID         let a call that waits for approval run
+  /reject ID REASON   refuse a call that waits for approval; the agent hears why
   /inspect            the session's actor tree (/inspect json: the whole snapshot as JSON)
   /timeline FILE.html write the conversation so far as a timeline page
   /history            the conversation history
@@ -66,6 +77,17 @@ pub fn parse(line: &str) -> Line {
         ("quit" | "exit", true) => Line::Quit,
         ("cancel", false) => Line::Cancel(rest.to_string()),
         ("cancel", true) => Line::Invalid("/cancel needs a call id (see /tools)".into()),
+        ("approve", false) if !rest.contains(char::is_whitespace) => {
+            Line::Approve(rest.to_string())
+        }
+        ("approve", false) => Line::Invalid("/approve takes one call id".into()),
+        ("reject", false) => match rest.split_once(char::is_whitespace) {
+            Some((id, reason)) => Line::Reject { id: id.to_string(), reason: reason.trim().into() },
+            None => Line::Invalid("/reject needs a call id and a reason".into()),
+        },
+        ("approve" | "reject", true) => {
+            Line::Invalid(format!("/{name} needs a call id (it is in the `waits` line)"))
+        }
         ("timeline", false) => Line::Timeline(rest.to_string()),
         ("timeline", true) => Line::Invalid("/timeline needs a file name".into()),
         ("inspect", false) => Line::Invalid("/inspect takes `json` or nothing".into()),
@@ -90,6 +112,14 @@ mod tests {
         assert_eq!(parse("/inspect json"), Line::Inspect { json: true });
         assert!(matches!(parse("/inspect yaml"), Line::Invalid(_)));
         assert!(matches!(parse("/cancel"), Line::Invalid(_)));
+        assert_eq!(parse("/approve c1"), Line::Approve("c1".into()));
+        assert!(matches!(parse("/approve c1 c2"), Line::Invalid(_)));
+        assert!(matches!(parse("/approve"), Line::Invalid(_)));
+        assert_eq!(
+            parse("/reject c1  too  expensive "),
+            Line::Reject { id: "c1".into(), reason: "too  expensive".into() }
+        );
+        assert!(matches!(parse("/reject c1"), Line::Invalid(_)));
         assert!(matches!(parse("/dance"), Line::Invalid(_)));
         assert!(matches!(parse("/tools now"), Line::Invalid(_)));
     }

@@ -105,15 +105,19 @@ pub fn read_lines(input: impl BufRead + Send + 'static) -> mpsc::Receiver<String
 
 /// The chat's agent: a travel assistant with the demo's weather and booking tools (the
 /// booking narrates its progress and can be cancelled) and end_call; `instructions` replace
-/// the travel assistant's.
-pub fn agent(instructions: Option<&str>) -> Agent {
+/// the travel assistant's. The tools `approval` names wait for `/approve` or `/reject`.
+pub fn agent(instructions: Option<&str>, approval: &[String]) -> Agent {
     let travel = "You are a friendly travel assistant in a terminal chat. Use get_weather for \
                   forecasts and book_flight to book; booking runs in the background and \
                   reports its progress, so keep talking while it works. When the user says \
                   goodbye, say goodbye and call end_call.";
+    let approved = |tool: FunctionTool| match approval.iter().any(|name| name == tool.name()) {
+        true => tool.requires_approval(),
+        false => tool,
+    };
     Agent::new("assistant", instructions.unwrap_or(travel))
-        .tool(weather_tool(Duration::from_millis(300)))
-        .tool(booking_tool(Duration::from_millis(1500)).cancellable())
+        .tool(approved(weather_tool(Duration::from_millis(300))))
+        .tool(approved(booking_tool(Duration::from_millis(1500)).cancellable()))
         .toolset(EndCallTool::new().toolset())
 }
 
@@ -182,8 +186,11 @@ pub async fn run(args: &ChatArgs, console: Console) -> Result<Ending, ChatError>
         Style::Dim,
         &format!("colloquy chat with {about}: /help for commands, /quit to leave"),
     );
-    let (agent, servers) =
-        with_mcp_servers(agent(args.instructions.as_deref()), &args.mcp, &terminal);
+    let (agent, servers) = with_mcp_servers(
+        agent(args.instructions.as_deref(), &args.require_approval),
+        &args.mcp,
+        &terminal,
+    );
     let mut builder = Session::builder().llm(llm).speech_sink(TerminalSink(terminal.clone()));
     let events = builder.subscribe();
     let session = builder.start(agent.clone()).await.map_err(ChatError::Session)?;
@@ -439,6 +446,20 @@ async fn run_command(
                 Err(e) => format!("cannot cancel {shown}: {}", clean::line(&e.to_string())),
             }
         }
+        Line::Approve(id) => {
+            let shown = clean::line(&id);
+            match session.approve(id).await {
+                Ok(()) => format!("approved {shown}"),
+                Err(e) => format!("cannot approve {shown}: {}", clean::line(&e.to_string())),
+            }
+        }
+        Line::Reject { id, reason } => {
+            let shown = clean::line(&id);
+            match session.reject(id, reason).await {
+                Ok(()) => format!("rejected {shown}"),
+                Err(e) => format!("cannot reject {shown}: {}", clean::line(&e.to_string())),
+            }
+        }
         Line::Inspect { json } => match session.inspect().await {
             Ok(snapshot) if json => serde_json::to_string_pretty(&snapshot)
                 .unwrap_or_else(|e| format!("cannot write the snapshot as JSON: {e}")),
@@ -477,8 +498,10 @@ async fn tools(session: &SessionHandle, agent: &Agent, servers: &[McpServer]) ->
             lines.push("running:".into());
             for call in running {
                 let cancel = if call.cancellable { " (cancellable)" } else { "" };
+                let waits = if call.awaiting_approval { " (awaiting approval)" } else { "" };
                 let (id, name) = (clean::line(&call.call_id), clean::line(&call.name));
-                lines.push(format!("  {id} {name} {}{cancel}", clean::line(&call.arguments)));
+                let arguments = clean::line(&call.arguments);
+                lines.push(format!("  {id} {name} {arguments}{cancel}{waits}"));
             }
         }
         Err(e) => lines.push(format!("cannot list running calls: {e}")),

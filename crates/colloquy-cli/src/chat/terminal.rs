@@ -259,6 +259,20 @@ impl EventLines {
                 let (name, call_id) = (clean::line(name), clean::line(call_id));
                 one(Style::Tool, format!("  tool ▸ {name} started ({call_id})"))
             }
+            EventKind::ToolApprovalRequested { call_id, name, arguments } => {
+                let (name, id) = (clean::line(name), clean::line(call_id));
+                let arguments = clean::line(arguments);
+                one(
+                    Style::Tool,
+                    format!(
+                        "  tool ? {name}({arguments}) waits for your approval: /approve {id} \
+                         or /reject {id} REASON"
+                    ),
+                )
+            }
+            EventKind::ToolCallApproved { call_id } => {
+                one(Style::Tool, format!("  tool ▸ {} approved", name(&self.names, call_id)))
+            }
             EventKind::ToolCallUpdated { call_id, message, .. } => {
                 let (tool, message) = (name(&self.names, call_id), clean::line(message));
                 one(Style::Tool, format!("  tool … {tool}: {message}"))
@@ -269,7 +283,9 @@ impl EventLines {
                 let message = clean::line(message.as_deref().unwrap_or(""));
                 one(
                     match status {
-                        ToolCallStatus::Error | ToolCallStatus::TimedOut => Style::Error,
+                        ToolCallStatus::Error
+                        | ToolCallStatus::TimedOut
+                        | ToolCallStatus::Rejected => Style::Error,
                         _ => Style::Tool,
                     },
                     match status {
@@ -280,6 +296,8 @@ impl EventLines {
                         ToolCallStatus::Done => format!("  tool ✓ {tool} done: {message}"),
                         ToolCallStatus::Error => format!("  tool ✗ {tool} failed: {message}"),
                         ToolCallStatus::Cancelled => format!("  tool ✗ {tool} cancelled"),
+                        // The message says who rejected it and why.
+                        ToolCallStatus::Rejected => format!("  tool ✗ {message}"),
                         // The message names the tool and the bound it passed.
                         ToolCallStatus::TimedOut => format!("  tool ✗ {message}"),
                         other => format!("  tool {tool} {}", other.as_str()),
