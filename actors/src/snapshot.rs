@@ -86,6 +86,9 @@ pub enum NodeStatus {
     Closing,
     /// A tool call whose call has ended (cancelled or aborted) while its body winds down.
     Stopping,
+    /// A tool call waiting for a place under a concurrency cap (`max_concurrent`): started,
+    /// its body not running yet; its node carries its toolset's actor id.
+    Queued,
 }
 
 /// Whether a toolset lives with the session or with the agent.

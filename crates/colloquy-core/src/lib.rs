@@ -45,7 +45,7 @@ pub use run_result::{RunExpect, RunResult};
 pub use templates::{ResolvedTemplates, Template, Templates};
 pub use time::Timestamp;
 pub use tool::{
-    CallLimits, FunctionTool, ToolDeclarationError, ToolFlags, ToolSchema, ToolSource,
-    ToolVisibility, Toolset,
+    CallLimits, ConcurrencyLimit, FunctionTool, ToolDeclarationError, ToolFlags, ToolSchema,
+    ToolSource, ToolVisibility, Toolset,
 };
 pub use tool_error::{ToolError, ToolErrorKind};
