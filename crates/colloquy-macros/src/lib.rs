@@ -27,7 +27,9 @@
 //! `on_duplicate = "allow" | "reject" | "replace" | "confirm"`, `duplicate_scope = "name" |
 //! "name_and_args" | ["arg", …]` (a list: calls are duplicates when those arguments are equal
 //! after validation, whatever the others hold; each must be a parameter of the function),
-//! `deadline = "30s"`, `heartbeat = "10s"`.
+//! `deadline = "30s"`, `heartbeat = "10s"`, `max_concurrent = 4` (at most that many calls at
+//! once, later ones queued), `idempotent = "10m"` (a result that ended `done` answers the same
+//! call again for that long without running).
 
 mod docs;
 mod options;

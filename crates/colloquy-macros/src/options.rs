@@ -1,5 +1,6 @@
 //! The attribute's options: `#[function_tool(name = "…", cancellable, on_duplicate = "…",
-//! duplicate_scope = "…" | ["arg", …], deadline = "30s", heartbeat = "10s")]`.
+//! duplicate_scope = "…" | ["arg", …], deadline = "30s", heartbeat = "10s", max_concurrent = 4,
+//! idempotent = "10m")]`.
 
 use quote::quote;
 use syn::parse::{Parse, ParseStream};
@@ -23,6 +24,9 @@ pub(crate) struct Options {
     deadline: Option<u64>,
     /// Milliseconds.
     heartbeat: Option<u64>,
+    max_concurrent: Option<usize>,
+    /// Milliseconds.
+    idempotent: Option<u64>,
 }
 
 /// A duration as people write it (`"30s"`, `"500ms"`, `"2m"`), in milliseconds, at least 1.
@@ -88,13 +92,22 @@ impl Parse for Options {
                 }
                 "deadline" => options.deadline = Some(millis(&value(input)?)?),
                 "heartbeat" => options.heartbeat = Some(millis(&value(input)?)?),
+                "idempotent" => options.idempotent = Some(millis(&value(input)?)?),
+                "max_concurrent" => {
+                    input.parse::<Token![=]>()?;
+                    let n: syn::LitInt = input.parse()?;
+                    match n.base10_parse::<usize>()? {
+                        0 => return Err(syn::Error::new(n.span(), "at least 1 call must run")),
+                        n => options.max_concurrent = Some(n),
+                    }
+                }
                 other => {
                     return Err(syn::Error::new(
                         key.span(),
                         format!(
                             "unknown option `{other}` (expected name, description, cancellable, \
-                             ignore_on_enter, on_duplicate, duplicate_scope, deadline or \
-                             heartbeat)"
+                             ignore_on_enter, on_duplicate, duplicate_scope, deadline, \
+                             heartbeat, max_concurrent or idempotent)"
                         ),
                     ));
                 }
@@ -141,6 +154,12 @@ impl Options {
         }
         if let Some(ms) = self.heartbeat {
             calls.push(quote!(.heartbeat(::std::time::Duration::from_millis(#ms))));
+        }
+        if let Some(n) = self.max_concurrent {
+            calls.push(quote!(.max_concurrent(#n)));
+        }
+        if let Some(ms) = self.idempotent {
+            calls.push(quote!(.idempotent(::std::time::Duration::from_millis(#ms))));
         }
         if self.on_duplicate.is_some() || self.duplicate_scope.is_some() {
             let policy = match self.on_duplicate.as_ref().map(|(v, _)| v.as_str()) {
