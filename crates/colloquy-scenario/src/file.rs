@@ -54,6 +54,10 @@ pub struct ToolDef {
     pub deadline: Option<Duration>,
     /// `heartbeat_ms`.
     pub heartbeat: Option<Duration>,
+    /// `max_concurrent`: at most this many calls at once, later ones queued.
+    pub max_concurrent: Option<usize>,
+    /// `idempotent_ms`: how long a `done` result answers the same call again.
+    pub idempotent: Option<Duration>,
 }
 
 /// One step of a tool body.
@@ -127,6 +131,8 @@ pub struct ToolsetDef {
     pub toolsets: Vec<String>,
     /// `templates`.
     pub templates: Option<Templates>,
+    /// `max_concurrent` (async and plain toolsets): at most this many calls at once.
+    pub max_concurrent: Option<usize>,
 }
 
 /// A toolset's `kind`.
@@ -413,6 +419,8 @@ fn parse_tool(name: String, mut o: Obj) -> Result<ToolDef, ScenarioError> {
     let scope = parse_duplicate_scope(&mut o, &declared)?;
     let deadline = o.positive_millis("deadline_ms")?;
     let heartbeat = o.positive_millis("heartbeat_ms")?;
+    let max_concurrent = max_concurrent(&mut o)?;
+    let idempotent = o.positive_millis("idempotent_ms")?;
     let body_path = o.at("body");
     let mut body: Vec<BodyStep> = Vec::new();
     for (i, v) in o.array("body")?.into_iter().enumerate() {
@@ -433,7 +441,17 @@ fn parse_tool(name: String, mut o: Obj) -> Result<ToolDef, ScenarioError> {
         duplicates: (policy, scope),
         deadline,
         heartbeat,
+        max_concurrent,
+        idempotent,
     })
+}
+
+/// `max_concurrent`: a positive integer (no call could run under 0).
+fn max_concurrent(o: &mut Obj) -> Result<Option<usize>, ScenarioError> {
+    match o.u64("max_concurrent")? {
+        Some(0) => Err(invalid(&o.at("max_concurrent"), "must be at least 1")),
+        other => Ok(other.map(|n| usize::try_from(n).unwrap_or(usize::MAX))),
+    }
 }
 
 fn parse_body_step(mut o: Obj, declared: &[String]) -> Result<BodyStep, ScenarioError> {
@@ -584,8 +602,13 @@ fn parse_toolset(id: String, mut o: Obj, known: &[&str]) -> Result<ToolsetDef, S
     check_tools(&tools, known, &o.at("tools"))?;
     let toolsets = o.strings("toolsets")?;
     let templates = parse_templates(&mut o)?;
+    let limited = matches!(kind, ToolsetKind::Async | ToolsetKind::Plain);
+    if !limited && o.keys().iter().any(|k| k == "max_concurrent") {
+        return Err(invalid(&o.at("max_concurrent"), "only async and plain toolsets take it"));
+    }
+    let max_concurrent = max_concurrent(&mut o)?;
     o.finish()?;
-    Ok(ToolsetDef { id, kind, tools, toolsets, templates })
+    Ok(ToolsetDef { id, kind, tools, toolsets, templates, max_concurrent })
 }
 
 /// Nested toolsets must exist, and no toolset may contain itself.
