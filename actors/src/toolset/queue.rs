@@ -1,7 +1,7 @@
-//! Concurrency caps and remembered results (docs/decisions.md, issue 27). A call over one of
-//! its caps (`max_concurrent` on its tool or a toolset) waits here in arrival order: it has
-//! started (`tool_call_started`), so the Session counts it as running for cancels, drains and
-//! handoffs, but its ToolCall is not spawned until a place frees. Its deadline counts from
+//! Concurrency caps and remembered results (docs/decisions.md#concurrency-limits). A call over
+//! one of its caps (`max_concurrent` on its tool or a toolset) waits here in arrival order: it
+//! has started (`tool_call_started`), so the Session counts it as running for cancels, drains
+//! and handoffs, but its ToolCall is not spawned until a place frees. Its deadline counts from
 //! admission. An `idempotent` tool's results that ended `done` are remembered by duplicate key
 //! for their window; a later call with the same key gets one without running. Tools with
 //! neither cost an empty `Vec` per call.
