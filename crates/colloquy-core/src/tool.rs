@@ -898,4 +898,37 @@ mod tests {
         let deadlines: Vec<_> = again.flatten().iter().map(|t| t.limits().deadline).collect();
         assert_eq!(deadlines, [Some(secs(1)), Some(secs(5)), Some(secs(2))]);
     }
+
+    #[test]
+    fn concurrency_caps_reach_every_tool_whatever_the_builder_order() {
+        let groups = |t: &FunctionTool| -> Vec<(String, usize)> {
+            t.concurrency_limits().iter().map(|l| (l.group.to_string(), l.max)).collect()
+        };
+        let inner = Toolset::new("inner").tool(weather().max_concurrent(1)).max_concurrent(2);
+        let outer = Toolset::new_async("outer").tool(weather().renamed("w2")).toolset(inner);
+        let outer = outer.max_concurrent(0);
+        let tools = outer.flatten();
+        assert_eq!(groups(tools[0]), [("toolset:outer".to_string(), 1)]);
+        assert_eq!(
+            groups(tools[1]),
+            [
+                ("tool:get_weather".to_string(), 1),
+                ("toolset:inner".to_string(), 2),
+                ("toolset:outer".to_string(), 1)
+            ]
+        );
+        assert!(weather().concurrency_limits().is_empty());
+    }
+
+    #[test]
+    fn result_keys_use_the_duplicate_scope_or_name_and_arguments() {
+        let args = |v: Value| v.as_object().cloned().unwrap_or_default();
+        let allow = weather().idempotent(Duration::from_secs(60));
+        assert_eq!(allow.remembers_for(), Some(Duration::from_secs(60)));
+        let a = allow.result_key(&args(json!({"location": "Oslo"})));
+        assert_ne!(a, allow.result_key(&args(json!({"location": "Lima"}))));
+        let by_name = weather().on_duplicate(OnDuplicate::Reject, DuplicateScope::Name);
+        let b = by_name.result_key(&args(json!({"location": "Oslo"})));
+        assert_eq!(b, by_name.result_key(&args(json!({"location": "Lima"}))));
+    }
 }
