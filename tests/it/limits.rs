@@ -267,3 +267,40 @@ async fn closing_ends_each_queued_call_once_cancelled_or_run() {
     assert_eq!(ends, ["c1 cancelled", "c2 cancelled", "c3 done"]);
     assert_eq!(runs.load(Ordering::SeqCst), 1);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_handoff_waits_for_a_speech_held_by_a_queued_call_then_cancels_it() {
+    let runs = Arc::new(AtomicU32::new(0));
+    let job = FunctionTool::new("job", "A job.", {
+        let runs = Arc::clone(&runs);
+        move |ctx: RunContext, _a: NoArgs| {
+            let runs = Arc::clone(&runs);
+            async move {
+                runs.fetch_add(1, Ordering::SeqCst);
+                ctx.update("working").await?;
+                tokio::time::sleep(ms(1_000)).await;
+                Ok::<_, ToolError>("job done")
+            }
+        }
+    })
+    .cancellable()
+    .max_concurrent(1);
+    let mut h = Harness::start(agent().tool(job), vec![calls("job", &["j1", "j2"])]).await;
+    h.session.user_turn("go").await.unwrap();
+    tokio::time::sleep(ms(200)).await;
+    h.session.update_agent(Agent::new("B", "inst b")).await.unwrap();
+    h.session.wait_for_idle().await.unwrap();
+    // The speech waits for j2's first output, queued or not, and a handoff lets speeches
+    // finish: j2 starts when j1 ends and updates; after the speech's tool-reply step the drain
+    // cancels it. Each ends once.
+    assert_eq!(
+        ended(h.events()),
+        vec![(1_010, "j1_final done".into()), (1_020, "j2_final cancelled".into())]
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+    let handoff = h.events().iter().position(
+        |e| matches!(&e.kind, EventKind::AgentHandoff { new_agent, .. } if new_agent == "B"),
+    );
+    assert!(handoff.is_some(), "the handoff completed");
+    h.close().await;
+}
