@@ -88,6 +88,9 @@ pub enum NodeStatus {
     Stopping,
     /// A tool call waiting for the host's approval: its body has not started.
     AwaitingApproval,
+    /// A tool call waiting for a place under a concurrency cap (`max_concurrent`): started,
+    /// its body not running yet; its node carries its toolset's actor id.
+    Queued,
 }
 
 /// Whether a toolset lives with the session or with the agent.

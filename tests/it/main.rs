@@ -27,6 +27,7 @@ mod first_program;
 mod handoff;
 mod host;
 mod inspect;
+mod limits;
 mod mcp;
 mod openai;
 mod provider_mapping;

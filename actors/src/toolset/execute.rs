@@ -7,7 +7,9 @@ use colloquy_core::duplicate::{
     RunningDuplicate, Verdict, decide, running_call_json, take_confirmation,
 };
 use colloquy_core::templates::Placeholders;
-use colloquy_core::{EventKind, FunctionTool, OnDuplicate, RefusalReason, ToolCallStatus, text};
+use colloquy_core::{
+    EventKind, FunctionCall, FunctionTool, OnDuplicate, RefusalReason, ToolCallStatus, text,
+};
 use ractor::{Actor, ActorRef, RpcReplyPort};
 use serde_json::{Map, Value};
 
@@ -18,9 +20,11 @@ use crate::tool_call::{ToolCallActor, ToolCallArgs};
 
 /// A call that may run (its tool with a mock's body, if set) and its duplicate key.
 pub(super) struct Admitted {
-    exec: ExecuteCall,
-    key: Option<String>,
-    reply: RpcReplyPort<CallOutcome>,
+    pub exec: ExecuteCall,
+    pub key: Option<String>,
+    /// An idempotent tool's result key and window.
+    pub memo: Option<(String, std::time::Duration)>,
+    pub reply: RpcReplyPort<CallOutcome>,
 }
 
 impl ToolsetState {
@@ -30,6 +34,7 @@ impl ToolsetState {
     /// [`start`](Self::start)'s (docs/decisions.md#boxed-futures).
     pub(super) fn admit(
         &mut self,
+        myself: &ActorRef<ToolsetMsg>,
         exec: ExecuteCall,
         reply: RpcReplyPort<CallOutcome>,
     ) -> Option<Admitted> {
@@ -38,7 +43,14 @@ impl ToolsetState {
             self.screen_duplicates(&exec.tool, &exec.call.call_id, &mut exec.arguments)
         });
         match admitted {
-            Ok(key) => Some(Admitted { exec, key, reply }),
+            Ok(key) => {
+                // The duplicate policy first, then the memory (issue 27).
+                let memo = exec
+                    .tool
+                    .remembers_for()
+                    .map(|window| (exec.tool.result_key(&exec.arguments), window));
+                self.recall(myself, Admitted { exec, key, memo, reply })
+            }
             // Not registered: no lifecycle events (§6 step 2).
             Err(answer) => {
                 let _ = reply.send(answer);
@@ -83,12 +95,16 @@ impl ToolsetState {
             _ => false,
         };
         let key = tool.duplicate_key(arguments);
+        // Queued calls have started: they are duplicates as running ones are.
         let running: Vec<RunningDuplicate> = match &key {
             Some(key) => self
                 .running
                 .iter()
                 .filter(|(_, call)| call.key.as_ref() == Some(key))
                 .map(|(id, call)| RunningDuplicate { call_id: id, cancellable: call.cancellable })
+                .chain(self.queued.iter().filter(|q| q.admitted.key.as_ref() == Some(key)).map(
+                    |q| RunningDuplicate { call_id: &q.call().call_id, cancellable: q.cancellable },
+                ))
                 .collect(),
             None => Vec::new(),
         };
@@ -124,21 +140,40 @@ impl ToolsetState {
         Err(answer)
     }
 
-    /// Registers an admitted call with the Session and spawns its ToolCall actor.
-    pub(super) async fn start(&mut self, myself: ActorRef<ToolsetMsg>, admitted: Admitted) {
-        let Admitted { exec, key, reply } = admitted;
-        let tool = exec.tool;
-        let session = &self.args.session;
-        let cancellable = tool.flags().cancellable;
+    /// Registers a call with the Session: its `tool_call_started`.
+    pub(super) fn register(
+        &self,
+        myself: &ActorRef<ToolsetMsg>,
+        call: &FunctionCall,
+        cancellable: bool,
+    ) {
         let registered = ChildMsg::CallRegistered {
-            call: Box::new(exec.call.clone()),
+            call: Box::new(call.clone()),
             toolset: myself.clone(),
             cancellable,
             agent_scoped: self.args.scope == Scope::Agent,
         };
-        let _ = session.actor.cast(registered.into());
+        let _ = self.args.session.actor.cast(registered.into());
+    }
+
+    /// Registers an admitted call with the Session (unless it was queued, and so registered
+    /// at admission, `queued_at`) and spawns its ToolCall actor.
+    pub(super) async fn start(
+        &mut self,
+        myself: ActorRef<ToolsetMsg>,
+        admitted: Admitted,
+        queued_at: Option<tokio::time::Instant>,
+    ) {
+        let Admitted { exec, key, memo, reply } = admitted;
+        let tool = exec.tool;
+        let session = &self.args.session;
+        let cancellable = tool.flags().cancellable;
+        if queued_at.is_none() {
+            self.register(&myself, &exec.call, cancellable);
+        }
         let call_id = exec.call.call_id.clone();
         let limits = tool.limits();
+        let caps = tool.concurrency_limits();
         // A call that needs approval gets its ToolCall now, its body held behind the gate.
         let (gate, approval) = match tool.needs_approval(&exec.arguments) {
             true => {
@@ -171,7 +206,7 @@ impl ToolsetState {
         match Box::pin(Actor::spawn(None, ToolCallActor, args)).await {
             Ok((actor, _)) => {
                 actor.get_cell().link(myself.get_cell());
-                let started = tokio::time::Instant::now();
+                let now = tokio::time::Instant::now();
                 let call = Box::new(RunningCall {
                     actor,
                     key,
@@ -180,10 +215,13 @@ impl ToolsetState {
                     reply: Some(reply),
                     call: exec.call,
                     updates: 0,
-                    started,
-                    watch: super::watch::Watch::none(started),
+                    // A queued call's deadline counts from its admission (issue 27).
+                    started: queued_at.unwrap_or(now),
+                    watch: super::watch::Watch::none(now),
                     approval: None,
                     update_offset: 0,
+                    limits: caps,
+                    memo,
                 });
                 self.running.insert(call_id.clone(), call);
                 match gate {
@@ -197,6 +235,7 @@ impl ToolsetState {
                     call_id,
                     status: ToolCallStatus::Error,
                     message: Some(format!("could not start the tool call: {e}")),
+                    cached: false,
                 });
                 let _ = reply.send(self.error_outcome(text::INTERNAL_ERROR));
             }
@@ -213,8 +252,11 @@ impl ToolsetState {
     ) -> CallOutcome {
         let calls: Vec<Value> = duplicates
             .iter()
-            .filter_map(|id| self.running.get(id))
-            .map(|c| running_call_json(&c.call.call_id, &c.call.name, &c.call.arguments))
+            .filter_map(|id| {
+                let queued = || self.queued_index(id).map(|i| self.queued[i].call());
+                self.running.get(id).map(|c| &c.call).or_else(queued)
+            })
+            .map(|c| running_call_json(&c.call_id, &c.name, &c.arguments))
             .collect();
         let text = calls.iter().map(Value::to_string).collect::<Vec<_>>().join("\n");
         let mut values = Placeholders::new();

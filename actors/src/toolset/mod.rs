@@ -19,16 +19,17 @@
 mod approval;
 mod execute;
 mod pair;
+mod queue;
 mod watch;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use std::time::Duration;
 
 use colloquy_core::{
-    ChatItem, EventKind, FunctionCall, FunctionTool, PostedUpdate, ResolvedTemplates,
-    ToolCallStatus, ToolError, ToolErrorKind, ToolOutput, text,
+    ChatItem, ConcurrencyLimit, EventKind, FunctionCall, FunctionTool, PostedUpdate,
+    ResolvedTemplates, ToolCallStatus, ToolError, ToolErrorKind, ToolOutput, text,
 };
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use serde_json::Value;
@@ -94,6 +95,10 @@ struct RunningCall {
     /// Added to the body's update numbers: 1 when the approval request already answered
     /// dispatch provisionally (it took the place of the first update).
     update_offset: u32,
+    /// The concurrency caps it counts against.
+    limits: Vec<ConcurrencyLimit>,
+    /// An idempotent tool's result key and window: a `done` result is remembered.
+    memo: Option<(String, Duration)>,
 }
 
 pub(crate) struct ToolsetState {
@@ -111,6 +116,10 @@ pub(crate) struct ToolsetState {
     graceful: bool,
     /// A drain ran out of time: new calls are refused (decision 7).
     expired: bool,
+    /// Calls waiting for a place under a concurrency cap, in arrival order.
+    queued: VecDeque<Box<queue::QueuedCall>>,
+    /// Idempotent tools' `done` results by result key.
+    remembered: BTreeMap<String, queue::Remembered>,
     lifecycle: LifecycleGuard,
 }
 
@@ -119,7 +128,7 @@ impl Drop for ToolsetState {
     /// no `post_stop`, and its ToolCalls die with it; each call still running ends `error`
     /// here, exactly once, its `_final` pair delivered if it had updated.
     fn drop(&mut self) {
-        if self.graceful || self.running.is_empty() {
+        if self.graceful || (self.running.is_empty() && self.queued.is_empty()) {
             return;
         }
         let why = match (self.lifecycle.failed_in_handler(), self.args.scope) {
@@ -131,6 +140,7 @@ impl Drop for ToolsetState {
         for call_id in calls {
             self.finish(&call_id, Err(ToolError::internal(why)));
         }
+        self.end_all_queued(why);
     }
 }
 
@@ -153,6 +163,8 @@ impl Actor for ToolsetActor {
             stopping: BTreeMap::new(),
             graceful: false,
             expired: false,
+            queued: VecDeque::new(),
+            remembered: BTreeMap::new(),
             lifecycle,
         })
     }
@@ -174,6 +186,8 @@ impl Actor for ToolsetActor {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         state.graceful = true;
+        // Stopped with calls still waiting (never, short of a failure above): each ends once.
+        state.end_all_queued("toolset stopped");
         // Calls still winding down (a cooperative grace period) stop gracefully, not killed.
         myself.stop_children_and_wait(Some("toolset stopped".into()), None).await;
         // Only its parent stops a toolset: its Activity (handoff, close) or the Session (close).
@@ -192,15 +206,21 @@ impl Actor for ToolsetActor {
         match message {
             ToolsetMsg::Execute(call, reply) => 'execute: {
                 // A `let`, not an `if let`: the handler's future then holds no `Admitted`.
-                let Some(admitted) = state.admit(*call, reply) else { break 'execute };
-                state.start(myself, admitted).await
+                let Some(admitted) = state.admit(&myself, *call, reply) else { break 'execute };
+                let caps = admitted.exec.tool.concurrency_limits();
+                if state.must_wait(&caps) {
+                    state.enqueue(&myself, admitted, caps);
+                } else {
+                    state.start(myself.clone(), admitted, None).await
+                }
             }
             ToolsetMsg::SetMocks(mocks) => state.mocks = mocks,
             ToolsetMsg::SetOwner { agent_id } => state.args.agent_id = agent_id,
             ToolsetMsg::Abort { call_id } => state.abort(&call_id),
             ToolsetMsg::Expire => {
                 state.expired = true;
-                let calls: Vec<String> = state.running.keys().cloned().collect();
+                let queued = state.queued.iter().map(|q| q.call().call_id.clone());
+                let calls: Vec<String> = state.running.keys().cloned().chain(queued).collect();
                 for call_id in calls {
                     state.abort(&call_id);
                 }
@@ -248,13 +268,17 @@ impl Actor for ToolsetActor {
                 let _ = reply.send(state.inspect(&myself));
             }
         }
+        // A call that ended may have freed a place for queued ones.
+        if !state.queued.is_empty() {
+            state.start_queued(&myself).await;
+        }
         state.lifecycle.busy(false);
         Ok(())
     }
 
     async fn handle_supervisor_evt(
         &self,
-        _myself: ActorRef<Self::Msg>,
+        myself: ActorRef<Self::Msg>,
         event: SupervisionEvent,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
@@ -287,6 +311,9 @@ impl Actor for ToolsetActor {
                 ToolError::internal(format!("tool call actor ended before its call: {why}"));
             state.finish(&call_id, Err(error));
         }
+        if !state.queued.is_empty() {
+            state.start_queued(&myself).await;
+        }
         Ok(())
     }
 }
@@ -308,13 +335,18 @@ impl ToolsetState {
     /// empty output that asks for no reply. The ToolCall winds down on its own (grace period
     /// for a cooperative body), so this mailbox never waits.
     fn cancel(&mut self, call_id: &str, drain: bool) -> Result<(), CancelError> {
-        let Some(call) = self.running.get(call_id) else {
-            return Err(CancelError::NotFound(call_id.to_string()));
+        let queued = || self.queued_index(call_id).map(|i| &self.queued[i]);
+        let (cancellable, speech) = match self.running.get(call_id) {
+            Some(call) => (call.cancellable, &call.speech),
+            None => match queued() {
+                Some(q) => (q.cancellable, &q.admitted.exec.speech),
+                None => return Err(CancelError::NotFound(call_id.to_string())),
+            },
         };
-        if !call.cancellable {
+        if !cancellable {
             return Err(CancelError::NotCancellable(call_id.to_string()));
         }
-        if !drain && !call.speech.allows_interruptions() {
+        if !drain && !speech.allows_interruptions() {
             return Err(CancelError::InterruptionsDisallowed(call_id.to_string()));
         }
         self.end_early(call_id, ToolCallStatus::Cancelled, None, self.args.calls.cancel_grace);
@@ -332,6 +364,10 @@ impl ToolsetState {
         message: Option<String>,
         grace: Duration,
     ) {
+        // A queued call ends the same way, with no body to wind down.
+        if self.end_queued(call_id, status, message.clone(), self.silent_outcome()) {
+            return;
+        }
         let Some(mut call) = self.running.remove(call_id) else { return };
         let id = if call.updates > 0 { format!("{call_id}_final") } else { call_id.to_string() };
         self.args.session.emit(EventKind::ToolCallEnded {
@@ -339,20 +375,35 @@ impl ToolsetState {
             call_id: call_id.to_string(),
             status,
             message,
+            cached: false,
         });
         if let Some(reply) = call.reply.take() {
-            let _ = reply.send(CallOutcome {
-                output: String::new(),
-                is_error: false,
-                reply_required: false,
-                finished_at: self.args.session.clock.now(),
-                provisional: false,
-                handoff: None,
-            });
+            let _ = reply.send(self.silent_outcome());
         }
         let why = if status == ToolCallStatus::Cancelled { "cancelled" } else { "aborted" };
         let _ = call.actor.cast(ToolCallMsg::Cancel { grace, why });
         self.stopping.insert(call_id.to_string(), call);
+    }
+
+    /// The empty output that asks for no reply: what a call ended early gives dispatch.
+    fn silent_outcome(&self) -> CallOutcome {
+        CallOutcome {
+            output: String::new(),
+            is_error: false,
+            reply_required: false,
+            finished_at: self.args.session.clock.now(),
+            provisional: false,
+            handoff: None,
+        }
+    }
+
+    /// Ends every queued call `error` (the toolset goes away without them having run).
+    fn end_all_queued(&mut self, why: &str) {
+        let calls: Vec<String> = self.queued.iter().map(|q| q.call().call_id.clone()).collect();
+        for call_id in calls {
+            let outcome = self.error_outcome(text::INTERNAL_ERROR);
+            self.end_queued(&call_id, ToolCallStatus::Error, Some(why.to_string()), outcome);
+        }
     }
 
     fn error_outcome(&self, output: &str) -> CallOutcome {
@@ -484,12 +535,22 @@ impl ToolsetState {
             Err(e) => (ToolCallStatus::Error, Some(e.message().to_string())),
         };
         let status = status.unwrap_or(implied);
+        if status == ToolCallStatus::Done
+            && let (Some((key, window)), Ok(out)) = (&call.memo, &result)
+            && out.handoff.is_none()
+        {
+            let text = out.output_text().to_string();
+            let remembered =
+                queue::Remembered::new(*window, text, out.reply_required, message.clone());
+            self.remembered.insert(key.clone(), remembered);
+        }
         let ended_id = if background { format!("{call_id}_final") } else { call_id.to_string() };
         let ended = EventKind::ToolCallEnded {
             id: ended_id.clone(),
             call_id: call_id.to_string(),
             status,
             message,
+            cached: false,
         };
         if background {
             // §6.2, after the first update: a value or an error becomes the `_final` pair;
@@ -554,6 +615,20 @@ impl ToolsetState {
             child.elapsed_ms = Some(call.started.elapsed().as_millis() as u64);
             child.updates = Some(call.updates);
             child.cancellable = Some(call.cancellable);
+            node.children.push(child);
+        }
+        for queued in &self.queued {
+            // Not spawned yet: the node carries its toolset's actor id.
+            let call = queued.call();
+            let id = format!("tool_call:{}", call.call_id);
+            let cell = myself.get_cell();
+            let mut child = ActorNode::new(ActorKind::ToolCall, id, NodeStatus::Queued, &cell);
+            child.call_id = Some(call.call_id.clone());
+            child.name = Some(call.name.clone());
+            child.arguments = Some(call.arguments.clone());
+            child.elapsed_ms = Some(queued.at.elapsed().as_millis() as u64);
+            child.updates = Some(0);
+            child.cancellable = Some(queued.cancellable);
             node.children.push(child);
         }
         node

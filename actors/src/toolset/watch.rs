@@ -94,6 +94,9 @@ impl ToolsetState {
         call_id: &str,
         from: ractor::ActorId,
     ) {
+        if from == myself.get_id() {
+            return self.time_out_queued(call_id); // still waiting for a place (issue 27)
+        }
         if !self.runs(call_id, from) {
             return; // ended meanwhile
         }

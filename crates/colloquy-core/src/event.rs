@@ -228,6 +228,10 @@ pub enum EventKind {
         status: ToolCallStatus,
         /// The result or error text, `null` when there is none.
         message: Option<String>,
+        /// The result was remembered from an earlier call (`idempotent` tools) and the body
+        /// did not run; left out of the event when false.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        cached: bool,
     },
     /// A call the model emitted under `tool_choice = none` was dropped (decision 10).
     ToolCallDropped {
@@ -582,6 +586,7 @@ mod tests {
                 call_id: "c1".into(),
                 status: ToolCallStatus::Done,
                 message: None,
+                cached: false,
             },
         };
         assert_eq!(

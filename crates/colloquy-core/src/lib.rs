@@ -47,7 +47,7 @@ pub use run_result::{RunExpect, RunResult};
 pub use templates::{ResolvedTemplates, Template, Templates};
 pub use time::Timestamp;
 pub use tool::{
-    CallLimits, FunctionTool, RetryPolicy, ToolDeclarationError, ToolFlags, ToolSchema, ToolSource,
-    ToolVisibility, Toolset,
+    CallLimits, ConcurrencyLimit, FunctionTool, RetryPolicy, ToolDeclarationError, ToolFlags,
+    ToolSchema, ToolSource, ToolVisibility, Toolset,
 };
 pub use tool_error::{ToolError, ToolErrorKind};

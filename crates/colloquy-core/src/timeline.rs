@@ -13,7 +13,7 @@
 //! let events = vec![
 //!     SessionEvent { at_ms: 0, kind: EventKind::ToolCallStarted { call_id: "c1".into(), name: "book".into() } },
 //!     SessionEvent { at_ms: 400, kind: EventKind::ToolCallEnded {
-//!         id: "c1".into(), call_id: "c1".into(), status: colloquy_core::ToolCallStatus::Done, message: None } },
+//!         id: "c1".into(), call_id: "c1".into(), status: colloquy_core::ToolCallStatus::Done, message: None, cached: false } },
 //! ];
 //! let html = timeline::render_html(&events, "booking");
 //! assert!(html.contains(r#"data-call-id="c1""#) && html.contains("status-done"));

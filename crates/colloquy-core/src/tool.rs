@@ -133,6 +133,27 @@ impl RetryPolicy {
     }
 }
 
+/// A cap on how many calls of a group run at once in one toolset actor: a tool's own
+/// (`tool:NAME`) or a toolset's (`toolset:ID`), shared by the calls of all its tools.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConcurrencyLimit {
+    /// Which calls share the cap: `tool:NAME` or `toolset:ID`.
+    pub group: Arc<str>,
+    /// At most this many run at once (at least 1).
+    pub max: usize,
+}
+
+/// What decides whether a call runs now: concurrency caps and the remembered-result window.
+#[derive(Clone, Debug, Default)]
+struct Admission {
+    /// The tool's own cap.
+    max_concurrent: Option<usize>,
+    /// Its toolsets' caps, innermost first.
+    shared: Vec<ConcurrencyLimit>,
+    /// How long a finished result answers the same call again.
+    remember_for: Option<Duration>,
+}
+
 /// A tool as the model sees it: name, description, JSON schema of its parameters.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ToolSchema {
@@ -217,6 +238,8 @@ pub struct FunctionTool {
     retry: Option<RetryPolicy>,
     /// Set when calls may need the host's approval before their body runs.
     approval: Option<Arc<ApprovalCheck>>,
+    /// Concurrency limits and remembered results (issue 27).
+    admission: Admission,
     raw: bool,
     body: Arc<Body>,
 }
@@ -272,6 +295,7 @@ impl FunctionTool {
             inherited: CallLimits::default(),
             retry: None,
             approval: None,
+            admission: Admission::default(),
             raw: false,
             body: Arc::new(body),
         }
@@ -319,6 +343,7 @@ impl FunctionTool {
             inherited: CallLimits::default(),
             retry: None,
             approval: None,
+            admission: Admission::default(),
             raw: true,
             body: Arc::new(body),
         })
@@ -408,6 +433,54 @@ impl FunctionTool {
     /// The tool's retry policy, if it is safe to retry.
     pub fn retry_policy(&self) -> Option<RetryPolicy> {
         self.retry
+    }
+
+    /// At most `max` calls of this tool run at once in a session (0 counts as 1): later ones
+    /// wait, in arrival order, with status `queued` in `inspect()`, until one ends. A queued
+    /// call has started (`tool_call_started`), so it can be cancelled and times out like a
+    /// running one; its deadline counts from then.
+    pub fn max_concurrent(mut self, max: usize) -> Self {
+        self.admission.max_concurrent = Some(max.max(1));
+        self
+    }
+
+    /// Remembers each result that ends `done` for `window` on the session clock: a later call
+    /// with the same duplicate key (name and validated arguments, or the tool's duplicate
+    /// scope) gets it without running, its `tool_call_ended` marked `"cached": true`.
+    pub fn idempotent(mut self, window: Duration) -> Self {
+        self.admission.remember_for = Some(window);
+        self
+    }
+
+    /// The caps a call of this tool counts against: its own first, then its toolsets'.
+    pub fn concurrency_limits(&self) -> Vec<ConcurrencyLimit> {
+        let own = self
+            .admission
+            .max_concurrent
+            .map(|max| ConcurrencyLimit { group: format!("tool:{}", self.name).into(), max });
+        own.into_iter().chain(self.admission.shared.iter().cloned()).collect()
+    }
+
+    /// How long this tool's finished results answer the same call again, if it is idempotent.
+    pub fn remembers_for(&self) -> Option<Duration> {
+        self.admission.remember_for
+    }
+
+    /// The key a remembered result is found by: the duplicate key
+    /// ([`duplicate_key`](Self::duplicate_key)) of a tool with a duplicate policy; the name
+    /// and validated arguments for an `allow` tool, whose scope is not its own choice.
+    pub fn result_key(&self, arguments: &Map<String, Value>) -> String {
+        if self.on_duplicate != OnDuplicate::Allow
+            && let Some(key) = self.duplicate_key(arguments)
+        {
+            return key;
+        }
+        let keyed = FunctionTool {
+            on_duplicate: OnDuplicate::Reject,
+            duplicate_scope: DuplicateScope::NameAndArgs,
+            ..self.clone()
+        };
+        keyed.duplicate_key(arguments).unwrap_or_else(|| self.name.clone())
     }
 
     /// The tool's limits: its own, else its innermost toolset's that sets one (unset ones
@@ -619,6 +692,10 @@ pub struct Toolset {
     limits: CallLimits,
     /// An enclosing toolset's, for those it does not set itself.
     inherited: CallLimits,
+    /// Its own concurrency cap.
+    max_concurrent: Option<usize>,
+    /// The enclosing toolsets' caps, innermost first.
+    shared: Vec<ConcurrencyLimit>,
 }
 
 /// Which of a toolset's tools (nested ones included) the model sees right now. The runtime asks
@@ -671,6 +748,8 @@ impl Toolset {
             source: None,
             limits: CallLimits::default(),
             inherited: CallLimits::default(),
+            max_concurrent: None,
+            shared: Vec::new(),
         }
     }
 
@@ -682,13 +761,14 @@ impl Toolset {
     /// Adds a tool.
     pub fn tool(mut self, mut tool: FunctionTool) -> Self {
         tool.inherited = self.limits();
+        tool.admission.shared = self.concurrency();
         self.tools.push(tool);
         self
     }
 
     /// Adds a nested toolset.
     pub fn toolset(mut self, mut toolset: Toolset) -> Self {
-        toolset.inherit(self.limits());
+        toolset.inherit(self.limits(), self.concurrency());
         self.toolsets.push(toolset);
         self
     }
@@ -698,7 +778,7 @@ impl Toolset {
     /// Builder order does not matter: tools added before and after take it.
     pub fn deadline(mut self, deadline: Duration) -> Self {
         self.limits.deadline = Some(deadline);
-        self.inherit(self.inherited);
+        self.inherit(self.inherited, self.shared.clone());
         self
     }
 
@@ -706,7 +786,7 @@ impl Toolset {
     /// toolset sets; see [`FunctionTool::heartbeat`].
     pub fn heartbeat(mut self, heartbeat: Duration) -> Self {
         self.limits.heartbeat = Some(heartbeat);
-        self.inherit(self.inherited);
+        self.inherit(self.inherited, self.shared.clone());
         self
     }
 
@@ -715,15 +795,36 @@ impl Toolset {
         self.limits.or(self.inherited)
     }
 
-    /// Takes `outer` as the enclosing toolsets' limits and passes the result down.
-    fn inherit(&mut self, outer: CallLimits) {
+    /// At most `max` calls of this toolset's tools (nested toolsets' included) run at once
+    /// in one toolset actor (0 counts as 1); later ones wait in arrival order, as with
+    /// [`FunctionTool::max_concurrent`]. The calls of a nested async toolset run in its own
+    /// actor and count there only; a source's tools are not capped.
+    pub fn max_concurrent(mut self, max: usize) -> Self {
+        self.max_concurrent = Some(max.max(1));
+        self.inherit(self.inherited, self.shared.clone());
+        self
+    }
+
+    /// The caps this toolset gives its tools: its own, then the enclosing toolsets'.
+    fn concurrency(&self) -> Vec<ConcurrencyLimit> {
+        let own = self
+            .max_concurrent
+            .map(|max| ConcurrencyLimit { group: format!("toolset:{}", self.id).into(), max });
+        own.into_iter().chain(self.shared.iter().cloned()).collect()
+    }
+
+    /// Takes `outer` as the enclosing toolsets' limits and caps, and passes the result down.
+    fn inherit(&mut self, outer: CallLimits, shared: Vec<ConcurrencyLimit>) {
         self.inherited = outer;
+        self.shared = shared;
         let limits = self.limits();
+        let caps = self.concurrency();
         for tool in &mut self.tools {
             tool.inherited = limits;
+            tool.admission.shared = caps.clone();
         }
         for nested in &mut self.toolsets {
-            nested.inherit(limits);
+            nested.inherit(limits, caps.clone());
         }
     }
 
@@ -946,5 +1047,38 @@ mod tests {
         let again = outer.deadline(secs(5));
         let deadlines: Vec<_> = again.flatten().iter().map(|t| t.limits().deadline).collect();
         assert_eq!(deadlines, [Some(secs(1)), Some(secs(5)), Some(secs(2))]);
+    }
+
+    #[test]
+    fn concurrency_caps_reach_every_tool_whatever_the_builder_order() {
+        let groups = |t: &FunctionTool| -> Vec<(String, usize)> {
+            t.concurrency_limits().iter().map(|l| (l.group.to_string(), l.max)).collect()
+        };
+        let inner = Toolset::new("inner").tool(weather().max_concurrent(1)).max_concurrent(2);
+        let outer = Toolset::new_async("outer").tool(weather().renamed("w2")).toolset(inner);
+        let outer = outer.max_concurrent(0);
+        let tools = outer.flatten();
+        assert_eq!(groups(tools[0]), [("toolset:outer".to_string(), 1)]);
+        assert_eq!(
+            groups(tools[1]),
+            [
+                ("tool:get_weather".to_string(), 1),
+                ("toolset:inner".to_string(), 2),
+                ("toolset:outer".to_string(), 1)
+            ]
+        );
+        assert!(weather().concurrency_limits().is_empty());
+    }
+
+    #[test]
+    fn result_keys_use_the_duplicate_scope_or_name_and_arguments() {
+        let args = |v: Value| v.as_object().cloned().unwrap_or_default();
+        let allow = weather().idempotent(Duration::from_secs(60));
+        assert_eq!(allow.remembers_for(), Some(Duration::from_secs(60)));
+        let a = allow.result_key(&args(json!({"location": "Oslo"})));
+        assert_ne!(a, allow.result_key(&args(json!({"location": "Lima"}))));
+        let by_name = weather().on_duplicate(OnDuplicate::Reject, DuplicateScope::Name);
+        let b = by_name.result_key(&args(json!({"location": "Oslo"})));
+        assert_eq!(b, by_name.result_key(&args(json!({"location": "Lima"}))));
     }
 }

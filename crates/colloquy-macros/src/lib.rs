@@ -30,7 +30,9 @@
 //! `deadline = "30s"`, `heartbeat = "10s"`, `retry(attempts = 3, backoff = "200ms")` (safe to
 //! retry; also `factor = 2`, `max_backoff = "5s"`, `attempt_timeout = "2s"`),
 //! `requires_approval` (every call waits for `SessionHandle::approve`; a predicate over the
-//! arguments: `.requires_approval_if(…)` on the returned tool).
+//! arguments: `.requires_approval_if(…)` on the returned tool), `max_concurrent = 4` (at most
+//! that many calls at once, later ones queued), `idempotent = "10m"` (a result that ended
+//! `done` answers the same call again for that long without running).
 
 mod docs;
 mod options;

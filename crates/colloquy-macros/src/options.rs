@@ -1,7 +1,7 @@
 //! The attribute's options: `#[function_tool(name = "…", cancellable, on_duplicate = "…",
 //! duplicate_scope = "…" | ["arg", …], deadline = "30s", heartbeat = "10s",
 //! retry(attempts = 3, backoff = "200ms", factor = 2, max_backoff = "5s", attempt_timeout = "2s"),
-//! requires_approval)]`.
+//! requires_approval, max_concurrent = 4, idempotent = "10m")]`.
 
 use quote::quote;
 use syn::parse::{Parse, ParseStream};
@@ -26,6 +26,9 @@ pub(crate) struct Options {
     deadline: Option<u64>,
     /// Milliseconds.
     heartbeat: Option<u64>,
+    max_concurrent: Option<usize>,
+    /// Milliseconds.
+    idempotent: Option<u64>,
     retry: Option<Retry>,
 }
 
@@ -145,13 +148,23 @@ impl Parse for Options {
                 "deadline" => options.deadline = Some(millis(&value(input)?)?),
                 "heartbeat" => options.heartbeat = Some(millis(&value(input)?)?),
                 "retry" => options.retry = Some(Retry::parse(&key, input)?),
+                "idempotent" => options.idempotent = Some(millis(&value(input)?)?),
+                "max_concurrent" => {
+                    input.parse::<Token![=]>()?;
+                    let n: syn::LitInt = input.parse()?;
+                    match n.base10_parse::<usize>()? {
+                        0 => return Err(syn::Error::new(n.span(), "at least 1 call must run")),
+                        n => options.max_concurrent = Some(n),
+                    }
+                }
                 other => {
                     return Err(syn::Error::new(
                         key.span(),
                         format!(
                             "unknown option `{other}` (expected name, description, cancellable, \
                              ignore_on_enter, on_duplicate, duplicate_scope, deadline, \
-                             heartbeat, retry or requires_approval)"
+                             heartbeat, retry, requires_approval, max_concurrent or \
+                             idempotent)"
                         ),
                     ));
                 }
@@ -218,6 +231,12 @@ impl Options {
                 policy = quote!(#policy.attempt_timeout(::std::time::Duration::from_millis(#ms)));
             }
             calls.push(quote!(.retry(#policy)));
+        }
+        if let Some(n) = self.max_concurrent {
+            calls.push(quote!(.max_concurrent(#n)));
+        }
+        if let Some(ms) = self.idempotent {
+            calls.push(quote!(.idempotent(::std::time::Duration::from_millis(#ms))));
         }
         if self.on_duplicate.is_some() || self.duplicate_scope.is_some() {
             let policy = match self.on_duplicate.as_ref().map(|(v, _)| v.as_str()) {

@@ -168,6 +168,32 @@ async fn requires_approval_makes_each_call_wait_for_the_host() {
     session.close().await.unwrap();
 }
 
+/// Charge an order.
+#[function_tool(max_concurrent = 2, idempotent = "10m")]
+async fn charge(order_id: String) -> Result<String, ToolError> {
+    Ok(format!("charged {order_id}"))
+}
+
+#[test]
+fn max_concurrent_and_idempotent_set_what_the_builder_sets() {
+    let tool = charge();
+    let caps = tool.concurrency_limits();
+    assert_eq!(caps.len(), 1);
+    assert_eq!((&*caps[0].group, caps[0].max), ("tool:charge", 2));
+    assert_eq!(tool.remembers_for(), Some(std::time::Duration::from_secs(600)));
+    // Keyed by name and validated arguments.
+    let args = |v: serde_json::Value| v.as_object().cloned().unwrap_or_default();
+    let key = |v| tool.result_key(&args(v));
+    assert_eq!(
+        key(serde_json::json!({"order_id": "A1"})),
+        key(serde_json::json!({"order_id": "A1"}))
+    );
+    assert_ne!(
+        key(serde_json::json!({"order_id": "A1"})),
+        key(serde_json::json!({"order_id": "A2"}))
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_tool_runs_in_a_session_and_bad_arguments_reach_the_model() {
     let llm = ScriptedLlm::new([

@@ -60,6 +60,10 @@ pub struct ToolDef {
     pub retry: Option<RetryPolicy>,
     /// `requires_approval`: every call waits for an `approve` or `reject` step.
     pub requires_approval: bool,
+    /// `max_concurrent`: at most this many calls at once, later ones queued.
+    pub max_concurrent: Option<usize>,
+    /// `idempotent_ms`: how long a `done` result answers the same call again.
+    pub idempotent: Option<Duration>,
 }
 
 /// One step of a tool body.
@@ -143,6 +147,8 @@ pub struct ToolsetDef {
     pub toolsets: Vec<String>,
     /// `templates`.
     pub templates: Option<Templates>,
+    /// `max_concurrent` (async and plain toolsets): at most this many calls at once.
+    pub max_concurrent: Option<usize>,
 }
 
 /// A toolset's `kind`.
@@ -452,6 +458,8 @@ fn parse_tool(name: String, mut o: Obj) -> Result<ToolDef, ScenarioError> {
         }
     };
     let requires_approval = o.bool("requires_approval")?.unwrap_or(false);
+    let max_concurrent = max_concurrent(&mut o)?;
+    let idempotent = o.positive_millis("idempotent_ms")?;
     let body_path = o.at("body");
     let mut body: Vec<BodyStep> = Vec::new();
     for (i, v) in o.array("body")?.into_iter().enumerate() {
@@ -474,7 +482,17 @@ fn parse_tool(name: String, mut o: Obj) -> Result<ToolDef, ScenarioError> {
         heartbeat,
         retry,
         requires_approval,
+        max_concurrent,
+        idempotent,
     })
+}
+
+/// `max_concurrent`: a positive integer (no call could run under 0).
+fn max_concurrent(o: &mut Obj) -> Result<Option<usize>, ScenarioError> {
+    match o.u64("max_concurrent")? {
+        Some(0) => Err(invalid(&o.at("max_concurrent"), "must be at least 1")),
+        other => Ok(other.map(|n| usize::try_from(n).unwrap_or(usize::MAX))),
+    }
 }
 
 fn parse_body_step(mut o: Obj, declared: &[String]) -> Result<BodyStep, ScenarioError> {
@@ -636,8 +654,13 @@ fn parse_toolset(id: String, mut o: Obj, known: &[&str]) -> Result<ToolsetDef, S
     check_tools(&tools, known, &o.at("tools"))?;
     let toolsets = o.strings("toolsets")?;
     let templates = parse_templates(&mut o)?;
+    let limited = matches!(kind, ToolsetKind::Async | ToolsetKind::Plain);
+    if !limited && o.keys().iter().any(|k| k == "max_concurrent") {
+        return Err(invalid(&o.at("max_concurrent"), "only async and plain toolsets take it"));
+    }
+    let max_concurrent = max_concurrent(&mut o)?;
     o.finish()?;
-    Ok(ToolsetDef { id, kind, tools, toolsets, templates })
+    Ok(ToolsetDef { id, kind, tools, toolsets, templates, max_concurrent })
 }
 
 /// Nested toolsets must exist, and no toolset may contain itself.

@@ -77,6 +77,9 @@ impl Defs {
                 if let Some(templates) = &def.templates {
                     set = set.templates(templates.clone());
                 }
+                if let Some(max) = def.max_concurrent {
+                    set = set.max_concurrent(max);
+                }
                 set
             }
             ToolsetKind::ToolSearch { keyword, max_results } => {
@@ -354,6 +357,12 @@ fn scripted_tool(def: &ToolDef, defs: &Arc<Defs>) -> FunctionTool {
     }
     if def.requires_approval {
         tool = tool.requires_approval();
+    }
+    if let Some(max) = def.max_concurrent {
+        tool = tool.max_concurrent(max);
+    }
+    if let Some(window) = def.idempotent {
+        tool = tool.idempotent(window);
     }
     if def.cancellable { tool.cancellable() } else { tool }
 }

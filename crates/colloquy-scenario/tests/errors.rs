@@ -134,3 +134,18 @@ fn a_duplicate_scope_names_declared_properties_only() {
     );
     assert!(run_str(&tool(r#"["order_id"]"#)).is_ok(), "a declared name is read");
 }
+
+#[test]
+fn concurrency_caps_and_memory_windows_must_be_positive() {
+    let tool = format!(r#"{{"tools": {{"t": {{"max_concurrent": 0}}}}, {MINIMAL}}}"#);
+    assert_eq!(file_error(&tool), "tools.t.max_concurrent: must be at least 1");
+    let window = format!(r#"{{"tools": {{"t": {{"idempotent_ms": 0}}}}, {MINIMAL}}}"#);
+    assert_eq!(file_error(&window), "tools.t.idempotent_ms: must be at least 1 ms");
+    let search = format!(
+        r#"{{"toolsets": {{"s": {{"kind": "tool_search", "max_concurrent": 2}}}}, {MINIMAL}}}"#
+    );
+    assert_eq!(
+        file_error(&search),
+        "toolsets.s.max_concurrent: only async and plain toolsets take it"
+    );
+}

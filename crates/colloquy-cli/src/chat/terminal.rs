@@ -369,6 +369,7 @@ mod tests {
             call_id: "c1".into(),
             status: ToolCallStatus::TimedOut,
             message: Some("Tool `book` timed out after 5 s".into()),
+            cached: false,
         };
         let refused = EventKind::ToolCallRefused {
             call_id: "c2".into(),
