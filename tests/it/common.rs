@@ -217,3 +217,17 @@ pub fn call(id: &str, name: &str, args: &str) -> ScriptedResponse {
 pub fn text(t: &str) -> ScriptedResponse {
     ScriptedResponse::text(t)
 }
+
+/// Each `tool_call_ended` so far as `(at_ms, "ID STATUS MESSAGE")`.
+pub fn ended_at(events: &[SessionEvent]) -> Vec<(u64, String)> {
+    events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::ToolCallEnded { id, status, message, .. } => Some((
+                e.at_ms,
+                format!("{id} {} {}", status.as_str(), message.as_deref().unwrap_or("")),
+            )),
+            _ => None,
+        })
+        .collect()
+}

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use crate::common::*;
 use colloquy::prelude::*;
-use colloquy::{EventKind, Lifecycle, LifecycleEvent, SessionEvent};
+use colloquy::{Lifecycle, LifecycleEvent};
 use tokio::time::Instant;
 
 /// A blocking tool (no update) that takes 5 s.
@@ -31,19 +31,6 @@ fn chatty(updates: Arc<AtomicU32>) -> FunctionTool {
     })
 }
 
-fn ended(events: &[SessionEvent]) -> Vec<(u64, String)> {
-    events
-        .iter()
-        .filter_map(|e| match &e.kind {
-            EventKind::ToolCallEnded { id, status, message, .. } => Some((
-                e.at_ms,
-                format!("{id} {} {}", status.as_str(), message.as_deref().unwrap_or("")),
-            )),
-            _ => None,
-        })
-        .collect()
-}
-
 #[tokio::test(start_paused = true)]
 async fn a_blocking_call_past_its_deadline_ends_timed_out_and_the_model_reads_why() {
     let tool = slow().deadline(ms(1_000));
@@ -55,7 +42,7 @@ async fn a_blocking_call_past_its_deadline_ends_timed_out_and_the_model_reads_wh
     .await;
     h.turn("go").await;
     let why = "Tool `slow` timed out after 1 s";
-    assert_eq!(ended(h.events()), vec![(1_010, format!("c1 timed_out {why}"))]);
+    assert_eq!(ended_at(h.events()), vec![(1_010, format!("c1 timed_out {why}"))]);
     assert_eq!(
         h.hist().await,
         vec![
@@ -85,7 +72,7 @@ async fn updates_never_move_a_deadline_and_the_final_error_reaches_the_model() {
     tokio::time::sleep(ms(10_000)).await;
     h.session.wait_for_idle().await.unwrap();
     let why = "Tool `chatty` timed out after 2 s";
-    assert_eq!(ended(h.events()), vec![(2_010, format!("c1_final timed_out {why}"))]);
+    assert_eq!(ended_at(h.events()), vec![(2_010, format!("c1_final timed_out {why}"))]);
     // The body was stopped: no update after the deadline (20 in 2 s, one more at most racing it).
     let posted = updates.load(Ordering::SeqCst);
     assert!((20..=21).contains(&posted), "{posted} updates");
@@ -130,7 +117,7 @@ async fn a_heartbeat_ends_a_call_that_goes_quiet_but_not_one_that_keeps_reportin
     tokio::time::sleep(ms(10_000)).await;
     h.session.wait_for_idle().await.unwrap();
     assert_eq!(
-        ended(h.events()),
+        ended_at(h.events()),
         vec![
             (510, "q_final timed_out Tool `quiet` timed out: no update for 0.5 s".into()),
             (3_010, "s_final done steady done".into()),
@@ -167,7 +154,7 @@ async fn a_timed_out_call_that_is_not_cancellable_gets_the_signal_then_the_grace
     h.turn("go").await;
     assert!(signalled.load(Ordering::SeqCst), "the body got the cooperative signal");
     let why = "c1 timed_out Tool `stubborn` timed out after 1 s";
-    assert_eq!(ended(h.events()), vec![(1_010, why.to_string())]);
+    assert_eq!(ended_at(h.events()), vec![(1_010, why.to_string())]);
     let stopped = |lifecycle: &mut tokio::sync::mpsc::Receiver<LifecycleEvent>| {
         let mut reason = None;
         while let Ok(record) = lifecycle.try_recv() {
@@ -205,7 +192,7 @@ async fn limits_fall_back_from_the_tool_to_its_toolset_to_the_session() {
     )
     .await;
     h.turn("go").await;
-    let at: Vec<(u64, String)> = ended(h.events())
+    let at: Vec<(u64, String)> = ended_at(h.events())
         .into_iter()
         .map(|(at, s)| (at, s.split(' ').take(2).collect::<Vec<_>>().join(" ")))
         .collect();
@@ -229,7 +216,7 @@ async fn a_call_that_ends_in_time_is_untouched_by_its_deadline() {
     .await;
     h.turn("go").await;
     tokio::time::sleep(ms(5_000)).await;
-    assert_eq!(ended(h.events()), vec![(110, "c1 done fine".into())]);
+    assert_eq!(ended_at(h.events()), vec![(110, "c1 done fine".into())]);
     h.close().await;
 }
 
@@ -249,7 +236,7 @@ async fn closing_is_bounded_by_default_even_for_a_call_that_never_ends() {
     let start = Instant::now();
     let events = h.close().await;
     assert_eq!(start.elapsed(), ms(30_000), "the default drain timeout");
-    assert_eq!(ended(&events), vec![(30_050, "c1 error drain timeout".into())]);
+    assert_eq!(ended_at(&events), vec![(30_050, "c1 error drain timeout".into())]);
 }
 
 #[tokio::test(start_paused = true)]
@@ -259,6 +246,6 @@ async fn a_limit_past_the_clock_s_range_never_fires() {
     let mut h =
         Harness::start(Agent::new("A", "inst").tool(tool), vec![call("c1", "long", "{}")]).await;
     h.turn("go").await;
-    assert_eq!(ended(h.events()), vec![(5_010, "c1 done done".into())]);
+    assert_eq!(ended_at(h.events()), vec![(5_010, "c1 done done".into())]);
     h.close().await;
 }

@@ -37,19 +37,6 @@ fn retries(events: &[SessionEvent]) -> Vec<(u64, String)> {
         .collect()
 }
 
-fn ended_at(events: &[SessionEvent]) -> Vec<(u64, String)> {
-    events
-        .iter()
-        .filter_map(|e| match &e.kind {
-            EventKind::ToolCallEnded { id, status, message, .. } => Some((
-                e.at_ms,
-                format!("{id} {} {}", status.as_str(), message.as_deref().unwrap_or("")),
-            )),
-            _ => None,
-        })
-        .collect()
-}
-
 #[tokio::test(start_paused = true)]
 async fn a_flaky_tool_is_retried_with_exponential_backoff_and_the_model_sees_one_call() {
     let attempts = Arc::new(AtomicU32::new(0));
