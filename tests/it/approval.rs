@@ -303,3 +303,38 @@ async fn a_cancellable_waiting_call_can_be_cancelled_and_never_runs() {
     assert_eq!(h.session.approve("c1").await, Err(ApprovalError::NotFound("c1".into())));
     h.close().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_capped_tool_that_needs_approval_queues_behind_a_waiting_call() {
+    // One refund at a time: a call waiting for approval holds the place, the next one queues
+    // and asks only once it starts.
+    let runs = Arc::new(AtomicU32::new(0));
+    let tool = refund(Arc::clone(&runs)).requires_approval().max_concurrent(1);
+    let mut h = Harness::start(
+        Agent::new("A", "inst").tool(tool),
+        vec![
+            ScriptedResponse::calls([
+                ScriptedCall::new("c1", "refund", r#"{"order_id":"A1"}"#),
+                ScriptedCall::new("c2", "refund", r#"{"order_id":"A2"}"#),
+            ]),
+            text("Both wait."),
+        ],
+    )
+    .await;
+    h.session.user_turn("refund both").await.unwrap();
+    tokio::time::sleep(ms(100)).await;
+    let snap = h.session.inspect().await.unwrap();
+    assert_eq!(snap.tree.find("tool_call:c1").unwrap().status, NodeStatus::AwaitingApproval);
+    assert_eq!(snap.tree.find("tool_call:c2").unwrap().status, NodeStatus::Queued);
+    let asks =
+        |h: &mut Harness| approval_events(h.events()).iter().filter(|e| e.contains("ASK")).count();
+    assert_eq!(asks(&mut h), 1, "the queued call has not asked yet");
+    h.session.approve("c1").await.unwrap();
+    tokio::time::sleep(ms(1_000)).await;
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert_eq!(asks(&mut h), 2, "the second asks once the first is done");
+    h.session.approve("c2").await.unwrap();
+    tokio::time::sleep(ms(1_000)).await;
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+    h.close().await;
+}
