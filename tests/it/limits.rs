@@ -199,6 +199,27 @@ async fn an_idempotent_tool_answers_a_repeat_from_memory_within_its_window() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_tool_that_asks_tells_the_model_its_result_was_remembered() {
+    let runs = Arc::new(AtomicU32::new(0));
+    let tool = pay(Arc::clone(&runs)).idempotent(ms(600_000)).note_remembered();
+    let script = vec![
+        call("c1", "pay", r#"{"order":"A"}"#),
+        text("Paid."),
+        call("c2", "pay", r#"{"order":"A"}"#),
+        text("Already paid."),
+    ];
+    let h = Harness::start(agent().tool(tool), script).await;
+    h.turn("pay A").await;
+    tokio::time::sleep(ms(90_000)).await;
+    h.turn("pay A again").await;
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    let said = "paid A\n(Remembered from a call 90.02 s ago; `pay` did not run again.)";
+    let hist = h.hist().await;
+    assert!(hist.contains(&format!("out(#c2,{said:?},ok,rr=T)")), "{hist:#?}");
+    h.close().await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn only_results_that_ended_done_are_remembered() {
     let runs = Arc::new(AtomicU32::new(0));
     let tool = pay(Arc::clone(&runs)).idempotent(ms(600_000));

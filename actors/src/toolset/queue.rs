@@ -169,8 +169,15 @@ impl ToolsetState {
             return Some(admitted);
         }
         let remembered = self.remembered.get(key)?;
+        let tool = &admitted.exec.tool;
+        let output = match tool.notes_remembered() {
+            true => {
+                text::remembered_result(&remembered.output, tool.name(), remembered.at.elapsed())
+            }
+            false => remembered.output.clone(),
+        };
         let outcome = CallOutcome {
-            output: remembered.output.clone(),
+            output,
             is_error: false,
             reply_required: remembered.reply_required,
             finished_at: self.args.session.clock.now(),

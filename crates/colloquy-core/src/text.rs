@@ -77,6 +77,15 @@ pub fn tool_budget_exhausted(limit: u32) -> String {
     )
 }
 
+/// A remembered result's output for a tool that asks the model to be told
+/// (`FunctionTool::note_remembered`).
+pub fn remembered_result(output: &str, name: &str, ago: std::time::Duration) -> String {
+    format!(
+        "{output}\n(Remembered from a call {} s ago; `{name}` did not run again.)",
+        seconds(ago)
+    )
+}
+
 /// Seconds as a person writes them: `30`, `0.5`, `1.25` (at most millisecond precision).
 fn seconds(d: std::time::Duration) -> String {
     let ms = d.as_millis();

@@ -152,6 +152,8 @@ struct Admission {
     shared: Vec<ConcurrencyLimit>,
     /// How long a finished result answers the same call again.
     remember_for: Option<Duration>,
+    /// A remembered result tells the model it was remembered.
+    note_remembered: bool,
 }
 
 /// A tool as the model sees it: name, description, JSON schema of its parameters.
@@ -450,6 +452,19 @@ impl FunctionTool {
     pub fn idempotent(mut self, window: Duration) -> Self {
         self.admission.remember_for = Some(window);
         self
+    }
+
+    /// A remembered result ([`idempotent`](Self::idempotent)) tells the model so: its output
+    /// ends with ``(Remembered from a call N s ago; `NAME` did not run again.)``. Without it the
+    /// model reads the remembered output as it was; the event says `cached` either way.
+    pub fn note_remembered(mut self) -> Self {
+        self.admission.note_remembered = true;
+        self
+    }
+
+    /// Whether a remembered result tells the model so ([`note_remembered`](Self::note_remembered)).
+    pub fn notes_remembered(&self) -> bool {
+        self.admission.note_remembered
     }
 
     /// The caps a call of this tool counts against: its own first, then its toolsets'.

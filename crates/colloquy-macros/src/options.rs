@@ -29,6 +29,7 @@ pub(crate) struct Options {
     max_concurrent: Option<usize>,
     /// Milliseconds.
     idempotent: Option<u64>,
+    note_remembered: bool,
     retry: Option<Retry>,
 }
 
@@ -149,6 +150,7 @@ impl Parse for Options {
                 "heartbeat" => options.heartbeat = Some(millis(&value(input)?)?),
                 "retry" => options.retry = Some(Retry::parse(&key, input)?),
                 "idempotent" => options.idempotent = Some(millis(&value(input)?)?),
+                "note_remembered" => options.note_remembered = true,
                 "max_concurrent" => {
                     input.parse::<Token![=]>()?;
                     let n: syn::LitInt = input.parse()?;
@@ -163,8 +165,8 @@ impl Parse for Options {
                         format!(
                             "unknown option `{other}` (expected name, description, cancellable, \
                              ignore_on_enter, on_duplicate, duplicate_scope, deadline, \
-                             heartbeat, retry, requires_approval, max_concurrent or \
-                             idempotent)"
+                             heartbeat, retry, requires_approval, max_concurrent, \
+                             idempotent or note_remembered)"
                         ),
                     ));
                 }
@@ -234,6 +236,9 @@ impl Options {
         }
         if let Some(n) = self.max_concurrent {
             calls.push(quote!(.max_concurrent(#n)));
+        }
+        if self.note_remembered {
+            calls.push(quote!(.note_remembered()));
         }
         if let Some(ms) = self.idempotent {
             calls.push(quote!(.idempotent(::std::time::Duration::from_millis(#ms))));

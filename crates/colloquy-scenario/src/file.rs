@@ -64,6 +64,8 @@ pub struct ToolDef {
     pub max_concurrent: Option<usize>,
     /// `idempotent_ms`: how long a `done` result answers the same call again.
     pub idempotent: Option<Duration>,
+    /// `note_remembered`: a remembered result tells the model so.
+    pub note_remembered: bool,
 }
 
 /// One step of a tool body.
@@ -460,6 +462,7 @@ fn parse_tool(name: String, mut o: Obj) -> Result<ToolDef, ScenarioError> {
     let requires_approval = o.bool("requires_approval")?.unwrap_or(false);
     let max_concurrent = max_concurrent(&mut o)?;
     let idempotent = o.positive_millis("idempotent_ms")?;
+    let note_remembered = o.bool("note_remembered")?.unwrap_or(false);
     let body_path = o.at("body");
     let mut body: Vec<BodyStep> = Vec::new();
     for (i, v) in o.array("body")?.into_iter().enumerate() {
@@ -484,6 +487,7 @@ fn parse_tool(name: String, mut o: Obj) -> Result<ToolDef, ScenarioError> {
         requires_approval,
         max_concurrent,
         idempotent,
+        note_remembered,
     })
 }
 

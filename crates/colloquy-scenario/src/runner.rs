@@ -361,6 +361,9 @@ fn scripted_tool(def: &ToolDef, defs: &Arc<Defs>) -> FunctionTool {
     if let Some(max) = def.max_concurrent {
         tool = tool.max_concurrent(max);
     }
+    if def.note_remembered {
+        tool = tool.note_remembered();
+    }
     if let Some(window) = def.idempotent {
         tool = tool.idempotent(window);
     }
