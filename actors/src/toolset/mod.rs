@@ -268,9 +268,11 @@ impl Actor for ToolsetActor {
                 let _ = reply.send(state.inspect(&myself));
             }
         }
-        // A call that ended may have freed a place for queued ones.
+        // A call that ended may have freed a place for queued ones. Boxed: only capped
+        // toolsets queue, and inlined it would double every message's future
+        // (docs/decisions.md#boxed-futures).
         if !state.queued.is_empty() {
-            state.start_queued(&myself).await;
+            Box::pin(state.start_queued(&myself)).await;
         }
         state.lifecycle.busy(false);
         Ok(())
@@ -312,7 +314,7 @@ impl Actor for ToolsetActor {
             state.finish(&call_id, Err(error));
         }
         if !state.queued.is_empty() {
-            state.start_queued(&myself).await;
+            Box::pin(state.start_queued(&myself)).await;
         }
         Ok(())
     }
