@@ -211,7 +211,9 @@ impl Actor for ToolsetActor {
                 if state.must_wait(&caps) {
                     state.enqueue(&myself, admitted, caps);
                 } else {
-                    state.start(myself.clone(), admitted, None).await
+                    // Boxed: its future holds a call's whole start, and inline it would size
+                    // every message's future (docs/decisions.md#boxed-futures).
+                    Box::pin(state.start(myself.clone(), admitted, None)).await
                 }
             }
             ToolsetMsg::SetMocks(mocks) => state.mocks = mocks,

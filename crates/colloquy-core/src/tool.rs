@@ -156,6 +156,21 @@ struct Admission {
     note_remembered: bool,
 }
 
+/// What supervises a tool's calls besides its body (issues 25 and 27).
+#[derive(Clone, Default)]
+struct Controls {
+    /// Set on the tool itself.
+    limits: CallLimits,
+    /// Its toolsets' (the innermost that sets each), kept apart so a toolset can change them.
+    inherited: CallLimits,
+    /// Set for tools marked safe to retry.
+    retry: Option<RetryPolicy>,
+    /// Set when calls may need the host's approval before their body runs.
+    approval: Option<Arc<ApprovalCheck>>,
+    /// Concurrency limits and remembered results.
+    admission: Admission,
+}
+
 /// A tool as the model sees it: name, description, JSON schema of its parameters.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ToolSchema {
@@ -232,16 +247,9 @@ pub struct FunctionTool {
     flags: ToolFlags,
     on_duplicate: OnDuplicate,
     duplicate_scope: DuplicateScope,
-    /// Set on the tool itself.
-    limits: CallLimits,
-    /// Its toolsets' (the innermost that sets each), kept apart so a toolset can change them.
-    inherited: CallLimits,
-    /// Set for tools marked safe to retry.
-    retry: Option<RetryPolicy>,
-    /// Set when calls may need the host's approval before their body runs.
-    approval: Option<Arc<ApprovalCheck>>,
-    /// Concurrency limits and remembered results (issue 27).
-    admission: Admission,
+    /// Deadlines, retries, approval, caps and memory: shared, since a tool is cloned for
+    /// every call and these are rarely set (copy-on-write in the builders).
+    controls: Arc<Controls>,
     raw: bool,
     body: Arc<Body>,
 }
@@ -293,11 +301,7 @@ impl FunctionTool {
             flags: ToolFlags::default(),
             on_duplicate: OnDuplicate::default(),
             duplicate_scope: DuplicateScope::default(),
-            limits: CallLimits::default(),
-            inherited: CallLimits::default(),
-            retry: None,
-            approval: None,
-            admission: Admission::default(),
+            controls: Arc::default(),
             raw: false,
             body: Arc::new(body),
         }
@@ -341,11 +345,7 @@ impl FunctionTool {
             flags: ToolFlags::default(),
             on_duplicate: OnDuplicate::default(),
             duplicate_scope: DuplicateScope::default(),
-            limits: CallLimits::default(),
-            inherited: CallLimits::default(),
-            retry: None,
-            approval: None,
-            admission: Admission::default(),
+            controls: Arc::default(),
             raw: true,
             body: Arc::new(body),
         })
@@ -395,13 +395,13 @@ impl FunctionTool {
         mut self,
         check: impl Fn(&Value) -> bool + Send + Sync + 'static,
     ) -> Self {
-        self.approval = Some(Arc::new(check));
+        Arc::make_mut(&mut self.controls).approval = Some(Arc::new(check));
         self
     }
 
     /// Whether a call with `arguments` must wait for the host's approval.
     pub fn needs_approval(&self, arguments: &Map<String, Value>) -> bool {
-        let Some(check) = &self.approval else { return false };
+        let Some(check) = &self.controls.approval else { return false };
         if self.raw {
             return check(&Value::Object(arguments.clone()));
         }
@@ -413,14 +413,14 @@ impl FunctionTool {
     /// cooperative cancel signal and the grace period, then is aborted, even if the tool is not
     /// cancellable, and the model reads ``Tool `NAME` timed out after N s``.
     pub fn deadline(mut self, deadline: Duration) -> Self {
-        self.limits.deadline = Some(deadline);
+        Arc::make_mut(&mut self.controls).limits.deadline = Some(deadline);
         self
     }
 
     /// Ends each call `timed_out` once this long passes without an update from its body
     /// (`ctx.update`), as [`deadline`](Self::deadline) does: a liveness check for long tools.
     pub fn heartbeat(mut self, heartbeat: Duration) -> Self {
-        self.limits.heartbeat = Some(heartbeat);
+        Arc::make_mut(&mut self.controls).limits.heartbeat = Some(heartbeat);
         self
     }
 
@@ -428,13 +428,13 @@ impl FunctionTool {
     /// each retry reported as an `x_tool_call_retry` event. Only for bodies that may run twice
     /// (a lookup, not a payment).
     pub fn retry(mut self, policy: RetryPolicy) -> Self {
-        self.retry = Some(policy);
+        Arc::make_mut(&mut self.controls).retry = Some(policy);
         self
     }
 
     /// The tool's retry policy, if it is safe to retry.
     pub fn retry_policy(&self) -> Option<RetryPolicy> {
-        self.retry
+        self.controls.retry
     }
 
     /// At most `max` calls of this tool run at once in a session (0 counts as 1): later ones
@@ -442,7 +442,7 @@ impl FunctionTool {
     /// call has started (`tool_call_started`), so it can be cancelled and times out like a
     /// running one; its deadline counts from then.
     pub fn max_concurrent(mut self, max: usize) -> Self {
-        self.admission.max_concurrent = Some(max.max(1));
+        Arc::make_mut(&mut self.controls).admission.max_concurrent = Some(max.max(1));
         self
     }
 
@@ -450,7 +450,7 @@ impl FunctionTool {
     /// with the same duplicate key (name and validated arguments, or the tool's duplicate
     /// scope) gets it without running, its `tool_call_ended` marked `"cached": true`.
     pub fn idempotent(mut self, window: Duration) -> Self {
-        self.admission.remember_for = Some(window);
+        Arc::make_mut(&mut self.controls).admission.remember_for = Some(window);
         self
     }
 
@@ -458,27 +458,28 @@ impl FunctionTool {
     /// ends with ``(Remembered from a call N s ago; `NAME` did not run again.)``. Without it the
     /// model reads the remembered output as it was; the event says `cached` either way.
     pub fn note_remembered(mut self) -> Self {
-        self.admission.note_remembered = true;
+        Arc::make_mut(&mut self.controls).admission.note_remembered = true;
         self
     }
 
     /// Whether a remembered result tells the model so ([`note_remembered`](Self::note_remembered)).
     pub fn notes_remembered(&self) -> bool {
-        self.admission.note_remembered
+        self.controls.admission.note_remembered
     }
 
     /// The caps a call of this tool counts against: its own first, then its toolsets'.
     pub fn concurrency_limits(&self) -> Vec<ConcurrencyLimit> {
         let own = self
+            .controls
             .admission
             .max_concurrent
             .map(|max| ConcurrencyLimit { group: format!("tool:{}", self.name).into(), max });
-        own.into_iter().chain(self.admission.shared.iter().cloned()).collect()
+        own.into_iter().chain(self.controls.admission.shared.iter().cloned()).collect()
     }
 
     /// How long this tool's finished results answer the same call again, if it is idempotent.
     pub fn remembers_for(&self) -> Option<Duration> {
-        self.admission.remember_for
+        self.controls.admission.remember_for
     }
 
     /// The key a remembered result is found by: the duplicate key
@@ -501,13 +502,23 @@ impl FunctionTool {
     /// The tool's limits: its own, else its innermost toolset's that sets one (unset ones
     /// fall back to the session's).
     pub fn limits(&self) -> CallLimits {
-        self.limits.or(self.inherited)
+        self.controls.limits.or(self.controls.inherited)
     }
 
     /// This tool with each limit it does not set itself taken from `defaults`.
     pub fn with_default_limits(mut self, defaults: CallLimits) -> Self {
-        self.inherited = self.inherited.or(defaults);
+        let controls = Arc::make_mut(&mut self.controls);
+        controls.inherited = controls.inherited.or(defaults);
         self
+    }
+
+    /// Takes its toolsets' limits and caps (copying the controls only when they change).
+    fn inherit(&mut self, limits: CallLimits, caps: Vec<ConcurrencyLimit>) {
+        if self.controls.inherited != limits || self.controls.admission.shared != caps {
+            let controls = Arc::make_mut(&mut self.controls);
+            controls.inherited = limits;
+            controls.admission.shared = caps;
+        }
     }
 
     /// The duplicate key of a call, or `None` for `allow` tools (they never match). For
@@ -675,7 +686,7 @@ impl fmt::Debug for FunctionTool {
             .field("on_duplicate", &self.on_duplicate)
             .field("duplicate_scope", &self.duplicate_scope)
             .field("limits", &self.limits())
-            .field("requires_approval", &self.approval.is_some())
+            .field("requires_approval", &self.controls.approval.is_some())
             .field("raw", &self.raw)
             .finish_non_exhaustive()
     }
@@ -775,8 +786,7 @@ impl Toolset {
 
     /// Adds a tool.
     pub fn tool(mut self, mut tool: FunctionTool) -> Self {
-        tool.inherited = self.limits();
-        tool.admission.shared = self.concurrency();
+        tool.inherit(self.limits(), self.concurrency());
         self.tools.push(tool);
         self
     }
@@ -835,8 +845,7 @@ impl Toolset {
         let limits = self.limits();
         let caps = self.concurrency();
         for tool in &mut self.tools {
-            tool.inherited = limits;
-            tool.admission.shared = caps.clone();
+            tool.inherit(limits, caps.clone());
         }
         for nested in &mut self.toolsets {
             nested.inherit(limits, caps.clone());
