@@ -44,8 +44,9 @@ impl SearchItem {
 pub enum SearchEntry {
     /// A standalone tool.
     Tool(FunctionTool),
-    /// A toolset (nested toolsets included): any match loads all of it.
-    Toolset(Toolset),
+    /// A toolset (nested toolsets included): any match loads all of it. Boxed: a toolset is
+    /// several times a tool's size.
+    Toolset(Box<Toolset>),
 }
 
 impl SearchEntry {
@@ -66,7 +67,7 @@ impl From<FunctionTool> for SearchEntry {
 
 impl From<Toolset> for SearchEntry {
     fn from(toolset: Toolset) -> Self {
-        SearchEntry::Toolset(toolset)
+        SearchEntry::Toolset(Box::new(toolset))
     }
 }
 

@@ -65,7 +65,7 @@ impl ToolSearch {
 
     /// Hides a toolset behind the search: any match loads all of it.
     pub fn toolset(mut self, toolset: Toolset) -> Self {
-        self.entries.push(SearchEntry::Toolset(toolset));
+        self.entries.push(SearchEntry::Toolset(Box::new(toolset)));
         self
     }
 
@@ -246,7 +246,7 @@ impl ToolSearchToolset {
         for entry in &self.core.entries {
             set = match entry {
                 SearchEntry::Tool(tool) => set.tool(tool.clone()),
-                SearchEntry::Toolset(toolset) => set.toolset(toolset.clone()),
+                SearchEntry::Toolset(toolset) => set.toolset((**toolset).clone()),
             };
         }
         set.visibility(Arc::clone(&self.core) as Arc<dyn ToolVisibility>)
