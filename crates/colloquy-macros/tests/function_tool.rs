@@ -338,3 +338,45 @@ async fn any_serializable_value_and_any_error_type_can_be_returned() {
     );
     session.close().await.unwrap();
 }
+
+/// Refund part of an order (the README's block of every option).
+///
+/// * `order_id` - The order's number.
+/// * `amount` - How much to refund, in euros.
+#[function_tool(
+    name = "refund_order",
+    description = "Refund an order.",
+    cancellable,
+    on_duplicate = "reject",
+    duplicate_scope = ["order_id"],
+    deadline = "30s",
+    heartbeat = "10s",
+    retry(attempts = 3, backoff = "200ms"),
+    requires_approval,
+    max_concurrent = 4,
+    idempotent = "10m",
+    note_remembered,
+    ignore_on_enter
+)]
+async fn every_option(
+    ctx: RunContext,
+    order_id: String,
+    #[default = 10.0] amount: f64,
+) -> Result<String, ToolError> {
+    ctx.update(format!("Refunding {amount} EUR on {order_id}…")).await?;
+    Ok(format!("refunded {amount} EUR on {order_id}"))
+}
+
+#[test]
+fn every_option_of_the_readme_sets_its_builder() {
+    let tool = every_option();
+    assert_eq!(tool.name(), "refund_order");
+    assert!(tool.flags().cancellable && tool.flags().ignore_on_enter);
+    assert_eq!(tool.limits().deadline, Some(std::time::Duration::from_secs(30)));
+    assert_eq!(tool.retry_policy().map(|r| r.attempts), Some(3));
+    let args = serde_json::json!({"order_id": "A1"}).as_object().cloned().unwrap_or_default();
+    assert!(tool.needs_approval(&args));
+    assert!(tool.notes_remembered());
+    assert_eq!(tool.remembers_for(), Some(std::time::Duration::from_secs(600)));
+    assert_eq!(tool.concurrency_limits()[0].max, 4);
+}
