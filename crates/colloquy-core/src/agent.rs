@@ -1,7 +1,8 @@
 //! Agent declarations: a persona with instructions and its own tools.
 
 use crate::templates::Templates;
-use crate::tool::{FunctionTool, Toolset};
+use crate::tool::FunctionTool;
+use crate::toolset::Toolset;
 
 /// An agent: id, instructions, tools. The session runs one agent at a time in an Activity.
 ///

@@ -11,6 +11,7 @@ pub mod args;
 pub mod before_call;
 pub mod call_ids;
 pub mod chat;
+pub mod controls;
 pub mod duplicate;
 pub mod event;
 pub mod llm;
@@ -25,6 +26,7 @@ pub mod time;
 pub mod timeline;
 pub mod tool;
 pub mod tool_error;
+pub mod toolset;
 
 pub use agent::Agent;
 pub use args::{
@@ -35,6 +37,7 @@ pub use call_ids::CallIds;
 pub use chat::{
     AgentHandoff, ChatContext, ChatItem, FunctionCall, FunctionCallOutput, Message, Role,
 };
+pub use controls::{CallLimits, ConcurrencyLimit, RetryPolicy};
 pub use duplicate::{DuplicateScope, OnDuplicate};
 pub use event::{
     AgentState, ErrorSource, EventFilter, EventKind, EventType, RefusalReason, ReplyStatus,
@@ -46,8 +49,6 @@ pub use run_context::{CallHooks, PostedUpdate, RunContext, UpdateMessage, Update
 pub use run_result::{RunExpect, RunResult};
 pub use templates::{ResolvedTemplates, Template, Templates};
 pub use time::Timestamp;
-pub use tool::{
-    CallLimits, ConcurrencyLimit, FunctionTool, RetryPolicy, ToolDeclarationError, ToolFlags,
-    ToolSchema, ToolSource, ToolVisibility, Toolset,
-};
+pub use tool::{FunctionTool, ToolDeclarationError, ToolFlags, ToolSchema};
 pub use tool_error::{ToolError, ToolErrorKind};
+pub use toolset::{ToolSource, ToolVisibility, Toolset};

@@ -1,5 +1,6 @@
-//! Tool declarations (§1): typed function tools built from an async closure
-//! over an argument struct, raw tools with an explicit JSON schema, and toolsets.
+//! Tool declarations (§1): typed function tools built from an async closure over an argument
+//! struct, and raw tools with an explicit JSON schema. Toolsets are in `toolset.rs`, what
+//! supervises a call (limits, retries, caps, approval) in `controls.rs`.
 
 use std::fmt;
 use std::future::Future;
@@ -13,21 +14,18 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::args::validate_arguments;
+use crate::controls::{CallLimits, ConcurrencyLimit, Controls, RetryPolicy};
 use crate::duplicate::{
     DuplicateScope, OnDuplicate, chosen_args_json, sorted_json, with_confirm_param,
 };
 use crate::output::{IntoToolOutput, ToolOutput};
 use crate::run_context::RunContext;
-use crate::templates::Templates;
 use crate::tool_error::ToolError;
 
 /// The future a tool body returns once its arguments are bound.
 pub type ToolFuture = Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send>>;
 
 type Body = dyn Fn(RunContext, Value) -> ToolFuture + Send + Sync;
-
-/// Whether a call needs the host's approval, over its validated arguments.
-type ApprovalCheck = dyn Fn(&Value) -> bool + Send + Sync;
 
 /// Flags of a tool (§1.2).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -36,139 +34,6 @@ pub struct ToolFlags {
     pub cancellable: bool,
     /// Hidden from the model while the agent's `on_enter` replies run.
     pub ignore_on_enter: bool,
-}
-
-/// How long a call may run, enforced by the runtime on the session clock. A field left `None`
-/// falls back to the enclosing toolset's, then to the session's default
-/// (`SessionOptions::tool_deadline`, `tool_heartbeat`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct CallLimits {
-    /// The call ends `timed_out` this long after it started, whatever it reports meanwhile.
-    pub deadline: Option<Duration>,
-    /// The call ends `timed_out` when this long passes without an update from its body.
-    pub heartbeat: Option<Duration>,
-}
-
-impl CallLimits {
-    /// These limits, each unset one taken from `defaults`.
-    pub fn or(self, defaults: CallLimits) -> CallLimits {
-        CallLimits {
-            deadline: self.deadline.or(defaults.deadline),
-            heartbeat: self.heartbeat.or(defaults.heartbeat),
-        }
-    }
-
-    /// True when neither limit is set.
-    pub fn is_unbounded(&self) -> bool {
-        self.deadline.is_none() && self.heartbeat.is_none()
-    }
-}
-
-/// How a tool marked safe to retry is re-run (docs/decisions.md, issue 27): after an attempt
-/// that returns an error (a [`ToolError`]; a panic is never retried) or that runs past
-/// [`attempt_timeout`](Self::attempt_timeout), the runtime waits `backoff × factorⁿ⁻¹`
-/// (at most [`max_backoff`](Self::max_backoff), no jitter) and runs the body again, up to
-/// `attempts` runs in all. The model sees one call and its last attempt's outcome; a deadline
-/// on the tool bounds the whole call, every attempt and backoff included.
-///
-/// ```
-/// # use colloquy_core::RetryPolicy;
-/// # use std::time::Duration;
-/// let policy = RetryPolicy::new(4, Duration::from_millis(200)).max_backoff(Duration::from_millis(500));
-/// assert_eq!(policy.delay(1), Duration::from_millis(200)); // before the 2nd attempt
-/// assert_eq!(policy.delay(2), Duration::from_millis(400));
-/// assert_eq!(policy.delay(3), Duration::from_millis(500)); // capped
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct RetryPolicy {
-    /// Runs in all, the first included (at least 1).
-    pub attempts: u32,
-    /// The wait before the second attempt.
-    pub backoff: Duration,
-    /// How much each wait grows over the previous one (default 2).
-    pub factor: u32,
-    /// The longest wait (default 30 s).
-    pub max_backoff: Duration,
-    /// How long one attempt may run before it is dropped and retried (default `None`).
-    pub attempt_timeout: Option<Duration>,
-}
-
-impl RetryPolicy {
-    /// Up to `attempts` runs, waiting `backoff`, then twice as long each time, at most 30 s.
-    pub fn new(attempts: u32, backoff: Duration) -> Self {
-        RetryPolicy {
-            attempts: attempts.max(1),
-            backoff,
-            factor: 2,
-            max_backoff: Duration::from_secs(30),
-            attempt_timeout: None,
-        }
-    }
-
-    /// Each wait is `factor` times the previous one (1: a constant backoff).
-    pub fn factor(mut self, factor: u32) -> Self {
-        self.factor = factor.max(1);
-        self
-    }
-
-    /// The longest wait between two attempts.
-    pub fn max_backoff(mut self, cap: Duration) -> Self {
-        self.max_backoff = cap;
-        self
-    }
-
-    /// An attempt running this long is dropped (its future is not polled again) and, if
-    /// attempts remain, retried; the last one ends the call with the timeout as its error.
-    pub fn attempt_timeout(mut self, limit: Duration) -> Self {
-        self.attempt_timeout = Some(limit);
-        self
-    }
-
-    /// The wait after the `failed`-th attempt (1-based): `backoff × factor^(failed−1)`, capped.
-    pub fn delay(&self, failed: u32) -> Duration {
-        let growth = self.factor.checked_pow(failed.saturating_sub(1)).unwrap_or(u32::MAX);
-        self.backoff.checked_mul(growth).unwrap_or(Duration::MAX).min(self.max_backoff)
-    }
-}
-
-/// A cap on how many calls of a group run at once in one toolset actor: a tool's own
-/// (`tool:NAME`) or a toolset's (`toolset:ID`), shared by the calls of all its tools.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConcurrencyLimit {
-    /// Which calls share the cap: `tool:NAME` or `toolset:ID`.
-    pub group: Arc<str>,
-    /// At most this many run at once (at least 1).
-    pub max: usize,
-}
-
-/// What decides whether a call runs now: concurrency caps and the remembered-result window.
-#[derive(Clone, Debug, Default)]
-struct Admission {
-    /// The tool's own cap.
-    max_concurrent: Option<usize>,
-    /// Its toolsets' caps, innermost first.
-    shared: Vec<ConcurrencyLimit>,
-    /// How long a finished result answers the same call again.
-    remember_for: Option<Duration>,
-    /// A remembered result tells the model it was remembered.
-    note_remembered: bool,
-}
-
-/// What supervises a tool's calls besides its body (issues 25 and 27).
-#[derive(Clone, Default)]
-struct Controls {
-    /// Set on the tool itself.
-    limits: CallLimits,
-    /// Its toolsets' (the innermost that sets each), kept apart so a toolset can change them.
-    inherited: CallLimits,
-    /// Set for tools marked safe to retry.
-    retry: Option<RetryPolicy>,
-    /// Set when calls may need the host's approval before their body runs.
-    approval: Option<Arc<ApprovalCheck>>,
-    /// Concurrency limits and remembered results.
-    admission: Admission,
 }
 
 /// A tool as the model sees it: name, description, JSON schema of its parameters.
@@ -513,7 +378,7 @@ impl FunctionTool {
     }
 
     /// Takes its toolsets' limits and caps (copying the controls only when they change).
-    fn inherit(&mut self, limits: CallLimits, caps: Vec<ConcurrencyLimit>) {
+    pub(crate) fn inherit(&mut self, limits: CallLimits, caps: Vec<ConcurrencyLimit>) {
         if self.controls.inherited != limits || self.controls.admission.shared != caps {
             let controls = Arc::make_mut(&mut self.controls);
             controls.inherited = limits;
@@ -692,255 +557,6 @@ impl fmt::Debug for FunctionTool {
     }
 }
 
-/// A named group of tools and nested toolsets (§1.1). Flattened in declaration order.
-///
-/// A plain toolset only groups tools. An *async* toolset ([`Toolset::new_async`], the
-/// reference's `AsyncToolset`) runs its calls in a toolset actor of its own, with its own
-/// templates: placed on the session it is session-scoped (it survives handoffs and its results
-/// reach whichever agent is current); placed on an agent it is agent-scoped (decision 16).
-///
-/// ```
-/// use colloquy_core::{Templates, Toolset};
-/// let shared = Toolset::new_async("shared")
-///     .templates(Templates { update: Some("Still on it: {message}".into()), ..Default::default() });
-/// assert!(shared.is_async());
-/// ```
-#[derive(Clone, Debug)]
-pub struct Toolset {
-    id: String,
-    tools: Vec<FunctionTool>,
-    toolsets: Vec<Toolset>,
-    is_async: bool,
-    templates: Option<Templates>,
-    visibility: Option<Arc<dyn ToolVisibility>>,
-    source: Option<Arc<dyn ToolSource>>,
-    /// Its own limits, for its tools that set none.
-    limits: CallLimits,
-    /// An enclosing toolset's, for those it does not set itself.
-    inherited: CallLimits,
-    /// Its own concurrency cap.
-    max_concurrent: Option<usize>,
-    /// The enclosing toolsets' caps, innermost first.
-    shared: Vec<ConcurrencyLimit>,
-}
-
-/// Which of a toolset's tools (nested ones included) the model sees right now. The runtime asks
-/// before every LLM request, so a change shows in the very next one — the tool-reply step of
-/// the same turn included. A tool that is not visible cannot be called either: a call to it
-/// gets the unknown-tool error. Without one, a toolset shows all its tools.
-///
-/// Tool search (`colloquy-toolsets`) shows its `tool_search` tool plus the tools it loaded.
-pub trait ToolVisibility: Send + Sync + fmt::Debug {
-    /// The names of the visible tools, in the order the model sees them; names that are not
-    /// tools of the toolset are ignored.
-    fn visible(&self) -> Vec<String>;
-}
-
-/// Tools a toolset learns of while the session runs (an MCP server's, listed once it has
-/// started, and again when it says its list changed). The runtime reads [`tools`](Self::tools)
-/// before every LLM request, after the tools known from the start; a call to a tool no longer
-/// listed gets the unknown-tool error. The runtime calls [`start`](Self::start) when the
-/// toolset actor that runs the tools starts (with the session, or with its agent), and
-/// awaits [`ready`](Self::ready) once before a session's first LLM request, so the first turn
-/// already sees the tools.
-pub trait ToolSource: Send + Sync + fmt::Debug {
-    /// The tools now, in the order the model sees them (cheap: a shared list).
-    fn tools(&self) -> Arc<[FunctionTool]>;
-
-    /// Resolves once the first list is known, or with why it will not be (the source bounds
-    /// its own wait). Resolves at once after that.
-    fn ready(&self) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + '_>>;
-
-    /// Whether some of its tools may be cancellable (the companion tools are then listed).
-    fn may_cancel(&self) -> bool {
-        false
-    }
-
-    /// The toolset actor that runs its tools has started: begin learning them (start a
-    /// server). Called once per toolset actor; `ready` must start it too if it was not.
-    fn start(&self) {}
-}
-
-impl Toolset {
-    /// An empty plain toolset.
-    pub fn new(id: impl Into<String>) -> Self {
-        Self {
-            id: id.into(),
-            tools: Vec::new(),
-            toolsets: Vec::new(),
-            is_async: false,
-            templates: None,
-            visibility: None,
-            source: None,
-            limits: CallLimits::default(),
-            inherited: CallLimits::default(),
-            max_concurrent: None,
-            shared: Vec::new(),
-        }
-    }
-
-    /// An empty async toolset: its calls run in its own toolset actor.
-    pub fn new_async(id: impl Into<String>) -> Self {
-        Self { is_async: true, ..Self::new(id) }
-    }
-
-    /// Adds a tool.
-    pub fn tool(mut self, mut tool: FunctionTool) -> Self {
-        tool.inherit(self.limits(), self.concurrency());
-        self.tools.push(tool);
-        self
-    }
-
-    /// Adds a nested toolset.
-    pub fn toolset(mut self, mut toolset: Toolset) -> Self {
-        toolset.inherit(self.limits(), self.concurrency());
-        self.toolsets.push(toolset);
-        self
-    }
-
-    /// A deadline for the calls of every tool in this toolset (nested ones and a source's
-    /// included) that neither it nor an inner toolset sets; see [`FunctionTool::deadline`].
-    /// Builder order does not matter: tools added before and after take it.
-    pub fn deadline(mut self, deadline: Duration) -> Self {
-        self.limits.deadline = Some(deadline);
-        self.inherit(self.inherited, self.shared.clone());
-        self
-    }
-
-    /// A heartbeat for the calls of every tool in this toolset that neither it nor an inner
-    /// toolset sets; see [`FunctionTool::heartbeat`].
-    pub fn heartbeat(mut self, heartbeat: Duration) -> Self {
-        self.limits.heartbeat = Some(heartbeat);
-        self.inherit(self.inherited, self.shared.clone());
-        self
-    }
-
-    /// The limits this toolset gives its tools: its own, else an enclosing toolset's.
-    pub fn limits(&self) -> CallLimits {
-        self.limits.or(self.inherited)
-    }
-
-    /// At most `max` calls of this toolset's tools (nested toolsets' included) run at once
-    /// in one toolset actor (0 counts as 1); later ones wait in arrival order, as with
-    /// [`FunctionTool::max_concurrent`]. The calls of a nested async toolset run in its own
-    /// actor and count there only; a source's tools are not capped.
-    pub fn max_concurrent(mut self, max: usize) -> Self {
-        self.max_concurrent = Some(max.max(1));
-        self.inherit(self.inherited, self.shared.clone());
-        self
-    }
-
-    /// The caps this toolset gives its tools: its own, then the enclosing toolsets'.
-    fn concurrency(&self) -> Vec<ConcurrencyLimit> {
-        let own = self
-            .max_concurrent
-            .map(|max| ConcurrencyLimit { group: format!("toolset:{}", self.id).into(), max });
-        own.into_iter().chain(self.shared.iter().cloned()).collect()
-    }
-
-    /// Takes `outer` as the enclosing toolsets' limits and caps, and passes the result down.
-    fn inherit(&mut self, outer: CallLimits, shared: Vec<ConcurrencyLimit>) {
-        self.inherited = outer;
-        self.shared = shared;
-        let limits = self.limits();
-        let caps = self.concurrency();
-        for tool in &mut self.tools {
-            tool.inherit(limits, caps.clone());
-        }
-        for nested in &mut self.toolsets {
-            nested.inherit(limits, caps.clone());
-        }
-    }
-
-    /// Templates for the calls of this (async) toolset; they replace the agent's and the
-    /// session's as a whole (§8).
-    pub fn templates(mut self, templates: Templates) -> Self {
-        self.templates = Some(templates);
-        self
-    }
-
-    /// Decides which of its tools the model sees, request by request (see [`ToolVisibility`]).
-    pub fn visibility(mut self, visibility: Arc<dyn ToolVisibility>) -> Self {
-        self.visibility = Some(visibility);
-        self
-    }
-
-    /// Adds tools learned while the session runs (see [`ToolSource`]); an async toolset runs
-    /// them in its own actor, as its other tools.
-    pub fn source(mut self, source: Arc<dyn ToolSource>) -> Self {
-        self.source = Some(source);
-        self
-    }
-
-    /// Every tool source, depth first, with the innermost async toolset that runs its tools and
-    /// the limits its tools take unless they set their own.
-    pub fn routed_sources(&self) -> Vec<(&Arc<dyn ToolSource>, Option<&Toolset>, CallLimits)> {
-        let mut out = Vec::new();
-        self.sources_into(None, &mut out);
-        out
-    }
-
-    fn sources_into<'a>(
-        &'a self,
-        outer: Option<&'a Toolset>,
-        out: &mut Vec<(&'a Arc<dyn ToolSource>, Option<&'a Toolset>, CallLimits)>,
-    ) {
-        let owner = if self.is_async { Some(self) } else { outer };
-        out.extend(self.source.iter().map(|s| (s, owner, self.limits())));
-        for nested in &self.toolsets {
-            nested.sources_into(owner, out);
-        }
-    }
-
-    /// The outermost toolsets (this one or nested) that decide their tools' visibility, each
-    /// with all its tools.
-    pub fn visibility_groups(&self) -> Vec<(&Arc<dyn ToolVisibility>, Vec<&FunctionTool>)> {
-        match &self.visibility {
-            Some(visibility) => vec![(visibility, self.flatten())],
-            None => self.toolsets.iter().flat_map(Toolset::visibility_groups).collect(),
-        }
-    }
-
-    /// The toolset's id.
-    pub fn id(&self) -> &str {
-        &self.id
-    }
-
-    /// True for an async toolset.
-    pub fn is_async(&self) -> bool {
-        self.is_async
-    }
-
-    /// The toolset's templates, if it sets any.
-    pub fn template_overrides(&self) -> Option<&Templates> {
-        self.templates.as_ref()
-    }
-
-    /// Every tool, depth first: this toolset's own tools, then each nested toolset's.
-    pub fn flatten(&self) -> Vec<&FunctionTool> {
-        self.routed().into_iter().map(|(tool, _)| tool).collect()
-    }
-
-    /// Every tool with the innermost async toolset that contains it (§4 step 7), if any.
-    pub fn routed(&self) -> Vec<(&FunctionTool, Option<&Toolset>)> {
-        let mut out = Vec::new();
-        self.route_into(None, &mut out);
-        out
-    }
-
-    fn route_into<'a>(
-        &'a self,
-        outer: Option<&'a Toolset>,
-        out: &mut Vec<(&'a FunctionTool, Option<&'a Toolset>)>,
-    ) {
-        let owner = if self.is_async { Some(self) } else { outer };
-        out.extend(self.tools.iter().map(|t| (t, owner)));
-        for nested in &self.toolsets {
-            nested.route_into(owner, out);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1041,57 +657,6 @@ mod tests {
         .unwrap();
         let args = json!({"anything": [1]}).as_object().unwrap().clone();
         assert_eq!(block_on(raw.invoke(ctx(), args)).unwrap().output_text(), r#"{"anything":[1]}"#);
-    }
-
-    #[test]
-    fn toolsets_flatten_depth_first() {
-        let set = Toolset::new("outer")
-            .tool(weather())
-            .toolset(Toolset::new("inner").tool(weather().cancellable()));
-        let names: Vec<_> =
-            set.flatten().iter().map(|t| (t.name(), t.flags().cancellable)).collect();
-        assert_eq!(names, [("get_weather", false), ("get_weather", true)]);
-    }
-
-    #[test]
-    fn limits_fall_back_to_the_innermost_toolset_whatever_the_builder_order() {
-        let secs = Duration::from_secs;
-        let own = weather().deadline(secs(1));
-        let inner = Toolset::new("inner").tool(weather()).deadline(secs(2));
-        let outer = Toolset::new("outer")
-            .tool(own)
-            .toolset(inner)
-            .deadline(secs(3))
-            .heartbeat(secs(4))
-            .tool(weather());
-        let deadlines: Vec<_> = outer.flatten().iter().map(|t| t.limits().deadline).collect();
-        assert_eq!(deadlines, [Some(secs(1)), Some(secs(3)), Some(secs(2))]);
-        assert!(outer.flatten().iter().all(|t| t.limits().heartbeat == Some(secs(4))));
-        // Set again, the toolset's limit reaches the tools it holds already.
-        let again = outer.deadline(secs(5));
-        let deadlines: Vec<_> = again.flatten().iter().map(|t| t.limits().deadline).collect();
-        assert_eq!(deadlines, [Some(secs(1)), Some(secs(5)), Some(secs(2))]);
-    }
-
-    #[test]
-    fn concurrency_caps_reach_every_tool_whatever_the_builder_order() {
-        let groups = |t: &FunctionTool| -> Vec<(String, usize)> {
-            t.concurrency_limits().iter().map(|l| (l.group.to_string(), l.max)).collect()
-        };
-        let inner = Toolset::new("inner").tool(weather().max_concurrent(1)).max_concurrent(2);
-        let outer = Toolset::new_async("outer").tool(weather().renamed("w2")).toolset(inner);
-        let outer = outer.max_concurrent(0);
-        let tools = outer.flatten();
-        assert_eq!(groups(tools[0]), [("toolset:outer".to_string(), 1)]);
-        assert_eq!(
-            groups(tools[1]),
-            [
-                ("tool:get_weather".to_string(), 1),
-                ("toolset:inner".to_string(), 2),
-                ("toolset:outer".to_string(), 1)
-            ]
-        );
-        assert!(weather().concurrency_limits().is_empty());
     }
 
     #[test]
