@@ -253,3 +253,16 @@ impl<'de> serde::de::Visitor<'de> for StrictVisitor {
         Ok(Value::Object(object))
     }
 }
+
+/// `N` milliseconds.
+pub(crate) fn ms(v: u64) -> std::time::Duration {
+    std::time::Duration::from_millis(v)
+}
+
+/// A flag that can only be `true` (`{"wait_idle": true}`).
+pub(crate) fn expect_true(value: Option<Value>, path: &str) -> Result<(), ScenarioError> {
+    match value {
+        Some(Value::Bool(true)) => Ok(()),
+        _ => Err(invalid(path, "expected true")),
+    }
+}

@@ -24,6 +24,7 @@ mod json;
 mod options;
 mod runner;
 mod template;
+mod tool_def;
 pub mod trace;
 
 pub use file::{

@@ -6,7 +6,7 @@ use std::time::Duration;
 use colloquy::Templates;
 
 use crate::ScenarioError;
-use crate::json::{Obj, invalid};
+use crate::json::{Obj, invalid, ms};
 
 /// `options`.
 #[derive(Debug)]
@@ -97,8 +97,4 @@ pub(crate) fn parse_templates(o: &mut Obj) -> Result<Option<Templates>, Scenario
     };
     t.finish()?;
     Ok(Some(templates))
-}
-
-fn ms(v: u64) -> Duration {
-    Duration::from_millis(v)
 }
