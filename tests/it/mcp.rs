@@ -431,30 +431,33 @@ async fn an_answer_the_transport_drops_ends_its_call_with_an_error_and_the_serve
     h.close().await;
 }
 
-#[tokio::test]
-async fn a_tool_whose_schema_cannot_be_read_is_skipped_and_the_others_load() {
-    let deep = python(&["stdio", "--deep", "10000"]);
-    let server =
-        tokio::time::timeout(Duration::from_secs(20), McpToolset::stdio("py", deep).connect())
-            .await
-            .expect("the listing ends")
-            .expect("connects");
+/// A server that lists the 10,000-deep `deep` beside `add`: `connect()` reports `deep` skipped,
+/// and a supervised session on `supervised` calls `add` without seeing `deep`.
+async fn the_deep_tool_is_skipped(connected: McpToolset, supervised: Toolset, what: &str) {
+    let server = tokio::time::timeout(Duration::from_secs(20), connected.connect())
+        .await
+        .expect("the listing ends")
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
     let skipped = server.skipped();
-    assert_eq!(skipped.len(), 1, "{skipped:?}");
+    assert_eq!(skipped.len(), 1, "{what}: {skipped:?}");
     assert!(skipped[0].starts_with("`deep`: its schema is nested too deep"), "{skipped:?}");
-    // Supervised: the same list, the model sees the others.
-    let toolset = McpToolset::stdio("py", python(&["stdio", "--deep", "10000"])).build();
     let script = vec![call("c1", "add", r#"{"a": 2, "b": 2}"#), text("4.")];
-    let mut h = Harness::start(agent().toolset(toolset), script).await;
+    let mut h = Harness::start(agent().toolset(supervised), script).await;
     h.turn("2 + 2?").await;
     until(&mut h, "the call's end", |e| ended(e, "c1").is_some()).await;
     let names = tools_of(&h, 0);
     assert!(
         names.contains(&"add".to_string()) && !names.contains(&"deep".to_string()),
-        "{names:?}"
+        "{what}: {names:?}"
     );
     assert_eq!(output(&h, "c1").await.map(|o| o.0).as_deref(), Some("2 + 2 = 4"));
     h.close().await;
+}
+
+#[tokio::test]
+async fn a_tool_whose_schema_cannot_be_read_is_skipped_and_the_others_load() {
+    let deep = || McpToolset::stdio("py", python(&["stdio", "--deep", "10000"]));
+    the_deep_tool_is_skipped(deep(), deep().build(), "stdio").await;
 }
 
 #[tokio::test]
@@ -462,28 +465,8 @@ async fn over_http_a_tool_whose_schema_cannot_be_read_is_skipped_and_the_others_
     // The Python SDK answers as an SSE stream by default, as a JSON body with `--json`.
     for mode in [&["--deep", "10000"][..], &["--json", "--deep", "10000"]] {
         let (mut child, url) = http_server(mode).await;
-        let connect = McpToolset::http("py", url.clone()).connect();
-        let server = tokio::time::timeout(Duration::from_secs(20), connect)
-            .await
-            .expect("the listing ends")
-            .unwrap_or_else(|e| panic!("{mode:?}: {e}"));
-        let skipped = server.skipped();
-        assert_eq!(skipped.len(), 1, "{mode:?}: {skipped:?}");
-        assert!(skipped[0].starts_with("`deep`: its schema is nested too deep"), "{skipped:?}");
-        // Supervised: the same list, the model sees the others.
-        let toolset = McpToolset::http("py", url).build();
-        let script = vec![call("c1", "add", r#"{"a": 2, "b": 2}"#), text("4.")];
-        let mut h = Harness::start(agent().toolset(toolset), script).await;
-        h.turn("2 + 2?").await;
-        until(&mut h, "the call's end", |e| ended(e, "c1").is_some()).await;
-        let names = tools_of(&h, 0);
-        assert!(
-            names.contains(&"add".to_string()) && !names.contains(&"deep".to_string()),
-            "{mode:?}: {names:?}"
-        );
-        assert_eq!(output(&h, "c1").await.map(|o| o.0).as_deref(), Some("2 + 2 = 4"));
-        h.close().await;
-        drop(server);
+        let deep = || McpToolset::http("py", url.clone());
+        the_deep_tool_is_skipped(deep(), deep().build(), &format!("{mode:?}")).await;
         let _ = child.kill().await;
     }
 }
