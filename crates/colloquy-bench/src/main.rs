@@ -27,7 +27,7 @@ use serde_json::json;
 
 /// The allocator: mimalloc unless built with `--no-default-features` (glibc malloc fragments
 /// under hundreds of thousands of small, short-lived, cross-thread allocations; see
-/// docs/benchmarks.md).
+/// docs/benchmarks-history.md).
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
