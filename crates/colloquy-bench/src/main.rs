@@ -1,4 +1,4 @@
-//! `colloquy-bench`: the benchmark workload of issue #7, the same as
+//! `colloquy-bench`: the benchmark workload of docs/benchmarks.md, the same as
 //! `../shared/peer/livekit_bench.py` runs on LiveKit Agents, so the figures compare.
 //!
 //! K sessions run concurrently in one process (multi-threaded runtime, real clock), each
