@@ -1,7 +1,7 @@
-//! Micro-benchmarks of the hot path (issue 7): argument parsing and validation, duplicate-key
-//! canonicalisation, history insertion, template rendering, and one whole tool-call round trip
-//! through the actors (user turn → Activity → Toolset → ToolCall → output → reply); and tool
-//! search (BM25 and keyword) over catalogues of 100, 1,000 and 10,000 tools (issue 9).
+//! Micro-benchmarks of the hot path (docs/benchmarks.md): argument parsing and validation,
+//! duplicate-key canonicalisation, history insertion, template rendering, and one whole
+//! tool-call round trip through the actors (user turn → Activity → Toolset → ToolCall → output →
+//! reply); and tool search (BM25 and keyword) over catalogues of 100, 1,000 and 10,000 tools.
 //!
 //! ```sh
 //! cargo bench --bench micro

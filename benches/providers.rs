@@ -1,4 +1,4 @@
-//! The provider adapters' parse path beside the scripted LLM (issue 16): a 1,000-event
+//! The provider adapters' parse path beside the scripted LLM (docs/benchmarks.md): a 1,000-event
 //! response (700 text deltas, then three tool calls whose arguments come in 100 pieces each)
 //! from bytes, through server-sent-event framing, to chunks. No network: the bytes are in
 //! memory, cut into 4 KiB reads as a socket would deliver them.

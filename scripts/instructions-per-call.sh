@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Instructions per tool call of the benchmark workload, counted by callgrind: repeatable for
-# the same binary whatever else the machine is doing, unlike wall or CPU time on this VM.
+# Counts the instructions per tool call of the benchmark workload under callgrind.
+#
+# Repeatable for the same binary whatever else the machine is doing, unlike wall or CPU time.
 # Runs K = 100 sessions for T = 5 and T = 25 turns (tool_ms 0) and divides the difference by
 # the 2,000 extra calls, so start-up, closing and the checks cancel out. Not part of CI
 # (valgrind runs the bench about 50 times slower; the release build is whole-program LTO, a few

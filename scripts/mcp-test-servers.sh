@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Installs the MCP servers the tests talk to, pinned, under target/mcp/ (idempotent, serialised
-# by a lock, so test binaries running at once install once): the MCP project's reference server
-# from the npm registry, and the official Python SDK (`mcp` from PyPI) in a venv for the
-# tests' own small server (tests/it/mcp_server.py). Prints nothing on success.
+# Installs the MCP servers the tests talk to, pinned, under target/mcp/.
+#
+# Idempotent, serialised by a lock (test binaries running at once install once): the MCP
+# project's reference server from the npm registry, and the official Python SDK (`mcp` from
+# PyPI) in a venv for the tests' own small server (tests/it/mcp_server.py). Prints nothing on
+# success.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 EVERYTHING="@modelcontextprotocol/server-everything@2026.8.31"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Packages every published crate and builds each from its package, as crates.io would (about
-# three minutes here). `.ci/run` packages without that build.
+# Packages every published crate and builds each from its package, as crates.io would.
+#
+# About three minutes here; `.ci/run` packages without that build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Cargo unpacks the packages it verifies into a local-registry cache and reuses that copy for

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Renders a scenario's timeline page and screenshots it with Debian's headless Chromium
-# (apt-get install chromium). Not part of CI: the page itself is checked by `cargo test`
-# (crates/colloquy-scenario/tests/timeline.rs); this only refreshes the picture in docs/.
+# Refreshes docs/timeline.png: a scenario's timeline page, screenshot by headless Chromium.
+#
+# Needs Debian's chromium (apt-get install chromium). Not part of CI: the page itself is
+# checked by `cargo test` (crates/colloquy-scenario/tests/timeline.rs).
 #
 #   scripts/screenshot-timeline.sh [SCENARIO.json] [OUT.png]
 set -euo pipefail

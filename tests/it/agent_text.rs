@@ -1,4 +1,4 @@
-//! The agent's text as events (`x_agent_text`, issue 26): off unless a subscriber asks, in
+//! The agent's text as events (`x_agent_text`, decision 55): off unless a subscriber asks, in
 //! order, before the speech's `speech_done`, and concatenated equal to what the history keeps,
 //! through the public API on the paused clock.
 

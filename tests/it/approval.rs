@@ -1,4 +1,4 @@
-//! Human approval (issue 27, docs/decisions.md "Human approval (issue 27)"): a call of a tool
+//! Human approval (docs/decisions.md#human-approval): a call of a tool
 //! that requires approval waits `awaiting_approval`, answered provisionally so the agent can
 //! say so; `approve` runs it, `reject`, the approval timeout or a handoff end it `rejected`.
 

@@ -1,7 +1,6 @@
-//! The host's hook before each tool call (issue 27, docs/decisions.md "Retries and the
-//! before-call hook"): run, rewrite, skip or reject, in the call's own task after
-//! `tool_call_started`, so each started call still ends exactly once and a slow hook blocks
-//! no mailbox.
+//! The host's hook before each tool call (docs/decisions.md#retries-and-hook): run, rewrite,
+//! skip or reject, in the call's own task after `tool_call_started`, so each started call still
+//! ends exactly once and a slow hook blocks no mailbox.
 
 use std::sync::{Arc, Mutex};
 

@@ -1,4 +1,4 @@
-//! Call ids belong to the runtime (decision 24, issue 17 defect 1): a model that reuses an id
+//! Call ids belong to the runtime (decision 24): a model that reuses an id
 //! across responses or within one, or sends none, never makes the session lose a call.
 
 use std::time::Duration;

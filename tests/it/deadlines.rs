@@ -1,4 +1,4 @@
-//! Tool deadlines and heartbeats (issue 25, docs/decisions.md#edges-tool-deadlines): the
+//! Tool deadlines and heartbeats (docs/decisions.md#edges-tool-deadlines): the
 //! Toolset ends a call `timed_out` on the session clock, updates or not, cancellable or not, and
 //! the model reads why; closing and handoff drains are bounded by default.
 

@@ -1,7 +1,8 @@
 //! Every rule the code cites resolves inside the repository: `§9.2` to docs/semantics.md,
 //! "decision 7" to docs/decisions.md, "hazard 4" to docs/semantics.md, `C-50` to
 //! docs/scenarios.md, `docs/ractor-notes.md §2.3` and `docs/decisions.md#boxed-futures` to those
-//! pages (docs/semantics.md says how).
+//! pages (docs/semantics.md says how). And no comment cites an issue number: the tracker's
+//! numbers say nothing to a reader of the code, and a reason worth keeping is a decision.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -20,28 +21,69 @@ fn anchors(page: &str) -> BTreeSet<String> {
     id.captures_iter(&text).map(|c| c[1].to_string()).collect()
 }
 
-/// The Rust sources and the docs that cite the specification.
-fn sources() -> Vec<PathBuf> {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+/// The files under the source folders that `keep` selects.
+fn source_files(keep: fn(&Path) -> bool) -> Vec<PathBuf> {
+    fn walk(dir: &Path, keep: fn(&Path) -> bool, out: &mut Vec<PathBuf>) {
         let Ok(entries) = std::fs::read_dir(dir) else { return };
         for entry in entries.flatten() {
             let path = entry.path();
             let name = entry.file_name();
             if path.is_dir() && name != "target" && name != ".git" {
-                walk(&path, out);
-            } else if path.extension().is_some_and(|e| e == "rs") {
+                walk(&path, keep, out);
+            } else if keep(&path) {
                 out.push(path);
             }
         }
     }
     let mut out = Vec::new();
     for dir in ["actors", "crates", "src", "tests", "examples", "benches"] {
-        walk(&root().join(dir), &mut out);
+        walk(&root().join(dir), keep, &mut out);
     }
+    out
+}
+
+fn is_rust(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "rs")
+}
+
+/// The Rust sources and the docs that cite the specification.
+fn sources() -> Vec<PathBuf> {
+    let mut out = source_files(is_rust);
     for page in ["README.md", "docs/ARCHITECTURE.md", "docs/decisions.md", "docs/testing.md"] {
         out.push(root().join(page));
     }
     out
+}
+
+/// Every file with comments a reader of the code sees, with the marker that opens a comment:
+/// the Rust sources (`//`, `///`, `//!`), the manifests, the scripts and `.ci/run` (`#`).
+fn commented_files() -> Vec<(PathBuf, &'static str)> {
+    let mut out: Vec<_> = source_files(is_rust).into_iter().map(|p| (p, "//")).collect();
+    let manifests = source_files(|p| p.file_name().is_some_and(|n| n == "Cargo.toml"));
+    out.extend(manifests.into_iter().chain([root().join("Cargo.toml")]).map(|p| (p, "#")));
+    let scripts = std::fs::read_dir(root().join("scripts")).expect("scripts/");
+    let scripts = scripts.flatten().map(|e| e.path()).filter(|p| p.is_file());
+    out.extend(scripts.chain([root().join(".ci/run")]).map(|p| (p, "#")));
+    out
+}
+
+/// The comment on one line: what follows `marker` where it opens a comment, outside a string
+/// literal (`"…"`) and, for `#`, at the start of a word (so `$#` or `${#x}` is no comment).
+fn comment<'a>(line: &'a str, marker: &str) -> Option<&'a str> {
+    let mut quoted = false;
+    let mut prev = ' ';
+    for (i, c) in line.char_indices() {
+        // A `'"'` character literal opens no string.
+        if c == '"' && prev != '\\' && !(prev == '\'' && line[i + 1..].starts_with('\'')) {
+            quoted = !quoted;
+        }
+        let word_start = marker != "#" || prev.is_whitespace();
+        if !quoted && word_start && line[i..].starts_with(marker) {
+            return Some(&line[i + marker.len()..]);
+        }
+        prev = c;
+    }
+    None
 }
 
 #[test]
@@ -89,4 +131,42 @@ fn every_cited_rule_has_an_anchor_in_docs() {
     }
     assert!(cited > 300, "the scan found only {cited} citations: is it reading the sources?");
     assert!(missing.is_empty(), "citations without an anchor in docs/:\n{}", missing.join("\n"));
+}
+
+#[test]
+fn no_comment_cites_an_issue() {
+    let issue = Regex::new(r"\b[Ii]ssues? #?[0-9]+").unwrap();
+    let files = commented_files();
+    assert!(
+        files.len() > 200,
+        "the scan found only {} files: is it reading the sources?",
+        files.len()
+    );
+    let mut found = Vec::new();
+    for (path, marker) in files {
+        let text =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let file = path.strip_prefix(root()).unwrap().display().to_string();
+        for (n, line) in text.lines().enumerate() {
+            if comment(line, marker).is_some_and(|c| issue.is_match(c)) {
+                found.push(format!("{file}:{}: {}", n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "comments that cite an issue (cite a docs/ anchor or a decision instead, or say the \
+         reason in the comment):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn a_comment_starts_where_its_marker_opens_one() {
+    assert_eq!(comment(r#"let s = "a // b"; // why"#, "//"), Some(" why"));
+    assert_eq!(comment(r#"if c == '"' { x } // why"#, "//"), Some(" why"));
+    assert_eq!(comment("//! a module", "//"), Some("! a module"));
+    assert_eq!(comment(r#"echo "$# args" # why"#, "#"), Some(" why"));
+    assert_eq!(comment("n=${#list[@]}", "#"), None);
+    assert_eq!(comment(r#"key = "a # b""#, "#"), None);
 }

@@ -1,5 +1,5 @@
 //! `drain_timeout` bounds every running call of a handoff or a close, blocking ones included,
-//! counted from when the drain starts (decision 7; issue 17, defect 2).
+//! counted from when the drain starts (decision 7).
 
 use crate::common::*;
 use colloquy::prelude::*;

@@ -1,4 +1,4 @@
-//! Event times never go backwards within a session (issue 26, docs/decisions.md#event-times),
+//! Event times never go backwards within a session (docs/decisions.md#event-times),
 //! even on the real clock where the actors that stamp events run on other threads than the
 //! Session that orders them.
 

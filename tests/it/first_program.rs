@@ -1,4 +1,4 @@
-//! A host's first program (issue 26): a support desk with two tools, one in the background, a
+//! A host's first program (decision 57): a support desk with two tools, one in the background, a
 //! `Host`, a speech sink, filtered events, `inspect()` and the testing API, written with
 //! `use colloquy::prelude::*;` alone (and std, and tokio for `#[tokio::test]`). If a name a
 //! first program needs leaves the prelude, this module stops compiling.

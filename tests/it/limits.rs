@@ -1,7 +1,7 @@
-//! Concurrency limits and remembered results (issue 27, scopes 3 and 4;
-//! docs/decisions.md#concurrency-limits): calls over a `max_concurrent` cap wait in arrival
-//! order as `queued`, and cancels, deadlines and closing reach them; an `idempotent` tool
-//! answers a repeated call from a result that ended `done` in its window.
+//! Concurrency limits and remembered results (docs/decisions.md#concurrency-limits): calls over
+//! a `max_concurrent` cap wait in arrival order as `queued`, and cancels, deadlines and closing
+//! reach them; an `idempotent` tool answers a repeated call from a result that ended `done` in
+//! its window.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};

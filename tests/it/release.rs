@@ -1,5 +1,5 @@
 //! A session started without a `Host` closes once the host app drops every handle it was
-//! given; the runtime's own handles do not keep it (issue 17, defect 5).
+//! given; the runtime's own handles do not keep it (decision 30).
 
 use crate::common::*;
 use colloquy::prelude::*;

@@ -1,4 +1,4 @@
-//! Retries (issue 27, docs/decisions.md "Retries and the before-call hook"): a tool marked safe
+//! Retries (docs/decisions.md#retries-and-hook): a tool marked safe
 //! to retry runs again after an error or an attempt's timeout, with exponential backoff on the
 //! session clock; each retry is an `x_tool_call_retry` event, and the model sees one call and
 //! its final outcome.

@@ -1,5 +1,5 @@
 //! Argument parsing and schema validation on arbitrary JSON and arbitrary schemas, cycles and
-//! 10,000-deep nesting included: no panic, no hang, no stack overflow (issue 17, defect 3).
+//! 10,000-deep nesting included: no panic, no hang, no stack overflow (decision 43).
 //! Tool schemas will come from outside the program (MCP servers, scenario files).
 
 use std::time::Instant;

@@ -1,4 +1,4 @@
-//! A user turn's tool-call budget (issue 25, docs/decisions.md#edges-tool-deadlines): a model
+//! A user turn's tool-call budget (docs/decisions.md#edges-tool-deadlines): a model
 //! that calls a tool after every deferred reply, or many at once, makes at most
 //! `max_tool_calls_per_turn` calls; then requests go out with `tool_choice` none and the host
 //! hears `x_tool_budget_exhausted`; the next user turn starts afresh.

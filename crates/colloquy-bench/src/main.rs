@@ -1,4 +1,4 @@
-//! `colloquy-bench`: the benchmark workload of issue #7, the same as
+//! `colloquy-bench`: the benchmark workload of docs/benchmarks.md, the same as
 //! `../shared/peer/livekit_bench.py` runs on LiveKit Agents, so the figures compare.
 //!
 //! K sessions run concurrently in one process (multi-threaded runtime, real clock), each
@@ -27,7 +27,7 @@ use serde_json::json;
 
 /// The allocator: mimalloc unless built with `--no-default-features` (glibc malloc fragments
 /// under hundreds of thousands of small, short-lived, cross-thread allocations; see
-/// docs/benchmarks.md).
+/// docs/benchmarks-history.md).
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -1,4 +1,4 @@
-//! The host's hook before each tool call (`SessionBuilder::before_tool_call`, issue 27): what
+//! The host's hook before each tool call (`SessionBuilder::before_tool_call`, decision 59): what
 //! it sees of a call and what it may answer. Where hosts put guardrails and audit logging; the
 //! runtime runs it in the call's own task, so a slow hook never blocks an actor's mailbox.
 

@@ -1,4 +1,4 @@
-//! What supervises a tool's calls besides its body (issues 25 and 27): deadlines and
+//! What supervises a tool's calls besides its body (decisions 45, 58, 59 and 60): deadlines and
 //! heartbeats (`CallLimits`), retries (`RetryPolicy`), concurrency caps (`ConcurrencyLimit`),
 //! remembered results and approval. Plain data; the Toolset actor enforces them.
 
@@ -37,7 +37,7 @@ impl CallLimits {
     }
 }
 
-/// How a tool marked safe to retry is re-run (docs/decisions.md, issue 27): after an attempt
+/// How a tool marked safe to retry is re-run (docs/decisions.md#retries-and-hook): after an attempt
 /// that returns an error (a [`ToolError`](crate::ToolError); a panic is never retried) or that runs past
 /// [`attempt_timeout`](Self::attempt_timeout), the runtime waits `backoff × factorⁿ⁻¹`
 /// (at most [`max_backoff`](Self::max_backoff), no jitter) and runs the body again, up to
@@ -128,7 +128,7 @@ pub(crate) struct Admission {
     pub(crate) note_remembered: bool,
 }
 
-/// What supervises a tool's calls besides its body (issues 25 and 27).
+/// What supervises a tool's calls besides its body.
 #[derive(Clone, Default)]
 pub(crate) struct Controls {
     /// Set on the tool itself.

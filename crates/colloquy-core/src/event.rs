@@ -244,8 +244,7 @@ pub enum EventKind {
     },
     /// The duplicate policy answered a call without running it: no `tool_call_started` or
     /// `tool_call_ended` follows for it, and its output (the reject or confirm text, or the
-    /// error) reaches the history as usual (colloquy's addition; decision in
-    /// docs/decisions.md, issue 26).
+    /// error) reaches the history as usual (colloquy's addition, decision 47).
     #[serde(rename = "x_tool_call_refused")]
     ToolCallRefused {
         /// The refused call's id.
@@ -258,7 +257,7 @@ pub enum EventKind {
         duplicates: Vec<String>,
     },
     /// An attempt of a tool marked safe to retry failed and the call runs again after its
-    /// backoff (colloquy's addition; docs/decisions.md, issue 27). The call keeps its one
+    /// backoff (colloquy's addition, decision 59). The call keeps its one
     /// `tool_call_started` and ends once.
     #[serde(rename = "x_tool_call_retry")]
     ToolCallRetry {
@@ -270,7 +269,7 @@ pub enum EventKind {
         reason: String,
     },
     /// A started call waits for the host's approval (`SessionHandle::approve` or `reject`)
-    /// before its body runs (colloquy's addition; docs/decisions.md, issue 27).
+    /// before its body runs (colloquy's addition, decision 58).
     #[serde(rename = "x_tool_approval_requested")]
     ToolApprovalRequested {
         /// The waiting call's id.

@@ -1,6 +1,6 @@
 //! Mutants of the scenario files in `tests/scenarios/` — values of another type, extreme
 //! numbers, unknown keys, deletions — each either plays to a trace or is refused with a clear
-//! error, never panics and never hangs (issue 17).
+//! error, never panics and never hangs (docs/decisions.md#scenario-reader).
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
