@@ -7,10 +7,10 @@ use std::time::Duration;
 use colloquy_llm::Llm;
 use ractor::ActorRef;
 
-use super::floor::Attention;
-use crate::catalog::ToolCatalog;
+use super::lending::Attention;
+use crate::api::speech_sink::SpeechSink;
 use crate::protocol::{ActivityMsg, Report, SessionLink, ToolsetMsg};
-use crate::speech_sink::SpeechSink;
+use crate::support::catalog::ToolCatalog;
 
 /// What every speech of one Activity shares.
 pub(crate) struct SpeechEnv {
@@ -26,7 +26,7 @@ pub(crate) struct SpeechEnv {
     pub max_tool_steps: u32,
     pub llm_timeout: Option<Duration>,
     pub playout_timeout: Option<Duration>,
-    /// The Activity waits for a lent floor or a speech's end (see `floor.rs`).
+    /// The Activity waits for a lent floor or a speech's end (see `lending.rs`).
     pub attention: Attention,
 }
 
@@ -41,7 +41,7 @@ impl SpeechEnv {
     }
 
     /// After a speech lent its floor or ended: tells the Activity only if it waits for
-    /// something (`floor.rs`); otherwise it notices at its next message.
+    /// something (`lending.rs`); otherwise it notices at its next message.
     pub fn wake_activity_if_waiting(&self) {
         if self.attention.get() {
             let _ = self.activity.cast(ActivityMsg::Wake);

@@ -4,13 +4,13 @@
 //! One speech holds the floor at a time. A speech that waits for blocking tools lends the
 //! floor, so other speeches (a `generate_reply`, a deferred reply) may speak meanwhile, and
 //! takes it back, or asks for it ahead of the queue if it was given away, for its tool reply
-//! (§10.1; `floor.rs` says how lending costs no message). A user turn's reply waits
+//! (§10.1; `lending.rs` says how lending costs no message). A user turn's reply waits
 //! for the speeches it interrupted — and so for their tools — before it starts (§14). The
 //! mailbox only takes short messages, so an interrupt always gets through.
 
-mod dispatch;
+mod call_dispatch;
 mod env;
-mod floor;
+mod lending;
 mod speech;
 mod step;
 
@@ -24,18 +24,19 @@ use futures_util::FutureExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 
 use env::{SpeechEnd, SpeechEnv};
-use floor::{Attention, FloorLease};
+use lending::{Attention, FloorLease};
 
-use crate::catalog::{Scope, ToolCatalog, implicit_toolset};
-use crate::lifecycle::{ActorKind, LifecycleGuard};
+use crate::api::lifecycle::ActorKind;
+use crate::api::snapshot::{ActorNode, NodeStatus, SpeechSnapshot, SpeechStatus};
+use crate::api::speech_sink::SpeechSink;
 use crate::protocol::{
     ActivityMsg, ActivityPart, CallPolicy, ChildMsg, CoalescerSlot, Report, SessionLink,
     SpeechContent, SpeechJob, ToolsetMsg,
 };
-use crate::snapshot::{ActorNode, NodeStatus, SpeechSnapshot, SpeechStatus};
-use crate::speech_control::SpeechControl;
-use crate::speech_sink::SpeechSink;
-use crate::task::{OwnedTask, panic_text};
+use crate::support::catalog::{Scope, ToolCatalog, implicit_toolset};
+use crate::support::lifecycle_sink::LifecycleGuard;
+use crate::support::speech_control::SpeechControl;
+use crate::support::task::{OwnedTask, panic_text};
 use crate::toolset::{ToolsetActor, ToolsetArgs};
 
 pub(crate) struct ActivityActor;
@@ -387,7 +388,7 @@ impl ActivityState {
     /// Activity at once — it must while the Activity waits for the floor (a queued speech, a
     /// floor request) or for speeches to end (interrupt callers, a drain, a close). Announced
     /// first, then checked again: a speech that lent or ended before it could see the
-    /// announcement is handled here (`floor.rs`).
+    /// announcement is handled here (`lending.rs`).
     fn settle(&mut self) {
         loop {
             let wants_floor = !self.queue.is_empty() || !self.floor_requests.is_empty();
@@ -438,7 +439,7 @@ impl ActivityState {
                 tail.push(Report::SpeechDone { speech_id: id, interrupted });
                 env.session.reports(tail);
                 // The Activity collects the speech at its next message, and hears now if it
-                // waits for something (`floor.rs`).
+                // waits for something (`lending.rs`).
                 task_lease.finish();
                 env.wake_activity_if_waiting();
             },

@@ -14,13 +14,13 @@ use colloquy_core::{Agent, ChatContext, ErrorSource, EventKind};
 use colloquy_llm::{LlmRequest, RequestKind, ToolChoice};
 use tokio_util::sync::CancellationToken;
 
-use super::dispatch::{self, StepCalls};
+use super::call_dispatch::{self, StepCalls};
 use super::env::{SpeechEnd, SpeechEnv};
-use super::floor::FloorLease;
+use super::lending::FloorLease;
 use super::step::{self, Held, Played, StepId};
+use crate::api::speech_sink::PlayoutDriver;
 use crate::protocol::{ActivityMsg, ChildMsg, Report, SessionLink, SpeechContent, SpeechJob};
-use crate::speech_control::SpeechControl;
-use crate::speech_sink::PlayoutDriver;
+use crate::support::speech_control::SpeechControl;
 
 /// Runs one speech to its end.
 pub(crate) async fn run(
@@ -275,7 +275,7 @@ async fn await_tools(
     let wants_reply = results.iter().any(|r| r.output.reply_required);
     let all_provisional = results.iter().all(|r| r.provisional);
     // Interrupted during playout: results are kept but ask for no reply (§4.1).
-    let items = dispatch::step_items(results, !interrupted_in_playout);
+    let items = call_dispatch::step_items(results, !interrupted_in_playout);
     let commit = SessionLink::speech_commit(&env.agent_id, speech_id, items);
     let reports = [Some(executed), commit].into_iter().flatten().collect();
     Awaited { reports, released, interrupted, wants_reply, all_provisional, handoff }
@@ -297,7 +297,10 @@ fn visible_tools(env: &SpeechEnv, kind: RequestKind) -> Arc<[colloquy_core::Tool
 /// Decision 12: the first agent returned in the model's call order wins; later ones get an
 /// error output. A handoff chosen while the speech was interrupted during playout does not
 /// happen (§4.1, C-50).
-fn choose_handoff(results: &mut [dispatch::CallResult], interrupted: bool) -> Option<Arc<Agent>> {
+fn choose_handoff(
+    results: &mut [call_dispatch::CallResult],
+    interrupted: bool,
+) -> Option<Arc<Agent>> {
     let mut order: Vec<usize> = (0..results.len()).collect();
     order.sort_by_key(|&i| results[i].index);
     let mut chosen = None;

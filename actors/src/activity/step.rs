@@ -8,11 +8,11 @@ use colloquy_llm::{FinishReason, LlmChunk, LlmError, LlmRequest, ToolChoice, Usa
 use futures_util::{FutureExt, StreamExt};
 use tokio_util::sync::CancellationToken;
 
-use super::dispatch::{self, StepCalls, StreamedCall};
+use super::call_dispatch::{self, StepCalls, StreamedCall};
 use super::env::SpeechEnv;
+use crate::api::speech_sink::{PlayoutDriver, PlayoutEnd};
 use crate::protocol::{Report, SessionLink};
-use crate::speech_control::SpeechControl;
-use crate::speech_sink::{PlayoutDriver, PlayoutEnd};
+use crate::support::speech_control::SpeechControl;
 
 /// What a step holds back while nothing suspends: its `speaking` state and, when a subscriber
 /// asked for the agent's text, the text that arrived since the last `x_agent_text`. Text that
@@ -288,10 +288,10 @@ pub(super) async fn play(
         (true, _) => None,
         (false, _) if calls.is_empty() => None,
         (false, Some(ToolChoice::None)) => {
-            dispatch::drop_calls(env, calls);
+            call_dispatch::drop_calls(env, calls);
             None
         }
-        (false, _) => Some(dispatch::dispatch(env, speech_id, calls, &playout_done, control)),
+        (false, _) => Some(call_dispatch::dispatch(env, speech_id, calls, &playout_done, control)),
     };
     let mut interrupted = stream_interrupted;
     // A step without calls is the speech's last: its message goes with the speech's end.

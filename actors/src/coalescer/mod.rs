@@ -15,11 +15,12 @@ use std::sync::Arc;
 
 use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SpawnErr};
 
-use crate::lifecycle::{ActorKind, LifecycleGuard};
+use crate::api::lifecycle::ActorKind;
+use crate::api::snapshot::CoalescerSnapshot;
 use crate::protocol::{
     ChildMsg, CoalescerMsg, CoalescerSlot, PendingReply, SessionLink, SessionMsg,
 };
-use crate::snapshot::CoalescerSnapshot;
+use crate::support::lifecycle_sink::LifecycleGuard;
 
 pub(crate) struct CoalescerActor;
 

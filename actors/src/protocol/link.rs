@@ -9,8 +9,8 @@ use ractor::ActorRef;
 
 use super::coalescer::{CoalescerMsg, CoalescerSlot, PendingReply};
 use super::session::{ChildMsg, ClosedSession, Report, SessionMsg};
-use crate::clock::SessionClock;
-use crate::lifecycle::LifecycleSink;
+use crate::support::clock::SessionClock;
+use crate::support::lifecycle_sink::LifecycleSink;
 
 /// A session's address plus its clock. Cheap to clone.
 #[derive(Clone)]

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
-use crate::error::{ApprovalError, CancelError};
-use crate::speech_control::SpeechControl;
+use crate::api::error::{ApprovalError, CancelError};
+use crate::support::speech_control::SpeechControl;
 use colloquy_core::{
     Agent, FunctionCall, FunctionTool, PostedUpdate, Timestamp, ToolError, ToolOutput,
 };
@@ -99,5 +99,5 @@ pub(crate) enum ToolsetMsg {
     #[cfg(feature = "test-hooks")]
     InjectFailure,
     /// Describe this toolset and its calls (`SessionHandle::inspect`).
-    Inspect(RpcReplyPort<crate::snapshot::ActorNode>),
+    Inspect(RpcReplyPort<crate::api::snapshot::ActorNode>),
 }

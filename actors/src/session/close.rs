@@ -8,9 +8,9 @@ use colloquy_core::{ErrorSource, EventKind};
 use ractor::{ActorRef, RpcReplyPort};
 
 use super::state::SessionState;
-use crate::error::SessionError;
+use crate::api::error::SessionError;
 use crate::protocol::{ActivityMsg, ChildMsg, ClosedSession, SessionMsg, TimerMsg};
-use crate::task::OwnedTask;
+use crate::support::task::OwnedTask;
 
 impl SessionState {
     /// Ends the session (gracefully, with `reason`) once speech `speech_id` is done — played
@@ -102,8 +102,10 @@ impl SessionState {
             if let Err(panic) =
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| on_close(&reason)))
             {
-                let message =
-                    format!("the close callback panicked: {}", crate::task::panic_text(&*panic));
+                let message = format!(
+                    "the close callback panicked: {}",
+                    crate::support::task::panic_text(&*panic)
+                );
                 tracing::error!(session = %self.id, "{message}");
             }
         }

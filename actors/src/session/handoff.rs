@@ -18,9 +18,9 @@ use ractor::ActorRef;
 
 use super::parts::handoff::{PendingHandoff, Queued};
 use super::state::SessionState;
-use crate::catalog::Scope;
 use crate::protocol::{ActivityMsg, SessionMsg, TimerMsg, ToolsetMsg};
-use crate::task::OwnedTask;
+use crate::support::catalog::Scope;
+use crate::support::task::OwnedTask;
 
 impl SessionState {
     /// Starts a handoff to `agent` (a tool returned it, or the host asked).

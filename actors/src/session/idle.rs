@@ -6,7 +6,7 @@ use colloquy_core::UserState;
 use ractor::RpcReplyPort;
 
 use super::state::SessionState;
-use crate::error::SessionError;
+use crate::api::error::SessionError;
 
 impl SessionState {
     /// Nobody holds or waits for the floor: no speech is queued, playing or waiting for

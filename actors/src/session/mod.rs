@@ -34,14 +34,15 @@ use dispatch::FollowUp;
 use parts::handoff::ActivityFactory;
 use state::SessionState;
 
-use crate::catalog::{Scope, ToolCatalog};
-use crate::clock::SessionClock;
-use crate::lifecycle::{ActorKind, Lifecycle, LifecycleEvent, LifecycleHub, LifecycleSink};
-use crate::options::SessionOptions;
+use crate::api::lifecycle::{ActorKind, Lifecycle, LifecycleEvent};
+use crate::api::options::SessionOptions;
+use crate::api::speech_sink::SpeechSink;
 use crate::protocol::{
     CloseCallback, ClosedSession, CoalescerSlot, SessionLink, SessionMsg, Subscriber, ToolsetMsg,
 };
-use crate::speech_sink::SpeechSink;
+use crate::support::catalog::{Scope, ToolCatalog};
+use crate::support::clock::SessionClock;
+use crate::support::lifecycle_sink::{LifecycleHub, LifecycleSink};
 use crate::toolset::{ToolsetActor, ToolsetArgs};
 
 pub(crate) struct SessionActor;

@@ -8,7 +8,7 @@ use ractor::RpcReplyPort;
 
 use super::parts::run::Run;
 use super::state::SessionState;
-use crate::error::SessionError;
+use crate::api::error::SessionError;
 use crate::protocol::{ActivityMsg, MockScope};
 
 impl SessionState {

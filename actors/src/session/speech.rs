@@ -6,7 +6,7 @@ use colloquy_llm::RequestKind;
 use ractor::RpcReplyPort;
 
 use super::state::SessionState;
-use crate::error::SessionError;
+use crate::api::error::SessionError;
 use crate::protocol::{ActivityMsg, SpeechContent, SpeechJob};
 
 impl SessionState {

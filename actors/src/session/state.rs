@@ -24,13 +24,13 @@ use super::parts::idle::IdleWaiters;
 use super::parts::presence::Presence;
 use super::parts::replies::Replies;
 use super::parts::run::{Mocks, Run};
-use crate::catalog::ToolCatalog;
-use crate::options::SessionOptions;
+use crate::api::options::SessionOptions;
 use crate::protocol::{
     ActivityMsg, CloseCallback, CoalescerSlot, SessionLink, SessionPart, SpeechContent, Subscriber,
     ToolsetMsg,
 };
-use crate::task::OwnedTask;
+use crate::support::catalog::ToolCatalog;
+use crate::support::task::OwnedTask;
 
 /// Everything the Session starts with.
 pub(crate) struct Init {

@@ -11,8 +11,8 @@ use colloquy_core::{AgentState, ErrorSource, EventKind};
 use ractor::ActorRef;
 
 use super::state::SessionState;
-use crate::error::SessionError;
-use crate::lifecycle::ActorKind;
+use crate::api::error::SessionError;
+use crate::api::lifecycle::ActorKind;
 use crate::protocol::SessionMsg;
 
 impl SessionState {

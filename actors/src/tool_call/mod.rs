@@ -26,11 +26,12 @@ use std::pin::Pin;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::handle::SessionHandle;
-use crate::lifecycle::{ActorKind, LifecycleGuard};
+use crate::api::handle::SessionHandle;
+use crate::api::lifecycle::ActorKind;
 use crate::protocol::{SessionLink, ToolCallMsg, ToolsetMsg};
-use crate::speech_control::SpeechControl;
-use crate::task::{OwnedTask, panic_text};
+use crate::support::lifecycle_sink::LifecycleGuard;
+use crate::support::speech_control::SpeechControl;
+use crate::support::task::{OwnedTask, panic_text};
 
 pub(crate) struct ToolCallActor;
 

@@ -12,9 +12,9 @@ use ractor::ActorRef;
 use tokio::sync::oneshot;
 
 use super::{RunningCall, ToolsetState, mark_non_blocking};
-use crate::error::ApprovalError;
+use crate::api::error::ApprovalError;
 use crate::protocol::{CallOutcome, ToolsetMsg};
-use crate::task::OwnedTask;
+use crate::support::task::OwnedTask;
 
 /// A call waiting for approval: its body's gate, the limits to arm once it may run, and the
 /// timer that rejects it if nobody answers.

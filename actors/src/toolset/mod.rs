@@ -34,15 +34,16 @@ use colloquy_core::{
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use serde_json::Value;
 
-use crate::catalog::{Scope, ToolCatalog};
-use crate::error::CancelError;
-use crate::lifecycle::{ActorKind, LifecycleGuard};
+use crate::api::error::CancelError;
+use crate::api::lifecycle::ActorKind;
+use crate::api::snapshot::{ActorNode, NodeStatus, ToolsetScope};
 use crate::protocol::{
     CallOutcome, CallPolicy, CoalescerSlot, PendingReply, Report, SessionLink, ToolCallMsg,
     ToolsetMsg,
 };
-use crate::snapshot::{ActorNode, NodeStatus, ToolsetScope};
-use crate::speech_control::SpeechControl;
+use crate::support::catalog::{Scope, ToolCatalog};
+use crate::support::lifecycle_sink::LifecycleGuard;
+use crate::support::speech_control::SpeechControl;
 use pair::Pair;
 
 /// The mark a call's item gets once it has posted its first update (§7 step 6).

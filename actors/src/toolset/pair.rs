@@ -3,7 +3,7 @@
 
 use colloquy_core::{FunctionCall, FunctionCallOutput};
 
-use crate::clock::SessionClock;
+use crate::support::clock::SessionClock;
 
 /// A synthetic pair.
 pub(super) struct Pair {

@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use super::ToolsetState;
 use super::execute::Admitted;
 use crate::protocol::{CallOutcome, ToolsetMsg};
-use crate::task::OwnedTask;
+use crate::support::task::OwnedTask;
 
 /// A call waiting for a place under its caps.
 pub(super) struct QueuedCall {

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use super::{RunningCall, ToolsetState};
 use crate::protocol::{ToolCallMsg, ToolsetMsg};
-use crate::task::OwnedTask;
+use crate::support::task::OwnedTask;
 
 /// A running call's limits and when it last showed life.
 pub(super) struct Watch {

@@ -8,9 +8,9 @@ use std::sync::Arc;
 use colloquy_core::{Agent, ResolvedTemplates, Templates};
 use ractor::ActorRef;
 
-use crate::catalog::ToolCatalog;
-use crate::options::SessionOptions;
+use crate::api::options::SessionOptions;
 use crate::protocol::ActivityMsg;
+use crate::support::catalog::ToolCatalog;
 
 pub(crate) struct CurrentAgent {
     pub id: String,

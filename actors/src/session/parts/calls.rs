@@ -10,7 +10,7 @@ use std::sync::Arc;
 use colloquy_core::{ChatContext, ChatItem, FunctionCall, FunctionCallOutput};
 use ractor::{ActorRef, RpcReplyPort};
 
-use crate::error::{ApprovalError, CancelError};
+use crate::api::error::{ApprovalError, CancelError};
 use crate::protocol::{RunningToolCall, ToolsetMsg};
 
 /// Marks a placeholder copy of a running call in an LLM request (§16).

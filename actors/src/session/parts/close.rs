@@ -6,7 +6,7 @@
 use ractor::RpcReplyPort;
 
 use crate::protocol::{CloseCallback, ClosedSession};
-use crate::task::OwnedTask;
+use crate::support::task::OwnedTask;
 
 /// A close in progress.
 struct Closing {

@@ -13,8 +13,8 @@
 use colloquy_core::{EventFilter, EventKind, EventType, SessionEvent};
 use tokio::sync::broadcast;
 
-use crate::clock::SessionClock;
 use crate::protocol::{Subscriber, TextWanted};
+use crate::support::clock::SessionClock;
 
 pub(crate) struct Fanout {
     subscribers: Vec<Subscriber>,

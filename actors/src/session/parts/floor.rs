@@ -10,7 +10,7 @@ use std::collections::{BTreeSet, VecDeque};
 
 use ractor::RpcReplyPort;
 
-use crate::error::SessionError;
+use crate::api::error::SessionError;
 
 /// A `hold_floor` caller, answered with its hold's id once granted.
 struct HoldWaiter {

@@ -12,11 +12,11 @@ use ractor::{Actor, ActorCell, ActorRef, SpawnErr};
 
 use super::calls::Running;
 use crate::activity::{ActivityActor, ActivityArgs};
-use crate::catalog::ToolCatalog;
+use crate::api::speech_sink::SpeechSink;
 use crate::protocol::{
     ActivityMsg, CallPolicy, CoalescerSlot, SessionLink, SpeechContent, ToolsetMsg,
 };
-use crate::speech_sink::SpeechSink;
+use crate::support::catalog::ToolCatalog;
 
 /// Everything needed to start an Activity for an agent, kept by the Session for handoffs.
 pub(crate) struct ActivityFactory {

@@ -5,7 +5,7 @@
 
 use ractor::RpcReplyPort;
 
-use crate::error::SessionError;
+use crate::api::error::SessionError;
 
 /// A `wait_for_idle` (`quiet: false`) or `wait_for_quiet` (`quiet: true`) caller.
 struct IdleWaiter {

@@ -9,7 +9,7 @@ use colloquy_core::{AgentState, UserState};
 use ractor::ActorRef;
 
 use crate::protocol::{SessionMsg, TimerMsg};
-use crate::task::OwnedTask;
+use crate::support::task::OwnedTask;
 
 pub(crate) struct Presence {
     pub agent: AgentState,

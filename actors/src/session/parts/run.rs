@@ -11,9 +11,9 @@ use colloquy_core::{ChatItem, FunctionTool, RunResult};
 use ractor::RpcReplyPort;
 use serde_json::Value;
 
-use crate::catalog::ToolCatalog;
-use crate::error::SessionError;
+use crate::api::error::SessionError;
 use crate::protocol::MockScope;
+use crate::support::catalog::ToolCatalog;
 
 /// A `run` in progress: the speeches it watches and the items they committed.
 pub(crate) struct Run {

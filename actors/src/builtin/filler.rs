@@ -12,8 +12,8 @@ use std::time::Duration;
 use colloquy_core::{AgentState, EventKind, UserState};
 use tokio::time::Instant;
 
-use crate::handle::SessionHandle;
-use crate::task::OwnedTask;
+use crate::api::handle::SessionHandle;
+use crate::support::task::OwnedTask;
 
 type Source = dyn Fn(u32) -> Option<String> + Send + Sync;
 
@@ -98,7 +98,7 @@ impl Filler {
 
 async fn run(
     session: SessionHandle,
-    mut events: crate::handle::EventStream,
+    mut events: crate::api::handle::EventStream,
     filler: Filler,
     call_id: String,
     speech_id: String,

@@ -7,8 +7,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::error::CancelError;
-use crate::tool_context::RunContextExt;
+use crate::api::error::CancelError;
+use crate::builtin::tool_context::RunContextExt;
 
 /// Name of the cancel companion.
 pub const CANCEL_TASK: &str = "lk_agents_cancel_task";

@@ -6,9 +6,9 @@ use std::future::Future;
 
 use colloquy_core::RunContext;
 
-use crate::error::SessionError;
-use crate::filler::{Filler, FillerGuard};
-use crate::handle::SessionHandle;
+use crate::api::error::SessionError;
+use crate::api::handle::SessionHandle;
+use crate::builtin::filler::{Filler, FillerGuard};
 
 /// Runtime abilities of a tool's `RunContext`.
 ///

@@ -18,7 +18,7 @@ use colloquy_core::{AgentState, UserState};
 use ractor::{ActorCell, ActorId};
 use serde::Serialize;
 
-use crate::lifecycle::ActorKind;
+use crate::api::lifecycle::ActorKind;
 
 /// A session at one instant.
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -11,8 +11,8 @@ use colloquy_core::tool::NoArgs;
 use colloquy_core::{FunctionTool, RunContext, ToolError, ToolOutput, Toolset};
 use futures_util::FutureExt;
 
-use crate::task::panic_text;
-use crate::tool_context::RunContextExt;
+use crate::builtin::tool_context::RunContextExt;
+use crate::support::task::panic_text;
 
 /// The tool's (and its toolset's) name.
 pub const END_CALL: &str = "end_call";

@@ -9,8 +9,8 @@ use colloquy_core::{Agent, FunctionTool, Templates, ToolSchema, ToolVisibility, 
 /// The companion tools' names: listed last, after any tool a source adds.
 const COMPANIONS: [&str; 2] = [companions::CANCEL_TASK, companions::GET_RUNNING_TASKS];
 
-use crate::companions;
-use crate::tool_sources::Sources;
+use crate::builtin::companions;
+use crate::support::tool_sources::Sources;
 
 /// Whether an async toolset lives with the session or with the agent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -9,15 +9,15 @@ use colloquy_llm::Llm;
 use ractor::Actor;
 use tokio::sync::mpsc;
 
-use crate::catalog::ToolCatalog;
-use crate::error::SessionError;
-use crate::handle::{EventStream, SessionHandle};
-use crate::host::Host;
-use crate::lifecycle::LifecycleEvent;
-use crate::options::SessionOptions;
+use crate::api::error::SessionError;
+use crate::api::handle::{EventStream, SessionHandle};
+use crate::api::host::Host;
+use crate::api::lifecycle::LifecycleEvent;
+use crate::api::options::SessionOptions;
+use crate::api::speech_sink::SpeechSink;
 use crate::protocol::{CloseCallback, Subscriber};
 use crate::session::{SessionActor, SessionArgs};
-use crate::speech_sink::SpeechSink;
+use crate::support::catalog::ToolCatalog;
 
 /// Entry point: `Session::builder()`.
 pub struct Session;
@@ -225,7 +225,7 @@ impl SessionBuilder {
     /// Lifecycle records of every actor of the session (started, stopped gracefully): an actor
     /// that was killed never reports `Stopped`.
     pub fn lifecycle_events(&mut self) -> mpsc::Receiver<LifecycleEvent> {
-        let (tx, rx) = crate::lifecycle::lifecycle_channel();
+        let (tx, rx) = crate::api::lifecycle::lifecycle_channel();
         self.lifecycle = Some(tx);
         rx
     }
