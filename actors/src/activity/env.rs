@@ -2,13 +2,10 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
-use colloquy_llm::Llm;
 use ractor::ActorRef;
 
 use super::lending::Attention;
-use crate::api::speech_sink::SpeechSink;
 use crate::protocol::{ActivityMsg, Report, SessionLink, ToolsetMsg};
 use crate::support::catalog::ToolCatalog;
 
@@ -16,16 +13,11 @@ use crate::support::catalog::ToolCatalog;
 pub(crate) struct SpeechEnv {
     pub session: SessionLink,
     pub activity: ActorRef<ActivityMsg>,
-    pub llm: Arc<dyn Llm>,
-    pub sink: Option<Arc<dyn SpeechSink>>,
     pub agent_id: Arc<str>,
     pub instructions: Arc<str>,
     pub catalog: Arc<ToolCatalog>,
     /// Every toolset actor this agent's calls may go to, by toolset id.
     pub toolsets: BTreeMap<String, ActorRef<ToolsetMsg>>,
-    pub max_tool_steps: u32,
-    pub llm_timeout: Option<Duration>,
-    pub playout_timeout: Option<Duration>,
     /// The Activity waits for a lent floor or a speech's end (see `lending.rs`).
     pub attention: Attention,
 }

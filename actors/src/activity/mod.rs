@@ -19,7 +19,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use colloquy_core::{Agent, ErrorSource, EventKind, Templates};
-use colloquy_llm::{Llm, RequestKind};
+use colloquy_llm::RequestKind;
 use futures_util::FutureExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 
@@ -28,10 +28,8 @@ use lending::{Attention, FloorLease};
 
 use crate::api::lifecycle::ActorKind;
 use crate::api::snapshot::{ActorNode, NodeStatus, SpeechSnapshot, SpeechStatus};
-use crate::api::speech_sink::SpeechSink;
 use crate::protocol::{
-    ActivityMsg, ActivityPart, CallPolicy, ChildMsg, CoalescerSlot, Report, SessionLink,
-    SpeechContent, SpeechJob, ToolsetMsg,
+    ActivityMsg, ActivityPart, ChildMsg, Report, SessionLink, SpeechContent, SpeechJob, ToolsetMsg,
 };
 use crate::support::catalog::{Scope, ToolCatalog, implicit_toolset};
 use crate::support::lifecycle_sink::LifecycleGuard;
@@ -45,21 +43,10 @@ pub(crate) struct ActivityArgs {
     pub agent: Agent,
     pub catalog: Arc<ToolCatalog>,
     pub session: SessionLink,
-    pub llm: Arc<dyn Llm>,
-    pub sink: Option<Arc<dyn SpeechSink>>,
-    pub coalescer: CoalescerSlot,
-    /// Session-level templates (an agent's own replace them whole).
-    pub session_templates: Option<Templates>,
-    /// How its toolsets supervise their calls.
-    pub calls: CallPolicy,
     /// The session-scoped async toolsets, by id.
     pub session_toolsets: BTreeMap<String, ActorRef<ToolsetMsg>>,
     /// Agent-scoped async toolsets handed over from the previous agent, by id.
     pub adopted_toolsets: BTreeMap<String, ActorRef<ToolsetMsg>>,
-    pub max_tool_steps: u32,
-    pub llm_timeout: Option<std::time::Duration>,
-    pub playout_timeout: Option<std::time::Duration>,
-    pub userdata: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 /// A speech whose task runs: it holds the floor or waits for its tools.
@@ -123,18 +110,15 @@ impl Actor for ActivityActor {
             let levels = [
                 templates.as_ref(),
                 args.agent.template_overrides(),
-                args.session_templates.as_ref(),
+                args.session.options.templates.as_ref(),
             ];
             let toolset_args = ToolsetArgs {
                 id: id.clone(),
                 agent_id: agent_id.clone(),
                 catalog: Arc::clone(&catalog),
                 session: args.session.clone(),
-                coalescer: args.coalescer.clone(),
                 templates: Templates::resolve(&levels),
-                calls: args.calls.clone(),
                 scope: Scope::Agent,
-                userdata: args.userdata.clone(),
             };
             let (toolset, _) =
                 Actor::spawn_linked(None, ToolsetActor, toolset_args, myself.get_cell())
@@ -146,15 +130,10 @@ impl Actor for ActivityActor {
         let env = SpeechEnv {
             session: args.session,
             activity: myself,
-            llm: args.llm,
-            sink: args.sink,
             agent_id,
             instructions: Arc::from(args.agent.instructions()),
             catalog,
             toolsets,
-            max_tool_steps: args.max_tool_steps,
-            llm_timeout: args.llm_timeout,
-            playout_timeout: args.playout_timeout,
             attention: Attention::default(),
         };
         let id = || format!("activity:{}", env.agent_id);

@@ -53,10 +53,14 @@ async fn say(
     // A host following the agent's text sees a `say` as one delta, its whole text.
     held.forward_text(env, speech_id, 1);
     held.push_text(text);
-    if env.sink.is_some() {
+    if env.session.plugins.sink.is_some() {
         held.flush(&env.session); // the sink's playout takes time
     }
-    let mut playout = PlayoutDriver::open(env.sink.as_ref(), speech_id, env.playout_timeout);
+    let mut playout = PlayoutDriver::open(
+        env.session.plugins.sink.as_ref(),
+        speech_id,
+        env.session.options.playout_timeout,
+    );
     playout.push(text);
     let end = playout.finish(interrupt).await;
     let interrupted = end.interrupted;
@@ -122,7 +126,9 @@ impl Between {
         }
         match self.step {
             1 => first.tool_choice.clone(),
-            s if s > env.max_tool_steps + 1 || self.only_progress => Some(ToolChoice::None),
+            s if s > env.session.options.max_tool_steps + 1 || self.only_progress => {
+                Some(ToolChoice::None)
+            }
             _ => Some(ToolChoice::Auto),
         }
     }

@@ -146,8 +146,11 @@ impl Streamed {
                 let text = self.text.get_or_insert_with(|| {
                     held.hold_speaking();
                     held.forward_text(env, step.speech_id, step.step);
-                    let playout =
-                        PlayoutDriver::open(env.sink.as_ref(), step.speech_id, env.playout_timeout);
+                    let playout = PlayoutDriver::open(
+                        env.session.plugins.sink.as_ref(),
+                        step.speech_id,
+                        env.session.options.playout_timeout,
+                    );
                     StepText { playout, started: step.authorised }
                 });
                 text.playout.push(&delta);
@@ -198,7 +201,7 @@ pub(super) async fn stream(
     interrupt: &CancellationToken,
 ) -> Streamed {
     let speech_id = step.speech_id;
-    let mut stream = env.llm.chat(request);
+    let mut stream = env.session.plugins.llm.chat(request);
     let mut out = Streamed {
         text: None,
         calls: BTreeMap::new(),
@@ -223,7 +226,7 @@ pub(super) async fn stream(
             None => {
                 out.held.flush(&env.session);
                 let next = async {
-                    match env.llm_timeout {
+                    match env.session.options.llm_timeout {
                         Some(limit) => tokio::time::timeout(limit, stream.next()).await.ok(),
                         None => Some(stream.next().await),
                     }
@@ -236,7 +239,9 @@ pub(super) async fn stream(
             }
         };
         let Some(chunk) = chunk else {
-            out.failure = Some(LlmError::Timeout { waited: env.llm_timeout.unwrap_or_default() });
+            out.failure = Some(LlmError::Timeout {
+                waited: env.session.options.llm_timeout.unwrap_or_default(),
+            });
             break;
         };
         if !chunk.is_some_and(|chunk| out.apply(chunk, env, step)) {
@@ -278,7 +283,7 @@ pub(super) async fn play(
     let playout_done = CancellationToken::new();
     let _release = playout_done.clone().drop_guard();
     let calls: Vec<StreamedCall> = calls.into_values().collect();
-    if !calls.is_empty() || failure.is_some() || env.sink.is_some() {
+    if !calls.is_empty() || failure.is_some() || env.session.plugins.sink.is_some() {
         // Calls report their own events, a failure its error, a sink plays for a while: the
         // agent speaks, and its text so far goes out, before any of it.
         held.flush(session);

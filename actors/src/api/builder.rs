@@ -15,9 +15,10 @@ use crate::api::host::Host;
 use crate::api::lifecycle::LifecycleEvent;
 use crate::api::options::SessionOptions;
 use crate::api::speech_sink::SpeechSink;
-use crate::protocol::{CloseCallback, Subscriber};
+use crate::protocol::{CloseCallback, Plugins, Subscriber};
 use crate::session::{SessionActor, SessionArgs};
 use crate::support::catalog::ToolCatalog;
+use crate::support::lifecycle_sink::LifecycleSink;
 
 /// Entry point: `Session::builder()`.
 pub struct Session;
@@ -292,22 +293,24 @@ impl SessionBuilder {
             .map_err(SessionError::Config)?;
         let id = uuid::Uuid::new_v4().to_string();
         let closed = Arc::new(std::sync::OnceLock::new());
+        let plugins = Plugins {
+            llm,
+            sink: self.sink,
+            userdata: self.userdata,
+            before_call: self.before_call,
+        };
         let args = SessionArgs {
             id: id.clone(),
             agent,
             catalog: Arc::new(catalog),
             session_tools: self.tools,
             session_toolsets: self.toolsets,
-            llm,
-            sink: self.sink,
             options: self.options,
+            plugins,
             history: self.history,
-            userdata: self.userdata,
             subscribers: self.subscribers,
-            lifecycle: self.lifecycle,
-            lifecycle_hub: self.host.as_ref().map(Host::hub),
+            lifecycle: LifecycleSink::new(&id, self.lifecycle, self.host.as_ref().map(Host::hub)),
             on_close: self.on_close,
-            before_call: self.before_call,
             closed: Arc::clone(&closed),
         };
         let spawned = match &self.host {

@@ -78,19 +78,11 @@ impl Default for SessionOptions {
 }
 
 impl SessionOptions {
-    /// How every toolset of the session supervises its calls.
-    pub(crate) fn call_policy(
-        &self,
-        before_call: Option<colloquy_core::BeforeToolCall>,
-    ) -> crate::protocol::CallPolicy {
+    /// The limits of a call whose tool and toolsets set none.
+    pub(crate) fn call_limits(&self) -> colloquy_core::CallLimits {
         let mut limits = colloquy_core::CallLimits::default();
         limits.deadline = self.tool_deadline;
         limits.heartbeat = self.tool_heartbeat;
-        crate::protocol::CallPolicy {
-            cancel_grace: self.cancel_grace,
-            limits,
-            before_call,
-            approval_timeout: self.approval_timeout,
-        }
+        limits
     }
 }

@@ -43,7 +43,7 @@ impl SessionState {
         if watchdog {
             let message =
                 format!("the speech before the end ({reason}) never finished: ending now");
-            tracing::warn!(session = %self.id, "{message}");
+            tracing::warn!(session = %self.link.id, "{message}");
             self.emit_now(EventKind::error(ErrorSource::Session, message));
         }
         self.close(reason, None);
@@ -93,7 +93,7 @@ impl SessionState {
         let Some((reason, waiters)) = self.close.finish() else { return };
         // The activity has no speech left and its toolset no call: a graceful stop is short.
         if let Err(e) = self.current.activity.stop_and_wait(Some(reason.clone()), None).await {
-            tracing::warn!(session = %self.id, "activity did not stop cleanly: {e}");
+            tracing::warn!(session = %self.link.id, "activity did not stop cleanly: {e}");
         }
         self.emit_now(EventKind::SessionClosed { reason: reason.clone() });
         if let Some(on_close) = self.close.take_on_close() {
@@ -106,7 +106,7 @@ impl SessionState {
                     "the close callback panicked: {}",
                     crate::support::task::panic_text(&*panic)
                 );
-                tracing::error!(session = %self.id, "{message}");
+                tracing::error!(session = %self.link.id, "{message}");
             }
         }
         self.events.clear();

@@ -74,7 +74,7 @@ impl SessionState {
 
     /// Starts the drain timer, if the session has one (decision 7).
     pub(super) fn start_drain_timer(&mut self) {
-        let Some(timeout) = self.options.drain_timeout else { return };
+        let Some(timeout) = self.link.options.drain_timeout else { return };
         let session = self.link.actor.clone();
         self.drain_timer = Some(OwnedTask::spawn(async move {
             tokio::time::sleep(timeout).await;
@@ -115,11 +115,11 @@ impl SessionState {
         let Some(handoff) = self.handoff.take() else { return };
         self.drain_timer = None;
         if let Err(e) = self.current.activity.stop_and_wait(Some("handoff".into()), None).await {
-            tracing::warn!(session = %self.id, "old activity did not stop cleanly: {e}");
+            tracing::warn!(session = %self.link.id, "old activity did not stop cleanly: {e}");
         }
         let agent = Agent::clone(&handoff.agent);
         let old_agent =
-            self.current.enter(agent.clone(), Arc::clone(&handoff.catalog), &self.options);
+            self.current.enter(agent.clone(), Arc::clone(&handoff.catalog), &self.link.options);
         self.record_handoff(old_agent);
         let on_enter = agent.on_enter_instructions().map(str::to_string);
         let kept = handoff.kept.clone();

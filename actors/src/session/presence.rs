@@ -42,7 +42,7 @@ impl SessionState {
             && self.calls.is_empty()
             && self.floor.no_speech()
             && !self.close.is_closing();
-        match self.options.user_away_timeout.filter(|_| quiet) {
+        match self.link.options.user_away_timeout.filter(|_| quiet) {
             Some(timeout) => self.presence.arm_away_timer(timeout, restart, &self.link.actor),
             None => self.presence.stop_away_timer(),
         }

@@ -15,10 +15,9 @@ use crate::protocol::{CoalescerMsg, PendingReply, SpeechContent};
 impl SessionState {
     /// Forwards a toolset's pair to the coalescer, spawning it first if need be.
     pub async fn enqueue_reply(&mut self, supervisor: ActorCell, pending: PendingReply) {
-        let slot = &self.replies.coalescer;
-        if let Err(e) = crate::coalescer::forward(slot, &self.link, supervisor, pending).await {
+        if let Err(e) = crate::coalescer::forward(&self.link, supervisor, pending).await {
             // Only a session already stopping fails to spawn a child.
-            tracing::warn!(session = %self.id, "reply coalescer did not start: {e}");
+            tracing::warn!(session = %self.link.id, "reply coalescer did not start: {e}");
         }
         self.invite_coalescer();
     }
@@ -32,7 +31,7 @@ impl SessionState {
             && !self.floor.is_held()
             && self.floor_free()
         {
-            self.replies.invite();
+            self.replies.invite(&self.link.coalescer);
         }
     }
 

@@ -37,7 +37,7 @@ impl SessionState {
         let agent = self.current.id.clone();
         self.commit(&agent, None, vec![message]);
         self.link.clock.new_turn();
-        self.turn.begin(&self.link.span, &self.id, &self.current.id);
+        self.turn.begin(&self.link.span, &self.link.id, &self.current.id);
         let content = SpeechContent::Reply {
             kind: RequestKind::UserTurn,
             extra_instructions: None,
@@ -68,12 +68,12 @@ impl SessionState {
         self.emit_now(EventKind::SpeechCreated { speech_id: speech_id.clone(), source });
         let parent = match source {
             SpeechSource::UserTurn => &self.turn.span,
-            _ => &*self.link.span,
+            _ => &self.link.span,
         };
         let span = tracing::info_span!(
             parent: parent,
             "speech",
-            session_id = %self.id,
+            session_id = %self.link.id,
             speech_id = %speech_id,
             source = ?source,
             agent = %self.current.id,

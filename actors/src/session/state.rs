@@ -24,19 +24,15 @@ use super::parts::idle::IdleWaiters;
 use super::parts::presence::Presence;
 use super::parts::replies::Replies;
 use super::parts::run::{Mocks, Run};
-use crate::api::options::SessionOptions;
 use crate::protocol::{
-    ActivityMsg, CloseCallback, CoalescerSlot, SessionLink, SessionPart, SpeechContent, Subscriber,
-    ToolsetMsg,
+    ActivityMsg, CloseCallback, SessionLink, SessionPart, SpeechContent, Subscriber, ToolsetMsg,
 };
 use crate::support::catalog::ToolCatalog;
 use crate::support::task::OwnedTask;
 
 /// Everything the Session starts with.
 pub(crate) struct Init {
-    pub id: String,
     pub link: SessionLink,
-    pub options: SessionOptions,
     pub history: ChatContext,
     pub contexts: BTreeMap<String, Arc<ChatContext>>,
     /// The first agent.
@@ -44,7 +40,6 @@ pub(crate) struct Init {
     /// The agent the restored history ended with, if any.
     pub previous_agent: Option<String>,
     pub catalog: Arc<ToolCatalog>,
-    pub coalescer: CoalescerSlot,
     pub activity: ActorRef<ActivityMsg>,
     pub factory: ActivityFactory,
     pub subscribers: Vec<Subscriber>,
@@ -78,9 +73,8 @@ impl Default for Turn {
 }
 
 pub(crate) struct SessionState {
-    pub(super) id: String,
+    /// The session's id, options and address, as every child shares them.
     pub(super) link: SessionLink,
-    pub(super) options: SessionOptions,
     pub(super) conversation: Conversation,
     pub(super) current: CurrentAgent,
     /// The agent the restored history ended with, until the first agent has entered.
@@ -104,14 +98,13 @@ pub(crate) struct SessionState {
 
 impl SessionState {
     pub fn new(init: Init) -> Self {
-        let current = CurrentAgent::new(init.agent, init.catalog, init.activity, &init.options);
+        let options = &init.link.options;
+        let current = CurrentAgent::new(init.agent, init.catalog, init.activity, options);
         let text_wanted = init.link.text_wanted.clone();
-        let events = Fanout::new(init.subscribers, init.options.max_unread_events, text_wanted);
+        let events = Fanout::new(init.subscribers, options.max_unread_events, text_wanted);
         Self {
-            id: init.id,
             link: init.link,
             events,
-            options: init.options,
             conversation: Conversation::new(init.history, init.contexts),
             current,
             previous_agent: init.previous_agent,
@@ -123,7 +116,7 @@ impl SessionState {
             floor: Floor::default(),
             idle_waiters: IdleWaiters::default(),
             calls: RunningCalls::default(),
-            replies: Replies::new(init.coalescer),
+            replies: Replies::default(),
             run: None,
             mocks: Mocks::default(),
             close: CloseState::new(init.on_close),
@@ -135,13 +128,13 @@ impl SessionState {
         let kept = self.handoff.iter().flat_map(|h| h.kept.values());
         SessionPart {
             at_ms: self.link.clock.elapsed_ms(),
-            session_id: self.id.clone(),
+            session_id: self.link.id.to_string(),
             agent: self.current.id.clone(),
             agent_state: self.presence.agent,
             user_state: self.presence.user,
             closing: self.close.is_closing(),
             activity: self.current.activity.clone(),
-            coalescer: self.replies.coalescer.get().cloned(),
+            coalescer: self.link.coalescer.get().cloned(),
             toolsets: self.factory.session_toolsets.values().chain(kept).cloned().collect(),
         }
     }
@@ -203,7 +196,7 @@ impl SessionState {
             }
             _ => {}
         }
-        self.events.send(event, &self.id, &self.link.clock);
+        self.events.send(event, &self.link.id, &self.link.clock);
     }
 
     /// Commits items a speech (`speech_id`) or a toolset produced to `agent`'s context and

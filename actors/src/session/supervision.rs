@@ -55,7 +55,7 @@ impl SessionState {
                 let _ = self.mock_tools_refresh();
                 let message =
                     format!("agent `{}` restarted: its activity failed: {why}", self.current.id);
-                tracing::warn!(session = %self.id, "{message}");
+                tracing::warn!(session = %self.link.id, "{message}");
                 self.emit_now(EventKind::error(ErrorSource::Session, message));
             }
             Err(e) => {
@@ -71,7 +71,7 @@ impl SessionState {
         if self.current.activity.get_id() == id {
             return Some((ActorKind::Activity, format!("activity:{}", self.current.id)));
         }
-        if self.replies.coalescer.get().is_some_and(|c| c.get_id() == id) {
+        if self.link.coalescer.get().is_some_and(|c| c.get_id() == id) {
             return Some((ActorKind::Coalescer, "coalescer".into()));
         }
         let kept = self.handoff.iter().flat_map(|h| h.kept.iter());

@@ -34,7 +34,7 @@ impl ToolsetState {
         gate: oneshot::Sender<()>,
         limits: CallLimits,
     ) {
-        let timeout = self.args.calls.approval_timeout;
+        let timeout = self.args.session.options.approval_timeout;
         let session = &self.args.session;
         let Some(call) = self.running.get_mut(call_id) else { return };
         session.emit(EventKind::ToolApprovalRequested {
@@ -123,7 +123,7 @@ impl ToolsetState {
         if !self.runs(call_id, from) || !waits {
             return;
         }
-        let Some(after) = self.args.calls.approval_timeout else { return };
+        let Some(after) = self.args.session.options.approval_timeout else { return };
         let _ = self.reject(call_id, &text::approval_timed_out(after), false);
     }
 

@@ -77,7 +77,7 @@ impl ToolsetState {
         call_id: &str,
         limits: CallLimits,
     ) {
-        let limits = limits.or(self.args.calls.limits);
+        let limits = limits.or(self.args.session.options.call_limits());
         if limits.is_unbounded() {
             return;
         }
@@ -116,7 +116,7 @@ impl ToolsetState {
         let Some(call) = self.conclude(call_id, result, Some(ToolCallStatus::TimedOut)) else {
             return;
         };
-        let grace = self.args.calls.cancel_grace;
+        let grace = self.args.session.options.cancel_grace;
         let _ = call.actor.cast(ToolCallMsg::Cancel { grace, why: "timed out" });
         self.stopping.insert(call_id.to_string(), call);
     }

@@ -6,33 +6,20 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use colloquy_core::{Agent, FunctionTool, SpeechSource, Templates, Toolset};
-use colloquy_llm::Llm;
+use colloquy_core::{Agent, FunctionTool, SpeechSource, Toolset};
 use ractor::{Actor, ActorCell, ActorRef, SpawnErr};
 
 use super::calls::Running;
 use crate::activity::{ActivityActor, ActivityArgs};
-use crate::api::speech_sink::SpeechSink;
-use crate::protocol::{
-    ActivityMsg, CallPolicy, CoalescerSlot, SessionLink, SpeechContent, ToolsetMsg,
-};
+use crate::protocol::{ActivityMsg, SessionLink, SpeechContent, ToolsetMsg};
 use crate::support::catalog::ToolCatalog;
 
 /// Everything needed to start an Activity for an agent, kept by the Session for handoffs.
 pub(crate) struct ActivityFactory {
     pub link: SessionLink,
-    pub llm: Arc<dyn Llm>,
-    pub sink: Option<Arc<dyn SpeechSink>>,
-    pub coalescer: CoalescerSlot,
-    pub session_templates: Option<Templates>,
     pub session_toolsets: BTreeMap<String, ActorRef<ToolsetMsg>>,
     pub session_tools: Vec<FunctionTool>,
     pub session_toolset_decls: Vec<Toolset>,
-    pub calls: CallPolicy,
-    pub max_tool_steps: u32,
-    pub llm_timeout: Option<std::time::Duration>,
-    pub playout_timeout: Option<std::time::Duration>,
-    pub userdata: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 impl ActivityFactory {
@@ -53,17 +40,8 @@ impl ActivityFactory {
             agent,
             catalog,
             session: self.link.clone(),
-            llm: Arc::clone(&self.llm),
-            sink: self.sink.clone(),
-            coalescer: self.coalescer.clone(),
-            session_templates: self.session_templates.clone(),
-            calls: self.calls.clone(),
             session_toolsets: self.session_toolsets.clone(),
             adopted_toolsets,
-            max_tool_steps: self.max_tool_steps,
-            llm_timeout: self.llm_timeout,
-            playout_timeout: self.playout_timeout,
-            userdata: self.userdata.clone(),
         };
         // Boxed: kept out of the Session's handler future (see the Toolset's spawn).
         Box::pin(Actor::spawn_linked(None, ActivityActor, args, supervisor)).await.map(|(a, _)| a)

@@ -23,7 +23,6 @@ struct ReplySpeech {
 
 #[derive(Default)]
 pub(crate) struct Replies {
-    pub coalescer: CoalescerSlot,
     /// Update ids of inserted pairs still waiting for their deferred reply to be admitted.
     unreplied: BTreeSet<String>,
     /// The coalescer was told the floor is free (`SessionIdle`) and has not offered since.
@@ -33,10 +32,6 @@ pub(crate) struct Replies {
 }
 
 impl Replies {
-    pub fn new(coalescer: CoalescerSlot) -> Self {
-        Self { coalescer, ..Self::default() }
-    }
-
     /// Some pair waits for its reply.
     pub fn pending(&self) -> bool {
         !self.unreplied.is_empty()
@@ -66,12 +61,13 @@ impl Replies {
         self.unreplied.insert(update_id);
     }
 
-    /// Invites the coalescer to offer what it holds, unless it was invited already.
-    pub fn invite(&mut self) {
+    /// Invites the coalescer (in `slot`, once spawned) to offer what it holds, unless it was
+    /// invited already.
+    pub fn invite(&mut self, slot: &CoalescerSlot) {
         if self.invited {
             return;
         }
-        if let Some(coalescer) = self.coalescer.get() {
+        if let Some(coalescer) = slot.get() {
             self.invited = coalescer.cast(CoalescerMsg::SessionIdle).is_ok();
         }
     }
