@@ -7,41 +7,46 @@
 //! asks a child and waits for the answer (children ask the Session, never the reverse); it
 //! only awaits a child's spawn, or its stop once the child has nothing left to do.
 //!
-//! The state is split by concern (`parts/`, gathered in `state.rs`); the files beside this one
-//! are the transitions, and `dispatch.rs` routes each message to the one that owns it.
+//! One file per concern holds its state (fields private, so its invariant cannot be broken from
+//! outside the file) and the transitions that own it; its header lists what it reads and
+//! writes of the others. `state.rs` gathers the concerns, `dispatch.rs` routes each message to
+//! the transition that owns it, and `activity_factory.rs` starts Activities.
 
+mod activity_factory;
+mod agent;
+mod calls;
 mod close;
+mod conversation;
 mod dispatch;
+mod events;
+mod floor;
 mod handoff;
 mod idle;
-mod parts;
 mod presence;
 mod replies;
 mod run;
-mod speech;
 mod state;
 mod supervision;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use colloquy_core::{Agent, ChatContext, ChatItem, EventKind, FunctionTool, Templates, Toolset};
-use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SpawnErr, SupervisionEvent};
+use colloquy_core::{Agent, ChatContext, ChatItem, EventKind, FunctionTool, Toolset};
+use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 
+use activity_factory::ActivityFactory;
 use dispatch::FollowUp;
-use parts::handoff::ActivityFactory;
 use state::SessionState;
 
 use crate::api::lifecycle::{ActorKind, Lifecycle};
 use crate::api::options::SessionOptions;
 use crate::protocol::{
     CloseCallback, ClosedSession, CoalescerSlot, Plugins, SessionLink, SessionMsg, SessionShared,
-    Subscriber, ToolsetMsg,
+    Subscriber,
 };
-use crate::support::catalog::{Scope, ToolCatalog};
+use crate::support::catalog::ToolCatalog;
 use crate::support::clock::SessionClock;
 use crate::support::lifecycle_sink::LifecycleSink;
-use crate::toolset::{ToolsetActor, ToolsetArgs};
 
 pub(crate) struct SessionActor;
 
@@ -91,16 +96,16 @@ impl Actor for SessionActor {
             .collect();
         let mut contexts = BTreeMap::new();
         contexts.insert(agent_id.clone(), Arc::new(ChatContext::from_items(restored)));
-        // Session-scoped async toolsets are children of the Session from birth, so no agent
-        // (or agent failure) can take them down.
-        let session_toolsets =
-            spawn_session_toolsets(&args, &link, &agent_id, myself.get_cell()).await?;
-        let factory = ActivityFactory {
-            link: link.clone(),
-            session_toolsets,
-            session_tools: args.session_tools,
-            session_toolset_decls: args.session_toolsets,
-        };
+        let (tools, toolsets) = (args.session_tools, args.session_toolsets);
+        let factory = ActivityFactory::new(
+            link.clone(),
+            &args.catalog,
+            tools,
+            toolsets,
+            &agent_id,
+            myself.get_cell(),
+        )
+        .await?;
         let catalog = Arc::clone(&args.catalog);
         let activity =
             factory.spawn(args.agent.clone(), catalog, BTreeMap::new(), myself.get_cell()).await?;
@@ -179,7 +184,7 @@ impl Actor for SessionActor {
     ) -> Result<(), ActorProcessingErr> {
         // The default would stop the session when any child ends; report failures instead.
         // Only the current Activity matters: an old one ends on purpose at a handoff.
-        let current = state.current.activity.get_id();
+        let current = state.current.activity().get_id();
         match event {
             SupervisionEvent::ActorFailed(cell, err) => {
                 tracing::error!(session = %state.link.id, actor = %cell.get_id(), "actor failed: {err}");
@@ -229,30 +234,4 @@ fn session_link(myself: &ActorRef<SessionMsg>, args: &mut SessionArgs) -> Sessio
         options: std::mem::take(&mut args.options),
         plugins: args.plugins.clone(),
     })
-}
-
-/// Spawns the session-scoped async toolsets under the Session.
-async fn spawn_session_toolsets(
-    args: &SessionArgs,
-    link: &SessionLink,
-    agent_id: &str,
-    supervisor: ActorCell,
-) -> Result<BTreeMap<String, ActorRef<ToolsetMsg>>, SpawnErr> {
-    let mut toolsets = BTreeMap::new();
-    for set in args.catalog.async_toolsets(Scope::Session) {
-        let templates =
-            Templates::resolve(&[set.templates.as_ref(), link.options.templates.as_ref()]);
-        let toolset_args = ToolsetArgs {
-            id: set.id.clone(),
-            agent_id: agent_id.into(),
-            catalog: Arc::clone(&args.catalog),
-            session: link.clone(),
-            templates,
-            scope: Scope::Session,
-        };
-        let (toolset, _) =
-            Actor::spawn_linked(None, ToolsetActor, toolset_args, supervisor.clone()).await?;
-        toolsets.insert(set.id.clone(), toolset);
-    }
-    Ok(toolsets)
 }

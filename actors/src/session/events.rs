@@ -1,5 +1,6 @@
 //! Event fan-out: the one place a session's events leave it, so every subscriber sees them in
-//! the order the Session's mailbox received them.
+//! the order the Session's mailbox received them; and what an event says about the session
+//! before it leaves (an LLM error fails the run, a call's end leaves the running-call index).
 //!
 //! Invariant: a lossless subscriber gets every event its filter passes, in order, until it
 //! leaves `max_unread` events unread; then it gets one `x_stream_overflowed` item and is
@@ -9,14 +10,19 @@
 //! The agent's text deltas (`x_agent_text`) are built only while a subscriber asks for them:
 //! the fan-out keeps [`TextWanted`] true exactly while one of its subscribers' filters passes
 //! them (broadcasts get [`EventFilter::DEFAULT`], without them).
+//!
+//! Reads: `link`. Writes: `events`, `calls` (a call awaiting approval, or ended), `testing`
+//! (an LLM error fails the run). A call's end restarts the away timer (presence) and may
+//! release idle waiters (idle).
 
-use colloquy_core::{EventFilter, EventKind, EventType, SessionEvent};
+use colloquy_core::{ErrorSource, EventFilter, EventKind, EventType, SessionEvent};
 use tokio::sync::broadcast;
 
+use super::state::SessionState;
 use crate::protocol::{Subscriber, TextWanted};
 use crate::support::clock::SessionClock;
 
-pub(crate) struct Fanout {
+pub(super) struct Fanout {
     subscribers: Vec<Subscriber>,
     broadcasts: Vec<broadcast::Sender<SessionEvent>>,
     max_unread: usize,
@@ -27,14 +33,18 @@ pub(crate) struct Fanout {
 }
 
 impl Fanout {
-    pub fn new(subscribers: Vec<Subscriber>, max_unread: usize, text_wanted: TextWanted) -> Self {
+    pub(super) fn new(
+        subscribers: Vec<Subscriber>,
+        max_unread: usize,
+        text_wanted: TextWanted,
+    ) -> Self {
         let fanout =
             Self { subscribers, broadcasts: Vec::new(), max_unread, text_wanted, latest_ms: 0 };
         fanout.refresh_text_wanted();
         fanout
     }
 
-    pub fn subscribe(&mut self, subscriber: Subscriber) {
+    pub(super) fn subscribe(&mut self, subscriber: Subscriber) {
         self.subscribers.push(subscriber);
         self.refresh_text_wanted();
     }
@@ -45,20 +55,20 @@ impl Fanout {
         self.text_wanted.set(wanted);
     }
 
-    pub fn add_broadcast(&mut self, tx: broadcast::Sender<SessionEvent>) {
+    pub(super) fn add_broadcast(&mut self, tx: broadcast::Sender<SessionEvent>) {
         self.broadcasts.push(tx);
     }
 
     /// Whether anyone listens to events of this type (an event nobody wants need not be
     /// built).
-    pub fn wants(&self, event_type: EventType) -> bool {
+    pub(super) fn wants(&self, event_type: EventType) -> bool {
         (!self.broadcasts.is_empty() && EventFilter::DEFAULT.contains(event_type))
             || self.subscribers.iter().any(|s| s.filter.contains(event_type))
     }
 
     /// Sends `event` to everyone who wants it: every recipient but the last gets a copy, the
     /// last one the event itself.
-    pub fn send(&mut self, mut event: SessionEvent, session_id: &str, clock: &SessionClock) {
+    pub(super) fn send(&mut self, mut event: SessionEvent, session_id: &str, clock: &SessionClock) {
         event.at_ms = event.at_ms.max(self.latest_ms);
         self.latest_ms = event.at_ms;
         self.broadcasts.retain(|tx| tx.receiver_count() > 0);
@@ -101,10 +111,39 @@ impl Fanout {
     }
 
     /// Ends every stream (the session closed).
-    pub fn clear(&mut self) {
+    pub(super) fn clear(&mut self) {
         self.subscribers.clear();
         self.broadcasts.clear();
         self.text_wanted.set(false);
+    }
+}
+
+impl SessionState {
+    pub(super) fn emit_now(&mut self, kind: EventKind) {
+        let event = SessionEvent { at_ms: self.link.clock.elapsed_ms(), kind };
+        self.emit(event);
+    }
+
+    /// Fans an event out, after what it says about the session: an LLM error fails the run
+    /// in progress, and a call's end leaves the running-call index.
+    pub(super) fn emit(&mut self, event: SessionEvent) {
+        match &event.kind {
+            EventKind::Error { source: ErrorSource::Llm, message, .. } => {
+                self.testing.llm_failed(message)
+            }
+            EventKind::ToolApprovalRequested { call_id, .. } => {
+                self.calls.set_awaiting(call_id, true)
+            }
+            EventKind::ToolCallApproved { call_id } => self.calls.set_awaiting(call_id, false),
+            EventKind::ToolCallEnded { call_id, .. } => {
+                self.calls.remove(call_id);
+                // The last tool to land restarts the away window in full (§10.4).
+                self.update_away_timer(true);
+                self.release_idle_waiters();
+            }
+            _ => {}
+        }
+        self.events.send(event, &self.link.id, &self.link.clock);
     }
 }
 
