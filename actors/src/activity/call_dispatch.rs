@@ -52,13 +52,13 @@ pub(crate) struct StepCalls {
 
 impl StepCalls {
     /// True when some call runs in a toolset.
-    pub fn executing(&self) -> bool {
+    pub(super) fn executing(&self) -> bool {
         self.executing > 0
     }
 
     /// Waits for every output (tool bodies are never cancelled by an interruption), in the
     /// order they become available.
-    pub async fn collect(mut self) -> Vec<CallResult> {
+    pub(super) async fn collect(mut self) -> Vec<CallResult> {
         let mut done = Vec::with_capacity(self.pending.len());
         while let Some(result) = self.pending.next().await {
             done.push(result);

@@ -25,7 +25,7 @@ pub(crate) struct SpeechEnv {
 impl SpeechEnv {
     /// Tells the host, once per user turn, that the turn has made all its tool calls
     /// (docs/decisions.md#edges-tool-deadlines).
-    pub fn announce_tool_budget(&self) {
+    pub(super) fn announce_tool_budget(&self) {
         if let Some(limit) = self.session.clock.announce_tool_budget() {
             tracing::warn!(agent = %self.agent_id, limit, "the turn has made its tool calls");
             self.session.emit(colloquy_core::EventKind::ToolBudgetExhausted { limit });
@@ -34,7 +34,7 @@ impl SpeechEnv {
 
     /// After a speech lent its floor or ended: tells the Activity only if it waits for
     /// something (`lending.rs`); otherwise it notices at its next message.
-    pub fn wake_activity_if_waiting(&self) {
+    pub(super) fn wake_activity_if_waiting(&self) {
         if self.attention.get() {
             let _ = self.activity.cast(ActivityMsg::Wake);
         }
@@ -51,7 +51,7 @@ pub(crate) struct SpeechEnd {
 }
 
 impl SpeechEnd {
-    pub fn new(interrupted: bool) -> Self {
+    pub(super) fn new(interrupted: bool) -> Self {
         SpeechEnd { interrupted, tail: Vec::new() }
     }
 }

@@ -28,36 +28,36 @@ pub(crate) struct FloorLease(Arc<AtomicU8>);
 
 impl FloorLease {
     /// The speech waits for its tools: the Activity may give the floor to another speech.
-    pub fn lend(&self) {
+    pub(super) fn lend(&self) {
         self.0.store(LENT, Ordering::SeqCst);
     }
 
     /// The speech takes its lent floor back; false if the Activity gave it away meanwhile.
-    pub fn reclaim(&self) -> bool {
+    pub(super) fn reclaim(&self) -> bool {
         self.0.compare_exchange(LENT, HELD, Ordering::SeqCst, Ordering::SeqCst).is_ok()
     }
 
     /// The Activity takes a lent floor; false if the speech holds it.
-    pub fn take(&self) -> bool {
+    pub(super) fn take(&self) -> bool {
         self.0.compare_exchange(LENT, TAKEN, Ordering::SeqCst, Ordering::SeqCst).is_ok()
     }
 
     /// The Activity hands the floor (back) to this speech.
-    pub fn hold(&self) {
+    pub(super) fn hold(&self) {
         self.0.store(HELD, Ordering::SeqCst);
     }
 
     /// Lent and not taken: the speech waits for its tools and nobody else speaks because of it.
-    pub fn is_lent(&self) -> bool {
+    pub(super) fn is_lent(&self) -> bool {
         self.0.load(Ordering::SeqCst) == LENT
     }
 
     /// The speech's task has ended (it told the Session itself).
-    pub fn finish(&self) {
+    pub(super) fn finish(&self) {
         self.0.store(FINISHED, Ordering::SeqCst);
     }
 
-    pub fn is_finished(&self) -> bool {
+    pub(super) fn is_finished(&self) -> bool {
         self.0.load(Ordering::SeqCst) == FINISHED
     }
 }
@@ -70,11 +70,11 @@ impl FloorLease {
 pub(crate) struct Attention(AtomicBool);
 
 impl Attention {
-    pub fn set(&self, wanted: bool) {
+    pub(super) fn set(&self, wanted: bool) {
         self.0.store(wanted, Ordering::SeqCst);
     }
 
-    pub fn get(&self) -> bool {
+    pub(super) fn get(&self) -> bool {
         self.0.load(Ordering::SeqCst)
     }
 }

@@ -35,12 +35,12 @@ struct HeldText {
 }
 
 impl Held {
-    pub fn hold_speaking(&mut self) {
+    pub(super) fn hold_speaking(&mut self) {
         self.speaking = true;
     }
 
     /// Forwards this step's text as `x_agent_text` events if a subscriber asked for it.
-    pub fn forward_text(&mut self, env: &SpeechEnv, speech_id: &str, step: u32) {
+    pub(super) fn forward_text(&mut self, env: &SpeechEnv, speech_id: &str, step: u32) {
         if env.session.text_wanted.get() {
             let speech_id = speech_id.to_string();
             self.text = Some(HeldText { speech_id, step, delta: String::new() });
@@ -48,7 +48,7 @@ impl Held {
     }
 
     /// Holds `delta` for the next `x_agent_text` (nothing unless forwarding).
-    pub fn push_text(&mut self, delta: &str) {
+    pub(super) fn push_text(&mut self, delta: &str) {
         if let Some(text) = &mut self.text {
             text.delta.push_str(delta);
         }
@@ -76,13 +76,13 @@ impl Held {
         reports
     }
 
-    pub fn flush(&mut self, session: &SessionLink) {
+    pub(super) fn flush(&mut self, session: &SessionLink) {
         session.reports(self.take(session));
     }
 
     /// What is held followed by `then`, in order; with room for the speech's end, which a
     /// last step's reports are sent with.
-    pub fn with(mut self, session: &SessionLink, then: Option<Report>) -> Vec<Report> {
+    pub(super) fn with(mut self, session: &SessionLink, then: Option<Report>) -> Vec<Report> {
         let mut reports = self.take(session);
         reports.extend(then);
         reports

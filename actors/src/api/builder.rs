@@ -246,7 +246,7 @@ impl SessionBuilder {
         self
     }
 
-    /// A hook run before each tool call of the session (issue 27): it sees the call (name,
+    /// A hook run before each tool call of the session: it sees the call (name,
     /// validated arguments, call id, agent) and answers [`BeforeCall`]: run it, run it with
     /// rewritten arguments, skip it with an output, or reject it with a reason. Where hosts
     /// put guardrails and audit logging.

@@ -238,7 +238,7 @@ async fn wait_report(
 }
 
 impl PlayoutDriver {
-    pub fn open(
+    pub(crate) fn open(
         sink: Option<&Arc<dyn SpeechSink>>,
         speech_id: &str,
         watchdog: Option<Duration>,
@@ -267,7 +267,7 @@ impl PlayoutDriver {
         }
     }
 
-    pub fn push(&mut self, delta: &str) {
+    pub(crate) fn push(&mut self, delta: &str) {
         match self {
             Self::Immediate { text } => text.push_str(delta),
             Self::Sink { tx, pushed, .. } => {
@@ -281,7 +281,7 @@ impl PlayoutDriver {
 
     /// Ends the text and waits for the playout to finish, or to be interrupted when `stop`
     /// fires first. A sink that stalls past the watchdog is asked to stop.
-    pub async fn finish(self, stop: &CancellationToken) -> PlayoutEnd {
+    pub(crate) async fn finish(self, stop: &CancellationToken) -> PlayoutEnd {
         match self {
             Self::Immediate { text } => PlayoutEnd { text, interrupted: false, sink_error: None },
             Self::Sink { tx, pushed, interrupt, mut report, progress, watchdog } => {
@@ -302,7 +302,7 @@ impl PlayoutDriver {
     }
 
     /// Asks the sink to stop and waits for its report (at most the watchdog's time).
-    pub async fn interrupt(self) -> PlayoutEnd {
+    pub(crate) async fn interrupt(self) -> PlayoutEnd {
         match self {
             Self::Immediate { text } => PlayoutEnd { text, interrupted: true, sink_error: None },
             Self::Sink { tx, pushed, interrupt, mut report, progress, watchdog } => {

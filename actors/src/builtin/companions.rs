@@ -11,9 +11,9 @@ use crate::api::error::CancelError;
 use crate::builtin::tool_context::RunContextExt;
 
 /// Name of the cancel companion.
-pub const CANCEL_TASK: &str = "lk_agents_cancel_task";
+pub(crate) const CANCEL_TASK: &str = "lk_agents_cancel_task";
 /// Name of the listing companion.
-pub const GET_RUNNING_TASKS: &str = "lk_agents_get_running_tasks";
+pub(crate) const GET_RUNNING_TASKS: &str = "lk_agents_get_running_tasks";
 
 #[derive(Deserialize, JsonSchema)]
 struct CancelTask {

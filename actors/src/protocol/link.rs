@@ -58,7 +58,7 @@ pub(crate) struct Plugins {
 }
 
 impl SessionLink {
-    pub fn new(shared: SessionShared) -> Self {
+    pub(crate) fn new(shared: SessionShared) -> Self {
         Self(Arc::new(shared))
     }
 }
@@ -78,30 +78,30 @@ impl std::ops::Deref for SessionLink {
 pub(crate) struct TextWanted(Arc<AtomicBool>);
 
 impl TextWanted {
-    pub fn get(&self) -> bool {
+    pub(crate) fn get(&self) -> bool {
         // Relaxed: a step that reads it late only starts forwarding at the next step.
         self.0.load(Ordering::Relaxed)
     }
 
-    pub fn set(&self, wanted: bool) {
+    pub(crate) fn set(&self, wanted: bool) {
         self.0.store(wanted, Ordering::Relaxed);
     }
 }
 
 impl SessionLink {
     /// An event stamped now, to send in a [`Report`].
-    pub fn event(&self, kind: EventKind) -> Report {
+    pub(crate) fn event(&self, kind: EventKind) -> Report {
         Report::Emit(SessionEvent { at_ms: self.clock.elapsed_ms(), kind })
     }
 
     /// Emits an event stamped now. A closed session drops it (nobody is listening).
-    pub fn emit(&self, kind: EventKind) {
+    pub(crate) fn emit(&self, kind: EventKind) {
         self.report(self.event(kind));
     }
 
     /// Queues a pair for a deferred reply: straight to the coalescer once it runs, else through
     /// the Session, which spawns it and forwards the pair (`ChildMsg::Enqueue`).
-    pub fn enqueue_reply(&self, pending: PendingReply) {
+    pub(crate) fn enqueue_reply(&self, pending: PendingReply) {
         match self.coalescer.get() {
             Some(coalescer) => {
                 let _ = coalescer.cast(CoalescerMsg::Enqueue(pending));
@@ -113,12 +113,12 @@ impl SessionLink {
     }
 
     /// Sends one report.
-    pub fn report(&self, report: Report) {
+    pub(crate) fn report(&self, report: Report) {
         let _ = self.actor.cast(ChildMsg::Report(report).into());
     }
 
     /// Sends reports that happened together as one message (applied in order).
-    pub fn reports(&self, mut reports: Vec<Report>) {
+    pub(crate) fn reports(&self, mut reports: Vec<Report>) {
         let message = match reports.len() {
             0 => return,
             1 => ChildMsg::Report(reports.remove(0)),
@@ -129,7 +129,7 @@ impl SessionLink {
 
     /// A commit of items a speech produced to `agent`'s context and the history; `None` when
     /// there is nothing to commit.
-    pub fn speech_commit(
+    pub(crate) fn speech_commit(
         agent: &Arc<str>,
         speech_id: &str,
         items: Vec<ChatItem>,
@@ -147,7 +147,7 @@ impl SessionLink {
     /// request (a shared snapshot, with placeholders for running calls it does not mention),
     /// or `None` once the session is gone. One round trip for all of it. `resumed`: the speech
     /// took the floor back after waiting for its tools (see `ChildMsg::BeginLlmStep`).
-    pub async fn begin_llm_step(
+    pub(crate) async fn begin_llm_step(
         &self,
         agent: &Arc<str>,
         resumed: Option<&str>,

@@ -79,7 +79,7 @@ impl ToolCatalog {
     /// Builds the catalog; two different tools with one name, two async toolsets with one
     /// id, or a duplicate scope naming no parameter are errors; the same tool listed twice
     /// is kept once.
-    pub fn build(
+    pub(crate) fn build(
         session_tools: &[FunctionTool],
         session_toolsets: &[Toolset],
         agent: &Agent,
@@ -144,7 +144,7 @@ impl ToolCatalog {
     /// The schemas the model sees now, in order: every tool, except that a toolset deciding
     /// its own visibility shows, where its first tool stands, the tools it makes visible in
     /// the order it gives.
-    pub fn visible_schemas(&self) -> Arc<[ToolSchema]> {
+    pub(crate) fn visible_schemas(&self) -> Arc<[ToolSchema]> {
         let fixed = self.fixed_schemas();
         if self.sources.is_empty() {
             return fixed;
@@ -184,7 +184,7 @@ impl ToolCatalog {
     /// it (it exists and is visible). Resolved once, at dispatch, from the catalog of the agent
     /// the model saw: the Toolset runs this very tool, whichever agent's catalog it was built
     /// with, and a source's list that changes meanwhile cannot split the two.
-    pub fn resolve(&self, name: &str) -> Option<(FunctionTool, String)> {
+    pub(crate) fn resolve(&self, name: &str) -> Option<(FunctionTool, String)> {
         if let Some(&g) = self.governed_by.get(name)
             && !self.groups[g].visibility.visible().iter().any(|n| n == name)
         {
@@ -197,23 +197,23 @@ impl ToolCatalog {
     }
 
     /// The tool called `name` among those known from the start.
-    pub fn get(&self, name: &str) -> Option<&FunctionTool> {
+    pub(crate) fn get(&self, name: &str) -> Option<&FunctionTool> {
         self.tools.get(name).map(|routed| &routed.tool)
     }
 
     /// Starts the tool sources toolset `id` runs (its actor has started).
-    pub fn start_sources(&self, id: &str) {
+    pub(crate) fn start_sources(&self, id: &str) {
         self.sources.start(id);
     }
 
     /// Whether some toolset lists tools while the session runs.
-    pub fn has_sources(&self) -> bool {
+    pub(crate) fn has_sources(&self) -> bool {
         !self.sources.is_empty()
     }
 
     /// Waits, once per catalog, for the tool sources' first lists (`ToolSource::ready`);
     /// returns why the ones that will not list failed. At once without sources.
-    pub async fn wait_ready(&self) -> Vec<String> {
+    pub(crate) async fn wait_ready(&self) -> Vec<String> {
         if self.sources.is_empty() {
             return Vec::new();
         }
@@ -222,7 +222,7 @@ impl ToolCatalog {
 
     /// The names of the tools toolset `id` runs, in the order the model sees them: those known
     /// from the start, then those its sources list now (under the names the model sees).
-    pub fn routed_to(&self, id: &str) -> Vec<String> {
+    pub(crate) fn routed_to(&self, id: &str) -> Vec<String> {
         let routed = |name: &str| self.tools.get(name).is_some_and(|r| r.toolset == id);
         let mut names: Vec<String> =
             self.schemas.iter().filter(|s| routed(&s.name)).map(|s| s.name.clone()).collect();
@@ -231,7 +231,7 @@ impl ToolCatalog {
     }
 
     /// The async toolsets of `scope`, in declaration order.
-    pub fn async_toolsets(&self, scope: Scope) -> impl Iterator<Item = &AsyncToolset> {
+    pub(crate) fn async_toolsets(&self, scope: Scope) -> impl Iterator<Item = &AsyncToolset> {
         self.async_toolsets.iter().filter(move |a| a.scope == scope)
     }
 }

@@ -42,7 +42,7 @@ struct TurnBudget {
 
 impl SessionClock {
     /// A clock starting now, whose timestamps begin after `offset_micros`.
-    pub fn new(offset_micros: u64, max_tool_calls_per_turn: u32) -> Self {
+    pub(crate) fn new(offset_micros: u64, max_tool_calls_per_turn: u32) -> Self {
         let budget = TurnBudget {
             limit: max_tool_calls_per_turn,
             used: AtomicU32::new(0),
@@ -61,13 +61,13 @@ impl SessionClock {
     }
 
     /// A new user turn: its tool-call budget is whole again.
-    pub fn new_turn(&self) {
+    pub(crate) fn new_turn(&self) {
         self.inner.budget.used.store(0, Ordering::SeqCst);
         self.inner.budget.announced.store(false, Ordering::SeqCst);
     }
 
     /// Claims up to `wanted` tool calls of the turn's budget; returns how many may run.
-    pub fn claim_tool_calls(&self, wanted: usize) -> usize {
+    pub(crate) fn claim_tool_calls(&self, wanted: usize) -> usize {
         let budget = &self.inner.budget;
         let wanted = u32::try_from(wanted).unwrap_or(u32::MAX);
         let claimed = budget.used.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |used| {
@@ -78,37 +78,37 @@ impl SessionClock {
     }
 
     /// The most tool calls a user turn may make.
-    pub fn tool_budget_limit(&self) -> u32 {
+    pub(crate) fn tool_budget_limit(&self) -> u32 {
         self.inner.budget.limit
     }
 
     /// Whether the turn has used its whole budget.
-    pub fn tool_budget_spent(&self) -> bool {
+    pub(crate) fn tool_budget_spent(&self) -> bool {
         let budget = &self.inner.budget;
         budget.used.load(Ordering::SeqCst) >= budget.limit
     }
 
     /// The turn's limit, once per turn when it is first found spent (to announce it).
-    pub fn announce_tool_budget(&self) -> Option<u32> {
+    pub(crate) fn announce_tool_budget(&self) -> Option<u32> {
         let budget = &self.inner.budget;
         let first = self.tool_budget_spent() && !budget.announced.swap(true, Ordering::SeqCst);
         first.then_some(budget.limit)
     }
 
     /// Stamps the current instant.
-    pub fn now(&self) -> Timestamp {
+    pub(crate) fn now(&self) -> Timestamp {
         let micros = self.inner.start.elapsed().as_micros() as u64;
         let seq = self.inner.seq.fetch_add(1, Ordering::Relaxed);
         Timestamp::new(self.inner.offset_micros + micros, seq)
     }
 
     /// Milliseconds since the session started (the `at_ms` of events).
-    pub fn elapsed_ms(&self) -> u64 {
+    pub(crate) fn elapsed_ms(&self) -> u64 {
         self.inner.start.elapsed().as_millis() as u64
     }
 
     /// The ids the calls of one response get, in order (see [`CallIds::claim`]).
-    pub fn claim_call_ids<'a>(&self, proposed: impl IntoIterator<Item = &'a mut String>) {
+    pub(crate) fn claim_call_ids<'a>(&self, proposed: impl IntoIterator<Item = &'a mut String>) {
         let mut book = self.inner.call_ids.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         for id in proposed {
             let claimed = book.claim(id);
@@ -120,7 +120,7 @@ impl SessionClock {
     }
 
     /// Marks the call ids of a restored history as in use.
-    pub fn mark_call_ids<'a>(&self, ids: impl IntoIterator<Item = &'a str>) {
+    pub(crate) fn mark_call_ids<'a>(&self, ids: impl IntoIterator<Item = &'a str>) {
         let mut book = self.inner.call_ids.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         for id in ids {
             book.mark_used(id);
@@ -128,7 +128,7 @@ impl SessionClock {
     }
 
     /// A fresh item id, unique within the session and reproducible.
-    pub fn item_id(&self) -> String {
+    pub(crate) fn item_id(&self) -> String {
         item_id(self.inner.ids.fetch_add(1, Ordering::Relaxed))
     }
 }

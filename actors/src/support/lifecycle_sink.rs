@@ -29,17 +29,17 @@ pub(crate) struct LifecycleGuard {
 
 impl LifecycleGuard {
     /// `id` is only built when someone listens (a ToolCall guard is made for every call).
-    pub fn new(sink: LifecycleSink, kind: ActorKind, id: impl FnOnce() -> String) -> Self {
+    pub(crate) fn new(sink: LifecycleSink, kind: ActorKind, id: impl FnOnce() -> String) -> Self {
         let id = if sink.0.is_some() { id() } else { String::new() };
         Self { sink, kind, id, started: false, stopped: false, busy: false }
     }
 
-    pub fn started(&mut self) {
+    pub(crate) fn started(&mut self) {
         self.started = true;
         self.sink.report(self.kind, self.id.as_str(), Lifecycle::Started);
     }
 
-    pub fn stopped(&mut self, reason: Option<String>) {
+    pub(crate) fn stopped(&mut self, reason: Option<String>) {
         if self.started && !self.stopped {
             self.sink.report_why(self.kind, self.id.as_str(), Lifecycle::Stopped, reason);
         }
@@ -47,12 +47,12 @@ impl LifecycleGuard {
     }
 
     /// A handler starts (`true`) or has returned (`false`).
-    pub fn busy(&mut self, busy: bool) {
+    pub(crate) fn busy(&mut self, busy: bool) {
         self.busy = busy;
     }
 
     /// The handler that was running when the state dropped panicked.
-    pub fn failed_in_handler(&self) -> bool {
+    pub(crate) fn failed_in_handler(&self) -> bool {
         self.busy && !self.stopped
     }
 }
@@ -73,13 +73,13 @@ pub(crate) struct LifecycleHub(std::sync::Mutex<Vec<(mpsc::Sender<LifecycleEvent
 
 impl LifecycleHub {
     /// A subscriber that may leave `limit` records unread.
-    pub fn subscribe(&self, limit: usize) -> mpsc::Receiver<LifecycleEvent> {
+    pub(crate) fn subscribe(&self, limit: usize) -> mpsc::Receiver<LifecycleEvent> {
         let (tx, rx) = lifecycle_channel();
         self.0.lock().unwrap_or_else(|e| e.into_inner()).push((tx, limit.max(1)));
         rx
     }
 
-    pub fn send(&self, event: &LifecycleEvent) {
+    pub(crate) fn send(&self, event: &LifecycleEvent) {
         let mut subscribers = self.0.lock().unwrap_or_else(|e| e.into_inner());
         subscribers.retain(|(tx, limit)| deliver(tx, event.clone(), *limit));
     }
@@ -98,7 +98,7 @@ pub(crate) struct SinkTargets {
 }
 
 impl LifecycleSink {
-    pub fn new(
+    pub(crate) fn new(
         session_id: &str,
         own: Option<mpsc::Sender<LifecycleEvent>>,
         hub: Option<Arc<LifecycleHub>>,
@@ -110,11 +110,11 @@ impl LifecycleSink {
         Self(Some(Arc::new(SinkTargets { session_id: session_id.to_string(), own, hub })))
     }
 
-    pub fn report(&self, kind: ActorKind, id: impl Into<String>, what: Lifecycle) {
+    pub(crate) fn report(&self, kind: ActorKind, id: impl Into<String>, what: Lifecycle) {
         self.report_why(kind, id, what, None);
     }
 
-    pub fn report_why(
+    pub(crate) fn report_why(
         &self,
         kind: ActorKind,
         id: impl Into<String>,
@@ -136,7 +136,12 @@ impl LifecycleSink {
     }
 
     /// A child `id` of `kind` failed (reported by its supervisor: `post_stop` does not run).
-    pub fn failed(&self, kind: ActorKind, id: impl Into<String>, error: &dyn std::fmt::Display) {
+    pub(crate) fn failed(
+        &self,
+        kind: ActorKind,
+        id: impl Into<String>,
+        error: &dyn std::fmt::Display,
+    ) {
         self.report_why(kind, id, Lifecycle::Failed, Some(error.to_string()));
     }
 }

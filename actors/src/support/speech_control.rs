@@ -15,7 +15,7 @@ pub(crate) struct SpeechControl {
 }
 
 impl SpeechControl {
-    pub fn new(allow_interruptions: bool) -> Self {
+    pub(crate) fn new(allow_interruptions: bool) -> Self {
         Self {
             allow: Arc::new(AtomicBool::new(allow_interruptions)),
             interrupt: CancellationToken::new(),
@@ -24,12 +24,12 @@ impl SpeechControl {
 
     /// Whether the speech may be interrupted (read at the moment of asking, even after the
     /// speech finished: a call it dispatched stays protected, §12.2).
-    pub fn allows_interruptions(&self) -> bool {
+    pub(crate) fn allows_interruptions(&self) -> bool {
         self.allow.load(Ordering::SeqCst)
     }
 
     /// Forbids interruptions; fails if the speech is already interrupted.
-    pub fn disallow(&self) -> Result<(), &'static str> {
+    pub(crate) fn disallow(&self) -> Result<(), &'static str> {
         if self.interrupt.is_cancelled() {
             return Err(
                 "Cannot set allow_interruptions to False, the SpeechHandle is already interrupted",
@@ -40,17 +40,17 @@ impl SpeechControl {
     }
 
     /// Interrupts the speech.
-    pub fn interrupt(&self) {
+    pub(crate) fn interrupt(&self) {
         self.interrupt.cancel();
     }
 
     /// True once interrupted.
-    pub fn is_interrupted(&self) -> bool {
+    pub(crate) fn is_interrupted(&self) -> bool {
         self.interrupt.is_cancelled()
     }
 
     /// The interruption signal.
-    pub fn token(&self) -> &CancellationToken {
+    pub(crate) fn token(&self) -> &CancellationToken {
         &self.interrupt
     }
 }

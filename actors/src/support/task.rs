@@ -9,7 +9,7 @@ pub(crate) struct OwnedTask(JoinHandle<()>);
 
 impl OwnedTask {
     /// Spawns `future` on the current runtime.
-    pub fn spawn(future: impl Future<Output = ()> + Send + 'static) -> Self {
+    pub(crate) fn spawn(future: impl Future<Output = ()> + Send + 'static) -> Self {
         Self(tokio::spawn(future))
     }
 }

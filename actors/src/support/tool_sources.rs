@@ -61,23 +61,28 @@ fn prefixed(toolset: &str, name: &str) -> String {
 }
 
 impl Sources {
-    pub fn push(&mut self, source: Arc<dyn ToolSource>, toolset: String, limits: CallLimits) {
+    pub(crate) fn push(
+        &mut self,
+        source: Arc<dyn ToolSource>,
+        toolset: String,
+        limits: CallLimits,
+    ) {
         self.sources.push(Source { source, toolset, limits });
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.sources.is_empty()
     }
 
     /// Starts the sources whose tools toolset `id` runs (its actor has started).
-    pub fn start(&self, id: &str) {
+    pub(crate) fn start(&self, id: &str) {
         for source in self.sources.iter().filter(|s| s.toolset == id) {
             source.source.start();
         }
     }
 
     /// Some source may list cancellable tools.
-    pub fn may_cancel(&self) -> bool {
+    pub(crate) fn may_cancel(&self) -> bool {
         self.sources.iter().any(|s| s.source.may_cancel())
     }
 
@@ -132,14 +137,14 @@ impl Sources {
 
     /// The schemas of the tools listed now, under the names the model sees (`taken`: the names
     /// of the tools known from the start).
-    pub fn schemas(&self, taken: impl Fn(&str) -> bool) -> Vec<ToolSchema> {
+    pub(crate) fn schemas(&self, taken: impl Fn(&str) -> bool) -> Vec<ToolSchema> {
         let listing = self.listing(&taken);
         listing.iter().map(|l| l.tool().schema()).collect()
     }
 
     /// The tool the model calls `name` now (with its toolset's limits for those it sets none
     /// of) and the toolset that runs it, from one listing.
-    pub fn resolve(
+    pub(crate) fn resolve(
         &self,
         name: &str,
         taken: impl Fn(&str) -> bool,
@@ -150,14 +155,14 @@ impl Sources {
     }
 
     /// The names the model sees now for the tools toolset `id` runs.
-    pub fn names_routed_to(&self, id: &str, taken: impl Fn(&str) -> bool) -> Vec<String> {
+    pub(crate) fn names_routed_to(&self, id: &str, taken: impl Fn(&str) -> bool) -> Vec<String> {
         let listing = self.listing(&taken);
         listing.iter().filter(|l| l.source.toolset == id).map(|l| l.name().to_string()).collect()
     }
 
     /// Waits, the first time only, for every source's first list; returns why the ones that
     /// will not list failed (empty on later calls).
-    pub async fn wait_ready(&self) -> Vec<String> {
+    pub(crate) async fn wait_ready(&self) -> Vec<String> {
         if self.waited.load(Ordering::Acquire) {
             return Vec::new();
         }

@@ -189,8 +189,9 @@ async fn attempt(
     }
 }
 
-/// A call with a `before_tool_call` hook or a retry policy (docs/decisions.md, issue 27): the
-/// hook, then the body's attempts with their backoffs, all in the call's task.
+/// A call with a `before_tool_call` hook or a retry policy
+/// (docs/decisions.md#retries-and-hook): the hook, then the body's attempts with their
+/// backoffs, all in the call's task.
 struct Run {
     ctx: RunContext,
     agent_id: String,

@@ -1,4 +1,4 @@
-//! Calls that wait for the host's approval (docs/decisions.md, "Human approval (issue 27)").
+//! Calls that wait for the host's approval (docs/decisions.md, "Human approval").
 //!
 //! The ToolCall is spawned at once with its body held behind a one-shot gate, so a waiting
 //! call is an ordinary running call for everything else: the duplicate policy, cancels,

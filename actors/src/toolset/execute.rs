@@ -50,7 +50,8 @@ impl ToolsetState {
         });
         match admitted {
             Ok(key) => {
-                // The duplicate policy first, then the memory (issue 27).
+                // The duplicate policy first, then the memory
+                // (docs/decisions.md#concurrency-limits).
                 let memo = exec
                     .tool
                     .remembers_for()
@@ -226,7 +227,7 @@ impl ToolsetState {
                     reply: Some(reply),
                     call: exec.call,
                     updates: 0,
-                    // A queued call's deadline counts from its admission (issue 27).
+                    // A queued call's deadline counts from its admission.
                     started: queued_at.unwrap_or(now),
                     watch: super::watch::Watch::none(now),
                     approval: None,

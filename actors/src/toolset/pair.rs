@@ -14,7 +14,7 @@ pub(super) struct Pair {
 impl Pair {
     /// A synthetic function_call / function_call_output pair (§7 step 3) copying the original
     /// call's name, arguments and extra, stamped now.
-    pub fn new(
+    pub(super) fn new(
         clock: &SessionClock,
         original: &FunctionCall,
         id: &str,

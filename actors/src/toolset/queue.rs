@@ -32,7 +32,7 @@ pub(super) struct QueuedCall {
 
 impl QueuedCall {
     /// The call's item.
-    pub fn call(&self) -> &FunctionCall {
+    pub(super) fn call(&self) -> &FunctionCall {
         &self.admitted.exec.call
     }
 }
@@ -47,7 +47,7 @@ pub(super) struct Remembered {
 }
 
 impl Remembered {
-    pub fn new(
+    pub(super) fn new(
         window: Duration,
         output: String,
         reply_required: bool,

@@ -25,12 +25,12 @@ pub(super) struct Watch {
 
 impl Watch {
     /// No limits: never fires.
-    pub fn none(started: Instant) -> Self {
+    pub(super) fn none(started: Instant) -> Self {
         Watch { limits: CallLimits::default(), since: started, last_beat: started, _timer: None }
     }
 
     /// The body reported (an update): the heartbeat counts from now.
-    pub fn beat(&mut self) {
+    pub(super) fn beat(&mut self) {
         self.last_beat = Instant::now();
     }
 }
@@ -95,7 +95,7 @@ impl ToolsetState {
         from: ractor::ActorId,
     ) {
         if from == myself.get_id() {
-            return self.time_out_queued(call_id); // still waiting for a place (issue 27)
+            return self.time_out_queued(call_id); // still waiting for a place under its cap
         }
         if !self.runs(call_id, from) {
             return; // ended meanwhile
