@@ -411,7 +411,7 @@ pub struct EventStream {
 impl EventStream {
     /// A new stream and the sender the Session fans events into. Its bound is only there so
     /// the Session can count what the reader left unread (`max_capacity - capacity`); the
-    /// limit it enforces is [`SessionOptions::max_unread_events`]. tokio allocates a channel's
+    /// limit it enforces is [`crate::SessionOptions::max_unread_events`]. tokio allocates a channel's
     /// slots as they fill.
     pub(crate) fn channel() -> (mpsc::Sender<SessionEvent>, Self) {
         let (tx, rx) = mpsc::channel(1 << 30);

@@ -1,7 +1,8 @@
 //! What a host touches: the builder that starts a session, the handle that drives it, the
 //! `Host` that supervises sessions, their options and errors, and what a host reads back
-//! (snapshots, lifecycle records) or plugs in (the speech sink). Everything here is
-//! re-exported by `lib.rs`; nothing here is an actor's state.
+//! (snapshots, lifecycle records) or plugs in (the speech sink). `lib.rs` re-exports the
+//! public types. The plain types (options, errors, snapshots, lifecycle records, the sink)
+//! sit below every actor; only `builder` and `host` sit above them.
 
 pub(crate) mod builder;
 pub(crate) mod error;
