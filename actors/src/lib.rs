@@ -17,46 +17,31 @@
 //! See `docs/ARCHITECTURE.md` for the code map and the invariants each actor keeps.
 
 mod activity;
-mod builder;
-mod catalog;
-mod clock;
+mod api;
+mod builtin;
 mod coalescer;
-mod companions;
-mod end_call;
-mod error;
-mod filler;
-mod handle;
-mod host;
-mod inspect;
-mod lifecycle;
-mod options;
 mod protocol;
 mod session;
-mod snapshot;
-mod speech_control;
-mod speech_sink;
-mod task;
+mod support;
 mod tool_call;
-mod tool_context;
-mod tool_sources;
 mod toolset;
 
-pub use builder::{Session, SessionBuilder};
-pub use end_call::{
-    END_CALL, END_CALL_DESCRIPTION, END_CALL_REASON, END_INSTRUCTIONS, EndCallTool,
-};
-pub use error::{ApprovalError, CancelError, SessionError};
-pub use filler::{Filler, FillerGuard};
-pub use handle::{BROADCAST_CAPACITY, EventStream, SessionHandle};
-pub use host::Host;
-pub use lifecycle::{ActorKind, Lifecycle, LifecycleEvent, MAX_UNREAD_LIFECYCLE};
-pub use options::SessionOptions;
-pub use protocol::{ClosedSession, MockScope, RunningToolCall};
-/// The ractor crate colloquy runs on (the version [`SessionHandle::actor_cell`] returns).
-pub use ractor;
-pub use snapshot::{
+pub use api::builder::{Session, SessionBuilder};
+pub use api::error::{ApprovalError, CancelError, SessionError};
+pub use api::handle::{BROADCAST_CAPACITY, EventStream, SessionHandle};
+pub use api::host::Host;
+pub use api::lifecycle::{ActorKind, Lifecycle, LifecycleEvent, MAX_UNREAD_LIFECYCLE};
+pub use api::options::SessionOptions;
+pub use api::snapshot::{
     ActorNode, CoalescerSnapshot, NodeStatus, SessionSnapshot, SpeechSnapshot, SpeechStatus,
     ToolsetScope,
 };
-pub use speech_sink::{InterruptSignal, PacedSink, Playout, PlayoutReport, SpeechSink};
-pub use tool_context::{Foreground, RunContextExt};
+pub use api::speech_sink::{InterruptSignal, PacedSink, Playout, PlayoutReport, SpeechSink};
+pub use builtin::end_call::{
+    END_CALL, END_CALL_DESCRIPTION, END_CALL_REASON, END_INSTRUCTIONS, EndCallTool,
+};
+pub use builtin::filler::{Filler, FillerGuard};
+pub use builtin::tool_context::{Foreground, RunContextExt};
+pub use protocol::{ClosedSession, MockScope, RunningToolCall};
+/// The ractor crate colloquy runs on (the version [`SessionHandle::actor_cell`] returns).
+pub use ractor;

@@ -2,38 +2,30 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
-use colloquy_llm::Llm;
 use ractor::ActorRef;
 
-use super::floor::Attention;
-use crate::catalog::ToolCatalog;
+use super::lending::Attention;
 use crate::protocol::{ActivityMsg, Report, SessionLink, ToolsetMsg};
-use crate::speech_sink::SpeechSink;
+use crate::support::catalog::ToolCatalog;
 
 /// What every speech of one Activity shares.
 pub(crate) struct SpeechEnv {
     pub session: SessionLink,
     pub activity: ActorRef<ActivityMsg>,
-    pub llm: Arc<dyn Llm>,
-    pub sink: Option<Arc<dyn SpeechSink>>,
     pub agent_id: Arc<str>,
     pub instructions: Arc<str>,
     pub catalog: Arc<ToolCatalog>,
     /// Every toolset actor this agent's calls may go to, by toolset id.
     pub toolsets: BTreeMap<String, ActorRef<ToolsetMsg>>,
-    pub max_tool_steps: u32,
-    pub llm_timeout: Option<Duration>,
-    pub playout_timeout: Option<Duration>,
-    /// The Activity waits for a lent floor or a speech's end (see `floor.rs`).
+    /// The Activity waits for a lent floor or a speech's end (see `lending.rs`).
     pub attention: Attention,
 }
 
 impl SpeechEnv {
     /// Tells the host, once per user turn, that the turn has made all its tool calls
     /// (docs/decisions.md#edges-tool-deadlines).
-    pub fn announce_tool_budget(&self) {
+    pub(super) fn announce_tool_budget(&self) {
         if let Some(limit) = self.session.clock.announce_tool_budget() {
             tracing::warn!(agent = %self.agent_id, limit, "the turn has made its tool calls");
             self.session.emit(colloquy_core::EventKind::ToolBudgetExhausted { limit });
@@ -41,8 +33,8 @@ impl SpeechEnv {
     }
 
     /// After a speech lent its floor or ended: tells the Activity only if it waits for
-    /// something (`floor.rs`); otherwise it notices at its next message.
-    pub fn wake_activity_if_waiting(&self) {
+    /// something (`lending.rs`); otherwise it notices at its next message.
+    pub(super) fn wake_activity_if_waiting(&self) {
         if self.attention.get() {
             let _ = self.activity.cast(ActivityMsg::Wake);
         }
@@ -59,7 +51,7 @@ pub(crate) struct SpeechEnd {
 }
 
 impl SpeechEnd {
-    pub fn new(interrupted: bool) -> Self {
+    pub(super) fn new(interrupted: bool) -> Self {
         SpeechEnd { interrupted, tail: Vec::new() }
     }
 }

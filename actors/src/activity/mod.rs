@@ -4,13 +4,13 @@
 //! One speech holds the floor at a time. A speech that waits for blocking tools lends the
 //! floor, so other speeches (a `generate_reply`, a deferred reply) may speak meanwhile, and
 //! takes it back, or asks for it ahead of the queue if it was given away, for its tool reply
-//! (§10.1; `floor.rs` says how lending costs no message). A user turn's reply waits
+//! (§10.1; `lending.rs` says how lending costs no message). A user turn's reply waits
 //! for the speeches it interrupted — and so for their tools — before it starts (§14). The
 //! mailbox only takes short messages, so an interrupt always gets through.
 
-mod dispatch;
+mod call_dispatch;
 mod env;
-mod floor;
+mod lending;
 mod speech;
 mod step;
 
@@ -19,23 +19,22 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use colloquy_core::{Agent, ErrorSource, EventKind, Templates};
-use colloquy_llm::{Llm, RequestKind};
+use colloquy_llm::RequestKind;
 use futures_util::FutureExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 
 use env::{SpeechEnd, SpeechEnv};
-use floor::{Attention, FloorLease};
+use lending::{Attention, FloorLease};
 
-use crate::catalog::{Scope, ToolCatalog, implicit_toolset};
-use crate::lifecycle::{ActorKind, LifecycleGuard};
+use crate::api::lifecycle::ActorKind;
+use crate::api::snapshot::{ActorNode, NodeStatus, SpeechSnapshot, SpeechStatus};
 use crate::protocol::{
-    ActivityMsg, ActivityPart, CallPolicy, ChildMsg, CoalescerSlot, Report, SessionLink,
-    SpeechContent, SpeechJob, ToolsetMsg,
+    ActivityMsg, ActivityPart, ChildMsg, Report, SessionLink, SpeechContent, SpeechJob, ToolsetMsg,
 };
-use crate::snapshot::{ActorNode, NodeStatus, SpeechSnapshot, SpeechStatus};
-use crate::speech_control::SpeechControl;
-use crate::speech_sink::SpeechSink;
-use crate::task::{OwnedTask, panic_text};
+use crate::support::catalog::{Scope, ToolCatalog, implicit_toolset};
+use crate::support::lifecycle_sink::LifecycleGuard;
+use crate::support::speech_control::SpeechControl;
+use crate::support::task::{OwnedTask, panic_text};
 use crate::toolset::{ToolsetActor, ToolsetArgs};
 
 pub(crate) struct ActivityActor;
@@ -44,21 +43,10 @@ pub(crate) struct ActivityArgs {
     pub agent: Agent,
     pub catalog: Arc<ToolCatalog>,
     pub session: SessionLink,
-    pub llm: Arc<dyn Llm>,
-    pub sink: Option<Arc<dyn SpeechSink>>,
-    pub coalescer: CoalescerSlot,
-    /// Session-level templates (an agent's own replace them whole).
-    pub session_templates: Option<Templates>,
-    /// How its toolsets supervise their calls.
-    pub calls: CallPolicy,
     /// The session-scoped async toolsets, by id.
     pub session_toolsets: BTreeMap<String, ActorRef<ToolsetMsg>>,
     /// Agent-scoped async toolsets handed over from the previous agent, by id.
     pub adopted_toolsets: BTreeMap<String, ActorRef<ToolsetMsg>>,
-    pub max_tool_steps: u32,
-    pub llm_timeout: Option<std::time::Duration>,
-    pub playout_timeout: Option<std::time::Duration>,
-    pub userdata: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 /// A speech whose task runs: it holds the floor or waits for its tools.
@@ -122,18 +110,15 @@ impl Actor for ActivityActor {
             let levels = [
                 templates.as_ref(),
                 args.agent.template_overrides(),
-                args.session_templates.as_ref(),
+                args.session.options.templates.as_ref(),
             ];
             let toolset_args = ToolsetArgs {
                 id: id.clone(),
                 agent_id: agent_id.clone(),
                 catalog: Arc::clone(&catalog),
                 session: args.session.clone(),
-                coalescer: args.coalescer.clone(),
                 templates: Templates::resolve(&levels),
-                calls: args.calls.clone(),
                 scope: Scope::Agent,
-                userdata: args.userdata.clone(),
             };
             let (toolset, _) =
                 Actor::spawn_linked(None, ToolsetActor, toolset_args, myself.get_cell())
@@ -145,15 +130,10 @@ impl Actor for ActivityActor {
         let env = SpeechEnv {
             session: args.session,
             activity: myself,
-            llm: args.llm,
-            sink: args.sink,
             agent_id,
             instructions: Arc::from(args.agent.instructions()),
             catalog,
             toolsets,
-            max_tool_steps: args.max_tool_steps,
-            llm_timeout: args.llm_timeout,
-            playout_timeout: args.playout_timeout,
             attention: Attention::default(),
         };
         let id = || format!("activity:{}", env.agent_id);
@@ -387,7 +367,7 @@ impl ActivityState {
     /// Activity at once — it must while the Activity waits for the floor (a queued speech, a
     /// floor request) or for speeches to end (interrupt callers, a drain, a close). Announced
     /// first, then checked again: a speech that lent or ended before it could see the
-    /// announcement is handled here (`floor.rs`).
+    /// announcement is handled here (`lending.rs`).
     fn settle(&mut self) {
         loop {
             let wants_floor = !self.queue.is_empty() || !self.floor_requests.is_empty();
@@ -438,7 +418,7 @@ impl ActivityState {
                 tail.push(Report::SpeechDone { speech_id: id, interrupted });
                 env.session.reports(tail);
                 // The Activity collects the speech at its next message, and hears now if it
-                // waits for something (`floor.rs`).
+                // waits for something (`lending.rs`).
                 task_lease.finish();
                 env.wake_activity_if_waiting();
             },

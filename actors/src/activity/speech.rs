@@ -14,13 +14,13 @@ use colloquy_core::{Agent, ChatContext, ErrorSource, EventKind};
 use colloquy_llm::{LlmRequest, RequestKind, ToolChoice};
 use tokio_util::sync::CancellationToken;
 
-use super::dispatch::{self, StepCalls};
+use super::call_dispatch::{self, StepCalls};
 use super::env::{SpeechEnd, SpeechEnv};
-use super::floor::FloorLease;
+use super::lending::FloorLease;
 use super::step::{self, Held, Played, StepId};
+use crate::api::speech_sink::PlayoutDriver;
 use crate::protocol::{ActivityMsg, ChildMsg, Report, SessionLink, SpeechContent, SpeechJob};
-use crate::speech_control::SpeechControl;
-use crate::speech_sink::PlayoutDriver;
+use crate::support::speech_control::SpeechControl;
 
 /// Runs one speech to its end.
 pub(crate) async fn run(
@@ -53,10 +53,14 @@ async fn say(
     // A host following the agent's text sees a `say` as one delta, its whole text.
     held.forward_text(env, speech_id, 1);
     held.push_text(text);
-    if env.sink.is_some() {
+    if env.session.plugins.sink.is_some() {
         held.flush(&env.session); // the sink's playout takes time
     }
-    let mut playout = PlayoutDriver::open(env.sink.as_ref(), speech_id, env.playout_timeout);
+    let mut playout = PlayoutDriver::open(
+        env.session.plugins.sink.as_ref(),
+        speech_id,
+        env.session.options.playout_timeout,
+    );
     playout.push(text);
     let end = playout.finish(interrupt).await;
     let interrupted = end.interrupted;
@@ -122,7 +126,9 @@ impl Between {
         }
         match self.step {
             1 => first.tool_choice.clone(),
-            s if s > env.max_tool_steps + 1 || self.only_progress => Some(ToolChoice::None),
+            s if s > env.session.options.max_tool_steps + 1 || self.only_progress => {
+                Some(ToolChoice::None)
+            }
             _ => Some(ToolChoice::Auto),
         }
     }
@@ -275,7 +281,7 @@ async fn await_tools(
     let wants_reply = results.iter().any(|r| r.output.reply_required);
     let all_provisional = results.iter().all(|r| r.provisional);
     // Interrupted during playout: results are kept but ask for no reply (§4.1).
-    let items = dispatch::step_items(results, !interrupted_in_playout);
+    let items = call_dispatch::step_items(results, !interrupted_in_playout);
     let commit = SessionLink::speech_commit(&env.agent_id, speech_id, items);
     let reports = [Some(executed), commit].into_iter().flatten().collect();
     Awaited { reports, released, interrupted, wants_reply, all_provisional, handoff }
@@ -297,7 +303,10 @@ fn visible_tools(env: &SpeechEnv, kind: RequestKind) -> Arc<[colloquy_core::Tool
 /// Decision 12: the first agent returned in the model's call order wins; later ones get an
 /// error output. A handoff chosen while the speech was interrupted during playout does not
 /// happen (§4.1, C-50).
-fn choose_handoff(results: &mut [dispatch::CallResult], interrupted: bool) -> Option<Arc<Agent>> {
+fn choose_handoff(
+    results: &mut [call_dispatch::CallResult],
+    interrupted: bool,
+) -> Option<Arc<Agent>> {
     let mut order: Vec<usize> = (0..results.len()).collect();
     order.sort_by_key(|&i| results[i].index);
     let mut chosen = None;

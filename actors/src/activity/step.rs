@@ -8,11 +8,11 @@ use colloquy_llm::{FinishReason, LlmChunk, LlmError, LlmRequest, ToolChoice, Usa
 use futures_util::{FutureExt, StreamExt};
 use tokio_util::sync::CancellationToken;
 
-use super::dispatch::{self, StepCalls, StreamedCall};
+use super::call_dispatch::{self, StepCalls, StreamedCall};
 use super::env::SpeechEnv;
+use crate::api::speech_sink::{PlayoutDriver, PlayoutEnd};
 use crate::protocol::{Report, SessionLink};
-use crate::speech_control::SpeechControl;
-use crate::speech_sink::{PlayoutDriver, PlayoutEnd};
+use crate::support::speech_control::SpeechControl;
 
 /// What a step holds back while nothing suspends: its `speaking` state and, when a subscriber
 /// asked for the agent's text, the text that arrived since the last `x_agent_text`. Text that
@@ -35,12 +35,12 @@ struct HeldText {
 }
 
 impl Held {
-    pub fn hold_speaking(&mut self) {
+    pub(super) fn hold_speaking(&mut self) {
         self.speaking = true;
     }
 
     /// Forwards this step's text as `x_agent_text` events if a subscriber asked for it.
-    pub fn forward_text(&mut self, env: &SpeechEnv, speech_id: &str, step: u32) {
+    pub(super) fn forward_text(&mut self, env: &SpeechEnv, speech_id: &str, step: u32) {
         if env.session.text_wanted.get() {
             let speech_id = speech_id.to_string();
             self.text = Some(HeldText { speech_id, step, delta: String::new() });
@@ -48,7 +48,7 @@ impl Held {
     }
 
     /// Holds `delta` for the next `x_agent_text` (nothing unless forwarding).
-    pub fn push_text(&mut self, delta: &str) {
+    pub(super) fn push_text(&mut self, delta: &str) {
         if let Some(text) = &mut self.text {
             text.delta.push_str(delta);
         }
@@ -76,13 +76,13 @@ impl Held {
         reports
     }
 
-    pub fn flush(&mut self, session: &SessionLink) {
+    pub(super) fn flush(&mut self, session: &SessionLink) {
         session.reports(self.take(session));
     }
 
     /// What is held followed by `then`, in order; with room for the speech's end, which a
     /// last step's reports are sent with.
-    pub fn with(mut self, session: &SessionLink, then: Option<Report>) -> Vec<Report> {
+    pub(super) fn with(mut self, session: &SessionLink, then: Option<Report>) -> Vec<Report> {
         let mut reports = self.take(session);
         reports.extend(then);
         reports
@@ -146,8 +146,11 @@ impl Streamed {
                 let text = self.text.get_or_insert_with(|| {
                     held.hold_speaking();
                     held.forward_text(env, step.speech_id, step.step);
-                    let playout =
-                        PlayoutDriver::open(env.sink.as_ref(), step.speech_id, env.playout_timeout);
+                    let playout = PlayoutDriver::open(
+                        env.session.plugins.sink.as_ref(),
+                        step.speech_id,
+                        env.session.options.playout_timeout,
+                    );
                     StepText { playout, started: step.authorised }
                 });
                 text.playout.push(&delta);
@@ -198,7 +201,7 @@ pub(super) async fn stream(
     interrupt: &CancellationToken,
 ) -> Streamed {
     let speech_id = step.speech_id;
-    let mut stream = env.llm.chat(request);
+    let mut stream = env.session.plugins.llm.chat(request);
     let mut out = Streamed {
         text: None,
         calls: BTreeMap::new(),
@@ -223,7 +226,7 @@ pub(super) async fn stream(
             None => {
                 out.held.flush(&env.session);
                 let next = async {
-                    match env.llm_timeout {
+                    match env.session.options.llm_timeout {
                         Some(limit) => tokio::time::timeout(limit, stream.next()).await.ok(),
                         None => Some(stream.next().await),
                     }
@@ -236,7 +239,9 @@ pub(super) async fn stream(
             }
         };
         let Some(chunk) = chunk else {
-            out.failure = Some(LlmError::Timeout { waited: env.llm_timeout.unwrap_or_default() });
+            out.failure = Some(LlmError::Timeout {
+                waited: env.session.options.llm_timeout.unwrap_or_default(),
+            });
             break;
         };
         if !chunk.is_some_and(|chunk| out.apply(chunk, env, step)) {
@@ -278,7 +283,7 @@ pub(super) async fn play(
     let playout_done = CancellationToken::new();
     let _release = playout_done.clone().drop_guard();
     let calls: Vec<StreamedCall> = calls.into_values().collect();
-    if !calls.is_empty() || failure.is_some() || env.sink.is_some() {
+    if !calls.is_empty() || failure.is_some() || env.session.plugins.sink.is_some() {
         // Calls report their own events, a failure its error, a sink plays for a while: the
         // agent speaks, and its text so far goes out, before any of it.
         held.flush(session);
@@ -288,10 +293,10 @@ pub(super) async fn play(
         (true, _) => None,
         (false, _) if calls.is_empty() => None,
         (false, Some(ToolChoice::None)) => {
-            dispatch::drop_calls(env, calls);
+            call_dispatch::drop_calls(env, calls);
             None
         }
-        (false, _) => Some(dispatch::dispatch(env, speech_id, calls, &playout_done, control)),
+        (false, _) => Some(call_dispatch::dispatch(env, speech_id, calls, &playout_done, control)),
     };
     let mut interrupted = stream_interrupted;
     // A step without calls is the speech's last: its message goes with the speech's end.

@@ -15,23 +15,23 @@ use std::sync::Arc;
 
 use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SpawnErr};
 
-use crate::lifecycle::{ActorKind, LifecycleGuard};
-use crate::protocol::{
-    ChildMsg, CoalescerMsg, CoalescerSlot, PendingReply, SessionLink, SessionMsg,
-};
-use crate::snapshot::CoalescerSnapshot;
+use crate::api::lifecycle::ActorKind;
+use crate::api::snapshot::CoalescerSnapshot;
+use crate::protocol::{ChildMsg, CoalescerMsg, PendingReply, SessionLink, SessionMsg};
+use crate::support::lifecycle_sink::LifecycleGuard;
 
 pub(crate) struct CoalescerActor;
 
 /// The Session's side of [`SessionLink::enqueue_reply`]: spawns the coalescer under
 /// `supervisor` if it does not run yet, forwards the pair, and only then publishes the
-/// coalescer in `slot`, so a pair sent straight to it never overtakes one forwarded here.
+/// coalescer in the link's slot, so a pair sent straight to it never overtakes one forwarded
+/// here.
 pub(crate) async fn forward(
-    slot: &CoalescerSlot,
     link: &SessionLink,
     supervisor: ActorCell,
     pending: PendingReply,
 ) -> Result<(), SpawnErr> {
+    let slot = &link.coalescer;
     if let Some(coalescer) = slot.get() {
         let _ = coalescer.cast(CoalescerMsg::Enqueue(pending));
         return Ok(());
@@ -67,9 +67,10 @@ impl Actor for CoalescerActor {
         _myself: ActorRef<Self::Msg>,
         link: Self::Arguments,
     ) -> Result<Self::State, ActorProcessingErr> {
-        let lifecycle =
-            LifecycleGuard::new(link.lifecycle, ActorKind::Coalescer, || "coalescer".into());
-        let session = link.actor;
+        let lifecycle = LifecycleGuard::new(link.lifecycle.clone(), ActorKind::Coalescer, || {
+            "coalescer".into()
+        });
+        let session = link.actor.clone();
         Ok(CoalescerState {
             session,
             lifecycle,

@@ -36,7 +36,7 @@ pub(crate) enum ActivityMsg {
     /// The speech wants to speak again (its tool reply); answered when it holds the floor.
     FloorRequest { speech_id: String, reply: RpcReplyPort<()> },
     /// A speech lent its floor or ended while the Activity waited for something (see
-    /// `floor.rs`): the checks after every message take it from there.
+    /// `lending.rs`): the checks after every message take it from there.
     Wake,
     /// Interrupt everything, let the current speech wind down, then tell the Session.
     Close,
@@ -61,8 +61,8 @@ pub(crate) enum ActivityMsg {
 
 /// The Activity's answer.
 pub(crate) struct ActivityPart {
-    pub node: crate::snapshot::ActorNode,
-    pub speeches: Vec<crate::snapshot::SpeechSnapshot>,
+    pub node: crate::api::snapshot::ActorNode,
+    pub speeches: Vec<crate::api::snapshot::SpeechSnapshot>,
     /// The toolsets it supervises.
     pub toolsets: Vec<ractor::ActorRef<super::toolset::ToolsetMsg>>,
 }

@@ -30,7 +30,7 @@ pub(crate) enum CoalescerMsg {
     /// once it is free.
     Busy,
     /// Describe what is pending (`SessionHandle::inspect`).
-    Inspect(ractor::RpcReplyPort<crate::snapshot::CoalescerSnapshot>),
+    Inspect(ractor::RpcReplyPort<crate::api::snapshot::CoalescerSnapshot>),
 }
 
 /// Where the session's coalescer is, once spawned. Shared by the Session and its toolsets; only
@@ -40,12 +40,12 @@ pub(crate) struct CoalescerSlot(Arc<OnceLock<ActorRef<CoalescerMsg>>>);
 
 impl CoalescerSlot {
     /// The coalescer, if it was spawned.
-    pub fn get(&self) -> Option<&ActorRef<CoalescerMsg>> {
+    pub(crate) fn get(&self) -> Option<&ActorRef<CoalescerMsg>> {
         self.0.get()
     }
 
     /// Publishes the spawned coalescer (the Session does, after forwarding its first pair).
-    pub fn set(&self, coalescer: ActorRef<CoalescerMsg>) {
+    pub(crate) fn set(&self, coalescer: ActorRef<CoalescerMsg>) {
         let _ = self.0.set(coalescer);
     }
 }

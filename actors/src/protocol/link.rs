@@ -1,20 +1,32 @@
-//! How a session's own actors and tasks talk to it: events, commits and state changes, all
-//! through the Session's mailbox so their order is the order they were sent in.
+//! How a session's own actors and tasks talk to it — events, commits and state changes, all
+//! through the Session's mailbox so their order is the order they were sent in — and what they
+//! all read: the session's options, clock and what the host plugged in, built once.
 
+use std::any::Any;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use colloquy_core::{ChatContext, ChatItem, EventKind, SessionEvent};
+use colloquy_core::{BeforeToolCall, ChatContext, ChatItem, EventKind, SessionEvent};
+use colloquy_llm::Llm;
 use ractor::ActorRef;
 
 use super::coalescer::{CoalescerMsg, CoalescerSlot, PendingReply};
 use super::session::{ChildMsg, ClosedSession, Report, SessionMsg};
-use crate::clock::SessionClock;
-use crate::lifecycle::LifecycleSink;
+use crate::api::options::SessionOptions;
+use crate::api::speech_sink::SpeechSink;
+use crate::support::clock::SessionClock;
+use crate::support::lifecycle_sink::LifecycleSink;
 
-/// A session's address plus its clock. Cheap to clone.
+/// A session as its own actors and tasks see it: the way to the Session (events, commits and
+/// LLM steps all go through its mailbox, so their order is the order they were sent in), and
+/// what every actor of the session reads and nobody changes. The Session builds it once and
+/// hands a clone to each child; a clone is one reference count, whatever the session holds.
 #[derive(Clone)]
-pub(crate) struct SessionLink {
+pub(crate) struct SessionLink(Arc<SessionShared>);
+
+/// What a [`SessionLink`] shares. A new session setting is read from `options` where it is
+/// used: nothing in between copies it.
+pub(crate) struct SessionShared {
     pub actor: ActorRef<SessionMsg>,
     pub clock: SessionClock,
     /// The session's id (for handles given to tools).
@@ -22,11 +34,41 @@ pub(crate) struct SessionLink {
     /// Where actors report their lifecycle.
     pub lifecycle: LifecycleSink,
     /// The session's `tracing` span: turn, speech and tool-call spans descend from it.
-    pub span: Arc<tracing::Span>,
+    pub span: tracing::Span,
     /// How the session closed, once it has (shared with every handle).
     pub closed: Arc<std::sync::OnceLock<ClosedSession>>,
     /// Whether a subscriber asked for the agent's text.
     pub text_wanted: TextWanted,
+    /// The ReplyCoalescer, once the Session has spawned it.
+    pub coalescer: CoalescerSlot,
+    pub options: SessionOptions,
+    pub plugins: Plugins,
+}
+
+/// What the host plugged into the session ([`SessionBuilder`](crate::SessionBuilder)).
+#[derive(Clone)]
+pub(crate) struct Plugins {
+    pub llm: Arc<dyn Llm>,
+    /// Where speech plays; without one it plays out at once.
+    pub sink: Option<Arc<dyn SpeechSink>>,
+    /// What every tool reads through `RunContext::userdata`.
+    pub userdata: Option<Arc<dyn Any + Send + Sync>>,
+    /// The host's hook, run in each call's task before its body.
+    pub before_call: Option<BeforeToolCall>,
+}
+
+impl SessionLink {
+    pub(crate) fn new(shared: SessionShared) -> Self {
+        Self(Arc::new(shared))
+    }
+}
+
+impl std::ops::Deref for SessionLink {
+    type Target = SessionShared;
+
+    fn deref(&self) -> &SessionShared {
+        &self.0
+    }
 }
 
 /// Whether some subscriber asked for the agent's text (`x_agent_text`): the Session's fan-out
@@ -36,31 +78,31 @@ pub(crate) struct SessionLink {
 pub(crate) struct TextWanted(Arc<AtomicBool>);
 
 impl TextWanted {
-    pub fn get(&self) -> bool {
+    pub(crate) fn get(&self) -> bool {
         // Relaxed: a step that reads it late only starts forwarding at the next step.
         self.0.load(Ordering::Relaxed)
     }
 
-    pub fn set(&self, wanted: bool) {
+    pub(crate) fn set(&self, wanted: bool) {
         self.0.store(wanted, Ordering::Relaxed);
     }
 }
 
 impl SessionLink {
     /// An event stamped now, to send in a [`Report`].
-    pub fn event(&self, kind: EventKind) -> Report {
+    pub(crate) fn event(&self, kind: EventKind) -> Report {
         Report::Emit(SessionEvent { at_ms: self.clock.elapsed_ms(), kind })
     }
 
     /// Emits an event stamped now. A closed session drops it (nobody is listening).
-    pub fn emit(&self, kind: EventKind) {
+    pub(crate) fn emit(&self, kind: EventKind) {
         self.report(self.event(kind));
     }
 
     /// Queues a pair for a deferred reply: straight to the coalescer once it runs, else through
     /// the Session, which spawns it and forwards the pair (`ChildMsg::Enqueue`).
-    pub fn enqueue_reply(&self, coalescer: &CoalescerSlot, pending: PendingReply) {
-        match coalescer.get() {
+    pub(crate) fn enqueue_reply(&self, pending: PendingReply) {
+        match self.coalescer.get() {
             Some(coalescer) => {
                 let _ = coalescer.cast(CoalescerMsg::Enqueue(pending));
             }
@@ -71,12 +113,12 @@ impl SessionLink {
     }
 
     /// Sends one report.
-    pub fn report(&self, report: Report) {
+    pub(crate) fn report(&self, report: Report) {
         let _ = self.actor.cast(ChildMsg::Report(report).into());
     }
 
     /// Sends reports that happened together as one message (applied in order).
-    pub fn reports(&self, mut reports: Vec<Report>) {
+    pub(crate) fn reports(&self, mut reports: Vec<Report>) {
         let message = match reports.len() {
             0 => return,
             1 => ChildMsg::Report(reports.remove(0)),
@@ -87,7 +129,7 @@ impl SessionLink {
 
     /// A commit of items a speech produced to `agent`'s context and the history; `None` when
     /// there is nothing to commit.
-    pub fn speech_commit(
+    pub(crate) fn speech_commit(
         agent: &Arc<str>,
         speech_id: &str,
         items: Vec<ChatItem>,
@@ -105,7 +147,7 @@ impl SessionLink {
     /// request (a shared snapshot, with placeholders for running calls it does not mention),
     /// or `None` once the session is gone. One round trip for all of it. `resumed`: the speech
     /// took the floor back after waiting for its tools (see `ChildMsg::BeginLlmStep`).
-    pub async fn begin_llm_step(
+    pub(crate) async fn begin_llm_step(
         &self,
         agent: &Arc<str>,
         resumed: Option<&str>,

@@ -14,7 +14,7 @@ use tokio::sync::{broadcast, mpsc};
 use super::activity::ActivityMsg;
 use super::coalescer::{CoalescerMsg, PendingReply};
 use super::toolset::ToolsetMsg;
-use crate::error::{CancelError, SessionError};
+use crate::api::error::{CancelError, SessionError};
 
 /// What a session held when it closed.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -141,7 +141,7 @@ pub(crate) enum ToolMsg {
     AnswerApproval {
         call_id: String,
         reason: Option<String>,
-        reply: RpcReplyPort<Result<(), crate::error::ApprovalError>>,
+        reply: RpcReplyPort<Result<(), crate::api::error::ApprovalError>>,
     },
 }
 

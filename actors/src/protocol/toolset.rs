@@ -5,26 +5,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
-use crate::error::{ApprovalError, CancelError};
-use crate::speech_control::SpeechControl;
+use crate::api::error::{ApprovalError, CancelError};
+use crate::support::speech_control::SpeechControl;
 use colloquy_core::{
     Agent, FunctionCall, FunctionTool, PostedUpdate, Timestamp, ToolError, ToolOutput,
 };
 use ractor::{ActorId, RpcReplyPort};
 use serde_json::{Map, Value};
-
-/// How a toolset supervises its calls: the session's settings every toolset shares.
-#[derive(Clone)]
-pub(crate) struct CallPolicy {
-    /// How long a cooperative call may clean up after a cancel or a time-out.
-    pub cancel_grace: std::time::Duration,
-    /// The session's default limits, for tools (and toolsets) that set none.
-    pub limits: colloquy_core::CallLimits,
-    /// The host's hook, run in each call's task before its body.
-    pub before_call: Option<colloquy_core::BeforeToolCall>,
-    /// How long a call waits for approval before it is rejected (`None`: until answered).
-    pub approval_timeout: Option<std::time::Duration>,
-}
 
 /// A call to run.
 pub(crate) struct ExecuteCall {
@@ -99,5 +86,5 @@ pub(crate) enum ToolsetMsg {
     #[cfg(feature = "test-hooks")]
     InjectFailure,
     /// Describe this toolset and its calls (`SessionHandle::inspect`).
-    Inspect(RpcReplyPort<crate::snapshot::ActorNode>),
+    Inspect(RpcReplyPort<crate::api::snapshot::ActorNode>),
 }

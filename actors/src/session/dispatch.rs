@@ -1,5 +1,8 @@
-//! The Session's handler, one function per sender: each message goes to the part of the
-//! state that owns it.
+//! The Session's handler, one function per sender: each message goes to the transition that
+//! owns it, in its concern's file.
+//!
+//! Reads (to answer questions): `conversation`, `presence`, `calls`, `current`. Writes:
+//! `events` (subscribers join). Everything else goes through the transitions.
 
 use std::collections::BTreeMap;
 
@@ -56,7 +59,7 @@ impl SessionState {
                 let _ = reply.send(self.create_speech(SpeechSource::Say, content));
             }
             HostMsg::Interrupt { reply } => {
-                let _ = self.current.activity.cast(ActivityMsg::Interrupt { reply: Some(reply) });
+                let _ = self.current.activity().cast(ActivityMsg::Interrupt { reply: Some(reply) });
             }
             HostMsg::SetUserSpeaking(speaking) => self.set_user_speaking(speaking),
             HostMsg::MockTools { scope, mocks, reply } => {
@@ -87,7 +90,7 @@ impl SessionState {
             ObserveMsg::Subscribe(subscriber) => self.events.subscribe(subscriber),
             ObserveMsg::AddBroadcast(tx) => self.events.add_broadcast(tx),
             ObserveMsg::History(reply) => {
-                let _ = reply.send(self.conversation.history.to_items());
+                let _ = reply.send(self.conversation.history_items());
             }
             ObserveMsg::Context { agent, reply } => {
                 let _ = reply.send(self.conversation.context(&agent).cloned());
@@ -96,7 +99,7 @@ impl SessionState {
                 let _ = reply.send(self.inspect());
             }
             ObserveMsg::States(reply) => {
-                let _ = reply.send((self.presence.agent, self.presence.user));
+                let _ = reply.send((self.presence.agent(), self.presence.user()));
             }
             ObserveMsg::RunningCalls(reply) => {
                 let _ = reply.send(self.calls.list());

@@ -8,23 +8,88 @@
 //!    its event emitted, the new Activity starts; session-scoped toolsets are told their new
 //!    target agent; the new agent's `on_enter` reply is queued.
 //! 5. Queued turns, then pending deferred replies, go to the new agent.
+//!
+//! Invariant: work that arrives during a handoff is queued in arrival order and replayed, in
+//! that order, to the new agent.
+//!
+//! Reads: `link`, `close`, `events` (who listens). Writes: `handoff`, `current` (the new agent
+//! and its Activity), `conversation` (the `agent_handoff` marker), `calls` (the old agent's
+//! are drained; the drain timer stops), `presence` (the away timer stops), `testing` (the run
+//! lists the marker). Emits `agent_handoff` and its item; starts the drain timer (calls);
+//! replays the queued work (floor).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use colloquy_core::chat::AgentHandoff;
-use colloquy_core::{Agent, ChatItem, ErrorSource, EventKind, EventType, text};
+use colloquy_core::{Agent, ChatItem, ErrorSource, EventKind, EventType, SpeechSource, text};
 use ractor::ActorRef;
 
-use super::parts::handoff::{PendingHandoff, Queued};
+use super::calls::Running;
 use super::state::SessionState;
-use crate::catalog::Scope;
-use crate::protocol::{ActivityMsg, SessionMsg, TimerMsg, ToolsetMsg};
-use crate::task::OwnedTask;
+use crate::protocol::{ActivityMsg, SessionMsg, SpeechContent, ToolsetMsg};
+use crate::support::catalog::{Scope, ToolCatalog};
+
+/// Work that arrives while a handoff is in progress, for the new agent.
+enum Queued {
+    /// A user turn (its message is committed when replayed, to the new agent).
+    UserTurn(String),
+    /// Any other speech.
+    Speech(SpeechSource, SpeechContent),
+}
+
+/// A handoff in progress.
+pub(super) struct PendingHandoff {
+    agent: Arc<Agent>,
+    catalog: Arc<ToolCatalog>,
+    /// The old Activity has no speech left.
+    drained: bool,
+    /// Async toolsets both agents list, handed over by the old Activity: they move to the new
+    /// agent with their calls running.
+    kept: BTreeMap<String, ActorRef<ToolsetMsg>>,
+    queued: Vec<Queued>,
+}
+
+impl PendingHandoff {
+    fn new(agent: Arc<Agent>, catalog: Arc<ToolCatalog>) -> Self {
+        Self { agent, catalog, drained: false, kept: BTreeMap::new(), queued: Vec::new() }
+    }
+
+    /// Decision 22: turns arriving during a handoff go to the new agent.
+    pub(super) fn queue_turn(&mut self, text: String) {
+        self.queued.push(Queued::UserTurn(text));
+    }
+
+    pub(super) fn queue_speech(&mut self, source: SpeechSource, content: SpeechContent) {
+        self.queued.push(Queued::Speech(source, content));
+    }
+
+    /// The toolsets the old Activity handed over (the Session supervises them meanwhile).
+    pub(super) fn kept(&self) -> &BTreeMap<String, ActorRef<ToolsetMsg>> {
+        &self.kept
+    }
+
+    /// The old Activity has no speech left.
+    pub(super) fn is_drained(&self) -> bool {
+        self.drained
+    }
+
+    /// The old Activity is gone (it drained, or it failed): the handoff goes ahead.
+    pub(super) fn set_drained(&mut self) {
+        self.drained = true;
+    }
+
+    /// Whether this handoff drains `running`: the old agent's call, unless its toolset moves
+    /// to the new agent.
+    pub(super) fn drains(&self, running: &Running) -> bool {
+        let toolset = running.toolset().get_id();
+        running.agent_scoped() && !self.kept.values().any(|t| t.get_id() == toolset)
+    }
+}
 
 impl SessionState {
     /// Starts a handoff to `agent` (a tool returned it, or the host asked).
-    pub fn request_handoff(&mut self, agent: Arc<Agent>) {
+    pub(super) fn request_handoff(&mut self, agent: Arc<Agent>) {
         if self.close.is_closing() {
             return;
         }
@@ -34,7 +99,7 @@ impl SessionState {
             self.emit_now(EventKind::error(ErrorSource::Session, message));
             return;
         }
-        let catalog = match self.factory.catalog(&agent) {
+        let catalog = match self.current.factory().catalog(&agent) {
             Ok(catalog) => catalog,
             Err(e) => {
                 let message = format!("cannot hand off to `{}`: {e}", agent.id());
@@ -46,21 +111,23 @@ impl SessionState {
         // running calls instead of being drained.
         let next: Vec<String> =
             catalog.async_toolsets(Scope::Agent).map(|a| a.id.clone()).collect();
-        let keep: Vec<String> = (self.current.catalog)
+        let keep: Vec<String> = self
+            .current
+            .catalog()
             .async_toolsets(Scope::Agent)
             .map(|a| a.id.clone())
             .filter(|id| next.contains(id))
             .collect();
         self.handoff = Some(PendingHandoff::new(agent, catalog));
         self.presence.stop_away_timer();
-        let _ = self.current.activity.cast(ActivityMsg::Drain { keep });
+        let _ = self.current.activity().cast(ActivityMsg::Drain { keep });
         // The bound counts from now: a blocking call keeps its speech (and so the Activity's
         // wind-down) open, and must end by it too (decision 7).
         self.start_drain_timer();
     }
 
     /// The old Activity has no speech left: drain its calls (decision 7).
-    pub async fn activity_drained(
+    pub(super) async fn activity_drained(
         &mut self,
         kept: BTreeMap<String, ActorRef<ToolsetMsg>>,
         myself: &ActorRef<SessionMsg>,
@@ -72,34 +139,8 @@ impl SessionState {
         self.complete_handoff_if_drained(myself).await;
     }
 
-    /// Starts the drain timer, if the session has one (decision 7).
-    pub(super) fn start_drain_timer(&mut self) {
-        let Some(timeout) = self.options.drain_timeout else { return };
-        let session = self.link.actor.clone();
-        self.drain_timer = Some(OwnedTask::spawn(async move {
-            tokio::time::sleep(timeout).await;
-            let _ = session.cast(TimerMsg::DrainTimeout.into());
-        }));
-    }
-
-    /// The drain ran out of time: abort the calls it waits for (all of them at close, the
-    /// old agent's at a handoff); each ends `error` "drain timeout", and the toolsets it
-    /// drains start no new call (a speech still winding down may yet dispatch one).
-    pub fn drain_timeout(&mut self) {
-        self.drain_timer = None;
-        let closing = self.close.is_closing();
-        let draining = self.handoff.as_ref().filter(|h| h.drained);
-        self.calls.abort(|running| closing || draining.is_some_and(|h| h.drains(running)));
-        let _ = self.current.activity.cast(ActivityMsg::DrainExpired);
-        if closing {
-            for toolset in self.factory.session_toolsets.values() {
-                let _ = toolset.cast(ToolsetMsg::Expire);
-            }
-        }
-    }
-
     /// Completes the handoff once the old agent's calls have all ended.
-    pub async fn complete_handoff_if_drained(&mut self, myself: &ActorRef<SessionMsg>) {
+    pub(super) async fn complete_handoff_if_drained(&mut self, myself: &ActorRef<SessionMsg>) {
         let ready = self
             .handoff
             .as_ref()
@@ -113,27 +154,28 @@ impl SessionState {
     /// the old Activity stops, the new agent enters and gets the work queued meanwhile.
     async fn complete_handoff(&mut self, myself: &ActorRef<SessionMsg>) {
         let Some(handoff) = self.handoff.take() else { return };
-        self.drain_timer = None;
-        if let Err(e) = self.current.activity.stop_and_wait(Some("handoff".into()), None).await {
-            tracing::warn!(session = %self.id, "old activity did not stop cleanly: {e}");
+        self.calls.stop_drain_timer();
+        if let Err(e) = self.current.activity().stop_and_wait(Some("handoff".into()), None).await {
+            tracing::warn!(session = %self.link.id, "old activity did not stop cleanly: {e}");
         }
         let agent = Agent::clone(&handoff.agent);
         let old_agent =
-            self.current.enter(agent.clone(), Arc::clone(&handoff.catalog), &self.options);
+            self.current.enter(agent.clone(), Arc::clone(&handoff.catalog), &self.link.options);
         self.record_handoff(old_agent);
         let on_enter = agent.on_enter_instructions().map(str::to_string);
         let kept = handoff.kept.clone();
-        match self.factory.spawn(agent, handoff.catalog, kept.clone(), myself.get_cell()).await {
-            Ok(activity) => self.current.activity = activity,
+        let factory = self.current.factory();
+        match factory.spawn(agent, handoff.catalog, kept.clone(), myself.get_cell()).await {
+            Ok(activity) => self.current.set_activity(activity),
             Err(e) => {
-                let message = format!("cannot start agent `{}`: {e}", self.current.id);
+                let message = format!("cannot start agent `{}`: {e}", self.current.id());
                 self.emit_now(EventKind::error(ErrorSource::Session, message));
                 return;
             }
         }
         // Session-scoped and handed-over toolsets now report to the new agent (decision 16).
-        let agent_id: Arc<str> = self.current.id.as_str().into();
-        for toolset in self.factory.session_toolsets.values().chain(kept.values()) {
+        let agent_id: Arc<str> = self.current.id().into();
+        for toolset in self.current.factory().session_toolsets().values().chain(kept.values()) {
             let _ = toolset.cast(ToolsetMsg::SetOwner { agent_id: Arc::clone(&agent_id) });
         }
         let _ = self.mock_tools_refresh();
@@ -155,20 +197,18 @@ impl SessionState {
         let item = ChatItem::AgentHandoff(AgentHandoff {
             id: self.link.clock.item_id(),
             old_agent: Some(old_agent.clone()),
-            new_agent: self.current.id.clone(),
+            new_agent: self.current.id().to_string(),
             created_at: self.link.clock.now(),
         });
-        if let Some(run) = &mut self.run {
-            run.items.push(item.clone());
-        }
+        self.testing.record_handoff(&item);
         let item = self.conversation.mark_handoff(item);
         self.emit_now(EventKind::AgentHandoff {
             old_agent: Some(old_agent),
-            new_agent: self.current.id.clone(),
+            new_agent: self.current.id().to_string(),
         });
         if self.events.wants(EventType::ConversationItemAdded) {
             self.emit_now(EventKind::ConversationItemAdded { item });
         }
-        self.conversation.open(&self.current.id);
+        self.conversation.open(self.current.id());
     }
 }

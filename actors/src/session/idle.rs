@@ -1,12 +1,50 @@
-//! The idle decision (decision 8) and what follows from it each time the floor may have
-//! changed hands: a deferred reply is offered, a hold granted, a run finished, idle waiters
-//! released.
+//! The idle decision (decision 8), the callers of `wait_for_idle` and `wait_for_quiet`, and
+//! what follows each time the floor may have changed hands: a deferred reply is offered, a
+//! hold granted, a run finished, idle waiters released.
+//!
+//! Invariant: each waiter is answered once: released when the session is idle (`quiet` ones
+//! once no call runs either), or refused when it closes.
+//!
+//! Reads: `floor`, `presence`, `handoff`, `replies`, `calls`, `close`, `testing`. Writes:
+//! `idle`. Invites the coalescer (replies), grants a hold (floor), finishes a run (testing).
 
 use colloquy_core::UserState;
 use ractor::RpcReplyPort;
 
 use super::state::SessionState;
-use crate::error::SessionError;
+use crate::api::error::SessionError;
+
+/// A `wait_for_idle` (`quiet: false`) or `wait_for_quiet` (`quiet: true`) caller.
+struct IdleWaiter {
+    reply: RpcReplyPort<Result<(), SessionError>>,
+    quiet: bool,
+}
+
+#[derive(Default)]
+pub(super) struct IdleWaiters(Vec<IdleWaiter>);
+
+impl IdleWaiters {
+    /// Refuses every waiter (the session is closing).
+    pub(super) fn refuse(&mut self) {
+        for waiter in self.0.drain(..) {
+            let _ = waiter.reply.send(Err(SessionError::Closed));
+        }
+    }
+
+    pub(super) fn push(&mut self, reply: RpcReplyPort<Result<(), SessionError>>, quiet: bool) {
+        self.0.push(IdleWaiter { reply, quiet });
+    }
+
+    /// Answers the waiters the session satisfies now: all but `quiet` ones unless `quiet_now`.
+    pub(super) fn release(&mut self, quiet_now: bool) {
+        let (ready, waiting): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut self.0).into_iter().partition(|w| !w.quiet || quiet_now);
+        self.0 = waiting;
+        for waiter in ready {
+            let _ = waiter.reply.send(Ok(()));
+        }
+    }
+}
 
 impl SessionState {
     /// Nobody holds or waits for the floor: no speech is queued, playing or waiting for
@@ -14,7 +52,7 @@ impl SessionState {
     /// may start.
     pub(super) fn floor_free(&self) -> bool {
         self.floor.no_speech()
-            && self.presence.user != UserState::Speaking
+            && self.presence.user() != UserState::Speaking
             && self.handoff.is_none()
     }
 
@@ -27,13 +65,17 @@ impl SessionState {
             && (!quiet || self.calls.is_empty())
     }
 
-    pub fn wait_for_idle(&mut self, reply: RpcReplyPort<Result<(), SessionError>>, quiet: bool) {
+    pub(super) fn wait_for_idle(
+        &mut self,
+        reply: RpcReplyPort<Result<(), SessionError>>,
+        quiet: bool,
+    ) {
         if self.close.is_closing() {
             let _ = reply.send(Err(SessionError::Closed));
         } else if self.is_idle(quiet) {
             let _ = reply.send(Ok(()));
         } else {
-            self.idle_waiters.push(reply, quiet);
+            self.idle.push(reply, quiet);
         }
     }
 
@@ -42,7 +84,7 @@ impl SessionState {
             return;
         }
         let quiet_now = self.is_idle(true);
-        self.idle_waiters.release(quiet_now);
+        self.idle.release(quiet_now);
     }
 
     /// After anything that may free the floor: offer pending replies, grant a hold, finish a
@@ -53,7 +95,7 @@ impl SessionState {
         } else {
             self.grant_hold();
         }
-        let run_done = self.handoff.is_none() && self.run.as_ref().is_some_and(|r| r.done());
+        let run_done = self.handoff.is_none() && self.testing.run_done();
         if run_done {
             self.finish_run(None);
         }

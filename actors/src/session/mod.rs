@@ -7,45 +7,51 @@
 //! asks a child and waits for the answer (children ask the Session, never the reverse); it
 //! only awaits a child's spawn, or its stop once the child has nothing left to do.
 //!
-//! The state is split by concern (`parts/`, gathered in `state.rs`); the files beside this one
-//! are the transitions, and `dispatch.rs` routes each message to the one that owns it.
+//! One file per concern holds its state (fields private, so its invariant cannot be broken from
+//! outside the file) and the transitions that own it; its header lists what it reads and
+//! writes of the others. `state.rs` gathers the concerns, `dispatch.rs` routes each message to
+//! the transition that owns it, and `activity_factory.rs` starts Activities.
 
+mod activity_factory;
+mod agent;
+mod calls;
 mod close;
+mod conversation;
 mod dispatch;
+mod events;
+mod floor;
 mod handoff;
 mod idle;
-mod parts;
 mod presence;
 mod replies;
 mod run;
-mod speech;
 mod state;
 mod supervision;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use colloquy_core::{Agent, ChatContext, ChatItem, EventKind, FunctionTool, Templates, Toolset};
-use colloquy_llm::Llm;
-use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SpawnErr, SupervisionEvent};
-use tokio::sync::mpsc;
+use colloquy_core::{Agent, ChatContext, ChatItem, EventKind, FunctionTool, Toolset};
+use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 
+use activity_factory::ActivityFactory;
 use dispatch::FollowUp;
-use parts::handoff::ActivityFactory;
 use state::SessionState;
 
-use crate::catalog::{Scope, ToolCatalog};
-use crate::clock::SessionClock;
-use crate::lifecycle::{ActorKind, Lifecycle, LifecycleEvent, LifecycleHub, LifecycleSink};
-use crate::options::SessionOptions;
+use crate::api::lifecycle::{ActorKind, Lifecycle};
+use crate::api::options::SessionOptions;
 use crate::protocol::{
-    CloseCallback, ClosedSession, CoalescerSlot, SessionLink, SessionMsg, Subscriber, ToolsetMsg,
+    CloseCallback, ClosedSession, CoalescerSlot, Plugins, SessionLink, SessionMsg, SessionShared,
+    Subscriber,
 };
-use crate::speech_sink::SpeechSink;
-use crate::toolset::{ToolsetActor, ToolsetArgs};
+use crate::support::catalog::ToolCatalog;
+use crate::support::clock::SessionClock;
+use crate::support::lifecycle_sink::LifecycleSink;
 
 pub(crate) struct SessionActor;
 
+/// What the builder hands the Session; it becomes the [`SessionLink`] every child shares, and
+/// the Session's own state.
 pub(crate) struct SessionArgs {
     pub id: String,
     pub agent: Agent,
@@ -54,19 +60,14 @@ pub(crate) struct SessionArgs {
     /// Tools and toolsets placed on the session (for the catalogs of later agents).
     pub session_tools: Vec<FunctionTool>,
     pub session_toolsets: Vec<Toolset>,
-    pub llm: Arc<dyn Llm>,
-    pub sink: Option<Arc<dyn SpeechSink>>,
     pub options: SessionOptions,
+    pub plugins: Plugins,
     pub history: Vec<ChatItem>,
-    pub userdata: Option<Arc<dyn std::any::Any + Send + Sync>>,
     pub subscribers: Vec<Subscriber>,
-    pub lifecycle: Option<mpsc::Sender<LifecycleEvent>>,
-    /// A host's lifecycle subscribers.
-    pub lifecycle_hub: Option<Arc<LifecycleHub>>,
+    /// The session's own lifecycle subscriber and its host's.
+    pub lifecycle: LifecycleSink,
     /// The host's close callback.
     pub on_close: Option<CloseCallback>,
-    /// The host's hook before each tool call.
-    pub before_call: Option<colloquy_core::BeforeToolCall>,
     /// Where the final history goes when the session closes (shared with its handles).
     pub closed: Arc<std::sync::OnceLock<ClosedSession>>,
 }
@@ -79,9 +80,9 @@ impl Actor for SessionActor {
     async fn pre_start(
         &self,
         myself: ActorRef<Self::Msg>,
-        args: Self::Arguments,
+        mut args: Self::Arguments,
     ) -> Result<Self::State, ActorProcessingErr> {
-        let link = session_link(&myself, &args);
+        let link = session_link(&myself, &mut args);
         let agent_id = args.agent.id().to_string();
         let previous_agent = args.history.iter().rev().find_map(|item| match item {
             ChatItem::AgentHandoff(h) => Some(h.new_agent.clone()),
@@ -95,39 +96,26 @@ impl Actor for SessionActor {
             .collect();
         let mut contexts = BTreeMap::new();
         contexts.insert(agent_id.clone(), Arc::new(ChatContext::from_items(restored)));
-        let coalescer = CoalescerSlot::default();
-        // Session-scoped async toolsets are children of the Session from birth, so no agent
-        // (or agent failure) can take them down.
-        let session_toolsets =
-            spawn_session_toolsets(&args, &link, &coalescer, &agent_id, myself.get_cell()).await?;
-        let factory = ActivityFactory {
-            link: link.clone(),
-            llm: args.llm,
-            sink: args.sink,
-            coalescer: coalescer.clone(),
-            session_templates: args.options.templates.clone(),
-            session_toolsets,
-            session_tools: args.session_tools,
-            session_toolset_decls: args.session_toolsets,
-            calls: args.options.call_policy(args.before_call.clone()),
-            max_tool_steps: args.options.max_tool_steps,
-            llm_timeout: args.options.llm_timeout,
-            playout_timeout: args.options.playout_timeout,
-            userdata: args.userdata,
-        };
+        let (tools, toolsets) = (args.session_tools, args.session_toolsets);
+        let factory = ActivityFactory::new(
+            link.clone(),
+            &args.catalog,
+            tools,
+            toolsets,
+            &agent_id,
+            myself.get_cell(),
+        )
+        .await?;
         let catalog = Arc::clone(&args.catalog);
         let activity =
             factory.spawn(args.agent.clone(), catalog, BTreeMap::new(), myself.get_cell()).await?;
         Ok(SessionState::new(state::Init {
-            id: args.id,
             link,
-            options: args.options,
             history: ChatContext::from_items(args.history),
             contexts,
             agent: args.agent,
             previous_agent,
             catalog: args.catalog,
-            coalescer,
             activity,
             factory,
             subscribers: args.subscribers,
@@ -196,10 +184,10 @@ impl Actor for SessionActor {
     ) -> Result<(), ActorProcessingErr> {
         // The default would stop the session when any child ends; report failures instead.
         // Only the current Activity matters: an old one ends on purpose at a handoff.
-        let current = state.current.activity.get_id();
+        let current = state.current.activity().get_id();
         match event {
             SupervisionEvent::ActorFailed(cell, err) => {
-                tracing::error!(session = %state.id, actor = %cell.get_id(), "actor failed: {err}");
+                tracing::error!(session = %state.link.id, actor = %cell.get_id(), "actor failed: {err}");
                 if let Some((kind, id)) = state.child_name(&cell) {
                     state.link.lifecycle.failed(kind, id, &err);
                 }
@@ -214,7 +202,7 @@ impl Actor for SessionActor {
             SupervisionEvent::ActorTerminated(cell, _, reason)
                 if !state.close.is_closing() && cell.get_id() == current =>
             {
-                tracing::warn!(session = %state.id, actor = %cell.get_id(), ?reason, "activity stopped");
+                tracing::warn!(session = %state.link.id, actor = %cell.get_id(), ?reason, "activity stopped");
                 Box::pin(state.activity_lost(&myself, reason.or(Some("stopped".into())))).await;
             }
             _ => {}
@@ -223,10 +211,10 @@ impl Actor for SessionActor {
     }
 }
 
-/// The link every child gets: the session's address, clock, lifecycle sink and span. The
-/// clock starts past the restored history's last stamp, so new items sort after it, and knows
-/// its call ids, so new calls never reuse one.
-fn session_link(myself: &ActorRef<SessionMsg>, args: &SessionArgs) -> SessionLink {
+/// The link every child gets: the session's address, clock, lifecycle sink and span, and its
+/// options and plug-ins (taken from `args`). The clock starts past the restored history's last
+/// stamp, so new items sort after it, and knows its call ids, so new calls never reuse one.
+fn session_link(myself: &ActorRef<SessionMsg>, args: &mut SessionArgs) -> SessionLink {
     let offset = args.history.iter().map(|i| i.created_at().micros + 1).max().unwrap_or(0);
     let clock = SessionClock::new(offset, args.options.max_tool_calls_per_turn);
     clock.mark_call_ids(args.history.iter().filter_map(|item| match item {
@@ -234,43 +222,16 @@ fn session_link(myself: &ActorRef<SessionMsg>, args: &SessionArgs) -> SessionLin
         ChatItem::FunctionCallOutput(o) => Some(o.call_id.as_str()),
         _ => None,
     }));
-    SessionLink {
+    SessionLink::new(SessionShared {
         actor: myself.clone(),
         clock,
         id: Arc::from(args.id.as_str()),
-        lifecycle: LifecycleSink::new(&args.id, args.lifecycle.clone(), args.lifecycle_hub.clone()),
-        span: Arc::new(tracing::info_span!(parent: None, "session", session_id = %args.id)),
+        lifecycle: std::mem::take(&mut args.lifecycle),
+        span: tracing::info_span!(parent: None, "session", session_id = %args.id),
         closed: Arc::clone(&args.closed),
         text_wanted: Default::default(),
-    }
-}
-
-/// Spawns the session-scoped async toolsets under the Session.
-async fn spawn_session_toolsets(
-    args: &SessionArgs,
-    link: &SessionLink,
-    coalescer: &CoalescerSlot,
-    agent_id: &str,
-    supervisor: ActorCell,
-) -> Result<BTreeMap<String, ActorRef<ToolsetMsg>>, SpawnErr> {
-    let mut toolsets = BTreeMap::new();
-    for set in args.catalog.async_toolsets(Scope::Session) {
-        let templates =
-            Templates::resolve(&[set.templates.as_ref(), args.options.templates.as_ref()]);
-        let toolset_args = ToolsetArgs {
-            id: set.id.clone(),
-            agent_id: agent_id.into(),
-            catalog: Arc::clone(&args.catalog),
-            session: link.clone(),
-            coalescer: coalescer.clone(),
-            templates,
-            calls: args.options.call_policy(args.before_call.clone()),
-            scope: Scope::Session,
-            userdata: args.userdata.clone(),
-        };
-        let (toolset, _) =
-            Actor::spawn_linked(None, ToolsetActor, toolset_args, supervisor.clone()).await?;
-        toolsets.insert(set.id.clone(), toolset);
-    }
-    Ok(toolsets)
+        coalescer: CoalescerSlot::default(),
+        options: std::mem::take(&mut args.options),
+        plugins: args.plugins.clone(),
+    })
 }

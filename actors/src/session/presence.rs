@@ -1,14 +1,83 @@
-//! Agent and user state changes, and the user-away timer, as the Session runs them
-//! (§10.4): the timer runs only while both sides listen, no speech is pending
-//! and no call runs.
+//! Agent and user state, and the user-away timer (§10.4): the timer runs only while both
+//! sides listen, no speech is pending and no call runs.
+//!
+//! Invariants: a state changes only to a different value (so each change is one event); a
+//! timer that fired after its window was replaced (an older generation) changes nothing.
+//!
+//! Reads: `link`, `current`, `calls`, `floor`, `close`. Writes: `presence`. Emits
+//! `agent_state` and `user_state`; the user speaking interrupts the Activity and, when they
+//! stop, frees the floor (idle).
+
+use std::time::Duration;
 
 use colloquy_core::{AgentState, EventKind, UserState};
+use ractor::ActorRef;
 
 use super::state::SessionState;
-use crate::protocol::ActivityMsg;
+use crate::protocol::{ActivityMsg, SessionMsg, TimerMsg};
+use crate::support::task::OwnedTask;
+
+pub(super) struct Presence {
+    agent: AgentState,
+    user: UserState,
+    away_timer: Option<OwnedTask>,
+    away_generation: u64,
+}
+
+impl Default for Presence {
+    fn default() -> Self {
+        Self {
+            agent: AgentState::Initializing,
+            user: UserState::Listening,
+            away_timer: None,
+            away_generation: 0,
+        }
+    }
+}
+
+impl Presence {
+    /// The agent state.
+    pub(super) fn agent(&self) -> AgentState {
+        self.agent
+    }
+
+    /// The user state.
+    pub(super) fn user(&self) -> UserState {
+        self.user
+    }
+
+    /// Stops the away timer (a handoff or a close began).
+    pub(super) fn stop_away_timer(&mut self) {
+        self.away_timer = None;
+    }
+
+    /// Starts a full away window of `timeout` (replacing one that is counting) when
+    /// `restart`, else only if none is counting.
+    fn arm_away_timer(&mut self, timeout: Duration, restart: bool, session: &ActorRef<SessionMsg>) {
+        if self.away_timer.is_some() && !restart {
+            return;
+        }
+        self.away_generation += 1;
+        let generation = self.away_generation;
+        let session = session.clone();
+        self.away_timer = Some(OwnedTask::spawn(async move {
+            tokio::time::sleep(timeout).await;
+            let _ = session.cast(TimerMsg::AwayTimeout(generation).into());
+        }));
+    }
+
+    /// The away timer of `generation` fired: true if it is the one counting now.
+    fn away_fired(&mut self, generation: u64) -> bool {
+        let current = generation == self.away_generation && self.away_timer.is_some();
+        if current {
+            self.away_timer = None;
+        }
+        current
+    }
+}
 
 impl SessionState {
-    pub fn set_agent_state(&mut self, state: AgentState) {
+    pub(super) fn set_agent_state(&mut self, state: AgentState) {
         if self.presence.agent != state {
             self.presence.agent = state;
             self.emit_now(EventKind::AgentState { state });
@@ -24,9 +93,9 @@ impl SessionState {
         }
     }
 
-    pub fn set_user_speaking(&mut self, speaking: bool) {
+    pub(super) fn set_user_speaking(&mut self, speaking: bool) {
         if speaking {
-            let _ = self.current.activity.cast(ActivityMsg::Interrupt { reply: None });
+            let _ = self.current.activity().cast(ActivityMsg::Interrupt { reply: None });
             self.set_user_state(UserState::Speaking);
         } else {
             self.set_user_state(UserState::Listening);
@@ -42,14 +111,14 @@ impl SessionState {
             && self.calls.is_empty()
             && self.floor.no_speech()
             && !self.close.is_closing();
-        match self.options.user_away_timeout.filter(|_| quiet) {
+        match self.link.options.user_away_timeout.filter(|_| quiet) {
             Some(timeout) => self.presence.arm_away_timer(timeout, restart, &self.link.actor),
             None => self.presence.stop_away_timer(),
         }
     }
 
     /// The away timer of `generation` fired.
-    pub fn away_timeout(&mut self, generation: u64) {
+    pub(super) fn away_timeout(&mut self, generation: u64) {
         if self.presence.away_fired(generation) {
             self.set_user_state(UserState::Away);
         }

@@ -3,6 +3,11 @@
 //!
 //! Invariant: the conversation survives its Activity: a new one starts for the same agent
 //! over the same context, and nothing that waited on the lost one waits for ever.
+//!
+//! Reads: `link`, `current`, `handoff`, `replies` (the reply speeches lost), `close`. Writes:
+//! `floor` (the lost speeches), `current` (the new Activity), `handoff` (it goes ahead).
+//! Emits a `session` error; ends the lost speeches and a run (floor, testing), finishes a
+//! close or a handoff waiting on the lost Activity, releases idle waiters.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -11,8 +16,8 @@ use colloquy_core::{AgentState, ErrorSource, EventKind};
 use ractor::ActorRef;
 
 use super::state::SessionState;
-use crate::error::SessionError;
-use crate::lifecycle::ActorKind;
+use crate::api::error::SessionError;
+use crate::api::lifecycle::ActorKind;
 use crate::protocol::SessionMsg;
 
 impl SessionState {
@@ -21,7 +26,11 @@ impl SessionState {
     /// `run` watching it fails, and a new Activity starts for the same agent over the same
     /// context, so the conversation goes on. (Its agent-scoped calls end `error` on their own:
     /// their Toolset's drop guard reports them when ractor kills it with its parent.)
-    pub async fn activity_lost(&mut self, myself: &ActorRef<SessionMsg>, why: Option<String>) {
+    pub(super) async fn activity_lost(
+        &mut self,
+        myself: &ActorRef<SessionMsg>,
+        why: Option<String>,
+    ) {
         for speech_id in self.replies.speaking() {
             self.speech_done(speech_id, true);
         }
@@ -48,35 +57,37 @@ impl SessionState {
 
     /// A new Activity for the current agent, reported as a `session` error event.
     async fn restart_activity(&mut self, myself: &ActorRef<SessionMsg>, why: &str) {
-        let (agent, catalog) = (self.current.agent.clone(), Arc::clone(&self.current.catalog));
-        match self.factory.spawn(agent, catalog, BTreeMap::new(), myself.get_cell()).await {
+        let (agent, catalog) = (self.current.agent().clone(), Arc::clone(self.current.catalog()));
+        match self.current.factory().spawn(agent, catalog, BTreeMap::new(), myself.get_cell()).await
+        {
             Ok(activity) => {
-                self.current.activity = activity;
+                self.current.set_activity(activity);
                 let _ = self.mock_tools_refresh();
                 let message =
-                    format!("agent `{}` restarted: its activity failed: {why}", self.current.id);
-                tracing::warn!(session = %self.id, "{message}");
+                    format!("agent `{}` restarted: its activity failed: {why}", self.current.id());
+                tracing::warn!(session = %self.link.id, "{message}");
                 self.emit_now(EventKind::error(ErrorSource::Session, message));
             }
             Err(e) => {
-                let message = format!("cannot restart agent `{}`: {e}", self.current.id);
+                let message = format!("cannot restart agent `{}`: {e}", self.current.id());
                 self.emit_now(EventKind::error(ErrorSource::Session, message));
             }
         }
     }
 
     /// The stable inspection id and kind of a child of the Session, by its actor id.
-    pub fn child_name(&self, cell: &ractor::ActorCell) -> Option<(ActorKind, String)> {
+    pub(super) fn child_name(&self, cell: &ractor::ActorCell) -> Option<(ActorKind, String)> {
         let id = cell.get_id();
-        if self.current.activity.get_id() == id {
-            return Some((ActorKind::Activity, format!("activity:{}", self.current.id)));
+        if self.current.activity().get_id() == id {
+            return Some((ActorKind::Activity, format!("activity:{}", self.current.id())));
         }
-        if self.replies.coalescer.get().is_some_and(|c| c.get_id() == id) {
+        if self.link.coalescer.get().is_some_and(|c| c.get_id() == id) {
             return Some((ActorKind::Coalescer, "coalescer".into()));
         }
-        let kept = self.handoff.iter().flat_map(|h| h.kept.iter());
-        self.factory
-            .session_toolsets
+        let kept = self.handoff.iter().flat_map(|h| h.kept().iter());
+        self.current
+            .factory()
+            .session_toolsets()
             .iter()
             .chain(kept)
             .find(|(_, toolset)| toolset.get_id() == id)
@@ -85,16 +96,16 @@ impl SessionState {
 
     /// Test hook: makes the actor with inspection id `target` panic.
     #[cfg(feature = "test-hooks")]
-    pub fn inject_failure(&self, target: &str) {
+    pub(super) fn inject_failure(&self, target: &str) {
         use crate::protocol::{ActivityMsg, ToolsetMsg};
         if target == "session" {
             panic!("injected failure");
         }
-        let activity = &self.current.activity;
+        let activity = self.current.activity();
         if target.starts_with("activity:") {
             let _ = activity.cast(ActivityMsg::InjectFailure);
         } else if let Some(id) = target.strip_prefix("toolset:") {
-            match self.factory.session_toolsets.get(id) {
+            match self.current.factory().session_toolsets().get(id) {
                 Some(toolset) => {
                     let _ = toolset.cast(ToolsetMsg::InjectFailure);
                 }

@@ -26,11 +26,12 @@ use std::pin::Pin;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::handle::SessionHandle;
-use crate::lifecycle::{ActorKind, LifecycleGuard};
+use crate::api::handle::SessionHandle;
+use crate::api::lifecycle::ActorKind;
 use crate::protocol::{SessionLink, ToolCallMsg, ToolsetMsg};
-use crate::speech_control::SpeechControl;
-use crate::task::{OwnedTask, panic_text};
+use crate::support::lifecycle_sink::LifecycleGuard;
+use crate::support::speech_control::SpeechControl;
+use crate::support::task::{OwnedTask, panic_text};
 
 pub(crate) struct ToolCallActor;
 
@@ -44,11 +45,8 @@ pub(crate) struct ToolCallArgs {
     pub speech: SpeechControl,
     pub session: SessionLink,
     pub agent_id: String,
-    pub userdata: Option<Arc<dyn Any + Send + Sync>>,
     pub update_template: Template,
     pub toolset: ActorRef<ToolsetMsg>,
-    /// The host's hook, run before the body.
-    pub before_call: Option<BeforeToolCall>,
     /// The call's `tracing` span; the body runs in it.
     pub span: tracing::Span,
     /// For a call waiting for approval: the body starts once its Toolset sends on it, and
@@ -191,8 +189,9 @@ async fn attempt(
     }
 }
 
-/// A call with a `before_tool_call` hook or a retry policy (docs/decisions.md, issue 27): the
-/// hook, then the body's attempts with their backoffs, all in the call's task.
+/// A call with a `before_tool_call` hook or a retry policy
+/// (docs/decisions.md#retries-and-hook): the hook, then the body's attempts with their
+/// backoffs, all in the call's task.
 struct Run {
     ctx: RunContext,
     agent_id: String,
@@ -309,6 +308,9 @@ impl Actor for ToolCallActor {
             flags: Arc::clone(&state.flags),
             updates: Mutex::new(0),
         });
+        // The host's data and hook, from what the session shares (no copy per call).
+        let plugins = &args.session.plugins;
+        let (userdata, before_call) = (plugins.userdata.clone(), plugins.before_call.clone());
         let hooks = Arc::new(Hooks {
             reporter: Arc::clone(&reporter),
             update_template: args.update_template,
@@ -318,18 +320,17 @@ impl Actor for ToolCallActor {
             cancel: state.cancel.clone(),
         });
         let agent_id = args.agent_id.clone();
-        let ctx =
-            RunContext::with_hooks(args.call, args.speech_id, args.agent_id, args.userdata, hooks);
+        let ctx = RunContext::with_hooks(args.call, args.speech_id, args.agent_id, userdata, hooks);
         let (tool, arguments, approval) = (args.tool, args.arguments, args.approval);
         let run =
             Run { ctx, agent_id, reporter: Arc::clone(&reporter), cancel: state.cancel.clone() };
-        let body = if args.before_call.is_none() && tool.retry_policy().is_none() {
+        let body = if before_call.is_none() && tool.retry_policy().is_none() {
             // The common path: one attempt, nothing validated twice.
             let ctx = run.ctx;
             Box::pin(async move { attempt(&tool, ctx, arguments).await.unwrap_or_else(|e| e) })
                 as std::pin::Pin<Box<dyn Future<Output = _> + Send>>
         } else {
-            Box::pin(run.supervised(tool, arguments, args.before_call))
+            Box::pin(run.supervised(tool, arguments, before_call))
         };
         let body = tracing::Instrument::instrument(body, args.span);
         state._task = Some(OwnedTask::spawn(async move {

@@ -1,4 +1,4 @@
-//! Calls that wait for the host's approval (docs/decisions.md, "Human approval (issue 27)").
+//! Calls that wait for the host's approval (docs/decisions.md, "Human approval").
 //!
 //! The ToolCall is spawned at once with its body held behind a one-shot gate, so a waiting
 //! call is an ordinary running call for everything else: the duplicate policy, cancels,
@@ -12,9 +12,9 @@ use ractor::ActorRef;
 use tokio::sync::oneshot;
 
 use super::{RunningCall, ToolsetState, mark_non_blocking};
-use crate::error::ApprovalError;
+use crate::api::error::ApprovalError;
 use crate::protocol::{CallOutcome, ToolsetMsg};
-use crate::task::OwnedTask;
+use crate::support::task::OwnedTask;
 
 /// A call waiting for approval: its body's gate, the limits to arm once it may run, and the
 /// timer that rejects it if nobody answers.
@@ -34,7 +34,7 @@ impl ToolsetState {
         gate: oneshot::Sender<()>,
         limits: CallLimits,
     ) {
-        let timeout = self.args.calls.approval_timeout;
+        let timeout = self.args.session.options.approval_timeout;
         let session = &self.args.session;
         let Some(call) = self.running.get_mut(call_id) else { return };
         session.emit(EventKind::ToolApprovalRequested {
@@ -123,7 +123,7 @@ impl ToolsetState {
         if !self.runs(call_id, from) || !waits {
             return;
         }
-        let Some(after) = self.args.calls.approval_timeout else { return };
+        let Some(after) = self.args.session.options.approval_timeout else { return };
         let _ = self.reject(call_id, &text::approval_timed_out(after), false);
     }
 

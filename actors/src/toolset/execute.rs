@@ -14,17 +14,23 @@ use ractor::{Actor, ActorRef, RpcReplyPort};
 use serde_json::{Map, Value};
 
 use super::{RunningCall, ToolsetState};
-use crate::catalog::Scope;
 use crate::protocol::{CallOutcome, ChildMsg, ExecuteCall, ToolsetMsg};
+use crate::support::catalog::Scope;
 use crate::tool_call::{ToolCallActor, ToolCallArgs};
 
-/// A call that may run (its tool with a mock's body, if set) and its duplicate key.
+/// A call that may run (its tool with a mock's body, if set) and its keys.
 pub(super) struct Admitted {
     pub exec: ExecuteCall,
-    pub key: Option<String>,
-    /// An idempotent tool's result key and window.
-    pub memo: Option<(String, std::time::Duration)>,
+    pub keys: CallKeys,
     pub reply: RpcReplyPort<CallOutcome>,
+}
+
+/// What admission derived from a call's arguments, to find its equals.
+pub(super) struct CallKeys {
+    /// The duplicate key (`None` for `allow` tools).
+    pub duplicate: Option<String>,
+    /// An idempotent tool's result key and window: a `done` result is remembered.
+    pub memo: Option<(String, std::time::Duration)>,
 }
 
 impl ToolsetState {
@@ -44,12 +50,14 @@ impl ToolsetState {
         });
         match admitted {
             Ok(key) => {
-                // The duplicate policy first, then the memory (issue 27).
+                // The duplicate policy first, then the memory
+                // (docs/decisions.md#concurrency-limits).
                 let memo = exec
                     .tool
                     .remembers_for()
                     .map(|window| (exec.tool.result_key(&exec.arguments), window));
-                self.recall(myself, Admitted { exec, key, memo, reply })
+                let keys = CallKeys { duplicate: key, memo };
+                self.recall(myself, Admitted { exec, keys, reply })
             }
             // Not registered: no lifecycle events (§6 step 2).
             Err(answer) => {
@@ -100,11 +108,17 @@ impl ToolsetState {
             Some(key) => self
                 .running
                 .iter()
-                .filter(|(_, call)| call.key.as_ref() == Some(key))
+                .filter(|(_, call)| call.keys.duplicate.as_ref() == Some(key))
                 .map(|(id, call)| RunningDuplicate { call_id: id, cancellable: call.cancellable })
-                .chain(self.queued.iter().filter(|q| q.admitted.key.as_ref() == Some(key)).map(
-                    |q| RunningDuplicate { call_id: &q.call().call_id, cancellable: q.cancellable },
-                ))
+                .chain(
+                    self.queued
+                        .iter()
+                        .filter(|q| q.admitted.keys.duplicate.as_ref() == Some(key))
+                        .map(|q| RunningDuplicate {
+                            call_id: &q.call().call_id,
+                            cancellable: q.cancellable,
+                        }),
+                )
                 .collect(),
             None => Vec::new(),
         };
@@ -164,7 +178,7 @@ impl ToolsetState {
         admitted: Admitted,
         queued_at: Option<tokio::time::Instant>,
     ) {
-        let Admitted { exec, key, memo, reply } = admitted;
+        let Admitted { exec, keys, reply } = admitted;
         let tool = exec.tool;
         let session = &self.args.session;
         let cancellable = tool.flags().cancellable;
@@ -191,10 +205,8 @@ impl ToolsetState {
             speech: exec.speech.clone(),
             session: self.args.session.clone(),
             agent_id: self.args.agent_id.to_string(),
-            userdata: self.args.userdata.clone(),
             update_template: self.args.templates.update.clone(),
             toolset: myself.clone(),
-            before_call: self.args.calls.before_call.clone(),
             span: exec.span,
             approval,
         };
@@ -209,19 +221,18 @@ impl ToolsetState {
                 let now = tokio::time::Instant::now();
                 let call = Box::new(RunningCall {
                     actor,
-                    key,
+                    keys,
                     cancellable,
                     speech: exec.speech,
                     reply: Some(reply),
                     call: exec.call,
                     updates: 0,
-                    // A queued call's deadline counts from its admission (issue 27).
+                    // A queued call's deadline counts from its admission.
                     started: queued_at.unwrap_or(now),
                     watch: super::watch::Watch::none(now),
                     approval: None,
                     update_offset: 0,
                     limits: caps,
-                    memo,
                 });
                 self.running.insert(call_id.clone(), call);
                 match gate {

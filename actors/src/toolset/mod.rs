@@ -34,15 +34,13 @@ use colloquy_core::{
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use serde_json::Value;
 
-use crate::catalog::{Scope, ToolCatalog};
-use crate::error::CancelError;
-use crate::lifecycle::{ActorKind, LifecycleGuard};
-use crate::protocol::{
-    CallOutcome, CallPolicy, CoalescerSlot, PendingReply, Report, SessionLink, ToolCallMsg,
-    ToolsetMsg,
-};
-use crate::snapshot::{ActorNode, NodeStatus, ToolsetScope};
-use crate::speech_control::SpeechControl;
+use crate::api::error::CancelError;
+use crate::api::lifecycle::ActorKind;
+use crate::api::snapshot::{ActorNode, NodeStatus, ToolsetScope};
+use crate::protocol::{CallOutcome, PendingReply, Report, SessionLink, ToolCallMsg, ToolsetMsg};
+use crate::support::catalog::{Scope, ToolCatalog};
+use crate::support::lifecycle_sink::LifecycleGuard;
+use crate::support::speech_control::SpeechControl;
 use pair::Pair;
 
 /// The mark a call's item gets once it has posted its first update (§7 step 6).
@@ -64,20 +62,15 @@ pub(crate) struct ToolsetArgs {
     pub agent_id: Arc<str>,
     pub catalog: Arc<ToolCatalog>,
     pub session: SessionLink,
-    pub coalescer: CoalescerSlot,
     /// Templates resolved for this toolset (toolset → agent → session → default).
     pub templates: ResolvedTemplates,
-    /// Cancel grace and the session's default limits.
-    pub calls: CallPolicy,
     /// Session-scoped toolsets survive handoffs; agent-scoped ones are drained.
     pub scope: Scope,
-    pub userdata: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 struct RunningCall {
     actor: ActorRef<ToolCallMsg>,
-    /// The duplicate key (`None` for `allow` tools).
-    key: Option<String>,
+    keys: execute::CallKeys,
     cancellable: bool,
     /// The dispatching speech: a call whose speech disallows interruptions cannot be
     /// cancelled by the model or `replace` (§12.2); a drain cancels it anyway.
@@ -97,8 +90,6 @@ struct RunningCall {
     update_offset: u32,
     /// The concurrency caps it counts against.
     limits: Vec<ConcurrencyLimit>,
-    /// An idempotent tool's result key and window: a `done` result is remembered.
-    memo: Option<(String, Duration)>,
 }
 
 pub(crate) struct ToolsetState {
@@ -353,7 +344,12 @@ impl ToolsetState {
         if !drain && !speech.allows_interruptions() {
             return Err(CancelError::InterruptionsDisallowed(call_id.to_string()));
         }
-        self.end_early(call_id, ToolCallStatus::Cancelled, None, self.args.calls.cancel_grace);
+        self.end_early(
+            call_id,
+            ToolCallStatus::Cancelled,
+            None,
+            self.args.session.options.cancel_grace,
+        );
         Ok(())
     }
 
@@ -492,7 +488,7 @@ impl ToolsetState {
     /// Session has it before the coalescer offers it).
     fn queue_reply(&self, pending: Option<PendingReply>) {
         if let Some(pending) = pending {
-            self.args.session.enqueue_reply(&self.args.coalescer, pending);
+            self.args.session.enqueue_reply(pending);
         }
     }
 
@@ -540,7 +536,7 @@ impl ToolsetState {
         };
         let status = status.unwrap_or(implied);
         if status == ToolCallStatus::Done
-            && let (Some((key, window)), Ok(out)) = (&call.memo, &result)
+            && let (Some((key, window)), Ok(out)) = (&call.keys.memo, &result)
             && out.handoff.is_none()
         {
             let text = out.output_text().to_string();

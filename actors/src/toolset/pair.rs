@@ -3,7 +3,7 @@
 
 use colloquy_core::{FunctionCall, FunctionCallOutput};
 
-use crate::clock::SessionClock;
+use crate::support::clock::SessionClock;
 
 /// A synthetic pair.
 pub(super) struct Pair {
@@ -14,7 +14,7 @@ pub(super) struct Pair {
 impl Pair {
     /// A synthetic function_call / function_call_output pair (§7 step 3) copying the original
     /// call's name, arguments and extra, stamped now.
-    pub fn new(
+    pub(super) fn new(
         clock: &SessionClock,
         original: &FunctionCall,
         id: &str,

@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use super::ToolsetState;
 use super::execute::Admitted;
 use crate::protocol::{CallOutcome, ToolsetMsg};
-use crate::task::OwnedTask;
+use crate::support::task::OwnedTask;
 
 /// A call waiting for a place under its caps.
 pub(super) struct QueuedCall {
@@ -32,7 +32,7 @@ pub(super) struct QueuedCall {
 
 impl QueuedCall {
     /// The call's item.
-    pub fn call(&self) -> &FunctionCall {
+    pub(super) fn call(&self) -> &FunctionCall {
         &self.admitted.exec.call
     }
 }
@@ -47,7 +47,7 @@ pub(super) struct Remembered {
 }
 
 impl Remembered {
-    pub fn new(
+    pub(super) fn new(
         window: Duration,
         output: String,
         reply_required: bool,
@@ -82,7 +82,8 @@ impl ToolsetState {
         let cancellable = admitted.exec.tool.flags().cancellable;
         self.register(myself, &admitted.exec.call, cancellable);
         let at = Instant::now();
-        let deadline = admitted.exec.tool.limits().or(self.args.calls.limits).deadline;
+        let deadline =
+            admitted.exec.tool.limits().or(self.args.session.options.call_limits()).deadline;
         let timer = deadline.and_then(|d| at.checked_add(d)).map(|due| {
             let (toolset, call_id) = (myself.clone(), admitted.exec.call.call_id.clone());
             // `from` is the toolset itself: the call has no ToolCall actor yet.
@@ -159,7 +160,7 @@ impl ToolsetState {
         myself: &ActorRef<ToolsetMsg>,
         admitted: Admitted,
     ) -> Option<Admitted> {
-        let Some((key, _)) = &admitted.memo else { return Some(admitted) };
+        let Some((key, _)) = &admitted.keys.memo else { return Some(admitted) };
         let fresh = self
             .remembered
             .get(key)

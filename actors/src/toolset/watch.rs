@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use super::{RunningCall, ToolsetState};
 use crate::protocol::{ToolCallMsg, ToolsetMsg};
-use crate::task::OwnedTask;
+use crate::support::task::OwnedTask;
 
 /// A running call's limits and when it last showed life.
 pub(super) struct Watch {
@@ -25,12 +25,12 @@ pub(super) struct Watch {
 
 impl Watch {
     /// No limits: never fires.
-    pub fn none(started: Instant) -> Self {
+    pub(super) fn none(started: Instant) -> Self {
         Watch { limits: CallLimits::default(), since: started, last_beat: started, _timer: None }
     }
 
     /// The body reported (an update): the heartbeat counts from now.
-    pub fn beat(&mut self) {
+    pub(super) fn beat(&mut self) {
         self.last_beat = Instant::now();
     }
 }
@@ -77,7 +77,7 @@ impl ToolsetState {
         call_id: &str,
         limits: CallLimits,
     ) {
-        let limits = limits.or(self.args.calls.limits);
+        let limits = limits.or(self.args.session.options.call_limits());
         if limits.is_unbounded() {
             return;
         }
@@ -95,7 +95,7 @@ impl ToolsetState {
         from: ractor::ActorId,
     ) {
         if from == myself.get_id() {
-            return self.time_out_queued(call_id); // still waiting for a place (issue 27)
+            return self.time_out_queued(call_id); // still waiting for a place under its cap
         }
         if !self.runs(call_id, from) {
             return; // ended meanwhile
@@ -116,7 +116,7 @@ impl ToolsetState {
         let Some(call) = self.conclude(call_id, result, Some(ToolCallStatus::TimedOut)) else {
             return;
         };
-        let grace = self.args.calls.cancel_grace;
+        let grace = self.args.session.options.cancel_grace;
         let _ = call.actor.cast(ToolCallMsg::Cancel { grace, why: "timed out" });
         self.stopping.insert(call_id.to_string(), call);
     }

@@ -1,0 +1,330 @@
+//! The host's entry point: [`Session::builder`] configures a session and starts its actors.
+
+use std::any::Any;
+use std::sync::Arc;
+use std::time::Duration;
+
+use colloquy_core::{Agent, ChatItem, EventFilter, FunctionTool, Templates, Toolset};
+use colloquy_llm::Llm;
+use ractor::Actor;
+use tokio::sync::mpsc;
+
+use crate::api::error::SessionError;
+use crate::api::handle::{EventStream, SessionHandle};
+use crate::api::host::Host;
+use crate::api::lifecycle::LifecycleEvent;
+use crate::api::options::SessionOptions;
+use crate::api::speech_sink::SpeechSink;
+use crate::protocol::{CloseCallback, Plugins, Subscriber};
+use crate::session::{SessionActor, SessionArgs};
+use crate::support::catalog::ToolCatalog;
+use crate::support::lifecycle_sink::LifecycleSink;
+
+/// Entry point: `Session::builder()`.
+pub struct Session;
+
+impl Session {
+    /// A builder with default options.
+    pub fn builder() -> SessionBuilder {
+        SessionBuilder::default()
+    }
+}
+
+/// Configures and starts a session.
+///
+/// ```
+/// use colloquy_actors::Session;
+/// use colloquy_core::Agent;
+/// use colloquy_llm::{ScriptedLlm, ScriptedResponse};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), colloquy_actors::SessionError> {
+/// let mut builder = Session::builder().llm(ScriptedLlm::new([ScriptedResponse::text("Hi!")]));
+/// let mut events = builder.subscribe(); // sees the session's very first events too
+/// let session = builder.start(Agent::new("greeter", "Greet the user.")).await?;
+/// session.user_turn("hello").await?;
+/// session.wait_for_idle().await?;
+/// assert_eq!(session.history().await?.len(), 3); // handoff, user, assistant
+/// session.close().await?;
+/// # let _ = events.recv().await;
+/// # Ok(()) }
+/// ```
+#[derive(Default)]
+pub struct SessionBuilder {
+    llm: Option<Arc<dyn Llm>>,
+    sink: Option<Arc<dyn SpeechSink>>,
+    options: SessionOptions,
+    history: Vec<ChatItem>,
+    tools: Vec<FunctionTool>,
+    toolsets: Vec<Toolset>,
+    userdata: Option<Arc<dyn Any + Send + Sync>>,
+    subscribers: Vec<Subscriber>,
+    lifecycle: Option<mpsc::Sender<LifecycleEvent>>,
+    host: Option<Host>,
+    on_close: Option<CloseCallback>,
+    before_call: Option<colloquy_core::BeforeToolCall>,
+}
+
+impl SessionBuilder {
+    /// The model (required): `ScriptedLlm` for offline runs and tests, or a real adapter.
+    pub fn llm(mut self, llm: impl Llm) -> Self {
+        self.llm = Some(Arc::new(llm));
+        self
+    }
+
+    /// Where speech goes; without one, speech plays out at once.
+    pub fn speech_sink(mut self, sink: impl SpeechSink) -> Self {
+        self.sink = Some(Arc::new(sink));
+        self
+    }
+
+    /// All options at once.
+    pub fn options(mut self, options: SessionOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// How many tool-reply steps may still call tools (default 3).
+    pub fn max_tool_steps(mut self, steps: u32) -> Self {
+        self.options.max_tool_steps = steps;
+        self
+    }
+
+    /// Whether speeches may be interrupted (default true; an agent may override it).
+    pub fn allow_interruptions(mut self, allow: bool) -> Self {
+        self.options.allow_interruptions = allow;
+        self
+    }
+
+    /// How long a cooperative call may clean up after a cancel (default 2 s).
+    pub fn cancel_grace(mut self, grace: Duration) -> Self {
+        self.options.cancel_grace = grace;
+        self
+    }
+
+    /// How many events a lossless subscriber may leave unread before its stream is closed
+    /// with an `x_stream_overflowed` item (default 100,000; see
+    /// [`SessionOptions::max_unread_events`]).
+    pub fn max_unread_events(mut self, limit: usize) -> Self {
+        self.options.max_unread_events = limit.max(1);
+        self
+    }
+
+    /// How long a handoff or a close may take, from when it is asked, before the calls it
+    /// waits for are aborted, blocking ones included (default 30 s; `None` waits as long as
+    /// non-cancellable calls run; see [`SessionOptions::drain_timeout`]).
+    pub fn drain_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.options.drain_timeout = timeout;
+        self
+    }
+
+    /// How many tool calls one user turn may make, its deferred replies included (default
+    /// 20; see [`SessionOptions::max_tool_calls_per_turn`]).
+    pub fn max_tool_calls_per_turn(mut self, limit: u32) -> Self {
+        self.options.max_tool_calls_per_turn = limit;
+        self
+    }
+
+    /// The deadline of calls whose tool and toolsets set none (default none; see
+    /// [`FunctionTool::deadline`](colloquy_core::FunctionTool::deadline)).
+    pub fn tool_deadline(mut self, deadline: Option<Duration>) -> Self {
+        self.options.tool_deadline = deadline;
+        self
+    }
+
+    /// How long a call waits for `approve` or `reject` before it is rejected (default 5
+    /// minutes; `None` waits until answered; see [`SessionOptions::approval_timeout`]).
+    pub fn approval_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.options.approval_timeout = timeout;
+        self
+    }
+
+    /// The heartbeat of calls whose tool and toolsets set none (default none; see
+    /// [`FunctionTool::heartbeat`](colloquy_core::FunctionTool::heartbeat)).
+    pub fn tool_heartbeat(mut self, heartbeat: Option<Duration>) -> Self {
+        self.options.tool_heartbeat = heartbeat;
+        self
+    }
+
+    /// How long an LLM request may go without sending anything before the turn ends with an
+    /// `llm` error (default 30 s; `None` waits for ever).
+    pub fn llm_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.options.llm_timeout = timeout;
+        self
+    }
+
+    /// The speech-sink watchdog: how long a playout may go without a report or progress
+    /// before the runtime stops it (default 60 s; `None` trusts the sink).
+    pub fn playout_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.options.playout_timeout = timeout;
+        self
+    }
+
+    /// The user-away timeout (default 15 s; `None` disables it).
+    pub fn user_away_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.options.user_away_timeout = timeout;
+        self
+    }
+
+    /// Session-level templates (§8): update wrapping, duplicate answers, deferred-reply
+    /// instructions. An agent's own templates replace them as a whole.
+    pub fn templates(mut self, templates: Templates) -> Self {
+        self.options.templates = Some(templates);
+        self
+    }
+
+    /// Starts from a stored history (as exported by [`SessionHandle::history`]); its messages
+    /// and tool items also seed the first agent's chat context.
+    pub fn history(mut self, items: Vec<ChatItem>) -> Self {
+        self.history = items;
+        self
+    }
+
+    /// A tool visible to every agent (runs in the current agent's toolset).
+    pub fn tool(mut self, tool: FunctionTool) -> Self {
+        self.tools.push(tool);
+        self
+    }
+
+    /// A toolset visible to every agent. A plain toolset's tools run in the current agent's
+    /// toolset; an async toolset ([`Toolset::new_async`]) is session-scoped: a child of the
+    /// Session whose results reach whichever agent is current (decision 16).
+    pub fn toolset(mut self, toolset: Toolset) -> Self {
+        self.toolsets.push(toolset);
+        self
+    }
+
+    /// Data every tool can read through `RunContext::userdata`.
+    pub fn userdata<T: Any + Send + Sync>(mut self, data: T) -> Self {
+        self.userdata = Some(Arc::new(data));
+        self
+    }
+
+    /// A lossless subscription that also sees the events emitted while the session starts:
+    /// every event but the agent's text deltas ([`EventFilter::DEFAULT`]);
+    /// [`subscribe_to`](Self::subscribe_to)`(EventFilter::ALL)` adds them.
+    pub fn subscribe(&mut self) -> EventStream {
+        self.subscribe_to(EventFilter::DEFAULT)
+    }
+
+    /// [`subscribe`](Self::subscribe) to the events `filter` passes only: the session never
+    /// copies or sends the others to this stream.
+    ///
+    /// ```
+    /// # use colloquy_actors::Session;
+    /// use colloquy_core::EventFilter;
+    /// let mut builder = Session::builder();
+    /// let tool_events = builder.subscribe_to(EventFilter::tool_execution());
+    /// # drop(tool_events);
+    /// ```
+    pub fn subscribe_to(&mut self, filter: EventFilter) -> EventStream {
+        let (tx, stream) = EventStream::channel();
+        self.subscribers.push(Subscriber { filter, tx });
+        stream
+    }
+
+    /// Lifecycle records of every actor of the session (started, stopped gracefully): an actor
+    /// that was killed never reports `Stopped`.
+    pub fn lifecycle_events(&mut self) -> mpsc::Receiver<LifecycleEvent> {
+        let (tx, rx) = crate::api::lifecycle::lifecycle_channel();
+        self.lifecycle = Some(tx);
+        rx
+    }
+
+    /// Called once when the session has closed, with the reason (`close`, `end_call`, …),
+    /// right after the `session_closed` event: where the host hangs up the phone line or closes
+    /// the socket. A panic in it is logged and does not stop the close.
+    pub fn on_close(mut self, callback: impl Fn(&str) + Send + Sync + 'static) -> Self {
+        self.on_close = Some(Arc::new(callback));
+        self
+    }
+
+    /// Runs the session under `host`: the host lists it, supervises it and streams its actors'
+    /// lifecycle records (see [`Host`]).
+    pub fn host(mut self, host: &Host) -> Self {
+        self.host = Some(host.clone());
+        self
+    }
+
+    /// A hook run before each tool call of the session: it sees the call (name,
+    /// validated arguments, call id, agent) and answers [`BeforeCall`]: run it, run it with
+    /// rewritten arguments, skip it with an output, or reject it with a reason. Where hosts
+    /// put guardrails and audit logging.
+    ///
+    /// It runs in the call's own task after `tool_call_started` and before the body (once per
+    /// call, not per retry), so a slow hook delays only its call. A skipped call ends `done`
+    /// with its output; a rejected one ends `error` and the model reads
+    /// ``The host rejected `NAME`: REASON``; an `Err` from the hook is the model's error
+    /// output (a panic, the internal-error text). Calls answered without starting (unknown
+    /// tool, duplicate policy) never reach it.
+    ///
+    /// ```
+    /// use colloquy_actors::Session;
+    /// use colloquy_core::{BeforeCall, PendingToolCall, ToolError};
+    ///
+    /// let builder = Session::builder().before_tool_call(|call: PendingToolCall| async move {
+    ///     if call.name == "refund" && call.arguments["amount_cents"].as_u64() > Some(10_000) {
+    ///         return Ok(BeforeCall::Reject("refunds over $100 need a person".into()));
+    ///     }
+    ///     Ok::<_, ToolError>(BeforeCall::Run)
+    /// });
+    /// # drop(builder);
+    /// ```
+    ///
+    /// [`BeforeCall`]: colloquy_core::BeforeCall
+    pub fn before_tool_call<F, Fut>(mut self, hook: F) -> Self
+    where
+        F: Fn(colloquy_core::PendingToolCall) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<
+                Output = Result<colloquy_core::BeforeCall, colloquy_core::ToolError>,
+            > + Send
+            + 'static,
+    {
+        self.before_call = Some(Arc::new(move |call| Box::pin(hook(call))));
+        self
+    }
+
+    /// Spawns the session's actors with `agent` as the first agent.
+    pub async fn start(self, agent: Agent) -> Result<SessionHandle, SessionError> {
+        let llm = self
+            .llm
+            .ok_or_else(|| SessionError::Config("no LLM: call SessionBuilder::llm".into()))?;
+        let catalog = ToolCatalog::build(&self.tools, &self.toolsets, &agent)
+            .map_err(SessionError::Config)?;
+        let id = uuid::Uuid::new_v4().to_string();
+        let closed = Arc::new(std::sync::OnceLock::new());
+        let plugins = Plugins {
+            llm,
+            sink: self.sink,
+            userdata: self.userdata,
+            before_call: self.before_call,
+        };
+        let args = SessionArgs {
+            id: id.clone(),
+            agent,
+            catalog: Arc::new(catalog),
+            session_tools: self.tools,
+            session_toolsets: self.toolsets,
+            options: self.options,
+            plugins,
+            history: self.history,
+            subscribers: self.subscribers,
+            lifecycle: LifecycleSink::new(&id, self.lifecycle, self.host.as_ref().map(Host::hub)),
+            on_close: self.on_close,
+            closed: Arc::clone(&closed),
+        };
+        let spawned = match &self.host {
+            Some(host) => Actor::spawn_linked(None, SessionActor, args, host.actor_cell()).await,
+            None => Actor::spawn(None, SessionActor, args).await,
+        };
+        let session = match spawned {
+            // Without a Host, the host app's handles are what keeps the session.
+            Ok((actor, _)) => SessionHandle::started(id, actor, closed, self.host.is_none()),
+            Err(e) => return Err(SessionError::Spawn(e.to_string())),
+        };
+        if let Some(host) = &self.host {
+            host.register(&session);
+        }
+        Ok(session)
+    }
+}
