@@ -13,8 +13,9 @@
 use std::hint::black_box;
 use std::time::Duration;
 
+use colloquy::chat::{ChatContext, FunctionCallOutput, Message, Timestamp};
 use colloquy::prelude::*;
-use colloquy::{ChatContext, DuplicateScope, FunctionCallOutput, Message, OnDuplicate, Timestamp};
+use colloquy::tools::{DuplicateScope, OnDuplicate};
 use colloquy_core::args::{parse_arguments, validate_arguments};
 use colloquy_core::templates::{Template, update_placeholders};
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};

@@ -47,7 +47,7 @@ fn receptionist() -> Agent {
     Agent::new("receptionist", "You greet callers and route them.").tool(FunctionTool::new(
         "transfer_to_billing",
         "Transfer the caller to billing.",
-        |_ctx: RunContext, _a: colloquy::tool::NoArgs| async move {
+        |_ctx: RunContext, _a: colloquy::tools::NoArgs| async move {
             Ok::<_, ToolError>(Handoff::to(billing()))
         },
     ))

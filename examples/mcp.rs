@@ -12,7 +12,7 @@
 //! tracing-subscriber = { version = "0.3", features = ["env-filter"] } # RUST_LOG in `main`
 //! ```
 
-use colloquy::McpToolset;
+use colloquy::mcp::McpToolset;
 use colloquy::prelude::*;
 use tokio::process::Command;
 

@@ -6,7 +6,7 @@
 //! cargo run --example openai -- "Book me a flight to Tokyo"
 //! ```
 //!
-//! `RUST_LOG=debug` shows the runtime's logs. `colloquy::Anthropic::from_env()` in
+//! `RUST_LOG=debug` shows the runtime's logs. `colloquy::anthropic::Anthropic::from_env()` in
 //! place of `OpenAi::from_env()` talks to Anthropic's API instead.
 //!
 //! In a host's own `Cargo.toml` this program needs:
@@ -22,8 +22,9 @@
 
 use std::time::Duration;
 
+use colloquy::llm::Llm;
+use colloquy::openai::OpenAi;
 use colloquy::prelude::*;
-use colloquy::{Llm, OpenAi};
 use schemars::JsonSchema;
 use serde::Deserialize;
 

@@ -13,7 +13,7 @@
 
 use std::io::Write;
 
-use colloquy::EventFilter;
+use colloquy::events::EventFilter;
 use colloquy::prelude::*;
 
 /// Look up the current weather in a city.

@@ -7,8 +7,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use colloquy::llm::RequestKind;
 use colloquy::prelude::*;
-use colloquy::{DuplicateScope, Lifecycle, OnDuplicate, RequestKind};
+use colloquy::session::Lifecycle;
+use colloquy::tools::{DuplicateScope, OnDuplicate};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use schemars::JsonSchema;

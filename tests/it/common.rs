@@ -6,24 +6,26 @@
 
 use std::time::Duration;
 
+use colloquy::events::EventStream;
+use colloquy::llm::{RecordedRequest, ToolChoice};
 use colloquy::prelude::*;
-use colloquy::{EventStream, RecordedRequest, SessionBuilder, ToolChoice};
+use colloquy::session::SessionBuilder;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
 /// Every lifecycle record received so far.
 pub fn drain_lifecycle(
-    rx: &mut tokio::sync::mpsc::Receiver<colloquy::LifecycleEvent>,
-) -> Vec<colloquy::LifecycleEvent> {
+    rx: &mut tokio::sync::mpsc::Receiver<colloquy::session::LifecycleEvent>,
+) -> Vec<colloquy::session::LifecycleEvent> {
     std::iter::from_fn(|| rx.try_recv().ok()).collect()
 }
 
 /// A speech sink that takes every playout and never reports anything (watchdog tests).
 #[derive(Default)]
-pub struct SilentSink(std::sync::Mutex<Vec<colloquy::Playout>>);
+pub struct SilentSink(std::sync::Mutex<Vec<colloquy::speech::Playout>>);
 
-impl colloquy::SpeechSink for SilentSink {
-    fn play(&self, playout: colloquy::Playout) {
+impl colloquy::speech::SpeechSink for SilentSink {
+    fn play(&self, playout: colloquy::speech::Playout) {
         self.0.lock().unwrap().push(playout);
     }
 }

@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use crate::common::*;
+use colloquy::llm::{RequestKind, ToolChoice};
 use colloquy::prelude::*;
-use colloquy::{RequestKind, ToolChoice};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;

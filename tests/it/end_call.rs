@@ -5,9 +5,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::common::*;
+use colloquy::events::EventStream;
+use colloquy::llm::RecordedRequest;
 use colloquy::prelude::*;
-use colloquy::toolsets::{END_CALL_DESCRIPTION, EndCallTool};
-use colloquy::{EventStream, PacedSink, RecordedRequest};
+use colloquy::speech::PacedSink;
+use colloquy::toolsets::EndCallTool;
+use colloquy_actors::END_CALL_DESCRIPTION;
 
 struct Ended {
     events: Vec<SessionEvent>,

@@ -19,8 +19,9 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use bench_support::{StartLine, kernel_cpu_s, latency_summary_ms, mean, round, usage};
+use colloquy::events::{EventFilter, EventStream, EventType, ReplyStatus};
+use colloquy::llm::RequestKind;
 use colloquy::prelude::*;
-use colloquy::{EventFilter, EventStream, EventType, ReplyStatus, RequestKind};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;

@@ -219,7 +219,7 @@ impl Options {
         }
         if let Some(r) = &self.retry {
             let (attempts, backoff) = (r.attempts, r.backoff);
-            let mut policy = quote!(::colloquy::RetryPolicy::new(
+            let mut policy = quote!(::colloquy::tools::RetryPolicy::new(
                 #attempts,
                 ::std::time::Duration::from_millis(#backoff)
             ));
@@ -252,12 +252,14 @@ impl Options {
             };
             let scope = match &self.duplicate_scope {
                 Some(Scope::Named(v)) if v == "name_and_args" => {
-                    quote!(::colloquy::DuplicateScope::NameAndArgs)
+                    quote!(::colloquy::tools::DuplicateScope::NameAndArgs)
                 }
-                Some(Scope::Args(names)) => quote!(::colloquy::DuplicateScope::args([#(#names),*])),
-                _ => quote!(::colloquy::DuplicateScope::Name),
+                Some(Scope::Args(names)) => {
+                    quote!(::colloquy::tools::DuplicateScope::args([#(#names),*]))
+                }
+                _ => quote!(::colloquy::tools::DuplicateScope::Name),
             };
-            calls.push(quote!(.on_duplicate(::colloquy::OnDuplicate::#policy, #scope)));
+            calls.push(quote!(.on_duplicate(::colloquy::tools::OnDuplicate::#policy, #scope)));
         }
         calls
     }

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use colloquy::LlmErrorKind;
-use colloquy::http::HttpOptions;
+use colloquy::llm::LlmErrorKind;
+use colloquy::llm::http::HttpOptions;
 use colloquy::prelude::*;
 use colloquy_replay::Reply;
 

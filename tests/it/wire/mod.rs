@@ -12,9 +12,10 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use colloquy::http::HttpOptions;
+use colloquy::events::{ErrorSource, EventStream};
+use colloquy::llm::http::HttpOptions;
+use colloquy::llm::{Llm, LlmErrorKind};
 use colloquy::prelude::*;
-use colloquy::{ErrorSource, EventStream, Llm, LlmErrorKind};
 use colloquy_replay::{Received, ReplayServer, Reply};
 use schemars::JsonSchema;
 use serde::Deserialize;

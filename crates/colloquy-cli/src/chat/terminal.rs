@@ -9,8 +9,9 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
+use colloquy::events::{EventKind, ToolCallStatus};
+use colloquy::speech::{Playout, SpeechSink};
 use colloquy::toolsets::END_CALL;
-use colloquy::{EventKind, Playout, SpeechSink, ToolCallStatus};
 
 use super::clean;
 
@@ -354,7 +355,7 @@ impl EventLines {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use colloquy::RefusalReason;
+    use colloquy::events::RefusalReason;
 
     fn lines(events: &[EventKind]) -> Vec<(Style, String)> {
         let mut lines = EventLines::default();

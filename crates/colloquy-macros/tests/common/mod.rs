@@ -1,6 +1,6 @@
 //! What the macro tests share.
 
-use colloquy::SessionHandle;
+use colloquy::session::SessionHandle;
 
 /// The outputs of the function calls in the session's history, in order.
 pub async fn outputs(session: &SessionHandle) -> Vec<String> {
