@@ -156,7 +156,7 @@ fn parse(c: &mut Criterion) {
                 &openai,
                 colloquy_openai::decode::ChatCompletionsDecoder::default(),
             ))
-        })
+        });
     });
     group.bench_function("anthropic", |b| {
         b.iter(|| {
@@ -164,7 +164,7 @@ fn parse(c: &mut Criterion) {
                 &anthropic,
                 colloquy_anthropic::decode::MessagesDecoder::default(),
             ))
-        })
+        });
     });
     let (openai_events, anthropic_events) = (framed(&openai), framed(&anthropic));
     group.bench_function("openai_decoder_only", |b| {
@@ -173,12 +173,12 @@ fn parse(c: &mut Criterion) {
                 &openai_events,
                 colloquy_openai::decode::ChatCompletionsDecoder::default(),
             )
-        })
+        });
     });
     group.bench_function("anthropic_decoder_only", |b| {
         b.iter(|| {
             decode_framed(&anthropic_events, colloquy_anthropic::decode::MessagesDecoder::default())
-        })
+        });
     });
     let llm = scripted();
     group.bench_function("scripted", |b| {
@@ -188,7 +188,7 @@ fn parse(c: &mut Criterion) {
                     colloquy::llm::Llm::chat(&llm, request()).collect().await;
                 black_box(chunks.len())
             })
-        })
+        });
     });
     group.finish();
 }

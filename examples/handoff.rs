@@ -54,7 +54,7 @@ fn receptionist() -> Agent {
 }
 
 /// Plays the call; returns who said what, in order.
-pub async fn run() -> Result<Vec<String>, SessionError> {
+pub(crate) async fn run() -> Result<Vec<String>, SessionError> {
     let llm = ScriptedLlm::new([
         ScriptedResponse::calls([ScriptedCall::new(
             "c1",

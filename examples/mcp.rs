@@ -18,7 +18,7 @@ use tokio::process::Command;
 
 /// Connects to the server `command` starts, lets the model add two numbers with it, and
 /// returns what the agent said.
-pub async fn run(command: Command) -> Result<Vec<String>, Box<dyn std::error::Error>> {
+pub(crate) async fn run(command: Command) -> Result<Vec<String>, Box<dyn std::error::Error>> {
     let server = McpToolset::stdio("everything", command).connect().await?;
     let script = [
         ScriptedResponse::calls([ScriptedCall::new("c1", "get-sum", r#"{"a": 19, "b": 23}"#)]),

@@ -51,7 +51,7 @@ fn book_flight() -> FunctionTool {
 
 /// Plays one user turn on `llm`, printing events as they come, until the booking's result
 /// has been spoken; returns the agent's messages.
-pub async fn run(llm: impl Llm, request: &str) -> Result<Vec<String>, SessionError> {
+pub(crate) async fn run(llm: impl Llm, request: &str) -> Result<Vec<String>, SessionError> {
     let agent = Agent::new("travel", "You are a travel agent. Book flights with book_flight.")
         .tool(book_flight());
     let mut builder = Session::builder().llm(llm);

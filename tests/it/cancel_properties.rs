@@ -30,8 +30,8 @@ fn work(name: &'static str, policy: OnDuplicate) -> FunctionTool {
             return Ok::<_, ToolError>("done");
         }
         tokio::select! {
-            _ = tokio::time::sleep(Duration::from_millis(a.ms)) => Ok("done"),
-            _ = ctx.cancelled() => {
+            () = tokio::time::sleep(Duration::from_millis(a.ms)) => Ok("done"),
+            () = ctx.cancelled() => {
                 tokio::time::sleep(Duration::from_millis(50)).await; // clean up
                 Ok("cleaned up")
             }

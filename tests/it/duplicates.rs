@@ -354,8 +354,8 @@ async fn a_cooperative_call_gets_its_grace_period_and_still_ends_cancelled() {
         async move {
             ctx.update("uploading").await?;
             tokio::select! {
-                _ = tokio::time::sleep(Duration::from_secs(60)) => Ok::<_, ToolError>("uploaded"),
-                _ = ctx.cancelled() => {
+                () = tokio::time::sleep(Duration::from_secs(60)) => Ok::<_, ToolError>("uploaded"),
+                () = ctx.cancelled() => {
                     tokio::time::sleep(ms(500)).await; // clean up: delete the partial upload
                     flag.store(true, std::sync::atomic::Ordering::SeqCst);
                     Ok("reverted")

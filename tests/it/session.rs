@@ -115,7 +115,7 @@ async fn lossless_and_broadcast_subscribers() {
     }
     match lagging.recv().await {
         Err(RecvError::Lagged(missed)) => {
-            assert_eq!(missed as usize, lossless - colloquy_actors::BROADCAST_CAPACITY)
+            assert_eq!(missed as usize, lossless - colloquy_actors::BROADCAST_CAPACITY);
         }
         other => panic!("a lagging receiver is told it lagged, got {other:?}"),
     }

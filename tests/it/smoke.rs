@@ -75,7 +75,7 @@ async fn many_sessions_on_two_threads_keep_every_invariant() {
         for e in &events {
             match &e.kind {
                 EventKind::ToolCallStarted { call_id, .. } => {
-                    *started.entry(call_id.clone()).or_default() += 1
+                    *started.entry(call_id.clone()).or_default() += 1;
                 }
                 EventKind::ToolCallEnded { call_id, status, .. } => {
                     assert_ne!(*status, ToolCallStatus::Cancelled);

@@ -230,7 +230,7 @@ fn count(event: &SessionEvent, seen: &mut Seen) {
         EventKind::ToolReplyUpdated { status: ReplyStatus::Scheduled, .. } => seen.scheduled += 1,
         EventKind::ToolReplyUpdated { status: ReplyStatus::Completed, .. } => seen.completed += 1,
         EventKind::Error { source, message, .. } => {
-            seen.errors.push(format!("{source:?}: {message}"))
+            seen.errors.push(format!("{source:?}: {message}"));
         }
         _ => {}
     }
@@ -264,15 +264,15 @@ fn parse_args() -> Result<Args, String> {
         let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
         match flag.as_str() {
             "--sessions" => {
-                args.sessions = value()?.parse().map_err(|e| format!("--sessions: {e}"))?
+                args.sessions = value()?.parse().map_err(|e| format!("--sessions: {e}"))?;
             }
             "--turns" => args.turns = value()?.parse().map_err(|e| format!("--turns: {e}"))?,
             "--tool-ms" => {
-                args.tool_ms = value()?.parse().map_err(|e| format!("--tool-ms: {e}"))?
+                args.tool_ms = value()?.parse().map_err(|e| format!("--tool-ms: {e}"))?;
             }
             "--idle-sessions" => {
                 args.idle_sessions =
-                    Some(value()?.parse().map_err(|e| format!("--idle-sessions: {e}"))?)
+                    Some(value()?.parse().map_err(|e| format!("--idle-sessions: {e}"))?);
             }
             other => return Err(format!("unknown option `{other}`")),
         }
@@ -334,7 +334,7 @@ async fn run(args: &Args) -> (serde_json::Value, bool) {
         match task.await {
             Ok(d) => driven.push(d),
             Err(e) => {
-                results.push(SessionResult { problems: vec![e.to_string()], ..Default::default() })
+                results.push(SessionResult { problems: vec![e.to_string()], ..Default::default() });
             }
         }
     }
@@ -363,7 +363,7 @@ async fn run(args: &Args) -> (serde_json::Value, bool) {
     let report = json!({
         "framework": "colloquy",
         "allocator": if cfg!(feature = "mimalloc") { "mimalloc" } else { "system" },
-        "nproc": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        "nproc": std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
         "sessions": args.sessions,
         "turns": args.turns,
         "tool_ms": args.tool_ms,

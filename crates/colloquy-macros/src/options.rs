@@ -182,7 +182,7 @@ impl Parse for Options {
 impl Options {
     /// Refuses an `args` duplicate scope naming something that is not one of `params` (the
     /// tool's argument names), pointing at the name.
-    pub fn check_scope(&self, params: &[String]) -> syn::Result<()> {
+    pub(crate) fn check_scope(&self, params: &[String]) -> syn::Result<()> {
         let Some(Scope::Args(names)) = &self.duplicate_scope else {
             return Ok(());
         };
@@ -200,7 +200,7 @@ impl Options {
     }
 
     /// The builder calls the options stand for, each `.method(…)`.
-    pub fn builder_calls(&self) -> Vec<proc_macro2::TokenStream> {
+    pub(crate) fn builder_calls(&self) -> Vec<proc_macro2::TokenStream> {
         let mut calls = Vec::new();
         if self.cancellable {
             calls.push(quote!(.cancellable()));

@@ -185,7 +185,7 @@ async fn play_async(scenario: &Scenario) -> Result<Trace, ScenarioError> {
             Action::Wait(d) => tokio::time::sleep(*d).await,
             Action::User(text) => session.user_turn(text.clone()).await.map_err(failed)?,
             Action::UserSpeaking(speaking) => {
-                session.set_user_speaking(*speaking).map_err(failed)?
+                session.set_user_speaking(*speaking).map_err(failed)?;
             }
             Action::WaitIdle => {
                 // Bounded like the end of a run: a session that never goes idle (a user who
@@ -205,7 +205,7 @@ async fn play_async(scenario: &Scenario) -> Result<Trace, ScenarioError> {
             }
             Action::GenerateReply(instructions) => {
                 let text = instructions.clone().unwrap_or_default();
-                session.generate_reply(text).await.map_err(failed)?
+                session.generate_reply(text).await.map_err(failed)?;
             }
             Action::Say(text) => session.say(text.clone()).await.map_err(failed)?,
             Action::Interrupt => session.interrupt().await.map_err(failed)?,
@@ -213,7 +213,7 @@ async fn play_async(scenario: &Scenario) -> Result<Trace, ScenarioError> {
                 let agent = defs
                     .agent(id)
                     .ok_or_else(|| ScenarioError::File(format!("undefined agent `{id}`")))?;
-                session.update_agent(agent).await.map_err(failed)?
+                session.update_agent(agent).await.map_err(failed)?;
             }
             Action::Cancel(call_id) => {
                 if let Err(refusal) = session.cancel_tool_call(call_id.clone()).await {
@@ -235,14 +235,14 @@ async fn play_async(scenario: &Scenario) -> Result<Trace, ScenarioError> {
                     start,
                     call_id,
                     answer,
-                )
+                );
             }
             Action::Reject { id, reason } => {
                 let answer = session.reject(id.clone(), reason.clone()).await;
-                refused_answer(&mut events, &mut traced, &mut session_events, start, id, answer)
+                refused_answer(&mut events, &mut traced, &mut session_events, start, id, answer);
             }
             Action::Close => {
-                closed = Some(session.close_with_reason("close").await.map_err(failed)?)
+                closed = Some(session.close_with_reason("close").await.map_err(failed)?);
             }
             Action::Inspect => {
                 let snapshot = session.inspect().await.map_err(failed)?;

@@ -75,7 +75,7 @@ impl Terminal {
     }
 
     fn with<R>(&self, f: impl FnOnce(&mut Screen) -> R) -> R {
-        let mut screen = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut screen = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         f(&mut screen)
     }
 
@@ -217,7 +217,7 @@ impl SpeechSink for TerminalSink {
             loop {
                 let delta = tokio::select! {
                     biased;
-                    _ = stop.requested() => break,
+                    () = stop.requested() => break,
                     delta = playout.next_text() => delta,
                 };
                 let Some(delta) = delta else { break };
