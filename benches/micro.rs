@@ -13,8 +13,9 @@
 use std::hint::black_box;
 use std::time::Duration;
 
+use colloquy::chat::{ChatContext, FunctionCallOutput, Message, Timestamp};
 use colloquy::prelude::*;
-use colloquy::{ChatContext, DuplicateScope, FunctionCallOutput, Message, OnDuplicate, Timestamp};
+use colloquy::tools::{DuplicateScope, OnDuplicate};
 use colloquy_core::args::{parse_arguments, validate_arguments};
 use colloquy_core::templates::{Template, update_placeholders};
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
@@ -48,7 +49,7 @@ fn flight_tool() -> FunctionTool {
 fn arguments(c: &mut Criterion) {
     let tool = flight_tool();
     c.bench_function("args/parse", |b| {
-        b.iter(|| parse_arguments("book_flight", black_box(FLIGHT_ARGS)).unwrap())
+        b.iter(|| parse_arguments("book_flight", black_box(FLIGHT_ARGS)).unwrap());
     });
     let parsed = parse_arguments("book_flight", FLIGHT_ARGS).unwrap();
     c.bench_function("args/validate", |b| {
@@ -56,7 +57,7 @@ fn arguments(c: &mut Criterion) {
             || parsed.value.clone(),
             |args| validate_arguments("book_flight", tool.parameters(), args).unwrap(),
             BatchSize::SmallInput,
-        )
+        );
     });
 }
 
@@ -64,7 +65,7 @@ fn duplicate_keys(c: &mut Criterion) {
     let tool = flight_tool().on_duplicate(OnDuplicate::Reject, DuplicateScope::NameAndArgs);
     let args: Map<String, Value> = parse_arguments("book_flight", FLIGHT_ARGS).unwrap().value;
     c.bench_function("duplicate/name_and_args_key", |b| {
-        b.iter(|| tool.duplicate_key(black_box(&args)).unwrap())
+        b.iter(|| tool.duplicate_key(black_box(&args)).unwrap());
     });
 }
 
@@ -108,7 +109,7 @@ fn history(c: &mut Criterion) {
                 ctx
             },
             BatchSize::SmallInput,
-        )
+        );
     });
     c.bench_function("history/insert_back_20", |b| {
         b.iter_batched(
@@ -124,7 +125,7 @@ fn history(c: &mut Criterion) {
                 ctx
             },
             BatchSize::SmallInput,
-        )
+        );
     });
 }
 
@@ -136,7 +137,7 @@ fn templates(c: &mut Criterion) {
         b.iter(|| {
             let values = update_placeholders("book_flight", "call_123", "step 1 of 2");
             template.render(black_box(&values)).unwrap()
-        })
+        });
     });
 }
 
@@ -195,7 +196,7 @@ fn round_trip(c: &mut Criterion) {
                 }
                 timed
             })
-        })
+        });
     });
 }
 
@@ -230,19 +231,19 @@ fn tool_search(c: &mut Criterion) {
         let mut bm25 = Bm25Strategy::default();
         bm25.build_index(&items);
         group.bench_function(format!("bm25_search/{n}"), |b| {
-            b.iter(|| black_box(bm25.search(black_box(query), &items, 5)))
+            b.iter(|| black_box(bm25.search(black_box(query), &items, 5)));
         });
         group.bench_function(format!("bm25_build_index/{n}"), |b| {
             b.iter(|| {
                 let mut fresh = Bm25Strategy::default();
                 fresh.build_index(black_box(&items));
                 fresh
-            })
+            });
         });
         let mut keyword = KeywordStrategy::default();
         keyword.build_index(&items);
         group.bench_function(format!("keyword_search/{n}"), |b| {
-            b.iter(|| black_box(keyword.search(black_box(query), &items, 5)))
+            b.iter(|| black_box(keyword.search(black_box(query), &items, 5)));
         });
     }
     group.finish();

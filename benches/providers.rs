@@ -14,8 +14,10 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Duration;
 
-use colloquy::http::SseDecoder;
-use colloquy::{LlmChunk, LlmRequest, RequestKind, ScriptedCall, ScriptedLlm, ScriptedResponse};
+use colloquy::llm::http::SseDecoder;
+use colloquy::llm::{
+    LlmChunk, LlmRequest, RequestKind, ScriptedCall, ScriptedLlm, ScriptedResponse,
+};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
@@ -152,43 +154,41 @@ fn parse(c: &mut Criterion) {
         b.iter(|| {
             runtime.block_on(decode(
                 &openai,
-                colloquy::openai::decode::ChatCompletionsDecoder::default(),
+                colloquy_openai::decode::ChatCompletionsDecoder::default(),
             ))
-        })
+        });
     });
     group.bench_function("anthropic", |b| {
         b.iter(|| {
             runtime.block_on(decode(
                 &anthropic,
-                colloquy::anthropic::decode::MessagesDecoder::default(),
+                colloquy_anthropic::decode::MessagesDecoder::default(),
             ))
-        })
+        });
     });
     let (openai_events, anthropic_events) = (framed(&openai), framed(&anthropic));
     group.bench_function("openai_decoder_only", |b| {
         b.iter(|| {
             decode_framed(
                 &openai_events,
-                colloquy::openai::decode::ChatCompletionsDecoder::default(),
+                colloquy_openai::decode::ChatCompletionsDecoder::default(),
             )
-        })
+        });
     });
     group.bench_function("anthropic_decoder_only", |b| {
         b.iter(|| {
-            decode_framed(
-                &anthropic_events,
-                colloquy::anthropic::decode::MessagesDecoder::default(),
-            )
-        })
+            decode_framed(&anthropic_events, colloquy_anthropic::decode::MessagesDecoder::default())
+        });
     });
     let llm = scripted();
     group.bench_function("scripted", |b| {
         b.iter(|| {
             runtime.block_on(async {
-                let chunks: Vec<LlmChunk> = colloquy::Llm::chat(&llm, request()).collect().await;
+                let chunks: Vec<LlmChunk> =
+                    colloquy::llm::Llm::chat(&llm, request()).collect().await;
                 black_box(chunks.len())
             })
-        })
+        });
     });
     group.finish();
 }

@@ -41,7 +41,7 @@ async fn book_flight(
 }
 
 /// Plays one turn; returns the transcript of the assistant's messages.
-pub async fn run() -> Result<Vec<String>, SessionError> {
+pub(crate) async fn run() -> Result<Vec<String>, SessionError> {
     let llm = ScriptedLlm::new([
         ScriptedResponse::calls([ScriptedCall::new(
             "c1",

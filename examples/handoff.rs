@@ -47,14 +47,14 @@ fn receptionist() -> Agent {
     Agent::new("receptionist", "You greet callers and route them.").tool(FunctionTool::new(
         "transfer_to_billing",
         "Transfer the caller to billing.",
-        |_ctx: RunContext, _a: colloquy::tool::NoArgs| async move {
+        |_ctx: RunContext, _a: colloquy::tools::NoArgs| async move {
             Ok::<_, ToolError>(Handoff::to(billing()))
         },
     ))
 }
 
 /// Plays the call; returns who said what, in order.
-pub async fn run() -> Result<Vec<String>, SessionError> {
+pub(crate) async fn run() -> Result<Vec<String>, SessionError> {
     let llm = ScriptedLlm::new([
         ScriptedResponse::calls([ScriptedCall::new(
             "c1",

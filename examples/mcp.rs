@@ -12,13 +12,13 @@
 //! tracing-subscriber = { version = "0.3", features = ["env-filter"] } # RUST_LOG in `main`
 //! ```
 
-use colloquy::McpToolset;
+use colloquy::mcp::McpToolset;
 use colloquy::prelude::*;
 use tokio::process::Command;
 
 /// Connects to the server `command` starts, lets the model add two numbers with it, and
 /// returns what the agent said.
-pub async fn run(command: Command) -> Result<Vec<String>, Box<dyn std::error::Error>> {
+pub(crate) async fn run(command: Command) -> Result<Vec<String>, Box<dyn std::error::Error>> {
     let server = McpToolset::stdio("everything", command).connect().await?;
     let script = [
         ScriptedResponse::calls([ScriptedCall::new("c1", "get-sum", r#"{"a": 19, "b": 23}"#)]),

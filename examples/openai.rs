@@ -6,7 +6,7 @@
 //! cargo run --example openai -- "Book me a flight to Tokyo"
 //! ```
 //!
-//! `RUST_LOG=debug` shows the runtime's logs. `colloquy::Anthropic::from_env()` in
+//! `RUST_LOG=debug` shows the runtime's logs. `colloquy::anthropic::Anthropic::from_env()` in
 //! place of `OpenAi::from_env()` talks to Anthropic's API instead.
 //!
 //! In a host's own `Cargo.toml` this program needs:
@@ -22,8 +22,9 @@
 
 use std::time::Duration;
 
+use colloquy::llm::Llm;
+use colloquy::openai::OpenAi;
 use colloquy::prelude::*;
-use colloquy::{Llm, OpenAi};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -50,7 +51,7 @@ fn book_flight() -> FunctionTool {
 
 /// Plays one user turn on `llm`, printing events as they come, until the booking's result
 /// has been spoken; returns the agent's messages.
-pub async fn run(llm: impl Llm, request: &str) -> Result<Vec<String>, SessionError> {
+pub(crate) async fn run(llm: impl Llm, request: &str) -> Result<Vec<String>, SessionError> {
     let agent = Agent::new("travel", "You are a travel agent. Book flights with book_flight.")
         .tool(book_flight());
     let mut builder = Session::builder().llm(llm);

@@ -13,7 +13,7 @@
 
 use std::io::Write;
 
-use colloquy::EventFilter;
+use colloquy::events::EventFilter;
 use colloquy::prelude::*;
 
 /// Look up the current weather in a city.
@@ -26,7 +26,7 @@ async fn lookup_weather(city: String) -> Result<String, ToolError> {
 
 /// Runs one turn, printing the reply as it streams; returns the session history and the text
 /// printed.
-pub async fn run() -> Result<(Vec<ChatItem>, String), SessionError> {
+pub(crate) async fn run() -> Result<(Vec<ChatItem>, String), SessionError> {
     let script = [
         ScriptedResponse::calls([ScriptedCall::new("c1", "lookup_weather", r#"{"city":"Paris"}"#)]),
         ScriptedResponse::text("It's sunny and 22°C in Paris today."),

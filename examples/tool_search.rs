@@ -117,7 +117,7 @@ fn model() -> ScriptedLlm {
 }
 
 /// One turn; returns the tools each LLM request listed and the final answer.
-pub async fn run(question: &str) -> Result<(Vec<Vec<String>>, String), SessionError> {
+pub(crate) async fn run(question: &str) -> Result<(Vec<Vec<String>>, String), SessionError> {
     let mut search = ToolSearch::new("catalogue").max_results(3);
     for set in catalogue() {
         search = search.toolset(set);

@@ -4,6 +4,33 @@
 //! tools may run in the background while the conversation goes on. Its tool semantics follow
 //! LiveKit Agents'; its shape is an actor tree (Session → Activity → Toolset → ToolCall).
 //!
+//! `use colloquy::prelude::*;` is the one import a first program needs. Everything else is in a
+//! module named after what it is for, one path per item:
+//!
+//! - [`session`]: starting and driving a session ([`Session`](session::Session),
+//!   [`SessionHandle`](session::SessionHandle), [`SessionOptions`](session::SessionOptions)),
+//!   the [`Host`](session::Host) that supervises sessions, errors, snapshots and lifecycle.
+//! - [`agent`]: an [`Agent`](agent::Agent) (instructions, tools, toolsets) and the
+//!   [`Handoff`](agent::Handoff) a tool returns to switch agents.
+//! - [`tools`]: declaring tools (`#[function_tool]`, [`FunctionTool`](tools::FunctionTool),
+//!   [`Toolset`](tools::Toolset)), what a call sees ([`RunContext`](tools::RunContext)) and
+//!   returns, and the policies around it (duplicates, retries, approval, the before-call hook).
+//! - [`toolsets`]: ready-made toolsets: tool search, the tool proxy, the end-call tool.
+//! - [`events`]: what a session reports ([`SessionEvent`](events::SessionEvent)), how to filter
+//!   and receive it.
+//! - [`chat`]: the conversation as items ([`ChatItem`](chat::ChatItem),
+//!   [`ChatContext`](chat::ChatContext)).
+//! - [`llm`]: the model boundary ([`Llm`](llm::Llm)), its requests and chunks, the scripted
+//!   model, and the parts provider adapters share.
+//! - [`openai`], [`anthropic`], [`mcp`]: the provider adapters and MCP servers' tools, each
+//!   under the feature of the same name (on by default).
+//! - [`speech`]: playing the agent's speech ([`SpeechSink`](speech::SpeechSink)).
+//! - [`templates`]: the texts the runtime gives the model (progress updates, duplicates,
+//!   deferred replies), and how to replace them.
+//! - [`testing`]: a run's result and the expectations over it, tool mocks.
+//! - [`timeline`]: a session's events as a self-contained HTML page.
+//! - [`ractor`]: the actor crate the runtime runs on, for hosts that walk the actor tree.
+//!
 //! ```
 //! use colloquy::prelude::*;
 //! use serde::Deserialize;
@@ -37,87 +64,174 @@
 //! # Ok(()) }
 //! ```
 
-/// The ractor crate colloquy runs on, for hosts that walk the actor tree themselves.
+/// The ractor crate colloquy runs on (the version
+/// [`SessionHandle::actor_cell`](session::SessionHandle::actor_cell) returns), for hosts that
+/// walk the actor tree themselves.
 pub use colloquy_actors::ractor;
-pub use colloquy_actors::{
-    ActorKind, ApprovalError, BROADCAST_CAPACITY, CancelError, ClosedSession, EventStream, Filler,
-    FillerGuard, Foreground, Host, InterruptSignal, Lifecycle, LifecycleEvent,
-    MAX_UNREAD_LIFECYCLE, MockScope, PacedSink, Playout, PlayoutReport, RunContextExt,
-    RunningToolCall, Session, SessionBuilder, SessionError, SessionHandle, SessionOptions,
-    SpeechSink,
-};
-pub use colloquy_actors::{
-    ActorNode, CoalescerSnapshot, NodeStatus, SessionSnapshot, SpeechSnapshot, SpeechStatus,
-    ToolsetScope,
-};
-pub use colloquy_core::{
-    Agent, AgentHandoff, AgentState, ChatContext, ChatItem, DuplicateScope, ErrorSource,
-    EventFilter, EventKind, EventType, FunctionCall, FunctionCallOutput, Handoff, IntoToolOutput,
-    Json, Message, OnDuplicate, Role, RunContext, RunExpect, RunResult, SessionEvent, SpeechSource,
-    StopResponse, Timestamp, ToolCallStatus, ToolError, ToolFlags, ToolOutput, ToolResult,
-    ToolSchema, ToolSource, ToolVisibility, Toolset, UserState,
-};
-pub use colloquy_core::{
-    BeforeCall, BeforeCallFuture, BeforeToolCall, PendingToolCall, RetryPolicy,
-};
-pub use colloquy_core::{
-    CallHooks, PostedUpdate, RefusalReason, ReplyStatus, ResolvedTemplates, Template, Templates,
-    UpdateMessage, UpdateOptions,
-};
-pub use colloquy_core::{
-    FunctionTool, ToolDeclarationError, args, run_result, schema_check, templates, text, timeline,
-    tool,
-};
-pub use colloquy_llm::{
-    FinishReason, Llm, LlmChunk, LlmError, LlmErrorKind, LlmRequest, LlmStream, RecordedRequest,
-    RequestKind, ScriptedCall, ScriptedLlm, ScriptedResponse, ToolCallDelta, ToolChoice, Usage,
-};
-/// OpenAI Chat Completions and OpenAI-compatible servers (feature `openai`, on by default).
+
+pub mod session {
+    //! Starting and driving a session: the builder, the handle every call goes through, the
+    //! options, the [`Host`] that supervises sessions and streams their lifecycle, the errors, and
+    //! what [`SessionHandle::inspect`] and [`SessionHandle::close`] return.
+
+    pub use colloquy_actors::{
+        ActorKind, ActorNode, ApprovalError, CancelError, ClosedSession, CoalescerSnapshot, Host,
+        Lifecycle, LifecycleEvent, NodeStatus, RunningToolCall, Session, SessionBuilder,
+        SessionError, SessionHandle, SessionOptions, SessionSnapshot, SpeechSnapshot, SpeechStatus,
+        ToolsetScope,
+    };
+}
+
+pub mod agent {
+    //! An agent: its instructions, tools and toolsets; and the [`Handoff`] a tool returns to
+    //! hand the conversation to another agent.
+
+    pub use colloquy_core::{Agent, Handoff};
+}
+
+pub mod tools {
+    //! Declaring tools and what a call sees: `#[function_tool]` (a tool from an async function)
+    //! and `#[function_tools]` (tools from an agent type's methods), [`FunctionTool`], [`Toolset`];
+    //! the [`RunContext`] a body gets and its runtime abilities ([`RunContextExt`]: the session,
+    //! filler speech, holding the floor); outputs and errors; the policies around a call
+    //! (duplicates, retries, approval) and the host's hook before each call ([`BeforeCall`]).
+
+    pub use colloquy_actors::{Filler, FillerGuard, Foreground, RunContextExt};
+    pub use colloquy_core::tool::NoArgs;
+    pub use colloquy_core::{
+        BeforeCall, BeforeCallFuture, BeforeToolCall, DuplicateScope, FunctionTool, IntoToolOutput,
+        Json, OnDuplicate, PendingToolCall, PostedUpdate, RetryPolicy, RunContext, StopResponse,
+        ToolDeclarationError, ToolError, ToolErrorKind, ToolFlags, ToolOutput, ToolResult,
+        ToolSchema, ToolSource, ToolVisibility, Toolset, UpdateMessage, UpdateOptions,
+    };
+    /// `#[function_tool]`: a tool from a plain async function, and `#[function_tools]`: tools
+    /// from the methods of an agent type (see the `colloquy_macros` docs).
+    pub use colloquy_macros::{function_tool, function_tools};
+}
+
+pub mod toolsets {
+    //! The ready-made toolsets: tool search (BM25, keyword or your own strategy), the tool proxy,
+    //! and the end-call tool.
+    //!
+    //! The constants kept here are the tools' names (to recognise their calls in events),
+    //! [`END_CALL_REASON`] (to recognise a session the end-call tool closed), and the default
+    //! texts a builder method replaces.
+
+    pub use colloquy_actors::{END_CALL, END_CALL_REASON, END_INSTRUCTIONS, EndCallTool};
+    pub use colloquy_toolsets::{
+        Bm25Strategy, BoxFuture, CALL_TOOL, KeywordStrategy, PROXY_SEARCH_DESCRIPTION,
+        QUERY_DESCRIPTION, SEARCH_DESCRIPTION, SEARCH_TOOL, SearchItem, SearchStrategy,
+        SyncSearchStrategy, ToolProxyToolset, ToolSearch, ToolSearchToolset,
+    };
+}
+
+pub mod events {
+    //! What a session reports: [`SessionEvent`]s and their kinds, the states and statuses they
+    //! carry, the [`EventFilter`] a subscriber picks them with, and the lossless [`EventStream`]
+    //! it receives them on.
+
+    pub use colloquy_actors::EventStream;
+    pub use colloquy_core::{
+        AgentState, ErrorSource, EventFilter, EventKind, EventType, RefusalReason, ReplyStatus,
+        SessionEvent, SpeechSource, ToolCallStatus, UserState,
+    };
+}
+
+pub mod chat {
+    //! The conversation as items: messages, function calls and their outputs, agent handoffs, in
+    //! a [`ChatContext`] ordered by [`Timestamp`].
+
+    pub use colloquy_core::{
+        AgentHandoff, ChatContext, ChatItem, FunctionCall, FunctionCallOutput, Message, Role,
+        Timestamp,
+    };
+}
+
+pub mod llm {
+    //! The model boundary: the [`Llm`] trait, the request it gets and the chunks it streams back,
+    //! its errors; [`ScriptedLlm`], the model that answers from a script (tests, offline demos);
+    //! and, for writing a provider, the HTTP transport the adapters share and the chat context
+    //! regrouped into provider turns.
+
+    #[cfg(any(feature = "openai", feature = "anthropic"))]
+    pub use colloquy_llm::http;
+    pub use colloquy_llm::turns;
+    pub use colloquy_llm::{
+        FinishReason, Llm, LlmChunk, LlmError, LlmErrorKind, LlmRequest, LlmStream,
+        RecordedRequest, RequestKind, ScriptedCall, ScriptedLlm, ScriptedResponse, ToolCallDelta,
+        ToolChoice, Usage,
+    };
+}
+
 #[cfg(feature = "openai")]
 pub mod openai {
-    pub use colloquy_openai::*;
+    //! OpenAI Chat Completions and OpenAI-compatible servers (feature `openai`, on by default).
+    //! The defaults are those [`OpenAi::model`] and [`OpenAi::base_url`] replace.
+
+    pub use colloquy_openai::{DEFAULT_BASE_URL, DEFAULT_MODEL, OpenAi};
 }
-/// Anthropic's Messages API (feature `anthropic`, on by default).
+
 #[cfg(feature = "anthropic")]
 pub mod anthropic {
-    pub use colloquy_anthropic::*;
-}
-#[cfg(feature = "anthropic")]
-pub use colloquy_anthropic::Anthropic;
+    //! Anthropic's Messages API (feature `anthropic`, on by default). The defaults are those
+    //! [`Anthropic::model`] and [`Anthropic::base_url`] replace.
 
-/// Model Context Protocol servers' tools as toolsets (feature `mcp`, on by default).
+    pub use colloquy_anthropic::{Anthropic, DEFAULT_BASE_URL, DEFAULT_MODEL};
+}
+
 #[cfg(feature = "mcp")]
 pub mod mcp {
-    pub use colloquy_mcp::*;
-}
-/// What the provider adapters share: keys, timeouts and retries, the environment.
-#[cfg(any(feature = "openai", feature = "anthropic"))]
-pub use colloquy_llm::http;
-/// The chat context regrouped into provider turns, and provider call ids.
-pub use colloquy_llm::turns;
-#[cfg(feature = "mcp")]
-pub use colloquy_mcp::{McpServer, McpToolset};
-#[cfg(feature = "openai")]
-pub use colloquy_openai::OpenAi;
+    //! Model Context Protocol servers' tools as toolsets (feature `mcp`, on by default). The
+    //! constants are the defaults [`McpToolset`]'s builder methods replace, and the environment
+    //! variables a stdio server inherits.
 
-/// `#[function_tool]`: a tool from a plain async function, and `#[function_tools]`: tools from
-/// the methods of an agent type (see the `colloquy_macros` docs).
-pub use colloquy_macros::{function_tool, function_tools};
+    pub use colloquy_mcp::{
+        DEFAULT_DEADLINE, INHERITED_ENV, MAX_RESULT_BYTES, McpError, McpServer, McpToolset,
+        PROGRESS_INTERVAL, START_TIMEOUT,
+    };
+}
+
+pub mod speech {
+    //! Playing the agent's speech: the [`SpeechSink`] a host implements (text in, a [`Playout`]
+    //! out, interruptible), and [`PacedSink`], one that plays at a fixed pace.
+
+    pub use colloquy_actors::{InterruptSignal, PacedSink, Playout, PlayoutReport, SpeechSink};
+}
+
+pub mod templates {
+    //! The texts the runtime gives the model (a background call's update, a refused duplicate, a
+    //! deferred reply's instruction): [`Templates`] replaces any of them for a session or an
+    //! agent; [`defaults`] holds the built-in ones.
+
+    pub use colloquy_core::templates::{
+        Placeholders, Template, TemplateError, Templates, defaults,
+    };
+}
+
+pub mod testing {
+    //! Testing a conversation: what [`SessionHandle::run`](crate::session::SessionHandle::run)
+    //! returns ([`RunResult`]) and the expectations over it, and the scope of a tool mock
+    //! ([`MockScope`]). The model is scripted with [`ScriptedLlm`](crate::llm::ScriptedLlm);
+    //! `docs/testing.md` is the guide.
+
+    pub use colloquy_actors::MockScope;
+    pub use colloquy_core::run_result::{
+        CallExpect, EventExpect, MessageExpect, OutputExpect, RunExpect, RunResult,
+    };
+}
+
+pub mod timeline {
+    //! A session's events as a self-contained HTML page: a timeline of speeches and tool calls
+    //! (what `colloquy run FILE --timeline` writes).
+
+    pub use colloquy_core::timeline::render_html;
+}
 
 /// What the code `#[function_tool]` writes refers to; not an API.
 #[doc(hidden)]
 pub mod __private {
     pub use schemars;
     pub use serde;
-}
-
-/// The ready-made toolsets: tool search (BM25, keyword, custom strategies), the tool proxy, and
-/// the end-call tool.
-pub mod toolsets {
-    pub use colloquy_actors::{
-        END_CALL, END_CALL_DESCRIPTION, END_CALL_REASON, END_INSTRUCTIONS, EndCallTool,
-    };
-    pub use colloquy_toolsets::*;
 }
 
 /// What a host's first program needs, in one import: sessions and their host, agents and
@@ -161,20 +275,27 @@ pub mod toolsets {
 ///
 /// `tests/it/first_program.rs` compiles and runs a larger one with this import alone.
 pub mod prelude {
+    pub use crate::agent::{Agent, Handoff};
     #[cfg(feature = "anthropic")]
-    pub use crate::Anthropic;
+    pub use crate::anthropic::Anthropic;
+    pub use crate::chat::{ChatItem, FunctionCall, FunctionCallOutput, Message, Role};
+    pub use crate::events::{
+        AgentState, ErrorSource, EventFilter, EventKind, EventStream, EventType, SessionEvent,
+        ToolCallStatus, UserState,
+    };
+    pub use crate::llm::{Llm, ScriptedCall, ScriptedLlm, ScriptedResponse, ToolChoice};
     #[cfg(feature = "mcp")]
-    pub use crate::McpToolset;
+    pub use crate::mcp::McpToolset;
     #[cfg(feature = "openai")]
-    pub use crate::OpenAi;
-    pub use crate::{
-        ActorNode, Agent, AgentState, ChatItem, DuplicateScope, ErrorSource, EventFilter,
-        EventKind, EventStream, EventType, Filler, FunctionCall, FunctionCallOutput, FunctionTool,
-        Handoff, Host, Json, Llm, Message, MockScope, NodeStatus, OnDuplicate, Playout,
-        PlayoutReport, Role, RunContext, RunContextExt, RunResult, ScriptedCall, ScriptedLlm,
-        ScriptedResponse, Session, SessionError, SessionEvent, SessionHandle, SessionSnapshot,
-        SpeechSink, StopResponse, ToolCallStatus, ToolChoice, ToolError, ToolResult, Toolset,
-        UserState, function_tool, function_tools,
+    pub use crate::openai::OpenAi;
+    pub use crate::session::{
+        ActorNode, Host, NodeStatus, Session, SessionError, SessionHandle, SessionSnapshot,
+    };
+    pub use crate::speech::{Playout, PlayoutReport, SpeechSink};
+    pub use crate::testing::{MockScope, RunResult};
+    pub use crate::tools::{
+        DuplicateScope, Filler, FunctionTool, Json, OnDuplicate, RunContext, RunContextExt,
+        StopResponse, ToolError, ToolResult, Toolset, function_tool, function_tools,
     };
     pub use serde_json::{Value, json};
 }

@@ -6,11 +6,11 @@ use std::collections::VecDeque;
 use std::sync::Mutex;
 
 use crate::common::*;
+use colloquy::events::{EventFilter, EventStream, EventType};
+use colloquy::llm::{FinishReason, Llm, LlmChunk, LlmRequest, LlmStream};
 use colloquy::prelude::*;
-use colloquy::{
-    EventFilter, EventStream, EventType, FinishReason, Llm, LlmChunk, LlmRequest, LlmStream,
-    PacedSink, SessionBuilder,
-};
+use colloquy::session::SessionBuilder;
+use colloquy::speech::PacedSink;
 
 /// An LLM whose responses come piece by piece: each chunk after its pause (virtual ms).
 struct Pieces(Mutex<VecDeque<Vec<(u64, LlmChunk)>>>);

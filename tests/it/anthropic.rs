@@ -6,9 +6,10 @@ use std::sync::Arc;
 
 use crate::wire;
 use crate::wire::{Chat, KEY, Provider, book_flight, bounded, errors, options, started, weather};
-use colloquy::http::HttpOptions;
+use colloquy::anthropic::Anthropic;
+use colloquy::llm::http::HttpOptions;
+use colloquy::llm::{FinishReason, LlmErrorKind, Usage};
 use colloquy::prelude::*;
-use colloquy::{Anthropic, FinishReason, LlmErrorKind, Usage};
 use colloquy_replay::Reply;
 use serde_json::json;
 

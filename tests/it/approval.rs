@@ -6,8 +6,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::common::*;
+use colloquy::events::EventKind;
 use colloquy::prelude::*;
-use colloquy::{ApprovalError, DuplicateScope, EventKind, NodeStatus, OnDuplicate, SessionBuilder};
+use colloquy::session::{ApprovalError, NodeStatus, SessionBuilder};
+use colloquy::tools::{DuplicateScope, OnDuplicate};
 
 #[derive(serde::Deserialize, schemars::JsonSchema)]
 struct Refund {
@@ -29,7 +31,7 @@ fn refund(runs: Arc<AtomicU32>) -> FunctionTool {
 }
 
 /// The approval steps, and each call's end, in order.
-fn approval_events(events: &[colloquy::SessionEvent]) -> Vec<String> {
+fn approval_events(events: &[colloquy::events::SessionEvent]) -> Vec<String> {
     events
         .iter()
         .filter_map(|e| match &e.kind {

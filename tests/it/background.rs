@@ -4,9 +4,11 @@
 use std::time::Duration;
 
 use crate::common::*;
+use colloquy::llm::RequestKind;
 use colloquy::prelude::*;
+use colloquy::session::{Lifecycle, LifecycleEvent};
 use colloquy::templates::{Template, Templates, defaults};
-use colloquy::{Lifecycle, LifecycleEvent, RequestKind, UpdateOptions};
+use colloquy::tools::UpdateOptions;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
@@ -602,7 +604,10 @@ async fn silent_updates_are_recorded_without_a_reply() {
         tokio::time::sleep(ms(50)).await;
         ctx.update_with("still quiet", silent).await?;
         tokio::time::sleep(ms(50)).await;
-        Ok::<_, ToolError>(colloquy::ToolResult { output: "done".into(), reply_required: false })
+        Ok::<_, ToolError>(colloquy::tools::ToolResult {
+            output: "done".into(),
+            reply_required: false,
+        })
     });
     let mut h = Harness::start(agent().tool(quiet), vec![call("q1", "quiet", "{}")]).await;
     h.turn("go").await;
@@ -664,7 +669,7 @@ async fn c90_standalone_execution_records_updates() {
         ctx.update("searching...").await?;
         Ok::<_, ToolError>(format!("result for {}", a.query))
     });
-    let call = colloquy::FunctionCall {
+    let call = colloquy::chat::FunctionCall {
         id: "i".into(),
         call_id: "c1".into(),
         name: "progress_tool".into(),
@@ -690,7 +695,7 @@ async fn a_tool_can_wait_for_its_step_to_finish_playing() {
         ctx.wait_for_playout().await;
         Ok::<_, ToolError>(format!("waited {} ms", start.elapsed().as_millis()))
     });
-    let builder = Session::builder().speech_sink(colloquy::PacedSink::new(ms(10)));
+    let builder = Session::builder().speech_sink(colloquy::speech::PacedSink::new(ms(10)));
     let h = Harness::start_with(
         builder,
         agent().tool(waits),
@@ -853,7 +858,10 @@ async fn deferred_replies_wait_while_a_tool_holds_the_floor() {
     let ended =
         at_ms(&events, |k| matches!(k, EventKind::ToolCallEnded { id, .. } if id == "j1_final"));
     let scheduled = at_ms(&events, |k| {
-        matches!(k, EventKind::ToolReplyUpdated { status: colloquy::ReplyStatus::Scheduled, .. })
+        matches!(
+            k,
+            EventKind::ToolReplyUpdated { status: colloquy::events::ReplyStatus::Scheduled, .. }
+        )
     });
     assert_eq!(ended, 110);
     assert!(scheduled >= 410, "the reply waited for the hold to end (scheduled at {scheduled})");

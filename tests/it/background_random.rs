@@ -6,8 +6,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use colloquy::events::{ReplyStatus, SpeechSource};
+use colloquy::llm::RequestKind;
 use colloquy::prelude::*;
-use colloquy::{ReplyStatus, RequestKind, SpeechSource};
 use schemars::JsonSchema;
 use serde::Deserialize;
 

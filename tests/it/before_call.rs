@@ -5,8 +5,9 @@
 use std::sync::{Arc, Mutex};
 
 use crate::common::*;
+use colloquy::events::EventKind;
 use colloquy::prelude::*;
-use colloquy::{BeforeCall, EventKind, PendingToolCall};
+use colloquy::tools::{BeforeCall, PendingToolCall};
 use serde_json::Value;
 
 #[derive(serde::Deserialize, schemars::JsonSchema)]

@@ -7,8 +7,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use colloquy::llm::RequestKind;
 use colloquy::prelude::*;
-use colloquy::{DuplicateScope, Lifecycle, OnDuplicate, RequestKind};
+use colloquy::session::Lifecycle;
+use colloquy::tools::{DuplicateScope, OnDuplicate};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use schemars::JsonSchema;
@@ -28,8 +30,8 @@ fn work(name: &'static str, policy: OnDuplicate) -> FunctionTool {
             return Ok::<_, ToolError>("done");
         }
         tokio::select! {
-            _ = tokio::time::sleep(Duration::from_millis(a.ms)) => Ok("done"),
-            _ = ctx.cancelled() => {
+            () = tokio::time::sleep(Duration::from_millis(a.ms)) => Ok("done"),
+            () = ctx.cancelled() => {
                 tokio::time::sleep(Duration::from_millis(50)).await; // clean up
                 Ok("cleaned up")
             }

@@ -6,34 +6,36 @@
 
 use std::time::Duration;
 
+use colloquy::events::EventStream;
+use colloquy::llm::{RecordedRequest, ToolChoice};
 use colloquy::prelude::*;
-use colloquy::{EventStream, RecordedRequest, SessionBuilder, ToolChoice};
+use colloquy::session::SessionBuilder;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
 /// Every lifecycle record received so far.
-pub fn drain_lifecycle(
-    rx: &mut tokio::sync::mpsc::Receiver<colloquy::LifecycleEvent>,
-) -> Vec<colloquy::LifecycleEvent> {
+pub(crate) fn drain_lifecycle(
+    rx: &mut tokio::sync::mpsc::Receiver<colloquy::session::LifecycleEvent>,
+) -> Vec<colloquy::session::LifecycleEvent> {
     std::iter::from_fn(|| rx.try_recv().ok()).collect()
 }
 
 /// A speech sink that takes every playout and never reports anything (watchdog tests).
 #[derive(Default)]
-pub struct SilentSink(std::sync::Mutex<Vec<colloquy::Playout>>);
+pub(crate) struct SilentSink(std::sync::Mutex<Vec<colloquy::speech::Playout>>);
 
-impl colloquy::SpeechSink for SilentSink {
-    fn play(&self, playout: colloquy::Playout) {
+impl colloquy::speech::SpeechSink for SilentSink {
+    fn play(&self, playout: colloquy::speech::Playout) {
         self.0.lock().unwrap().push(playout);
     }
 }
 
 /// Arguments of tools that take none.
 #[derive(Deserialize, JsonSchema)]
-pub struct NoArgs {}
+pub(crate) struct NoArgs {}
 
 /// The messages of the `error` events among `events`, in order.
-pub fn error_messages(events: &[SessionEvent]) -> Vec<String> {
+pub(crate) fn error_messages(events: &[SessionEvent]) -> Vec<String> {
     events
         .iter()
         .filter_map(|e| match &e.kind {
@@ -44,17 +46,17 @@ pub fn error_messages(events: &[SessionEvent]) -> Vec<String> {
 }
 
 /// `n` milliseconds.
-pub fn ms(n: u64) -> Duration {
+pub(crate) fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
 /// The plain agent most tests start from: `A`, with instructions `inst` and no tools.
-pub fn agent() -> Agent {
+pub(crate) fn agent() -> Agent {
     Agent::new("A", "inst")
 }
 
 /// A tool that sleeps `ms` of virtual time, then returns `output`.
-pub fn sleeper(name: &'static str, ms: u64, output: &'static str) -> FunctionTool {
+pub(crate) fn sleeper(name: &'static str, ms: u64, output: &'static str) -> FunctionTool {
     FunctionTool::new(name, "Takes a while.", move |_ctx: RunContext, _a: NoArgs| async move {
         tokio::time::sleep(Duration::from_millis(ms)).await;
         Ok::<_, ToolError>(output)
@@ -62,7 +64,7 @@ pub fn sleeper(name: &'static str, ms: u64, output: &'static str) -> FunctionToo
 }
 
 /// A started session plus what it needs for assertions.
-pub struct Harness {
+pub(crate) struct Harness {
     pub session: SessionHandle,
     pub llm: ScriptedLlm,
     events: EventStream,
@@ -71,12 +73,12 @@ pub struct Harness {
 
 impl Harness {
     /// Starts `agent` on a recording scripted LLM answering `script`.
-    pub async fn start(agent: Agent, script: Vec<ScriptedResponse>) -> Self {
+    pub(crate) async fn start(agent: Agent, script: Vec<ScriptedResponse>) -> Self {
         Self::start_with(Session::builder(), agent, script).await
     }
 
     /// As [`Harness::start`], with a configured builder.
-    pub async fn start_with(
+    pub(crate) async fn start_with(
         builder: SessionBuilder,
         agent: Agent,
         script: Vec<ScriptedResponse>,
@@ -89,13 +91,13 @@ impl Harness {
     }
 
     /// Runs a user turn and waits until the session is idle.
-    pub async fn turn(&self, text: &str) {
+    pub(crate) async fn turn(&self, text: &str) {
         self.session.user_turn(text).await.expect("turn accepted");
         self.session.wait_for_idle().await.expect("session goes idle");
     }
 
     /// Every event received so far.
-    pub fn events(&mut self) -> &[SessionEvent] {
+    pub(crate) fn events(&mut self) -> &[SessionEvent] {
         while let Some(e) = self.events.try_recv() {
             self.seen.push(e);
         }
@@ -103,7 +105,7 @@ impl Harness {
     }
 
     /// Closes the session and returns every event, `session_closed` last.
-    pub async fn close(mut self) -> Vec<SessionEvent> {
+    pub(crate) async fn close(mut self) -> Vec<SessionEvent> {
         self.session.close().await.expect("close");
         while let Some(e) = self.events.recv().await {
             self.seen.push(e);
@@ -112,12 +114,12 @@ impl Harness {
     }
 
     /// The tool lifecycle events so far, in the notation of the scenarios.
-    pub fn tool_events(&mut self) -> Vec<String> {
+    pub(crate) fn tool_events(&mut self) -> Vec<String> {
         tool_events(self.events())
     }
 
     /// The agent states so far (including the initial listening).
-    pub fn agent_states(&mut self) -> Vec<String> {
+    pub(crate) fn agent_states(&mut self) -> Vec<String> {
         self.events()
             .iter()
             .filter_map(|e| match &e.kind {
@@ -128,13 +130,13 @@ impl Harness {
     }
 
     /// The agent's chat context, in notation.
-    pub async fn ctx(&self, agent: &str) -> Vec<String> {
+    pub(crate) async fn ctx(&self, agent: &str) -> Vec<String> {
         let items = self.session.chat_context(agent).await.unwrap().expect("agent has a context");
         show(&items)
     }
 
     /// The session history without its leading handoff, in notation.
-    pub async fn hist(&self) -> Vec<String> {
+    pub(crate) async fn hist(&self) -> Vec<String> {
         let items = self.session.history().await.unwrap();
         assert!(
             matches!(items.first(), Some(ChatItem::AgentHandoff(_))),
@@ -144,13 +146,13 @@ impl Harness {
     }
 
     /// Recorded LLM requests.
-    pub fn requests(&self) -> Vec<RecordedRequest> {
+    pub(crate) fn requests(&self) -> Vec<RecordedRequest> {
         self.llm.requests()
     }
 }
 
 /// Items in the notation of docs/scenarios.md H4.
-pub fn show(items: &[ChatItem]) -> Vec<String> {
+pub(crate) fn show(items: &[ChatItem]) -> Vec<String> {
     items
         .iter()
         .map(|item| match item {
@@ -175,7 +177,7 @@ pub fn show(items: &[ChatItem]) -> Vec<String> {
 }
 
 /// Tool lifecycle events in notation: `S(id)`, `E(id,status,msg)`, `FTE[ids]`, `DROP(id)`.
-pub fn tool_events(events: &[SessionEvent]) -> Vec<String> {
+pub(crate) fn tool_events(events: &[SessionEvent]) -> Vec<String> {
     events
         .iter()
         .filter_map(|e| match &e.kind {
@@ -193,12 +195,12 @@ pub fn tool_events(events: &[SessionEvent]) -> Vec<String> {
 }
 
 /// The `at_ms` of the first event matching `f`.
-pub fn at_ms(events: &[SessionEvent], f: impl Fn(&EventKind) -> bool) -> u64 {
+pub(crate) fn at_ms(events: &[SessionEvent], f: impl Fn(&EventKind) -> bool) -> u64 {
     events.iter().find(|e| f(&e.kind)).map(|e| e.at_ms).expect("event present")
 }
 
 /// `tool_choice` in the notation of the scenarios.
-pub fn choice(r: &RecordedRequest) -> &'static str {
+pub(crate) fn choice(r: &RecordedRequest) -> &'static str {
     match &r.tool_choice {
         None => "unset",
         Some(ToolChoice::Auto) => "auto",
@@ -209,17 +211,17 @@ pub fn choice(r: &RecordedRequest) -> &'static str {
 }
 
 /// A scripted response made of one tool call.
-pub fn call(id: &str, name: &str, args: &str) -> ScriptedResponse {
+pub(crate) fn call(id: &str, name: &str, args: &str) -> ScriptedResponse {
     ScriptedResponse::calls([ScriptedCall::new(id, name, args)])
 }
 
 /// A scripted text response.
-pub fn text(t: &str) -> ScriptedResponse {
+pub(crate) fn text(t: &str) -> ScriptedResponse {
     ScriptedResponse::text(t)
 }
 
 /// Each `tool_call_ended` so far as `(at_ms, "ID STATUS MESSAGE")`.
-pub fn ended_at(events: &[SessionEvent]) -> Vec<(u64, String)> {
+pub(crate) fn ended_at(events: &[SessionEvent]) -> Vec<(u64, String)> {
     events
         .iter()
         .filter_map(|e| match &e.kind {

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use crate::common::*;
 use colloquy::prelude::*;
-use colloquy::{Lifecycle, LifecycleEvent};
+use colloquy::session::{Lifecycle, LifecycleEvent};
 use tokio::time::Instant;
 
 /// A blocking tool (no update) that takes 5 s.

@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use crate::common::*;
+use colloquy::llm::{RequestKind, ToolChoice};
 use colloquy::prelude::*;
-use colloquy::{RequestKind, ToolChoice};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
@@ -65,7 +65,7 @@ async fn c01_sync_tool_returning_a_string() {
     ];
     assert_eq!(h.ctx("A").await, expected);
     assert_eq!(h.hist().await, expected);
-    assert_eq!(h.tool_events(), [r#"S(c1)"#, r#"E(c1,done,"sunny in Tokyo")"#, r#"FTE["c1"]"#]);
+    assert_eq!(h.tool_events(), [r"S(c1)", r#"E(c1,done,"sunny in Tokyo")"#, r#"FTE["c1"]"#]);
     assert_eq!(h.agent_states(), ["listening", "thinking", "speaking", "listening"]);
     h.close().await;
 }

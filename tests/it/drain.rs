@@ -2,8 +2,8 @@
 //! counted from when the drain starts (decision 7).
 
 use crate::common::*;
+use colloquy::events::{EventKind, SessionEvent};
 use colloquy::prelude::*;
-use colloquy::{EventKind, SessionEvent};
 use tokio::time::Instant;
 
 /// A blocking call (no update) that takes 5 s and cannot be cancelled.

@@ -3,8 +3,10 @@
 use std::time::Duration;
 
 use crate::common::*;
+use colloquy::events::EventFilter;
 use colloquy::prelude::*;
-use colloquy::{CancelError, DuplicateScope, EventFilter, OnDuplicate};
+use colloquy::session::CancelError;
+use colloquy::tools::{DuplicateScope, OnDuplicate};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -352,8 +354,8 @@ async fn a_cooperative_call_gets_its_grace_period_and_still_ends_cancelled() {
         async move {
             ctx.update("uploading").await?;
             tokio::select! {
-                _ = tokio::time::sleep(Duration::from_secs(60)) => Ok::<_, ToolError>("uploaded"),
-                _ = ctx.cancelled() => {
+                () = tokio::time::sleep(Duration::from_secs(60)) => Ok::<_, ToolError>("uploaded"),
+                () = ctx.cancelled() => {
                     tokio::time::sleep(ms(500)).await; // clean up: delete the partial upload
                     flag.store(true, std::sync::atomic::Ordering::SeqCst);
                     Ok("reverted")
@@ -520,7 +522,7 @@ async fn c49_a_tool_that_disallows_interruptions_keeps_its_speech() {
 
 #[tokio::test(start_paused = true)]
 async fn c50_an_interruption_during_playout_keeps_results_once_without_a_reply() {
-    let builder = Session::builder().speech_sink(colloquy::PacedSink::new(ms(10)));
+    let builder = Session::builder().speech_sink(colloquy::speech::PacedSink::new(ms(10)));
     let h = Harness::start_with(
         builder,
         Agent::new("A", "inst").tool(sleeper("get_weather", 50, "sunny")),

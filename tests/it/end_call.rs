@@ -5,9 +5,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::common::*;
+use colloquy::events::EventStream;
+use colloquy::llm::RecordedRequest;
 use colloquy::prelude::*;
-use colloquy::toolsets::{END_CALL_DESCRIPTION, EndCallTool};
-use colloquy::{EventStream, PacedSink, RecordedRequest};
+use colloquy::speech::PacedSink;
+use colloquy::toolsets::EndCallTool;
+use colloquy_actors::END_CALL_DESCRIPTION;
 
 struct Ended {
     events: Vec<SessionEvent>,
@@ -73,7 +76,9 @@ async fn the_description_is_the_fixed_text_then_the_extra() {
     let tool = EndCallTool::new().extra_description("Not during payments.").tool();
     assert_eq!(tool.description(), format!("{END_CALL_DESCRIPTION}\nNot during payments."));
     assert_eq!(EndCallTool::new().tool().description(), format!("{END_CALL_DESCRIPTION}\n"));
-    assert!(tool.schema().parameters["properties"].as_object().is_none_or(|p| p.is_empty()));
+    assert!(
+        tool.schema().parameters["properties"].as_object().is_none_or(serde_json::Map::is_empty)
+    );
 }
 
 #[tokio::test(start_paused = true)]

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crate::common::*;
-use colloquy::SessionEvent;
+use colloquy::events::SessionEvent;
 use colloquy::prelude::*;
 
 /// Reports once, then returns: a call that stamps events from its Toolset while the Session is
@@ -23,7 +23,7 @@ async fn one_session(turns: usize) -> Vec<SessionEvent> {
         ScriptedLlm::new(Vec::<ScriptedResponse>::new()).with_fallback(|i, request| match request
             .kind
         {
-            colloquy::RequestKind::UserTurn => ScriptedResponse::calls(
+            colloquy::llm::RequestKind::UserTurn => ScriptedResponse::calls(
                 (0..4).map(|n| ScriptedCall::new(format!("c{i}_{n}"), ["a", "b"][n % 2], "{}")),
             ),
             _ => ScriptedResponse::text("ok"),

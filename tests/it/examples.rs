@@ -21,7 +21,7 @@ mod tool_search;
 mod openai;
 
 use crate::wire;
-use colloquy::ChatItem;
+use colloquy::chat::ChatItem;
 
 #[tokio::test(start_paused = true)]
 async fn tool_search_finds_the_right_tool_among_200() {
@@ -93,7 +93,7 @@ async fn the_openai_example_books_in_the_background_on_a_real_wire() {
     let replies = ["book_call", "looking", "booked"]
         .map(|name| colloquy_replay::Reply::sse(&wire::recording("openai", name)));
     let server = colloquy_replay::ReplayServer::start(replies.into()).await.unwrap();
-    let llm = colloquy::OpenAi::new().base_url(format!("{}/v1", server.base_url()));
+    let llm = colloquy::openai::OpenAi::new().base_url(format!("{}/v1", server.base_url()));
     let run = openai::run(llm, "Book me a flight to Tokyo.");
     let said = tokio::time::timeout(std::time::Duration::from_secs(20), run)
         .await

@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::common::*;
+use colloquy::events::{ErrorSource, ToolCallStatus};
 use colloquy::prelude::*;
-use colloquy::{ErrorSource, Lifecycle, LifecycleEvent, ToolCallStatus};
+use colloquy::session::{Lifecycle, LifecycleEvent};
 use tokio::sync::mpsc::Receiver;
 
 /// Updates, then works `ms` before answering.

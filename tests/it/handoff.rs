@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use crate::common::*;
+use colloquy::llm::{RequestKind, ToolChoice};
 use colloquy::prelude::*;
-use colloquy::{RequestKind, ToolChoice};
 
 fn billing() -> Agent {
     Agent::new("B", "You handle billing.")
@@ -321,7 +321,7 @@ async fn update_agent_switches_from_the_host() {
 
 #[tokio::test(start_paused = true)]
 async fn c50_a_handoff_interrupted_during_playout_does_not_happen() {
-    let builder = Session::builder().speech_sink(colloquy::PacedSink::new(ms(10)));
+    let builder = Session::builder().speech_sink(colloquy::speech::PacedSink::new(ms(10)));
     let mut h = Harness::start_with(
         builder,
         Agent::new("A", "inst").tool(transfer(None)),
@@ -478,7 +478,7 @@ async fn an_async_toolset_both_agents_list_moves_with_its_calls_running() {
     h.close().await;
     let mut started = 0;
     while let Ok(record) = lifecycle.try_recv() {
-        if record.id == "toolset:research" && record.what == colloquy::Lifecycle::Started {
+        if record.id == "toolset:research" && record.what == colloquy::session::Lifecycle::Started {
             started += 1;
         }
     }
@@ -531,7 +531,7 @@ async fn c63_close_stops_every_actor_gracefully_and_ends_every_call_once() {
     while let Ok(record) = lifecycle.try_recv() {
         assert_ne!(record.reason.as_deref(), Some("killed"), "{record:?}");
         *balance.entry(record.id).or_default() +=
-            if record.what == colloquy::Lifecycle::Started { 1 } else { -1 };
+            if record.what == colloquy::session::Lifecycle::Started { 1 } else { -1 };
     }
     assert!(
         balance.len() >= 9,

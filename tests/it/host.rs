@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::common::*;
 use colloquy::prelude::*;
-use colloquy::{Host, Lifecycle};
+use colloquy::session::{Host, Lifecycle};
 
 fn llm(script: Vec<ScriptedResponse>) -> ScriptedLlm {
     ScriptedLlm::new(script)

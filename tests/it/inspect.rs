@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use crate::common::*;
 use colloquy::prelude::*;
-use colloquy::{ActorKind, ActorNode, NodeStatus, SessionSnapshot, SpeechStatus, ToolsetScope};
+use colloquy::session::{
+    ActorKind, ActorNode, NodeStatus, SessionSnapshot, SpeechStatus, ToolsetScope,
+};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -392,7 +394,7 @@ async fn every_stopped_record_says_why() {
     h.close().await;
     let mut stopped = Vec::new();
     while let Ok(record) = lifecycle.try_recv() {
-        if matches!(record.what, colloquy::Lifecycle::Stopped) {
+        if matches!(record.what, colloquy::session::Lifecycle::Stopped) {
             stopped.push((record.id, record.reason));
         }
     }

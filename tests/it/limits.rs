@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::common::*;
+use colloquy::events::{EventKind, SessionEvent};
 use colloquy::prelude::*;
-use colloquy::{EventKind, SessionEvent};
 use serde_json::{Map, Value, json};
 
 /// `(at_ms, "id status")` for each `tool_call_ended`, with ` cached` when it was remembered.
@@ -42,7 +42,7 @@ fn counted(name: &'static str, ms_: u64, runs: Arc<AtomicU32>) -> FunctionTool {
     })
 }
 
-fn status_of(snap: &colloquy::SessionSnapshot, call_id: &str) -> Option<NodeStatus> {
+fn status_of(snap: &colloquy::session::SessionSnapshot, call_id: &str) -> Option<NodeStatus> {
     snap.tree.find(&format!("tool_call:{call_id}")).map(|n| n.status)
 }
 

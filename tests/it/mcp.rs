@@ -6,8 +6,10 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use colloquy::events::{ReplyStatus, ToolCallStatus};
+use colloquy::mcp::McpToolset;
 use colloquy::prelude::*;
-use colloquy::{DuplicateScope, McpToolset, OnDuplicate, ReplyStatus, ToolCallStatus};
+use colloquy::tools::{DuplicateScope, OnDuplicate};
 use tokio::process::Command;
 
 use crate::common::*;

@@ -6,9 +6,10 @@ use std::sync::Arc;
 
 use crate::wire;
 use crate::wire::{Chat, KEY, Provider, book_flight, bounded, options, started, weather};
-use colloquy::http::HttpOptions;
+use colloquy::llm::http::HttpOptions;
+use colloquy::llm::{FinishReason, Usage};
+use colloquy::openai::OpenAi;
 use colloquy::prelude::*;
-use colloquy::{FinishReason, OpenAi, Usage};
 use colloquy_replay::Reply;
 
 static OPENAI: Provider = Provider {
@@ -156,7 +157,7 @@ async fn generate_reply_with_a_named_tool_choice_sends_it() {
         let agent = Agent::new("a", "inst").tool(weather());
         let replies = vec![recorded("one_call_many_chunks"), recorded("sunny_in_paris")];
         let chat = chat(agent, replies, options()).await;
-        let choice = colloquy::ToolChoice::Named("get_weather".into());
+        let choice = colloquy::llm::ToolChoice::Named("get_weather".into());
         chat.session.generate_reply_with("Check the weather in Paris.", choice).await.unwrap();
         chat.session.wait_for_idle().await.unwrap();
         let requests = chat.requests();

@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::wire;
-use colloquy::{ChatContext, ChatItem, LlmRequest, RecordedRequest, ToolSchema};
+use colloquy::chat::{ChatContext, ChatItem};
+use colloquy::llm::{LlmRequest, RecordedRequest};
+use colloquy::tools::ToolSchema;
 use serde_json::{Value, json};
 
 fn scenario_requests() -> Vec<(String, RecordedRequest)> {
@@ -84,15 +86,15 @@ fn check_all(map: impl Fn(&LlmRequest) -> Value, check: impl Fn(&Value) -> Resul
 
 #[test]
 fn every_scenario_request_maps_to_a_valid_openai_request() {
-    let options = colloquy::openai::RequestOptions::default();
-    check_all(|r| colloquy::openai::request::body("m", r, &options), wire::check_openai);
+    let options = colloquy_openai::RequestOptions::default();
+    check_all(|r| colloquy_openai::request::body("m", r, &options), wire::check_openai);
 }
 
 #[test]
 fn every_call_and_output_of_a_scenario_reaches_openai() {
     // Placeholders and late outputs are attached, not dropped: each answered call is sent.
     for (name, recorded) in scenario_requests() {
-        let body = colloquy::openai::request::body(
+        let body = colloquy_openai::request::body(
             "m",
             &request(&recorded, recorded.items.clone()),
             &Default::default(),
@@ -147,6 +149,6 @@ fn the_checkers_refuse_what_the_providers_refuse() {
 
 #[test]
 fn every_scenario_request_maps_to_a_valid_anthropic_request() {
-    let options = colloquy::anthropic::RequestOptions::default();
-    check_all(|r| colloquy::anthropic::request::body("m", r, &options), wire::check_anthropic);
+    let options = colloquy_anthropic::RequestOptions::default();
+    check_all(|r| colloquy_anthropic::request::body("m", r, &options), wire::check_anthropic);
 }

@@ -3,7 +3,7 @@
 
 use crate::common::*;
 use colloquy::prelude::*;
-use colloquy::{Host, Lifecycle};
+use colloquy::session::{Host, Lifecycle};
 
 #[tokio::test(start_paused = true)]
 async fn dropping_the_last_handle_closes_a_hostless_session_and_awaits_its_calls() {

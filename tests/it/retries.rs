@@ -7,8 +7,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::common::*;
+use colloquy::events::{EventKind, SessionEvent};
 use colloquy::prelude::*;
-use colloquy::{EventKind, RetryPolicy, SessionEvent, function_tool};
+use colloquy::tools::{RetryPolicy, function_tool};
 
 /// A tool whose first `failing` attempts return an error; `attempts` counts every run.
 fn flaky(attempts: Arc<AtomicU32>, failing: u32) -> FunctionTool {

@@ -185,7 +185,7 @@ async fn a_background_calls_first_output_matches_by_substring() {
 
 mod mocks {
     use super::*;
-    use colloquy::MockScope;
+    use colloquy::testing::MockScope;
     use schemars::JsonSchema;
     use serde::Deserialize;
 

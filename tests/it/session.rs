@@ -115,17 +115,17 @@ async fn lossless_and_broadcast_subscribers() {
     }
     match lagging.recv().await {
         Err(RecvError::Lagged(missed)) => {
-            assert_eq!(missed as usize, lossless - colloquy::BROADCAST_CAPACITY)
+            assert_eq!(missed as usize, lossless - colloquy_actors::BROADCAST_CAPACITY);
         }
         other => panic!("a lagging receiver is told it lagged, got {other:?}"),
     }
-    assert!(lossless > colloquy::BROADCAST_CAPACITY);
+    assert!(lossless > colloquy_actors::BROADCAST_CAPACITY);
     h.close().await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn filtered_subscribers_get_only_the_types_they_asked_for() {
-    use colloquy::{EventFilter, EventType};
+    use colloquy::events::{EventFilter, EventType};
     let progress =
         FunctionTool::new("progress", "Two steps.", |ctx: RunContext, _a: NoArgs| async move {
             ctx.update("step 1").await?;
@@ -180,7 +180,7 @@ async fn filtered_subscribers_get_only_the_types_they_asked_for() {
 
 #[tokio::test(start_paused = true)]
 async fn history_is_complete_when_nobody_subscribes_to_items() {
-    use colloquy::{EventFilter, EventType};
+    use colloquy::events::{EventFilter, EventType};
     let mut builder = Session::builder().llm(ScriptedLlm::new(vec![text("Hello.")]));
     let mut states = builder.subscribe_to(EventFilter::only([EventType::AgentState]));
     let session = builder.start(agent()).await.unwrap();

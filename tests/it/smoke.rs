@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use colloquy::events::ToolCallStatus;
+use colloquy::llm::RequestKind;
 use colloquy::prelude::*;
-use colloquy::{RequestKind, ToolCallStatus};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio::sync::{Semaphore, mpsc};
@@ -74,7 +75,7 @@ async fn many_sessions_on_two_threads_keep_every_invariant() {
         for e in &events {
             match &e.kind {
                 EventKind::ToolCallStarted { call_id, .. } => {
-                    *started.entry(call_id.clone()).or_default() += 1
+                    *started.entry(call_id.clone()).or_default() += 1;
                 }
                 EventKind::ToolCallEnded { call_id, status, .. } => {
                     assert_ne!(*status, ToolCallStatus::Cancelled);
@@ -91,7 +92,7 @@ async fn many_sessions_on_two_threads_keep_every_invariant() {
         assert!(stamps.windows(2).all(|w| w[0] <= w[1]), "history is in timestamp order");
         let answers = history
             .iter()
-            .filter(|i| i.as_message().is_some_and(|m| m.role == colloquy::Role::Assistant))
+            .filter(|i| i.as_message().is_some_and(|m| m.role == colloquy::chat::Role::Assistant))
             .count();
         assert_eq!(answers as u32, TURNS, "every turn got its answer");
         let outputs = history.iter().filter(|i| i.as_function_call_output().is_some()).count();
@@ -143,7 +144,7 @@ async fn lend_the_floor(round: u32) -> Vec<String> {
     session.close().await.expect("close");
     history
         .iter()
-        .filter_map(|i| i.as_message().filter(|m| m.role == colloquy::Role::Assistant))
+        .filter_map(|i| i.as_message().filter(|m| m.role == colloquy::chat::Role::Assistant))
         .map(|m| m.text.clone())
         .collect()
 }

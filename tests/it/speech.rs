@@ -4,8 +4,10 @@
 use std::time::Duration;
 
 use crate::common::*;
+use colloquy::events::SpeechSource;
+use colloquy::llm::{Llm, LlmChunk, LlmRequest, LlmStream, RequestKind};
 use colloquy::prelude::*;
-use colloquy::{Llm, LlmChunk, LlmRequest, LlmStream, PacedSink, RequestKind, SpeechSource};
+use colloquy::speech::PacedSink;
 
 fn speech_events(events: &[SessionEvent]) -> Vec<String> {
     events
@@ -153,7 +155,7 @@ async fn a_broken_llm_stream_ends_the_turn_cleanly() {
             _ => None,
         })
         .collect();
-    assert_eq!(errors, [(colloquy::ErrorSource::Llm, "rate limited".to_string())]);
+    assert_eq!(errors, [(colloquy::events::ErrorSource::Llm, "rate limited".to_string())]);
     assert_eq!(speech_events(h.events()), ["created(s1,UserTurn)", "done(s1,false)"]);
     h.turn("again").await;
     assert_eq!(h.ctx("A").await, ["user(hi)", "user(again)", "asst(Back.)"]);

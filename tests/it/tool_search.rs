@@ -67,7 +67,7 @@ fn calculator() -> FunctionTool {
     })
 }
 
-fn tools_of(request: &colloquy::RecordedRequest) -> Vec<String> {
+fn tools_of(request: &colloquy::llm::RecordedRequest) -> Vec<String> {
     request.tools.clone()
 }
 

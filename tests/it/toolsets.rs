@@ -2,8 +2,8 @@
 //! with their own templates, session-scoped when placed on the session (decision 16).
 
 use crate::common::*;
-use colloquy::Templates;
 use colloquy::prelude::*;
+use colloquy::templates::Templates;
 
 fn lookup(name: &'static str, ms: u64) -> FunctionTool {
     FunctionTool::new(name, "Looks up.", move |ctx: RunContext, _a: NoArgs| async move {
@@ -32,7 +32,7 @@ async fn a_session_scoped_async_toolset_reports_to_the_current_agent() {
     h.session.wait_for_idle().await.unwrap();
     let reqs = h.requests();
     assert_eq!(reqs[0].tools, ["long_lookup", "local"], "session tools come first");
-    assert_eq!(reqs[2].kind, colloquy::RequestKind::DeferredReply);
+    assert_eq!(reqs[2].kind, colloquy::llm::RequestKind::DeferredReply);
     let ctx = h.ctx("A").await;
     assert_eq!(
         ctx[ctx.len() - 3..],
@@ -118,7 +118,7 @@ async fn plain_toolsets_group_tools_and_ids_must_be_unique() {
 #[derive(Debug)]
 struct Listing(std::sync::Arc<[FunctionTool]>);
 
-impl colloquy::ToolSource for Listing {
+impl colloquy::tools::ToolSource for Listing {
     fn tools(&self) -> std::sync::Arc<[FunctionTool]> {
         std::sync::Arc::clone(&self.0)
     }

@@ -4,6 +4,8 @@
 
 use std::sync::Arc;
 
+use nix::sys::resource::{UsageWho, getrusage};
+use nix::time::{ClockId, clock_gettime};
 use serde_json::{Value, json};
 
 /// When the sessions may start talking: every session waits at `ready` once started, the run
@@ -33,22 +35,23 @@ impl StartLine {
 
 /// CPU seconds (user + system) this process has used, from the process CPU clock.
 pub fn process_cpu_s() -> f64 {
-    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `now` is a valid, writable timespec; the call only writes it.
-    let ok = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut now) } == 0;
-    if ok { now.tv_sec as f64 + now.tv_nsec as f64 / 1e9 } else { 0.0 }
+    match clock_gettime(ClockId::CLOCK_PROCESS_CPUTIME_ID) {
+        Ok(now) => now.tv_sec() as f64 + now.tv_nsec() as f64 / 1e9,
+        Err(_) => 0.0,
+    }
 }
 
 /// The part of this process's CPU time spent in the kernel (page faults, futex waits and
 /// wake-ups), from `getrusage`: the kernel splits the precise total by its tick samples, so
 /// this is an estimate, good to a few ticks.
 pub fn kernel_cpu_s() -> f64 {
-    // SAFETY: an all-zero `rusage` is a valid value of this plain C struct.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `usage` is a valid, writable rusage; the call only writes it.
-    let ok = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } == 0;
-    let t = usage.ru_stime;
-    if ok { t.tv_sec as f64 + t.tv_usec as f64 / 1e6 } else { 0.0 }
+    match getrusage(UsageWho::RUSAGE_SELF) {
+        Ok(usage) => {
+            let t = usage.system_time();
+            t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6
+        }
+        Err(_) => 0.0,
+    }
 }
 
 /// (user + system CPU seconds, current RSS MiB, peak RSS MiB) of this process.

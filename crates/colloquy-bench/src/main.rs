@@ -19,8 +19,9 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use bench_support::{StartLine, kernel_cpu_s, latency_summary_ms, mean, round, usage};
+use colloquy::events::{EventFilter, EventStream, EventType, ReplyStatus};
+use colloquy::llm::RequestKind;
 use colloquy::prelude::*;
-use colloquy::{EventFilter, EventStream, EventType, ReplyStatus, RequestKind};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
@@ -229,7 +230,7 @@ fn count(event: &SessionEvent, seen: &mut Seen) {
         EventKind::ToolReplyUpdated { status: ReplyStatus::Scheduled, .. } => seen.scheduled += 1,
         EventKind::ToolReplyUpdated { status: ReplyStatus::Completed, .. } => seen.completed += 1,
         EventKind::Error { source, message, .. } => {
-            seen.errors.push(format!("{source:?}: {message}"))
+            seen.errors.push(format!("{source:?}: {message}"));
         }
         _ => {}
     }
@@ -263,15 +264,15 @@ fn parse_args() -> Result<Args, String> {
         let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
         match flag.as_str() {
             "--sessions" => {
-                args.sessions = value()?.parse().map_err(|e| format!("--sessions: {e}"))?
+                args.sessions = value()?.parse().map_err(|e| format!("--sessions: {e}"))?;
             }
             "--turns" => args.turns = value()?.parse().map_err(|e| format!("--turns: {e}"))?,
             "--tool-ms" => {
-                args.tool_ms = value()?.parse().map_err(|e| format!("--tool-ms: {e}"))?
+                args.tool_ms = value()?.parse().map_err(|e| format!("--tool-ms: {e}"))?;
             }
             "--idle-sessions" => {
                 args.idle_sessions =
-                    Some(value()?.parse().map_err(|e| format!("--idle-sessions: {e}"))?)
+                    Some(value()?.parse().map_err(|e| format!("--idle-sessions: {e}"))?);
             }
             other => return Err(format!("unknown option `{other}`")),
         }
@@ -333,7 +334,7 @@ async fn run(args: &Args) -> (serde_json::Value, bool) {
         match task.await {
             Ok(d) => driven.push(d),
             Err(e) => {
-                results.push(SessionResult { problems: vec![e.to_string()], ..Default::default() })
+                results.push(SessionResult { problems: vec![e.to_string()], ..Default::default() });
             }
         }
     }
@@ -362,7 +363,7 @@ async fn run(args: &Args) -> (serde_json::Value, bool) {
     let report = json!({
         "framework": "colloquy",
         "allocator": if cfg!(feature = "mimalloc") { "mimalloc" } else { "system" },
-        "nproc": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        "nproc": std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
         "sessions": args.sessions,
         "turns": args.turns,
         "tool_ms": args.tool_ms,

@@ -5,7 +5,7 @@ use std::error::Error;
 use std::io::Write;
 use std::time::Duration;
 
-use colloquy::ScriptedCall;
+use colloquy::llm::ScriptedCall;
 use colloquy::prelude::*;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

@@ -3,8 +3,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, Write};
 
+use colloquy::chat::{ChatItem, Role};
+use colloquy::events::{EventKind, SessionEvent};
 use colloquy::toolsets::END_CALL;
-use colloquy::{ChatItem, EventKind, Role, SessionEvent};
 
 const RESET: &str = "\x1b[0m";
 const USER: &str = "\x1b[1;36m";

@@ -10,6 +10,8 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use colloquy_replay::{ReplayServer, Reply};
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::unistd::Pid;
 use tokio::io::AsyncWriteExt;
 
 struct Output {
@@ -222,9 +224,9 @@ async fn ctrl_c_interrupts_the_reply_and_not_the_program() {
         }
     };
     tokio::time::timeout(Duration::from_secs(20), reading).await.expect("the reply started");
-    let pid = child.id().expect("the chat is running") as libc::pid_t;
-    // SAFETY: kill(2) on our own child's pid, which `child` keeps from being reaped.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0, "SIGINT sent");
+    let pid = Pid::from_raw(child.id().expect("the chat is running") as i32);
+    // Our own child's pid, which `child` keeps from being reaped.
+    kill(pid, Signal::SIGINT).expect("SIGINT sent");
     let rest = async {
         stdout.read_to_end(&mut seen).await.unwrap();
         child.wait().await.unwrap()
@@ -571,11 +573,11 @@ async fn sigterm_closes_within_a_bound_and_no_mcp_server_outlives_the_chat() {
     chat.wait_for("tool ▸ wait_forever started").await;
     let server_pid: i32 =
         std::fs::read_to_string(&mark).expect("the server wrote its pid").trim().parse().unwrap();
-    let pid = chat.child.id().expect("the chat runs") as libc::pid_t;
-    // SAFETY: kill(2) on our own child's pid, which `chat` keeps from being reaped.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0, "SIGTERM sent");
+    let pid = Pid::from_raw(chat.child.id().expect("the chat runs") as i32);
+    // Our own child's pid, which `chat` keeps from being reaped.
+    kill(pid, Signal::SIGTERM).expect("SIGTERM sent");
     let (code, text) = chat.end().await;
-    assert_eq!(code, Some(128 + libc::SIGTERM), "{text}");
+    assert_eq!(code, Some(128 + Signal::SIGTERM as i32), "{text}");
     let _ = std::fs::remove_file(&mark);
     // The server's process group dies with the chat (the MCP toolset's guard), whatever its
     // call was doing.
@@ -585,8 +587,8 @@ async fn sigterm_closes_within_a_bound_and_no_mcp_server_outlives_the_chat() {
     }
     let left = alive(server_pid);
     if left {
-        // SAFETY: kill(2) on the process group the test's server leads.
-        unsafe { libc::kill(-server_pid, libc::SIGKILL) };
+        // The process group the test's server leads.
+        let _ = killpg(Pid::from_raw(server_pid), Signal::SIGKILL);
     }
     assert!(!left, "the MCP server outlived the chat");
 }

@@ -12,6 +12,9 @@ use std::time::{Duration, Instant};
 
 use colloquy_replay::{ReplayServer, Reply};
 use expectrl::{ControlCode, Eof, Expect};
+use nix::sys::signal::{Signal, kill};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::Pid;
 
 const BOUND: Duration = Duration::from_secs(20);
 
@@ -55,8 +58,8 @@ impl Chat {
         std::io::Write::flush(&mut self.session).expect("Ctrl-C reaches the terminal");
     }
 
-    fn pid(&self) -> libc::pid_t {
-        self.session.get_process().pid().as_raw()
+    fn pid(&self) -> Pid {
+        Pid::from_raw(self.session.get_process().pid().as_raw())
     }
 
     /// Reads to the end of output and waits (at most [`BOUND`]) for the exit: its status, and
@@ -69,12 +72,11 @@ impl Chat {
         let pid = self.pid();
         let started = Instant::now();
         loop {
-            let mut status = 0;
-            // SAFETY: waitpid(2) on our own child, without blocking.
-            let done = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-            if done == pid {
-                assert!(libc::WIFEXITED(status), "not a normal exit: {status}\n{}", self.seen);
-                return (libc::WEXITSTATUS(status), self.seen);
+            // Our own child, without blocking.
+            match waitpid(pid, Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::Exited(_, code)) => return (code, self.seen),
+                Ok(WaitStatus::StillAlive) | Err(_) => {}
+                Ok(other) => panic!("not a normal exit: {other:?}\n{}", self.seen),
             }
             assert!(started.elapsed() < BOUND, "the chat did not exit within 20 s:\n{}", self.seen);
             std::thread::sleep(Duration::from_millis(20));
@@ -148,9 +150,9 @@ fn a_terminal_that_hangs_up_ends_the_chat_while_the_agent_speaks() {
     chat.expect("you › ");
     chat.type_line("tell me");
     chat.expect("agent › Let me think");
-    // SAFETY: kill(2) on our own child's pid, not yet reaped (`end` reaps it).
-    assert_eq!(unsafe { libc::kill(chat.pid(), libc::SIGHUP) }, 0);
+    // Our own child's pid, not yet reaped (`end` reaps it).
+    kill(chat.pid(), Signal::SIGHUP).expect("SIGHUP sent");
     let (code, text) = chat.end();
-    assert_eq!(code, 128 + libc::SIGHUP, "{text}");
+    assert_eq!(code, 128 + Signal::SIGHUP as i32, "{text}");
     assert!(text.contains("── session closed: close ──"), "{text}");
 }

@@ -113,7 +113,7 @@ pub fn take_confirmation(
     arguments: &mut Map<String, Value>,
 ) -> Result<bool, ArgumentError> {
     match arguments.remove(CONFIRM_PARAM) {
-        None | Some(Value::Null) | Some(Value::Bool(false)) => Ok(false),
+        None | Some(Value::Null | Value::Bool(false)) => Ok(false),
         Some(Value::Bool(true)) => Ok(true),
         Some(_) => Err(ArgumentError::new(tool_name, format!("{CONFIRM_PARAM}: expected boolean"))),
     }

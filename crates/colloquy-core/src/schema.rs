@@ -38,7 +38,7 @@ pub(crate) struct Validator<'a> {
 }
 
 impl<'a> Validator<'a> {
-    pub fn new(root: &'a Value) -> Self {
+    pub(crate) fn new(root: &'a Value) -> Self {
         Self { root, problems: Vec::new(), depth: 0, budget: MAX_VALIDATION_STEPS }
     }
 
@@ -58,7 +58,7 @@ impl<'a> Validator<'a> {
     }
 
     /// Validates `value` against `schema`, returning the coerced value.
-    pub fn validate(&mut self, schema: &'a Value, value: Value, path: &str) -> Value {
+    pub(crate) fn validate(&mut self, schema: &'a Value, value: Value, path: &str) -> Value {
         if self.depth >= MAX_VALIDATION_DEPTH {
             let kind = format!("invalid (nested deeper than {MAX_VALIDATION_DEPTH} schemas)");
             self.problem(path, kind);
@@ -306,7 +306,8 @@ impl<'a> Validator<'a> {
 fn pattern_matches(pattern: &str, s: &str) -> Option<bool> {
     type Cache = HashMap<String, Option<regex::Regex>>;
     static CACHE: OnceLock<Mutex<Cache>> = OnceLock::new();
-    let mut cache = CACHE.get_or_init(Mutex::default).lock().unwrap_or_else(|e| e.into_inner());
+    let mut cache =
+        CACHE.get_or_init(Mutex::default).lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     if !cache.contains_key(pattern) {
         if cache.len() >= 1024 {
             cache.clear();

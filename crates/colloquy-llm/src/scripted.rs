@@ -12,7 +12,7 @@ use crate::{
 };
 
 /// Latency of a scripted response unless it says otherwise (docs/scenario-format.md's default).
-pub const DEFAULT_LATENCY: Duration = Duration::from_millis(10);
+pub(crate) const DEFAULT_LATENCY: Duration = Duration::from_millis(10);
 
 /// One tool call in a scripted response.
 #[derive(Clone, Debug, PartialEq, Eq)]

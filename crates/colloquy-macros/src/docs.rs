@@ -8,7 +8,7 @@ pub(crate) struct Docs {
 }
 
 impl Docs {
-    pub fn of(attrs: &[Attribute]) -> Self {
+    pub(crate) fn of(attrs: &[Attribute]) -> Self {
         let lines = attrs
             .iter()
             .filter_map(|attr| match &attr.meta {
@@ -26,7 +26,7 @@ impl Docs {
     }
 
     /// The text before the first parameter line, paragraphs joined by a blank line.
-    pub fn summary(&self) -> String {
+    pub(crate) fn summary(&self) -> String {
         let text: Vec<&str> = self
             .lines
             .iter()
@@ -50,7 +50,7 @@ impl Docs {
     }
 
     /// The description of parameter `name`, if the list has one.
-    pub fn param(&self, name: &str) -> Option<String> {
+    pub(crate) fn param(&self, name: &str) -> Option<String> {
         self.lines.iter().find_map(|line| match param_line(line) {
             Some((param, text)) if param == name => Some(text.to_string()),
             _ => None,

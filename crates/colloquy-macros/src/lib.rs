@@ -42,7 +42,7 @@ use proc_macro2::Span;
 use quote::{format_ident, quote};
 use syn::{FnArg, ItemFn, Pat, Type, parse_macro_input};
 
-/// Turns an async function into a function returning its `colloquy::FunctionTool`.
+/// Turns an async function into a function returning its `colloquy::tools::FunctionTool`.
 #[proc_macro_attribute]
 pub fn function_tool(attr: TokenStream, item: TokenStream) -> TokenStream {
     let options = parse_macro_input!(attr as options::Options);
@@ -199,14 +199,14 @@ impl Tool {
     /// error type does), its value serialized when it is no output type colloquy knows.
     fn finish(&self, result: proc_macro2::TokenStream) -> proc_macro2::TokenStream {
         let value = match self.serialize {
-            true => quote!(::colloquy::Json(value)),
+            true => quote!(::colloquy::tools::Json(value)),
             false => quote!(value),
         };
         quote! {
             match #result {
                 ::std::result::Result::Ok(value) => ::std::result::Result::Ok(#value),
                 ::std::result::Result::Err(error) => ::std::result::Result::Err(
-                    ::std::convert::Into::<::colloquy::ToolError>::into(error),
+                    ::std::convert::Into::<::colloquy::tools::ToolError>::into(error),
                 ),
             }
         }
@@ -215,7 +215,7 @@ impl Tool {
     /// `FunctionTool::new(…)` with the options applied, calling `body` with the arguments.
     fn constructor(&self, closure: proc_macro2::TokenStream) -> proc_macro2::TokenStream {
         let (name, description, flags) = (&self.name, &self.description, &self.flags);
-        quote! { ::colloquy::FunctionTool::new(#name, #description, #closure) #(#flags)* }
+        quote! { ::colloquy::tools::FunctionTool::new(#name, #description, #closure) #(#flags)* }
     }
 }
 
@@ -233,7 +233,7 @@ fn expand_fn(options: options::Options, function: ItemFn) -> syn::Result<proc_ma
     strip_param_defaults(&mut body_fn.sig);
     let result = tool.finish(quote!(__body(#(#call_args),*).await));
     let constructor = tool.constructor(quote! {
-        |ctx: ::colloquy::RunContext, args: #args_ident| async move {
+        |ctx: ::colloquy::tools::RunContext, args: #args_ident| async move {
             let _ = &ctx;
             #result
         }
@@ -241,7 +241,7 @@ fn expand_fn(options: options::Options, function: ItemFn) -> syn::Result<proc_ma
     let outer_attrs = function.attrs.iter().filter(|a| a.path().is_ident("doc"));
     Ok(quote! {
         #(#outer_attrs)*
-        #vis fn #fn_name() -> ::colloquy::FunctionTool {
+        #vis fn #fn_name() -> ::colloquy::tools::FunctionTool {
             #args_struct
             #body_fn
             #constructor
@@ -269,7 +269,7 @@ fn expand_impl(mut block: syn::ItemImpl) -> syn::Result<proc_macro2::TokenStream
         let call_args = &tool.call_args;
         let result = tool.finish(quote!(this.#method_name(#(#call_args),*).await));
         let constructor = tool.constructor(quote! {
-            move |ctx: ::colloquy::RunContext, args: #args_ident| {
+            move |ctx: ::colloquy::tools::RunContext, args: #args_ident| {
                 let this = ::std::sync::Arc::clone(&this);
                 async move {
                     let _ = &ctx;
@@ -289,7 +289,7 @@ fn expand_impl(mut block: syn::ItemImpl) -> syn::Result<proc_macro2::TokenStream
         #block
         impl #impl_generics #self_ty #where_clause {
             /// The tools of this value's `#[function_tool]` methods, each sharing it.
-            pub fn tools(self: ::std::sync::Arc<Self>) -> ::std::vec::Vec<::colloquy::FunctionTool> {
+            pub fn tools(self: ::std::sync::Arc<Self>) -> ::std::vec::Vec<::colloquy::tools::FunctionTool> {
                 ::std::vec![#(#tools),*]
             }
         }

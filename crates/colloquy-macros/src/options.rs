@@ -182,7 +182,7 @@ impl Parse for Options {
 impl Options {
     /// Refuses an `args` duplicate scope naming something that is not one of `params` (the
     /// tool's argument names), pointing at the name.
-    pub fn check_scope(&self, params: &[String]) -> syn::Result<()> {
+    pub(crate) fn check_scope(&self, params: &[String]) -> syn::Result<()> {
         let Some(Scope::Args(names)) = &self.duplicate_scope else {
             return Ok(());
         };
@@ -200,7 +200,7 @@ impl Options {
     }
 
     /// The builder calls the options stand for, each `.method(…)`.
-    pub fn builder_calls(&self) -> Vec<proc_macro2::TokenStream> {
+    pub(crate) fn builder_calls(&self) -> Vec<proc_macro2::TokenStream> {
         let mut calls = Vec::new();
         if self.cancellable {
             calls.push(quote!(.cancellable()));
@@ -219,7 +219,7 @@ impl Options {
         }
         if let Some(r) = &self.retry {
             let (attempts, backoff) = (r.attempts, r.backoff);
-            let mut policy = quote!(::colloquy::RetryPolicy::new(
+            let mut policy = quote!(::colloquy::tools::RetryPolicy::new(
                 #attempts,
                 ::std::time::Duration::from_millis(#backoff)
             ));
@@ -252,12 +252,14 @@ impl Options {
             };
             let scope = match &self.duplicate_scope {
                 Some(Scope::Named(v)) if v == "name_and_args" => {
-                    quote!(::colloquy::DuplicateScope::NameAndArgs)
+                    quote!(::colloquy::tools::DuplicateScope::NameAndArgs)
                 }
-                Some(Scope::Args(names)) => quote!(::colloquy::DuplicateScope::args([#(#names),*])),
-                _ => quote!(::colloquy::DuplicateScope::Name),
+                Some(Scope::Args(names)) => {
+                    quote!(::colloquy::tools::DuplicateScope::args([#(#names),*]))
+                }
+                _ => quote!(::colloquy::tools::DuplicateScope::Name),
             };
-            calls.push(quote!(.on_duplicate(::colloquy::OnDuplicate::#policy, #scope)));
+            calls.push(quote!(.on_duplicate(::colloquy::tools::OnDuplicate::#policy, #scope)));
         }
         calls
     }

@@ -4,8 +4,8 @@
 mod common;
 
 use colloquy::prelude::*;
-use colloquy::tool::parameters_schema;
-use colloquy::{DuplicateScope, OnDuplicate};
+use colloquy::tools::{DuplicateScope, OnDuplicate};
+use colloquy_core::tool::parameters_schema;
 use schemars::JsonSchema;
 use serde::Deserialize;
 

@@ -46,7 +46,7 @@ impl Default for Edges {
 
 impl Edges {
     /// A message was dropped: the calls it may have answered end.
-    pub fn dropped(&self, server: &str, dropped: Dropped) {
+    pub(crate) fn dropped(&self, server: &str, dropped: Dropped) {
         let Dropped { target, bytes } = &dropped;
         tracing::warn!(server, ?bytes, ?target, "MCP message over the size limit dropped");
         let _ = self.dropped.send(dropped); // no call in flight: nobody to tell
@@ -54,7 +54,7 @@ impl Edges {
 
     /// These tools were removed from a list (why, each naming its tool): logged, and kept for
     /// the listing to report.
-    pub fn unreadable(&self, server: &str, why: Vec<String>) {
+    pub(crate) fn unreadable(&self, server: &str, why: Vec<String>) {
         for why in &why {
             tracing::warn!(server, "MCP tool skipped: {why}");
         }
@@ -87,7 +87,7 @@ pub(crate) struct Bounds {
 
 impl Handler {
     /// A handler that reports `notifications/tools/list_changed` on `tx`.
-    pub fn watching(tx: tokio::sync::mpsc::Sender<()>) -> Self {
+    pub(crate) fn watching(tx: tokio::sync::mpsc::Sender<()>) -> Self {
         Self { list_changed: Some(tx), ..Self::default() }
     }
 }
@@ -125,21 +125,27 @@ pub(crate) struct Connection {
 
 impl Connection {
     /// The client side of `service`, which its caller keeps running.
-    pub fn new(service: &RunningService<RoleClient, Handler>, handler: &Handler) -> Arc<Self> {
+    pub(crate) fn new(
+        service: &RunningService<RoleClient, Handler>,
+        handler: &Handler,
+    ) -> Arc<Self> {
         let (progress, edges) = (handler.progress.clone(), Arc::clone(&handler.edges));
         Arc::new(Self { peer: service.peer().clone(), progress, edges, _owned: None })
     }
 
     /// The client side of `service`, which it keeps running: dropping the last reference
     /// closes it.
-    pub fn owning(service: RunningService<RoleClient, Handler>, handler: &Handler) -> Arc<Self> {
+    pub(crate) fn owning(
+        service: RunningService<RoleClient, Handler>,
+        handler: &Handler,
+    ) -> Arc<Self> {
         let (peer, progress) = (service.peer().clone(), handler.progress.clone());
         let edges = Arc::clone(&handler.edges);
         Arc::new(Self { peer, progress, edges, _owned: Some(service) })
     }
 
     /// The server's tools, every page; and the ones the transport had to remove (why, each).
-    pub async fn tools(&self) -> Result<(Vec<Tool>, Vec<String>), ServiceError> {
+    pub(crate) async fn tools(&self) -> Result<(Vec<Tool>, Vec<String>), ServiceError> {
         let _ = self.edges.take_unreadable(); // from an earlier listing, already reported
         let tools = self.peer.list_all_tools().await?;
         Ok((tools, self.edges.take_unreadable()))
@@ -148,7 +154,7 @@ impl Connection {
     /// Calls `name`; progress notifications become updates (throttled), a cancel of the
     /// colloquy call cancels the request. An `isError` result is a tool error the model reads;
     /// so is a result over the size bound, or one the transport dropped.
-    pub async fn call(
+    pub(crate) async fn call(
         &self,
         ctx: &RunContext,
         name: &str,

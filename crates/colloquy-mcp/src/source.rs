@@ -50,7 +50,7 @@ impl std::fmt::Debug for McpSource {
 }
 
 impl McpSource {
-    pub fn new(id: String, spec: Spec, options: Options, start_timeout: Duration) -> Self {
+    pub(crate) fn new(id: String, spec: Spec, options: Options, start_timeout: Duration) -> Self {
         let shared = Arc::new(Shared {
             id,
             spec,

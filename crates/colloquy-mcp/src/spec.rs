@@ -49,7 +49,7 @@ pub(crate) enum Spec {
 }
 
 impl Spec {
-    pub fn stdio(command: &Command) -> Self {
+    pub(crate) fn stdio(command: &Command) -> Self {
         let std = command.as_std();
         Spec::Stdio {
             program: std.get_program().to_owned(),
@@ -61,14 +61,14 @@ impl Spec {
     }
 
     /// Variables `names` are inherited from colloquy's environment too (a stdio server's).
-    pub fn inherit(&mut self, names: impl IntoIterator<Item = OsString>) {
+    pub(crate) fn inherit(&mut self, names: impl IntoIterator<Item = OsString>) {
         if let Spec::Stdio { inherit, .. } = self {
             inherit.extend(names);
         }
     }
 
     /// Starts (or reaches) the server and completes the protocol's handshake.
-    pub async fn open(
+    pub(crate) async fn open(
         &self,
         id: &str,
         handler: Handler,

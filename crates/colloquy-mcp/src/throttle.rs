@@ -14,13 +14,13 @@ pub(crate) struct Throttle {
 }
 
 impl Throttle {
-    pub fn new(interval: Duration) -> Self {
+    pub(crate) fn new(interval: Duration) -> Self {
         Self { interval, last: None, held: None }
     }
 
     /// A notification's text arrives at `now`: the update to send now, if any; otherwise it
     /// is held (replacing any held before it).
-    pub fn offer(&mut self, now: Instant, text: String) -> Option<String> {
+    pub(crate) fn offer(&mut self, now: Instant, text: String) -> Option<String> {
         match self.last {
             Some(last) if now < last + self.interval => {
                 self.held = Some(text);
@@ -35,12 +35,12 @@ impl Throttle {
     }
 
     /// When the held update may go, if one is held.
-    pub fn due(&self) -> Option<Instant> {
+    pub(crate) fn due(&self) -> Option<Instant> {
         self.held.as_ref().and(self.last).map(|last| last + self.interval)
     }
 
     /// The held update, to send at `now` (its due time).
-    pub fn release(&mut self, now: Instant) -> Option<String> {
+    pub(crate) fn release(&mut self, now: Instant) -> Option<String> {
         let text = self.held.take()?;
         self.last = Some(now);
         Some(text)

@@ -15,7 +15,7 @@ use crate::names::model_name;
 pub(crate) struct Slot(Mutex<Option<Arc<Connection>>>);
 
 impl Slot {
-    pub fn set(&self, connection: Option<Arc<Connection>>) {
+    pub(crate) fn set(&self, connection: Option<Arc<Connection>>) {
         *self.0.lock().unwrap_or_else(PoisonError::into_inner) = connection;
     }
 

@@ -221,7 +221,7 @@ async fn answer(
         body: serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null),
     };
     let reply = {
-        let mut log = log.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut log = log.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let n = log.received.len();
         log.received.push(received);
         match log.replies.is_empty() {

@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use colloquy::{ScriptedCall, ScriptedResponse, Templates};
+use colloquy::llm::{ScriptedCall, ScriptedResponse};
+use colloquy::templates::Templates;
 use serde_json::{Map, Value};
 
 use crate::ScenarioError;

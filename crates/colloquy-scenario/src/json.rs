@@ -2,7 +2,7 @@
 //! unknown key is reported as `<path>.<key>: unknown key`.
 
 /// The longest time a scenario may name: a year, in milliseconds.
-pub const MAX_MS: u64 = 365 * 24 * 3600 * 1000;
+pub(crate) const MAX_MS: u64 = 365 * 24 * 3600 * 1000;
 
 use serde_json::{Map, Value};
 
@@ -24,7 +24,7 @@ pub(crate) fn invalid(path: &str, what: impl std::fmt::Display) -> ScenarioError
 
 impl Obj {
     /// Reads `value` at `path` as an object.
-    pub fn new(value: Value, path: impl Into<String>) -> Result<Self, ScenarioError> {
+    pub(crate) fn new(value: Value, path: impl Into<String>) -> Result<Self, ScenarioError> {
         let path = path.into();
         match value {
             Value::Object(map) => Ok(Self { map, path }),
@@ -32,20 +32,20 @@ impl Obj {
         }
     }
 
-    pub fn at(&self, key: &str) -> String {
+    pub(crate) fn at(&self, key: &str) -> String {
         join(&self.path, key)
     }
 
     /// The keys still unread, in file order.
-    pub fn keys(&self) -> Vec<String> {
+    pub(crate) fn keys(&self) -> Vec<String> {
         self.map.keys().cloned().collect()
     }
 
-    pub fn take(&mut self, key: &str) -> Option<Value> {
+    pub(crate) fn take(&mut self, key: &str) -> Option<Value> {
         self.map.remove(key)
     }
 
-    pub fn string(&mut self, key: &str) -> Result<Option<String>, ScenarioError> {
+    pub(crate) fn string(&mut self, key: &str) -> Result<Option<String>, ScenarioError> {
         match self.take(key) {
             None => Ok(None),
             Some(Value::String(s)) => Ok(Some(s)),
@@ -55,11 +55,11 @@ impl Obj {
         }
     }
 
-    pub fn required_string(&mut self, key: &str) -> Result<String, ScenarioError> {
+    pub(crate) fn required_string(&mut self, key: &str) -> Result<String, ScenarioError> {
         self.string(key)?.ok_or_else(|| invalid(&self.at(key), "missing"))
     }
 
-    pub fn bool(&mut self, key: &str) -> Result<Option<bool>, ScenarioError> {
+    pub(crate) fn bool(&mut self, key: &str) -> Result<Option<bool>, ScenarioError> {
         match self.take(key) {
             None => Ok(None),
             Some(Value::Bool(b)) => Ok(Some(b)),
@@ -70,7 +70,7 @@ impl Obj {
     }
 
     /// A non-negative integer; `null` reads as absent.
-    pub fn u64(&mut self, key: &str) -> Result<Option<u64>, ScenarioError> {
+    pub(crate) fn u64(&mut self, key: &str) -> Result<Option<u64>, ScenarioError> {
         match self.take(key) {
             None | Some(Value::Null) => Ok(None),
             Some(Value::Number(n)) if n.as_u64().is_some() => Ok(n.as_u64()),
@@ -83,7 +83,10 @@ impl Obj {
 
     /// A duration in milliseconds, refused past [`MAX_MS`]: the runner honours every time
     /// exactly or not at all (tokio's timers stop being exact far out).
-    pub fn millis(&mut self, key: &str) -> Result<Option<std::time::Duration>, ScenarioError> {
+    pub(crate) fn millis(
+        &mut self,
+        key: &str,
+    ) -> Result<Option<std::time::Duration>, ScenarioError> {
         match self.u64(key)? {
             Some(n) if n > MAX_MS => Err(invalid(
                 &self.at(key),
@@ -96,7 +99,7 @@ impl Obj {
     }
 
     /// As [`millis`](Self::millis), refusing 0 (a limit that fires before anything runs).
-    pub fn positive_millis(
+    pub(crate) fn positive_millis(
         &mut self,
         key: &str,
     ) -> Result<Option<std::time::Duration>, ScenarioError> {
@@ -107,7 +110,7 @@ impl Obj {
     }
 
     /// Milliseconds, `null`, or absent: `default` when absent, `None` for `null`.
-    pub fn millis_or_null(
+    pub(crate) fn millis_or_null(
         &mut self,
         key: &str,
         default: Option<std::time::Duration>,
@@ -125,7 +128,7 @@ impl Obj {
         }
     }
 
-    pub fn array(&mut self, key: &str) -> Result<Vec<Value>, ScenarioError> {
+    pub(crate) fn array(&mut self, key: &str) -> Result<Vec<Value>, ScenarioError> {
         match self.take(key) {
             None => Ok(Vec::new()),
             Some(Value::Array(items)) => Ok(items),
@@ -135,7 +138,7 @@ impl Obj {
         }
     }
 
-    pub fn strings(&mut self, key: &str) -> Result<Vec<String>, ScenarioError> {
+    pub(crate) fn strings(&mut self, key: &str) -> Result<Vec<String>, ScenarioError> {
         let at = self.at(key);
         self.array(key)?
             .into_iter()
@@ -151,7 +154,7 @@ impl Obj {
     }
 
     /// An object-valued key, as an ordered map of entries.
-    pub fn entries(&mut self, key: &str) -> Result<Vec<(String, Value)>, ScenarioError> {
+    pub(crate) fn entries(&mut self, key: &str) -> Result<Vec<(String, Value)>, ScenarioError> {
         match self.take(key) {
             None => Ok(Vec::new()),
             Some(Value::Object(map)) => Ok(map.into_iter().collect()),
@@ -162,7 +165,7 @@ impl Obj {
     }
 
     /// Fails on the first key nobody read.
-    pub fn finish(self) -> Result<(), ScenarioError> {
+    pub(crate) fn finish(self) -> Result<(), ScenarioError> {
         match self.map.keys().next() {
             Some(key) => Err(invalid(&join(&self.path, key), "unknown key")),
             None => Ok(()),

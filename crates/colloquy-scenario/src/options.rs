@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use colloquy::Templates;
+use colloquy::templates::Templates;
 
 use crate::ScenarioError;
 use crate::json::{Obj, invalid, ms};
@@ -55,7 +55,7 @@ pub(crate) fn parse_options(mut o: Obj) -> Result<Options, ScenarioError> {
     let end_timeout = o.millis("end_timeout_ms")?.unwrap_or(ms(60_000));
     let templates = parse_templates(&mut o)?;
     let cancel_grace = o.millis("cancel_grace_ms")?;
-    let defaults = colloquy::SessionOptions::default();
+    let defaults = colloquy::session::SessionOptions::default();
     let drain_timeout = o.millis_or_null("drain_timeout_ms", defaults.drain_timeout)?;
     let max_tool_calls_per_turn = match o.u64("max_tool_calls_per_turn")? {
         Some(n) => Some(
@@ -85,8 +85,8 @@ pub(crate) fn parse_options(mut o: Obj) -> Result<Options, ScenarioError> {
 pub(crate) fn parse_templates(o: &mut Obj) -> Result<Option<Templates>, ScenarioError> {
     let Some(value) = o.take("templates") else { return Ok(None) };
     let mut t = Obj::new(value, o.at("templates"))?;
-    let mut read = |key: &str| -> Result<Option<colloquy::Template>, ScenarioError> {
-        Ok(t.string(key)?.map(colloquy::Template::from))
+    let mut read = |key: &str| -> Result<Option<colloquy::templates::Template>, ScenarioError> {
+        Ok(t.string(key)?.map(colloquy::templates::Template::from))
     };
     let templates = Templates {
         update: read("update")?,

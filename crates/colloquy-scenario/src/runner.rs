@@ -4,12 +4,16 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use colloquy::toolsets::{EndCallTool, KeywordStrategy, ToolSearch};
-use colloquy::{
-    Agent, FunctionTool, Handoff, IntoToolOutput, PacedSink, RunContext, ScriptedLlm, Session,
-    SessionHandle, StopResponse, Template, ToolError, ToolOutput, ToolResult, Toolset,
-    UpdateOptions,
+use colloquy::agent::{Agent, Handoff};
+use colloquy::llm::ScriptedLlm;
+use colloquy::session::{Session, SessionHandle};
+use colloquy::speech::PacedSink;
+use colloquy::templates::Template;
+use colloquy::tools::{
+    FunctionTool, IntoToolOutput, RunContext, StopResponse, ToolError, ToolOutput, ToolResult,
+    Toolset, UpdateOptions,
 };
+use colloquy::toolsets::{EndCallTool, KeywordStrategy, ToolSearch};
 use serde_json::{Map, Value};
 use tokio::time::Instant;
 
@@ -167,20 +171,21 @@ async fn play_async(scenario: &Scenario) -> Result<Trace, ScenarioError> {
     let session = builder.start(agent).await.map_err(|e| ScenarioError::Run(e.to_string()))?;
 
     let mut traced: Vec<Value> = Vec::new();
-    let mut session_events: Vec<colloquy::SessionEvent> = Vec::new();
+    let mut session_events: Vec<colloquy::events::SessionEvent> = Vec::new();
     let mut snapshots: Vec<Value> = Vec::new();
     let mut closed = None;
     for (i, step) in scenario.steps.iter().enumerate() {
         if let Some(at) = step.at {
             tokio::time::sleep_until(start + at).await;
         }
-        let failed = |e: colloquy::SessionError| ScenarioError::Run(format!("steps[{i}]: {e}"));
+        let failed =
+            |e: colloquy::session::SessionError| ScenarioError::Run(format!("steps[{i}]: {e}"));
         match &step.action {
             Action::Nothing => {}
             Action::Wait(d) => tokio::time::sleep(*d).await,
             Action::User(text) => session.user_turn(text.clone()).await.map_err(failed)?,
             Action::UserSpeaking(speaking) => {
-                session.set_user_speaking(*speaking).map_err(failed)?
+                session.set_user_speaking(*speaking).map_err(failed)?;
             }
             Action::WaitIdle => {
                 // Bounded like the end of a run: a session that never goes idle (a user who
@@ -200,7 +205,7 @@ async fn play_async(scenario: &Scenario) -> Result<Trace, ScenarioError> {
             }
             Action::GenerateReply(instructions) => {
                 let text = instructions.clone().unwrap_or_default();
-                session.generate_reply(text).await.map_err(failed)?
+                session.generate_reply(text).await.map_err(failed)?;
             }
             Action::Say(text) => session.say(text.clone()).await.map_err(failed)?,
             Action::Interrupt => session.interrupt().await.map_err(failed)?,
@@ -208,7 +213,7 @@ async fn play_async(scenario: &Scenario) -> Result<Trace, ScenarioError> {
                 let agent = defs
                     .agent(id)
                     .ok_or_else(|| ScenarioError::File(format!("undefined agent `{id}`")))?;
-                session.update_agent(agent).await.map_err(failed)?
+                session.update_agent(agent).await.map_err(failed)?;
             }
             Action::Cancel(call_id) => {
                 if let Err(refusal) = session.cancel_tool_call(call_id.clone()).await {
@@ -230,14 +235,14 @@ async fn play_async(scenario: &Scenario) -> Result<Trace, ScenarioError> {
                     start,
                     call_id,
                     answer,
-                )
+                );
             }
             Action::Reject { id, reason } => {
                 let answer = session.reject(id.clone(), reason.clone()).await;
-                refused_answer(&mut events, &mut traced, &mut session_events, start, id, answer)
+                refused_answer(&mut events, &mut traced, &mut session_events, start, id, answer);
             }
             Action::Close => {
-                closed = Some(session.close_with_reason("close").await.map_err(failed)?)
+                closed = Some(session.close_with_reason("close").await.map_err(failed)?);
             }
             Action::Inspect => {
                 let snapshot = session.inspect().await.map_err(failed)?;
@@ -275,12 +280,12 @@ async fn play_async(scenario: &Scenario) -> Result<Trace, ScenarioError> {
 /// Records an `approve` or `reject` step the session refused (`x_approval_refused`), like a
 /// refused `cancel`: the file may answer a call that already ended, and the trace says so.
 fn refused_answer(
-    events: &mut colloquy::EventStream,
+    events: &mut colloquy::events::EventStream,
     traced: &mut Vec<Value>,
-    session_events: &mut Vec<colloquy::SessionEvent>,
+    session_events: &mut Vec<colloquy::events::SessionEvent>,
     start: Instant,
     call_id: &str,
-    answer: Result<(), colloquy::ApprovalError>,
+    answer: Result<(), colloquy::session::ApprovalError>,
 ) {
     if let Err(refusal) = answer {
         let record = serde_json::json!({
@@ -294,9 +299,9 @@ fn refused_answer(
 }
 
 fn record_now(
-    events: &mut colloquy::EventStream,
+    events: &mut colloquy::events::EventStream,
     traced: &mut Vec<Value>,
-    session_events: &mut Vec<colloquy::SessionEvent>,
+    session_events: &mut Vec<colloquy::events::SessionEvent>,
     record: Value,
 ) {
     while let Some(event) = events.try_recv() {
@@ -312,7 +317,7 @@ fn record_now(
 async fn finish(
     session: &SessionHandle,
     end_timeout: Duration,
-) -> Result<colloquy::ClosedSession, ScenarioError> {
+) -> Result<colloquy::session::ClosedSession, ScenarioError> {
     // Idle and no call running (background ones included), at most `end_timeout`.
     let _ = tokio::time::timeout(end_timeout, async {
         session.wait_for_quiet().await?;

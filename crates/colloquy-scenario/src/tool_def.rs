@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use colloquy::{DuplicateScope, OnDuplicate, RetryPolicy};
+use colloquy::tools::{DuplicateScope, OnDuplicate, RetryPolicy};
 use serde_json::Value;
 
 use crate::ScenarioError;
@@ -169,7 +169,7 @@ pub(crate) fn parse_tool(name: String, mut o: Obj) -> Result<ToolDef, ScenarioEr
         }
     };
     // Refused here, before anything runs, like every other mistake a file can make.
-    if let Err(e) = colloquy::schema_check::check_schema(&parameters) {
+    if let Err(e) = colloquy_core::schema_check::check_schema(&parameters) {
         return Err(invalid(&o.at("parameters"), e.to_string()));
     }
     let declared: Vec<String> = parameters

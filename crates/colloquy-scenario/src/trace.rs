@@ -3,7 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use colloquy::{ChatItem, EventKind, RecordedRequest, RequestKind, Role, SessionEvent, ToolChoice};
+use colloquy::chat::{ChatItem, Role};
+use colloquy::events::{EventKind, SessionEvent};
+use colloquy::llm::{RecordedRequest, RequestKind, ToolChoice};
 use serde::Serialize;
 
 /// The whole trace.
@@ -32,8 +34,8 @@ pub struct Trace {
 /// A snapshot in the format's shape: `{ "at_ms", "tree": NODE }`, NODE with `kind`, `id`,
 /// `status`, the kind-specific fields the format lists, and `children` (sorted by kind, then
 /// id). colloquy's extra fields (a toolset's `tools`, a call's `arguments`) are left out.
-pub fn snapshot(snapshot: &colloquy::SessionSnapshot) -> serde_json::Value {
-    fn node(n: &colloquy::ActorNode) -> serde_json::Value {
+pub fn snapshot(snapshot: &colloquy::session::SessionSnapshot) -> serde_json::Value {
+    fn node(n: &colloquy::session::ActorNode) -> serde_json::Value {
         let mut value = serde_json::to_value(n).expect("nodes serialize");
         if let Some(object) = value.as_object_mut() {
             object.shift_remove("tools");

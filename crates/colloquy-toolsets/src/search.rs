@@ -150,11 +150,11 @@ impl std::fmt::Debug for Core {
 
 impl Core {
     fn loaded_sources(&self) -> Vec<usize> {
-        self.loaded.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.loaded.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
     fn set_loaded(&self, sources: Vec<usize>) {
-        *self.loaded.lock().unwrap_or_else(|p| p.into_inner()) = sources;
+        *self.loaded.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = sources;
     }
 
     pub(crate) async fn setup(&self, reload: bool) {

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use colloquy::LlmErrorKind;
-use colloquy::http::HttpOptions;
+use colloquy::llm::LlmErrorKind;
+use colloquy::llm::http::HttpOptions;
 use colloquy::prelude::*;
 use colloquy_replay::Reply;
 
@@ -23,7 +23,7 @@ fn recorded(p: &Provider, name: &str) -> Reply {
 }
 
 /// A 429 is retried after the wait the server asks; the turn then succeeds.
-pub async fn a_429_then_success(p: &'static Provider) {
+pub(crate) async fn a_429_then_success(p: &'static Provider) {
     let limited = Reply::status(429, r#"{"error":{"message":"Rate limit reached"}}"#)
         .header("retry-after-ms", "50");
     let mut chat = chat(p, vec![limited, recorded(p, "text")], options()).await;
@@ -35,7 +35,7 @@ pub async fn a_429_then_success(p: &'static Provider) {
 }
 
 /// 5xx answers before any token are retried.
-pub async fn a_5xx_is_retried_before_any_token(p: &'static Provider) {
+pub(crate) async fn a_5xx_is_retried_before_any_token(p: &'static Provider) {
     let replies = vec![Reply::status(503, "busy"), Reply::status(502, ""), recorded(p, "text")];
     let mut chat = chat(p, replies, options()).await;
     assert_eq!(errors(&chat.turn("hi").await), []);
@@ -43,7 +43,7 @@ pub async fn a_5xx_is_retried_before_any_token(p: &'static Provider) {
 }
 
 /// Without retries a 500 is an `http` error event; the next turn works.
-pub async fn a_500_is_an_http_error_and_the_next_turn_works(p: &'static Provider) {
+pub(crate) async fn a_500_is_an_http_error_and_the_next_turn_works(p: &'static Provider) {
     let no_retries = HttpOptions { max_retries: 0, ..options() };
     let replies = vec![Reply::status(500, "upstream exploded"), recorded(p, "text")];
     let mut chat = chat(p, replies, no_retries).await;
@@ -55,7 +55,7 @@ pub async fn a_500_is_an_http_error_and_the_next_turn_works(p: &'static Provider
 }
 
 /// A 401 is an `auth` error, not retried, and the key the server echoes is redacted.
-pub async fn a_refused_key_never_shows(p: &'static Provider) {
+pub(crate) async fn a_refused_key_never_shows(p: &'static Provider) {
     let echo = format!(r#"{{"error":{{"message":"Incorrect API key provided: {KEY}."}}}}"#);
     let mut chat = chat(p, vec![Reply::status(401, &echo)], options()).await;
     let events = chat.turn("hi").await;
@@ -69,7 +69,7 @@ pub async fn a_refused_key_never_shows(p: &'static Provider) {
 
 /// A stream cut after text keeps the text, interrupted; nothing is retried; the next turn
 /// works and sends the cut text back as it was heard.
-pub async fn a_stream_cut_mid_text_keeps_the_text(p: &'static Provider) {
+pub(crate) async fn a_stream_cut_mid_text_keeps_the_text(p: &'static Provider) {
     let replies = vec![recorded(p, "cut_mid_text"), recorded(p, "text")];
     let mut chat = chat(p, replies, options()).await;
     let events = chat.turn("when?").await;
@@ -89,7 +89,7 @@ pub async fn a_stream_cut_mid_text_keeps_the_text(p: &'static Provider) {
 }
 
 /// A body that breaks before its first event delivered nothing: it is retried.
-pub async fn a_body_cut_before_any_event_is_retried(p: &'static Provider) {
+pub(crate) async fn a_body_cut_before_any_event_is_retried(p: &'static Provider) {
     let empty = Reply::sse(": cut\n").pause_first(Duration::from_millis(20));
     let mut chat = chat(p, vec![empty, recorded(p, "text")], options()).await;
     assert_eq!(errors(&chat.turn("hi").await), []);
@@ -98,7 +98,7 @@ pub async fn a_body_cut_before_any_event_is_retried(p: &'static Provider) {
 }
 
 /// Data that is not JSON is an `invalid_chunk` error; the text before it stays, interrupted.
-pub async fn garbage_is_an_invalid_chunk(p: &'static Provider) {
+pub(crate) async fn garbage_is_an_invalid_chunk(p: &'static Provider) {
     let mut chat = chat(p, vec![recorded(p, "garbage")], options()).await;
     let errors = errors(&chat.turn("hi").await);
     assert_eq!(errors.len(), 1, "{errors:?}");
@@ -107,7 +107,7 @@ pub async fn garbage_is_an_invalid_chunk(p: &'static Provider) {
 }
 
 /// A server slower than the first-token timeout is a `timeout`; the next turn works.
-pub async fn a_slow_first_token_is_a_timeout(p: &'static Provider) {
+pub(crate) async fn a_slow_first_token_is_a_timeout(p: &'static Provider) {
     let quick = HttpOptions {
         first_token_timeout: Duration::from_millis(200),
         max_retries: 0,
@@ -122,7 +122,7 @@ pub async fn a_slow_first_token_is_a_timeout(p: &'static Provider) {
 }
 
 /// A base URL's query string stays at the end of the URL requested.
-pub async fn a_base_url_keeps_its_query_string(p: &'static Provider) {
+pub(crate) async fn a_base_url_keeps_its_query_string(p: &'static Provider) {
     let replies = vec![recorded(p, "text")];
     let with_query = |base: &str| format!("{base}/?api-version=2024-10-21");
     let mut chat = Chat::start_at(p, Agent::new("a", "inst"), replies, options(), with_query).await;
@@ -135,7 +135,7 @@ pub async fn a_base_url_keeps_its_query_string(p: &'static Provider) {
 
 /// The `user:password@` part of a base URL shows in no error and no log line: not when a
 /// server echoes the password, not when the server cannot be reached (and is retried).
-pub async fn credentials_in_the_base_url_never_show(p: &'static Provider) {
+pub(crate) async fn credentials_in_the_base_url_never_show(p: &'static Provider) {
     const PASSWORD: &str = "pr0xy-pa55";
     let logs = super::Logs::capture();
     let with_credentials =
@@ -170,7 +170,7 @@ pub async fn credentials_in_the_base_url_never_show(p: &'static Provider) {
 /// A 200 answer that is a page or plain JSON is a `provider` error naming its content type
 /// and the start of its body (an excerpt, the key redacted): not retried, not reported as a
 /// stream that ended early, and the next turn works.
-pub async fn a_200_that_is_not_an_event_stream_is_a_provider_error(p: &'static Provider) {
+pub(crate) async fn a_200_that_is_not_an_event_stream_is_a_provider_error(p: &'static Provider) {
     let page = format!(
         "<html><head><title>Sign in to the proxy</title></head>\n<body><p>token {KEY}</p>{}</body></html>",
         "<div>filler</div>".repeat(5000)
@@ -207,7 +207,9 @@ pub async fn a_200_that_is_not_an_event_stream_is_a_provider_error(p: &'static P
 
 /// An event stream is one with parameters (`; charset=utf-8`) too, and one without a content
 /// type is read as a stream.
-pub async fn an_event_stream_with_a_charset_or_no_content_type_is_read(p: &'static Provider) {
+pub(crate) async fn an_event_stream_with_a_charset_or_no_content_type_is_read(
+    p: &'static Provider,
+) {
     let with_charset = recorded(p, "text").content_type(Some("text/event-stream; charset=utf-8"));
     let without = recorded(p, "text").content_type(None);
     let mut chat = chat(p, vec![with_charset, without], options()).await;
@@ -218,7 +220,7 @@ pub async fn an_event_stream_with_a_charset_or_no_content_type_is_read(p: &'stat
 }
 
 /// A byte that is not UTF-8 costs a character (U+FFFD), not the turn; a warning says so.
-pub async fn invalid_utf8_is_replaced_and_the_turn_goes_on(p: &'static Provider) {
+pub(crate) async fn invalid_utf8_is_replaced_and_the_turn_goes_on(p: &'static Provider) {
     let logs = super::Logs::capture();
     let mut chat = chat(p, vec![recorded(p, "invalid_utf8")], options()).await;
     assert_eq!(errors(&chat.turn("hi").await), []);
@@ -230,7 +232,7 @@ pub async fn invalid_utf8_is_replaced_and_the_turn_goes_on(p: &'static Provider)
 /// A stream that goes on with empty deltas, keep-alives and usage but no text ends the step
 /// with a `timeout` error once `stall_timeout` passes without text; the text before stays,
 /// interrupted; nothing is retried; the next turn works.
-pub async fn empty_deltas_do_not_hold_a_step(p: &'static Provider) {
+pub(crate) async fn empty_deltas_do_not_hold_a_step(p: &'static Provider) {
     let stall = HttpOptions { stall_timeout: Duration::from_millis(300), ..options() };
     let replies = vec![recorded(p, "trickle_empty"), recorded(p, "text")];
     let mut chat = chat(p, replies, stall).await;
@@ -246,7 +248,7 @@ pub async fn empty_deltas_do_not_hold_a_step(p: &'static Provider) {
 
 /// Reasoning and text that keep coming hold a step past `stall_timeout` in all: the deadline
 /// moves with each piece of output.
-pub async fn steady_output_outlasts_the_stall_timeout(p: &'static Provider) {
+pub(crate) async fn steady_output_outlasts_the_stall_timeout(p: &'static Provider) {
     let stall = HttpOptions { stall_timeout: Duration::from_millis(600), ..options() };
     let mut chat = chat(p, vec![recorded(p, "slow_steady")], stall).await;
     let started = std::time::Instant::now();

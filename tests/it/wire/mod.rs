@@ -5,26 +5,27 @@
 
 #![allow(dead_code)]
 
-pub mod cases;
+pub(crate) mod cases;
 
 use std::collections::HashSet;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use colloquy::http::HttpOptions;
+use colloquy::events::{ErrorSource, EventStream};
+use colloquy::llm::http::HttpOptions;
+use colloquy::llm::{Llm, LlmErrorKind};
 use colloquy::prelude::*;
-use colloquy::{ErrorSource, EventStream, Llm, LlmErrorKind};
 use colloquy_replay::{Received, ReplayServer, Reply};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
 /// The key the tests send; it must never show in an event or error.
-pub const KEY: &str = "sk-test-4f9a2c-do-not-print";
+pub(crate) const KEY: &str = "sk-test-4f9a2c-do-not-print";
 
 /// Short timeouts and backoffs: these tests run on the real clock.
-pub fn options() -> HttpOptions {
+pub(crate) fn options() -> HttpOptions {
     HttpOptions {
         connect_timeout: Duration::from_secs(2),
         first_token_timeout: Duration::from_secs(2),
@@ -37,25 +38,25 @@ pub fn options() -> HttpOptions {
 }
 
 /// Bounds a test on the real clock: a hang fails it instead of stalling the suite.
-pub async fn bounded<F: Future<Output = ()>>(test: F) {
+pub(crate) async fn bounded<F: Future<Output = ()>>(test: F) {
     tokio::time::timeout(Duration::from_secs(20), test).await.expect("the test took over 20 s");
 }
 
 #[derive(Deserialize, JsonSchema)]
-pub struct City {
+pub(crate) struct City {
     /// The city.
     pub city: String,
 }
 
 /// `get_weather(city)`: "sunny in CITY".
-pub fn weather() -> FunctionTool {
+pub(crate) fn weather() -> FunctionTool {
     FunctionTool::new("get_weather", "Current weather.", |_ctx: RunContext, a: City| async move {
         Ok::<_, ToolError>(format!("sunny in {}", a.city))
     })
 }
 
 /// `book_flight(city)`: posts an update, works 100 ms, answers "Booked FL-1".
-pub fn book_flight() -> FunctionTool {
+pub(crate) fn book_flight() -> FunctionTool {
     FunctionTool::new("book_flight", "Book.", |ctx: RunContext, a: City| async move {
         ctx.update(format!("Looking up flights to {}", a.city)).await?;
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -64,7 +65,7 @@ pub fn book_flight() -> FunctionTool {
 }
 
 /// What a provider's tests share: where its requests go and what its rules are.
-pub struct Provider {
+pub(crate) struct Provider {
     /// The recordings' folder under tests/wire.
     pub name: &'static str,
     /// The path every request goes to.
@@ -78,7 +79,7 @@ pub struct Provider {
 }
 
 /// A session on a provider whose server replays recordings.
-pub struct Chat {
+pub(crate) struct Chat {
     pub server: ReplayServer,
     pub session: SessionHandle,
     pub events: EventStream,
@@ -87,18 +88,18 @@ pub struct Chat {
 
 impl Chat {
     /// Starts the server with `replies`, then a session on the provider's model for it.
-    pub async fn start(
+    pub(crate) async fn start(
         provider: &'static Provider,
         agent: Agent,
         replies: Vec<Reply>,
         options: HttpOptions,
     ) -> Chat {
-        Chat::start_at(provider, agent, replies, options, |base| base.to_string()).await
+        Chat::start_at(provider, agent, replies, options, std::string::ToString::to_string).await
     }
 
     /// [`Chat::start`] with the base URL the model is given made from the server's own
     /// (`http://127.0.0.1:PORT` and the provider's base path) by `base`.
-    pub async fn start_at(
+    pub(crate) async fn start_at(
         provider: &'static Provider,
         agent: Agent,
         replies: Vec<Reply>,
@@ -114,7 +115,7 @@ impl Chat {
     }
 
     /// One user turn, waited for until the session is idle; the events it caused.
-    pub async fn turn(&mut self, text: &str) -> Vec<EventKind> {
+    pub(crate) async fn turn(&mut self, text: &str) -> Vec<EventKind> {
         self.session.user_turn(text).await.unwrap();
         self.session.wait_for_idle().await.unwrap();
         let mut events = Vec::new();
@@ -125,7 +126,7 @@ impl Chat {
     }
 
     /// Every request sent so far, each checked against the provider's rules.
-    pub fn requests(&self) -> Vec<Received> {
+    pub(crate) fn requests(&self) -> Vec<Received> {
         let received = self.server.received();
         for (i, r) in received.iter().enumerate() {
             assert_eq!((r.method.as_str(), r.path.as_str()), ("POST", self.provider.path));
@@ -137,7 +138,7 @@ impl Chat {
     }
 
     /// The assistant messages of the history: text and whether it was cut.
-    pub async fn assistant_messages(&self) -> Vec<(String, bool)> {
+    pub(crate) async fn assistant_messages(&self) -> Vec<(String, bool)> {
         let history = self.session.history().await.unwrap();
         history
             .iter()
@@ -147,21 +148,21 @@ impl Chat {
     }
 
     /// A recorded stream of this provider.
-    pub fn recorded(&self, name: &str) -> Reply {
+    pub(crate) fn recorded(&self, name: &str) -> Reply {
         Reply::sse(&recording(self.provider.name, name))
     }
 }
 
 /// Log lines written on this thread while it lives (a `#[tokio::test]` runs every task on
 /// its own thread, the transport's included).
-pub struct Logs {
+pub(crate) struct Logs {
     buffer: Arc<std::sync::Mutex<Vec<u8>>>,
     _guard: tracing::subscriber::DefaultGuard,
 }
 
 impl Logs {
     /// Captures everything from `trace` up.
-    pub fn capture() -> Logs {
+    pub(crate) fn capture() -> Logs {
         let buffer = Arc::new(std::sync::Mutex::new(Vec::new()));
         let writer = Arc::clone(&buffer);
         let subscriber = tracing_subscriber::fmt()
@@ -173,7 +174,7 @@ impl Logs {
     }
 
     /// What was written so far.
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         let bytes = self.buffer.lock().map(|b| b.clone()).unwrap_or_default();
         String::from_utf8_lossy(&bytes).into_owned()
     }
@@ -195,7 +196,7 @@ impl std::io::Write for LogWriter {
 }
 
 /// The LLM error events among `events`: kind and message.
-pub fn errors(events: &[EventKind]) -> Vec<(Option<LlmErrorKind>, String)> {
+pub(crate) fn errors(events: &[EventKind]) -> Vec<(Option<LlmErrorKind>, String)> {
     events
         .iter()
         .filter_map(|e| match e {
@@ -208,7 +209,7 @@ pub fn errors(events: &[EventKind]) -> Vec<(Option<LlmErrorKind>, String)> {
 }
 
 /// The call ids of the `tool_call_started` events.
-pub fn started(events: &[EventKind]) -> Vec<&str> {
+pub(crate) fn started(events: &[EventKind]) -> Vec<&str> {
     events
         .iter()
         .filter_map(|e| match e {
@@ -219,7 +220,7 @@ pub fn started(events: &[EventKind]) -> Vec<&str> {
 }
 
 /// A recorded stream.
-pub fn recording(provider: &str, name: &str) -> String {
+pub(crate) fn recording(provider: &str, name: &str) -> String {
     let path = format!("{}/tests/it/wire/{provider}/{name}.sse", env!("CARGO_MANIFEST_DIR"));
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
@@ -228,7 +229,7 @@ pub fn recording(provider: &str, name: &str) -> String {
 /// `tool` messages right after it (all of them, in any order, nothing else in between);
 /// every `tool` message answers such an entry; call ids unique and at most 40 characters;
 /// an assistant message has content or tool calls; `tool_choice` names a sent tool.
-pub fn check_openai(body: &Value) -> Result<(), String> {
+pub(crate) fn check_openai(body: &Value) -> Result<(), String> {
     let messages = body["messages"].as_array().ok_or("messages is not an array")?;
     let mut seen_ids = HashSet::new();
     let mut i = 0;
@@ -241,7 +242,7 @@ pub fn check_openai(body: &Value) -> Result<(), String> {
             }
             "tool" => return Err(format!("messages[{i}]: a tool message answers no tool call")),
             "assistant" => {
-                let calls = m["tool_calls"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+                let calls = m["tool_calls"].as_array().map_or(&[][..], Vec::as_slice);
                 if m["content"].as_str().is_none_or(str::is_empty) && calls.is_empty() {
                     return Err(format!("messages[{i}]: an empty assistant message"));
                 }
@@ -295,7 +296,7 @@ pub fn check_openai(body: &Value) -> Result<(), String> {
 /// `tool_use` block of an assistant turn answered by a `tool_result` block in the user turn
 /// right after it, those results first in that turn; ids unique and `[A-Za-z0-9_-]+`; the
 /// last turn is the user's; `tool_choice` names a sent tool.
-pub fn check_anthropic(body: &Value) -> Result<(), String> {
+pub(crate) fn check_anthropic(body: &Value) -> Result<(), String> {
     let messages = body["messages"].as_array().ok_or("messages is not an array")?;
     if messages.is_empty() {
         return Err("no messages".into());

@@ -2,11 +2,11 @@
 
 use std::sync::Arc;
 
-use colloquy::http::HttpProvider;
-use colloquy::{
-    Anthropic, ChatItem, Llm, LlmRequest, OpenAi, RequestKind, ScriptedCall, ScriptedLlm,
-    ScriptedResponse,
-};
+use colloquy::anthropic::Anthropic;
+use colloquy::chat::ChatItem;
+use colloquy::llm::http::HttpProvider;
+use colloquy::llm::{Llm, LlmRequest, RequestKind, ScriptedCall, ScriptedLlm, ScriptedResponse};
+use colloquy::openai::OpenAi;
 
 use crate::{ChatArgs, Provider};
 

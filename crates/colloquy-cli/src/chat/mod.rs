@@ -19,9 +19,12 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use colloquy::chat::ChatItem;
+use colloquy::events::SessionEvent;
+use colloquy::mcp::McpToolset;
 use colloquy::prelude::*;
+use colloquy::tools::ToolSource;
 use colloquy::toolsets::EndCallTool;
-use colloquy::{ChatItem, McpToolset, SessionEvent, ToolSource};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -564,7 +567,7 @@ async fn shutdown(session: &SessionHandle, terminal: &Terminal, signals: &mut Si
 }
 
 async fn print_events(
-    mut events: colloquy::EventStream,
+    mut events: colloquy::events::EventStream,
     terminal: Terminal,
     seen: Arc<Mutex<Vec<SessionEvent>>>,
 ) {

@@ -9,8 +9,9 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
+use colloquy::events::{EventKind, ToolCallStatus};
+use colloquy::speech::{Playout, SpeechSink};
 use colloquy::toolsets::END_CALL;
-use colloquy::{EventKind, Playout, SpeechSink, ToolCallStatus};
 
 use super::clean;
 
@@ -74,7 +75,7 @@ impl Terminal {
     }
 
     fn with<R>(&self, f: impl FnOnce(&mut Screen) -> R) -> R {
-        let mut screen = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut screen = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         f(&mut screen)
     }
 
@@ -216,7 +217,7 @@ impl SpeechSink for TerminalSink {
             loop {
                 let delta = tokio::select! {
                     biased;
-                    _ = stop.requested() => break,
+                    () = stop.requested() => break,
                     delta = playout.next_text() => delta,
                 };
                 let Some(delta) = delta else { break };
@@ -354,7 +355,7 @@ impl EventLines {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use colloquy::RefusalReason;
+    use colloquy::events::RefusalReason;
 
     fn lines(events: &[EventKind]) -> Vec<(Style, String)> {
         let mut lines = EventLines::default();

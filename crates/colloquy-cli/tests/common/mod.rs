@@ -6,7 +6,7 @@
 use colloquy_replay::Reply;
 
 /// The `colloquy` binary, its provider settings cleared so the test's flags alone decide.
-pub fn colloquy() -> std::process::Command {
+pub(crate) fn colloquy() -> std::process::Command {
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_colloquy"));
     for name in [
         "OPENAI_API_KEY",
@@ -22,7 +22,7 @@ pub fn colloquy() -> std::process::Command {
 }
 
 /// An OpenAI stream: `text` in one chunk, then, after `pause_ms` (0: none), ` …and more.`
-pub fn streamed(text: &str, pause_ms: u64) -> Reply {
+pub(crate) fn streamed(text: &str, pause_ms: u64) -> Reply {
     let chunk = |delta: serde_json::Value, finish: Option<&str>| {
         let chunk = serde_json::json!({"id": "c", "object": "chat.completion.chunk", "created": 1,
             "model": "m", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});

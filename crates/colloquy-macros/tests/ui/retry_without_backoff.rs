@@ -1,4 +1,4 @@
-use colloquy::{function_tool, ToolError};
+use colloquy::tools::{function_tool, ToolError};
 
 /// A retry needs its backoff.
 #[function_tool(retry(attempts = 3))]
