@@ -233,7 +233,7 @@ pub(super) async fn stream(
                 };
                 tokio::select! {
                     biased;
-                    _ = interrupt.cancelled() => { out.interrupted = true; break }
+                    () = interrupt.cancelled() => { out.interrupted = true; break }
                     chunk = next => chunk,
                 }
             }

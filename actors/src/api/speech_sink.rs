@@ -66,15 +66,15 @@ impl SpeechSink for PacedSink {
             'playing: loop {
                 let delta = tokio::select! {
                     biased;
-                    _ = stop.requested() => break 'playing,
+                    () = stop.requested() => break 'playing,
                     delta = playout.next_text() => delta,
                 };
                 let Some(delta) = delta else { break };
                 for c in delta.chars() {
                     tokio::select! {
                         biased;
-                        _ = stop.requested() => break 'playing,
-                        _ = tokio::time::sleep(per_char) => played.push(c),
+                        () = stop.requested() => break 'playing,
+                        () = tokio::time::sleep(per_char) => played.push(c),
                     }
                     count += 1;
                     playout.progress(count);
@@ -96,7 +96,7 @@ pub struct InterruptSignal(CancellationToken);
 impl InterruptSignal {
     /// Resolves once the playout is interrupted.
     pub async fn requested(&self) {
-        self.0.cancelled().await
+        self.0.cancelled().await;
     }
 
     /// True once the playout is interrupted.
@@ -225,8 +225,8 @@ async fn wait_report(
         tokio::select! {
             biased;
             r = &mut *report => return Waited::Report(r.ok()),
-            _ = &mut stopped => return Waited::Stopped,
-            _ = stall => {
+            () = &mut stopped => return Waited::Stopped,
+            () = stall => {
                 let now = progress.load(Ordering::Relaxed);
                 if now == seen {
                     return Waited::Stalled;

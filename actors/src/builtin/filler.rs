@@ -136,7 +136,7 @@ async fn run(
                     _ => {}
                 }
             }
-            _ = tokio::time::sleep_until(deadline) => {
+            () = tokio::time::sleep_until(deadline) => {
                 if agent == AgentState::Speaking || user == UserState::Speaking {
                     // Not quiet: park until the next state change restarts the dwell.
                     deadline = Instant::now() + PARKED;

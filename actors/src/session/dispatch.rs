@@ -76,11 +76,11 @@ impl SessionState {
             ToolMsg::HoldFloor(reply) => self.hold_floor(reply),
             ToolMsg::ReleaseFloor(hold) => self.release_floor(hold),
             ToolMsg::EndAfterSpeech { speech_id, reason, watchdog } => {
-                self.end_after_speech(speech_id, reason, watchdog)
+                self.end_after_speech(speech_id, reason, watchdog);
             }
             ToolMsg::CancelCall { call_id, reply } => self.calls.cancel(call_id, reply),
             ToolMsg::AnswerApproval { call_id, reason, reply } => {
-                self.calls.answer(call_id, reason, reply)
+                self.calls.answer(call_id, reason, reply);
             }
         }
     }

@@ -129,10 +129,10 @@ impl SessionState {
     pub(super) fn emit(&mut self, event: SessionEvent) {
         match &event.kind {
             EventKind::Error { source: ErrorSource::Llm, message, .. } => {
-                self.testing.llm_failed(message)
+                self.testing.llm_failed(message);
             }
             EventKind::ToolApprovalRequested { call_id, .. } => {
-                self.calls.set_awaiting(call_id, true)
+                self.calls.set_awaiting(call_id, true);
             }
             EventKind::ToolCallApproved { call_id } => self.calls.set_awaiting(call_id, false),
             EventKind::ToolCallEnded { call_id, .. } => {

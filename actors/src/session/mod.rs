@@ -164,7 +164,7 @@ impl Actor for SessionActor {
                 // The rare heavy paths are boxed: inlined, they would size every session's
                 // actor task for them (docs/decisions.md#boxed-futures).
                 FollowUp::Enqueue(pending) => {
-                    Box::pin(state.enqueue_reply(myself.get_cell(), *pending)).await
+                    Box::pin(state.enqueue_reply(myself.get_cell(), *pending)).await;
                 }
                 FollowUp::Drained(kept) => Box::pin(state.activity_drained(kept, &myself)).await,
                 FollowUp::ActivityClosed => Box::pin(state.activity_closed(&myself)).await,

@@ -98,7 +98,7 @@ impl Testing {
 
     /// A run is in progress and everything it waits for is done.
     pub(super) fn run_done(&self) -> bool {
-        self.run.as_ref().is_some_and(|run| run.done())
+        self.run.as_ref().is_some_and(Run::done)
     }
 }
 

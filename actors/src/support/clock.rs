@@ -109,7 +109,8 @@ impl SessionClock {
 
     /// The ids the calls of one response get, in order (see [`CallIds::claim`]).
     pub(crate) fn claim_call_ids<'a>(&self, proposed: impl IntoIterator<Item = &'a mut String>) {
-        let mut book = self.inner.call_ids.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut book =
+            self.inner.call_ids.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         for id in proposed {
             let claimed = book.claim(id);
             if claimed != *id {
@@ -121,7 +122,8 @@ impl SessionClock {
 
     /// Marks the call ids of a restored history as in use.
     pub(crate) fn mark_call_ids<'a>(&self, ids: impl IntoIterator<Item = &'a str>) {
-        let mut book = self.inner.call_ids.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut book =
+            self.inner.call_ids.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         for id in ids {
             book.mark_used(id);
         }

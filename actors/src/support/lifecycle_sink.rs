@@ -75,12 +75,12 @@ impl LifecycleHub {
     /// A subscriber that may leave `limit` records unread.
     pub(crate) fn subscribe(&self, limit: usize) -> mpsc::Receiver<LifecycleEvent> {
         let (tx, rx) = lifecycle_channel();
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).push((tx, limit.max(1)));
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((tx, limit.max(1)));
         rx
     }
 
     pub(crate) fn send(&self, event: &LifecycleEvent) {
-        let mut subscribers = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut subscribers = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         subscribers.retain(|(tx, limit)| deliver(tx, event.clone(), *limit));
     }
 }
@@ -127,7 +127,7 @@ impl LifecycleSink {
         if let Some(hub) = &targets.hub {
             hub.send(&event);
         }
-        let mut own = targets.own.lock().unwrap_or_else(|e| e.into_inner());
+        let mut own = targets.own.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(tx) = own.as_ref()
             && !deliver(tx, event, MAX_UNREAD_LIFECYCLE)
         {

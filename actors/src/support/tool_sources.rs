@@ -117,7 +117,7 @@ impl Sources {
     }
 
     fn warn_once(&self, toolset: &str, name: &str, renamed: Option<&str>) {
-        let mut warned = self.warned.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut warned = self.warned.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let outcome = renamed.unwrap_or("");
         if !warned.insert(format!("{toolset}\u{0}{name}\u{0}{outcome}")) {
             return;

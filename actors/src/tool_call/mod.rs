@@ -261,8 +261,8 @@ impl Run {
             tokio::select! {
                 biased;
                 // Cancelled or timed out meanwhile: the Toolset has ended the call already.
-                _ = self.cancel.cancelled() => return outcome,
-                _ = tokio::time::sleep(policy.delay(tried - 1)) => {}
+                () = self.cancel.cancelled() => return outcome,
+                () = tokio::time::sleep(policy.delay(tried - 1)) => {}
             }
         }
     }

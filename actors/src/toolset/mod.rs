@@ -204,7 +204,7 @@ impl Actor for ToolsetActor {
                 } else {
                     // Boxed: its future holds a call's whole start, and inline it would size
                     // every message's future (docs/decisions.md#boxed-futures).
-                    Box::pin(state.start(myself.clone(), admitted, None)).await
+                    Box::pin(state.start(myself.clone(), admitted, None)).await;
                 }
             }
             ToolsetMsg::SetMocks(mocks) => state.mocks = mocks,
@@ -226,12 +226,12 @@ impl Actor for ToolsetActor {
             }
             ToolsetMsg::Updated { call_id, from, index, update } => {
                 if state.runs(&call_id, from) {
-                    state.updated(&call_id, index, update)
+                    state.updated(&call_id, index, update);
                 }
             }
             ToolsetMsg::Retrying { call_id, from, attempt, reason } => {
                 if state.runs(&call_id, from) {
-                    state.retrying(&call_id, attempt, reason)
+                    state.retrying(&call_id, attempt, reason);
                 }
             }
             ToolsetMsg::Watch { call_id, from } => state.check_watch(&myself, &call_id, from),
@@ -248,11 +248,11 @@ impl Actor for ToolsetActor {
                 }
             }
             ToolsetMsg::ApprovalTimeout { call_id, from } => {
-                state.approval_timed_out(&call_id, from)
+                state.approval_timed_out(&call_id, from);
             }
             ToolsetMsg::Finished { call_id, from, result } => {
                 if state.runs(&call_id, from) {
-                    state.finish(&call_id, result)
+                    state.finish(&call_id, result);
                 }
             }
             #[cfg(feature = "test-hooks")]
