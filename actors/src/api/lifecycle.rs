@@ -2,11 +2,11 @@
 //! started and when it has stopped gracefully. An actor that was killed (its parent ended
 //! first, or it panicked) never reports `Stopped`, so a recorder shows it.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
 /// Which kind of actor.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ActorKind {

@@ -16,12 +16,12 @@ use std::fmt;
 
 use colloquy_core::{AgentState, UserState};
 use ractor::{ActorCell, ActorId};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::api::lifecycle::ActorKind;
 
 /// A session at one instant.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SessionSnapshot {
     /// Virtual milliseconds since the session started (as events' `at_ms`).
     pub at_ms: u64,
@@ -43,7 +43,7 @@ pub struct SessionSnapshot {
 }
 
 /// One speech of the current Activity.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SpeechSnapshot {
     /// `s1`, `s2`… as in events.
     pub speech_id: String,
@@ -52,7 +52,7 @@ pub struct SpeechSnapshot {
 }
 
 /// Where a speech is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum SpeechStatus {
@@ -65,7 +65,7 @@ pub enum SpeechStatus {
 }
 
 /// The ReplyCoalescer's state.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CoalescerSnapshot {
     /// Update ids waiting for a deferred reply, in enqueue order.
     pub pending: Vec<String>,
@@ -74,7 +74,7 @@ pub struct CoalescerSnapshot {
 }
 
 /// What an actor is doing.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum NodeStatus {
@@ -94,7 +94,7 @@ pub enum NodeStatus {
 }
 
 /// Whether a toolset lives with the session or with the agent.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ToolsetScope {
     /// A child of the Session; survives handoffs.
@@ -105,7 +105,7 @@ pub enum ToolsetScope {
 
 /// One actor and its children. Kind-specific fields are `None` (and not serialized) on the
 /// other kinds.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ActorNode {
     /// The actor's kind.
     pub kind: ActorKind,
@@ -144,9 +144,15 @@ pub struct ActorNode {
     /// Children, sorted by kind name then id.
     pub children: Vec<ActorNode>,
     /// The ractor actor id (to match a node with ractor's own tree; not serialized: it is not
-    /// stable from run to run).
-    #[serde(skip)]
+    /// stable from run to run). A snapshot read back from JSON (a remote session's) has
+    /// `ActorId::Local(0)` everywhere.
+    #[serde(skip, default = "no_actor_id")]
     pub actor_id: ActorId,
+}
+
+/// The actor id of a node read from elsewhere: ids are local to the process that took it.
+fn no_actor_id() -> ActorId {
+    ActorId::Local(0)
 }
 
 impl ActorNode {

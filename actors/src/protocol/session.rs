@@ -29,7 +29,7 @@ pub struct ClosedSession {
 }
 
 /// A call running now (`SessionHandle::running_tool_calls`).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RunningToolCall {
     /// The call id.
     pub call_id: String,

@@ -1,0 +1,29 @@
+//! colloquy's session protocol: what a client in another process asks of a session, and what it
+//! gets back, as plain serde types with a version. It is transport-agnostic: the cluster carries
+//! it over NATS requests, and a server can carry it over a WebSocket; both run [`execute`] on the
+//! side that holds the session, so a command means the same thing whichever way it came.
+//!
+//! A [`Request`] is `{"v": 1, "cmd": "user_turn", "text": "…"}`; its [`Reply`] is
+//! `{"reply": "ok"}`, a value (`{"reply": "history", "items": […]}`) or
+//! `{"reply": "error", "kind": "closed", "message": "session closed"}`. Events travel as
+//! [`EventFrame`]s, numbered per session so a reader can tell a gap from a quiet spell.
+//!
+//! ```
+//! use colloquy_protocol::{Command, Request, PROTOCOL_VERSION};
+//!
+//! let request = Request::decode(br#"{"v": 1, "cmd": "user_turn", "text": "hello"}"#).unwrap();
+//! assert_eq!(request.command, Command::UserTurn { text: "hello".into() });
+//! assert_eq!(request.v, PROTOCOL_VERSION);
+//! ```
+
+mod command;
+mod execute;
+mod reply;
+
+pub use command::{Command, Request};
+pub use execute::execute;
+pub use reply::{ErrorKind, EventFrame, ProtocolError, Reply};
+
+/// The protocol's version: a request carries it, and a side that speaks another answers
+/// [`ErrorKind::UnsupportedVersion`] rather than guess.
+pub const PROTOCOL_VERSION: u32 = 1;
