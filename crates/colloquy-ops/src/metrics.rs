@@ -4,7 +4,6 @@
 use std::sync::Arc;
 
 use colloquy_actors::SessionHandle;
-use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -150,51 +149,11 @@ impl Metrics {
     }
 }
 
-/// `{tool}`.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct ToolLabel {
-    pub(crate) tool: String,
-}
+/// A series' labels, names and values, in the order the exposition prints them. Each family
+/// is moved from one place in `tally.rs`, which names its labels.
+pub(crate) type Labels<const N: usize> = [(&'static str, String); N];
 
-/// `{tool, status}`.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct ToolStatusLabels {
-    pub(crate) tool: String,
-    pub(crate) status: String,
-}
-
-/// `{tool, reason}`.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct ToolReasonLabels {
-    pub(crate) tool: String,
-    pub(crate) reason: String,
-}
-
-/// `{reason}`.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct ReasonLabel {
-    pub(crate) reason: String,
-}
-
-/// `{kind}`.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct KindLabel {
-    pub(crate) kind: String,
-}
-
-/// `{finish_reason}`.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct FinishLabel {
-    pub(crate) finish_reason: String,
-}
-
-/// `{source}`.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct SourceLabel {
-    pub(crate) source: String,
-}
-
-type Durations = Family<ToolStatusLabels, Histogram, fn() -> Histogram>;
+type Durations = Family<Labels<2>, Histogram, fn() -> Histogram>;
 
 fn durations() -> Histogram {
     Histogram::new(DURATION_BUCKETS)
@@ -204,18 +163,18 @@ fn durations() -> Histogram {
 pub(crate) struct Figures {
     pub(crate) sessions_live: Gauge,
     pub(crate) sessions_started: Counter,
-    pub(crate) sessions_closed: Family<ReasonLabel, Counter>,
+    pub(crate) sessions_closed: Family<Labels<1>, Counter>,
     pub(crate) watch_overflows: Counter,
-    pub(crate) tool_calls_started: Family<ToolLabel, Counter>,
-    pub(crate) tool_calls_ended: Family<ToolStatusLabels, Counter>,
+    pub(crate) tool_calls_started: Family<Labels<1>, Counter>,
+    pub(crate) tool_calls_ended: Family<Labels<2>, Counter>,
     pub(crate) tool_call_duration: Durations,
-    pub(crate) tool_call_retries: Family<ToolLabel, Counter>,
-    pub(crate) tool_calls_refused: Family<ToolReasonLabels, Counter>,
-    pub(crate) tool_calls_dropped: Family<ToolLabel, Counter>,
-    pub(crate) llm_responses: Family<FinishLabel, Counter>,
-    pub(crate) llm_errors: Family<KindLabel, Counter>,
-    pub(crate) llm_tokens: Family<KindLabel, Counter>,
-    pub(crate) errors: Family<SourceLabel, Counter>,
+    pub(crate) tool_call_retries: Family<Labels<1>, Counter>,
+    pub(crate) tool_calls_refused: Family<Labels<2>, Counter>,
+    pub(crate) tool_calls_dropped: Family<Labels<1>, Counter>,
+    pub(crate) llm_responses: Family<Labels<1>, Counter>,
+    pub(crate) llm_errors: Family<Labels<1>, Counter>,
+    pub(crate) llm_tokens: Family<Labels<1>, Counter>,
+    pub(crate) errors: Family<Labels<1>, Counter>,
     pub(crate) tool_names: BoundedLabel,
     pub(crate) close_reasons: BoundedLabel,
 }

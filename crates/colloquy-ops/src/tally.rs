@@ -8,10 +8,7 @@ use colloquy_actors::EventStream;
 use colloquy_core::{ErrorSource, EventFilter, EventKind, EventType, SessionEvent};
 
 use crate::labels::{UNKNOWN_TOOL, spelled};
-use crate::metrics::{
-    FinishLabel, KindLabel, Metrics, ReasonLabel, SourceLabel, ToolLabel, ToolReasonLabels,
-    ToolStatusLabels,
-};
+use crate::metrics::Metrics;
 
 /// The close reason counted for a session whose stream ended without `session_closed`: its
 /// actor stopped without closing, or it had closed before the watch began.
@@ -65,13 +62,13 @@ impl Tally {
         match &event.kind {
             EventKind::ToolCallStarted { call_id, name } => {
                 let tool = f.tool_names.admit(name);
-                f.tool_calls_started.get_or_create(&ToolLabel { tool: tool.clone() }).inc();
+                f.tool_calls_started.get_or_create(&[("tool", tool.clone())]).inc();
                 self.running.insert(call_id.clone(), Running { tool, started_ms: event.at_ms });
             }
             EventKind::ToolCallEnded { call_id, status, .. } => {
                 let running = self.running.remove(call_id);
                 let tool = running.as_ref().map_or(UNKNOWN_TOOL, |r| r.tool.as_str()).to_string();
-                let labels = ToolStatusLabels { tool, status: status.as_str().to_string() };
+                let labels = [("tool", tool), ("status", status.as_str().to_string())];
                 f.tool_calls_ended.get_or_create(&labels).inc();
                 if let Some(Running { started_ms, .. }) = running {
                     let ms = event.at_ms.saturating_sub(started_ms);
@@ -83,44 +80,40 @@ impl Tally {
             }
             EventKind::ToolCallRetry { call_id, .. } => {
                 let tool = self.running.get(call_id).map_or(UNKNOWN_TOOL, |r| r.tool.as_str());
-                f.tool_call_retries.get_or_create(&ToolLabel { tool: tool.to_string() }).inc();
+                f.tool_call_retries.get_or_create(&[("tool", tool.to_string())]).inc();
             }
             EventKind::ToolCallRefused { name, reason, .. } => {
-                let labels = ToolReasonLabels {
-                    tool: f.tool_names.admit(name),
-                    reason: reason.as_str().to_string(),
-                };
+                let labels =
+                    [("tool", f.tool_names.admit(name)), ("reason", reason.as_str().to_string())];
                 f.tool_calls_refused.get_or_create(&labels).inc();
             }
             EventKind::ToolCallDropped { name, .. } => {
-                let tool = f.tool_names.admit(name);
-                f.tool_calls_dropped.get_or_create(&ToolLabel { tool }).inc();
+                f.tool_calls_dropped.get_or_create(&[("tool", f.tool_names.admit(name))]).inc();
             }
             EventKind::Error { source, llm_error, .. } => {
-                f.errors.get_or_create(&SourceLabel { source: source.as_str().to_string() }).inc();
+                f.errors.get_or_create(&[("source", source.as_str().to_string())]).inc();
                 if *source == ErrorSource::Llm {
                     let kind = llm_error.as_ref().map_or_else(|| "unknown".to_string(), spelled);
-                    f.llm_errors.get_or_create(&KindLabel { kind }).inc();
+                    f.llm_errors.get_or_create(&[("kind", kind)]).inc();
                 }
             }
             EventKind::LlmStepEnded { finish_reason, usage, .. } => {
                 let finish_reason =
                     finish_reason.as_ref().map_or_else(|| "none".to_string(), spelled);
-                f.llm_responses.get_or_create(&FinishLabel { finish_reason }).inc();
+                f.llm_responses.get_or_create(&[("finish_reason", finish_reason)]).inc();
                 if let Some(usage) = usage {
                     for (kind, tokens) in [
                         ("prompt", usage.prompt_tokens),
                         ("completion", usage.completion_tokens),
                         ("cached_prompt", usage.cached_prompt_tokens),
                     ] {
-                        let kind = kind.to_string();
-                        f.llm_tokens.get_or_create(&KindLabel { kind }).inc_by(tokens);
+                        f.llm_tokens.get_or_create(&[("kind", kind.to_string())]).inc_by(tokens);
                     }
                 }
             }
             EventKind::SessionClosed { reason } => {
                 let reason = f.close_reasons.admit(reason);
-                f.sessions_closed.get_or_create(&ReasonLabel { reason }).inc();
+                f.sessions_closed.get_or_create(&[("reason", reason)]).inc();
                 self.end();
             }
             EventKind::StreamOverflowed { .. } => {
@@ -141,8 +134,8 @@ impl Tally {
     /// The stream ended: a session that did not say it closed is counted closed as `_lost`.
     pub(crate) fn finish(mut self) {
         if !self.ended {
-            let reason = LOST.to_string();
-            self.metrics.figures().sessions_closed.get_or_create(&ReasonLabel { reason }).inc();
+            let lost = [("reason", LOST.to_string())];
+            self.metrics.figures().sessions_closed.get_or_create(&lost).inc();
             self.end();
         }
     }

@@ -22,6 +22,17 @@ fn lines(text: &str, prefix: &str) -> Vec<String> {
     lines
 }
 
+/// Asserts the session figures once every watch has ended: `count` sessions watched, all
+/// closed with `reason`, none live.
+fn sessions_ended(metrics: &Metrics, reason: &str, count: u32) {
+    let expected = [
+        format!("colloquy_sessions_closed_total{{reason=\"{reason}\"}} {count}"),
+        "colloquy_sessions_live 0".to_string(),
+        format!("colloquy_sessions_started_total {count}"),
+    ];
+    assert_eq!(lines(&metrics.render(), "colloquy_sessions_"), expected);
+}
+
 fn tools() -> Agent {
     let lookup = FunctionTool::new("lookup", "Finds it.", |_ctx: RunContext, _: NoArgs| async {
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -63,7 +74,7 @@ async fn a_done_an_error_and_a_cancelled_call_are_counted_with_their_durations()
     let watching = metrics.watch(&session);
     session.user_turn("go").await.unwrap();
     tokio::time::sleep(Duration::from_secs(1)).await;
-    assert!(metrics.render().contains("colloquy_sessions_live 1\n"));
+    assert_eq!(lines(&metrics.render(), "colloquy_sessions_live"), ["colloquy_sessions_live 1"]);
     session.cancel_tool_call("c3").await.unwrap();
     session.wait_for_idle().await.unwrap();
     session.close().await.unwrap();
@@ -94,9 +105,7 @@ async fn a_done_an_error_and_a_cancelled_call_are_counted_with_their_durations()
         lookup,
         [r#"colloquy_tool_call_duration_seconds_bucket{le="0.25",tool="lookup",status="done"} 1"#]
     );
-    assert!(text.contains("colloquy_sessions_started_total 1\n"), "{text}");
-    assert!(text.contains("colloquy_sessions_live 0\n"), "{text}");
-    assert!(text.contains("colloquy_sessions_closed_total{reason=\"close\"} 1\n"), "{text}");
+    sessions_ended(&metrics, "close", 1);
 }
 
 #[tokio::test(start_paused = true)]
@@ -131,12 +140,7 @@ async fn the_watch_neither_keeps_a_session_alive_nor_outlives_it() {
     let watching = metrics.watch(&session);
     drop(session);
     ended(watching).await;
-    let text = metrics.render();
-    assert!(
-        text.contains("colloquy_sessions_closed_total{reason=\"handles_dropped\"} 1\n"),
-        "{text}"
-    );
-    assert!(text.contains("colloquy_sessions_live 0\n"), "{text}");
+    sessions_ended(&metrics, "handles_dropped", 1);
 }
 
 /// Many sessions watched one after another leave no task behind and the live count at zero.
@@ -154,10 +158,7 @@ async fn watches_end_one_per_session() {
     for watching in watches {
         ended(watching).await;
     }
-    let text = metrics.render();
-    assert!(text.contains("colloquy_sessions_started_total 20\n"), "{text}");
-    assert!(text.contains("colloquy_sessions_closed_total{reason=\"close\"} 20\n"), "{text}");
-    assert!(text.contains("colloquy_sessions_live 0\n"), "{text}");
+    sessions_ended(&metrics, "close", 20);
 }
 
 /// A session watched after it closed never sends `session_closed`: it counts as `_lost`.
@@ -167,9 +168,7 @@ async fn a_session_watched_after_its_close_counts_as_lost() {
     let session = start(vec![]).await;
     session.close().await.unwrap();
     ended(metrics.watch(&session)).await;
-    let text = metrics.render();
-    assert!(text.contains("colloquy_sessions_closed_total{reason=\"_lost\"} 1\n"), "{text}");
-    assert!(text.contains("colloquy_sessions_live 0\n"), "{text}");
+    sessions_ended(&metrics, "_lost", 1);
 }
 
 #[tokio::test(start_paused = true)]
