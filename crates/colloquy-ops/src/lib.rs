@@ -23,17 +23,18 @@
 //! # Ok(()) }
 //! ```
 
+mod figures;
 mod http;
 mod labels;
 mod metrics;
 mod tally;
 
+pub use figures::DURATION_BUCKETS;
 pub use http::{
     DEFAULT_ADDR, Health, OPENMETRICS_CONTENT_TYPE, OpsServer, ServeOptions, router, serve,
     serve_with,
 };
 pub use labels::OTHER_LABEL;
 pub use metrics::{
-    DEFAULT_MAX_CLOSE_REASONS, DEFAULT_MAX_TOOL_NAMES, DURATION_BUCKETS, Metrics, MetricsBuilder,
-    PREFIX,
+    DEFAULT_MAX_CLOSE_REASONS, DEFAULT_MAX_TOOL_NAMES, Metrics, MetricsBuilder, PREFIX,
 };

@@ -3,12 +3,13 @@
 //! which carries neither.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use colloquy_actors::EventStream;
 use colloquy_core::{ErrorSource, EventFilter, EventKind, EventType, SessionEvent};
 
+use crate::figures::Figures;
 use crate::labels::{UNKNOWN_TOOL, spelled};
-use crate::metrics::Metrics;
 
 /// The close reason counted for a session whose stream ended without `session_closed`: its
 /// actor stopped without closing, or it had closed before the watch began.
@@ -30,8 +31,8 @@ pub(crate) fn watched_events() -> EventFilter {
 }
 
 /// Reads `events` to their end, then counts the session as no longer live.
-pub(crate) async fn follow(metrics: Metrics, mut events: EventStream) {
-    let mut tally = Tally::new(metrics);
+pub(crate) async fn follow(figures: Arc<Figures>, mut events: EventStream) {
+    let mut tally = Tally::new(figures);
     while let Some(event) = events.recv().await {
         tally.observe(&event);
     }
@@ -46,19 +47,19 @@ struct Running {
 
 /// One session's part of the figures.
 pub(crate) struct Tally {
-    metrics: Metrics,
+    figures: Arc<Figures>,
     running: HashMap<String, Running>,
     /// `session_closed` or `x_stream_overflowed` came: the session is no longer counted live.
     ended: bool,
 }
 
 impl Tally {
-    pub(crate) fn new(metrics: Metrics) -> Self {
-        Self { metrics, running: HashMap::new(), ended: false }
+    pub(crate) fn new(figures: Arc<Figures>) -> Self {
+        Self { figures, running: HashMap::new(), ended: false }
     }
 
     pub(crate) fn observe(&mut self, event: &SessionEvent) {
-        let f = self.metrics.figures();
+        let f = &self.figures;
         match &event.kind {
             EventKind::ToolCallStarted { call_id, name } => {
                 let tool = f.tool_names.admit(name);
@@ -127,7 +128,7 @@ impl Tally {
     /// The session is no longer live (once).
     fn end(&mut self) {
         if !std::mem::replace(&mut self.ended, true) {
-            self.metrics.figures().sessions_live.dec();
+            self.figures.sessions_live.dec();
         }
     }
 
@@ -135,7 +136,7 @@ impl Tally {
     pub(crate) fn finish(mut self) {
         if !self.ended {
             let lost = [("reason", LOST.to_string())];
-            self.metrics.figures().sessions_closed.get_or_create(&lost).inc();
+            self.figures.sessions_closed.get_or_create(&lost).inc();
             self.end();
         }
     }
@@ -146,6 +147,7 @@ mod tests {
     use colloquy_core::{FinishReason, LlmErrorKind, RefusalReason, ToolCallStatus, Usage};
 
     use super::*;
+    use crate::metrics::Metrics;
 
     fn at(at_ms: u64, kind: EventKind) -> SessionEvent {
         SessionEvent { at_ms, kind }
@@ -178,7 +180,7 @@ mod tests {
 
     fn watching(metrics: &Metrics) -> Tally {
         metrics.figures().sessions_live.inc();
-        Tally::new(metrics.clone())
+        Tally::new(Arc::clone(metrics.figures()))
     }
 
     #[test]
