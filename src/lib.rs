@@ -24,6 +24,7 @@
 //!   model, and the parts provider adapters share.
 //! - [`openai`], [`anthropic`], [`mcp`]: the provider adapters and MCP servers' tools, each
 //!   under the feature of the same name (on by default).
+//! - `ops` (feature `ops`, off by default): health and Prometheus metrics over HTTP.
 //! - [`speech`]: playing the agent's speech ([`SpeechSink`](speech::SpeechSink)).
 //! - [`templates`]: the texts the runtime gives the model (progress updates, duplicates,
 //!   deferred replies), and how to replace them.
@@ -188,6 +189,20 @@ pub mod mcp {
     pub use colloquy_mcp::{
         DEFAULT_DEADLINE, INHERITED_ENV, MAX_RESULT_BYTES, McpError, McpServer, McpToolset,
         PROGRESS_INTERVAL, START_TIMEOUT,
+    };
+}
+
+#[cfg(feature = "ops")]
+pub mod ops {
+    //! Health and Prometheus metrics over HTTP for a process that runs sessions (feature
+    //! `ops`, off by default): [`Metrics`] follows sessions' events, [`router`] serves
+    //! `/metrics` and `/healthz`, [`serve`] binds it with every wait bounded
+    //! (docs/operations.md).
+
+    pub use colloquy_ops::{
+        DEFAULT_ADDR, DEFAULT_MAX_CLOSE_REASONS, DEFAULT_MAX_TOOL_NAMES, DURATION_BUCKETS, Health,
+        Metrics, MetricsBuilder, OPENMETRICS_CONTENT_TYPE, OTHER_LABEL, OpsServer, PREFIX,
+        ServeOptions, router, serve, serve_with,
     };
 }
 
