@@ -1,6 +1,6 @@
 //! Every scenario file under `tests/scenarios/` plays twice to byte-identical traces, and each
 //! trace must equal the one committed under `tests/scenarios/traces/`. After a deliberate
-//! behaviour change, `COLLOQUY_BLESS=1 cargo test --test scenarios` rewrites the committed
+//! behaviour change, `COLLOQUY_BLESS=1 cargo test --test it scenarios` rewrites the committed
 //! traces; review their diff like code.
 
 use std::path::{Path, PathBuf};

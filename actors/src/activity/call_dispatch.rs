@@ -14,10 +14,9 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::env::SpeechEnv;
-use crate::protocol::{CallOutcome, ExecuteCall, ToolsetMsg};
+use crate::protocol::{CallOutcome, ExecuteCall, ToolsetMsg, mark_non_blocking};
 use crate::support::clock::SessionClock;
 use crate::support::speech_control::SpeechControl;
-use crate::toolset::mark_non_blocking;
 
 /// A tool call as assembled from the stream.
 #[derive(Debug, Default)]

@@ -201,7 +201,7 @@ impl SessionHandle {
 
     /// A bounded broadcast of events from now on ([`EventFilter::DEFAULT`]: never the agent's
     /// text deltas, which only a lossless subscriber may ask for): a receiver that falls more than
-    /// [`BROADCAST_CAPACITY`] behind gets `RecvError::Lagged(n)` telling it how many it missed.
+    /// [`BROADCAST_CAPACITY`] (1,024) behind gets `RecvError::Lagged(n)` telling it how many it missed.
     pub fn events(&self) -> broadcast::Receiver<SessionEvent> {
         let (tx, rx) = broadcast::channel(BROADCAST_CAPACITY);
         let _ = self.tell(ObserveMsg::AddBroadcast(tx));

@@ -20,4 +20,4 @@ pub(crate) use session::{
 };
 pub use session::{ClosedSession, MockScope, RunningToolCall};
 pub(crate) use tool_call::ToolCallMsg;
-pub(crate) use toolset::{CallOutcome, ExecuteCall, ToolsetMsg};
+pub(crate) use toolset::{CallOutcome, ExecuteCall, ToolsetMsg, mark_non_blocking};

@@ -88,3 +88,16 @@ pub(crate) enum ToolsetMsg {
     /// Describe this toolset and its calls (`SessionHandle::inspect`).
     Inspect(RpcReplyPort<crate::api::snapshot::ActorNode>),
 }
+
+/// The mark a call's item gets once it has posted its first update (§7 step 6): part of what
+/// the Activity and the Toolset agree on about an item, so it lives with their messages.
+pub(crate) const NON_BLOCKING: &str = "__livekit_agents_tool_non_blocking";
+
+/// Marks a call's item non-blocking. A call's `extra` is usually empty: it then gets room for
+/// this one entry only (a map's first insert reserves for several; the item stays in history).
+pub(crate) fn mark_non_blocking(extra: &mut Map<String, Value>) {
+    if extra.is_empty() {
+        *extra = Map::with_capacity(1);
+    }
+    extra.insert(NON_BLOCKING.into(), Value::Bool(true));
+}

@@ -2,13 +2,15 @@
 //! and the drain of calls when a handoff or a close bounds how long they may still run
 //! (decision 7).
 //!
-//! Invariant: a call is here from its `CallRegistered` to its `tool_call_ended` event, so the
-//! index answers "what runs now" for the host, for cancels, for the idle and away decisions,
-//! and for the placeholder pairs an LLM request needs (§16).
+//! Invariant: a call is here from its `CallRegistered` to its `tool_call_ended` event (the
+//! fan-out hands every event here before it leaves), so the index answers "what runs now" for
+//! the host, for cancels, for the idle and away decisions, and for the placeholder pairs an
+//! LLM request needs (§16).
 //!
 //! Reads: `link`, `close`, `handoff` (which calls it drains), `current` (its Activity, the
 //! session's toolsets). Writes: `calls`. Emits `tool_call_started`; restarts the away timer
-//! (presence); at the drain timeout, tells the Activity and the toolsets to expire.
+//! (presence) and releases idle waiters (idle) when a call ends; at the drain timeout, tells
+//! the Activity and the toolsets to expire.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -64,7 +66,7 @@ impl RunningCalls {
         self.running.insert(running.call.call_id.clone(), Box::new(running));
     }
 
-    pub(super) fn remove(&mut self, call_id: &str) {
+    fn remove(&mut self, call_id: &str) {
         self.running.remove(call_id);
     }
 
@@ -74,7 +76,7 @@ impl RunningCalls {
     }
 
     /// Records whether `call_id` waits for approval (its toolset's events say so).
-    pub(super) fn set_awaiting(&mut self, call_id: &str, awaiting: bool) {
+    fn set_awaiting(&mut self, call_id: &str, awaiting: bool) {
         if let Some(running) = self.running.get_mut(call_id) {
             running.awaiting_approval = awaiting;
         }
@@ -199,6 +201,24 @@ impl RunningCalls {
 }
 
 impl SessionState {
+    /// What a call's event going out says about the index: whether it waits for approval,
+    /// and its end (it leaves the index as its `tool_call_ended` goes out, whoever emits it).
+    pub(super) fn note_call_event(&mut self, kind: &EventKind) {
+        match kind {
+            EventKind::ToolApprovalRequested { call_id, .. } => {
+                self.calls.set_awaiting(call_id, true);
+            }
+            EventKind::ToolCallApproved { call_id } => self.calls.set_awaiting(call_id, false),
+            EventKind::ToolCallEnded { call_id, .. } => {
+                self.calls.remove(call_id);
+                // The last tool to land restarts the away window in full (§10.4).
+                self.update_away_timer(true);
+                self.release_idle_waiters();
+            }
+            _ => {}
+        }
+    }
+
     /// A toolset registered a call.
     pub(super) fn call_registered(
         &mut self,

@@ -8,7 +8,7 @@
 //! Reads: `link`, `current` (its Activity), `conversation` (the final history), `calls`.
 //! Writes: `close`, `handoff` (a close wins over it), `presence` (the away timer stops),
 //! `idle` and `floor` (waiters and holds refused), `replies` (pending ones dropped), `events`
-//! (streams end). Emits `session_closed`; fails a run (run), drains every call and starts the
+//! (streams end). Emits `session_closed`; fails a run (testing), drains every call and starts the
 //! drain timer (calls).
 
 use std::time::Duration;

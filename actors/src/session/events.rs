@@ -11,9 +11,8 @@
 //! the fan-out keeps [`TextWanted`] true exactly while one of its subscribers' filters passes
 //! them (broadcasts get [`EventFilter::DEFAULT`], without them).
 //!
-//! Reads: `link`. Writes: `events`, `calls` (a call awaiting approval, or ended), `testing`
-//! (an LLM error fails the run). A call's end restarts the away timer (presence) and may
-//! release idle waiters (idle).
+//! Reads: `link`. Writes: `events`, `testing` (an LLM error fails the run). Hands every other
+//! event to the running-call index first (`note_call_event`, calls).
 
 use colloquy_core::{ErrorSource, EventFilter, EventKind, EventType, SessionEvent};
 use tokio::sync::broadcast;
@@ -125,23 +124,13 @@ impl SessionState {
     }
 
     /// Fans an event out, after what it says about the session: an LLM error fails the run
-    /// in progress, and a call's end leaves the running-call index.
+    /// in progress, and the running-call index follows the calls' events (calls.rs).
     pub(super) fn emit(&mut self, event: SessionEvent) {
         match &event.kind {
             EventKind::Error { source: ErrorSource::Llm, message, .. } => {
                 self.testing.llm_failed(message);
             }
-            EventKind::ToolApprovalRequested { call_id, .. } => {
-                self.calls.set_awaiting(call_id, true);
-            }
-            EventKind::ToolCallApproved { call_id } => self.calls.set_awaiting(call_id, false),
-            EventKind::ToolCallEnded { call_id, .. } => {
-                self.calls.remove(call_id);
-                // The last tool to land restarts the away window in full (§10.4).
-                self.update_away_timer(true);
-                self.release_idle_waiters();
-            }
-            _ => {}
+            kind => self.note_call_event(kind),
         }
         self.events.send(event, &self.link.id, &self.link.clock);
     }

@@ -7,9 +7,9 @@
 //! asks a child and waits for the answer (children ask the Session, never the reverse); it
 //! only awaits a child's spawn, or its stop once the child has nothing left to do.
 //!
-//! One file per concern holds its state (fields private, so its invariant cannot be broken from
-//! outside the file) and the transitions that own it; its header lists what it reads and
-//! writes of the others. `state.rs` gathers the concerns, `dispatch.rs` routes each message to
+//! One file per concern holds its state (fields private: other files change it only through
+//! its methods, which keep its invariant) and the transitions that own it; its header lists
+//! what it reads and writes of the others. `state.rs` gathers the concerns, `dispatch.rs` routes each message to
 //! the transition that owns it, and `activity_factory.rs` starts Activities.
 
 mod activity_factory;

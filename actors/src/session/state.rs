@@ -1,7 +1,8 @@
 //! The Session's state: one field per concern, each a type defined (with its fields private)
-//! in the file of the same name beside this one, with the transitions that own it. A
-//! transition may call another concern's transitions, and read any concern through its
-//! methods; each file's header says what it reads and writes.
+//! in its own file beside this one — named after the field, except `current` (agent.rs) and
+//! `testing` (run.rs) — with the transitions that own it. Other files change a concern only
+//! through its methods, which keep its invariant; each file's header says what it reads and
+//! writes.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

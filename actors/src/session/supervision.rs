@@ -6,8 +6,9 @@
 //!
 //! Reads: `link`, `current`, `handoff`, `replies` (the reply speeches lost), `close`. Writes:
 //! `floor` (the lost speeches), `current` (the new Activity), `handoff` (it goes ahead).
-//! Emits a `session` error; ends the lost speeches and a run (floor, testing), finishes a
-//! close or a handoff waiting on the lost Activity, releases idle waiters.
+//! Emits a `session` error; sets the agent listening (presence); ends the lost speeches and a
+//! run (floor, testing), finishes a close or a handoff waiting on the lost Activity, releases
+//! idle waiters.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -11,8 +11,9 @@ use colloquy_core::{CallLimits, EventKind, ToolCallStatus, ToolError, text};
 use ractor::ActorRef;
 use tokio::sync::oneshot;
 
-use super::{RunningCall, ToolsetState, mark_non_blocking};
+use super::{RunningCall, ToolsetState};
 use crate::api::error::ApprovalError;
+use crate::protocol::mark_non_blocking;
 use crate::protocol::{CallOutcome, ToolsetMsg};
 use crate::support::task::OwnedTask;
 

@@ -32,28 +32,17 @@ use colloquy_core::{
     ResolvedTemplates, ToolCallStatus, ToolError, ToolErrorKind, ToolOutput, text,
 };
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
-use serde_json::Value;
 
 use crate::api::error::CancelError;
 use crate::api::lifecycle::ActorKind;
 use crate::api::snapshot::{ActorNode, NodeStatus, ToolsetScope};
-use crate::protocol::{CallOutcome, PendingReply, Report, SessionLink, ToolCallMsg, ToolsetMsg};
+use crate::protocol::{
+    CallOutcome, PendingReply, Report, SessionLink, ToolCallMsg, ToolsetMsg, mark_non_blocking,
+};
 use crate::support::catalog::{Scope, ToolCatalog};
 use crate::support::lifecycle_sink::LifecycleGuard;
 use crate::support::speech_control::SpeechControl;
 use pair::Pair;
-
-/// The mark a call's item gets once it has posted its first update (§7 step 6).
-pub(crate) const NON_BLOCKING: &str = "__livekit_agents_tool_non_blocking";
-
-/// Marks a call's item non-blocking. A call's `extra` is usually empty: it then gets room for
-/// this one entry only (a map's first insert reserves for several; the item stays in history).
-pub(crate) fn mark_non_blocking(extra: &mut serde_json::Map<String, Value>) {
-    if extra.is_empty() {
-        *extra = serde_json::Map::with_capacity(1);
-    }
-    extra.insert(NON_BLOCKING.into(), Value::Bool(true));
-}
 
 pub(crate) struct ToolsetActor;
 

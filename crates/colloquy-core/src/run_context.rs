@@ -116,6 +116,7 @@ impl RunContext {
     }
 
     /// A context whose updates go to `hooks` (the runtime's side of a running call).
+    #[doc(hidden)] // the runtime's seam, not an API: docs/decisions.md#facade
     pub fn with_hooks(
         function_call: FunctionCall,
         speech_id: impl Into<String>,
@@ -230,6 +231,7 @@ impl RunContext {
 
     /// The runtime's session handle, type-erased; `colloquy` offers it typed as
     /// `RunContextExt::session`. `None` in a standalone context.
+    #[doc(hidden)] // the runtime's seam, not an API: docs/decisions.md#facade
     pub fn session_any(&self) -> Option<Arc<dyn Any + Send + Sync>> {
         self.inner.hooks.as_ref().and_then(|h| h.session())
     }

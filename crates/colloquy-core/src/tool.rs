@@ -333,6 +333,7 @@ impl FunctionTool {
     }
 
     /// The caps a call of this tool counts against: its own first, then its toolsets'.
+    #[doc(hidden)] // the runtime's seam, not an API: docs/decisions.md#facade
     pub fn concurrency_limits(&self) -> Vec<ConcurrencyLimit> {
         let own = self
             .controls
@@ -366,11 +367,13 @@ impl FunctionTool {
 
     /// The tool's limits: its own, else its innermost toolset's that sets one (unset ones
     /// fall back to the session's).
+    #[doc(hidden)] // the runtime's seam, not an API: docs/decisions.md#facade
     pub fn limits(&self) -> CallLimits {
         self.controls.limits.or(self.controls.inherited)
     }
 
     /// This tool with each limit it does not set itself taken from `defaults`.
+    #[doc(hidden)] // the runtime's seam, not an API: docs/decisions.md#facade
     pub fn with_default_limits(mut self, defaults: CallLimits) -> Self {
         let controls = Arc::make_mut(&mut self.controls);
         controls.inherited = controls.inherited.or(defaults);

@@ -136,6 +136,7 @@ impl Toolset {
     }
 
     /// The limits this toolset gives its tools: its own, else an enclosing toolset's.
+    #[doc(hidden)] // the runtime's seam, not an API: docs/decisions.md#facade
     pub fn limits(&self) -> CallLimits {
         self.limits.or(self.inherited)
     }
@@ -194,6 +195,7 @@ impl Toolset {
 
     /// Every tool source, depth first, with the innermost async toolset that runs its tools and
     /// the limits its tools take unless they set their own.
+    #[doc(hidden)] // the runtime's seam, not an API: docs/decisions.md#facade
     pub fn routed_sources(&self) -> Vec<(&Arc<dyn ToolSource>, Option<&Toolset>, CallLimits)> {
         let mut out = Vec::new();
         self.sources_into(None, &mut out);
