@@ -24,6 +24,8 @@
 //!   model, and the parts provider adapters share.
 //! - [`openai`], [`anthropic`], [`mcp`]: the provider adapters and MCP servers' tools, each
 //!   under the feature of the same name (on by default).
+//! - `cluster`: sessions on other machines over NATS — nodes, placement, remote sessions and
+//!   their event streams (feature `cluster`, off by default; docs/cluster.md).
 //! - [`speech`]: playing the agent's speech ([`SpeechSink`](speech::SpeechSink)).
 //! - [`templates`]: the texts the runtime gives the model (progress updates, duplicates,
 //!   deferred replies), and how to replace them.
@@ -188,6 +190,46 @@ pub mod mcp {
     pub use colloquy_mcp::{
         DEFAULT_DEADLINE, INHERITED_ENV, MAX_RESULT_BYTES, McpError, McpServer, McpToolset,
         PROGRESS_INTERVAL, START_TIMEOUT,
+    };
+}
+
+#[cfg(feature = "cluster")]
+pub mod cluster {
+    //! Sessions on other machines, over NATS (feature `cluster`, off by default;
+    //! docs/cluster.md). A [`Node`] runs sessions for hosts elsewhere: agents registered by
+    //! name, announced with its load, drained on SIGTERM. A host's [`Cluster`] places a session
+    //! on the least loaded node and drives it through a [`RemoteSession`], whose events come
+    //! from a JetStream stream, in order and resumable ([`RemoteEvents`]).
+    //!
+    //! ```no_run
+    //! use colloquy::cluster::{Cluster, Node, StartOptions};
+    //! use colloquy::prelude::*;
+    //!
+    //! # async fn demo() -> Result<(), colloquy::cluster::ClusterError> {
+    //! // On each worker machine:
+    //! let node = Node::builder()
+    //!     .nats("nats://10.0.0.5:4222")
+    //!     .name("worker-1")
+    //!     .agent("support", || Agent::new("support", "You help with orders."))
+    //!     .llm(ScriptedLlm::new([ScriptedResponse::text("It ships today.")]))
+    //!     .load_threshold(0.7)
+    //!     .start()
+    //!     .await?;
+    //!
+    //! // In the host:
+    //! let cluster = Cluster::connect("nats://10.0.0.5:4222").await?;
+    //! let session = cluster.start_session("support", StartOptions::default()).await?;
+    //! let mut events = session.subscribe().await?;
+    //! session.user_turn("Where is my order?").await?;
+    //! # drop((node, events));
+    //! # Ok(()) }
+    //! ```
+
+    pub use colloquy_cluster::{
+        CLUSTER_VERSION, Cluster, ClusterBuilder, ClusterError, DrainReport, ErrorKind,
+        NODE_DRAINING, Node, NodeBuilder, NodeHandle, NodeInfo, NodeLoad, ProtocolError, Refusal,
+        RemoteEvent, RemoteEvents, RemoteSession, SessionRecord, SessionStart, StartOptions,
+        Timeouts,
     };
 }
 

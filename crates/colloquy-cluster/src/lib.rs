@@ -22,6 +22,8 @@ mod nats;
 mod node;
 mod wire;
 
+/// What a session's error answer says ([`ClusterError::Session`]).
+pub use colloquy_protocol::{ErrorKind, ProtocolError};
 pub use error::ClusterError;
 pub use host::{Cluster, ClusterBuilder, RemoteEvent, RemoteEvents, RemoteSession, Timeouts};
 pub use names::{
