@@ -159,9 +159,16 @@ async fn events_stream(js: &jetstream::Context) -> Result<stream::Stream, Cluste
         ..Default::default()
     })
     .await
-    .map_err(|e| ClusterError::Setup {
-        what: format!("stream {}", names::EVENTS_STREAM),
-        reason: e.to_string(),
+    .map_err(|e| {
+        let mut reason = e.to_string();
+        if reason.contains("insufficient storage") {
+            // The server reserves the stream's byte limit against its own.
+            reason.push_str(
+                "; the stream reserves 1 GiB: give JetStream more (max_file_store) or create \
+                 the stream beforehand with smaller limits (docs/cluster.md#subjects)",
+            );
+        }
+        ClusterError::Setup { what: format!("stream {}", names::EVENTS_STREAM), reason }
     })
 }
 

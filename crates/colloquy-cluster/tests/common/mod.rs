@@ -1,19 +1,18 @@
 //! A real nats-server for the tests: the pinned binary `scripts/install-nats.sh` puts in
-//! `target/nats/`, with JetStream, on a free 127.0.0.1 port, its store in a directory of its
-//! own; killed and its directory removed on drop. It can be restarted on the same port and
-//! store, as a server that crashed and came back.
-
-#![allow(dead_code, unreachable_pub)]
+//! `target/nats/` (run on first use if it is missing), with JetStream, on a free 127.0.0.1
+//! port, its store in a directory of its own; killed and its directory removed on drop. It can
+//! be restarted on the same port and store, as a server that crashed and came back.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// How long the server may take to write its ports file.
 const READY_TIMEOUT: Duration = Duration::from_secs(10);
 
-pub struct NatsServer {
+pub(crate) struct NatsServer {
     child: Option<Child>,
     dir: PathBuf,
     port: u16,
@@ -22,12 +21,12 @@ pub struct NatsServer {
 
 impl NatsServer {
     /// A server with JetStream.
-    pub fn start() -> Self {
+    pub(crate) fn start() -> Self {
         Self::start_with(&[])
     }
 
     /// A server with JetStream and `extra` flags (`--auth TOKEN`).
-    pub fn start_with(extra: &[&str]) -> Self {
+    pub(crate) fn start_with(extra: &[&str]) -> Self {
         static NEXT: AtomicUsize = AtomicUsize::new(0);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let dir = std::env::temp_dir().join(format!("colloquy-nats-{}-{n}", std::process::id()));
@@ -44,12 +43,12 @@ impl NatsServer {
     }
 
     /// `nats://127.0.0.1:PORT`.
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("nats://127.0.0.1:{}", self.port)
     }
 
     /// Kills the server (as a crash would).
-    pub fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
@@ -57,7 +56,7 @@ impl NatsServer {
     }
 
     /// Starts it again on the same port and store.
-    pub fn restart(&mut self) {
+    pub(crate) fn restart(&mut self) {
         self.kill();
         self.spawn();
     }
@@ -68,7 +67,15 @@ impl NatsServer {
         let _ = std::fs::remove_dir_all(&ports);
         std::fs::create_dir_all(&ports).expect("the ports directory");
         let port = if self.port == 0 { "-1".to_owned() } else { self.port.to_string() };
+        // JetStream refuses a stream whose byte limit exceeds its storage limit, by default
+        // three quarters of the free disk: a set limit keeps the tests independent of the disk
+        // (they store a few kilobytes).
+        let config = self.dir.join("nats.conf");
+        std::fs::write(&config, "jetstream { max_file_store: 8GB, max_memory_store: 256MB }\n")
+            .expect("the server's configuration");
         let child = Command::new(&binary)
+            .arg("-c")
+            .arg(&config)
             .args(["-js", "-a", "127.0.0.1", "-p", &port])
             .arg("--ports_file_dir")
             .arg(&ports)
@@ -95,9 +102,25 @@ impl Drop for NatsServer {
     }
 }
 
-/// The pinned binary, or a failure that says how to get it.
+/// The pinned binary, installed by `scripts/install-nats.sh` on first use (once per test
+/// process), or a failure that says how to get it.
 fn binary() -> PathBuf {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/nats/nats-server");
+    static INSTALL: OnceLock<Result<(), String>> = OnceLock::new();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let path = root.join("target/nats/nats-server");
+    let installed = INSTALL.get_or_init(|| {
+        if path.exists() {
+            return Ok(());
+        }
+        let output = Command::new(root.join("scripts/install-nats.sh"))
+            .output()
+            .map_err(|e| format!("cannot run it: {e}"))?;
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        output.status.success().then_some(()).ok_or_else(|| format!("it failed: {stderr}"))
+    });
+    if let Err(why) = installed {
+        panic!("nats-server not found at {}: run scripts/install-nats.sh ({why})", path.display());
+    }
     assert!(
         path.exists(),
         "nats-server not found at {}: run scripts/install-nats.sh",
@@ -126,7 +149,7 @@ fn read_port(file: &Path) -> u16 {
 }
 
 /// Runs `check` until it returns `Some`, every 20 ms, for at most `bound`.
-pub async fn eventually<T, F, Fut>(bound: Duration, what: &str, mut check: F) -> T
+pub(crate) async fn eventually<T, F, Fut>(bound: Duration, what: &str, mut check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
