@@ -12,7 +12,7 @@ use colloquy_protocol::{Command, ErrorKind, Reply, Request};
 use tokio::time::Instant;
 
 use super::events::RemoteEvents;
-use super::{ClusterInner, NoAnswer};
+use super::shared::{ClusterInner, NoAnswer};
 use crate::error::ClusterError;
 use crate::names;
 

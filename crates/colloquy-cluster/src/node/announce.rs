@@ -4,12 +4,16 @@
 //! last write, which is how a node that dies leaves the bucket.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_nats::jetstream::kv::{CreateErrorKind, UpdateErrorKind};
 
-use super::{HEARTBEAT, NodeShared};
+use super::shared::NodeShared;
 use crate::error::ClusterError;
 use crate::names;
+
+/// How often a node refreshes its entry (it also writes at once when its sessions change).
+pub const HEARTBEAT: Duration = Duration::from_secs(1);
 
 /// Takes the node's name: its first entry. Returns the entry's revision.
 pub(super) async fn register(shared: &NodeShared) -> Result<u64, ClusterError> {

@@ -8,10 +8,10 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use tokio::task::AbortHandle;
 
-use super::{NodeShared, announce};
+use super::announce;
+use super::shared::{DrainReport, NodeShared};
 use crate::error::ClusterError;
 use crate::names;
 
@@ -20,16 +20,6 @@ pub const NODE_DRAINING: &str = "node_draining";
 
 /// How long a drain waits for the last events of the sessions it closed to be stored.
 const FLUSH_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// What a drain did.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct DrainReport {
-    /// Sessions that ended by themselves while the node drained.
-    pub ended: usize,
-    /// Sessions still running at the drain timeout, closed with reason `node_draining`.
-    pub closed: usize,
-}
 
 /// Drains once; a second caller waits for the first drain and gets its report.
 pub(super) async fn drain(shared: &Arc<NodeShared>) -> DrainReport {
@@ -62,22 +52,15 @@ async fn run(shared: &Arc<NodeShared>) -> DrainReport {
 
 /// Takes drain requests from hosts: answers, then drains.
 pub(super) async fn serve(shared: &Arc<NodeShared>) -> Result<AbortHandle, ClusterError> {
-    let client = &shared.backend.client;
-    let mut requests =
-        client.subscribe(names::drain_subject(&shared.name)).await.map_err(ClusterError::nats)?;
-    let shared = Arc::clone(shared);
-    let task = tokio::spawn(async move {
-        while let Some(message) = requests.next().await {
-            if let Some(to) = message.reply {
-                let _ = shared.backend.client.publish(to, "{}".into()).await;
-            }
+    let subject = names::drain_subject(&shared.name);
+    shared
+        .serve(subject, |shared, message| async move {
+            shared.answer(message.reply, b"{}".to_vec()).await;
             shared.drain_requested.notify_one();
-            // A task of its own: the drain ends this one.
-            let shared = Arc::clone(&shared);
+            // A task of its own: the drain ends the one serving this subject.
             tokio::spawn(async move { drain(&shared).await });
-        }
-    });
-    Ok(task.abort_handle())
+        })
+        .await
 }
 
 /// Returns on SIGTERM, SIGINT or a drain request.

@@ -7,54 +7,27 @@ mod announce;
 mod drain;
 mod place;
 mod serve;
+mod shared;
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use colloquy_actors::{Host, SessionBuilder, SessionHandle};
 use colloquy_core::Agent;
 use colloquy_llm::Llm;
 use tokio::sync::{Notify, OnceCell, watch};
-use tokio::task::AbortHandle;
 
-pub use drain::{DrainReport, NODE_DRAINING};
+pub use announce::HEARTBEAT;
+pub use drain::NODE_DRAINING;
+pub use shared::{DrainReport, NodeLoad, SessionStart};
 
 use crate::error::ClusterError;
 use crate::names;
 use crate::nats::{Backend, Server};
-use crate::wire::{CLUSTER_VERSION, NodeInfo};
-
-/// How often a node refreshes its entry (it also writes at once when its sessions change).
-pub const HEARTBEAT: Duration = Duration::from_secs(1);
-
-/// Builds an agent for each new session.
-type AgentFactory = Arc<dyn Fn() -> Agent + Send + Sync>;
-/// The node's hook on each session's builder.
-type SessionHook = Arc<dyn Fn(SessionBuilder, &SessionStart) -> SessionBuilder + Send + Sync>;
-/// A node's load from its sessions.
-type LoadFn = Arc<dyn Fn(&NodeLoad) -> f64 + Send + Sync>;
-
-/// What a node's session hook learns of the session it configures.
-#[derive(Clone, Debug)]
-#[non_exhaustive]
-pub struct SessionStart {
-    /// The agent asked for.
-    pub agent: String,
-    /// What the host passed in [`StartOptions::metadata`](crate::StartOptions::metadata).
-    pub metadata: serde_json::Value,
-}
-
-/// What a load function reads.
-#[derive(Clone, Copy, Debug)]
-#[non_exhaustive]
-pub struct NodeLoad {
-    /// Live sessions on the node.
-    pub sessions: usize,
-    /// [`NodeBuilder::max_sessions`].
-    pub max_sessions: usize,
-}
+use crate::wire::NodeInfo;
+use shared::{NodeConfig, NodeShared};
 
 /// Entry point: [`Node::builder`].
 pub struct Node;
@@ -66,13 +39,15 @@ impl Node {
         NodeBuilder {
             server: Server::new("nats://127.0.0.1:4222"),
             name: None,
-            agents: BTreeMap::new(),
-            llm: None,
-            hook: None,
-            max_sessions: 100,
-            load_threshold: 0.7,
-            load_fn: None,
-            drain_timeout: Duration::from_secs(30 * 60),
+            config: NodeConfig {
+                agents: BTreeMap::new(),
+                llm: None,
+                hook: None,
+                max_sessions: 100,
+                load_threshold: 0.7,
+                load_fn: None,
+                drain_timeout: Duration::from_secs(30 * 60),
+            },
         }
     }
 }
@@ -88,13 +63,7 @@ impl Node {
 pub struct NodeBuilder {
     server: Server,
     name: Option<String>,
-    agents: BTreeMap<String, AgentFactory>,
-    llm: Option<Arc<dyn Llm>>,
-    hook: Option<SessionHook>,
-    max_sessions: usize,
-    load_threshold: f64,
-    load_fn: Option<LoadFn>,
-    drain_timeout: Duration,
+    config: NodeConfig,
 }
 
 impl NodeBuilder {
@@ -122,13 +91,13 @@ impl NodeBuilder {
         name: impl Into<String>,
         factory: impl Fn() -> Agent + Send + Sync + 'static,
     ) -> Self {
-        self.agents.insert(name.into(), Arc::new(factory));
+        self.config.agents.insert(name.into(), Arc::new(factory));
         self
     }
 
     /// The model every session of this node talks to.
     pub fn llm(mut self, llm: impl Llm) -> Self {
-        self.llm = Some(Arc::new(llm));
+        self.config.llm = Some(Arc::new(llm));
         self
     }
 
@@ -138,20 +107,20 @@ impl NodeBuilder {
         mut self,
         hook: impl Fn(SessionBuilder, &SessionStart) -> SessionBuilder + Send + Sync + 'static,
     ) -> Self {
-        self.hook = Some(Arc::new(hook));
+        self.config.hook = Some(Arc::new(hook));
         self
     }
 
     /// The most sessions the node holds at once (default 100).
     pub fn max_sessions(mut self, max: usize) -> Self {
-        self.max_sessions = max.max(1);
+        self.config.max_sessions = max.max(1);
         self
     }
 
     /// At or above this load the node takes no new session (default 0.7, as LiveKit
     /// Agents' `load_threshold`).
     pub fn load_threshold(mut self, threshold: f64) -> Self {
-        self.load_threshold = threshold;
+        self.config.load_threshold = threshold;
         self
     }
 
@@ -159,14 +128,14 @@ impl NodeBuilder {
     /// [`max_sessions`](Self::max_sessions), as LiveKit Agents' `load_fnc`). Called on every
     /// announcement and placement request: keep it cheap.
     pub fn load_fn(mut self, load: impl Fn(&NodeLoad) -> f64 + Send + Sync + 'static) -> Self {
-        self.load_fn = Some(Arc::new(load));
+        self.config.load_fn = Some(Arc::new(load));
         self
     }
 
     /// How long a drain waits for the sessions to end by themselves before it closes them
     /// with reason `node_draining` (default 30 minutes, as LiveKit Agents').
     pub fn drain_timeout(mut self, timeout: Duration) -> Self {
-        self.drain_timeout = timeout;
+        self.config.drain_timeout = timeout;
         self
     }
 
@@ -178,10 +147,10 @@ impl NodeBuilder {
         if !names::is_valid_name(&name) {
             return Err(ClusterError::InvalidName(name));
         }
-        if let Some(bad) = self.agents.keys().find(|a| !names::is_valid_name(a)) {
+        if let Some(bad) = self.config.agents.keys().find(|a| !names::is_valid_name(a)) {
             return Err(ClusterError::InvalidName(bad.clone()));
         }
-        if self.agents.is_empty() {
+        if self.config.agents.is_empty() {
             return Err(ClusterError::Config(format!(
                 "node `{name}` registers no agent: call NodeBuilder::agent"
             )));
@@ -193,7 +162,7 @@ impl NodeBuilder {
             name,
             boot_id: uuid::Uuid::new_v4().to_string(),
             backend,
-            config: self,
+            config: self.config,
             host,
             sessions: Mutex::new(BTreeMap::new()),
             draining: AtomicBool::new(false),
@@ -268,100 +237,5 @@ impl NodeHandle {
     async fn drained_on_signal(&self) -> Result<DrainReport, ClusterError> {
         drain::on_signal(self.shared()).await?;
         Ok(self.drain().await)
-    }
-}
-
-/// What a node's tasks share.
-pub(crate) struct NodeShared {
-    pub(crate) name: String,
-    pub(crate) boot_id: String,
-    pub(crate) backend: Backend,
-    pub(crate) config: NodeBuilder,
-    pub(crate) host: Host,
-    /// Sessions from their start until their last event is published.
-    sessions: Mutex<BTreeMap<String, LiveSession>>,
-    pub(crate) draining: AtomicBool,
-    /// Wakes the announcer: the sessions or the draining flag changed.
-    pub(crate) changed: Notify,
-    /// The number of sessions, for a drain to wait on.
-    pub(crate) count: watch::Sender<usize>,
-    pub(crate) drain_requested: Notify,
-    pub(crate) drained: OnceCell<DrainReport>,
-    /// The node's own tasks (announcer, servers), ended by a drain or the last handle.
-    tasks: Mutex<Vec<AbortHandle>>,
-}
-
-/// A session of the node and the tasks that serve it.
-pub(crate) struct LiveSession {
-    pub(crate) handle: SessionHandle,
-    pub(crate) tasks: Vec<AbortHandle>,
-}
-
-impl NodeShared {
-    pub(crate) fn lock_sessions(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, LiveSession>> {
-        self.sessions.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn lock_tasks(&self) -> std::sync::MutexGuard<'_, Vec<AbortHandle>> {
-        self.tasks.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    pub(crate) fn is_draining(&self) -> bool {
-        self.draining.load(Ordering::Acquire)
-    }
-
-    /// The load now, from the load function.
-    pub(crate) fn load(&self, sessions: usize) -> f64 {
-        let load = NodeLoad { sessions, max_sessions: self.config.max_sessions };
-        match &self.config.load_fn {
-            Some(f) => f(&load),
-            None => sessions as f64 / self.config.max_sessions as f64,
-        }
-    }
-
-    pub(crate) fn info(&self) -> NodeInfo {
-        let sessions = self.lock_sessions().len();
-        NodeInfo {
-            name: self.name.clone(),
-            boot_id: self.boot_id.clone(),
-            agents: self.config.agents.keys().cloned().collect(),
-            sessions,
-            max_sessions: self.config.max_sessions,
-            load: self.load(sessions),
-            load_threshold: self.config.load_threshold,
-            version: env!("CARGO_PKG_VERSION").into(),
-            protocol: CLUSTER_VERSION,
-            draining: self.is_draining(),
-        }
-    }
-
-    /// Registers a session that just started, with the tasks serving it.
-    pub(crate) fn add_session(&self, handle: SessionHandle, tasks: Vec<AbortHandle>) {
-        let mut sessions = self.lock_sessions();
-        sessions.insert(handle.id().to_owned(), LiveSession { handle, tasks });
-        self.count.send_replace(sessions.len());
-        drop(sessions);
-        self.changed.notify_one();
-    }
-
-    /// Forgets a session whose last event is published (its command server ends by itself).
-    pub(crate) fn remove_session(&self, id: &str) {
-        let mut sessions = self.lock_sessions();
-        sessions.remove(id);
-        self.count.send_replace(sessions.len());
-        drop(sessions);
-        self.changed.notify_one();
-    }
-
-    /// Ends the node's own tasks and every session's.
-    pub(crate) fn stop_tasks(&self) {
-        for task in self.lock_tasks().drain(..) {
-            task.abort();
-        }
-        for live in self.lock_sessions().values() {
-            for task in &live.tasks {
-                task.abort();
-            }
-        }
     }
 }

@@ -5,35 +5,27 @@
 use std::sync::Arc;
 
 use colloquy_actors::Session;
-use futures_util::StreamExt;
 use tokio::task::AbortHandle;
 
-use super::{NodeShared, SessionStart, serve};
+use super::serve;
+use super::shared::{NodeShared, SessionStart};
 use crate::error::ClusterError;
 use crate::names;
 use crate::wire::{Admission, CLUSTER_VERSION, PlaceReply, PlaceRequest, Refusal, admission};
 
 /// Subscribes to the node's placement subject and answers each request.
 pub(super) async fn serve(shared: &Arc<NodeShared>) -> Result<AbortHandle, ClusterError> {
-    let client = &shared.backend.client;
-    let mut requests =
-        client.subscribe(names::place_subject(&shared.name)).await.map_err(ClusterError::nats)?;
-    let shared = Arc::clone(shared);
-    let task = tokio::spawn(async move {
-        while let Some(message) = requests.next().await {
+    let subject = names::place_subject(&shared.name);
+    shared
+        .serve(subject, |shared, message| async move {
             let reply = match serde_json::from_slice::<PlaceRequest>(&message.payload) {
                 Ok(request) => place(&shared, request).await,
                 Err(e) => PlaceReply::Failed { message: format!("unreadable request: {e}") },
             };
-            if let Some(to) = message.reply {
-                let body = serde_json::to_vec(&reply).unwrap_or_default();
-                if let Err(e) = shared.backend.client.publish(to, body.into()).await {
-                    tracing::warn!(node = %shared.name, error = %e, "cannot answer a placement");
-                }
-            }
-        }
-    });
-    Ok(task.abort_handle())
+            let body = serde_json::to_vec(&reply).unwrap_or_default();
+            shared.answer(message.reply, body).await;
+        })
+        .await
 }
 
 /// Admits and starts one session.

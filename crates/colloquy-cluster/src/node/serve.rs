@@ -12,7 +12,7 @@ use colloquy_protocol::{EventFrame, Reply, Request, execute};
 use futures_util::StreamExt;
 use tokio::sync::oneshot;
 
-use super::NodeShared;
+use super::shared::NodeShared;
 use crate::error::ClusterError;
 use crate::names;
 use crate::wire::SessionRecord;
