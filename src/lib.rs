@@ -25,6 +25,8 @@
 //! - [`openai`], [`anthropic`], [`mcp`]: the provider adapters and MCP servers' tools, each
 //!   under the feature of the same name (on by default).
 //! - `ops` (feature `ops`, off by default): health and Prometheus metrics over HTTP.
+//! - `cluster`: sessions on other machines over NATS — nodes, placement, remote sessions and
+//!   their event streams (feature `cluster`, off by default; docs/cluster.md).
 //! - [`speech`]: playing the agent's speech ([`SpeechSink`](speech::SpeechSink)).
 //! - [`templates`]: the texts the runtime gives the model (progress updates, duplicates,
 //!   deferred replies), and how to replace them.
@@ -203,6 +205,46 @@ pub mod ops {
         DEFAULT_ADDR, DEFAULT_MAX_CLOSE_REASONS, DEFAULT_MAX_TOOL_NAMES, DURATION_BUCKETS, Health,
         Metrics, MetricsBuilder, OPENMETRICS_CONTENT_TYPE, OTHER_LABEL, OpsServer, PREFIX,
         ServeOptions, router, serve, serve_with,
+    };
+}
+
+#[cfg(feature = "cluster")]
+pub mod cluster {
+    //! Sessions on other machines, over NATS (feature `cluster`, off by default;
+    //! docs/cluster.md). A [`Node`] runs sessions for hosts elsewhere: agents registered by
+    //! name, announced with its load, drained on SIGTERM. A host's [`Cluster`] places a session
+    //! on the least loaded node and drives it through a [`RemoteSession`], whose events come
+    //! from a JetStream stream, in order and resumable ([`RemoteEvents`]).
+    //!
+    //! ```no_run
+    //! use colloquy::cluster::{Cluster, Node, StartOptions};
+    //! use colloquy::prelude::*;
+    //!
+    //! # async fn demo() -> Result<(), colloquy::cluster::ClusterError> {
+    //! // On each worker machine:
+    //! let node = Node::builder()
+    //!     .nats("nats://10.0.0.5:4222")
+    //!     .name("worker-1")
+    //!     .agent("support", || Agent::new("support", "You help with orders."))
+    //!     .llm(ScriptedLlm::new([ScriptedResponse::text("It ships today.")]))
+    //!     .load_threshold(0.7)
+    //!     .start()
+    //!     .await?;
+    //!
+    //! // In the host:
+    //! let cluster = Cluster::connect("nats://10.0.0.5:4222").await?;
+    //! let session = cluster.start_session("support", StartOptions::default()).await?;
+    //! let mut events = session.subscribe().await?;
+    //! session.user_turn("Where is my order?").await?;
+    //! # drop((node, events));
+    //! # Ok(()) }
+    //! ```
+
+    pub use colloquy_cluster::{
+        CLUSTER_VERSION, Cluster, ClusterBuilder, ClusterError, DrainReport, ErrorKind,
+        NODE_DRAINING, Node, NodeBuilder, NodeHandle, NodeInfo, NodeLoad, ProtocolError, Refusal,
+        RemoteEvent, RemoteEvents, RemoteSession, SessionRecord, SessionStart, StartOptions,
+        Timeouts,
     };
 }
 

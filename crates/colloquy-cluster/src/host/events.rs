@@ -1,0 +1,205 @@
+//! [`RemoteEvents`]: a session's events read from the events stream by an ordered consumer
+//! filtered to the session's subject, from a stream sequence on. After a reconnect, or if the
+//! consumer fails, it is made again after the last event read (the server may have lost it,
+//! and the library takes seconds to notice), so a reader never sees a gap or a duplicate.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use async_nats::jetstream::consumer::{DeliverPolicy, pull};
+use async_nats::jetstream::stream::Stream as JsStream;
+use colloquy_core::{EventKind, SessionEvent};
+use colloquy_protocol::EventFrame;
+use futures_util::StreamExt;
+use tokio::sync::{mpsc, watch};
+
+use crate::error::ClusterError;
+use crate::names;
+use crate::nats::Backend;
+
+/// How long one pull waits on the server: also how soon the consumer notices a restarted
+/// server (its idle heartbeat is half of it).
+const PULL_EXPIRES: Duration = Duration::from_secs(2);
+/// The pause before a failed consumer is made again.
+const REOPEN_DELAY: Duration = Duration::from_millis(250);
+/// Events read ahead of the reader.
+const READ_AHEAD: usize = 256;
+
+/// One event of a remote session.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct RemoteEvent {
+    /// Its sequence in the events stream: the cursor to resume after
+    /// ([`RemoteSession::subscribe_from`](super::RemoteSession::subscribe_from)). It grows, with
+    /// gaps where other sessions' events sit.
+    pub seq: u64,
+    /// Its number in the session, 1, 2, 3… with no gap.
+    pub index: u64,
+    /// The event.
+    pub event: SessionEvent,
+}
+
+/// A remote session's events, in order. `recv` gives `None` after `session_closed`; an
+/// `Err` item says events were lost to the stream's retention (or one could not be read), and
+/// the stream goes on after it.
+#[derive(Debug)]
+pub struct RemoteEvents {
+    rx: mpsc::Receiver<Result<RemoteEvent, ClusterError>>,
+    reader: tokio::task::AbortHandle,
+}
+
+impl Drop for RemoteEvents {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
+}
+
+impl RemoteEvents {
+    /// Reads session `id`'s events after stream sequence `after`.
+    pub(crate) async fn open(
+        backend: &Backend,
+        id: &str,
+        after: u64,
+    ) -> Result<Self, ClusterError> {
+        let subject = names::events_subject(id);
+        let mut connections = backend.connections.clone();
+        connections.borrow_and_update();
+        let stream = &backend.events;
+        let messages = consumer(stream, &subject, after).await?;
+        let (tx, rx) = mpsc::channel(READ_AHEAD);
+        let reader = Reader {
+            stream: stream.clone(),
+            subject,
+            session: id.to_owned(),
+            last_seq: after,
+            next_index: (after == 0).then_some(1),
+            connections,
+            tx,
+        };
+        let reader = tokio::spawn(reader.run(messages)).abort_handle();
+        Ok(Self { rx, reader })
+    }
+
+    /// The next event; `None` once the session has closed and every event was read.
+    pub async fn recv(&mut self) -> Option<Result<RemoteEvent, ClusterError>> {
+        self.rx.recv().await
+    }
+}
+
+impl futures_core::Stream for RemoteEvents {
+    type Item = Result<RemoteEvent, ClusterError>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.rx.poll_recv(cx)
+    }
+}
+
+type Messages = pull::Ordered;
+
+async fn consumer(stream: &JsStream, subject: &str, after: u64) -> Result<Messages, ClusterError> {
+    let deliver_policy = match after {
+        0 => DeliverPolicy::All,
+        seq => DeliverPolicy::ByStartSequence { start_sequence: seq + 1 },
+    };
+    let config = pull::OrderedConfig {
+        filter_subject: subject.to_owned(),
+        deliver_policy,
+        // The default (30 s) leaves a consumer blind for ~15 s after a server restart.
+        max_expires: PULL_EXPIRES,
+        ..Default::default()
+    };
+    let consumer = stream.create_consumer(config).await.map_err(ClusterError::nats)?;
+    consumer.messages().await.map_err(ClusterError::nats)
+}
+
+/// The task behind a [`RemoteEvents`].
+struct Reader {
+    stream: JsStream,
+    subject: String,
+    session: String,
+    /// The stream sequence of the last event handed on.
+    last_seq: u64,
+    /// The index the next event should have, once known.
+    next_index: Option<u64>,
+    connections: watch::Receiver<u64>,
+    tx: mpsc::Sender<Result<RemoteEvent, ClusterError>>,
+}
+
+impl Reader {
+    async fn run(mut self, mut messages: Messages) {
+        loop {
+            let next = tokio::select! {
+                biased;
+                changed = self.connections.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    messages = self.reopen().await;
+                    continue;
+                }
+                next = messages.next() => next,
+            };
+            match next {
+                Some(Ok(message)) => {
+                    let Ok(info) = message.info() else { continue };
+                    let seq = info.stream_sequence;
+                    if seq <= self.last_seq {
+                        continue;
+                    }
+                    self.last_seq = seq;
+                    match EventFrame::decode(&message.payload) {
+                        Ok(frame) => {
+                            if !self.hand_on(seq, frame).await {
+                                return;
+                            }
+                        }
+                        Err(e) => {
+                            if self.tx.send(Err(ClusterError::Session(e))).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                }
+                Some(Err(e)) => {
+                    tracing::debug!(session = %self.session, error = %e, "event consumer failed");
+                    messages = self.reopen().await;
+                }
+                None => messages = self.reopen().await,
+            }
+        }
+    }
+
+    /// Hands one event on (after a gap error if indices were skipped); false once the reader
+    /// is gone or the session has closed.
+    async fn hand_on(&mut self, seq: u64, frame: EventFrame) -> bool {
+        if let Some(expected) = self.next_index
+            && frame.index > expected
+        {
+            let lost = ClusterError::EventsLost {
+                session: self.session.clone(),
+                first: expected,
+                last: frame.index - 1,
+            };
+            if self.tx.send(Err(lost)).await.is_err() {
+                return false;
+            }
+        }
+        self.next_index = Some(frame.index + 1);
+        let closed = matches!(frame.event.kind, EventKind::SessionClosed { .. });
+        let event = RemoteEvent { seq, index: frame.index, event: frame.event };
+        self.tx.send(Ok(event)).await.is_ok() && !closed
+    }
+
+    /// A new consumer after the last event read, tried until the server gives one.
+    async fn reopen(&mut self) -> Messages {
+        loop {
+            tokio::time::sleep(REOPEN_DELAY).await;
+            self.connections.borrow_and_update();
+            match consumer(&self.stream, &self.subject, self.last_seq).await {
+                Ok(messages) => return messages,
+                Err(e) => tracing::debug!(session = %self.session, error = %e, "cannot reopen"),
+            }
+        }
+    }
+}

@@ -1,0 +1,214 @@
+//! The host's side: [`Cluster`] reads the nodes' announcements, places sessions on them and
+//! reaches sessions by id; [`RemoteSession`] drives one; [`RemoteEvents`] reads its events
+//! (docs/cluster.md#hosts).
+
+mod events;
+mod remote;
+mod shared;
+
+use std::sync::Arc;
+
+use futures_util::TryStreamExt;
+
+pub use events::{RemoteEvent, RemoteEvents};
+pub use remote::RemoteSession;
+pub use shared::Timeouts;
+
+use crate::error::ClusterError;
+use crate::names;
+use crate::nats::{Backend, Server};
+use crate::wire::{CLUSTER_VERSION, NodeInfo, PlaceReply, PlaceRequest, StartOptions, rank};
+use shared::ClusterInner;
+
+/// A host's view of the cluster: the nodes, and the sessions it places on them.
+///
+/// ```no_run
+/// use colloquy_cluster::{Cluster, StartOptions};
+///
+/// # async fn demo() -> Result<(), colloquy_cluster::ClusterError> {
+/// let cluster = Cluster::connect("nats://10.0.0.5:4222").await?;
+/// let session = cluster.start_session("support", StartOptions::default()).await?;
+/// let mut events = session.subscribe().await?;
+/// session.user_turn("Where is my order?").await?;
+/// while let Some(event) = events.recv().await {
+///     let event = event?;
+///     println!("{} {:?}", event.index, event.event.kind);
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Cluster {
+    inner: Arc<ClusterInner>,
+}
+
+/// Configures a [`Cluster`] connection.
+#[must_use]
+pub struct ClusterBuilder {
+    server: Server,
+    timeouts: Timeouts,
+}
+
+impl ClusterBuilder {
+    /// The token the NATS server asks for.
+    pub fn token(mut self, token: impl Into<String>) -> Self {
+        self.server.token = Some(token.into());
+        self
+    }
+
+    /// The bounds on requests (see [`Timeouts`]).
+    pub fn timeouts(mut self, timeouts: Timeouts) -> Self {
+        self.timeouts = timeouts;
+        self
+    }
+
+    /// Connects and opens the cluster's buckets and stream (creating them on a fresh server).
+    pub async fn connect(self) -> Result<Cluster, ClusterError> {
+        let backend = Backend::open(&self.server, "colloquy-host").await?;
+        Ok(Cluster { inner: Arc::new(ClusterInner { backend, timeouts: self.timeouts }) })
+    }
+}
+
+impl Cluster {
+    /// Connects to the NATS server at `url` with the default [`Timeouts`] and no credentials.
+    pub async fn connect(url: impl Into<String>) -> Result<Self, ClusterError> {
+        Self::builder(url).connect().await
+    }
+
+    /// A connection to configure (a token, timeouts).
+    pub fn builder(url: impl Into<String>) -> ClusterBuilder {
+        ClusterBuilder { server: Server::new(url), timeouts: Timeouts::default() }
+    }
+
+    /// The live nodes as they last announced themselves (at most a second ago), by name.
+    pub async fn nodes(&self) -> Result<Vec<NodeInfo>, ClusterError> {
+        let bound = self.inner.timeouts.place;
+        let read = async {
+            let store = &self.inner.backend.nodes;
+            let keys: Vec<String> = store
+                .keys()
+                .await
+                .map_err(ClusterError::nats)?
+                .try_collect()
+                .await
+                .map_err(ClusterError::nats)?;
+            let mut nodes = Vec::with_capacity(keys.len());
+            for key in keys {
+                // An entry that expired between the listing and the read is simply gone.
+                if let Some(value) = store.get(&key).await.map_err(ClusterError::nats)? {
+                    match serde_json::from_slice::<NodeInfo>(&value) {
+                        Ok(node) => nodes.push(node),
+                        Err(e) => tracing::warn!(key, error = %e, "unreadable node entry"),
+                    }
+                }
+            }
+            nodes.sort_by(|a, b| a.name.cmp(&b.name));
+            Ok(nodes)
+        };
+        tokio::time::timeout(bound, read).await.unwrap_or_else(|_| {
+            Err(ClusterError::Timeout { what: "reading the nodes".into(), after: bound })
+        })
+    }
+
+    /// Starts an `agent` session on the least loaded live node that serves it and is under
+    /// its threshold. A node that refuses (its load changed since it announced) or is gone is
+    /// passed over for the next; when none is left the error names each and why.
+    pub async fn start_session(
+        &self,
+        agent: &str,
+        options: StartOptions,
+    ) -> Result<RemoteSession, ClusterError> {
+        let nodes = self.nodes().await?;
+        let mut passed = Vec::new();
+        for node in rank(&nodes, agent) {
+            match self.place(&node.name, agent, &options).await {
+                Ok(session) => return Ok(session),
+                Err(ClusterError::Refused { node, refusal }) => {
+                    passed.push(format!("{node}: {refusal}"));
+                }
+                Err(ClusterError::NodeLost { node }) => passed.push(format!("{node}: gone")),
+                // A timeout or a failed start: the session may exist there; another node
+                // would make it twice.
+                Err(e) => return Err(e),
+            }
+        }
+        for node in &nodes {
+            if let Some(refusal) = node.refusal(agent) {
+                passed.push(format!("{}: {refusal}", node.name));
+            }
+        }
+        let detail = if nodes.is_empty() { "no live node".to_owned() } else { passed.join("; ") };
+        Err(ClusterError::NoNode { agent: agent.to_owned(), detail })
+    }
+
+    /// Starts an `agent` session on the node named `node`, which may refuse it.
+    pub async fn start_session_on(
+        &self,
+        node: &str,
+        agent: &str,
+        options: StartOptions,
+    ) -> Result<RemoteSession, ClusterError> {
+        self.place(node, agent, &options).await.map_err(|e| match e {
+            ClusterError::NodeLost { node } => ClusterError::NoNode {
+                agent: agent.to_owned(),
+                detail: format!("node `{node}` is not live"),
+            },
+            e => e,
+        })
+    }
+
+    /// The live session `id`, placed by this host or another (a host that restarted finds its
+    /// sessions again this way).
+    pub async fn session(&self, id: &str) -> Result<RemoteSession, ClusterError> {
+        if !names::is_valid_name(id) {
+            return Err(ClusterError::NotFound(id.to_owned()));
+        }
+        let record = self.inner.session_record(id).await?;
+        let record = record.ok_or_else(|| ClusterError::NotFound(id.to_owned()))?;
+        Ok(RemoteSession::new(
+            Arc::clone(&self.inner),
+            record.session_id,
+            record.node,
+            record.boot_id,
+        ))
+    }
+
+    /// Asks node `node` to drain (no new sessions; its sessions closed with reason
+    /// `node_draining` after its drain timeout). Returns once the node has begun.
+    pub async fn drain_node(&self, node: &str) -> Result<(), ClusterError> {
+        let subject = names::drain_subject(node);
+        self.inner.request(subject, Vec::new(), self.inner.timeouts.place).await.map_err(|e| {
+            e.into_error(|| ClusterError::NodeLost { node: node.to_owned() }, "drain")
+        })?;
+        Ok(())
+    }
+
+    async fn place(
+        &self,
+        node: &str,
+        agent: &str,
+        options: &StartOptions,
+    ) -> Result<RemoteSession, ClusterError> {
+        if !names::is_valid_name(node) {
+            return Err(ClusterError::InvalidName(node.to_owned()));
+        }
+        let request =
+            PlaceRequest { v: CLUSTER_VERSION, agent: agent.to_owned(), options: options.clone() };
+        let body = serde_json::to_vec(&request).map_err(ClusterError::nats)?;
+        let subject = names::place_subject(node);
+        let answer =
+            self.inner.request(subject, body, self.inner.timeouts.place).await.map_err(|e| {
+                e.into_error(|| ClusterError::NodeLost { node: node.to_owned() }, "placement")
+            })?;
+        match serde_json::from_slice(&answer).map_err(ClusterError::nats)? {
+            PlaceReply::Placed { session_id, node, boot_id } => {
+                Ok(RemoteSession::new(Arc::clone(&self.inner), session_id, node, boot_id))
+            }
+            PlaceReply::Refused { refusal } => {
+                Err(ClusterError::Refused { node: node.to_owned(), refusal })
+            }
+            PlaceReply::Failed { message } => {
+                Err(ClusterError::StartFailed { node: node.to_owned(), message })
+            }
+        }
+    }
+}

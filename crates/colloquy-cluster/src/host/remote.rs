@@ -1,0 +1,253 @@
+//! [`RemoteSession`]: a session on another node, driven with the `SessionHandle` methods a
+//! remote client can call. Each is one request of the session protocol on the session's
+//! command subject, bounded by the cluster's [`Timeouts`](super::Timeouts).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use colloquy_actors::{RunningToolCall, SessionSnapshot};
+use colloquy_core::{AgentState, ChatItem, UserState};
+use colloquy_llm::ToolChoice;
+use colloquy_protocol::{Command, ErrorKind, Reply, Request};
+use tokio::time::Instant;
+
+use super::events::RemoteEvents;
+use super::shared::{ClusterInner, NoAnswer};
+use crate::error::ClusterError;
+use crate::names;
+
+/// The pause before a command nobody listened to is sent again.
+const RESEND_PAUSE: Duration = Duration::from_millis(100);
+
+/// A session running on a node of the cluster. Cheap to clone; dropping it leaves the session
+/// running (close it, or let the node's drain do it).
+#[derive(Clone)]
+pub struct RemoteSession {
+    inner: Arc<ClusterInner>,
+    id: String,
+    node: String,
+    boot_id: String,
+}
+
+impl std::fmt::Debug for RemoteSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemoteSession").field("id", &self.id).field("node", &self.node).finish()
+    }
+}
+
+impl RemoteSession {
+    pub(crate) fn new(inner: Arc<ClusterInner>, id: String, node: String, boot_id: String) -> Self {
+        Self { inner, id, node, boot_id }
+    }
+
+    /// The session's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The node that holds it.
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// The user said `text`; returns once the session has taken the turn.
+    pub async fn user_turn(&self, text: impl Into<String>) -> Result<(), ClusterError> {
+        self.unit(Command::UserTurn { text: text.into() }).await
+    }
+
+    /// A reply with extra instructions for its first step.
+    pub async fn generate_reply(
+        &self,
+        instructions: impl Into<String>,
+    ) -> Result<(), ClusterError> {
+        self.unit(Command::GenerateReply { instructions: instructions.into(), tool_choice: None })
+            .await
+    }
+
+    /// [`generate_reply`](Self::generate_reply) with the first step's `tool_choice`.
+    pub async fn generate_reply_with(
+        &self,
+        instructions: impl Into<String>,
+        tool_choice: ToolChoice,
+    ) -> Result<(), ClusterError> {
+        let instructions = instructions.into();
+        self.unit(Command::GenerateReply { instructions, tool_choice: Some(tool_choice) }).await
+    }
+
+    /// Speaks a fixed text.
+    pub async fn say(&self, text: impl Into<String>) -> Result<(), ClusterError> {
+        self.unit(Command::Say { text: text.into() }).await
+    }
+
+    /// Stops the current speech.
+    pub async fn interrupt(&self) -> Result<(), ClusterError> {
+        self.unit(Command::Interrupt).await
+    }
+
+    /// The user started or stopped speaking.
+    pub async fn set_user_speaking(&self, speaking: bool) -> Result<(), ClusterError> {
+        self.unit(Command::SetUserSpeaking { speaking }).await
+    }
+
+    /// Cancels a running call.
+    pub async fn cancel_tool_call(&self, call_id: impl Into<String>) -> Result<(), ClusterError> {
+        self.unit(Command::CancelToolCall { call_id: call_id.into() }).await
+    }
+
+    /// Lets a call that waits for approval run.
+    pub async fn approve(&self, call_id: impl Into<String>) -> Result<(), ClusterError> {
+        self.unit(Command::Approve { call_id: call_id.into() }).await
+    }
+
+    /// Ends a call that waits for approval without running it; the model reads `reason`.
+    pub async fn reject(
+        &self,
+        call_id: impl Into<String>,
+        reason: impl Into<String>,
+    ) -> Result<(), ClusterError> {
+        self.unit(Command::Reject { call_id: call_id.into(), reason: reason.into() }).await
+    }
+
+    /// The calls running now.
+    pub async fn running_tool_calls(&self) -> Result<Vec<RunningToolCall>, ClusterError> {
+        match self.call(Command::RunningToolCalls).await? {
+            Reply::Calls { calls } => Ok(calls),
+            other => Err(unexpected(other, "calls")),
+        }
+    }
+
+    /// The session history.
+    pub async fn history(&self) -> Result<Vec<ChatItem>, ClusterError> {
+        match self.call(Command::History).await? {
+            Reply::History { items } => Ok(items),
+            other => Err(unexpected(other, "history")),
+        }
+    }
+
+    /// A snapshot of the session (its actor ids are the node's).
+    pub async fn inspect(&self) -> Result<SessionSnapshot, ClusterError> {
+        match self.call(Command::Inspect).await? {
+            Reply::Snapshot { snapshot } => Ok(*snapshot),
+            other => Err(unexpected(other, "snapshot")),
+        }
+    }
+
+    /// The agent and user states.
+    pub async fn states(&self) -> Result<(AgentState, UserState), ClusterError> {
+        match self.call(Command::States).await? {
+            Reply::States { agent, user } => Ok((agent, user)),
+            other => Err(unexpected(other, "states")),
+        }
+    }
+
+    /// Returns once the session is idle (bounded by [`Timeouts::wait`](super::Timeouts::wait)).
+    pub async fn wait_for_idle(&self) -> Result<(), ClusterError> {
+        self.unit(Command::WaitForIdle).await
+    }
+
+    /// Returns once the session is idle and no background call runs.
+    pub async fn wait_for_quiet(&self) -> Result<(), ClusterError> {
+        self.unit(Command::WaitForQuiet).await
+    }
+
+    /// Closes the session (reason `close`); closing a session that is gone is a no-op.
+    pub async fn close(&self) -> Result<(), ClusterError> {
+        match self.close_with_reason("close").await {
+            Ok(_) | Err(ClusterError::NotFound(_)) => Ok(()),
+            Err(ClusterError::Session(e)) if e.kind == ErrorKind::Closed => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Closes the session with `reason` (carried by `session_closed`) and returns its final
+    /// history.
+    pub async fn close_with_reason(
+        &self,
+        reason: impl Into<String>,
+    ) -> Result<Vec<ChatItem>, ClusterError> {
+        match self.call(Command::Close { reason: reason.into() }).await? {
+            Reply::Closed { history } => Ok(history),
+            other => Err(unexpected(other, "closed")),
+        }
+    }
+
+    /// The session's events from its first, in order, each with its stream sequence; the
+    /// stream ends after `session_closed`. Lossless: it reads the stream the node stores them in.
+    pub async fn subscribe(&self) -> Result<RemoteEvents, ClusterError> {
+        self.subscribe_from(0).await
+    }
+
+    /// The session's events after the one with stream sequence `seq` (the last a subscriber
+    /// saw, kept across a reconnect or a restart): no gap, no duplicate.
+    pub async fn subscribe_from(&self, seq: u64) -> Result<RemoteEvents, ClusterError> {
+        RemoteEvents::open(&self.inner.backend, &self.id, seq).await
+    }
+
+    async fn unit(&self, command: Command) -> Result<(), ClusterError> {
+        match self.call(command).await? {
+            Reply::Ok => Ok(()),
+            other => Err(unexpected(other, "ok")),
+        }
+    }
+
+    /// One command: a request on the session's subject, its reply, or the error that says
+    /// what happened (the node gone, the session gone, no answer in time). Nobody listening
+    /// while both the node and the session are still recorded is a node reconnecting: the
+    /// command, which nobody received, is sent again until the bound.
+    async fn call(&self, command: Command) -> Result<Reply, ClusterError> {
+        let timeout = self.timeout_for(&command);
+        let deadline = Instant::now() + timeout;
+        let name = command.name();
+        let subject = names::command_subject(&self.id);
+        let body = Request::new(command).encode();
+        let timed_out = || ClusterError::Timeout { what: name.to_owned(), after: timeout };
+        let answer = loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.inner.request(subject.clone(), body.clone(), left).await {
+                Ok(answer) => break answer,
+                Err(NoAnswer::NoResponders) => {
+                    if let Some(gone) = self.gone().await {
+                        return Err(gone);
+                    }
+                    if Instant::now() + RESEND_PAUSE >= deadline {
+                        return Err(timed_out());
+                    }
+                    tokio::time::sleep(RESEND_PAUSE).await;
+                }
+                Err(NoAnswer::TimedOut(_)) => {
+                    return Err(self.gone().await.unwrap_or_else(timed_out));
+                }
+                Err(NoAnswer::Failed(e)) => return Err(e),
+            }
+        };
+        match Reply::decode(&answer).map_err(ClusterError::Session)? {
+            Reply::Error(e) => Err(ClusterError::Session(e)),
+            reply => Ok(reply),
+        }
+    }
+
+    fn timeout_for(&self, command: &Command) -> Duration {
+        let timeouts = self.inner.timeouts;
+        match command {
+            Command::WaitForIdle | Command::WaitForQuiet | Command::Close { .. } => timeouts.wait,
+            _ => timeouts.command,
+        }
+    }
+
+    /// `NodeLost` if the session's node (this boot of it) is no longer live, `NotFound` if the
+    /// session has ended; `None` if both are still there.
+    async fn gone(&self) -> Option<ClusterError> {
+        match self.inner.node(&self.node).await {
+            Some(node) if node.boot_id == self.boot_id => {}
+            _ => return Some(ClusterError::NodeLost { node: self.node.clone() }),
+        }
+        match self.inner.session_record(&self.id).await {
+            Ok(None) => Some(ClusterError::NotFound(self.id.clone())),
+            _ => None,
+        }
+    }
+}
+
+fn unexpected(reply: Reply, wanted: &str) -> ClusterError {
+    ClusterError::Session(reply.unexpected(wanted))
+}

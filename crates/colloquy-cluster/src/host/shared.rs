@@ -1,0 +1,109 @@
+//! What a host's calls share: the connection, the bounds on requests, and the requests
+//! themselves with what "no answer" means.
+
+use std::time::Duration;
+
+use async_nats::RequestErrorKind;
+
+use crate::error::ClusterError;
+use crate::names;
+use crate::nats::Backend;
+use crate::wire::{NodeInfo, SessionRecord};
+
+/// The bounds on a host's requests. Every request a host makes waits at most one of these.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Timeouts {
+    /// A session command that answers at once (a turn taken, a history, a cancel): 5 s.
+    pub command: Duration,
+    /// A command that waits for the session (`wait_for_idle`, `wait_for_quiet`, `close`,
+    /// which waits for the session's own drain): 10 minutes.
+    pub wait: Duration,
+    /// A placement (the node starts the session before it answers), a drain request, a
+    /// read of the buckets: 10 s.
+    pub place: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            command: Duration::from_secs(5),
+            wait: Duration::from_secs(600),
+            place: Duration::from_secs(10),
+        }
+    }
+}
+
+pub(crate) struct ClusterInner {
+    pub(crate) backend: Backend,
+    pub(crate) timeouts: Timeouts,
+}
+
+/// Why a request got no answer.
+pub(crate) enum NoAnswer {
+    /// Nobody listens on the subject.
+    NoResponders,
+    /// Nobody answered within the bound.
+    TimedOut(Duration),
+    /// Anything else.
+    Failed(ClusterError),
+}
+
+impl NoAnswer {
+    /// The error for a caller that treats "nobody listens" as `absent()`.
+    pub(crate) fn into_error(
+        self,
+        absent: impl FnOnce() -> ClusterError,
+        what: &str,
+    ) -> ClusterError {
+        match self {
+            Self::NoResponders => absent(),
+            Self::TimedOut(after) => ClusterError::Timeout { what: what.to_owned(), after },
+            Self::Failed(e) => e,
+        }
+    }
+}
+
+impl ClusterInner {
+    /// One request with its bound; the answer's payload.
+    pub(crate) async fn request(
+        &self,
+        subject: String,
+        body: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<bytes::Bytes, NoAnswer> {
+        let request = async_nats::Request::new().payload(body.into()).timeout(Some(timeout));
+        match self.backend.client.send_request(subject, request).await {
+            Ok(message) => Ok(message.payload),
+            Err(e) => Err(match e.kind() {
+                RequestErrorKind::NoResponders => NoAnswer::NoResponders,
+                RequestErrorKind::TimedOut => NoAnswer::TimedOut(timeout),
+                _ => NoAnswer::Failed(ClusterError::nats(e)),
+            }),
+        }
+    }
+
+    /// Session `id`'s record, `None` if it has none (it ended, or never was).
+    pub(crate) async fn session_record(
+        &self,
+        id: &str,
+    ) -> Result<Option<SessionRecord>, ClusterError> {
+        let bound = self.timeouts.place;
+        let read = self.backend.sessions.get(names::session_key(id));
+        let value = tokio::time::timeout(bound, read)
+            .await
+            .map_err(|_| ClusterError::Timeout {
+                what: "reading the session".into(),
+                after: bound,
+            })?
+            .map_err(ClusterError::nats)?;
+        value.map(|v| serde_json::from_slice(&v).map_err(ClusterError::nats)).transpose()
+    }
+
+    /// The live node `name`'s entry, if it is live.
+    pub(crate) async fn node(&self, name: &str) -> Option<NodeInfo> {
+        let read = self.backend.nodes.get(names::node_key(name));
+        let value = tokio::time::timeout(self.timeouts.place, read).await.ok()?.ok()??;
+        serde_json::from_slice(&value).ok()
+    }
+}

@@ -1,0 +1,37 @@
+//! colloquy sessions across machines, on NATS (docs/cluster.md).
+//!
+//! A **node** ([`Node::builder`]) is a process that runs sessions: it registers agents by
+//! name, announces itself (agents, sessions, load) in a NATS key-value bucket every second,
+//! takes placement requests for itself while under its load threshold, serves each session's
+//! commands on a subject of its own and publishes every event to a JetStream stream, and
+//! drains on request or SIGTERM.
+//!
+//! A **host** ([`Cluster::connect`]) places sessions on the least loaded node
+//! ([`Cluster::start_session`]) or a named one, and drives each through a [`RemoteSession`]
+//! with the `SessionHandle` methods a remote client can call (the commands of
+//! `colloquy-protocol`), every request bounded by a [`Timeouts`] value. Its events come from
+//! the stream, in order, resumable after a reconnect or a restart
+//! ([`RemoteSession::subscribe_from`]).
+//!
+//! NATS rather than a transport of our own, or ractor's cluster: docs/decisions.md#nats.
+
+mod error;
+mod host;
+mod names;
+mod nats;
+mod node;
+mod wire;
+
+/// What a session's error answer says ([`ClusterError::Session`]).
+pub use colloquy_protocol::{ErrorKind, ProtocolError};
+pub use error::ClusterError;
+pub use host::{Cluster, ClusterBuilder, RemoteEvent, RemoteEvents, RemoteSession, Timeouts};
+pub use names::{
+    EVENTS_DUPLICATE_WINDOW, EVENTS_MAX_AGE, EVENTS_MAX_BYTES, EVENTS_PER_SESSION, EVENTS_STREAM,
+    EVENTS_SUBJECTS, NODE_MARKER_TTL, NODE_TTL, NODES_BUCKET, SESSIONS_BUCKET,
+};
+pub use nats::CONNECT_TIMEOUT;
+pub use node::{
+    DrainReport, HEARTBEAT, NODE_DRAINING, Node, NodeBuilder, NodeHandle, NodeLoad, SessionStart,
+};
+pub use wire::{CLUSTER_VERSION, NodeInfo, Refusal, SessionRecord, StartOptions};

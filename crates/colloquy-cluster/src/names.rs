@@ -1,0 +1,90 @@
+//! Where everything lives on NATS: the subjects, key-value buckets and stream the cluster uses
+//! (docs/cluster.md#subjects), and the rules a name must follow to fit in one of them.
+
+use std::time::Duration;
+
+/// The key-value bucket where each node announces itself, key `node.<name>`.
+pub const NODES_BUCKET: &str = "colloquy_nodes";
+/// How long a node's entry lives without a refresh: a node silent this long has left the
+/// bucket (the loss detector will watch for it).
+pub const NODE_TTL: Duration = Duration::from_secs(3);
+/// How long the server keeps the marker it writes when an entry expires, so a watcher sees the
+/// expiry as an event (needs nats-server 2.11 or later).
+pub const NODE_MARKER_TTL: Duration = Duration::from_secs(5);
+
+/// The key-value bucket of live sessions, key `session.<id>`: which node holds each.
+pub const SESSIONS_BUCKET: &str = "colloquy_sessions";
+
+/// The JetStream stream every session's events go to.
+pub const EVENTS_STREAM: &str = "COLLOQUY_EVENTS";
+/// The stream's subjects: one per session.
+pub const EVENTS_SUBJECTS: &str = "colloquy.events.*";
+/// How long events are kept.
+pub const EVENTS_MAX_AGE: Duration = Duration::from_secs(24 * 3600);
+/// How many events are kept per session (the oldest go first).
+pub const EVENTS_PER_SESSION: i64 = 100_000;
+/// How many bytes the stream keeps in all (the oldest go first).
+pub const EVENTS_MAX_BYTES: i64 = 1 << 30;
+/// How long the stream remembers a published event's id, so a publish retried after a lost
+/// acknowledgement is stored once.
+pub const EVENTS_DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
+
+/// The key of node `name` in [`NODES_BUCKET`].
+pub(crate) fn node_key(name: &str) -> String {
+    format!("node.{name}")
+}
+
+/// The key of session `id` in [`SESSIONS_BUCKET`].
+pub(crate) fn session_key(id: &str) -> String {
+    format!("session.{id}")
+}
+
+/// Where node `name` takes placement requests.
+pub(crate) fn place_subject(name: &str) -> String {
+    format!("colloquy.node.{name}.place")
+}
+
+/// Where node `name` takes a drain request.
+pub(crate) fn drain_subject(name: &str) -> String {
+    format!("colloquy.node.{name}.drain")
+}
+
+/// Where session `id` takes commands.
+pub(crate) fn command_subject(id: &str) -> String {
+    format!("colloquy.session.{id}.cmd")
+}
+
+/// Where session `id`'s events go.
+pub(crate) fn events_subject(id: &str) -> String {
+    format!("colloquy.events.{id}")
+}
+
+/// Whether `name` can be one token of a subject and the tail of a key: letters, digits, `-`
+/// and `_` (no `.`, `*`, `>` or space, which would split or widen a subject).
+pub(crate) fn is_valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 128
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_single_subject_tokens() {
+        assert!(is_valid_name("worker-1"));
+        assert!(is_valid_name("8f0c2b4e-1d2a-4c3b-9e8f-0a1b2c3d4e5f"));
+        for bad in ["", "a.b", "a*", ">", "a b", "ü"] {
+            assert!(!is_valid_name(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn subjects_put_the_name_in_one_token() {
+        assert_eq!(place_subject("n1"), "colloquy.node.n1.place");
+        assert_eq!(command_subject("s1"), "colloquy.session.s1.cmd");
+        assert_eq!(events_subject("s1"), "colloquy.events.s1");
+        assert_eq!(node_key("n1"), "node.n1");
+    }
+}

@@ -1,0 +1,241 @@
+//! A node: a process that runs sessions for hosts elsewhere. It registers agents by name,
+//! announces itself every second, answers placement requests for itself, serves each of its
+//! sessions' commands and publishes their events, and drains on request or SIGTERM
+//! (docs/cluster.md#nodes).
+
+mod announce;
+mod drain;
+mod place;
+mod serve;
+mod shared;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use colloquy_actors::{Host, SessionBuilder, SessionHandle};
+use colloquy_core::Agent;
+use colloquy_llm::Llm;
+use tokio::sync::{Notify, OnceCell, watch};
+
+pub use announce::HEARTBEAT;
+pub use drain::NODE_DRAINING;
+pub use shared::{DrainReport, NodeLoad, SessionStart};
+
+use crate::error::ClusterError;
+use crate::names;
+use crate::nats::{Backend, Server};
+use crate::wire::NodeInfo;
+use shared::{NodeConfig, NodeShared};
+
+/// Entry point: [`Node::builder`].
+pub struct Node;
+
+impl Node {
+    /// A node with no agent yet, 100 sessions at most, a load threshold of 0.7 and a drain
+    /// timeout of 30 minutes.
+    pub fn builder() -> NodeBuilder {
+        NodeBuilder {
+            server: Server::new("nats://127.0.0.1:4222"),
+            name: None,
+            config: NodeConfig {
+                agents: BTreeMap::new(),
+                llm: None,
+                hook: None,
+                max_sessions: 100,
+                load_threshold: 0.7,
+                load_fn: None,
+                drain_timeout: Duration::from_secs(30 * 60),
+            },
+        }
+    }
+}
+
+/// Configures and starts a node.
+///
+/// Each session a host places here is built with [`Session::builder`](colloquy_actors::Session::builder)
+/// under the node's own [`Host`]: first [`llm`](Self::llm)'s model, then the
+/// [`session`](Self::session) hook (which may set anything else a `SessionBuilder` takes,
+/// the model included), then the history the host sent, then started with a fresh agent from
+/// the factory registered under the name the host asked for.
+#[must_use]
+pub struct NodeBuilder {
+    server: Server,
+    name: Option<String>,
+    config: NodeConfig,
+}
+
+impl NodeBuilder {
+    /// The NATS server (default `nats://127.0.0.1:4222`).
+    pub fn nats(mut self, url: impl Into<String>) -> Self {
+        self.server.url = url.into();
+        self
+    }
+
+    /// The token the NATS server asks for.
+    pub fn token(mut self, token: impl Into<String>) -> Self {
+        self.server.token = Some(token.into());
+        self
+    }
+
+    /// The node's name (required): unique among live nodes; letters, digits, `-` and `_`.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Registers an agent: `factory` builds one for each session a host starts with `name`.
+    pub fn agent(
+        mut self,
+        name: impl Into<String>,
+        factory: impl Fn() -> Agent + Send + Sync + 'static,
+    ) -> Self {
+        self.config.agents.insert(name.into(), Arc::new(factory));
+        self
+    }
+
+    /// The model every session of this node talks to.
+    pub fn llm(mut self, llm: impl Llm) -> Self {
+        self.config.llm = Some(Arc::new(llm));
+        self
+    }
+
+    /// Configures each session's builder (options, speech sink, userdata, the before-call
+    /// hook, a model per session), knowing which agent and metadata the host asked for.
+    pub fn session(
+        mut self,
+        hook: impl Fn(SessionBuilder, &SessionStart) -> SessionBuilder + Send + Sync + 'static,
+    ) -> Self {
+        self.config.hook = Some(Arc::new(hook));
+        self
+    }
+
+    /// The most sessions the node holds at once (default 100).
+    pub fn max_sessions(mut self, max: usize) -> Self {
+        self.config.max_sessions = max.max(1);
+        self
+    }
+
+    /// At or above this load the node takes no new session (default 0.7, as LiveKit
+    /// Agents' `load_threshold`).
+    pub fn load_threshold(mut self, threshold: f64) -> Self {
+        self.config.load_threshold = threshold;
+        self
+    }
+
+    /// How the node measures its load, 0.0 idle to 1.0 full (default: live sessions over
+    /// [`max_sessions`](Self::max_sessions), as LiveKit Agents' `load_fnc`). Called on every
+    /// announcement and placement request: keep it cheap.
+    pub fn load_fn(mut self, load: impl Fn(&NodeLoad) -> f64 + Send + Sync + 'static) -> Self {
+        self.config.load_fn = Some(Arc::new(load));
+        self
+    }
+
+    /// How long a drain waits for the sessions to end by themselves before it closes them
+    /// with reason `node_draining` (default 30 minutes, as LiveKit Agents').
+    pub fn drain_timeout(mut self, timeout: Duration) -> Self {
+        self.config.drain_timeout = timeout;
+        self
+    }
+
+    /// Connects, announces the node and starts serving; returns once hosts can place
+    /// sessions here. Fails if the name is invalid or held by another live node, if no agent is
+    /// registered, or if NATS cannot be reached or set up.
+    pub async fn start(self) -> Result<NodeHandle, ClusterError> {
+        let name = self.name.clone().unwrap_or_default();
+        if !names::is_valid_name(&name) {
+            return Err(ClusterError::InvalidName(name));
+        }
+        if let Some(bad) = self.config.agents.keys().find(|a| !names::is_valid_name(a)) {
+            return Err(ClusterError::InvalidName(bad.clone()));
+        }
+        if self.config.agents.is_empty() {
+            return Err(ClusterError::Config(format!(
+                "node `{name}` registers no agent: call NodeBuilder::agent"
+            )));
+        }
+        let backend = Backend::open(&self.server, &format!("colloquy-node-{name}")).await?;
+        let host = Host::new().await.map_err(|e| ClusterError::Config(e.to_string()))?;
+        let (count, _) = watch::channel(0);
+        let shared = Arc::new(NodeShared {
+            name,
+            boot_id: uuid::Uuid::new_v4().to_string(),
+            backend,
+            config: self.config,
+            host,
+            sessions: Mutex::new(BTreeMap::new()),
+            draining: AtomicBool::new(false),
+            changed: Notify::new(),
+            count,
+            drain_requested: Notify::new(),
+            drained: OnceCell::new(),
+            tasks: Mutex::new(Vec::new()),
+        });
+        let revision = announce::register(&shared).await?;
+        let tasks = [
+            tokio::spawn(announce::run(Arc::clone(&shared), revision)).abort_handle(),
+            place::serve(&shared).await?,
+            drain::serve(&shared).await?,
+        ];
+        shared.lock_tasks().extend(tasks);
+        Ok(NodeHandle { shared: Arc::new(Stopper(shared)) })
+    }
+
+    /// [`start`](Self::start)s the node and runs it until it has drained: after SIGTERM or
+    /// SIGINT, or a drain request from a host ([`Cluster::drain_node`](crate::Cluster::drain_node)).
+    pub async fn run(self) -> Result<DrainReport, ClusterError> {
+        let node = self.start().await?;
+        node.drained_on_signal().await
+    }
+}
+
+/// A running node. Cheap to clone; the node stops (its tasks end, its sessions close, its
+/// entry expires within 3 s) when the last clone is dropped without a drain.
+#[derive(Clone)]
+pub struct NodeHandle {
+    shared: Arc<Stopper>,
+}
+
+/// Stops the node's tasks when the last handle goes.
+struct Stopper(Arc<NodeShared>);
+
+impl Drop for Stopper {
+    fn drop(&mut self) {
+        self.0.stop_tasks();
+    }
+}
+
+impl NodeHandle {
+    fn shared(&self) -> &Arc<NodeShared> {
+        &self.shared.0
+    }
+
+    /// The node's name.
+    pub fn name(&self) -> &str {
+        &self.shared().name
+    }
+
+    /// The node's announcement as it stands now.
+    pub fn info(&self) -> NodeInfo {
+        self.shared().info()
+    }
+
+    /// The node's live sessions, by id: the local handles.
+    pub fn sessions(&self) -> Vec<SessionHandle> {
+        self.shared().lock_sessions().values().map(|s| s.handle.clone()).collect()
+    }
+
+    /// Drains the node: it takes no new session, waits up to its drain timeout for its
+    /// sessions to end, closes the rest with reason `node_draining`, publishes their last
+    /// events, leaves the nodes bucket and stops. Every caller gets the same report.
+    pub async fn drain(&self) -> DrainReport {
+        drain::drain(self.shared()).await
+    }
+
+    /// Waits for SIGTERM, SIGINT or a drain request, then drains.
+    async fn drained_on_signal(&self) -> Result<DrainReport, ClusterError> {
+        drain::on_signal(self.shared()).await?;
+        Ok(self.drain().await)
+    }
+}

@@ -1,0 +1,85 @@
+//! Placement requests for this node: admission (checked again here, since a host ranks nodes
+//! from announcements up to a second old), then the session's start. Requests are taken one
+//! at a time, so two cannot both pass the threshold.
+
+use std::sync::Arc;
+
+use colloquy_actors::Session;
+use tokio::task::AbortHandle;
+
+use super::serve;
+use super::shared::{NodeShared, SessionStart};
+use crate::error::ClusterError;
+use crate::names;
+use crate::wire::{Admission, CLUSTER_VERSION, PlaceReply, PlaceRequest, Refusal, admission};
+
+/// Subscribes to the node's placement subject and answers each request.
+pub(super) async fn serve(shared: &Arc<NodeShared>) -> Result<AbortHandle, ClusterError> {
+    let subject = names::place_subject(&shared.name);
+    shared
+        .serve(subject, |shared, message| async move {
+            let reply = match serde_json::from_slice::<PlaceRequest>(&message.payload) {
+                Ok(request) => place(&shared, request).await,
+                Err(e) => PlaceReply::Failed { message: format!("unreadable request: {e}") },
+            };
+            let body = serde_json::to_vec(&reply).unwrap_or_default();
+            shared.answer(message.reply, body).await;
+        })
+        .await
+}
+
+/// Admits and starts one session.
+async fn place(shared: &Arc<NodeShared>, request: PlaceRequest) -> PlaceReply {
+    let sessions = shared.lock_sessions().len();
+    let factory = shared.config.agents.get(&request.agent).cloned();
+    let refusal = admission(&Admission {
+        agent: &request.agent,
+        draining: shared.is_draining(),
+        serves_agent: factory.is_some(),
+        node_protocol: CLUSTER_VERSION,
+        host_protocol: request.v,
+        sessions,
+        max_sessions: shared.config.max_sessions,
+        load: shared.load(sessions),
+        load_threshold: shared.config.load_threshold,
+    });
+    let factory = match (refusal, factory) {
+        (None, Some(factory)) => factory,
+        (Some(refusal), _) => return PlaceReply::Refused { refusal },
+        // Admission refuses an agent the node lacks: this arm only satisfies the types.
+        (None, None) => {
+            let refusal = Refusal::UnknownAgent { agent: request.agent };
+            return PlaceReply::Refused { refusal };
+        }
+    };
+    let mut builder = Session::builder().host(&shared.host);
+    if let Some(llm) = &shared.config.llm {
+        builder = builder.llm(Arc::clone(llm));
+    }
+    if let Some(hook) = &shared.config.hook {
+        let start =
+            SessionStart { agent: request.agent.clone(), metadata: request.options.metadata };
+        builder = hook(builder, &start);
+    }
+    if !request.options.history.is_empty() {
+        builder = builder.history(request.options.history);
+    }
+    // Subscribed before the start, so the session's first events are published too.
+    let events = builder.subscribe();
+    let session = match builder.start(factory()).await {
+        Ok(session) => session,
+        Err(e) => return PlaceReply::Failed { message: e.to_string() },
+    };
+    let session_id = session.id().to_owned();
+    match serve::start(shared, session.clone(), events, &request.agent).await {
+        Ok(()) => PlaceReply::Placed {
+            session_id,
+            node: shared.name.clone(),
+            boot_id: shared.boot_id.clone(),
+        },
+        Err(e) => {
+            let _ = session.close_with_reason("node_error").await;
+            PlaceReply::Failed { message: e.to_string() }
+        }
+    }
+}

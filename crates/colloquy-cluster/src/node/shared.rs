@@ -1,0 +1,194 @@
+//! What a node's tasks share: its identity and connection, its configuration, its sessions
+//! (from their start until their last event is stored), the draining flag, and the tasks to
+//! end when it stops.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use colloquy_actors::{Host, SessionBuilder, SessionHandle};
+use colloquy_core::Agent;
+use colloquy_llm::Llm;
+use futures_util::StreamExt;
+use tokio::sync::{Notify, OnceCell, watch};
+use tokio::task::AbortHandle;
+
+use crate::error::ClusterError;
+use crate::nats::Backend;
+use crate::wire::{CLUSTER_VERSION, NodeInfo};
+
+/// Builds an agent for each new session.
+pub(crate) type AgentFactory = Arc<dyn Fn() -> Agent + Send + Sync>;
+/// The node's hook on each session's builder.
+pub(crate) type SessionHook =
+    Arc<dyn Fn(SessionBuilder, &SessionStart) -> SessionBuilder + Send + Sync>;
+/// A node's load from its sessions.
+pub(crate) type LoadFn = Arc<dyn Fn(&NodeLoad) -> f64 + Send + Sync>;
+
+/// What a node's session hook learns of the session it configures.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct SessionStart {
+    /// The agent asked for.
+    pub agent: String,
+    /// What the host passed in [`StartOptions::metadata`](crate::StartOptions::metadata).
+    pub metadata: serde_json::Value,
+}
+
+/// What a load function reads.
+#[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
+pub struct NodeLoad {
+    /// Live sessions on the node.
+    pub sessions: usize,
+    /// [`NodeBuilder::max_sessions`](crate::NodeBuilder::max_sessions).
+    pub max_sessions: usize,
+}
+
+/// What a drain did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DrainReport {
+    /// Sessions that ended by themselves while the node drained.
+    pub ended: usize,
+    /// Sessions still running at the drain timeout, closed with reason `node_draining`.
+    pub closed: usize,
+}
+
+/// How the node runs its sessions, as its builder set it.
+pub(crate) struct NodeConfig {
+    pub(crate) agents: BTreeMap<String, AgentFactory>,
+    pub(crate) llm: Option<Arc<dyn Llm>>,
+    pub(crate) hook: Option<SessionHook>,
+    pub(crate) max_sessions: usize,
+    pub(crate) load_threshold: f64,
+    pub(crate) load_fn: Option<LoadFn>,
+    pub(crate) drain_timeout: Duration,
+}
+
+/// What a node's tasks share.
+pub(crate) struct NodeShared {
+    pub(crate) name: String,
+    pub(crate) boot_id: String,
+    pub(crate) backend: Backend,
+    pub(crate) config: NodeConfig,
+    pub(crate) host: Host,
+    /// Sessions from their start until their last event is published.
+    pub(crate) sessions: Mutex<BTreeMap<String, LiveSession>>,
+    pub(crate) draining: AtomicBool,
+    /// Wakes the announcer: the sessions or the draining flag changed.
+    pub(crate) changed: Notify,
+    /// The number of sessions, for a drain to wait on.
+    pub(crate) count: watch::Sender<usize>,
+    pub(crate) drain_requested: Notify,
+    pub(crate) drained: OnceCell<DrainReport>,
+    /// The node's own tasks (announcer, servers), ended by a drain or the last handle.
+    pub(crate) tasks: Mutex<Vec<AbortHandle>>,
+}
+
+/// A session of the node and the tasks that serve it.
+pub(crate) struct LiveSession {
+    pub(crate) handle: SessionHandle,
+    pub(crate) tasks: Vec<AbortHandle>,
+}
+
+impl NodeShared {
+    pub(crate) fn lock_sessions(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, LiveSession>> {
+        self.sessions.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn lock_tasks(&self) -> std::sync::MutexGuard<'_, Vec<AbortHandle>> {
+        self.tasks.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::Acquire)
+    }
+
+    /// The load now, from the load function.
+    pub(crate) fn load(&self, sessions: usize) -> f64 {
+        let load = NodeLoad { sessions, max_sessions: self.config.max_sessions };
+        match &self.config.load_fn {
+            Some(f) => f(&load),
+            None => sessions as f64 / self.config.max_sessions as f64,
+        }
+    }
+
+    pub(crate) fn info(&self) -> NodeInfo {
+        let sessions = self.lock_sessions().len();
+        NodeInfo {
+            name: self.name.clone(),
+            boot_id: self.boot_id.clone(),
+            agents: self.config.agents.keys().cloned().collect(),
+            sessions,
+            max_sessions: self.config.max_sessions,
+            load: self.load(sessions),
+            load_threshold: self.config.load_threshold,
+            version: env!("CARGO_PKG_VERSION").into(),
+            protocol: CLUSTER_VERSION,
+            draining: self.is_draining(),
+        }
+    }
+
+    /// Registers a session that just started, with the tasks serving it.
+    pub(crate) fn add_session(&self, handle: SessionHandle, tasks: Vec<AbortHandle>) {
+        let mut sessions = self.lock_sessions();
+        sessions.insert(handle.id().to_owned(), LiveSession { handle, tasks });
+        self.count.send_replace(sessions.len());
+        drop(sessions);
+        self.changed.notify_one();
+    }
+
+    /// Forgets a session whose last event is published (its command server ends by itself).
+    pub(crate) fn remove_session(&self, id: &str) {
+        let mut sessions = self.lock_sessions();
+        sessions.remove(id);
+        self.count.send_replace(sessions.len());
+        drop(sessions);
+        self.changed.notify_one();
+    }
+
+    /// Subscribes to `subject` and hands each message to `handle`, one at a time, in a task
+    /// the node ends when it stops.
+    pub(crate) async fn serve<F, Fut>(
+        self: &Arc<Self>,
+        subject: String,
+        handle: F,
+    ) -> Result<AbortHandle, ClusterError>
+    where
+        F: Fn(Arc<Self>, async_nats::Message) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send,
+    {
+        let client = &self.backend.client;
+        let mut messages = client.subscribe(subject).await.map_err(ClusterError::nats)?;
+        let shared = Arc::clone(self);
+        let task = tokio::spawn(async move {
+            while let Some(message) = messages.next().await {
+                handle(Arc::clone(&shared), message).await;
+            }
+        });
+        Ok(task.abort_handle())
+    }
+
+    /// Answers a request (nothing if it asked for no answer).
+    pub(crate) async fn answer(&self, to: Option<async_nats::Subject>, body: Vec<u8>) {
+        let Some(to) = to else { return };
+        if let Err(e) = self.backend.client.publish(to, body.into()).await {
+            tracing::warn!(node = %self.name, error = %e, "cannot answer a request");
+        }
+    }
+
+    /// Ends the node's own tasks and every session's.
+    pub(crate) fn stop_tasks(&self) {
+        for task in self.lock_tasks().drain(..) {
+            task.abort();
+        }
+        for live in self.lock_sessions().values() {
+            for task in &live.tasks {
+                task.abort();
+            }
+        }
+    }
+}

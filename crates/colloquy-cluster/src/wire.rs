@@ -1,0 +1,259 @@
+//! What nodes and hosts tell each other besides session commands: a node's announcement, a
+//! session's record, a placement request and its answer (JSON, versioned by
+//! [`CLUSTER_VERSION`]); and the pure rules of admission and ranking both sides apply.
+
+use colloquy_core::ChatItem;
+use serde::{Deserialize, Serialize};
+
+/// The version of these messages: a node answers a placement request of another version with
+/// [`Refusal::Version`].
+pub const CLUSTER_VERSION: u32 = 1;
+
+/// What a node announces in the nodes bucket, refreshed every second.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeInfo {
+    /// The node's name, unique among live nodes.
+    pub name: String,
+    /// Drawn at each start: a node that restarts under the same name is another boot.
+    pub boot_id: String,
+    /// The agents it can start, by name, in order.
+    pub agents: Vec<String>,
+    /// Its live sessions.
+    pub sessions: usize,
+    /// The most sessions it holds at once.
+    pub max_sessions: usize,
+    /// Its load, from its load function (by default `sessions / max_sessions`).
+    pub load: f64,
+    /// At or above this load it takes no new session.
+    pub load_threshold: f64,
+    /// The colloquy-cluster version it runs.
+    pub version: String,
+    /// The [`CLUSTER_VERSION`] it speaks.
+    pub protocol: u32,
+    /// Whether it is draining: it takes no new session.
+    pub draining: bool,
+}
+
+impl NodeInfo {
+    /// Why this node, as announced, would refuse a new `agent` session; `None` if it would
+    /// take it. The node checks again when asked (the announcement may be a second old).
+    pub fn refusal(&self, agent: &str) -> Option<Refusal> {
+        admission(&Admission {
+            agent,
+            draining: self.draining,
+            serves_agent: self.agents.iter().any(|a| a == agent),
+            node_protocol: self.protocol,
+            host_protocol: CLUSTER_VERSION,
+            sessions: self.sessions,
+            max_sessions: self.max_sessions,
+            load: self.load,
+            load_threshold: self.load_threshold,
+        })
+    }
+}
+
+/// Which node holds a live session, in the sessions bucket (written when it starts, removed
+/// when it ends): what a host needs to reach a session it did not start.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SessionRecord {
+    /// The session's id.
+    pub session_id: String,
+    /// The node that holds it.
+    pub node: String,
+    /// That node's boot.
+    pub boot_id: String,
+    /// The agent it started with.
+    pub agent: String,
+}
+
+/// What a host may ask for a session it starts on a node; everything else (the model, the
+/// session's settings, the agents' tools) is the node's, set in code where it runs.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct StartOptions {
+    /// Items the session starts with, before its first agent's handoff (a conversation moved
+    /// from elsewhere).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<ChatItem>,
+    /// Anything the node's session hook should see (a customer id, a locale), as JSON.
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub metadata: serde_json::Value,
+}
+
+impl StartOptions {
+    /// No history, no metadata.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Starts the session with these items.
+    #[must_use]
+    pub fn history(mut self, items: Vec<ChatItem>) -> Self {
+        self.history = items;
+        self
+    }
+
+    /// Hands `metadata` to the node's session hook.
+    #[must_use]
+    pub fn metadata(mut self, metadata: serde_json::Value) -> Self {
+        self.metadata = metadata;
+        self
+    }
+}
+
+/// A request to start a session, sent to one node.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct PlaceRequest {
+    pub(crate) v: u32,
+    pub(crate) agent: String,
+    pub(crate) options: StartOptions,
+}
+
+/// A node's answer to a [`PlaceRequest`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "result", rename_all = "snake_case")]
+pub(crate) enum PlaceReply {
+    /// The session runs there.
+    Placed { session_id: String, node: String, boot_id: String },
+    /// The node will not take it.
+    Refused { refusal: Refusal },
+    /// The node tried and the session could not start.
+    Failed { message: String },
+}
+
+/// Why a node will not take a new session.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, thiserror::Error)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Refusal {
+    /// It is draining.
+    #[error("the node is draining")]
+    Draining,
+    /// It has no agent of that name.
+    #[error("the node has no agent `{agent}`")]
+    UnknownAgent {
+        /// The agent asked for.
+        agent: String,
+    },
+    /// Its load is at or above its threshold.
+    #[error("load {load:.2} is at or above the threshold {threshold:.2}")]
+    OverThreshold {
+        /// Its load.
+        load: f64,
+        /// Its threshold.
+        threshold: f64,
+    },
+    /// It holds its maximum of sessions.
+    #[error("{sessions} sessions, the most it holds")]
+    Full {
+        /// Its sessions.
+        sessions: usize,
+    },
+    /// It speaks another version of the cluster's messages than the host.
+    #[error("the node speaks cluster protocol {node}, the host {host}")]
+    Version {
+        /// The node's [`CLUSTER_VERSION`].
+        node: u32,
+        /// The host's.
+        host: u32,
+    },
+}
+
+/// What admission looks at.
+pub(crate) struct Admission<'a> {
+    pub(crate) agent: &'a str,
+    pub(crate) draining: bool,
+    pub(crate) serves_agent: bool,
+    pub(crate) node_protocol: u32,
+    pub(crate) host_protocol: u32,
+    pub(crate) sessions: usize,
+    pub(crate) max_sessions: usize,
+    pub(crate) load: f64,
+    pub(crate) load_threshold: f64,
+}
+
+/// Why a node in this state refuses a new session, if it does. A load function that
+/// returns NaN counts as fully loaded.
+pub(crate) fn admission(a: &Admission<'_>) -> Option<Refusal> {
+    if a.node_protocol != a.host_protocol {
+        Some(Refusal::Version { node: a.node_protocol, host: a.host_protocol })
+    } else if a.draining {
+        Some(Refusal::Draining)
+    } else if !a.serves_agent {
+        Some(Refusal::UnknownAgent { agent: a.agent.to_owned() })
+    } else if a.sessions >= a.max_sessions {
+        Some(Refusal::Full { sessions: a.sessions })
+    } else if a.load.is_nan() || a.load >= a.load_threshold {
+        Some(Refusal::OverThreshold { load: a.load, threshold: a.load_threshold })
+    } else {
+        None
+    }
+}
+
+/// The nodes that would take a new `agent` session, least loaded first (then fewest sessions,
+/// then by name, so the choice is the same on every host).
+pub(crate) fn rank<'a>(nodes: &'a [NodeInfo], agent: &str) -> Vec<&'a NodeInfo> {
+    let mut fit: Vec<&NodeInfo> = nodes.iter().filter(|n| n.refusal(agent).is_none()).collect();
+    fit.sort_by(|a, b| {
+        a.load
+            .total_cmp(&b.load)
+            .then(a.sessions.cmp(&b.sessions))
+            .then_with(|| a.name.cmp(&b.name))
+    });
+    fit
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(name: &str, sessions: usize) -> NodeInfo {
+        NodeInfo {
+            name: name.into(),
+            boot_id: "b".into(),
+            agents: vec!["support".into()],
+            sessions,
+            max_sessions: 10,
+            load: sessions as f64 / 10.0,
+            load_threshold: 0.7,
+            version: "0".into(),
+            protocol: CLUSTER_VERSION,
+            draining: false,
+        }
+    }
+
+    #[test]
+    fn ranks_the_least_loaded_first_and_drops_those_that_would_refuse() {
+        let mut draining = node("d", 0);
+        draining.draining = true;
+        let mut other = node("o", 0);
+        other.agents = vec!["sales".into()];
+        let nodes = [node("a", 3), node("b", 1), node("c", 7), draining, other, node("e", 1)];
+        let names: Vec<&str> = rank(&nodes, "support").iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(names, ["b", "e", "a"]);
+    }
+
+    #[test]
+    fn refuses_at_the_threshold_when_full_and_on_another_version() {
+        assert_eq!(node("a", 6).refusal("support"), None);
+        assert!(matches!(node("a", 7).refusal("support"), Some(Refusal::OverThreshold { .. })));
+        let mut full = node("a", 10);
+        full.load = 0.0;
+        assert_eq!(full.refusal("support"), Some(Refusal::Full { sessions: 10 }));
+        let mut nan = node("a", 0);
+        nan.load = f64::NAN;
+        assert!(matches!(nan.refusal("support"), Some(Refusal::OverThreshold { .. })));
+        let mut old = node("a", 0);
+        old.protocol = CLUSTER_VERSION + 1;
+        assert!(matches!(old.refusal("support"), Some(Refusal::Version { .. })));
+        assert!(matches!(node("a", 0).refusal("sales"), Some(Refusal::UnknownAgent { .. })));
+    }
+
+    #[test]
+    fn start_options_leave_out_what_is_empty() {
+        let json = serde_json::to_string(&StartOptions::new()).unwrap();
+        assert_eq!(json, "{}");
+        let back: StartOptions = serde_json::from_str(r#"{"metadata": {"customer": 7}}"#).unwrap();
+        assert_eq!(back.metadata["customer"], 7);
+    }
+}

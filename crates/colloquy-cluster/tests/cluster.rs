@@ -1,0 +1,340 @@
+//! Nodes and hosts against a real nats-server (`scripts/install-nats.sh`): placement, remote
+//! commands, event streams across a server restart, drains, credentials. Several nodes run in
+//! this one process, each with its own NATS connection. The real clock, short bounded waits.
+
+mod common;
+
+use std::time::Duration;
+
+use colloquy_cluster::{
+    Cluster, ClusterError, Node, NodeHandle, NodeInfo, Refusal, StartOptions, Timeouts,
+};
+use colloquy_core::{Agent, ChatItem, EventKind};
+use colloquy_llm::{ScriptedLlm, ScriptedResponse};
+use colloquy_protocol::ErrorKind;
+use common::{NatsServer, eventually};
+
+/// The bound on anything a test waits for.
+const BOUND: Duration = Duration::from_secs(15);
+const REPLY: &str = "Your order ships tomorrow.";
+
+fn support() -> Agent {
+    Agent::new("support", "You help with orders.")
+}
+
+fn llm() -> ScriptedLlm {
+    ScriptedLlm::new([]).with_fallback(|_, _| ScriptedResponse::text(REPLY))
+}
+
+async fn node(server: &NatsServer, name: &str, max_sessions: usize) -> NodeHandle {
+    Node::builder()
+        .nats(server.url())
+        .name(name)
+        .agent("support", support)
+        .llm(llm())
+        .max_sessions(max_sessions)
+        .start()
+        .await
+        .unwrap_or_else(|e| panic!("node {name} starts: {e}"))
+}
+
+async fn cluster(server: &NatsServer) -> Cluster {
+    Cluster::connect(server.url()).await.expect("the host connects")
+}
+
+/// Waits until the nodes bucket shows `name` with `sessions` sessions.
+async fn announced(cluster: &Cluster, name: &str, sessions: usize) -> NodeInfo {
+    eventually(BOUND, &format!("{name} announces {sessions} sessions"), || async {
+        let nodes = cluster.nodes().await.ok()?;
+        nodes.into_iter().find(|n| n.name == name && n.sessions == sessions)
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn placement_goes_to_the_least_loaded_node_or_the_named_one() {
+    let server = NatsServer::start();
+    let nodes = [
+        node(&server, "n1", 10).await,
+        node(&server, "n2", 10).await,
+        node(&server, "n3", 10).await,
+    ];
+    let cluster = cluster(&server).await;
+    for (name, count) in [("n1", 3), ("n2", 1), ("n3", 2)] {
+        for _ in 0..count {
+            let session =
+                cluster.start_session_on(name, "support", StartOptions::new()).await.unwrap();
+            assert_eq!(session.node(), name);
+        }
+    }
+    for (name, count) in [("n1", 3), ("n2", 1), ("n3", 2)] {
+        let info = announced(&cluster, name, count).await;
+        assert_eq!(info.agents, ["support"]);
+        assert!((info.load - count as f64 / 10.0).abs() < 1e-9);
+    }
+
+    let session = cluster.start_session("support", StartOptions::new()).await.unwrap();
+    assert_eq!(session.node(), "n2", "n2 held the fewest sessions");
+    announced(&cluster, "n2", 2).await;
+    // n2 and n3 now tie at 2: the tie goes to the first name.
+    let session = cluster.start_session("support", StartOptions::new()).await.unwrap();
+    assert_eq!(session.node(), "n2");
+    assert_eq!(nodes[1].sessions().len(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_at_its_threshold_refuses_and_no_node_is_a_clear_error() {
+    let server = NatsServer::start();
+    let cluster = cluster(&server).await;
+    let none = cluster.start_session("support", StartOptions::new()).await.unwrap_err();
+    assert_eq!(
+        none,
+        ClusterError::NoNode { agent: "support".into(), detail: "no live node".into() }
+    );
+
+    let _small = Node::builder()
+        .nats(server.url())
+        .name("small")
+        .agent("support", support)
+        .llm(llm())
+        .max_sessions(4)
+        .load_threshold(0.5)
+        .start()
+        .await
+        .unwrap();
+    for _ in 0..2 {
+        cluster.start_session("support", StartOptions::new()).await.unwrap();
+    }
+    // The node checks its own load, whatever the host believes.
+    let refused = cluster.start_session_on("small", "support", StartOptions::new()).await;
+    match refused {
+        Err(ClusterError::Refused {
+            node,
+            refusal: Refusal::OverThreshold { load, threshold },
+        }) => {
+            assert_eq!(node, "small");
+            assert!((load - 0.5).abs() < 1e-9 && (threshold - 0.5).abs() < 1e-9);
+        }
+        other => panic!("expected a refusal over the threshold, got {other:?}"),
+    }
+    announced(&cluster, "small", 2).await;
+    let err = cluster.start_session("support", StartOptions::new()).await.unwrap_err();
+    let ClusterError::NoNode { detail, .. } = &err else { panic!("{err:?}") };
+    assert!(detail.contains("small: load 0.50 is at or above the threshold 0.50"), "{detail}");
+    assert!(err.to_string().starts_with("no node can take a `support` session"), "{err}");
+
+    let err = cluster.start_session("sales", StartOptions::new()).await.unwrap_err();
+    assert!(err.to_string().contains("small: the node has no agent `sales`"), "{err}");
+    let err =
+        cluster.start_session_on("nowhere", "support", StartOptions::new()).await.unwrap_err();
+    assert!(matches!(err, ClusterError::NoNode { .. }), "{err:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_user_turn_is_driven_and_its_events_read_in_order() {
+    let server = NatsServer::start();
+    let _n1 = node(&server, "n1", 10).await;
+    let cluster = cluster(&server).await;
+    let session = cluster.start_session("support", StartOptions::new()).await.unwrap();
+    let mut events = session.subscribe().await.unwrap();
+
+    session.user_turn("Where is my order?").await.unwrap();
+    session.wait_for_idle().await.unwrap();
+    let history = session.history().await.unwrap();
+    let texts: Vec<&str> =
+        history.iter().filter_map(ChatItem::as_message).map(|m| m.text.as_str()).collect();
+    assert_eq!(texts, ["Where is my order?", REPLY]);
+    let snapshot = session.inspect().await.unwrap();
+    assert_eq!((snapshot.session_id.as_str(), snapshot.agent.as_str()), (session.id(), "support"));
+    let closed = session.close_with_reason("done").await.unwrap();
+    assert_eq!(closed.len(), history.len());
+
+    let mut seen = Vec::new();
+    while let Some(event) = tokio::time::timeout(BOUND, events.recv()).await.expect("events") {
+        seen.push(event.expect("no gap"));
+    }
+    let indices: Vec<u64> = seen.iter().map(|e| e.index).collect();
+    assert_eq!(indices, (1..=seen.len() as u64).collect::<Vec<_>>());
+    assert!(seen.windows(2).all(|w| w[0].seq < w[1].seq));
+    let last = &seen.last().expect("events").event.kind;
+    assert_eq!(last, &EventKind::SessionClosed { reason: "done".into() });
+    let said = seen.iter().any(|e| match &e.event.kind {
+        EventKind::ConversationItemAdded { item } => {
+            item.as_message().is_some_and(|m| m.text == REPLY)
+        }
+        _ => false,
+    });
+    assert!(said, "the agent's reply is among the events");
+
+    // The session is gone, its node is not: `closed` while the node still holds it, not found
+    // once it has let it go.
+    let err = session.user_turn("hello?").await.unwrap_err();
+    let gone = match &err {
+        ClusterError::Session(e) => e.kind == ErrorKind::Closed,
+        ClusterError::NotFound(id) => id == session.id(),
+        _ => false,
+    };
+    assert!(gone, "{err:?}");
+    eventually(BOUND, "the session is let go", || async {
+        matches!(session.history().await, Err(ClusterError::NotFound(_))).then_some(())
+    })
+    .await;
+    session.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_resume_after_a_server_restart_with_no_gap_and_no_duplicate() {
+    let mut server = NatsServer::start();
+    let _n1 = node(&server, "n1", 10).await;
+    let host = cluster(&server).await;
+    let session = host.start_session("support", StartOptions::new()).await.unwrap();
+    let id = session.id().to_owned();
+    // One subscriber stays open through the restart; another is dropped and resumed later
+    // from the last sequence it saw, from a new connection (a host that restarted).
+    let mut through = session.subscribe().await.unwrap();
+    let mut before = session.subscribe().await.unwrap();
+    session.user_turn("Where is my order?").await.unwrap();
+    session.wait_for_idle().await.unwrap();
+    let mut last = None;
+    while let Ok(Some(event)) =
+        tokio::time::timeout(Duration::from_millis(300), before.recv()).await
+    {
+        last = Some(event.unwrap());
+    }
+    let last = last.expect("events before the restart");
+    drop(before);
+    drop(host);
+
+    server.restart();
+    let host = cluster(&server).await;
+    let session =
+        eventually(BOUND, "the session is found again", || async { host.session(&id).await.ok() })
+            .await;
+    // A command sent while the node is still reconnecting is sent again within its bound.
+    session.user_turn("And my refund?").await.unwrap();
+    session.wait_for_idle().await.unwrap();
+    session.close().await.unwrap();
+
+    let mut resumed = session.subscribe_from(last.seq).await.unwrap();
+    let mut after = Vec::new();
+    while let Some(event) = tokio::time::timeout(BOUND, resumed.recv()).await.expect("events") {
+        after.push(event.expect("no gap"));
+    }
+    assert_eq!(after[0].index, last.index + 1, "resumed right after the last event seen");
+    let indices: Vec<u64> = after.iter().map(|e| e.index).collect();
+    let expected: Vec<u64> = (last.index + 1..=last.index + after.len() as u64).collect();
+    assert_eq!(indices, expected);
+    assert!(matches!(after.last().unwrap().event.kind, EventKind::SessionClosed { .. }));
+    let turns = after.iter().filter(|e| is_user_message(&e.event.kind, "And my refund?")).count();
+    assert_eq!(turns, 1);
+
+    let mut all = Vec::new();
+    while let Some(event) = tokio::time::timeout(BOUND, through.recv()).await.expect("events") {
+        all.push(event.expect("no gap").index);
+    }
+    assert_eq!(all, (1..=all.len() as u64).collect::<Vec<_>>());
+    assert_eq!(all.len() as u64, after.last().unwrap().index);
+}
+
+fn is_user_message(kind: &EventKind, text: &str) -> bool {
+    match kind {
+        EventKind::ConversationItemAdded { item } => {
+            item.as_message().is_some_and(|m| m.text == text)
+        }
+        _ => false,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drain_refuses_new_sessions_then_closes_the_rest_with_node_draining() {
+    let server = NatsServer::start();
+    let n1 = Node::builder()
+        .nats(server.url())
+        .name("n1")
+        .agent("support", support)
+        .llm(llm())
+        // Long enough for the first session to end by itself on a loaded machine.
+        .drain_timeout(Duration::from_secs(2))
+        .start()
+        .await
+        .unwrap();
+    let cluster = cluster(&server).await;
+    let ends_itself = cluster.start_session("support", StartOptions::new()).await.unwrap();
+    let stays = cluster.start_session("support", StartOptions::new()).await.unwrap();
+    let mut events = stays.subscribe().await.unwrap();
+
+    cluster.drain_node("n1").await.unwrap();
+    eventually(BOUND, "n1 announces it drains", || async {
+        cluster.nodes().await.ok()?.into_iter().find(|n| n.draining)
+    })
+    .await;
+    let refused = cluster.start_session_on("n1", "support", StartOptions::new()).await;
+    assert!(
+        matches!(refused, Err(ClusterError::Refused { refusal: Refusal::Draining, .. })),
+        "{refused:?}"
+    );
+    ends_itself.close().await.unwrap();
+
+    let report = tokio::time::timeout(BOUND, n1.drain()).await.expect("the drain ends");
+    assert_eq!((report.ended, report.closed), (1, 1));
+    let mut last = None;
+    while let Some(event) = tokio::time::timeout(BOUND, events.recv()).await.expect("events") {
+        last = Some(event.unwrap().event.kind);
+    }
+    assert_eq!(last, Some(EventKind::SessionClosed { reason: "node_draining".into() }));
+    assert!(cluster.nodes().await.unwrap().is_empty(), "a drained node leaves the bucket");
+    let err = stays.user_turn("hello?").await.unwrap_err();
+    assert_eq!(err, ClusterError::NodeLost { node: "n1".into() });
+    let err = cluster.session(stays.id()).await.unwrap_err();
+    assert_eq!(err, ClusterError::NotFound(stays.id().to_owned()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_past_its_bound_times_out() {
+    let server = NatsServer::start();
+    let slow = ScriptedLlm::new([])
+        .with_fallback(|_, _| ScriptedResponse::text(REPLY).with_latency(Duration::from_secs(3)));
+    let _n1 = Node::builder()
+        .nats(server.url())
+        .name("n1")
+        .agent("support", support)
+        .llm(slow)
+        .start()
+        .await
+        .unwrap();
+    let mut timeouts = Timeouts::default();
+    timeouts.wait = Duration::from_millis(300);
+    let cluster = Cluster::builder(server.url()).timeouts(timeouts).connect().await.unwrap();
+    let session = cluster.start_session("support", StartOptions::new()).await.unwrap();
+    session.user_turn("Where is my order?").await.unwrap();
+    let err = session.wait_for_idle().await.unwrap_err();
+    assert_eq!(
+        err,
+        ClusterError::Timeout { what: "wait_for_idle".into(), after: Duration::from_millis(300) }
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_token_is_a_clear_error_and_a_name_is_held_once() {
+    let server = NatsServer::start_with(&["--auth", "s3cret"]);
+    let err = Cluster::builder(server.url()).token("wrong").connect().await.err().expect("refused");
+    assert!(matches!(err, ClusterError::Auth { .. }), "{err:?}");
+    assert!(err.to_string().contains("check the token"), "{err}");
+    let err = Cluster::connect(server.url()).await.err().expect("refused without a token");
+    assert!(matches!(err, ClusterError::Auth { .. }), "{err:?}");
+
+    let start = || {
+        Node::builder()
+            .nats(server.url())
+            .token("s3cret")
+            .name("n1")
+            .agent("support", support)
+            .llm(llm())
+            .start()
+    };
+    let _n1 = start().await.unwrap();
+    let taken = start().await.err().expect("the name is held");
+    assert_eq!(taken, ClusterError::NameTaken("n1".into()));
+    let cluster = Cluster::builder(server.url()).token("s3cret").connect().await.unwrap();
+    assert_eq!(cluster.nodes().await.unwrap().len(), 1);
+}
