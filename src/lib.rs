@@ -26,6 +26,7 @@
 //!   under the feature of the same name (on by default).
 //! - `cluster`: sessions on other machines over NATS — nodes, placement, remote sessions and
 //!   their event streams (feature `cluster`, off by default; docs/cluster.md).
+//! - `ops` (feature `ops`, off by default): health and Prometheus metrics over HTTP.
 //! - [`speech`]: playing the agent's speech ([`SpeechSink`](speech::SpeechSink)).
 //! - [`templates`]: the texts the runtime gives the model (progress updates, duplicates,
 //!   deferred replies), and how to replace them.
@@ -230,6 +231,20 @@ pub mod cluster {
         NODE_DRAINING, Node, NodeBuilder, NodeHandle, NodeInfo, NodeLoad, ProtocolError, Refusal,
         RemoteEvent, RemoteEvents, RemoteSession, SessionRecord, SessionStart, StartOptions,
         Timeouts,
+    };
+}
+
+#[cfg(feature = "ops")]
+pub mod ops {
+    //! Health and Prometheus metrics over HTTP for a process that runs sessions (feature
+    //! `ops`, off by default): [`Metrics`] follows sessions' events, [`router`] serves
+    //! `/metrics` and `/healthz`, [`serve`] binds it with every wait bounded
+    //! (docs/operations.md).
+
+    pub use colloquy_ops::{
+        DEFAULT_ADDR, DEFAULT_MAX_CLOSE_REASONS, DEFAULT_MAX_TOOL_NAMES, DURATION_BUCKETS, Health,
+        Metrics, MetricsBuilder, OPENMETRICS_CONTENT_TYPE, OTHER_LABEL, OpsServer, PREFIX,
+        ServeOptions, router, serve, serve_with,
     };
 }
 
