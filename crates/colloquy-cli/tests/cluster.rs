@@ -9,10 +9,10 @@ mod common;
 mod nats;
 
 use std::io::{Read, Write};
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::Output;
 use nats::NatsServer;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -37,16 +37,10 @@ impl NodeProcess {
     }
 
     fn spawn(url: &str, name: &str, extra: &[&str], env: &[(&str, &str)]) -> Self {
-        let mut command = tokio::process::Command::from(common::colloquy());
+        let mut command = common::colloquy();
         command.args(["node", "--nats", url, "--name", name]).args(extra);
         command.env_remove("COLLOQUY_NATS_TOKEN").envs(env.iter().copied());
-        let mut child = command
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("the binary starts");
+        let mut child = common::spawn(command);
         let stdout = collect(child.stdout.take().expect("stdout is piped"));
         let stderr = collect(child.stderr.take().expect("stderr is piped"));
         Self { child, stdout, stderr }
@@ -104,36 +98,11 @@ fn collect(pipe: impl AsyncRead + Unpin + Send + 'static) -> Arc<Mutex<String>> 
     text
 }
 
-struct Output {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
 /// Runs `colloquy ARGS` with `input` on stdin and `env` set, to its end (bounded).
 async fn colloquy(args: &[&str], input: &str, env: &[(&str, &str)]) -> Output {
-    let mut child = tokio::process::Command::from(common::colloquy())
-        .args(args)
-        .env_remove("COLLOQUY_NATS_TOKEN")
-        .envs(env.iter().copied())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the binary starts");
-    let mut stdin = child.stdin.take().expect("stdin is piped");
-    stdin.write_all(input.as_bytes()).await.expect("stdin takes the input");
-    drop(stdin);
-    let out = tokio::time::timeout(BOUND, child.wait_with_output())
-        .await
-        .unwrap_or_else(|_| panic!("colloquy {args:?} did not finish within {BOUND:?}"))
-        .expect("colloquy ran");
-    Output {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    let mut command = common::colloquy();
+    command.args(args).env_remove("COLLOQUY_NATS_TOKEN").envs(env.iter().copied());
+    common::piped(command, input, BOUND).await
 }
 
 /// `GET path` on `addr` over HTTP/1.0: the status line and the body.
@@ -202,14 +171,9 @@ async fn sigterm_drains_a_node_which_closes_its_sessions_and_exits_0_within_the_
     let url = server.url();
     let node = NodeProcess::start(&server, "n1", &["--drain-timeout", "1s"]).await;
     // A chat holds a session on the node: its input stays open.
-    let mut chat = tokio::process::Command::from(common::colloquy())
-        .args(["chat", "--nats", &url])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the binary starts");
+    let mut command = common::colloquy();
+    command.args(["chat", "--nats", &url]);
+    let mut chat = common::spawn(command);
     let mut input = chat.stdin.take().expect("stdin is piped");
     input.write_all(b"hello\n").await.unwrap();
     node.wait_for("started").await;
