@@ -1,9 +1,13 @@
-//! The `colloquy` command's library: its arguments (clap), the demo and the chat, kept out of
-//! `main.rs` so tests can run them.
+//! The `colloquy` command's library: its arguments (clap), the demo, the chat and the cluster
+//! commands, kept out of `main.rs` so tests can run them.
 
 pub mod chat;
+pub mod cluster;
 pub mod demo;
 pub mod transcript;
+
+use std::net::SocketAddr;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -46,6 +50,18 @@ pub enum Command {
     /// and twice within a second quits. Without a key or a base URL, --provider scripted works
     /// offline.
     Chat(ChatArgs),
+    /// Run a cluster node: sessions that hosts place here over NATS, until SIGTERM or SIGINT.
+    ///
+    /// It serves the chat's agent (the same model, instructions and tool flags) under each
+    /// --agent name, on the scripted model unless --provider says otherwise, and prints a
+    /// line when it is ready and for each session it starts or closes. SIGTERM or SIGINT
+    /// drain it: no new session; its sessions get --drain-timeout to end, then are closed;
+    /// a second signal stops waiting. Exit status 0 once drained.
+    Node(NodeArgs),
+    /// List the live nodes of the cluster at a NATS server: agents, sessions, load.
+    ///
+    /// Exit status 1, with a message, when NATS cannot be reached within a few seconds.
+    Nodes(NodesArgs),
 }
 
 /// `colloquy chat` options.
@@ -54,15 +70,39 @@ pub struct ChatArgs {
     /// Which API to talk to.
     #[arg(long, value_enum, default_value_t = Provider::Openai)]
     pub provider: Provider,
+    /// The model and the agent's settings.
+    #[command(flatten)]
+    pub agent: AgentArgs,
+    /// Plain text, without colour (also when NO_COLOR is set or stdout is not a terminal).
+    #[arg(long)]
+    pub no_color: bool,
+    /// Chat with a session on a node of the colloquy cluster at this NATS server (started
+    /// with `colloquy node`) instead of in this process: the model and the tools are the
+    /// node's, so --provider and the model and tool options are not taken.
+    #[arg(long, value_name = "URL")]
+    pub nats: Option<String>,
+    /// With --nats: the node to start the session on [default: the least loaded].
+    #[arg(long, value_name = "NAME", requires = "nats")]
+    pub node: Option<String>,
+    /// With --nats: the agent to start, by the name the nodes register it under [default:
+    /// demo].
+    #[arg(long = "agent", value_name = "NAME", requires = "nats")]
+    pub agent_name: Option<String>,
+    /// With --nats: the environment variable that holds the NATS token [default:
+    /// COLLOQUY_NATS_TOKEN, if set]. A token is never taken on the command line.
+    #[arg(long, value_name = "VAR", requires = "nats")]
+    pub token_env: Option<String>,
+}
+
+/// The model and the agent, as `colloquy chat` and `colloquy node` configure them.
+#[derive(Debug, clap::Args, Clone, Default, PartialEq)]
+pub struct AgentArgs {
     /// The model [default: $COLLOQUY_MODEL, else the provider's default].
     #[arg(long)]
     pub model: Option<String>,
     /// The server [default: $OPENAI_BASE_URL (with /v1) or $ANTHROPIC_BASE_URL (without)].
     #[arg(long, value_name = "URL")]
     pub base_url: Option<String>,
-    /// Plain text, without colour (also when NO_COLOR is set or stdout is not a terminal).
-    #[arg(long)]
-    pub no_color: bool,
     /// An MCP server to load tools from, run over stdio: the whole command in one argument
     /// (split into words as a shell would, not run through one). Repeatable.
     #[arg(long = "mcp", value_name = "COMMAND")]
@@ -78,6 +118,75 @@ pub struct ChatArgs {
     /// or `/reject ID REASON`. Repeatable.
     #[arg(long = "require-approval", value_name = "TOOL")]
     pub require_approval: Vec<String>,
+}
+
+/// `colloquy node` options.
+#[derive(Debug, clap::Args, Clone, PartialEq)]
+pub struct NodeArgs {
+    /// The NATS server (nats://HOST:PORT; a token goes in --token-env's variable, not here).
+    #[arg(long, value_name = "URL")]
+    pub nats: String,
+    /// The node's name, unique among live nodes: letters, digits, `-` and `_`.
+    #[arg(long)]
+    pub name: String,
+    /// A name hosts start the agent by (`colloquy chat --nats URL --agent NAME`). Repeatable
+    /// [default: demo].
+    #[arg(long = "agent", value_name = "NAME")]
+    pub agent_names: Vec<String>,
+    /// Which API the node's sessions talk to [default: the embedded scripted model, no
+    /// network and no keys].
+    #[arg(long, value_enum)]
+    pub provider: Option<Provider>,
+    /// The model and the agent's settings.
+    #[command(flatten)]
+    pub agent: AgentArgs,
+    /// The most sessions the node holds at once.
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    pub max_sessions: usize,
+    /// At or above this load (live sessions over --max-sessions) the node takes no new
+    /// session.
+    #[arg(long, value_name = "X", default_value_t = 0.7)]
+    pub load_threshold: f64,
+    /// On SIGTERM or SIGINT the node takes no new session and waits this long for its
+    /// sessions to end, then closes them (`30s`, `500ms`, `2m`).
+    #[arg(long, value_name = "TIME", default_value = "30s", value_parser = duration)]
+    pub drain_timeout: Duration,
+    /// Serve Prometheus /metrics and /healthz on this address (`127.0.0.1:9464`; port 0
+    /// picks a free one).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_addr: Option<SocketAddr>,
+    /// The environment variable that holds the NATS token [default: COLLOQUY_NATS_TOKEN, if
+    /// set]. A token is never taken on the command line.
+    #[arg(long, value_name = "VAR")]
+    pub token_env: Option<String>,
+}
+
+/// `colloquy nodes` options.
+#[derive(Debug, clap::Args, Clone, PartialEq)]
+pub struct NodesArgs {
+    /// The NATS server (nats://HOST:PORT; a token goes in --token-env's variable, not here).
+    #[arg(long, value_name = "URL")]
+    pub nats: String,
+    /// The nodes as a JSON array (every field of their announcements) instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// The environment variable that holds the NATS token [default: COLLOQUY_NATS_TOKEN, if
+    /// set]. A token is never taken on the command line.
+    #[arg(long, value_name = "VAR")]
+    pub token_env: Option<String>,
+}
+
+/// `--drain-timeout`: a number and a unit, `ms`, `s` or `m`.
+fn duration(text: &str) -> Result<Duration, String> {
+    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number.parse().map_err(|_| format!("`{text}` is not a duration like 30s"))?;
+    match unit {
+        "ms" => Ok(Duration::from_millis(number)),
+        "s" => Ok(Duration::from_secs(number)),
+        "m" => Ok(Duration::from_secs(number * 60)),
+        _ => Err(format!("`{text}` is not a duration like 30s (units: ms, s, m)")),
+    }
 }
 
 /// `--temperature`: a number from 0 to 2.
@@ -127,19 +236,18 @@ mod tests {
             parse(&["chat", "--provider", "anthropic", "--model", "m"]),
             Ok(Command::Chat(ChatArgs {
                 provider: Provider::Anthropic,
-                model: Some("m".into()),
-                base_url: None,
+                agent: AgentArgs { model: Some("m".into()), ..AgentArgs::default() },
                 no_color: false,
-                mcp: vec![],
-                instructions: None,
-                temperature: None,
-                require_approval: vec![],
+                nats: None,
+                node: None,
+                agent_name: None,
+                token_env: None,
             }))
         );
         match parse(&["chat", "--instructions", "Be brief.", "--temperature", "0.2"]) {
             Ok(Command::Chat(args)) => {
-                assert_eq!(args.instructions.as_deref(), Some("Be brief."));
-                assert_eq!(args.temperature, Some(0.2));
+                assert_eq!(args.agent.instructions.as_deref(), Some("Be brief."));
+                assert_eq!(args.agent.temperature, Some(0.2));
             }
             other => panic!("{other:?}"),
         }
@@ -151,5 +259,48 @@ mod tests {
             );
         }
         assert_eq!(parse(&["chat", "--provider", "x"]), Err(clap::error::ErrorKind::InvalidValue));
+    }
+
+    #[test]
+    fn parses_the_cluster_commands() {
+        match parse(&["node", "--nats", "nats://h:1", "--name", "n1", "--drain-timeout", "500ms"]) {
+            Ok(Command::Node(args)) => {
+                assert_eq!((args.nats.as_str(), args.name.as_str()), ("nats://h:1", "n1"));
+                assert!(args.agent_names.is_empty() && args.provider.is_none());
+                assert_eq!(args.drain_timeout, Duration::from_millis(500));
+                assert_eq!((args.max_sessions, args.load_threshold), (100, 0.7));
+            }
+            other => panic!("{other:?}"),
+        }
+        match parse(&["node", "--nats", "u", "--name", "n", "--agent", "a", "--agent", "b"]) {
+            Ok(Command::Node(args)) => assert_eq!(args.agent_names, ["a", "b"]),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            parse(&["node", "--nats", "u"]),
+            Err(clap::error::ErrorKind::MissingRequiredArgument)
+        );
+        for bad in ["30", "1h", "s", "1.5s"] {
+            let args = ["node", "--nats", "u", "--name", "n", "--drain-timeout", bad];
+            assert_eq!(parse(&args), Err(clap::error::ErrorKind::ValueValidation), "{bad}");
+        }
+        match parse(&["nodes", "--nats", "u", "--json"]) {
+            Ok(Command::Nodes(args)) => assert!(args.json),
+            other => panic!("{other:?}"),
+        }
+        match parse(&["chat", "--nats", "u", "--node", "n1", "--agent", "a"]) {
+            Ok(Command::Chat(args)) => {
+                assert_eq!(args.nats.as_deref(), Some("u"));
+                assert_eq!(
+                    (args.node.as_deref(), args.agent_name.as_deref()),
+                    (Some("n1"), Some("a"))
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            parse(&["chat", "--node", "n1"]),
+            Err(clap::error::ErrorKind::MissingRequiredArgument)
+        );
     }
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use colloquy_cli::chat::{self, ChatError};
+use colloquy_cli::cluster::{self, CommandError};
 use colloquy_cli::{Cli, Command, demo};
 use tracing_subscriber::EnvFilter;
 
@@ -13,8 +14,10 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let terminal = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     // Logs go to stderr; RUST_LOG chooses them. The chat shows failures as lines of its own,
-    // so by default it logs errors only, the rest warnings too.
+    // so by default it logs errors only, the rest warnings too. The NATS client's own logs
+    // repeat what the cluster's errors and warnings say (a refused token, a reconnection).
     let default = if matches!(cli.command, Command::Chat(_)) { "error" } else { "warn" };
+    let default = format!("{default},async_nats=off");
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -51,7 +54,40 @@ fn main() -> ExitCode {
                     eprintln!("colloquy chat: {e}");
                     ExitCode::FAILURE
                 }
+                Err(ChatError::Cluster(e)) => {
+                    eprintln!("colloquy chat: {e}");
+                    ExitCode::FAILURE
+                }
             }
+        }
+        Command::Node(args) => {
+            let out = Box::new(std::io::stdout());
+            cluster_command("node", |runtime| runtime.block_on(cluster::node::run(&args, out)))
+        }
+        Command::Nodes(args) => cluster_command("nodes", |runtime| {
+            runtime.block_on(cluster::nodes::run(&args, &mut std::io::stdout().lock()))
+        }),
+    }
+}
+
+/// Runs a cluster command: exit status 0, 2 for a usage error, 1 for any other.
+fn cluster_command(
+    name: &str,
+    work: impl FnOnce(&tokio::runtime::Runtime) -> Result<(), CommandError>,
+) -> ExitCode {
+    let Some(runtime) = new_runtime() else { return ExitCode::FAILURE };
+    let ended = work(&runtime);
+    // As for the chat: MCP servers and tasks still running get a moment, then are left.
+    runtime.shutdown_timeout(SHUTDOWN_WAIT);
+    match ended {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e @ CommandError::Usage(_)) => {
+            eprintln!("colloquy {name}: {e}");
+            ExitCode::from(2)
+        }
+        Err(e) => {
+            eprintln!("colloquy {name}: {e}");
+            ExitCode::FAILURE
         }
     }
 }

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::streamed;
+use common::{Output, streamed};
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -14,34 +14,11 @@ use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use tokio::io::AsyncWriteExt;
 
-struct Output {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
 /// Runs `colloquy ARGS` with `input` on stdin and no provider variables set.
 async fn colloquy(args: &[&str], input: &str) -> Output {
-    let mut child = tokio::process::Command::from(common::colloquy())
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the binary starts");
-    let mut stdin = child.stdin.take().expect("stdin is piped");
-    stdin.write_all(input.as_bytes()).await.expect("stdin takes the input");
-    drop(stdin);
-    let out = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
-        .await
-        .expect("colloquy finished within 30 s")
-        .expect("colloquy ran");
-    Output {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    let mut command = common::colloquy();
+    command.args(args);
+    common::piped(command, input, Duration::from_secs(30)).await
 }
 
 fn recorded(provider: &str, name: &str) -> Reply {

@@ -1,4 +1,5 @@
-//! The model `colloquy chat` talks to, from its options and the environment.
+//! The model `colloquy chat` (and `colloquy node`) talks to, from its options and the
+//! environment.
 
 use std::sync::Arc;
 
@@ -8,11 +9,11 @@ use colloquy::llm::http::HttpProvider;
 use colloquy::llm::{Llm, LlmRequest, RequestKind, ScriptedCall, ScriptedLlm, ScriptedResponse};
 use colloquy::openai::OpenAi;
 
-use crate::{ChatArgs, Provider};
+use crate::{AgentArgs, Provider};
 
 /// The model, or why there is none (a usage error: exit 2); and a line saying which it is.
-pub fn choose(args: &ChatArgs) -> Result<(Arc<dyn Llm>, String), String> {
-    match args.provider {
+pub fn choose(provider: Provider, args: &AgentArgs) -> Result<(Arc<dyn Llm>, String), String> {
+    match provider {
         Provider::Openai => configure(args, "openai", OpenAi::temperature),
         Provider::Anthropic => configure(args, "anthropic", Anthropic::temperature),
         Provider::Scripted => {
@@ -25,7 +26,7 @@ pub fn choose(args: &ChatArgs) -> Result<(Arc<dyn Llm>, String), String> {
 /// A provider from its variables, with `--base-url`, `--model` and `--temperature` on top; a
 /// base URL alone is enough (a local server may need no key).
 fn configure<P: HttpProvider>(
-    args: &ChatArgs,
+    args: &AgentArgs,
     name: &str,
     temperature: fn(P, f32) -> P,
 ) -> Result<(Arc<dyn Llm>, String), String> {

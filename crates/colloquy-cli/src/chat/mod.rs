@@ -10,16 +10,17 @@
 pub mod clean;
 pub mod commands;
 pub mod llm;
+mod remote;
+mod session;
 pub mod terminal;
 
 use std::collections::VecDeque;
-use std::future::Future;
 use std::io::{BufRead, Write};
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use colloquy::chat::ChatItem;
+use colloquy::cluster::ClusterError;
 use colloquy::events::SessionEvent;
 use colloquy::mcp::McpToolset;
 use colloquy::prelude::*;
@@ -31,6 +32,7 @@ use tokio::time::Instant;
 use crate::ChatArgs;
 use crate::demo::{booking_tool, weather_tool};
 use commands::{HELP, Line};
+use session::{ChatSession, Reply, TurnRefused};
 use terminal::{EventLines, Style, Terminal, TerminalSink};
 
 /// How long closing waits for calls that cannot be cancelled (and for the session's actors
@@ -54,6 +56,8 @@ pub enum ChatError {
     Usage(String),
     /// The session failed.
     Session(SessionError),
+    /// With `--nats`: the cluster could not be reached, or no node took the session.
+    Cluster(ClusterError),
 }
 
 /// How the chat ended.
@@ -125,7 +129,7 @@ pub fn agent(instructions: Option<&str>, approval: &[String]) -> Agent {
 }
 
 /// An MCP server of `--mcp`: its command and its supervised tool source.
-struct McpServer {
+pub(crate) struct McpServer {
     command: String,
     source: Arc<dyn ToolSource>,
 }
@@ -134,7 +138,7 @@ struct McpServer {
 /// into words as a shell would, never run through one): started with the agent, restarted
 /// with backoff when it dies, its tools refreshed when it says they changed. A command that
 /// cannot be read is reported and left out.
-fn with_mcp_servers(
+pub(crate) fn with_mcp_servers(
     mut agent: Agent,
     commands: &[String],
     terminal: &Terminal,
@@ -163,7 +167,7 @@ fn with_mcp_servers(
 
 /// Says, for each server, how many tools it listed or why it listed none, as soon as it
 /// knows (each waits at most the server's start timeout).
-fn report_mcp_servers(servers: &[McpServer], terminal: &Terminal) {
+pub(crate) fn report_mcp_servers(servers: &[McpServer], terminal: &Terminal) {
     for server in servers {
         let (source, terminal) = (Arc::clone(&server.source), terminal.clone());
         let command = clean::line(&server.command);
@@ -180,30 +184,24 @@ fn report_mcp_servers(servers: &[McpServer], terminal: &Terminal) {
 }
 
 /// Runs the chat on `console` until `/quit`, the end of input, Ctrl-C twice, SIGTERM or
-/// SIGHUP, or the agent ending the call; then closes the session, within [`CLOSE_WAIT`].
+/// SIGHUP, or the agent ending the call; then closes the session, within [`CLOSE_WAIT`]. With
+/// `--nats`, the session runs on a node of the cluster (`chat/remote.rs`).
 pub async fn run(args: &ChatArgs, console: Console) -> Result<Ending, ChatError> {
-    let (llm, about) = llm::choose(args).map_err(ChatError::Usage)?;
+    let place = match &args.nats {
+        Some(url) => Err(remote::Placement::from_args(args, url).map_err(ChatError::Usage)?),
+        None => Ok(llm::choose(args.provider, &args.agent).map_err(ChatError::Usage)?),
+    };
     let terminal = Terminal::new(console.out, console.color, console.interactive);
     let mut signals = Signals::new().map_err(|e| ChatError::Usage(e.to_string()))?;
-    terminal.line(
-        Style::Dim,
-        &format!("colloquy chat with {about}: /help for commands, /quit to leave"),
-    );
-    let (agent, servers) = with_mcp_servers(
-        agent(args.instructions.as_deref(), &args.require_approval),
-        &args.mcp,
-        &terminal,
-    );
-    let mut builder = Session::builder().llm(llm).speech_sink(TerminalSink(terminal.clone()));
-    let events = builder.subscribe();
-    let session = builder.start(agent.clone()).await.map_err(ChatError::Session)?;
-    report_mcp_servers(&servers, &terminal);
     let seen: Arc<Mutex<Vec<SessionEvent>>> = Arc::default();
-    let printer = tokio::spawn(print_events(events, terminal.clone(), Arc::clone(&seen)));
+    let opened = match place {
+        Ok((llm, about)) => open_local(args, llm, &about, &terminal, &seen).await?,
+        Err(placement) => placement.open(&terminal, &seen).await.map_err(ChatError::Cluster)?,
+    };
     let mut chat = Chat {
-        session: &session,
-        agent: &agent,
-        servers: &servers,
+        session: &opened.session,
+        agent: opened.agent.as_ref(),
+        servers: &opened.servers,
         terminal: &terminal,
         seen: &seen,
         interactive: console.interactive,
@@ -212,12 +210,46 @@ pub async fn run(args: &ChatArgs, console: Console) -> Result<Ending, ChatError>
     };
     let ending = chat.converse(console.lines, &mut signals).await;
     terminal.waiting(false);
-    if shutdown(&session, &terminal, &mut signals).await {
+    if shutdown(&opened.session, &terminal, &mut signals).await {
         // The event stream ends once the session has closed: every line is out after this.
-        let _ = tokio::time::timeout(CLOSE_WAIT, printer).await;
+        let _ = tokio::time::timeout(CLOSE_WAIT, opened.printer).await;
     }
     terminal.finish();
     Ok(ending)
+}
+
+/// The session the chat talks to, and the task that shows its events.
+struct Opened {
+    session: ChatSession,
+    /// The agent, for `/tools`, when it runs here.
+    agent: Option<Agent>,
+    servers: Vec<McpServer>,
+    printer: tokio::task::JoinHandle<()>,
+}
+
+/// Starts the session in this process, its agent with the `--mcp` servers' tools.
+async fn open_local(
+    args: &ChatArgs,
+    llm: Arc<dyn colloquy::llm::Llm>,
+    about: &str,
+    terminal: &Terminal,
+    seen: &Arc<Mutex<Vec<SessionEvent>>>,
+) -> Result<Opened, ChatError> {
+    terminal.line(
+        Style::Dim,
+        &format!("colloquy chat with {about}: /help for commands, /quit to leave"),
+    );
+    let (agent, servers) = with_mcp_servers(
+        agent(args.agent.instructions.as_deref(), &args.agent.require_approval),
+        &args.agent.mcp,
+        terminal,
+    );
+    let mut builder = Session::builder().llm(llm).speech_sink(TerminalSink(terminal.clone()));
+    let events = builder.subscribe();
+    let session = builder.start(agent.clone()).await.map_err(ChatError::Session)?;
+    report_mcp_servers(&servers, terminal);
+    let printer = tokio::spawn(print_events(events, terminal.clone(), Arc::clone(seen)));
+    Ok(Opened { session: ChatSession::Local(session), agent: Some(agent), servers, printer })
 }
 
 /// What woke the chat.
@@ -225,6 +257,8 @@ enum Woke {
     Signal(Signal),
     /// The reply finished (true) or the session closed (false).
     Replied(bool),
+    /// The session closed without the chat asking (its node drained).
+    Ended,
     /// Piped input's quit wait is over.
     Late,
     /// A line, or the end of input.
@@ -237,12 +271,10 @@ enum Flow {
     Leave,
 }
 
-/// The reply in progress: resolves once the session is idle (true) or has closed (false).
-type Reply = Pin<Box<dyn Future<Output = bool> + Send>>;
-
 struct Chat<'a> {
-    session: &'a SessionHandle,
-    agent: &'a Agent,
+    session: &'a ChatSession,
+    /// The agent, when it runs here.
+    agent: Option<&'a Agent>,
     servers: &'a [McpServer],
     terminal: &'a Terminal,
     seen: &'a Mutex<Vec<SessionEvent>>,
@@ -285,6 +317,7 @@ impl Chat<'_> {
                         None => std::future::pending().await,
                     }
                 } => Woke::Replied(open),
+                () = self.session.ended() => Woke::Ended,
                 () = sleep_until(leave_by) => Woke::Late,
                 line = lines.recv(), if input_open => Woke::Line(line),
             };
@@ -299,7 +332,7 @@ impl Chat<'_> {
                         return Ending::Left; // the agent ended the call
                     }
                 }
-                Woke::Late => return Ending::Left,
+                Woke::Late | Woke::Ended => return Ending::Left,
                 Woke::Line(line) => {
                     self.terminal.entered();
                     let script = !self.interactive && (self.reply.is_some() || !queue.is_empty());
@@ -355,12 +388,18 @@ impl Chat<'_> {
                 let turn = tokio::time::timeout(COMMAND_WAIT, self.session.user_turn(text)).await;
                 match turn {
                     Ok(Ok(())) => {
-                        let session = self.session.clone();
-                        self.reply =
-                            Some(Box::pin(async move { session.wait_for_idle().await.is_ok() }));
+                        self.reply = Some(self.session.reply(self.terminal));
                         Flow::Go
                     }
-                    Ok(Err(_)) => Flow::Leave, // the agent ended the call
+                    Ok(Err(TurnRefused::Closed)) => Flow::Leave, // the agent ended the call
+                    Ok(Err(TurnRefused::Lost(why))) => {
+                        self.terminal.answer(Style::Error, &format!("error ! {why}"));
+                        Flow::Leave
+                    }
+                    Ok(Err(TurnRefused::Failed(why))) => {
+                        self.terminal.answer(Style::Error, &format!("error ! {why}"));
+                        Flow::Go
+                    }
                     Err(_) => {
                         let wait = COMMAND_WAIT.as_secs();
                         self.terminal.answer(
@@ -394,8 +433,8 @@ async fn sleep_until(at: Option<Instant>) {
     }
 }
 
-/// The signals the chat answers.
-enum Signal {
+/// The signals the chat (and a node) answers.
+pub(crate) enum Signal {
     Interrupt,
     Terminate,
     Hangup,
@@ -403,14 +442,14 @@ enum Signal {
 
 /// SIGINT, SIGTERM and SIGHUP, as a stream. Once listened for, a signal no longer ends the
 /// process by itself: the chat closes its session first.
-struct Signals {
+pub(crate) struct Signals {
     interrupt: tokio::signal::unix::Signal,
     terminate: tokio::signal::unix::Signal,
     hangup: tokio::signal::unix::Signal,
 }
 
 impl Signals {
-    fn new() -> std::io::Result<Self> {
+    pub(crate) fn new() -> std::io::Result<Self> {
         use tokio::signal::unix::{SignalKind, signal};
         Ok(Self {
             interrupt: signal(SignalKind::interrupt())?,
@@ -419,7 +458,7 @@ impl Signals {
         })
     }
 
-    async fn recv(&mut self) -> Signal {
+    pub(crate) async fn recv(&mut self) -> Signal {
         tokio::select! {
             biased;
             Some(()) = self.terminate.recv() => Signal::Terminate,
@@ -432,8 +471,8 @@ impl Signals {
 
 /// A command's answer, as the lines to show.
 async fn run_command(
-    session: &SessionHandle,
-    agent: &Agent,
+    session: &ChatSession,
+    agent: Option<&Agent>,
     servers: &[McpServer],
     command: Line,
     seen: &Mutex<Vec<SessionEvent>>,
@@ -446,21 +485,21 @@ async fn run_command(
             let shown = clean::line(&id);
             match session.cancel_tool_call(id).await {
                 Ok(()) => format!("cancelling {shown}"),
-                Err(e) => format!("cannot cancel {shown}: {}", clean::line(&e.to_string())),
+                Err(e) => format!("cannot cancel {shown}: {}", clean::line(&e)),
             }
         }
         Line::Approve(id) => {
             let shown = clean::line(&id);
             match session.approve(id).await {
                 Ok(()) => format!("approved {shown}"),
-                Err(e) => format!("cannot approve {shown}: {}", clean::line(&e.to_string())),
+                Err(e) => format!("cannot approve {shown}: {}", clean::line(&e)),
             }
         }
         Line::Reject { id, reason } => {
             let shown = clean::line(&id);
             match session.reject(id, reason).await {
                 Ok(()) => format!("rejected {shown}"),
-                Err(e) => format!("cannot reject {shown}: {}", clean::line(&e.to_string())),
+                Err(e) => format!("cannot reject {shown}: {}", clean::line(&e)),
             }
         }
         Line::Inspect { json } => match session.inspect().await {
@@ -486,15 +525,25 @@ async fn run_command(
     }
 }
 
-/// The agent's tools (the MCP servers' as listed now) and the calls running.
-async fn tools(session: &SessionHandle, agent: &Agent, servers: &[McpServer]) -> String {
+/// The agent's tools (the MCP servers' as listed now) and the calls running. A node's agent
+/// is not listed: the session protocol has no command for its tools.
+async fn tools(session: &ChatSession, agent: Option<&Agent>, servers: &[McpServer]) -> String {
     let mut lines = vec!["tools:".to_string()];
+    let Some(agent) = agent else {
+        lines[0] = "tools: the node's agent's (not listed over the cluster)".into();
+        return running_calls(session, lines).await;
+    };
     let learned: Vec<FunctionTool> =
         servers.iter().flat_map(|s| s.source.tools().iter().cloned().collect::<Vec<_>>()).collect();
     for tool in agent.all_tools().into_iter().chain(&learned) {
         let (name, about) = (clean::line(tool.name()), clean::line(tool.description().trim()));
         lines.push(format!("  {name} — {about}"));
     }
+    running_calls(session, lines).await
+}
+
+/// `lines`, then the calls running now.
+async fn running_calls(session: &ChatSession, mut lines: Vec<String>) -> String {
     match session.running_tool_calls().await {
         Ok(running) if running.is_empty() => lines.push("no call running".into()),
         Ok(running) => {
@@ -540,7 +589,7 @@ fn history_line(item: &ChatItem) -> Option<String> {
 /// left of it; another SIGINT, SIGTERM or SIGHUP meanwhile stops waiting. False when the
 /// session did not finish closing (the program then exits without it: its runtime's shutdown
 /// drops what was left, MCP server processes included).
-async fn shutdown(session: &SessionHandle, terminal: &Terminal, signals: &mut Signals) -> bool {
+async fn shutdown(session: &ChatSession, terminal: &Terminal, signals: &mut Signals) -> bool {
     let closing = async {
         if session.is_running() {
             for call in session.running_tool_calls().await.unwrap_or_default() {
@@ -549,7 +598,7 @@ async fn shutdown(session: &SessionHandle, terminal: &Terminal, signals: &mut Si
                 }
             }
         }
-        session.close().await
+        session.close().await;
     };
     let closed = tokio::select! {
         biased;
@@ -573,11 +622,21 @@ async fn print_events(
 ) {
     let mut lines = EventLines::default();
     while let Some(event) = events.recv().await {
-        for (style, text) in lines.lines(&event.kind) {
-            terminal.line(style, &text);
-        }
-        if let Ok(mut seen) = seen.lock() {
-            seen.push(event);
-        }
+        show_event(event, &mut lines, &terminal, &seen);
+    }
+}
+
+/// An event's lines, and the event kept for `/timeline`.
+fn show_event(
+    event: SessionEvent,
+    lines: &mut EventLines,
+    terminal: &Terminal,
+    seen: &Mutex<Vec<SessionEvent>>,
+) {
+    for (style, text) in lines.lines(&event.kind) {
+        terminal.line(style, &text);
+    }
+    if let Ok(mut seen) = seen.lock() {
+        seen.push(event);
     }
 }

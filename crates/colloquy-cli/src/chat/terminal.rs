@@ -108,6 +108,13 @@ impl Terminal {
         self.end_agent_text(None);
     }
 
+    /// A whole message of agent text, with a note if it was cut: a remote session's, which
+    /// arrives committed rather than as it streams.
+    pub(crate) fn agent_message(&self, text: &str, interrupted: bool) {
+        self.agent_text(true, text);
+        self.end_agent_text(interrupted.then_some("[interrupted]"));
+    }
+
     /// Agent text as it arrives, cleaned; the first piece of a speech opens its line.
     fn agent_text(&self, first: bool, text: &str) {
         let text = clean::text(text);

@@ -1,0 +1,285 @@
+//! `colloquy node`, `colloquy nodes` and `colloquy chat --nats` as processes against a real
+//! nats-server on 127.0.0.1 (the pinned binary of `scripts/install-nats.sh`, started by each
+//! test), the nodes on the scripted model. Real processes and sockets: the real clock, every
+//! wait bounded.
+
+mod common;
+// The cluster crate's harness: one way to start a nats-server for every test that needs one.
+// These tests use part of it (no restarts), hence the allowance.
+#[allow(dead_code)]
+#[path = "../../colloquy-cluster/tests/common/mod.rs"]
+mod nats;
+
+use std::io::{Read, Write};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::Output;
+use nats::NatsServer;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
+
+/// The bound on anything a test waits for.
+const BOUND: Duration = Duration::from_secs(20);
+
+/// A `colloquy node` process; what it writes is collected as it comes.
+struct NodeProcess {
+    child: tokio::process::Child,
+    stdout: Arc<Mutex<String>>,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl NodeProcess {
+    /// Starts node `name` on `server`'s URL with `extra` flags and waits for its ready line.
+    async fn start(server: &NatsServer, name: &str, extra: &[&str]) -> Self {
+        let node = Self::spawn(&server.url(), name, extra, &[]);
+        node.wait_for(&format!("node {name} ready")).await;
+        node
+    }
+
+    fn spawn(url: &str, name: &str, extra: &[&str], env: &[(&str, &str)]) -> Self {
+        let mut command = common::colloquy();
+        command.args(["node", "--nats", url, "--name", name]).args(extra);
+        command.env_remove("COLLOQUY_NATS_TOKEN").envs(env.iter().copied());
+        let mut child = common::spawn(command);
+        let stdout = collect(child.stdout.take().expect("stdout is piped"));
+        let stderr = collect(child.stderr.take().expect("stderr is piped"));
+        Self { child, stdout, stderr }
+    }
+
+    fn stdout(&self) -> String {
+        self.stdout.lock().unwrap().clone()
+    }
+
+    /// Waits (bounded) until the node has written `text`.
+    async fn wait_for(&self, text: &str) {
+        let start = Instant::now();
+        while !self.stdout().contains(text) {
+            assert!(
+                start.elapsed() < BOUND,
+                "`{text}` not written within {BOUND:?}:\n{}\n{}",
+                self.stdout(),
+                self.stderr.lock().unwrap()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    fn signal(&self, signal: Signal) {
+        let pid = Pid::from_raw(self.child.id().expect("the node runs") as i32);
+        kill(pid, signal).expect("the signal is sent");
+    }
+
+    /// Waits (at most `bound`) for the node to exit: its status and what it wrote.
+    async fn exit(mut self, bound: Duration) -> (Option<i32>, String, String) {
+        let status = tokio::time::timeout(bound, self.child.wait())
+            .await
+            .unwrap_or_else(|_| {
+                panic!("the node did not exit within {bound:?}:\n{}", self.stdout())
+            })
+            .expect("the node ran");
+        // The readers see the pipes close right after the exit.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        (status.code(), self.stdout(), self.stderr.lock().unwrap().clone())
+    }
+}
+
+/// Reads `pipe` into a string, in a task.
+fn collect(pipe: impl AsyncRead + Unpin + Send + 'static) -> Arc<Mutex<String>> {
+    let text = Arc::new(Mutex::new(String::new()));
+    let into = Arc::clone(&text);
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(pipe).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            let mut text = into.lock().unwrap();
+            text.push_str(&line);
+            text.push('\n');
+        }
+    });
+    text
+}
+
+/// Runs `colloquy ARGS` with `input` on stdin and `env` set, to its end (bounded).
+async fn colloquy(args: &[&str], input: &str, env: &[(&str, &str)]) -> Output {
+    let mut command = common::colloquy();
+    command.args(args).env_remove("COLLOQUY_NATS_TOKEN").envs(env.iter().copied());
+    common::piped(command, input, BOUND).await
+}
+
+/// `GET path` on `addr` over HTTP/1.0: the status line and the body.
+fn get(addr: &str, path: &str) -> (String, String) {
+    let mut stream = std::net::TcpStream::connect(addr).expect("the metrics server listens");
+    stream.set_read_timeout(Some(BOUND)).unwrap();
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).expect("an answer");
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    (head.lines().next().unwrap_or_default().to_owned(), body.to_owned())
+}
+
+/// The value of the sample `name` (no labels) in an OpenMetrics text.
+fn sample(text: &str, name: &str) -> Option<f64> {
+    text.lines().find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_nodes_are_listed_and_a_piped_chat_runs_its_turn_on_the_one_named() {
+    let server = NatsServer::start();
+    let url = server.url();
+    let n1 = NodeProcess::start(&server, "n1", &[]).await;
+    let n2 = NodeProcess::start(&server, "n2", &["--agent", "demo", "--agent", "travel"]).await;
+    assert!(n2.stdout().contains(&format!("node n2 ready on {url}: agents demo, travel")));
+
+    let listed = colloquy(&["nodes", "--nats", &url, "--json"], "", &[]).await;
+    assert_eq!(listed.code, Some(0), "{}", listed.stderr);
+    let nodes: serde_json::Value = serde_json::from_str(&listed.stdout).expect("JSON");
+    let names: Vec<&str> =
+        nodes.as_array().unwrap().iter().filter_map(|n| n["name"].as_str()).collect();
+    assert_eq!(names, ["n1", "n2"], "{}", listed.stdout);
+    assert_eq!(nodes[1]["agents"], serde_json::json!(["demo", "travel"]));
+    let table = colloquy(&["nodes", "--nats", &url], "", &[]).await;
+    assert!(table.stdout.starts_with("NODE  AGENTS"), "{}", table.stdout);
+
+    let chat = colloquy(
+        &["chat", "--nats", &url, "--node", "n2", "--agent", "travel"],
+        "hello\nwhat's the weather in Rome?\n",
+        &[],
+    )
+    .await;
+    assert_eq!(chat.code, Some(0), "{}", chat.stderr);
+    let expected = [
+        "colloquy chat with agent travel on node n2 (",
+        "agent › You said \"hello\".",
+        "agent › Let me check the weather in Rome.",
+        "  tool ▸ get_weather started",
+        "  tool ✓ get_weather done: Rome: day 1: sunny, 24°C",
+        "agent › Here is what I have: Rome: day 1: sunny, 24°C",
+        "── session closed: close ──",
+    ];
+    let mut rest = chat.stdout.as_str();
+    for line in expected {
+        let at = rest.find(line).unwrap_or_else(|| panic!("`{line}` missing in:\n{}", chat.stdout));
+        rest = &rest[at + line.len()..];
+    }
+    n2.wait_for("closed: close").await;
+    assert!(n2.stdout().contains("started"), "{}", n2.stdout());
+    assert!(!n1.stdout().contains("session "), "n1 took no session:\n{}", n1.stdout());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_drains_a_node_which_closes_its_sessions_and_exits_0_within_the_bound() {
+    let server = NatsServer::start();
+    let url = server.url();
+    let node = NodeProcess::start(&server, "n1", &["--drain-timeout", "1s"]).await;
+    // A chat holds a session on the node: its input stays open.
+    let mut command = common::colloquy();
+    command.args(["chat", "--nats", &url]);
+    let mut chat = common::spawn(command);
+    let mut input = chat.stdin.take().expect("stdin is piped");
+    input.write_all(b"hello\n").await.unwrap();
+    node.wait_for("started").await;
+
+    let signalled = Instant::now();
+    node.signal(Signal::SIGTERM);
+    let (code, stdout, stderr) = node.exit(BOUND).await;
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    // The drain timeout, then the close and the last events: well within the bound.
+    assert!(signalled.elapsed() < Duration::from_secs(10), "{:?}", signalled.elapsed());
+    let drained = [
+        "node n1 draining: 1 live",
+        "closed: node_draining",
+        "node n1 drained: 0 ended by themselves, 1 closed",
+    ];
+    for line in drained {
+        assert!(stdout.contains(line), "`{line}` missing in:\n{stdout}");
+    }
+    // The chat sees its session close and leaves by itself.
+    let out = tokio::time::timeout(BOUND, chat.wait_with_output())
+        .await
+        .expect("the chat ends once its session is closed")
+        .expect("the chat ran");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("── session closed: node_draining ──"), "{text}");
+    drop(input);
+    let listed = colloquy(&["nodes", "--nats", &url, "--json"], "", &[]).await;
+    assert_eq!(listed.stdout.trim(), "[]", "a drained node leaves the bucket");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_token_is_refused_clearly_and_never_printed() {
+    const TOKEN: &str = "s3cret-t0ken";
+    const WRONG: &str = "wr0ng-t0ken";
+    let server = NatsServer::start_with(&["--auth", TOKEN]);
+    let url = server.url();
+
+    let node = NodeProcess::spawn(&url, "n1", &["--token-env", "TOKEN"], &[("TOKEN", WRONG)]);
+    let (code, stdout, stderr) = node.exit(BOUND).await;
+    assert_eq!(code, Some(1), "{stdout}\n{stderr}");
+    assert!(stderr.contains("refused the credentials"), "{stderr}");
+    for text in [&stdout, &stderr] {
+        assert!(!text.contains(WRONG) && !text.contains(TOKEN), "{text}");
+    }
+
+    let listed = colloquy(&["nodes", "--nats", &url], "", &[("COLLOQUY_NATS_TOKEN", WRONG)]).await;
+    assert_eq!(listed.code, Some(1));
+    assert!(listed.stderr.contains("refused the credentials"), "{}", listed.stderr);
+    assert!(!listed.stderr.contains(WRONG));
+    let chat =
+        colloquy(&["chat", "--nats", &url], "hello\n", &[("COLLOQUY_NATS_TOKEN", WRONG)]).await;
+    assert_eq!(chat.code, Some(1));
+    assert!(chat.stderr.contains("refused the credentials") && !chat.stderr.contains(WRONG));
+
+    // A token in the URL is refused before anything connects, and not repeated.
+    let in_url = url.replace("nats://", &format!("nats://{TOKEN}@"));
+    let refused = colloquy(&["nodes", "--nats", &in_url], "", &[]).await;
+    assert_eq!(refused.code, Some(2));
+    assert!(refused.stderr.contains("--token-env") && !refused.stderr.contains(TOKEN));
+
+    // The right token, from the default variable.
+    let node = NodeProcess::spawn(&url, "n1", &[], &[("COLLOQUY_NATS_TOKEN", TOKEN)]);
+    node.wait_for("node n1 ready").await;
+    assert!(!node.stdout().contains(TOKEN));
+    let listed = colloquy(&["nodes", "--nats", &url], "", &[("COLLOQUY_NATS_TOKEN", TOKEN)]).await;
+    assert_eq!(listed.code, Some(0), "{}", listed.stderr);
+    assert!(listed.stdout.contains("n1"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_addr_serves_metrics_and_health_and_counts_each_session_started() {
+    let server = NatsServer::start();
+    let url = server.url();
+    let node = NodeProcess::start(&server, "n1", &["--metrics-addr", "127.0.0.1:0"]).await;
+    let ready = node.stdout();
+    let addr = ready
+        .split("metrics on http://")
+        .nth(1)
+        .and_then(|rest| rest.split("/metrics").next())
+        .unwrap_or_else(|| panic!("no metrics address in: {ready}"))
+        .to_owned();
+    let (status, body) = get(&addr, "/healthz");
+    assert!(status.contains("200"), "{status}");
+    assert_eq!(body, "ok");
+    let started = "colloquy_sessions_started_total";
+    let (_, text) = get(&addr, "/metrics");
+    assert_eq!(sample(&text, started), Some(0.0), "{text}");
+
+    let chat = colloquy(&["chat", "--nats", &url], "what's the weather in Paris?\n", &[]).await;
+    assert_eq!(chat.code, Some(0), "{}", chat.stderr);
+    node.wait_for("closed: close").await;
+    let (_, text) = get(&addr, "/metrics");
+    assert_eq!(sample(&text, started), Some(1.0), "{text}");
+    assert!(text.contains(r#"colloquy_sessions_closed_total{reason="close"} 1"#), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_server_nodes_says_so_and_exits_1_within_the_bound() {
+    let start = Instant::now();
+    // Port 1: nothing listens there.
+    let out = colloquy(&["nodes", "--nats", "nats://127.0.0.1:1"], "", &[]).await;
+    assert_eq!(out.code, Some(1));
+    assert!(out.stderr.contains("cannot connect to NATS at nats://127.0.0.1:1"), "{}", out.stderr);
+    assert!(out.stdout.is_empty());
+    assert!(start.elapsed() < Duration::from_secs(11), "{:?}", start.elapsed());
+}
