@@ -28,10 +28,11 @@ pub use error::ClusterError;
 pub use host::{Cluster, ClusterBuilder, RemoteEvent, RemoteEvents, RemoteSession, Timeouts};
 pub use names::{
     EVENTS_DUPLICATE_WINDOW, EVENTS_MAX_AGE, EVENTS_MAX_BYTES, EVENTS_PER_SESSION, EVENTS_STREAM,
-    EVENTS_SUBJECTS, NODE_MARKER_TTL, NODE_TTL, NODES_BUCKET, SESSIONS_BUCKET,
+    EVENTS_SUBJECTS, MIN_LOST_AFTER, NODE_MARKER_TTL, NODE_TTL, NODES_BUCKET, SESSIONS_BUCKET,
 };
 pub use nats::CONNECT_TIMEOUT;
 pub use node::{
-    DrainReport, HEARTBEAT, NODE_DRAINING, Node, NodeBuilder, NodeHandle, NodeLoad, SessionStart,
+    DrainReport, HEARTBEAT, NODE_DRAINING, NODE_LOST, Node, NodeBuilder, NodeHandle, NodeLoad,
+    SessionStart,
 };
 pub use wire::{CLUSTER_VERSION, NodeInfo, Refusal, SessionRecord, StartOptions};

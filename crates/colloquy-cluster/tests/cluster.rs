@@ -9,22 +9,10 @@ use std::time::Duration;
 use colloquy_cluster::{
     Cluster, ClusterError, Node, NodeHandle, NodeInfo, Refusal, StartOptions, Timeouts,
 };
-use colloquy_core::{Agent, ChatItem, EventKind};
+use colloquy_core::{ChatItem, EventKind};
 use colloquy_llm::{ScriptedLlm, ScriptedResponse};
 use colloquy_protocol::ErrorKind;
-use common::{NatsServer, eventually};
-
-/// The bound on anything a test waits for.
-const BOUND: Duration = Duration::from_secs(15);
-const REPLY: &str = "Your order ships tomorrow.";
-
-fn support() -> Agent {
-    Agent::new("support", "You help with orders.")
-}
-
-fn llm() -> ScriptedLlm {
-    ScriptedLlm::new([]).with_fallback(|_, _| ScriptedResponse::text(REPLY))
-}
+use common::{BOUND, NatsServer, REPLY, eventually, llm, support};
 
 async fn node(server: &NatsServer, name: &str, max_sessions: usize) -> NodeHandle {
     Node::builder()
@@ -185,7 +173,17 @@ async fn a_remote_user_turn_is_driven_and_its_events_read_in_order() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn events_resume_after_a_server_restart_with_no_gap_and_no_duplicate() {
     let mut server = NatsServer::start();
-    let _n1 = node(&server, "n1", 10).await;
+    // A node is lost only past 10 s: the restart must not cost the session.
+    let lost_after = Duration::from_secs(10);
+    let _n1 = Node::builder()
+        .nats(server.url())
+        .name("n1")
+        .agent("support", support)
+        .llm(llm())
+        .lost_after(lost_after)
+        .start()
+        .await
+        .unwrap();
     let host = cluster(&server).await;
     let session = host.start_session("support", StartOptions::new()).await.unwrap();
     let id = session.id().to_owned();

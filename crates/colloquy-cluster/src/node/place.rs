@@ -35,6 +35,7 @@ async fn place(shared: &Arc<NodeShared>, request: PlaceRequest) -> PlaceReply {
     let refusal = admission(&Admission {
         agent: &request.agent,
         draining: shared.is_draining(),
+        fenced: shared.is_fenced(),
         serves_agent: factory.is_some(),
         node_protocol: CLUSTER_VERSION,
         host_protocol: request.v,
@@ -76,6 +77,7 @@ async fn place(shared: &Arc<NodeShared>, request: PlaceRequest) -> PlaceReply {
             session_id,
             node: shared.name.clone(),
             boot_id: shared.boot_id.clone(),
+            lease: shared.lease(),
         },
         Err(e) => {
             let _ = session.close_with_reason("node_error").await;

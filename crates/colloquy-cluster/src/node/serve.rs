@@ -33,7 +33,9 @@ pub(super) async fn start(
         session_id: id.clone(),
         node: shared.name.clone(),
         boot_id: shared.boot_id.clone(),
+        lease: shared.lease(),
         agent: agent.to_owned(),
+        lost: false,
     };
     let body = serde_json::to_vec(&record).unwrap_or_default();
     shared
@@ -52,7 +54,11 @@ pub(super) async fn start(
     let client = shared.backend.client.clone();
     let serving = tokio::spawn(serve_commands(client, session.clone(), commands, on_end));
     let publishing = tokio::spawn(publish_events(Arc::clone(shared), id, events, ended));
-    shared.add_session(session, vec![serving.abort_handle(), publishing.abort_handle()]);
+    shared.add_session(session.clone(), vec![serving.abort_handle(), publishing.abort_handle()]);
+    // A fence between the admission and now did not see this session.
+    if shared.is_fenced() {
+        tokio::spawn(async move { session.close_with_reason(super::NODE_LOST).await });
+    }
     Ok(())
 }
 
