@@ -320,6 +320,12 @@ async fn a_wrong_token_is_a_clear_error_and_a_name_is_held_once() {
     assert!(err.to_string().contains("check the token"), "{err}");
     let err = Cluster::connect(server.url()).await.err().expect("refused without a token");
     assert!(matches!(err, ClusterError::Auth { .. }), "{err:?}");
+    let node =
+        Node::builder().nats(server.url()).token("wrong").name("n1").agent("support", support);
+    let err = node.start().await.err().expect("a node is refused too");
+    let ClusterError::Auth { url, .. } = &err else { panic!("{err:?}") };
+    assert_eq!(url, &server.url());
+    assert!(err.to_string().contains("authorization violation"), "{err}");
 
     let start = || {
         Node::builder()
