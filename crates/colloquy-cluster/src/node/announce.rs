@@ -7,7 +7,6 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use async_nats::jetstream::kv::{CreateErrorKind, Operation, UpdateErrorKind};
 use tokio::time::Instant;
@@ -17,10 +16,6 @@ use super::shared::NodeShared;
 use crate::error::ClusterError;
 use crate::names;
 use crate::wire::NodeInfo;
-
-/// How often a node refreshes its entry at most (it also writes at once when its sessions
-/// change, and more often when the bucket's `max_age` is under 3 s).
-pub const HEARTBEAT: Duration = Duration::from_secs(1);
 
 /// Takes the node's name: its first entry, then the same with the lease filled in. Returns the
 /// entry's revision.

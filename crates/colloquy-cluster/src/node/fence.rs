@@ -1,6 +1,6 @@
 //! Fencing (docs/cluster.md#failure): a node that has lost its lease closes its sessions with
 //! reason `node_lost`, so a session given up by its hosts never goes on running. The node
-//! learns it from its entry (gone when it writes again: [`announce`](super::announce)) or, cut
+//! learns it from its entry (gone when it writes again: `announce.rs`) or, cut
 //! off from NATS, from its own clock: no write stored for the bucket's `max_age` minus a margin,
 //! and it stops before any host can have declared it lost.
 

@@ -20,10 +20,9 @@ use colloquy_core::Agent;
 use colloquy_llm::Llm;
 use tokio::sync::{Notify, OnceCell, watch};
 
-pub use announce::HEARTBEAT;
 pub use drain::NODE_DRAINING;
 pub use fence::NODE_LOST;
-pub use shared::{DrainReport, NodeLoad, SessionStart};
+pub use shared::{DrainReport, HEARTBEAT, NodeLoad, SessionStart};
 
 use crate::error::ClusterError;
 use crate::names;

@@ -12,6 +12,7 @@ use colloquy_protocol::{EventFrame, Reply, Request, execute};
 use futures_util::StreamExt;
 use tokio::sync::oneshot;
 
+use super::fence::NODE_LOST;
 use super::shared::NodeShared;
 use crate::error::ClusterError;
 use crate::names;
@@ -57,7 +58,7 @@ pub(super) async fn start(
     shared.add_session(session.clone(), vec![serving.abort_handle(), publishing.abort_handle()]);
     // A fence between the admission and now did not see this session.
     if shared.is_fenced() {
-        tokio::spawn(async move { session.close_with_reason(super::NODE_LOST).await });
+        tokio::spawn(async move { session.close_with_reason(NODE_LOST).await });
     }
     Ok(())
 }

@@ -20,6 +20,10 @@ use crate::error::ClusterError;
 use crate::nats::Backend;
 use crate::wire::{CLUSTER_VERSION, NodeInfo};
 
+/// How often a node refreshes its entry at most (it also writes at once when its sessions
+/// change, and more often when the bucket's `max_age` is under 3 s).
+pub const HEARTBEAT: Duration = Duration::from_secs(1);
+
 /// Builds an agent for each new session.
 pub(crate) type AgentFactory = Arc<dyn Fn() -> Agent + Send + Sync>;
 /// The node's hook on each session's builder.
@@ -97,7 +101,7 @@ pub(crate) struct NodeShared {
     /// When the node sent the last write of its entry that was stored: the entry lives at
     /// least until then plus the bucket's `max_age`.
     pub(crate) renewed: watch::Sender<Instant>,
-    /// Heartbeats stopped by [`NodeHandle::pause_heartbeats`](super::NodeHandle::pause_heartbeats).
+    /// Heartbeats stopped by `NodeHandle::pause_heartbeats`.
     pub(crate) paused: AtomicBool,
 }
 
@@ -131,7 +135,7 @@ impl NodeShared {
     /// How often the node writes its entry: every second, or three times per `max_age` if
     /// that is shorter.
     pub(crate) fn heartbeat(&self) -> Duration {
-        super::HEARTBEAT.min(self.backend.lost_after / 3)
+        HEARTBEAT.min(self.backend.lost_after / 3)
     }
 
     /// How long after its last stored write the node gives its lease up by itself: a sixth
