@@ -12,14 +12,10 @@ use colloquy_cluster::{
 use colloquy_core::{ChatItem, EventKind};
 use colloquy_llm::{ScriptedLlm, ScriptedResponse};
 use colloquy_protocol::ErrorKind;
-use common::{BOUND, NatsServer, REPLY, eventually, llm, support};
+use common::{BOUND, NatsServer, REPLY, eventually, node_builder, support};
 
 async fn node(server: &NatsServer, name: &str, max_sessions: usize) -> NodeHandle {
-    Node::builder()
-        .nats(server.url())
-        .name(name)
-        .agent("support", support)
-        .llm(llm())
+    node_builder(&server.url(), name)
         .max_sessions(max_sessions)
         .start()
         .await
@@ -80,11 +76,7 @@ async fn a_node_at_its_threshold_refuses_and_no_node_is_a_clear_error() {
         ClusterError::NoNode { agent: "support".into(), detail: "no live node".into() }
     );
 
-    let _small = Node::builder()
-        .nats(server.url())
-        .name("small")
-        .agent("support", support)
-        .llm(llm())
+    let _small = node_builder(&server.url(), "small")
         .max_sessions(4)
         .load_threshold(0.5)
         .start()
@@ -175,15 +167,7 @@ async fn events_resume_after_a_server_restart_with_no_gap_and_no_duplicate() {
     let mut server = NatsServer::start();
     // A node is lost only past 10 s: the restart must not cost the session.
     let lost_after = Duration::from_secs(10);
-    let _n1 = Node::builder()
-        .nats(server.url())
-        .name("n1")
-        .agent("support", support)
-        .llm(llm())
-        .lost_after(lost_after)
-        .start()
-        .await
-        .unwrap();
+    let _n1 = node_builder(&server.url(), "n1").lost_after(lost_after).start().await.unwrap();
     let host = cluster(&server).await;
     let session = host.start_session("support", StartOptions::new()).await.unwrap();
     let id = session.id().to_owned();
@@ -246,11 +230,7 @@ fn is_user_message(kind: &EventKind, text: &str) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drain_refuses_new_sessions_then_closes_the_rest_with_node_draining() {
     let server = NatsServer::start();
-    let n1 = Node::builder()
-        .nats(server.url())
-        .name("n1")
-        .agent("support", support)
-        .llm(llm())
+    let n1 = node_builder(&server.url(), "n1")
         // Long enough for the first session to end by itself on a loaded machine.
         .drain_timeout(Duration::from_secs(2))
         .start()
@@ -327,15 +307,7 @@ async fn a_wrong_token_is_a_clear_error_and_a_name_is_held_once() {
     assert_eq!(url, &server.url());
     assert!(err.to_string().contains("authorization violation"), "{err}");
 
-    let start = || {
-        Node::builder()
-            .nats(server.url())
-            .token("s3cret")
-            .name("n1")
-            .agent("support", support)
-            .llm(llm())
-            .start()
-    };
+    let start = || node_builder(&server.url(), "n1").token("s3cret").start();
     let _n1 = start().await.unwrap();
     let taken = start().await.err().expect("the name is held");
     assert_eq!(taken, ClusterError::NameTaken("n1".into()));

@@ -9,21 +9,15 @@ mod common;
 use std::time::{Duration, Instant};
 
 use colloquy_cluster::{
-    Cluster, ClusterError, Node, NodeHandle, NodeInfo, RemoteEvents, RemoteSession, StartOptions,
+    Cluster, ClusterError, NodeHandle, NodeInfo, RemoteEvents, RemoteSession, StartOptions,
 };
 use colloquy_core::EventKind;
-use common::{BOUND, NatsServer, eventually, llm, raw_events, raw_type, support};
-
-const LOST_AFTER: Duration = Duration::from_secs(2);
-/// What a loaded machine may add to `lost_after` before a loss is seen.
-const MARGIN: Duration = Duration::from_secs(2);
+use common::{
+    AT_ONCE, BOUND, LOST_AFTER, MARGIN, NatsServer, eventually, node_builder, raw_events, raw_type,
+};
 
 async fn node(server: &NatsServer, name: &str, lost_after: Duration) -> NodeHandle {
-    Node::builder()
-        .nats(server.url())
-        .name(name)
-        .agent("support", support)
-        .llm(llm())
+    node_builder(&server.url(), name)
         .lost_after(lost_after)
         .start()
         .await
@@ -85,7 +79,7 @@ async fn a_node_that_stops_without_a_drain_is_lost_on_every_host() {
     let asked = Instant::now();
     let err = on_n1.user_turn("hello?").await.unwrap_err();
     assert_eq!(err, ClusterError::NodeLost { node: "n1".into() });
-    assert!(asked.elapsed() < Duration::from_millis(100), "{:?}", asked.elapsed());
+    assert!(asked.elapsed() < AT_ONCE, "{:?}", asked.elapsed());
     eventually(BOUND, "the other host sees the loss", || async {
         seen_elsewhere.is_node_lost().then_some(())
     })
@@ -139,7 +133,10 @@ async fn a_node_cut_off_closes_its_sessions_then_registers_under_a_new_lease() {
     let err = session.user_turn("hello?").await.unwrap_err();
     assert_eq!(err, ClusterError::NodeLost { node: "n1".into() });
     let raw = raw_events(&server.url(), session.id()).await;
-    assert_eq!(raw.last().map(raw_type), Some("session_closed"), "the session ended first");
+    let types: Vec<&str> = raw.iter().map(raw_type).collect();
+    let closed = types.iter().position(|t| *t == "session_closed").expect("closed");
+    assert_eq!(raw[closed]["event"]["reason"], "node_lost");
+    assert!(types[..closed].iter().all(|t| *t != "x_node_lost"), "the session ended first");
 
     // Back: a greater lease, nothing of the old one, and it takes sessions again.
     n1.pause_heartbeats(false);
@@ -156,11 +153,7 @@ async fn a_node_cut_off_closes_its_sessions_then_registers_under_a_new_lease() {
 async fn a_drained_node_is_not_lost() {
     let server = NatsServer::start();
     let lost_after = Duration::from_secs(1);
-    let n1 = Node::builder()
-        .nats(server.url())
-        .name("n1")
-        .agent("support", support)
-        .llm(llm())
+    let n1 = node_builder(&server.url(), "n1")
         .lost_after(lost_after)
         .drain_timeout(Duration::ZERO)
         .start()
@@ -186,26 +179,11 @@ async fn a_name_whose_entry_expired_is_taken_again_cleanly() {
     let host = cluster(&server, lost_after).await;
     let lease = live_node(&host, "n1", |_| true).await.lease;
     drop(first);
-    let taken = Node::builder()
-        .nats(server.url())
-        .name("n1")
-        .agent("support", support)
-        .llm(llm())
-        .start()
-        .await
-        .err()
-        .expect("the entry is still there");
+    let taken =
+        node_builder(&server.url(), "n1").start().await.err().expect("the entry is still there");
     assert_eq!(taken, ClusterError::NameTaken("n1".into()));
     let second = eventually(BOUND, "n1 starts again", || async {
-        Node::builder()
-            .nats(server.url())
-            .name("n1")
-            .agent("support", support)
-            .llm(llm())
-            .lost_after(lost_after)
-            .start()
-            .await
-            .ok()
+        node_builder(&server.url(), "n1").lost_after(lost_after).start().await.ok()
     })
     .await;
     let info = live_node(&host, "n1", |n| n.lease > lease).await;

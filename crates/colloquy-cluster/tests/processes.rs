@@ -15,14 +15,12 @@ use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use colloquy_cluster::{Cluster, ClusterError, Node, RemoteEvents, RemoteSession, StartOptions};
-use common::{BOUND, NatsServer, eventually, llm, raw_events, raw_type, support};
+use colloquy_cluster::{Cluster, ClusterError, RemoteEvents, RemoteSession, StartOptions};
+use common::{
+    AT_ONCE, BOUND, LOST_AFTER, MARGIN, NatsServer, eventually, node_builder, raw_events, raw_type,
+};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-
-const LOST_AFTER: Duration = Duration::from_secs(2);
-/// What a loaded machine may add to `lost_after` before a loss is seen.
-const MARGIN: Duration = Duration::from_secs(2);
 
 const NATS_VAR: &str = "COLLOQUY_TEST_NODE_NATS";
 const NAME_VAR: &str = "COLLOQUY_TEST_NODE_NAME";
@@ -39,15 +37,8 @@ async fn node_process() {
         return;
     };
     let lost_after = Duration::from_millis(lost_after.parse().expect("milliseconds"));
-    let report = Node::builder()
-        .nats(url)
-        .name(name)
-        .agent("support", support)
-        .llm(llm())
-        .lost_after(lost_after)
-        .run()
-        .await
-        .expect("the node runs");
+    let report =
+        node_builder(&url, &name).lost_after(lost_after).run().await.expect("the node runs");
     eprintln!("node drained: {report:?}");
 }
 
@@ -179,7 +170,7 @@ async fn kill_9_of_a_node_loses_its_sessions_only_and_leaves_nothing_running() {
         let asked = Instant::now();
         let err = session.history().await.unwrap_err();
         assert_eq!(err, ClusterError::NodeLost { node: "doomed".into() });
-        assert!(asked.elapsed() < Duration::from_millis(100), "{:?}", asked.elapsed());
+        assert!(asked.elapsed() < AT_ONCE, "{:?}", asked.elapsed());
     }
     assert!(killed.elapsed() < LOST_AFTER + MARGIN, "{:?}", killed.elapsed());
     assert!(!doomed.wait().success());

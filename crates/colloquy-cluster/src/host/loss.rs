@@ -62,24 +62,35 @@ impl Tracked {
 /// The sessions this host drives, by id, for as long as a handle on them lives.
 #[derive(Default)]
 pub(crate) struct Tracker {
-    sessions: Mutex<HashMap<String, Weak<Tracked>>>,
+    sessions: Mutex<Sessions>,
+}
+
+#[derive(Default)]
+struct Sessions {
+    by_id: HashMap<String, Weak<Tracked>>,
+    /// The size at which the entries whose handles are all gone are dropped: twice the size
+    /// after the last time, so tracking stays linear.
+    prune_at: usize,
 }
 
 impl Tracker {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Weak<Tracked>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Sessions> {
         self.sessions.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The session's entry, shared with the handles this host already has on it.
     pub(crate) fn track(&self, id: &str, node: &str, boot_id: &str, lease: u64) -> Arc<Tracked> {
         let mut sessions = self.lock();
-        if let Some(tracked) = sessions.get(id).and_then(Weak::upgrade)
+        if let Some(tracked) = sessions.by_id.get(id).and_then(Weak::upgrade)
             && tracked.node == node
             && tracked.lease == lease
         {
             return tracked;
         }
-        sessions.retain(|_, t| t.strong_count() > 0);
+        if sessions.by_id.len() >= sessions.prune_at {
+            sessions.by_id.retain(|_, t| t.strong_count() > 0);
+            sessions.prune_at = (sessions.by_id.len() * 2).max(64);
+        }
         let tracked = Arc::new(Tracked {
             id: id.to_owned(),
             node: node.to_owned(),
@@ -87,14 +98,14 @@ impl Tracker {
             lease,
             lost: watch::channel(false).0,
         });
-        sessions.insert(id.to_owned(), Arc::downgrade(&tracked));
+        sessions.by_id.insert(id.to_owned(), Arc::downgrade(&tracked));
         tracked
     }
 
     /// The nodes of the sessions tracked, not yet lost.
     fn nodes(&self) -> BTreeSet<String> {
         let sessions = self.lock();
-        let live = sessions.values().filter_map(Weak::upgrade).filter(|t| !t.is_lost());
+        let live = sessions.by_id.values().filter_map(Weak::upgrade).filter(|t| !t.is_lost());
         live.map(|t| t.node.clone()).collect()
     }
 
@@ -102,7 +113,7 @@ impl Tracker {
     /// that were not lost yet.
     fn lose(&self, node: &str, before: u64) -> Vec<Arc<Tracked>> {
         let sessions = self.lock();
-        let on_node = sessions.values().filter_map(Weak::upgrade);
+        let on_node = sessions.by_id.values().filter_map(Weak::upgrade);
         on_node.filter(|t| t.node == node && t.lease < before && t.mark_lost()).collect()
     }
 }
@@ -169,8 +180,8 @@ fn seen_entry(
     match entry.operation {
         Operation::Put => {
             let Ok(info) = serde_json::from_slice::<NodeInfo>(&entry.value) else { return };
-            seen.insert(node.to_owned(), Seen::Live(info.lease));
-            if info.lease > 0 {
+            let before = seen.insert(node.to_owned(), Seen::Live(info.lease));
+            if info.lease > 0 && before != Some(Seen::Live(info.lease)) {
                 // Back under a new lease: it has closed what it held under the old ones.
                 declare(backend, tracker.lose(node, info.lease));
             }

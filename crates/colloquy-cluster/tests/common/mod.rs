@@ -13,6 +13,12 @@ use std::time::{Duration, Instant};
 
 /// The bound on anything a test waits for.
 pub(crate) const BOUND: Duration = Duration::from_secs(15);
+/// When the loss tests' nodes are lost.
+pub(crate) const LOST_AFTER: Duration = Duration::from_secs(2);
+/// What a loaded machine may add to `lost_after` before a loss is seen.
+pub(crate) const MARGIN: Duration = Duration::from_secs(2);
+/// A call that fails without a request: far under a command's 5 s bound.
+pub(crate) const AT_ONCE: Duration = Duration::from_millis(500);
 /// What the scripted model answers.
 pub(crate) const REPLY: &str = "Your order ships tomorrow.";
 
@@ -23,6 +29,11 @@ pub(crate) fn support() -> colloquy_core::Agent {
 pub(crate) fn llm() -> colloquy_llm::ScriptedLlm {
     colloquy_llm::ScriptedLlm::new([])
         .with_fallback(|_, _| colloquy_llm::ScriptedResponse::text(REPLY))
+}
+
+/// A node named `name` on the server at `url` with the `support` agent and the scripted model.
+pub(crate) fn node_builder(url: &str, name: &str) -> colloquy_cluster::NodeBuilder {
+    colloquy_cluster::Node::builder().nats(url).name(name).agent("support", support).llm(llm())
 }
 
 /// Every message stored on session `id`'s events subject, as JSON, read past any reader's
