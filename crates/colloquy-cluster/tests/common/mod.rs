@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 
 /// The bound on anything a test waits for.
 pub(crate) const BOUND: Duration = Duration::from_secs(15);
-/// When the loss tests' nodes are lost.
+/// When the loss tests' nodes are lost: at 1 s a loaded machine misses enough heartbeats for
+/// a healthy node to fence itself.
 pub(crate) const LOST_AFTER: Duration = Duration::from_secs(2);
 /// What a loaded machine may add to `lost_after` before a loss is seen.
 pub(crate) const MARGIN: Duration = Duration::from_secs(2);
