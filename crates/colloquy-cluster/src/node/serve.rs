@@ -28,13 +28,14 @@ pub(super) async fn start(
     session: SessionHandle,
     events: EventStream,
     agent: &str,
+    lease: u64,
 ) -> Result<(), ClusterError> {
     let id = session.id().to_owned();
     let record = SessionRecord {
         session_id: id.clone(),
         node: shared.name.clone(),
         boot_id: shared.boot_id.clone(),
-        lease: shared.lease(),
+        lease,
         agent: agent.to_owned(),
         lost: false,
     };
