@@ -39,7 +39,10 @@ pub enum ClusterError {
     #[error("invalid node configuration: {0}")]
     Config(String),
     /// Another live node holds this name.
-    #[error("node name `{0}` is held by a live node (it frees within 3 s of that node's end)")]
+    #[error(
+        "node name `{0}` is held by a live node (it frees once that node's entry expires, \
+         `lost_after` after its last heartbeat)"
+    )]
     NameTaken(String),
     /// No live node could take the session.
     #[error("no node can take a `{agent}` session: {detail}")]
@@ -65,7 +68,8 @@ pub enum ClusterError {
         /// What the session builder said.
         message: String,
     },
-    /// The node that holds the session (or the one asked) is no longer live.
+    /// The node that holds the session (or the one asked) is no longer live: its entry
+    /// expired, or it registered again under a new lease (docs/cluster.md#failure).
     #[error("node `{node}` is lost")]
     NodeLost {
         /// The node.

@@ -13,6 +13,11 @@
 //! the stream, in order, resumable after a reconnect or a restart
 //! ([`RemoteSession::subscribe_from`]).
 //!
+//! A node that stops heartbeating is **lost** `lost_after` later (3 s by default): every host
+//! with sessions there writes `x_node_lost` into their events and fails their calls with
+//! [`ClusterError::NodeLost`]; the node, if it comes back, has already closed those sessions
+//! with reason [`NODE_LOST`] (docs/cluster.md#failure).
+//!
 //! NATS rather than a transport of our own, or ractor's cluster: docs/decisions.md#nats.
 
 mod error;
@@ -28,10 +33,11 @@ pub use error::ClusterError;
 pub use host::{Cluster, ClusterBuilder, RemoteEvent, RemoteEvents, RemoteSession, Timeouts};
 pub use names::{
     EVENTS_DUPLICATE_WINDOW, EVENTS_MAX_AGE, EVENTS_MAX_BYTES, EVENTS_PER_SESSION, EVENTS_STREAM,
-    EVENTS_SUBJECTS, NODE_MARKER_TTL, NODE_TTL, NODES_BUCKET, SESSIONS_BUCKET,
+    EVENTS_SUBJECTS, MIN_LOST_AFTER, NODE_MARKER_TTL, NODE_TTL, NODES_BUCKET, SESSIONS_BUCKET,
 };
 pub use nats::CONNECT_TIMEOUT;
 pub use node::{
-    DrainReport, HEARTBEAT, NODE_DRAINING, Node, NodeBuilder, NodeHandle, NodeLoad, SessionStart,
+    DrainReport, HEARTBEAT, NODE_DRAINING, NODE_LOST, Node, NodeBuilder, NodeHandle, NodeLoad,
+    SessionStart,
 };
 pub use wire::{CLUSTER_VERSION, NodeInfo, Refusal, SessionRecord, StartOptions};

@@ -5,9 +5,14 @@ use std::time::Duration;
 
 /// The key-value bucket where each node announces itself, key `node.<name>`.
 pub const NODES_BUCKET: &str = "colloquy_nodes";
-/// How long a node's entry lives without a refresh: a node silent this long has left the
-/// bucket (the loss detector will watch for it).
+/// How long a node's entry lives without a refresh, by default: a node silent this long is
+/// lost (the `lost_after` of [`NodeBuilder`](crate::NodeBuilder::lost_after) and
+/// [`ClusterBuilder`](crate::ClusterBuilder::lost_after); the bucket's own `max_age` decides,
+/// docs/cluster.md#failure).
 pub const NODE_TTL: Duration = Duration::from_secs(3);
+/// The shortest `lost_after` a node or host accepts: below it a loaded machine would lose
+/// healthy nodes.
+pub const MIN_LOST_AFTER: Duration = Duration::from_secs(1);
 /// How long the server keeps the marker it writes when an entry expires, so a watcher sees the
 /// expiry as an event (needs nats-server 2.11 or later).
 pub const NODE_MARKER_TTL: Duration = Duration::from_secs(5);
@@ -52,6 +57,12 @@ pub(crate) fn drain_subject(name: &str) -> String {
 /// Where session `id` takes commands.
 pub(crate) fn command_subject(id: &str) -> String {
     format!("colloquy.session.{id}.cmd")
+}
+
+/// The message id of the `x_node_lost` marker in session `id`'s events: every host that
+/// writes it within the duplicate window stores it once.
+pub(crate) fn node_lost_id(id: &str) -> String {
+    format!("{id}:x_node_lost")
 }
 
 /// Where session `id`'s events go.

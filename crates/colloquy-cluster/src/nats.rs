@@ -92,11 +92,25 @@ pub(crate) struct Backend {
     pub(crate) nodes: kv::Store,
     pub(crate) sessions: kv::Store,
     pub(crate) events: stream::Stream,
+    /// The nodes bucket's `max_age`: how long a silent node stays in it, whatever this side
+    /// asked for (docs/cluster.md#failure).
+    pub(crate) lost_after: Duration,
 }
 
 impl Backend {
-    /// Connects and opens (or creates) the buckets and the stream.
-    pub(crate) async fn open(server: &Server, name: &str) -> Result<Self, ClusterError> {
+    /// Connects and opens (or creates) the buckets and the stream; a nodes bucket created here
+    /// keeps a silent node `lost_after`.
+    pub(crate) async fn open(
+        server: &Server,
+        name: &str,
+        lost_after: Duration,
+    ) -> Result<Self, ClusterError> {
+        if lost_after < names::MIN_LOST_AFTER {
+            return Err(ClusterError::Config(format!(
+                "lost_after is {lost_after:?}: it must be at least {:?}",
+                names::MIN_LOST_AFTER
+            )));
+        }
         let (reconnects, connections) = watch::channel(0);
         let client = server.connect(name, reconnects).await?;
         let js = jetstream::ContextBuilder::new().timeout(JETSTREAM_TIMEOUT).build(client.clone());
@@ -107,7 +121,7 @@ impl Backend {
                 description: "colloquy nodes: one entry per live node, refreshed every second"
                     .into(),
                 history: 1,
-                max_age: names::NODE_TTL,
+                max_age: lost_after,
                 limit_markers: Some(names::NODE_MARKER_TTL),
                 ..Default::default()
             },
@@ -123,8 +137,25 @@ impl Backend {
             },
         )
         .await?;
+        let bucket_age = nodes.status().await.map_err(ClusterError::nats)?.max_age();
+        if bucket_age.is_zero() {
+            return Err(ClusterError::Setup {
+                what: format!("key-value bucket {}", names::NODES_BUCKET),
+                reason: "it has no max_age, so a node that dies would never leave it: \
+                         recreate it with one (docs/cluster.md#failure)"
+                    .into(),
+            });
+        }
+        if bucket_age != lost_after {
+            tracing::warn!(
+                client = name,
+                asked = ?lost_after,
+                bucket = ?bucket_age,
+                "the nodes bucket keeps silent nodes for its own max_age, not lost_after"
+            );
+        }
         let events = events_stream(&js).await?;
-        Ok(Self { client, connections, js, nodes, sessions, events })
+        Ok(Self { client, connections, js, nodes, sessions, events, lost_after: bucket_age })
     }
 }
 

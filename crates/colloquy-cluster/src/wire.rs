@@ -16,6 +16,12 @@ pub struct NodeInfo {
     pub name: String,
     /// Drawn at each start: a node that restarts under the same name is another boot.
     pub boot_id: String,
+    /// The node's lease: the revision of the entry it registered with (0 in that first
+    /// entry, until the node rewrites it). A node that registers again after its entry
+    /// expired holds a greater lease, and sessions placed under an older one are lost
+    /// (docs/cluster.md#failure).
+    #[serde(default)]
+    pub lease: u64,
     /// The agents it can start, by name, in order.
     pub agents: Vec<String>,
     /// Its live sessions.
@@ -41,6 +47,8 @@ impl NodeInfo {
         admission(&Admission {
             agent,
             draining: self.draining,
+            // A node announces only while it holds its lease.
+            fenced: false,
             serves_agent: self.agents.iter().any(|a| a == agent),
             node_protocol: self.protocol,
             host_protocol: CLUSTER_VERSION,
@@ -62,8 +70,15 @@ pub struct SessionRecord {
     pub node: String,
     /// That node's boot.
     pub boot_id: String,
+    /// The node's lease when the session started ([`NodeInfo::lease`]).
+    #[serde(default)]
+    pub lease: u64,
     /// The agent it started with.
     pub agent: String,
+    /// Set by a host that found the node lost and wrote `x_node_lost` into the session's
+    /// events.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub lost: bool,
 }
 
 /// What a host may ask for a session it starts on a node; everything else (the model, the
@@ -114,7 +129,13 @@ pub(crate) struct PlaceRequest {
 #[serde(tag = "result", rename_all = "snake_case")]
 pub(crate) enum PlaceReply {
     /// The session runs there.
-    Placed { session_id: String, node: String, boot_id: String },
+    Placed {
+        session_id: String,
+        node: String,
+        boot_id: String,
+        #[serde(default)]
+        lease: u64,
+    },
     /// The node will not take it.
     Refused { refusal: Refusal },
     /// The node tried and the session could not start.
@@ -129,6 +150,10 @@ pub enum Refusal {
     /// It is draining.
     #[error("the node is draining")]
     Draining,
+    /// It lost its lease (its entry expired, or it could not renew it in time) and has not
+    /// registered again yet.
+    #[error("the node lost its lease and has not registered again")]
+    Fenced,
     /// It has no agent of that name.
     #[error("the node has no agent `{agent}`")]
     UnknownAgent {
@@ -159,10 +184,34 @@ pub enum Refusal {
     },
 }
 
+/// What a host writes into the events of a session whose node it found lost, so every reader
+/// of the stream meets it in order: `{"type": "x_node_lost", "session_id", "node", "boot_id",
+/// "lease"}`. A reader hands it on as [`ClusterError::NodeLost`](crate::ClusterError::NodeLost)
+/// and ends.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type")]
+pub(crate) enum Marker {
+    #[serde(rename = "x_node_lost")]
+    NodeLost { session_id: String, node: String, boot_id: String, lease: u64 },
+}
+
+impl Marker {
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        // Strings and numbers: serialization cannot fail.
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    /// The marker in `bytes`, if they hold one (an event frame has no `type`).
+    pub(crate) fn decode(bytes: &[u8]) -> Option<Self> {
+        serde_json::from_slice(bytes).ok()
+    }
+}
+
 /// What admission looks at.
 pub(crate) struct Admission<'a> {
     pub(crate) agent: &'a str,
     pub(crate) draining: bool,
+    pub(crate) fenced: bool,
     pub(crate) serves_agent: bool,
     pub(crate) node_protocol: u32,
     pub(crate) host_protocol: u32,
@@ -179,6 +228,8 @@ pub(crate) fn admission(a: &Admission<'_>) -> Option<Refusal> {
         Some(Refusal::Version { node: a.node_protocol, host: a.host_protocol })
     } else if a.draining {
         Some(Refusal::Draining)
+    } else if a.fenced {
+        Some(Refusal::Fenced)
     } else if !a.serves_agent {
         Some(Refusal::UnknownAgent { agent: a.agent.to_owned() })
     } else if a.sessions >= a.max_sessions {
@@ -211,6 +262,7 @@ mod tests {
         NodeInfo {
             name: name.into(),
             boot_id: "b".into(),
+            lease: 1,
             agents: vec!["support".into()],
             sessions,
             max_sessions: 10,
@@ -247,6 +299,31 @@ mod tests {
         old.protocol = CLUSTER_VERSION + 1;
         assert!(matches!(old.refusal("support"), Some(Refusal::Version { .. })));
         assert!(matches!(node("a", 0).refusal("sales"), Some(Refusal::UnknownAgent { .. })));
+    }
+
+    #[test]
+    fn a_marker_is_told_from_an_event_frame() {
+        let marker = Marker::NodeLost {
+            session_id: "s1".into(),
+            node: "n1".into(),
+            boot_id: "b".into(),
+            lease: 4,
+        };
+        let json = String::from_utf8(marker.encode()).unwrap();
+        assert!(json.starts_with(r#"{"type":"x_node_lost","session_id":"s1""#), "{json}");
+        assert_eq!(Marker::decode(json.as_bytes()), Some(marker));
+        let frame = r#"{"session_id":"s1","index":1,"event":{"at_ms":0,"type":"session_closed","reason":"x"}}"#;
+        assert_eq!(Marker::decode(frame.as_bytes()), None);
+    }
+
+    #[test]
+    fn records_and_announcements_without_a_lease_still_read() {
+        let record: SessionRecord =
+            serde_json::from_str(r#"{"session_id":"s","node":"n","boot_id":"b","agent":"a"}"#)
+                .unwrap();
+        assert_eq!((record.lease, record.lost), (0, false));
+        let json = serde_json::to_string(&record).unwrap();
+        assert!(!json.contains("lost"), "{json}");
     }
 
     #[test]

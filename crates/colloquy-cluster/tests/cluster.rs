@@ -9,29 +9,13 @@ use std::time::Duration;
 use colloquy_cluster::{
     Cluster, ClusterError, Node, NodeHandle, NodeInfo, Refusal, StartOptions, Timeouts,
 };
-use colloquy_core::{Agent, ChatItem, EventKind};
+use colloquy_core::{ChatItem, EventKind};
 use colloquy_llm::{ScriptedLlm, ScriptedResponse};
 use colloquy_protocol::ErrorKind;
-use common::{NatsServer, eventually};
-
-/// The bound on anything a test waits for.
-const BOUND: Duration = Duration::from_secs(15);
-const REPLY: &str = "Your order ships tomorrow.";
-
-fn support() -> Agent {
-    Agent::new("support", "You help with orders.")
-}
-
-fn llm() -> ScriptedLlm {
-    ScriptedLlm::new([]).with_fallback(|_, _| ScriptedResponse::text(REPLY))
-}
+use common::{BOUND, NatsServer, REPLY, eventually, node_builder, support};
 
 async fn node(server: &NatsServer, name: &str, max_sessions: usize) -> NodeHandle {
-    Node::builder()
-        .nats(server.url())
-        .name(name)
-        .agent("support", support)
-        .llm(llm())
+    node_builder(&server.url(), name)
         .max_sessions(max_sessions)
         .start()
         .await
@@ -92,11 +76,7 @@ async fn a_node_at_its_threshold_refuses_and_no_node_is_a_clear_error() {
         ClusterError::NoNode { agent: "support".into(), detail: "no live node".into() }
     );
 
-    let _small = Node::builder()
-        .nats(server.url())
-        .name("small")
-        .agent("support", support)
-        .llm(llm())
+    let _small = node_builder(&server.url(), "small")
         .max_sessions(4)
         .load_threshold(0.5)
         .start()
@@ -185,7 +165,9 @@ async fn a_remote_user_turn_is_driven_and_its_events_read_in_order() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn events_resume_after_a_server_restart_with_no_gap_and_no_duplicate() {
     let mut server = NatsServer::start();
-    let _n1 = node(&server, "n1", 10).await;
+    // A node is lost only past 10 s: the restart must not cost the session.
+    let lost_after = Duration::from_secs(10);
+    let _n1 = node_builder(&server.url(), "n1").lost_after(lost_after).start().await.unwrap();
     let host = cluster(&server).await;
     let session = host.start_session("support", StartOptions::new()).await.unwrap();
     let id = session.id().to_owned();
@@ -248,11 +230,7 @@ fn is_user_message(kind: &EventKind, text: &str) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drain_refuses_new_sessions_then_closes_the_rest_with_node_draining() {
     let server = NatsServer::start();
-    let n1 = Node::builder()
-        .nats(server.url())
-        .name("n1")
-        .agent("support", support)
-        .llm(llm())
+    let n1 = node_builder(&server.url(), "n1")
         // Long enough for the first session to end by itself on a loaded machine.
         .drain_timeout(Duration::from_secs(2))
         .start()
@@ -322,16 +300,14 @@ async fn a_wrong_token_is_a_clear_error_and_a_name_is_held_once() {
     assert!(err.to_string().contains("check the token"), "{err}");
     let err = Cluster::connect(server.url()).await.err().expect("refused without a token");
     assert!(matches!(err, ClusterError::Auth { .. }), "{err:?}");
+    let node =
+        Node::builder().nats(server.url()).token("wrong").name("n1").agent("support", support);
+    let err = node.start().await.err().expect("a node is refused too");
+    let ClusterError::Auth { url, .. } = &err else { panic!("{err:?}") };
+    assert_eq!(url, &server.url());
+    assert!(err.to_string().contains("authorization violation"), "{err}");
 
-    let start = || {
-        Node::builder()
-            .nats(server.url())
-            .token("s3cret")
-            .name("n1")
-            .agent("support", support)
-            .llm(llm())
-            .start()
-    };
+    let start = || node_builder(&server.url(), "n1").token("s3cret").start();
     let _n1 = start().await.unwrap();
     let taken = start().await.err().expect("the name is held");
     assert_eq!(taken, ClusterError::NameTaken("n1".into()));

@@ -17,6 +17,7 @@ use tokio::sync::{mpsc, watch};
 use crate::error::ClusterError;
 use crate::names;
 use crate::nats::Backend;
+use crate::wire::Marker;
 
 /// How long one pull waits on the server: also how soon the consumer notices a restarted
 /// server (its idle heartbeat is half of it).
@@ -42,7 +43,8 @@ pub struct RemoteEvent {
 
 /// A remote session's events, in order. `recv` gives `None` after `session_closed`; an
 /// `Err` item says events were lost to the stream's retention (or one could not be read), and
-/// the stream goes on after it.
+/// the stream goes on after it, except [`ClusterError::NodeLost`]: the `x_node_lost` marker a
+/// host wrote when it found the session's node lost, the last item (docs/cluster.md#failure).
 #[derive(Debug)]
 pub struct RemoteEvents {
     rx: mpsc::Receiver<Result<RemoteEvent, ClusterError>>,
@@ -155,6 +157,12 @@ impl Reader {
                             }
                         }
                         Err(e) => {
+                            if let Some(Marker::NodeLost { node, .. }) =
+                                Marker::decode(&message.payload)
+                            {
+                                let _ = self.tx.send(Err(ClusterError::NodeLost { node })).await;
+                                return;
+                            }
                             if self.tx.send(Err(ClusterError::Session(e))).await.is_err() {
                                 return;
                             }

@@ -3,10 +3,12 @@
 //! (docs/cluster.md#hosts).
 
 mod events;
+mod loss;
 mod remote;
 mod shared;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures_util::TryStreamExt;
 
@@ -18,7 +20,8 @@ use crate::error::ClusterError;
 use crate::names;
 use crate::nats::{Backend, Server};
 use crate::wire::{CLUSTER_VERSION, NodeInfo, PlaceReply, PlaceRequest, StartOptions, rank};
-use shared::ClusterInner;
+use loss::Tracker;
+use shared::{ClusterInner, Holder};
 
 /// A host's view of the cluster: the nodes, and the sessions it places on them.
 ///
@@ -46,6 +49,7 @@ pub struct Cluster {
 pub struct ClusterBuilder {
     server: Server,
     timeouts: Timeouts,
+    lost_after: Duration,
 }
 
 impl ClusterBuilder {
@@ -61,10 +65,23 @@ impl ClusterBuilder {
         self
     }
 
-    /// Connects and opens the cluster's buckets and stream (creating them on a fresh server).
+    /// How long after its last heartbeat a node is lost (default 3 s, at least 1 s): the
+    /// `max_age` of the nodes bucket if this host creates it. An existing bucket keeps its own,
+    /// which is what counts (docs/cluster.md#failure).
+    pub fn lost_after(mut self, lost_after: Duration) -> Self {
+        self.lost_after = lost_after;
+        self
+    }
+
+    /// Connects, opens the cluster's buckets and stream (creating them on a fresh server) and
+    /// starts watching the nodes, so the sessions of a node that is lost learn it.
     pub async fn connect(self) -> Result<Cluster, ClusterError> {
-        let backend = Backend::open(&self.server, "colloquy-host").await?;
-        Ok(Cluster { inner: Arc::new(ClusterInner { backend, timeouts: self.timeouts }) })
+        let backend = Backend::open(&self.server, "colloquy-host", self.lost_after).await?;
+        let tracker = Arc::new(Tracker::default());
+        let watch = tokio::spawn(loss::watch_nodes(backend.clone(), Arc::clone(&tracker)));
+        let watch = watch.abort_handle();
+        let inner = ClusterInner { backend, timeouts: self.timeouts, tracker, watch };
+        Ok(Cluster { inner: Arc::new(inner) })
     }
 }
 
@@ -76,7 +93,11 @@ impl Cluster {
 
     /// A connection to configure (a token, timeouts).
     pub fn builder(url: impl Into<String>) -> ClusterBuilder {
-        ClusterBuilder { server: Server::new(url), timeouts: Timeouts::default() }
+        ClusterBuilder {
+            server: Server::new(url),
+            timeouts: Timeouts::default(),
+            lost_after: names::NODE_TTL,
+        }
     }
 
     /// The live nodes as they last announced themselves (at most a second ago), by name.
@@ -156,20 +177,37 @@ impl Cluster {
         })
     }
 
-    /// The live session `id`, placed by this host or another (a host that restarted finds its
-    /// sessions again this way).
+    /// The session `id`, placed by this host or another (a host that restarted finds its
+    /// sessions again this way), while its node holds it. A session whose node was lost is
+    /// found too, so its events can be read to the end (`x_node_lost`); its commands fail
+    /// with [`ClusterError::NodeLost`]. A session that ended is not found.
     pub async fn session(&self, id: &str) -> Result<RemoteSession, ClusterError> {
         if !names::is_valid_name(id) {
             return Err(ClusterError::NotFound(id.to_owned()));
         }
         let record = self.inner.session_record(id).await?;
         let record = record.ok_or_else(|| ClusterError::NotFound(id.to_owned()))?;
-        Ok(RemoteSession::new(
-            Arc::clone(&self.inner),
-            record.session_id,
-            record.node,
-            record.boot_id,
-        ))
+        let tracked = self.inner.tracker.track(
+            &record.session_id,
+            &record.node,
+            &record.boot_id,
+            record.lease,
+        );
+        if record.lost {
+            tracked.mark_lost();
+        } else if !tracked.is_lost() {
+            // Its node may have been lost while no host drove it: then nobody wrote the
+            // marker yet.
+            let lost = match self.inner.holder(&record.node).await {
+                Holder::Live(lease) => lease > record.lease,
+                Holder::Gone => true,
+                Holder::Unknown => false,
+            };
+            if lost && tracked.mark_lost() {
+                loss::declare(&self.inner.backend, vec![Arc::clone(&tracked)]);
+            }
+        }
+        Ok(RemoteSession::new(Arc::clone(&self.inner), tracked))
     }
 
     /// Asks node `node` to drain (no new sessions; its sessions closed with reason
@@ -200,8 +238,9 @@ impl Cluster {
                 e.into_error(|| ClusterError::NodeLost { node: node.to_owned() }, "placement")
             })?;
         match serde_json::from_slice(&answer).map_err(ClusterError::nats)? {
-            PlaceReply::Placed { session_id, node, boot_id } => {
-                Ok(RemoteSession::new(Arc::clone(&self.inner), session_id, node, boot_id))
+            PlaceReply::Placed { session_id, node, boot_id, lease } => {
+                let tracked = self.inner.tracker.track(&session_id, &node, &boot_id, lease);
+                Ok(RemoteSession::new(Arc::clone(&self.inner), tracked))
             }
             PlaceReply::Refused { refusal } => {
                 Err(ClusterError::Refused { node: node.to_owned(), refusal })

@@ -12,6 +12,7 @@ use colloquy_protocol::{Command, ErrorKind, Reply, Request};
 use tokio::time::Instant;
 
 use super::events::RemoteEvents;
+use super::loss::Tracked;
 use super::shared::{ClusterInner, NoAnswer};
 use crate::error::ClusterError;
 use crate::names;
@@ -21,33 +22,42 @@ const RESEND_PAUSE: Duration = Duration::from_millis(100);
 
 /// A session running on a node of the cluster. Cheap to clone; dropping it leaves the session
 /// running (close it, or let the node's drain do it).
+///
+/// Once the host finds its node lost, every call fails with [`ClusterError::NodeLost`] at
+/// once, calls under way included (docs/cluster.md#failure).
 #[derive(Clone)]
 pub struct RemoteSession {
     inner: Arc<ClusterInner>,
-    id: String,
-    node: String,
-    boot_id: String,
+    tracked: Arc<Tracked>,
 }
 
 impl std::fmt::Debug for RemoteSession {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RemoteSession").field("id", &self.id).field("node", &self.node).finish()
+        f.debug_struct("RemoteSession")
+            .field("id", &self.tracked.id)
+            .field("node", &self.tracked.node)
+            .finish()
     }
 }
 
 impl RemoteSession {
-    pub(crate) fn new(inner: Arc<ClusterInner>, id: String, node: String, boot_id: String) -> Self {
-        Self { inner, id, node, boot_id }
+    pub(crate) fn new(inner: Arc<ClusterInner>, tracked: Arc<Tracked>) -> Self {
+        Self { inner, tracked }
     }
 
     /// The session's id.
     pub fn id(&self) -> &str {
-        &self.id
+        &self.tracked.id
     }
 
     /// The node that holds it.
     pub fn node(&self) -> &str {
-        &self.node
+        &self.tracked.node
+    }
+
+    /// Whether this host has found the session's node lost.
+    pub fn is_node_lost(&self) -> bool {
+        self.tracked.is_lost()
     }
 
     /// The user said `text`; returns once the session has taken the turn.
@@ -180,7 +190,7 @@ impl RemoteSession {
     /// The session's events after the one with stream sequence `seq` (the last a subscriber
     /// saw, kept across a reconnect or a restart): no gap, no duplicate.
     pub async fn subscribe_from(&self, seq: u64) -> Result<RemoteEvents, ClusterError> {
-        RemoteEvents::open(&self.inner.backend, &self.id, seq).await
+        RemoteEvents::open(&self.inner.backend, self.id(), seq).await
     }
 
     async fn unit(&self, command: Command) -> Result<(), ClusterError> {
@@ -191,14 +201,27 @@ impl RemoteSession {
     }
 
     /// One command: a request on the session's subject, its reply, or the error that says
-    /// what happened (the node gone, the session gone, no answer in time). Nobody listening
-    /// while both the node and the session are still recorded is a node reconnecting: the
-    /// command, which nobody received, is sent again until the bound.
+    /// what happened (the node lost, the session gone, no answer in time).
     async fn call(&self, command: Command) -> Result<Reply, ClusterError> {
+        let lost = || ClusterError::NodeLost { node: self.tracked.node.clone() };
+        if self.tracked.is_lost() {
+            return Err(lost());
+        }
+        tokio::select! {
+            biased;
+            () = self.tracked.lost() => Err(lost()),
+            reply = self.request(command) => reply,
+        }
+    }
+
+    /// The request behind [`call`](Self::call). Nobody listening while both the node and the
+    /// session are still recorded is a node reconnecting: the command, which nobody received,
+    /// is sent again until the bound.
+    async fn request(&self, command: Command) -> Result<Reply, ClusterError> {
         let timeout = self.timeout_for(&command);
         let deadline = Instant::now() + timeout;
         let name = command.name();
-        let subject = names::command_subject(&self.id);
+        let subject = names::command_subject(self.id());
         let body = Request::new(command).encode();
         let timed_out = || ClusterError::Timeout { what: name.to_owned(), after: timeout };
         let answer = loop {
@@ -234,15 +257,16 @@ impl RemoteSession {
         }
     }
 
-    /// `NodeLost` if the session's node (this boot of it) is no longer live, `NotFound` if the
-    /// session has ended; `None` if both are still there.
+    /// `NodeLost` if the session's node (this boot and lease of it) is no longer live,
+    /// `NotFound` if the session has ended; `None` if both are still there.
     async fn gone(&self) -> Option<ClusterError> {
-        match self.inner.node(&self.node).await {
-            Some(node) if node.boot_id == self.boot_id => {}
-            _ => return Some(ClusterError::NodeLost { node: self.node.clone() }),
+        let tracked = &self.tracked;
+        match self.inner.node(&tracked.node).await {
+            Some(node) if node.boot_id == tracked.boot_id && node.lease == tracked.lease => {}
+            _ => return Some(ClusterError::NodeLost { node: tracked.node.clone() }),
         }
-        match self.inner.session_record(&self.id).await {
-            Ok(None) => Some(ClusterError::NotFound(self.id.clone())),
+        match self.inner.session_record(&tracked.id).await {
+            Ok(None) => Some(ClusterError::NotFound(tracked.id.clone())),
             _ => None,
         }
     }

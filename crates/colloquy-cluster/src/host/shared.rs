@@ -1,10 +1,14 @@
 //! What a host's calls share: the connection, the bounds on requests, and the requests
 //! themselves with what "no answer" means.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::RequestErrorKind;
+use async_nats::jetstream::kv::Operation;
+use tokio::task::AbortHandle;
 
+use super::loss::Tracker;
 use crate::error::ClusterError;
 use crate::names;
 use crate::nats::Backend;
@@ -37,6 +41,26 @@ impl Default for Timeouts {
 pub(crate) struct ClusterInner {
     pub(crate) backend: Backend,
     pub(crate) timeouts: Timeouts,
+    /// The sessions this host drives, for the loss detection.
+    pub(crate) tracker: Arc<Tracker>,
+    /// The watch on the nodes bucket, ended with the cluster.
+    pub(crate) watch: AbortHandle,
+}
+
+impl Drop for ClusterInner {
+    fn drop(&mut self) {
+        self.watch.abort();
+    }
+}
+
+/// Whether a node holds its entry, as read from the bucket.
+pub(crate) enum Holder {
+    /// An entry under this lease.
+    Live(u64),
+    /// No entry: expired, or deleted by a drain.
+    Gone,
+    /// The read failed.
+    Unknown,
 }
 
 /// Why a request got no answer.
@@ -98,6 +122,21 @@ impl ClusterInner {
             })?
             .map_err(ClusterError::nats)?;
         value.map(|v| serde_json::from_slice(&v).map_err(ClusterError::nats)).transpose()
+    }
+
+    /// Whether node `name` holds an entry, and under which lease.
+    pub(crate) async fn holder(&self, name: &str) -> Holder {
+        let read = self.backend.nodes.entry(names::node_key(name));
+        match tokio::time::timeout(self.timeouts.place, read).await {
+            Ok(Ok(Some(entry))) if entry.operation == Operation::Put => {
+                match serde_json::from_slice::<NodeInfo>(&entry.value) {
+                    Ok(info) => Holder::Live(info.lease),
+                    Err(_) => Holder::Unknown,
+                }
+            }
+            Ok(Ok(_)) => Holder::Gone,
+            _ => Holder::Unknown,
+        }
     }
 
     /// The live node `name`'s entry, if it is live.

@@ -5,12 +5,13 @@
 
 mod announce;
 mod drain;
+mod fence;
 mod place;
 mod serve;
 mod shared;
 
 use std::collections::BTreeMap;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -19,9 +20,9 @@ use colloquy_core::Agent;
 use colloquy_llm::Llm;
 use tokio::sync::{Notify, OnceCell, watch};
 
-pub use announce::HEARTBEAT;
 pub use drain::NODE_DRAINING;
-pub use shared::{DrainReport, NodeLoad, SessionStart};
+pub use fence::NODE_LOST;
+pub use shared::{DrainReport, HEARTBEAT, NodeLoad, SessionStart};
 
 use crate::error::ClusterError;
 use crate::names;
@@ -33,8 +34,8 @@ use shared::{NodeConfig, NodeShared};
 pub struct Node;
 
 impl Node {
-    /// A node with no agent yet, 100 sessions at most, a load threshold of 0.7 and a drain
-    /// timeout of 30 minutes.
+    /// A node with no agent yet, 100 sessions at most, a load threshold of 0.7, a drain
+    /// timeout of 30 minutes, lost 3 s after its last heartbeat.
     pub fn builder() -> NodeBuilder {
         NodeBuilder {
             server: Server::new("nats://127.0.0.1:4222"),
@@ -47,6 +48,7 @@ impl Node {
                 load_threshold: 0.7,
                 load_fn: None,
                 drain_timeout: Duration::from_secs(30 * 60),
+                lost_after: names::NODE_TTL,
             },
         }
     }
@@ -139,6 +141,16 @@ impl NodeBuilder {
         self
     }
 
+    /// How long after its last heartbeat the node is lost (default 3 s, at least 1 s): the
+    /// `max_age` of the nodes bucket if this node creates it. An existing bucket keeps its own,
+    /// and that is what counts, here too: the node heartbeats three times per `max_age` (at
+    /// most every second) and closes its sessions by itself if none is stored for five sixths
+    /// of it (docs/cluster.md#failure).
+    pub fn lost_after(mut self, lost_after: Duration) -> Self {
+        self.config.lost_after = lost_after;
+        self
+    }
+
     /// Connects, announces the node and starts serving; returns once hosts can place
     /// sessions here. Fails if the name is invalid or held by another live node, if no agent is
     /// registered, or if NATS cannot be reached or set up.
@@ -155,7 +167,8 @@ impl NodeBuilder {
                 "node `{name}` registers no agent: call NodeBuilder::agent"
             )));
         }
-        let backend = Backend::open(&self.server, &format!("colloquy-node-{name}")).await?;
+        let client = format!("colloquy-node-{name}");
+        let backend = Backend::open(&self.server, &client, self.config.lost_after).await?;
         let host = Host::new().await.map_err(|e| ClusterError::Config(e.to_string()))?;
         let (count, _) = watch::channel(0);
         let shared = Arc::new(NodeShared {
@@ -171,10 +184,15 @@ impl NodeBuilder {
             drain_requested: Notify::new(),
             drained: OnceCell::new(),
             tasks: Mutex::new(Vec::new()),
+            lease: AtomicU64::new(0),
+            fenced: AtomicBool::new(false),
+            renewed: watch::channel(tokio::time::Instant::now()).0,
+            paused: AtomicBool::new(false),
         });
         let revision = announce::register(&shared).await?;
         let tasks = [
             tokio::spawn(announce::run(Arc::clone(&shared), revision)).abort_handle(),
+            tokio::spawn(fence::watch(Arc::clone(&shared))).abort_handle(),
             place::serve(&shared).await?,
             drain::serve(&shared).await?,
         ];
@@ -223,7 +241,16 @@ impl NodeHandle {
 
     /// The node's live sessions, by id: the local handles.
     pub fn sessions(&self) -> Vec<SessionHandle> {
-        self.shared().lock_sessions().values().map(|s| s.handle.clone()).collect()
+        self.shared().session_handles()
+    }
+
+    /// Stops (`true`) or resumes the node's heartbeats, as a node cut off from NATS would
+    /// stop them: for tests of node loss. Its entry expires, it closes its sessions with
+    /// reason `node_lost` by itself, and once resumed it registers again under a new lease.
+    #[doc(hidden)]
+    pub fn pause_heartbeats(&self, paused: bool) {
+        self.shared().paused.store(paused, Ordering::Release);
+        self.shared().changed.notify_one();
     }
 
     /// Drains the node: it takes no new session, waits up to its drain timeout for its

@@ -35,6 +35,7 @@ async fn place(shared: &Arc<NodeShared>, request: PlaceRequest) -> PlaceReply {
     let refusal = admission(&Admission {
         agent: &request.agent,
         draining: shared.is_draining(),
+        fenced: shared.is_fenced(),
         serves_agent: factory.is_some(),
         node_protocol: CLUSTER_VERSION,
         host_protocol: request.v,
@@ -71,11 +72,14 @@ async fn place(shared: &Arc<NodeShared>, request: PlaceRequest) -> PlaceReply {
         Err(e) => return PlaceReply::Failed { message: e.to_string() },
     };
     let session_id = session.id().to_owned();
-    match serve::start(shared, session.clone(), events, &request.agent).await {
+    // Read once: the record and the answer name the same lease.
+    let lease = shared.lease();
+    match serve::start(shared, session.clone(), events, &request.agent, lease).await {
         Ok(()) => PlaceReply::Placed {
             session_id,
             node: shared.name.clone(),
             boot_id: shared.boot_id.clone(),
+            lease,
         },
         Err(e) => {
             let _ = session.close_with_reason("node_error").await;

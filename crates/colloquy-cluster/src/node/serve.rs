@@ -12,6 +12,7 @@ use colloquy_protocol::{EventFrame, Reply, Request, execute};
 use futures_util::StreamExt;
 use tokio::sync::oneshot;
 
+use super::fence::NODE_LOST;
 use super::shared::NodeShared;
 use crate::error::ClusterError;
 use crate::names;
@@ -27,13 +28,16 @@ pub(super) async fn start(
     session: SessionHandle,
     events: EventStream,
     agent: &str,
+    lease: u64,
 ) -> Result<(), ClusterError> {
     let id = session.id().to_owned();
     let record = SessionRecord {
         session_id: id.clone(),
         node: shared.name.clone(),
         boot_id: shared.boot_id.clone(),
+        lease,
         agent: agent.to_owned(),
+        lost: false,
     };
     let body = serde_json::to_vec(&record).unwrap_or_default();
     shared
@@ -52,7 +56,11 @@ pub(super) async fn start(
     let client = shared.backend.client.clone();
     let serving = tokio::spawn(serve_commands(client, session.clone(), commands, on_end));
     let publishing = tokio::spawn(publish_events(Arc::clone(shared), id, events, ended));
-    shared.add_session(session, vec![serving.abort_handle(), publishing.abort_handle()]);
+    shared.add_session(session.clone(), vec![serving.abort_handle(), publishing.abort_handle()]);
+    // A fence between the admission and now did not see this session.
+    if shared.is_fenced() {
+        tokio::spawn(async move { session.close_with_reason(NODE_LOST).await });
+    }
     Ok(())
 }
 

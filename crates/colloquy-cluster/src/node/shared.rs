@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -14,10 +14,15 @@ use colloquy_llm::Llm;
 use futures_util::StreamExt;
 use tokio::sync::{Notify, OnceCell, watch};
 use tokio::task::AbortHandle;
+use tokio::time::Instant;
 
 use crate::error::ClusterError;
 use crate::nats::Backend;
 use crate::wire::{CLUSTER_VERSION, NodeInfo};
+
+/// How often a node refreshes its entry at most (it also writes at once when its sessions
+/// change, and more often when the bucket's `max_age` is under 3 s).
+pub const HEARTBEAT: Duration = Duration::from_secs(1);
 
 /// Builds an agent for each new session.
 pub(crate) type AgentFactory = Arc<dyn Fn() -> Agent + Send + Sync>;
@@ -66,6 +71,8 @@ pub(crate) struct NodeConfig {
     pub(crate) load_threshold: f64,
     pub(crate) load_fn: Option<LoadFn>,
     pub(crate) drain_timeout: Duration,
+    /// Asked for; the nodes bucket's `max_age` is what counts (`Backend::lost_after`).
+    pub(crate) lost_after: Duration,
 }
 
 /// What a node's tasks share.
@@ -86,6 +93,16 @@ pub(crate) struct NodeShared {
     pub(crate) drained: OnceCell<DrainReport>,
     /// The node's own tasks (announcer, servers), ended by a drain or the last handle.
     pub(crate) tasks: Mutex<Vec<AbortHandle>>,
+    /// The revision of the entry the node registered with (docs/cluster.md#failure).
+    pub(crate) lease: AtomicU64,
+    /// Set when the node gives its lease up (its sessions closed with `node_lost`), cleared
+    /// by the next entry it writes: meanwhile it takes no session.
+    pub(crate) fenced: AtomicBool,
+    /// When the node sent the last write of its entry that was stored: the entry lives at
+    /// least until then plus the bucket's `max_age`.
+    pub(crate) renewed: watch::Sender<Instant>,
+    /// Heartbeats stopped by `NodeHandle::pause_heartbeats`.
+    pub(crate) paused: AtomicBool,
 }
 
 /// A session of the node and the tasks that serve it.
@@ -107,6 +124,27 @@ impl NodeShared {
         self.draining.load(Ordering::Acquire)
     }
 
+    pub(crate) fn is_fenced(&self) -> bool {
+        self.fenced.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn lease(&self) -> u64 {
+        self.lease.load(Ordering::Acquire)
+    }
+
+    /// How often the node writes its entry: every second, or three times per `max_age` if
+    /// that is shorter.
+    pub(crate) fn heartbeat(&self) -> Duration {
+        HEARTBEAT.min(self.backend.lost_after / 3)
+    }
+
+    /// How long after its last stored write the node gives its lease up by itself: a sixth
+    /// of `max_age` before the entry can expire, so it stops before any host declares it lost.
+    pub(crate) fn fence_after(&self) -> Duration {
+        let lost_after = self.backend.lost_after;
+        lost_after - lost_after / 6
+    }
+
     /// The load now, from the load function.
     pub(crate) fn load(&self, sessions: usize) -> f64 {
         let load = NodeLoad { sessions, max_sessions: self.config.max_sessions };
@@ -121,6 +159,7 @@ impl NodeShared {
         NodeInfo {
             name: self.name.clone(),
             boot_id: self.boot_id.clone(),
+            lease: self.lease(),
             agents: self.config.agents.keys().cloned().collect(),
             sessions,
             max_sessions: self.config.max_sessions,
@@ -130,6 +169,11 @@ impl NodeShared {
             protocol: CLUSTER_VERSION,
             draining: self.is_draining(),
         }
+    }
+
+    /// The live sessions' handles.
+    pub(crate) fn session_handles(&self) -> Vec<SessionHandle> {
+        self.lock_sessions().values().map(|s| s.handle.clone()).collect()
     }
 
     /// Registers a session that just started, with the tasks serving it.

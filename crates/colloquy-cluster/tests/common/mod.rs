@@ -1,13 +1,76 @@
 //! A real nats-server for the tests: the pinned binary `scripts/install-nats.sh` puts in
 //! `target/nats/` (run on first use if it is missing), with JetStream, on a free 127.0.0.1
 //! port, its store in a directory of its own; killed and its directory removed on drop. It can
-//! be restarted on the same port and store, as a server that crashed and came back.
+//! be restarted on the same port and store, as a server that crashed and came back. And what
+//! the tests share: an agent, a scripted model, bounded waits, the raw events of a session.
+#![allow(dead_code)] // each test binary uses its own part
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
+
+/// The bound on anything a test waits for.
+pub(crate) const BOUND: Duration = Duration::from_secs(15);
+/// When the loss tests' nodes are lost: at 1 s a loaded machine misses enough heartbeats for
+/// a healthy node to fence itself.
+pub(crate) const LOST_AFTER: Duration = Duration::from_secs(2);
+/// What a loaded machine may add to `lost_after` before a loss is seen.
+pub(crate) const MARGIN: Duration = Duration::from_secs(2);
+/// A call that fails without a request: far under a command's 5 s bound.
+pub(crate) const AT_ONCE: Duration = Duration::from_millis(500);
+/// What the scripted model answers.
+pub(crate) const REPLY: &str = "Your order ships tomorrow.";
+
+pub(crate) fn support() -> colloquy_core::Agent {
+    colloquy_core::Agent::new("support", "You help with orders.")
+}
+
+pub(crate) fn llm() -> colloquy_llm::ScriptedLlm {
+    colloquy_llm::ScriptedLlm::new([])
+        .with_fallback(|_, _| colloquy_llm::ScriptedResponse::text(REPLY))
+}
+
+/// A node named `name` on the server at `url` with the `support` agent and the scripted model.
+pub(crate) fn node_builder(url: &str, name: &str) -> colloquy_cluster::NodeBuilder {
+    colloquy_cluster::Node::builder().nats(url).name(name).agent("support", support).llm(llm())
+}
+
+/// Every message stored on session `id`'s events subject, as JSON, read past any reader's
+/// end (a reader stops at `session_closed` or `x_node_lost`).
+pub(crate) async fn raw_events(url: &str, id: &str) -> Vec<serde_json::Value> {
+    use async_nats::jetstream::consumer::{DeliverPolicy, pull};
+    use futures_util::StreamExt;
+    let client = async_nats::connect(url).await.expect("a raw connection");
+    let js = async_nats::jetstream::new(client);
+    let stream = js.get_stream(colloquy_cluster::EVENTS_STREAM).await.expect("the events stream");
+    let consumer = stream
+        .create_consumer(pull::OrderedConfig {
+            filter_subject: format!("colloquy.events.{id}"),
+            deliver_policy: DeliverPolicy::All,
+            ..Default::default()
+        })
+        .await
+        .expect("a consumer");
+    let mut messages = consumer.messages().await.expect("messages");
+    let mut all = Vec::new();
+    loop {
+        let next = tokio::time::timeout(Duration::from_secs(1), messages.next()).await;
+        let Ok(Some(Ok(message))) = next else { break };
+        all.push(serde_json::from_slice(&message.payload).expect("JSON"));
+        if message.info().expect("info").pending == 0 {
+            break;
+        }
+    }
+    all
+}
+
+/// The type of a raw event message: an event's (`session_closed`…) or a marker's
+/// (`x_node_lost`).
+pub(crate) fn raw_type(message: &serde_json::Value) -> &str {
+    message["event"]["type"].as_str().or_else(|| message["type"].as_str()).unwrap_or("?")
+}
 
 /// How long the server may take to write its ports file.
 const READY_TIMEOUT: Duration = Duration::from_secs(10);

@@ -1,0 +1,204 @@
+//! Losing a node, in one process against a real nats-server (docs/cluster.md#failure): a node
+//! that stops without a drain is lost within `lost_after` (its sessions' readers get
+//! `x_node_lost`, their calls `NodeLost`, on every host); a node cut off from NATS closes its
+//! sessions by itself and registers again under a new lease; a drain is no loss; a name whose
+//! entry expired can be taken again. Nodes are lost after 2 s here: at 1 s a loaded machine
+//! misses enough heartbeats for a healthy node to fence itself.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use colloquy_cluster::{
+    Cluster, ClusterError, NodeHandle, NodeInfo, RemoteEvents, RemoteSession, StartOptions,
+};
+use colloquy_core::EventKind;
+use common::{
+    AT_ONCE, BOUND, LOST_AFTER, MARGIN, NatsServer, eventually, node_builder, raw_events, raw_type,
+};
+
+async fn node(server: &NatsServer, name: &str, lost_after: Duration) -> NodeHandle {
+    node_builder(&server.url(), name)
+        .lost_after(lost_after)
+        .start()
+        .await
+        .unwrap_or_else(|e| panic!("node {name} starts: {e}"))
+}
+
+async fn cluster(server: &NatsServer, lost_after: Duration) -> Cluster {
+    Cluster::builder(server.url()).lost_after(lost_after).connect().await.expect("a host")
+}
+
+/// Reads `events` to their end; the last item, and when it came.
+async fn last_item(events: &mut RemoteEvents) -> (Result<EventKind, ClusterError>, Instant) {
+    let mut last = None;
+    while let Some(item) = tokio::time::timeout(BOUND, events.recv()).await.expect("an end") {
+        last = Some(item.map(|e| e.event.kind));
+    }
+    (last.expect("at least one item"), Instant::now())
+}
+
+async fn answers(session: &RemoteSession) {
+    session.user_turn("Where is my order?").await.expect("a turn");
+    session.wait_for_idle().await.expect("idle");
+}
+
+async fn live_node(cluster: &Cluster, name: &str, check: impl Fn(&NodeInfo) -> bool) -> NodeInfo {
+    eventually(BOUND, &format!("{name} is announced as expected"), || async {
+        cluster.nodes().await.ok()?.into_iter().find(|n| n.name == name && check(n))
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_stops_without_a_drain_is_lost_on_every_host() {
+    let server = NatsServer::start();
+    let n1 = node(&server, "n1", LOST_AFTER).await;
+    let _n2 = node(&server, "n2", LOST_AFTER).await;
+    let host = cluster(&server, LOST_AFTER).await;
+    let other = cluster(&server, LOST_AFTER).await;
+    let on_n1 = host.start_session_on("n1", "support", StartOptions::new()).await.unwrap();
+    let on_n2 = host.start_session_on("n2", "support", StartOptions::new()).await.unwrap();
+    let mut events = on_n1.subscribe().await.unwrap();
+    answers(&on_n1).await;
+    // Another host drives the same session.
+    let seen_elsewhere = other.session(on_n1.id()).await.unwrap();
+    let mut elsewhere = seen_elsewhere.subscribe().await.unwrap();
+
+    let stopped = Instant::now();
+    drop(n1);
+    let (last, at) = last_item(&mut events).await;
+    assert_eq!(last, Err(ClusterError::NodeLost { node: "n1".into() }));
+    let detected = at - stopped;
+    eprintln!("x_node_lost {detected:?} after the node stopped (lost_after {LOST_AFTER:?})");
+    assert!(detected < LOST_AFTER + MARGIN, "{detected:?}");
+    assert!(detected > LOST_AFTER / 2, "not before the entry can expire: {detected:?}");
+    let (last, _) = last_item(&mut elsewhere).await;
+    assert_eq!(last, Err(ClusterError::NodeLost { node: "n1".into() }));
+
+    // Calls fail at once, on both hosts; the other node carries on.
+    let asked = Instant::now();
+    let err = on_n1.user_turn("hello?").await.unwrap_err();
+    assert_eq!(err, ClusterError::NodeLost { node: "n1".into() });
+    assert!(asked.elapsed() < AT_ONCE, "{:?}", asked.elapsed());
+    eventually(BOUND, "the other host sees the loss", || async {
+        seen_elsewhere.is_node_lost().then_some(())
+    })
+    .await;
+    assert!(matches!(seen_elsewhere.history().await, Err(ClusterError::NodeLost { .. })));
+    answers(&on_n2).await;
+    assert!(!on_n2.is_node_lost());
+
+    // The marker is stored once, after the session's events; a host that comes later finds
+    // the session lost and reads its events to the marker.
+    let raw = raw_events(&server.url(), on_n1.id()).await;
+    let types: Vec<&str> = raw.iter().map(raw_type).collect();
+    assert_eq!(types.iter().filter(|t| **t == "x_node_lost").count(), 1, "{types:?}");
+    assert_eq!(types.last(), Some(&"x_node_lost"), "{types:?}");
+    assert_eq!(raw.last().unwrap()["node"], "n1");
+    let later = cluster(&server, LOST_AFTER).await;
+    let found = later.session(on_n1.id()).await.unwrap();
+    assert!(found.is_node_lost());
+    let mut replay = found.subscribe().await.unwrap();
+    let (last, _) = last_item(&mut replay).await;
+    assert_eq!(last, Err(ClusterError::NodeLost { node: "n1".into() }));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_cut_off_closes_its_sessions_then_registers_under_a_new_lease() {
+    let server = NatsServer::start();
+    let n1 = node(&server, "n1", LOST_AFTER).await;
+    let host = cluster(&server, LOST_AFTER).await;
+    let session = host.start_session("support", StartOptions::new()).await.unwrap();
+    let mut events = session.subscribe().await.unwrap();
+    answers(&session).await;
+    let lease = live_node(&host, "n1", |_| true).await.lease;
+
+    let paused = Instant::now();
+    n1.pause_heartbeats(true);
+    // The node closes the session by itself before its entry can expire: its last event says
+    // why, ahead of any host's marker.
+    let (last, at) = last_item(&mut events).await;
+    assert_eq!(last, Ok(EventKind::SessionClosed { reason: "node_lost".into() }));
+    eprintln!("fenced {:?} after the heartbeats stopped", at - paused);
+    eventually(BOUND, "the node lets the session go", || async {
+        n1.sessions().is_empty().then_some(())
+    })
+    .await;
+    eventually(BOUND, "the host finds the node lost", || async {
+        session.is_node_lost().then_some(())
+    })
+    .await;
+    eprintln!("lost {:?} after the heartbeats stopped", paused.elapsed());
+    assert!(paused.elapsed() < LOST_AFTER + MARGIN, "{:?}", paused.elapsed());
+    let err = session.user_turn("hello?").await.unwrap_err();
+    assert_eq!(err, ClusterError::NodeLost { node: "n1".into() });
+    let raw = raw_events(&server.url(), session.id()).await;
+    let types: Vec<&str> = raw.iter().map(raw_type).collect();
+    let closed = types.iter().position(|t| *t == "session_closed").expect("closed");
+    assert_eq!(raw[closed]["event"]["reason"], "node_lost");
+    assert!(types[..closed].iter().all(|t| *t != "x_node_lost"), "the session ended first");
+
+    // Back: a greater lease, nothing of the old one, and it takes sessions again.
+    n1.pause_heartbeats(false);
+    let back = live_node(&host, "n1", |n| n.lease > lease).await;
+    assert_eq!(back.sessions, 0);
+    let err = host.session(session.id()).await.unwrap_err();
+    assert_eq!(err, ClusterError::NotFound(session.id().to_owned()));
+    let again = host.start_session_on("n1", "support", StartOptions::new()).await.unwrap();
+    answers(&again).await;
+    assert!(!again.is_node_lost());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drained_node_is_not_lost() {
+    let server = NatsServer::start();
+    let n1 = node_builder(&server.url(), "n1")
+        .lost_after(LOST_AFTER)
+        .drain_timeout(Duration::ZERO)
+        .start()
+        .await
+        .unwrap();
+    let host = cluster(&server, LOST_AFTER).await;
+    let session = host.start_session("support", StartOptions::new()).await.unwrap();
+    let report = tokio::time::timeout(BOUND, n1.drain()).await.expect("the drain ends");
+    assert_eq!(report.closed, 1);
+    // Past the expiry of the entry's delete marker, which a watch also sees as a purge.
+    tokio::time::sleep(LOST_AFTER * 2).await;
+    assert!(!session.is_node_lost());
+    let raw = raw_events(&server.url(), session.id()).await;
+    assert_eq!(raw.last().map(raw_type), Some("session_closed"));
+    assert!(raw.iter().all(|m| raw_type(m) != "x_node_lost"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_name_whose_entry_expired_is_taken_again_cleanly() {
+    let server = NatsServer::start();
+    let first = node(&server, "n1", LOST_AFTER).await;
+    let host = cluster(&server, LOST_AFTER).await;
+    let lease = live_node(&host, "n1", |_| true).await.lease;
+    drop(first);
+    let taken =
+        node_builder(&server.url(), "n1").start().await.err().expect("the entry is still there");
+    assert_eq!(taken, ClusterError::NameTaken("n1".into()));
+    let second = eventually(BOUND, "n1 starts again", || async {
+        node_builder(&server.url(), "n1").lost_after(LOST_AFTER).start().await.ok()
+    })
+    .await;
+    let info = live_node(&host, "n1", |n| n.lease > lease).await;
+    assert_eq!(info.boot_id, second.info().boot_id);
+    let session = host.start_session("support", StartOptions::new()).await.unwrap();
+    answers(&session).await;
+    assert_eq!(second.sessions().len(), 1);
+}
+
+#[tokio::test]
+async fn lost_after_under_a_second_is_refused_before_connecting() {
+    let short = Duration::from_millis(500);
+    let err = Cluster::builder("nats://127.0.0.1:1").lost_after(short).connect().await.err();
+    let err = err.expect("refused");
+    assert!(matches!(err, ClusterError::Config(_)), "{err:?}");
+    assert!(err.to_string().contains("at least 1s"), "{err}");
+    let err = node_builder("nats://127.0.0.1:1", "n1").lost_after(short).start().await.err();
+    assert!(matches!(err, Some(ClusterError::Config(_))), "{err:?}");
+}

@@ -1,0 +1,233 @@
+//! Nodes in processes of their own, killed or stopped as a machine fails
+//! (docs/cluster.md#failure): two node processes and a host (this test), sessions on both;
+//! `kill -9` of one, and only its sessions report `x_node_lost` within `lost_after` and a
+//! margin, the other's carry on, nothing of the killed one is left running; `SIGSTOP` of one
+//! past `lost_after`, and once continued it closes the sessions its hosts gave up.
+//!
+//! A node process is this test binary run again on its ignored test [`node_process`] with the
+//! node's settings in its environment: no other binary to build, and a node with a scripted
+//! model, as in the other tests. Linux only: the checks read `/proc`.
+#![cfg(target_os = "linux")]
+
+mod common;
+
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use colloquy_cluster::{Cluster, ClusterError, RemoteEvents, RemoteSession, StartOptions};
+use common::{
+    AT_ONCE, BOUND, LOST_AFTER, MARGIN, NatsServer, eventually, node_builder, raw_events, raw_type,
+};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+const NATS_VAR: &str = "COLLOQUY_TEST_NODE_NATS";
+const NAME_VAR: &str = "COLLOQUY_TEST_NODE_NAME";
+const LOST_AFTER_VAR: &str = "COLLOQUY_TEST_NODE_LOST_AFTER_MS";
+
+/// The node process: runs a node until it is drained or killed. Does nothing when run by
+/// hand (`--ignored`) without its environment.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "the node process the tests below start"]
+async fn node_process() {
+    let (Ok(url), Ok(name), Ok(lost_after)) =
+        (std::env::var(NATS_VAR), std::env::var(NAME_VAR), std::env::var(LOST_AFTER_VAR))
+    else {
+        return;
+    };
+    let lost_after = Duration::from_millis(lost_after.parse().expect("milliseconds"));
+    let report =
+        node_builder(&url, &name).lost_after(lost_after).run().await.expect("the node runs");
+    eprintln!("node drained: {report:?}");
+}
+
+/// A node process, killed (and reaped) on drop if it still runs.
+struct NodeProcess {
+    child: Child,
+}
+
+impl NodeProcess {
+    fn start(server: &NatsServer, name: &str) -> Self {
+        let exe = std::env::current_exe().expect("the test binary");
+        let child = Command::new(exe)
+            .args(["node_process", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
+            .env(NATS_VAR, server.url())
+            .env(NAME_VAR, name)
+            .env(LOST_AFTER_VAR, LOST_AFTER.as_millis().to_string())
+            // A group of its own: whatever it started is found, and killed, with it.
+            .process_group(0)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("a node process");
+        Self { child }
+    }
+
+    fn pid(&self) -> Pid {
+        Pid::from_raw(i32::try_from(self.child.id()).expect("a pid"))
+    }
+
+    fn signal(&self, signal: Signal) {
+        kill(self.pid(), signal).unwrap_or_else(|e| panic!("{signal}: {e}"));
+    }
+
+    /// Waits for the process to end; its exit status.
+    fn wait(&mut self) -> std::process::ExitStatus {
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().expect("its status") {
+                return status;
+            }
+            assert!(start.elapsed() < BOUND, "the node process did not end");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for NodeProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The processes in process group `group`, from `/proc`.
+fn group_members(group: Pid) -> Vec<i32> {
+    let mut members = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+        // `pid (comm) state ppid pgrp …`: comm may hold spaces, so read after its `)`.
+        let Some((_, rest)) = stat.rsplit_once(')') else { continue };
+        let pgrp = rest.split_whitespace().nth(2).and_then(|p| p.parse::<i32>().ok());
+        if pgrp == Some(group.as_raw()) {
+            members.push(pid);
+        }
+    }
+    members
+}
+
+async fn host(server: &NatsServer) -> Cluster {
+    Cluster::builder(server.url()).lost_after(LOST_AFTER).connect().await.expect("the host")
+}
+
+async fn both_nodes_live(host: &Cluster) {
+    eventually(BOUND, "both nodes announce themselves", || async {
+        let nodes = host.nodes().await.ok()?;
+        (nodes.iter().filter(|n| n.lease > 0).count() == 2).then_some(())
+    })
+    .await;
+}
+
+/// Two sessions on `node`, each with a reader.
+async fn sessions_on(host: &Cluster, node: &str) -> Vec<(RemoteSession, RemoteEvents)> {
+    let mut sessions = Vec::new();
+    for _ in 0..2 {
+        let session = host.start_session_on(node, "support", StartOptions::new()).await.unwrap();
+        let events = session.subscribe().await.unwrap();
+        answers(&session).await;
+        sessions.push((session, events));
+    }
+    sessions
+}
+
+async fn answers(session: &RemoteSession) {
+    session.user_turn("Where is my order?").await.expect("a turn");
+    session.wait_for_idle().await.expect("idle");
+}
+
+/// Reads `events` until `NodeLost` or their end; whether it was `NodeLost`.
+async fn reads_to_node_lost(events: &mut RemoteEvents, bound: Duration) -> bool {
+    let read = async {
+        while let Some(item) = events.recv().await {
+            if let Err(ClusterError::NodeLost { .. }) = item {
+                return true;
+            }
+        }
+        false
+    };
+    tokio::time::timeout(bound, read).await.unwrap_or(false)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_of_a_node_loses_its_sessions_only_and_leaves_nothing_running() {
+    let server = NatsServer::start();
+    let host = host(&server).await;
+    let mut doomed = NodeProcess::start(&server, "doomed");
+    let mut spared = NodeProcess::start(&server, "spared");
+    both_nodes_live(&host).await;
+    let mut lost = sessions_on(&host, "doomed").await;
+    let mut kept = sessions_on(&host, "spared").await;
+    let group = doomed.pid();
+    assert_eq!(group_members(group), [group.as_raw()], "the node process runs alone");
+
+    let killed = Instant::now();
+    doomed.signal(Signal::SIGKILL);
+    for (session, events) in &mut lost {
+        assert!(reads_to_node_lost(events, LOST_AFTER + MARGIN).await, "{}", session.id());
+        eprintln!("x_node_lost {:?} after kill -9 (lost_after {LOST_AFTER:?})", killed.elapsed());
+        let asked = Instant::now();
+        let err = session.history().await.unwrap_err();
+        assert_eq!(err, ClusterError::NodeLost { node: "doomed".into() });
+        assert!(asked.elapsed() < AT_ONCE, "{:?}", asked.elapsed());
+    }
+    assert!(killed.elapsed() < LOST_AFTER + MARGIN, "{:?}", killed.elapsed());
+    assert!(!doomed.wait().success());
+    assert!(group_members(group).is_empty(), "nothing of the killed node runs");
+
+    for (session, events) in &mut kept {
+        assert!(!session.is_node_lost());
+        answers(session).await;
+        assert!(!reads_to_node_lost(events, Duration::from_millis(200)).await);
+    }
+    // Its sessions done, the spared node drains on request, and its process ends.
+    for (session, _) in &kept {
+        session.close().await.unwrap();
+    }
+    host.drain_node("spared").await.unwrap();
+    assert!(spared.wait().success());
+    assert!(group_members(spared.pid()).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_node_that_continues_closes_the_sessions_its_hosts_gave_up() {
+    let server = NatsServer::start();
+    let host = host(&server).await;
+    let stalled = NodeProcess::start(&server, "stalled");
+    let _other = NodeProcess::start(&server, "other");
+    both_nodes_live(&host).await;
+    let lease = host.nodes().await.unwrap().into_iter().find(|n| n.name == "stalled").unwrap();
+    let mut sessions = sessions_on(&host, "stalled").await;
+
+    stalled.signal(Signal::SIGSTOP);
+    for (session, events) in &mut sessions {
+        assert!(reads_to_node_lost(events, LOST_AFTER + MARGIN).await, "{}", session.id());
+    }
+    stalled.signal(Signal::SIGCONT);
+
+    // Back: it registers under a new lease and holds none of the sessions it was given up on.
+    eventually(BOUND, "the node registers again with no session", || async {
+        let nodes = host.nodes().await.ok()?;
+        let back = nodes.into_iter().find(|n| n.name == "stalled" && n.lease > lease.lease)?;
+        (back.sessions == 0).then_some(())
+    })
+    .await;
+    for (session, _) in &sessions {
+        let err = session.user_turn("hello?").await.unwrap_err();
+        assert_eq!(err, ClusterError::NodeLost { node: "stalled".into() });
+        eventually(BOUND, "the node lets the session go", || async {
+            matches!(host.session(session.id()).await, Err(ClusterError::NotFound(_))).then_some(())
+        })
+        .await;
+        // Its own last word comes after the host's marker, past where readers stop.
+        let raw = raw_events(&server.url(), session.id()).await;
+        let types: Vec<&str> = raw.iter().map(raw_type).collect();
+        let marker = types.iter().position(|t| *t == "x_node_lost").expect("the marker");
+        let closed = &raw[marker + 1..];
+        assert!(
+            closed.iter().any(|m| m["event"]["reason"] == "node_lost"),
+            "the node closed it with node_lost: {types:?}"
+        );
+    }
+}
