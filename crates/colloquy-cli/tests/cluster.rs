@@ -5,9 +5,7 @@
 
 mod common;
 // The cluster crate's harness: one way to start a nats-server for every test that needs one.
-// These tests use part of it (no restarts), hence the allowance.
-#[allow(dead_code)]
-#[path = "../../colloquy-cluster/tests/common/mod.rs"]
+#[path = "../../colloquy-cluster/tests/common/server.rs"]
 mod nats;
 
 use std::io::{Read, Write};
