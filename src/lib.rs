@@ -242,9 +242,9 @@ pub mod cluster {
 
     pub use colloquy_cluster::{
         CLUSTER_VERSION, Cluster, ClusterBuilder, ClusterError, DrainReport, ErrorKind,
-        NODE_DRAINING, Node, NodeBuilder, NodeHandle, NodeInfo, NodeLoad, ProtocolError, Refusal,
-        RemoteEvent, RemoteEvents, RemoteSession, SessionRecord, SessionStart, StartOptions,
-        Timeouts,
+        NODE_DRAINING, NatsConfig, Node, NodeBuilder, NodeHandle, NodeInfo, NodeLoad,
+        ProtocolError, Refusal, RemoteEvent, RemoteEvents, RemoteSession, SessionRecord,
+        SessionStart, StartOptions, Timeouts,
     };
 }
 

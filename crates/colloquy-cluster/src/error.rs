@@ -16,12 +16,23 @@ pub enum ClusterError {
         /// What the client said.
         reason: String,
     },
-    /// NATS refused the credentials (a wrong or missing token).
-    #[error("NATS at {url} refused the credentials ({reason}): check the token")]
+    /// NATS refused the credentials (a wrong or missing token, user or password).
+    #[error(
+        "NATS at {url} refused the credentials ({reason}): check the token or user and password"
+    )]
     Auth {
         /// The server asked for (credentials left out).
         url: String,
         /// What the server said.
+        reason: String,
+    },
+    /// TLS could not be set up: a certificate file that cannot be read, a server certificate
+    /// not signed by a trusted authority, or TLS required of a server without it.
+    #[error("TLS with NATS at {url} failed ({reason}): check the certificates")]
+    Tls {
+        /// The server asked for (credentials left out).
+        url: String,
+        /// What went wrong.
         reason: String,
     },
     /// The server has no JetStream, or it refused to set up the cluster's buckets and stream.

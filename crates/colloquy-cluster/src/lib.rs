@@ -35,7 +35,7 @@ pub use names::{
     EVENTS_DUPLICATE_WINDOW, EVENTS_MAX_AGE, EVENTS_MAX_BYTES, EVENTS_PER_SESSION, EVENTS_STREAM,
     EVENTS_SUBJECTS, MIN_LOST_AFTER, NODE_MARKER_TTL, NODE_TTL, NODES_BUCKET, SESSIONS_BUCKET,
 };
-pub use nats::CONNECT_TIMEOUT;
+pub use nats::{CONNECT_TIMEOUT, NatsConfig};
 pub use node::{
     DrainReport, HEARTBEAT, NODE_DRAINING, NODE_LOST, Node, NodeBuilder, NodeHandle, NodeLoad,
     SessionStart,

@@ -2,6 +2,8 @@
 //! the events stream), created on first use with the same settings by whichever side comes
 //! first.
 
+use std::fmt;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use async_nats::jetstream::{self, kv, stream};
@@ -18,16 +20,92 @@ const PING_INTERVAL: Duration = Duration::from_secs(2);
 /// The bound on each JetStream call (a key-value write, a publish's acknowledgement).
 const JETSTREAM_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// How to reach NATS: a server URL and, if the server asks for one, a token.
-#[derive(Clone, Debug)]
-pub(crate) struct Server {
+/// How to reach NATS: the server's URL, the credentials it asks for, and TLS. A `&str` or a
+/// `String` converts into one (no credentials, TLS as the URL's scheme says). Secrets never
+/// show: not in `Debug`, not in errors (the URL is shown without its credentials).
+///
+/// ```
+/// use colloquy_cluster::NatsConfig;
+///
+/// let nats = NatsConfig::new("tls://nats.internal:4222")
+///     .user_password("node", std::env::var("NATS_PASSWORD").unwrap_or_default())
+///     .tls_root_certificates("/etc/colloquy/nats-ca.pem");
+/// assert!(!format!("{nats:?}").contains("NATS_PASSWORD"));
+/// ```
+#[derive(Clone)]
+pub struct NatsConfig {
     pub(crate) url: String,
-    pub(crate) token: Option<String>,
+    auth: Auth,
+    tls: Tls,
 }
 
-impl Server {
-    pub(crate) fn new(url: impl Into<String>) -> Self {
-        Self { url: url.into(), token: None }
+#[derive(Clone, Default)]
+enum Auth {
+    #[default]
+    None,
+    Token(String),
+    UserPassword(String, String),
+}
+
+#[derive(Clone, Default)]
+struct Tls {
+    required: bool,
+    roots: Vec<PathBuf>,
+    client: Option<(PathBuf, PathBuf)>,
+}
+
+impl NatsConfig {
+    /// The server at `url` (`nats://host:4222`, or `tls://…` to require TLS).
+    pub fn new(url: impl Into<String>) -> Self {
+        Self { url: url.into(), auth: Auth::None, tls: Tls::default() }
+    }
+
+    /// The token the server asks for (`nats-server --auth`).
+    pub fn token(mut self, token: impl Into<String>) -> Self {
+        self.auth = Auth::Token(token.into());
+        self
+    }
+
+    /// The user and password the server asks for (`nats-server --user --pass`, or an
+    /// `authorization { users … }` block).
+    pub fn user_password(mut self, user: impl Into<String>, password: impl Into<String>) -> Self {
+        self.auth = Auth::UserPassword(user.into(), password.into());
+        self
+    }
+
+    /// Requires TLS, trusting the certificate authorities in this PEM file besides the
+    /// system's (a server with a private CA). May be called for several files.
+    pub fn tls_root_certificates(mut self, pem: impl Into<PathBuf>) -> Self {
+        self.tls.roots.push(pem.into());
+        self.tls.required = true;
+        self
+    }
+
+    /// Requires TLS and presents this client certificate and key (PEM files), for a server
+    /// that verifies its clients (`tls { verify: true }`).
+    pub fn tls_client_certificate(
+        mut self,
+        cert: impl Into<PathBuf>,
+        key: impl Into<PathBuf>,
+    ) -> Self {
+        self.tls.client = Some((cert.into(), key.into()));
+        self.tls.required = true;
+        self
+    }
+
+    /// Requires TLS (without it a `nats://` URL uses TLS only if the server asks for it).
+    pub fn require_tls(mut self, required: bool) -> Self {
+        self.tls.required = required;
+        self
+    }
+
+    /// `next`, keeping this one's credentials if `next` has none (a builder's `token` and
+    /// `nats` calls work in either order).
+    pub(crate) fn replaced_by(self, mut next: Self) -> Self {
+        if matches!(next.auth, Auth::None) {
+            next.auth = self.auth;
+        }
+        next
     }
 
     /// The URL without any credentials in it, for messages.
@@ -41,6 +119,54 @@ impl Server {
         }
     }
 
+    fn apply(&self, mut options: ConnectOptions) -> ConnectOptions {
+        options = match &self.auth {
+            Auth::None => options,
+            Auth::Token(token) => options.token(token.clone()),
+            Auth::UserPassword(user, password) => {
+                options.user_and_password(user.clone(), password.clone())
+            }
+        };
+        for root in &self.tls.roots {
+            options = options.add_root_certificates(root.clone());
+        }
+        if let Some((cert, key)) = &self.tls.client {
+            options = options.add_client_certificate(cert.clone(), key.clone());
+        }
+        options.require_tls(self.tls.required)
+    }
+}
+
+impl From<&str> for NatsConfig {
+    fn from(url: &str) -> Self {
+        Self::new(url)
+    }
+}
+
+impl From<String> for NatsConfig {
+    fn from(url: String) -> Self {
+        Self::new(url)
+    }
+}
+
+impl fmt::Debug for NatsConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let auth = match self.auth {
+            Auth::None => "none",
+            Auth::Token(_) => "token",
+            Auth::UserPassword(..) => "user and password",
+        };
+        f.debug_struct("NatsConfig")
+            .field("url", &self.shown())
+            .field("auth", &auth)
+            .field("tls_required", &self.tls.required)
+            .field("tls_roots", &self.tls.roots)
+            .field("tls_client_certificate", &self.tls.client.as_ref().map(|(cert, _)| cert))
+            .finish()
+    }
+}
+
+impl NatsConfig {
     /// Connects as `name` (shown in the server's connection list). The client reconnects by
     /// itself for as long as the process lives; `reconnects` counts its connections.
     pub(crate) async fn connect(
@@ -49,7 +175,7 @@ impl Server {
         reconnects: watch::Sender<u64>,
     ) -> Result<Client, ClusterError> {
         let client_name = name.to_owned();
-        let mut options = ConnectOptions::new()
+        let options = ConnectOptions::new()
             .name(name)
             .connection_timeout(CONNECT_TIMEOUT)
             .ping_interval(PING_INTERVAL)
@@ -69,13 +195,12 @@ impl Server {
                 }
                 std::future::ready(())
             });
-        if let Some(token) = &self.token {
-            options = options.token(token.clone());
-        }
+        let options = self.apply(options);
         options.connect(self.url.as_str()).await.map_err(|e| match e.kind() {
             ConnectErrorKind::AuthorizationViolation | ConnectErrorKind::Authentication => {
                 ClusterError::Auth { url: self.shown(), reason: e.to_string() }
             }
+            ConnectErrorKind::Tls => ClusterError::Tls { url: self.shown(), reason: e.to_string() },
             _ => ClusterError::Connect { url: self.shown(), reason: e.to_string() },
         })
     }
@@ -101,7 +226,7 @@ impl Backend {
     /// Connects and opens (or creates) the buckets and the stream; a nodes bucket created here
     /// keeps a silent node `lost_after`.
     pub(crate) async fn open(
-        server: &Server,
+        server: &NatsConfig,
         name: &str,
         lost_after: Duration,
     ) -> Result<Self, ClusterError> {
@@ -209,9 +334,33 @@ mod tests {
 
     #[test]
     fn a_shown_url_hides_its_credentials() {
-        assert_eq!(Server::new("nats://s3cret@10.0.0.5:4222").shown(), "nats://***@10.0.0.5:4222");
-        assert_eq!(Server::new("nats://u:p@h:1").shown(), "nats://***@h:1");
-        assert_eq!(Server::new("nats://127.0.0.1:4222").shown(), "nats://127.0.0.1:4222");
-        assert_eq!(Server::new("127.0.0.1:4222").shown(), "127.0.0.1:4222");
+        assert_eq!(
+            NatsConfig::new("nats://s3cret@10.0.0.5:4222").shown(),
+            "nats://***@10.0.0.5:4222"
+        );
+        assert_eq!(NatsConfig::new("nats://u:p@h:1").shown(), "nats://***@h:1");
+        assert_eq!(NatsConfig::new("nats://127.0.0.1:4222").shown(), "nats://127.0.0.1:4222");
+        assert_eq!(NatsConfig::new("127.0.0.1:4222").shown(), "127.0.0.1:4222");
+    }
+
+    #[test]
+    fn secrets_never_show_in_debug() {
+        let shown = format!(
+            "{:?}",
+            NatsConfig::new("nats://u:pw1@h:1").user_password("node", "pw2").token("tok3")
+        );
+        for secret in ["pw1", "pw2", "tok3"] {
+            assert!(!shown.contains(secret), "{shown}");
+        }
+        assert!(shown.contains("nats://***@h:1") && shown.contains("token"), "{shown}");
+    }
+
+    #[test]
+    fn a_url_after_a_token_keeps_the_token() {
+        let config = NatsConfig::new("nats://a:1").token("t").replaced_by("nats://b:2".into());
+        assert_eq!(config.url, "nats://b:2");
+        assert!(matches!(config.auth, Auth::Token(ref t) if t == "t"));
+        let tls = NatsConfig::new("nats://a:1").tls_root_certificates("ca.pem");
+        assert!(tls.tls.required && tls.tls.roots.len() == 1);
     }
 }

@@ -18,7 +18,7 @@ pub use shared::Timeouts;
 
 use crate::error::ClusterError;
 use crate::names;
-use crate::nats::{Backend, Server};
+use crate::nats::{Backend, NatsConfig};
 use crate::wire::{CLUSTER_VERSION, NodeInfo, PlaceReply, PlaceRequest, StartOptions, rank};
 use loss::Tracker;
 use shared::{ClusterInner, Holder};
@@ -47,15 +47,16 @@ pub struct Cluster {
 /// Configures a [`Cluster`] connection.
 #[must_use]
 pub struct ClusterBuilder {
-    server: Server,
+    server: NatsConfig,
     timeouts: Timeouts,
     lost_after: Duration,
 }
 
 impl ClusterBuilder {
-    /// The token the NATS server asks for.
+    /// The token the NATS server asks for (or use a [`NatsConfig`] with
+    /// [`Cluster::builder`], for a user and password or TLS).
     pub fn token(mut self, token: impl Into<String>) -> Self {
-        self.server.token = Some(token.into());
+        self.server = self.server.token(token);
         self
     }
 
@@ -86,15 +87,16 @@ impl ClusterBuilder {
 }
 
 impl Cluster {
-    /// Connects to the NATS server at `url` with the default [`Timeouts`] and no credentials.
-    pub async fn connect(url: impl Into<String>) -> Result<Self, ClusterError> {
-        Self::builder(url).connect().await
+    /// Connects to the NATS server at a URL (no credentials) or as a [`NatsConfig`] says, with
+    /// the default [`Timeouts`].
+    pub async fn connect(nats: impl Into<NatsConfig>) -> Result<Self, ClusterError> {
+        Self::builder(nats).connect().await
     }
 
-    /// A connection to configure (a token, timeouts).
-    pub fn builder(url: impl Into<String>) -> ClusterBuilder {
+    /// A connection to configure (timeouts, `lost_after`).
+    pub fn builder(nats: impl Into<NatsConfig>) -> ClusterBuilder {
         ClusterBuilder {
-            server: Server::new(url),
+            server: nats.into(),
             timeouts: Timeouts::default(),
             lost_after: names::NODE_TTL,
         }

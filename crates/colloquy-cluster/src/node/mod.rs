@@ -26,7 +26,7 @@ pub use shared::{DrainReport, HEARTBEAT, NodeLoad, SessionStart};
 
 use crate::error::ClusterError;
 use crate::names;
-use crate::nats::{Backend, Server};
+use crate::nats::{Backend, NatsConfig};
 use crate::wire::NodeInfo;
 use shared::{NodeConfig, NodeShared};
 
@@ -38,7 +38,7 @@ impl Node {
     /// timeout of 30 minutes, lost 3 s after its last heartbeat.
     pub fn builder() -> NodeBuilder {
         NodeBuilder {
-            server: Server::new("nats://127.0.0.1:4222"),
+            server: NatsConfig::new("nats://127.0.0.1:4222"),
             name: None,
             config: NodeConfig {
                 agents: BTreeMap::new(),
@@ -63,21 +63,22 @@ impl Node {
 /// the factory registered under the name the host asked for.
 #[must_use]
 pub struct NodeBuilder {
-    server: Server,
+    server: NatsConfig,
     name: Option<String>,
     config: NodeConfig,
 }
 
 impl NodeBuilder {
-    /// The NATS server (default `nats://127.0.0.1:4222`).
-    pub fn nats(mut self, url: impl Into<String>) -> Self {
-        self.server.url = url.into();
+    /// The NATS server (default `nats://127.0.0.1:4222`): a URL, or a [`NatsConfig`] with
+    /// credentials and TLS. A [`token`](Self::token) set before is kept only with a URL.
+    pub fn nats(mut self, nats: impl Into<NatsConfig>) -> Self {
+        self.server = self.server.replaced_by(nats.into());
         self
     }
 
     /// The token the NATS server asks for.
     pub fn token(mut self, token: impl Into<String>) -> Self {
-        self.server.token = Some(token.into());
+        self.server = self.server.token(token);
         self
     }
 
