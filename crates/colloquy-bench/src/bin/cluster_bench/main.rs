@@ -306,7 +306,7 @@ fn take_requests(models: &Mutex<Vec<ScriptedLlm>>) -> usize {
 }
 
 /// Part 1: the same turns, alternately in process and across nodes.
-async fn one_turn(cluster: &Cluster, args: &Args) -> (Value, bool) {
+async fn one_turn(cluster: &Cluster, args: &Args, server: &NatsServer) -> (Value, bool) {
     let started = async {
         Ok::<_, String>((Driven::local(args.load.tool_ms).await?, Driven::remote(cluster).await?))
     };
@@ -316,6 +316,7 @@ async fn one_turn(cluster: &Cluster, args: &Args) -> (Value, bool) {
     };
     remote.reader.by_type = Some(BTreeMap::new());
     let turns = WARMUP_TURNS + args.turn_samples;
+    let server_before = server.cpu_s();
     for turn in 0..turns {
         for driven in [&mut local, &mut remote] {
             if let Some(latency) = driven.turn(turn).await
@@ -325,6 +326,7 @@ async fn one_turn(cluster: &Cluster, args: &Args) -> (Value, bool) {
             }
         }
     }
+    let server_ms = (server.cpu_s() - server_before) * 1000.0;
     let by_type = remote.reader.by_type.take().unwrap_or_default();
     let per_turn = |n: u64| round(n as f64 / f64::from(turns), 2);
     let events_per_turn: BTreeMap<&String, f64> =
@@ -343,6 +345,7 @@ async fn one_turn(cluster: &Cluster, args: &Args) -> (Value, bool) {
         "across_nodes_ms": latency_summary_ms(&remote.latencies),
         "events_per_turn": per_turn(by_type.values().sum()),
         "events_per_turn_by_type": events_per_turn,
+        "nats_server_cpu_ms_per_turn": round(server_ms / f64::from(turns), 3),
         "problems_sample": problems.iter().take(5).collect::<Vec<_>>(),
         "ok": ok,
     });
@@ -402,6 +405,7 @@ async fn workload(
     let run_wall = started.elapsed().as_secs_f64();
     let (cpu_after, _, peak) = usage();
     let (cpu_run, server_run) = (cpu_after - cpu_before, server.cpu_s() - server_before);
+    let run_events: u64 = driven.iter().map(|d| d.reader.read).sum();
     let mut placement: BTreeMap<String, usize> = BTreeMap::new();
     for d in &driven {
         *placement.entry(d.node.clone().unwrap_or_default()).or_default() += 1;
@@ -442,6 +446,7 @@ async fn workload(
         "llm_requests": take_requests(models),
         "deferred_replies": totals.deferred_replies,
         "events_per_call": round(events as f64 / calls, 2),
+        "events_per_s_run": per_s(run_events as f64),
         "turn_latency_ms": latency_summary_ms(&totals.latencies),
         "overhead_ms_per_call": {
             "latency": round((mean(&totals.latencies) - tool_s) * 1000.0, 3),
@@ -468,7 +473,7 @@ async fn run(args: &Args) -> Result<(Value, bool), String> {
         "nodes": args.nodes,
     });
     if args.turn_samples > 0 {
-        let (part, passed) = one_turn(&cluster, args).await;
+        let (part, passed) = one_turn(&cluster, args, &server).await;
         report["one_turn"] = part;
         ok &= passed;
     }
