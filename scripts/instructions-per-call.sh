@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 target="${1:-target/callgrind}"
 CARGO_TARGET_DIR="$target" CARGO_PROFILE_RELEASE_DEBUG=line-tables-only \
-  cargo build -q --release -p colloquy-bench
+  cargo build -q --release -p colloquy-bench --bin colloquy-bench
 bench="$target/release/colloquy-bench"
 count() {
   valgrind --tool=callgrind --callgrind-out-file="$target/callgrind.t$1.out" \

@@ -1,6 +1,9 @@
-//! What colloquy's load harness (`colloquy-bench`) and the machine's floor (`burst-floor`)
-//! both measure with: the start line every session waits at, the process's CPU and memory,
-//! and the turn-latency summary both print (the fields of `../shared/peer/livekit_bench.py`).
+//! What colloquy's load harness (`colloquy-bench`), the cluster bench (`cluster-bench`) and the
+//! machine's floor (`burst-floor`) measure with: the start line every session waits at, the
+//! process's CPU and memory, and the turn-latency summary they print (the fields of
+//! `../shared/peer/livekit_bench.py`); and the [`workload`] itself.
+
+pub mod workload;
 
 use std::sync::Arc;
 
@@ -30,6 +33,116 @@ impl StartLine {
     pub async fn wait(&self) {
         self.ready.wait().await;
         self.go.wait().await;
+    }
+}
+
+/// The shape of a load run, from the options every load binary takes: `--sessions K`,
+/// `--turns T` (each session's, one after another) and `--tool-ms M` (the tool's sleep).
+#[derive(Clone, Copy, Debug)]
+pub struct Load {
+    /// K, 100 unless asked.
+    pub sessions: usize,
+    /// T, 5 unless asked.
+    pub turns: u32,
+    /// M.
+    pub tool_ms: u64,
+}
+
+impl Load {
+    /// 100 sessions of 5 turns, the tool sleeping `tool_ms` unless asked otherwise.
+    pub fn new(tool_ms: u64) -> Self {
+        Self { sessions: 100, turns: 5, tool_ms }
+    }
+
+    /// The calls the run makes, one a turn.
+    pub fn calls(&self) -> u64 {
+        self.sessions as u64 * u64::from(self.turns)
+    }
+}
+
+/// Reads a binary's options, `--name value` pairs: the [`Load`]'s own into `load`, any other
+/// handed to `other`, which answers `Ok(false)` for a name it does not know.
+pub fn parse_options(
+    load: &mut Load,
+    mut other: impl FnMut(&str, &str) -> Result<bool, String>,
+) -> Result<(), String> {
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
+        let known = match flag.as_str() {
+            "--sessions" => {
+                load.sessions = number(&flag, &value)?;
+                true
+            }
+            "--turns" => {
+                load.turns = number(&flag, &value)?;
+                true
+            }
+            "--tool-ms" => {
+                load.tool_ms = number(&flag, &value)?;
+                true
+            }
+            _ => other(&flag, &value)?,
+        };
+        if !known {
+            return Err(format!("unknown option `{flag}`"));
+        }
+    }
+    Ok(())
+}
+
+/// Option `flag`'s `value` as a number, or an error that names the option.
+pub fn number<T: std::str::FromStr>(flag: &str, value: &str) -> Result<T, String>
+where
+    T::Err: std::fmt::Display,
+{
+    value.parse().map_err(|e| format!("{flag}: {e}"))
+}
+
+/// What a load run's sessions showed, summed as the load reports give it: the turns'
+/// latencies, the calls completed, the deferred replies, and the problems.
+#[derive(Default)]
+pub struct Totals {
+    /// Every completed turn's latency in seconds; sorted once [`finish`](Self::finish)ed.
+    pub latencies: Vec<f64>,
+    /// Calls whose final output was delivered.
+    pub completed: u32,
+    /// Deferred replies completed.
+    pub deferred_replies: u32,
+    /// Sessions that reported a problem.
+    pub sessions_with_problems: usize,
+    /// The first few problems, for the report.
+    pub problems_sample: Vec<String>,
+}
+
+impl Totals {
+    /// Problems a report shows.
+    const SAMPLE: usize = 5;
+
+    /// Adds one session: its turns' latencies in seconds, its completed calls and deferred
+    /// replies, its problems.
+    pub fn add(
+        &mut self,
+        latencies: impl IntoIterator<Item = f64>,
+        completed: u32,
+        deferred_replies: u32,
+        problems: &[String],
+    ) {
+        self.latencies.extend(latencies);
+        self.completed += completed;
+        self.deferred_replies += deferred_replies;
+        if !problems.is_empty() {
+            self.sessions_with_problems += 1;
+            let room = Self::SAMPLE.saturating_sub(self.problems_sample.len());
+            self.problems_sample.extend(problems.iter().take(room).cloned());
+        }
+    }
+
+    /// Sorts the latencies; whether the run passed: `expected` calls completed and no session
+    /// had a problem.
+    pub fn finish(&mut self, expected: u64) -> bool {
+        self.latencies.sort_by(f64::total_cmp);
+        self.sessions_with_problems == 0 && u64::from(self.completed) == expected
     }
 }
 

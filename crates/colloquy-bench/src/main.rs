@@ -14,16 +14,15 @@
 //! cargo run --release -p colloquy-bench -- --idle-sessions 10000
 //! ```
 
-use std::collections::BTreeSet;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use bench_support::{StartLine, kernel_cpu_s, latency_summary_ms, mean, round, usage};
-use colloquy::events::{EventFilter, EventStream, EventType, ReplyStatus};
-use colloquy::llm::RequestKind;
+use bench_support::workload::{self, Seen};
+use bench_support::{
+    Load, StartLine, Totals, kernel_cpu_s, latency_summary_ms, mean, number, round, usage,
+};
+use colloquy::events::EventStream;
 use colloquy::prelude::*;
-use schemars::JsonSchema;
-use serde::Deserialize;
 use serde_json::json;
 
 /// The allocator: mimalloc unless built with `--no-default-features` (glibc malloc fragments
@@ -32,50 +31,6 @@ use serde_json::json;
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-#[derive(Deserialize, JsonSchema)]
-struct Task {
-    turn: u32,
-}
-
-fn progress_task(tool_ms: u64) -> FunctionTool {
-    FunctionTool::new(
-        "progress_task",
-        "Works in two steps.",
-        move |ctx: RunContext, t: Task| async move {
-            ctx.update("step 1 of 2").await?;
-            if tool_ms > 0 {
-                tokio::time::sleep(Duration::from_millis(tool_ms)).await;
-            }
-            ctx.update("step 2 of 2").await?;
-            Ok::<_, ToolError>(Json(json!({"turn": t.turn, "ok": true})))
-        },
-    )
-}
-
-/// The scripted model: a call for each user message, a short text for anything else.
-fn llm() -> ScriptedLlm {
-    ScriptedLlm::new([]).with_fallback(|_, request| {
-        let user = request
-            .items
-            .items()
-            .last()
-            .and_then(|i| i.as_message())
-            .filter(|m| m.role == Role::User);
-        match (request.kind, user) {
-            (RequestKind::UserTurn, Some(message)) => {
-                let turn = message.text.trim_start_matches("turn ").to_string();
-                let call = ScriptedCall::new(
-                    format!("t{turn}"),
-                    "progress_task",
-                    format!(r#"{{"turn":{turn}}}"#),
-                );
-                ScriptedResponse::calls([call]).with_latency(Duration::ZERO)
-            }
-            _ => ScriptedResponse::text("noted").with_latency(Duration::ZERO),
-        }
-    })
-}
 
 #[derive(Default)]
 struct SessionResult {
@@ -96,46 +51,13 @@ struct Driven {
     result: SessionResult,
 }
 
-/// What one session's events showed: per turn, how often its call (`t<turn>`) started, was
-/// updated and ended; how many deferred replies were scheduled and completed; any event about
-/// a call the workload never makes. Counted as the events arrive, without building a key per
-/// event (the bench is the host here, and its bookkeeping is part of the measured run).
-#[derive(Default)]
-struct Seen {
-    calls: Vec<[u32; 3]>,
-    unknown_calls: Vec<String>,
-    errors: Vec<String>,
-    scheduled: u32,
-    completed: u32,
-}
-
-impl Seen {
-    const STARTED: usize = 0;
-    const UPDATED: usize = 1;
-    const ENDED: usize = 2;
-
-    fn call(&mut self, call_id: &str, what: usize) {
-        match call_id.strip_prefix('t').and_then(|n| n.parse::<usize>().ok()) {
-            Some(turn) => {
-                if self.calls.len() <= turn {
-                    self.calls.resize(turn + 1, [0; 3]);
-                }
-                self.calls[turn][what] += 1;
-            }
-            None => self.unknown_calls.push(call_id.to_string()),
-        }
-    }
-}
-
 /// Starts one session, waits for every session to be started, then runs its turns.
 async fn drive(turns: u32, tool_ms: u64, start: StartLine) -> Driven {
     let mut result = SessionResult::default();
-    let llm = llm();
+    let llm = workload::llm();
     let mut builder = Session::builder().llm(llm.clone()).user_away_timeout(None);
-    // What the peer listens to (`session.on("tool_execution_updated")` and `on("error")`):
-    // the session then sends this subscriber nothing else.
-    let mut events = builder.subscribe_to(EventFilter::tool_execution().with(EventType::Error));
-    let started = builder.start(Agent::new("bench", "Run tasks.").tool(progress_task(tool_ms)));
+    let mut events = builder.subscribe_to(workload::event_filter());
+    let started = builder.start(workload::agent(tool_ms));
     let session = match started.await {
         Ok(session) => session,
         Err(e) => {
@@ -148,11 +70,11 @@ async fn drive(turns: u32, tool_ms: u64, start: StartLine) -> Driven {
     let mut seen = Seen::default();
     for turn in 0..turns {
         let began = Instant::now();
-        if let Err(e) = session.user_turn(format!("turn {turn}")).await {
+        if let Err(e) = session.user_turn(workload::user_text(turn)).await {
             result.problems.push(format!("turn {turn}: {e}"));
             break;
         }
-        let final_id = format!("t{turn}_final");
+        let final_id = workload::final_id(turn);
         if !wait_for_delivery(&mut events, &final_id, &mut seen).await {
             result.problems.push(format!("turn {turn}: the final result was never delivered"));
             break;
@@ -176,74 +98,19 @@ async fn check(driven: Driven, turns: u32) -> SessionResult {
         }
     };
     while let Some(event) = events.recv().await {
-        count(&event, &mut seen);
+        seen.count(&event);
     }
-    // The checks: every call started, updated twice and ended; every reply completed; every
-    // pair in history.
-    for id in &seen.unknown_calls {
-        result.problems.push(format!("{id}: events of a call the workload never made"));
-    }
-    for error in &seen.errors {
-        result.problems.push(format!("session error event: {error}"));
-    }
-    if seen.calls.len() > turns as usize {
-        result.problems.push(format!("calls of {} turns, expected {turns}", seen.calls.len()));
-    }
-    // Every output's call id, once (the history is checked in one pass, not once per item).
-    let outputs: BTreeSet<&str> = history
-        .iter()
-        .filter_map(|i| i.as_function_call_output().map(|o| o.call_id.as_str()))
-        .collect();
-    for turn in 0..turns {
-        let id = format!("t{turn}");
-        let counts = seen.calls.get(turn as usize).copied().unwrap_or_default();
-        for (what, index, want) in [
-            ("started", Seen::STARTED, 1),
-            ("updated", Seen::UPDATED, 2),
-            ("ended", Seen::ENDED, 1),
-        ] {
-            let got = counts[index];
-            if got != want {
-                result.problems.push(format!("{id}: {what} {got} times, expected {want}"));
-            }
-        }
-        for item in [id.clone(), format!("{id}_update_1"), format!("{id}_final")] {
-            if !outputs.contains(item.as_str()) {
-                result.problems.push(format!("{item}: missing from history"));
-            }
-        }
-    }
-    let (scheduled, completed) = (seen.scheduled, seen.completed);
-    if scheduled != completed {
-        result.problems.push(format!("{scheduled} replies scheduled, {completed} completed"));
-    }
-    result.deferred_replies = completed;
+    result.problems.extend(seen.problems(history.iter(), turns));
+    result.deferred_replies = seen.completed_replies();
     result.llm_requests = llm.request_count();
     result
-}
-
-fn count(event: &SessionEvent, seen: &mut Seen) {
-    match &event.kind {
-        EventKind::ToolCallStarted { call_id, .. } => seen.call(call_id, Seen::STARTED),
-        EventKind::ToolCallUpdated { call_id, .. } => seen.call(call_id, Seen::UPDATED),
-        EventKind::ToolCallEnded { call_id, .. } => seen.call(call_id, Seen::ENDED),
-        EventKind::ToolReplyUpdated { status: ReplyStatus::Scheduled, .. } => seen.scheduled += 1,
-        EventKind::ToolReplyUpdated { status: ReplyStatus::Completed, .. } => seen.completed += 1,
-        EventKind::Error { source, message, .. } => {
-            seen.errors.push(format!("{source:?}: {message}"));
-        }
-        _ => {}
-    }
 }
 
 /// Reads events until the reply carrying `final_id` has completed.
 async fn wait_for_delivery(events: &mut EventStream, final_id: &str, seen: &mut Seen) -> bool {
     while let Some(event) = events.recv().await {
-        count(&event, seen);
-        if let EventKind::ToolReplyUpdated { update_ids, status: ReplyStatus::Completed, .. } =
-            &event.kind
-            && update_ids.iter().any(|id| id == final_id)
-        {
+        seen.count(&event);
+        if workload::delivers(&event, final_id) {
             return true;
         }
     }
@@ -251,32 +118,19 @@ async fn wait_for_delivery(events: &mut EventStream, final_id: &str, seen: &mut 
 }
 
 struct Args {
-    sessions: usize,
-    turns: u32,
-    tool_ms: u64,
+    load: Load,
     idle_sessions: Option<usize>,
 }
 
 fn parse_args() -> Result<Args, String> {
-    let mut args = Args { sessions: 100, turns: 5, tool_ms: 0, idle_sessions: None };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
-        match flag.as_str() {
-            "--sessions" => {
-                args.sessions = value()?.parse().map_err(|e| format!("--sessions: {e}"))?;
-            }
-            "--turns" => args.turns = value()?.parse().map_err(|e| format!("--turns: {e}"))?,
-            "--tool-ms" => {
-                args.tool_ms = value()?.parse().map_err(|e| format!("--tool-ms: {e}"))?;
-            }
-            "--idle-sessions" => {
-                args.idle_sessions =
-                    Some(value()?.parse().map_err(|e| format!("--idle-sessions: {e}"))?);
-            }
-            other => return Err(format!("unknown option `{other}`")),
+    let mut args = Args { load: Load::new(0), idle_sessions: None };
+    bench_support::parse_options(&mut args.load, |flag, value| match flag {
+        "--idle-sessions" => {
+            args.idle_sessions = Some(number(flag, value)?);
+            Ok(true)
         }
-    }
+        _ => Ok(false),
+    })?;
     Ok(args)
 }
 
@@ -286,9 +140,9 @@ async fn idle(n: usize) -> (serde_json::Value, bool) {
     let mut failures = Vec::new();
     for _ in 0..n {
         let session = Session::builder()
-            .llm(llm())
+            .llm(workload::llm())
             .user_away_timeout(None)
-            .start(Agent::new("bench", "Run tasks.").tool(progress_task(0)))
+            .start(workload::agent(0))
             .await;
         match session {
             Ok(session) => sessions.push(session),
@@ -319,10 +173,11 @@ async fn idle(n: usize) -> (serde_json::Value, bool) {
 
 async fn run(args: &Args) -> (serde_json::Value, bool) {
     let (_, rss_before, _) = usage();
-    let start = StartLine::new(args.sessions);
-    let (turns, tool_ms) = (args.turns, args.tool_ms);
-    let tasks: Vec<_> =
-        (0..args.sessions).map(|_| tokio::spawn(drive(turns, tool_ms, start.clone()))).collect();
+    let start = StartLine::new(args.load.sessions);
+    let (turns, tool_ms) = (args.load.turns, args.load.tool_ms);
+    let tasks: Vec<_> = (0..args.load.sessions)
+        .map(|_| tokio::spawn(drive(turns, tool_ms, start.clone())))
+        .collect();
     start.ready.wait().await; // every session started
     let (cpu_before, rss_after_setup, _) = usage();
     let kernel_before = kernel_cpu_s();
@@ -350,23 +205,24 @@ async fn run(args: &Args) -> (serde_json::Value, bool) {
             ..Default::default()
         }));
     }
-    let mut latencies: Vec<f64> =
-        results.iter().flat_map(|r| r.latencies.iter().map(Duration::as_secs_f64)).collect();
-    latencies.sort_by(f64::total_cmp);
-    let completed: u32 = results.iter().map(|r| r.completed_calls).sum();
-    let expected = args.sessions as u64 * u64::from(args.turns);
-    let problems: Vec<&String> = results.iter().flat_map(|r| r.problems.iter()).collect();
+    let mut totals = Totals::default();
+    for r in &results {
+        let latencies = r.latencies.iter().map(Duration::as_secs_f64);
+        totals.add(latencies, r.completed_calls, r.deferred_replies, &r.problems);
+    }
+    let expected = args.load.calls();
+    let ok = totals.finish(expected);
+    let (latencies, completed) = (&totals.latencies, totals.completed);
     let calls = expected.max(1) as f64;
-    let tool_s = args.tool_ms as f64 / 1000.0;
-    let mean = mean(&latencies);
-    let ok = problems.is_empty() && u64::from(completed) == expected;
+    let tool_s = args.load.tool_ms as f64 / 1000.0;
+    let mean = mean(latencies);
     let report = json!({
         "framework": "colloquy",
         "allocator": if cfg!(feature = "mimalloc") { "mimalloc" } else { "system" },
         "nproc": std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
-        "sessions": args.sessions,
-        "turns": args.turns,
-        "tool_ms": args.tool_ms,
+        "sessions": args.load.sessions,
+        "turns": args.load.turns,
+        "tool_ms": args.load.tool_ms,
         "run_wall_s": round(run_wall, 3),
         "cpu_s_run": round(cpu_run, 4),
         "cpu_kernel_s_run": round(kernel_run, 4),
@@ -378,15 +234,15 @@ async fn run(args: &Args) -> (serde_json::Value, bool) {
         "tool_calls_completed": completed,
         "tool_calls_per_s": round(if run_wall > 0.0 { f64::from(completed) / run_wall } else { 0.0 }, 1),
         "llm_requests": results.iter().map(|r| r.llm_requests).sum::<usize>(),
-        "deferred_replies": results.iter().map(|r| r.deferred_replies).sum::<u32>(),
-        "turn_latency_ms": latency_summary_ms(&latencies),
+        "deferred_replies": totals.deferred_replies,
+        "turn_latency_ms": latency_summary_ms(latencies),
         "overhead_ms_per_call": {
             "latency": round((mean - tool_s) * 1000.0, 3),
-            "amortised_wall": round((run_wall - f64::from(args.turns) * tool_s) * 1000.0 / calls, 3),
+            "amortised_wall": round((run_wall - f64::from(args.load.turns) * tool_s) * 1000.0 / calls, 3),
             "cpu": round(cpu_run * 1000.0 / calls, 3),
         },
-        "sessions_with_problems": results.iter().filter(|r| !r.problems.is_empty()).count(),
-        "problems_sample": problems.iter().take(5).collect::<Vec<_>>(),
+        "sessions_with_problems": totals.sessions_with_problems,
+        "problems_sample": totals.problems_sample,
         "ok": ok,
     });
     (report, ok)

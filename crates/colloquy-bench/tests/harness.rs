@@ -1,5 +1,7 @@
 //! The load harness runs the workload end to end, checks every session and reports the
-//! peer's fields. (Its figures are measurements, never asserted here.)
+//! peer's fields; the cluster bench does the same with its sessions on two nodes and a real
+//! nats-server (`scripts/install-nats.sh`). (Their figures are measurements, never asserted
+//! here.)
 
 use std::process::Command;
 
@@ -59,6 +61,7 @@ fn a_bad_option_is_a_clear_error() {
         (env!("CARGO_BIN_EXE_colloquy-bench"), ["--sessions", "many"]),
         (env!("CARGO_BIN_EXE_burst-floor"), ["--sessions", "many"]),
         (env!("CARGO_BIN_EXE_burst-floor"), ["--steps", "0"]),
+        (env!("CARGO_BIN_EXE_cluster-bench"), ["--nodes", "0"]),
     ] {
         let out = Command::new(binary).args(args).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{binary} {args:?}");
@@ -83,4 +86,55 @@ fn the_burst_floor_runs_every_turn_of_the_shape() {
     }
     assert!(report["overhead_ms"]["p99"].as_f64().unwrap() >= 0.0, "{report:#}");
     assert!(report["cpu_us_per_turn"].as_f64().unwrap() > 0.0, "{report:#}");
+}
+
+/// The pinned nats-server of `scripts/install-nats.sh` (idempotent: it only checks an installed
+/// one), or a failure that says how to get it.
+fn install_nats() {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/install-nats.sh");
+    let out = Command::new(script).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "cannot install nats-server: run scripts/install-nats.sh ({err})"
+    );
+}
+
+#[test]
+fn sessions_on_two_nodes_complete_every_call_and_compare_with_one_in_process() {
+    install_nats();
+    let args = ["--sessions", "6", "--turns", "2", "--turn-samples", "3"];
+    let (success, report) = run(env!("CARGO_BIN_EXE_cluster-bench"), &args);
+    assert!(success, "{report:#}");
+    assert_eq!(report["ok"], true);
+    assert_eq!(report["nodes"], 2);
+    let one = &report["one_turn"];
+    assert_eq!(one["ok"], true, "{one:#}");
+    assert_eq!(one["turns_measured"], 3);
+    for side in ["in_process_ms", "across_nodes_ms"] {
+        assert!(one[side]["p99"].as_f64().is_some_and(|ms| ms > 0.0), "{side}: {one:#}");
+    }
+    // Every event a node publishes reaches the host: at least the call's start, two updates,
+    // its end and the two replies, each turn.
+    assert!(one["events_per_turn"].as_f64().is_some_and(|n| n >= 6.0), "{one:#}");
+    let load = &report["workload"];
+    assert_eq!(load["tool_calls_expected"], 12);
+    assert_eq!(load["tool_calls_completed"], 12);
+    assert_eq!(load["sessions_with_problems"], 0);
+    assert!(load["deferred_replies"].as_u64().unwrap() >= 12, "{load:#}");
+    // The cluster placed every session on one of the nodes (which ones is its choice).
+    let placed: u64 =
+        load["placement"].as_object().unwrap().values().filter_map(Value::as_u64).sum();
+    assert_eq!(placed, 6, "{load:#}");
+}
+
+#[test]
+fn the_cluster_bench_without_nats_server_says_how_to_get_it() {
+    let out = Command::new(env!("CARGO_BIN_EXE_cluster-bench"))
+        .args(["--nats-server", "/nonexistent/nats-server", "--sessions", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("run scripts/install-nats.sh"), "{err}");
 }

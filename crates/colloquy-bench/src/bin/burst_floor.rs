@@ -16,32 +16,25 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use bench_support::{StartLine, latency_summary_ms, mean, round, usage};
+use bench_support::{Load, StartLine, latency_summary_ms, mean, number, round, usage};
 use serde_json::json;
 
 struct Args {
-    sessions: usize,
-    turns: u32,
-    tool_ms: u64,
+    load: Load,
     work_us: u64,
     steps: u32,
 }
 
 fn parse_args() -> Result<Args, String> {
-    let mut args = Args { sessions: 100, turns: 5, tool_ms: 50, work_us: 50, steps: 10 };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
-        let bad = |e: std::num::ParseIntError| format!("{flag}: {e}");
-        match flag.as_str() {
-            "--sessions" => args.sessions = value.parse().map_err(bad)?,
-            "--turns" => args.turns = value.parse().map_err(bad)?,
-            "--tool-ms" => args.tool_ms = value.parse().map_err(bad)?,
-            "--work-us" => args.work_us = value.parse().map_err(bad)?,
-            "--steps" => args.steps = value.parse().map_err(bad)?,
-            other => return Err(format!("unknown option `{other}`")),
+    let mut args = Args { load: Load::new(50), work_us: 50, steps: 10 };
+    bench_support::parse_options(&mut args.load, |flag, value| {
+        match flag {
+            "--work-us" => args.work_us = number(flag, value)?,
+            "--steps" => args.steps = number(flag, value)?,
+            _ => return Ok(false),
         }
-    }
+        Ok(true)
+    })?;
     if args.steps == 0 {
         return Err("--steps: must be at least 1".into());
     }
@@ -82,10 +75,10 @@ async fn session(args: (u32, u64, f64, u32), start: StartLine) -> Vec<f64> {
 }
 
 async fn run(args: &Args) -> serde_json::Value {
-    let start = StartLine::new(args.sessions);
-    let each = (args.turns, args.tool_ms, args.work_us as f64 / 1e6, args.steps);
+    let start = StartLine::new(args.load.sessions);
+    let each = (args.load.turns, args.load.tool_ms, args.work_us as f64 / 1e6, args.steps);
     let tasks: Vec<_> =
-        (0..args.sessions).map(|_| tokio::spawn(session(each, start.clone()))).collect();
+        (0..args.load.sessions).map(|_| tokio::spawn(session(each, start.clone()))).collect();
     start.ready.wait().await;
     let (cpu_before, _, _) = usage();
     let started = Instant::now();
@@ -98,12 +91,12 @@ async fn run(args: &Args) -> serde_json::Value {
     let cpu_run = usage().0 - cpu_before;
     latencies.sort_by(f64::total_cmp);
     let turns = latencies.len().max(1) as f64;
-    let tool_s = args.tool_ms as f64 / 1000.0;
+    let tool_s = args.load.tool_ms as f64 / 1000.0;
     json!({
         "framework": "tokio, no colloquy",
-        "sessions": args.sessions,
-        "turns": args.turns,
-        "tool_ms": args.tool_ms,
+        "sessions": args.load.sessions,
+        "turns": args.load.turns,
+        "tool_ms": args.load.tool_ms,
         "work_us_per_turn": args.work_us,
         "steps_per_half": args.steps,
         "turns_completed": latencies.len(),
@@ -125,7 +118,8 @@ fn main() -> ExitCode {
         Err(status) => return status,
     };
     let report = runtime.block_on(run(&args));
-    let complete = report["turns_completed"] == args.sessions as u64 * u64::from(args.turns);
+    let complete =
+        report["turns_completed"] == args.load.sessions as u64 * u64::from(args.load.turns);
     println!("{report}");
     if complete { ExitCode::SUCCESS } else { ExitCode::FAILURE }
 }
