@@ -30,6 +30,9 @@ pub const EVENTS_MAX_AGE: Duration = Duration::from_secs(24 * 3600);
 pub const EVENTS_PER_SESSION: i64 = 100_000;
 /// How many bytes the stream keeps in all (the oldest go first).
 pub const EVENTS_MAX_BYTES: i64 = 1 << 30;
+/// How many readers the events stream takes at once (each `subscribe` is a consumer): the
+/// server's default for a stream that sets none is 1,000, fewer than a host's sessions.
+pub const EVENTS_MAX_READERS: i32 = 100_000;
 /// How long the stream remembers a published event's id, so a publish retried after a lost
 /// acknowledgement is stored once.
 pub const EVENTS_DUPLICATE_WINDOW: Duration = Duration::from_secs(120);

@@ -312,6 +312,7 @@ async fn events_stream(js: &jetstream::Context) -> Result<stream::Stream, Cluste
         discard: stream::DiscardPolicy::Old,
         storage: stream::StorageType::File,
         duplicate_window: names::EVENTS_DUPLICATE_WINDOW,
+        max_consumers: names::EVENTS_MAX_READERS,
         ..Default::default()
     })
     .await

@@ -107,14 +107,21 @@ impl Cluster {
         let bound = self.inner.timeouts.place;
         let read = async {
             let store = &self.inner.backend.nodes;
-            let keys: Vec<String> = store
-                .keys()
+            // The bucket's subjects from its stream's info, not `Store::keys()`: that makes a
+            // consumer per call which the server keeps 30 s, and a stream holds 1,000 by
+            // default, so a host placing 1,000 sessions in 30 s would be refused.
+            let subjects: Vec<(String, usize)> = store
+                .stream
+                .info_with_subjects(format!("{}>", store.prefix))
                 .await
                 .map_err(ClusterError::nats)?
                 .try_collect()
                 .await
                 .map_err(ClusterError::nats)?;
-            let mut nodes = Vec::with_capacity(keys.len());
+            let keys = subjects.into_iter().filter_map(|(subject, _)| {
+                subject.strip_prefix(store.prefix.as_str()).map(str::to_owned)
+            });
+            let mut nodes = Vec::new();
             for key in keys {
                 // An entry that expired between the listing and the read is simply gone.
                 if let Some(value) = store.get(&key).await.map_err(ClusterError::nats)? {

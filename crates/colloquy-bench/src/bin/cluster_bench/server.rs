@@ -35,13 +35,9 @@ impl NatsServer {
         std::fs::create_dir_all(&dir).map_err(setup)?;
         // The events stream reserves 1 GiB against JetStream's storage limit (by default three
         // quarters of the free disk, docs/cluster.md#subjects): a set limit keeps the bench
-        // independent of the disk. nats-server 2.15 allows a stream 1,000 consumers unless it
-        // says otherwise, and the cluster's streams do not: K = 1,000 needs more, for its
-        // event readers and the placements' listings of the nodes
-        // (docs/benchmarks.md#across-nodes).
+        // independent of the disk. Otherwise the server's defaults, as a user's would be.
         let config = dir.join("nats.conf");
-        let limits = "max_file_store: 8GB, max_memory_store: 256MB, \
-                      limits: { default_max_consumers: 100000 }";
+        let limits = "max_file_store: 8GB, max_memory_store: 256MB";
         std::fs::write(&config, format!("jetstream {{ {limits} }}\n")).map_err(setup)?;
         let child = Command::new(binary)
             .arg("-c")
