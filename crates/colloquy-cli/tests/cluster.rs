@@ -5,6 +5,9 @@
 
 mod common;
 // The cluster crate's harness: one way to start a nats-server for every test that needs one.
+#[cfg(target_os = "linux")]
+#[path = "../../colloquy-cluster/tests/common/group.rs"]
+mod group;
 #[path = "../../colloquy-cluster/tests/common/server.rs"]
 mod nats;
 
@@ -316,27 +319,11 @@ async fn a_chat_shows_each_reply_once_whether_the_node_streams_its_text_or_not()
     }
 }
 
-/// The processes in process group `group`, from `/proc`.
-#[cfg(target_os = "linux")]
-fn group_members(group: Pid) -> Vec<i32> {
-    let mut members = Vec::new();
-    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
-        // `pid (comm) state ppid pgrp …`: comm may hold spaces, so read after its `)`.
-        let Some((_, rest)) = stat.rsplit_once(')') else { continue };
-        let pgrp = rest.split_whitespace().nth(2).and_then(|p| p.parse::<i32>().ok());
-        if pgrp == Some(group.as_raw()) {
-            members.push(pid);
-        }
-    }
-    members
-}
-
 #[cfg(target_os = "linux")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_of_a_node_process_loses_its_sessions_only_and_leaves_nothing_running() {
     use colloquy::cluster::{Cluster, ClusterError, RemoteEvents, RemoteSession, StartOptions};
+    use group::group_members;
 
     const LOST_AFTER: Duration = Duration::from_secs(2);
     const MARGIN: Duration = Duration::from_secs(2);
@@ -356,7 +343,7 @@ async fn kill_9_of_a_node_process_loses_its_sessions_only_and_leaves_nothing_run
     let (mut lost, mut kept) = (sessions, Vec::new());
     kept.extend(lost.drain(2..));
     let group = doomed.pid();
-    assert_eq!(group_members(group), [group.as_raw()], "the node process runs alone");
+    assert_eq!(group_members(group.as_raw()), [group.as_raw()], "the node process runs alone");
 
     let killed = Instant::now();
     doomed.signal(Signal::SIGKILL);
@@ -377,7 +364,7 @@ async fn kill_9_of_a_node_process_loses_its_sessions_only_and_leaves_nothing_run
     assert!(killed.elapsed() < LOST_AFTER + MARGIN, "{:?}", killed.elapsed());
     let (code, _, _) = doomed.exit(BOUND).await;
     assert_eq!(code, None, "killed by a signal");
-    assert!(group_members(group).is_empty(), "nothing of the killed node runs");
+    assert!(group_members(group.as_raw()).is_empty(), "nothing of the killed node runs");
 
     for (session, _) in &kept {
         assert!(!session.is_node_lost());
@@ -389,5 +376,5 @@ async fn kill_9_of_a_node_process_loses_its_sessions_only_and_leaves_nothing_run
     spared.signal(Signal::SIGTERM);
     let (code, out, _) = spared.exit(BOUND).await;
     assert_eq!(code, Some(0), "{out}");
-    assert!(group_members(group).is_empty(), "nothing of the spared node runs");
+    assert!(group_members(group.as_raw()).is_empty(), "nothing of the spared node runs");
 }
