@@ -92,6 +92,10 @@ pub struct ChatArgs {
     /// COLLOQUY_NATS_TOKEN, if set]. A token is never taken on the command line.
     #[arg(long, value_name = "VAR", requires = "nats")]
     pub token_env: Option<String>,
+    /// With --nats: how long after its last heartbeat a node is lost, if this chat creates
+    /// the cluster's nodes bucket [default: 3s; at least 1s; an existing bucket keeps its own].
+    #[arg(long, value_name = "TIME", value_parser = duration, requires = "nats")]
+    pub lost_after: Option<Duration>,
 }
 
 /// The model and the agent, as `colloquy chat` and `colloquy node` configure them.
@@ -151,6 +155,14 @@ pub struct NodeArgs {
     /// sessions to end, then closes them (`30s`, `500ms`, `2m`).
     #[arg(long, value_name = "TIME", default_value = "30s", value_parser = duration)]
     pub drain_timeout: Duration,
+    /// How long after its last heartbeat the node is lost, if it creates the cluster's nodes
+    /// bucket (at least 1s; an existing bucket keeps its own).
+    #[arg(long, value_name = "TIME", default_value = "3s", value_parser = duration)]
+    pub lost_after: Duration,
+    /// Publish the agent's text as a whole message only, not as it streams (fewer stored
+    /// events; `colloquy chat --nats` then shows each reply once it is complete).
+    #[arg(long)]
+    pub no_agent_text: bool,
     /// Serve Prometheus /metrics and /healthz on this address (`127.0.0.1:9464`; port 0
     /// picks a free one).
     #[arg(long, value_name = "ADDR")]
@@ -170,13 +182,17 @@ pub struct NodesArgs {
     /// The nodes as a JSON array (every field of their announcements) instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// How long after its last heartbeat a node is lost, if this command creates the
+    /// cluster's nodes bucket [default: 3s; at least 1s; an existing bucket keeps its own].
+    #[arg(long, value_name = "TIME", value_parser = duration)]
+    pub lost_after: Option<Duration>,
     /// The environment variable that holds the NATS token [default: COLLOQUY_NATS_TOKEN, if
     /// set]. A token is never taken on the command line.
     #[arg(long, value_name = "VAR")]
     pub token_env: Option<String>,
 }
 
-/// `--drain-timeout`: a number and a unit, `ms`, `s` or `m`.
+/// `--drain-timeout`, `--lost-after`: a number and a unit, `ms`, `s` or `m`.
 fn duration(text: &str) -> Result<Duration, String> {
     let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
     let (number, unit) = text.split_at(split);
@@ -242,6 +258,7 @@ mod tests {
                 node: None,
                 agent_name: None,
                 token_env: None,
+                lost_after: None,
             }))
         );
         match parse(&["chat", "--instructions", "Be brief.", "--temperature", "0.2"]) {
@@ -269,6 +286,8 @@ mod tests {
                 assert!(args.agent_names.is_empty() && args.provider.is_none());
                 assert_eq!(args.drain_timeout, Duration::from_millis(500));
                 assert_eq!((args.max_sessions, args.load_threshold), (100, 0.7));
+                assert_eq!(args.lost_after, Duration::from_secs(3));
+                assert!(!args.no_agent_text);
             }
             other => panic!("{other:?}"),
         }
@@ -284,8 +303,11 @@ mod tests {
             let args = ["node", "--nats", "u", "--name", "n", "--drain-timeout", bad];
             assert_eq!(parse(&args), Err(clap::error::ErrorKind::ValueValidation), "{bad}");
         }
-        match parse(&["nodes", "--nats", "u", "--json"]) {
-            Ok(Command::Nodes(args)) => assert!(args.json),
+        match parse(&["nodes", "--nats", "u", "--json", "--lost-after", "2s"]) {
+            Ok(Command::Nodes(args)) => {
+                assert!(args.json);
+                assert_eq!(args.lost_after, Some(Duration::from_secs(2)));
+            }
             other => panic!("{other:?}"),
         }
         match parse(&["chat", "--nats", "u", "--node", "n1", "--agent", "a"]) {
@@ -298,6 +320,10 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+        assert_eq!(
+            parse(&["chat", "--lost-after", "2s"]),
+            Err(clap::error::ErrorKind::MissingRequiredArgument)
+        );
         assert_eq!(
             parse(&["chat", "--node", "n1"]),
             Err(clap::error::ErrorKind::MissingRequiredArgument)

@@ -5,6 +5,9 @@
 
 mod common;
 // The cluster crate's harness: one way to start a nats-server for every test that needs one.
+#[cfg(target_os = "linux")]
+#[path = "../../colloquy-cluster/tests/common/group.rs"]
+mod group;
 #[path = "../../colloquy-cluster/tests/common/server.rs"]
 mod nats;
 
@@ -40,6 +43,8 @@ impl NodeProcess {
         let mut command = common::colloquy();
         command.args(["node", "--nats", url, "--name", name]).args(extra);
         command.env_remove("COLLOQUY_NATS_TOKEN").envs(env.iter().copied());
+        // A group of its own: whatever it started is found, and killed, with it.
+        std::os::unix::process::CommandExt::process_group(&mut command, 0);
         let mut child = common::spawn(command);
         let stdout = collect(child.stdout.take().expect("stdout is piped"));
         let stderr = collect(child.stderr.take().expect("stderr is piped"));
@@ -64,9 +69,12 @@ impl NodeProcess {
         }
     }
 
+    fn pid(&self) -> Pid {
+        Pid::from_raw(self.child.id().expect("the node runs") as i32)
+    }
+
     fn signal(&self, signal: Signal) {
-        let pid = Pid::from_raw(self.child.id().expect("the node runs") as i32);
-        kill(pid, signal).expect("the signal is sent");
+        kill(self.pid(), signal).expect("the signal is sent");
     }
 
     /// Waits (at most `bound`) for the node to exit: its status and what it wrote.
@@ -268,6 +276,9 @@ async fn metrics_addr_serves_metrics_and_health_and_counts_each_session_started(
     node.wait_for("closed: close").await;
     let (_, text) = get(&addr, "/metrics");
     assert_eq!(sample(&text, started), Some(1.0), "{text}");
+    // The call came in the session's first turn: watched from its start, it has its tool.
+    let tool = r#"colloquy_tool_calls_ended_total{tool="get_weather",status="done"} 1"#;
+    assert!(text.contains(tool), "{text}");
     assert!(text.contains(r#"colloquy_sessions_closed_total{reason="close"} 1"#), "{text}");
 }
 
@@ -280,4 +291,90 @@ async fn without_a_server_nodes_says_so_and_exits_1_within_the_bound() {
     assert!(out.stderr.contains("cannot connect to NATS at nats://127.0.0.1:1"), "{}", out.stderr);
     assert!(out.stdout.is_empty());
     assert!(start.elapsed() < Duration::from_secs(11), "{:?}", start.elapsed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chat_shows_each_reply_once_whether_the_node_streams_its_text_or_not() {
+    let server = NatsServer::start();
+    let url = server.url();
+    let _streams = NodeProcess::start(&server, "streams", &[]).await;
+    let _whole = NodeProcess::start(&server, "whole", &["--no-agent-text"]).await;
+    for node in ["streams", "whole"] {
+        let input = "hello\nwhat's the weather in Rome?\n";
+        let chat = colloquy(&["chat", "--nats", &url, "--node", node], input, &[]).await;
+        assert_eq!(chat.code, Some(0), "{}", chat.stderr);
+        let agent: Vec<String> =
+            chat.stdout.lines().filter(|l| l.contains("agent ›")).map(String::from).collect();
+        assert_eq!(
+            agent,
+            [
+                "agent › You said \"hello\". I am the scripted model: ask me about the weather, \
+                 to book a flight, or say bye.",
+                "agent › Let me check the weather in Rome.",
+                "agent › Here is what I have: Rome: day 1: sunny, 24°C",
+            ],
+            "{node}:\n{}",
+            chat.stdout
+        );
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_of_a_node_process_loses_its_sessions_only_and_leaves_nothing_running() {
+    use colloquy::cluster::{Cluster, ClusterError, RemoteEvents, RemoteSession, StartOptions};
+    use group::group_members;
+
+    const LOST_AFTER: Duration = Duration::from_secs(2);
+    const MARGIN: Duration = Duration::from_secs(2);
+    let server = NatsServer::start();
+    let lost_after = ["--lost-after", "2s"];
+    let doomed = NodeProcess::start(&server, "doomed", &lost_after).await;
+    let spared = NodeProcess::start(&server, "spared", &lost_after).await;
+    let host = Cluster::builder(server.url()).lost_after(LOST_AFTER).connect().await.unwrap();
+    let mut sessions: Vec<(RemoteSession, RemoteEvents)> = Vec::new();
+    for node in ["doomed", "doomed", "spared", "spared"] {
+        let session = host.start_session_on(node, "demo", StartOptions::new()).await.unwrap();
+        let events = session.subscribe().await.unwrap();
+        session.user_turn("hello").await.unwrap();
+        session.wait_for_idle().await.unwrap();
+        sessions.push((session, events));
+    }
+    let (mut lost, mut kept) = (sessions, Vec::new());
+    kept.extend(lost.drain(2..));
+    let group = doomed.pid();
+    assert_eq!(group_members(group.as_raw()), [group.as_raw()], "the node process runs alone");
+
+    let killed = Instant::now();
+    doomed.signal(Signal::SIGKILL);
+    for (session, events) in &mut lost {
+        let read = async {
+            while let Some(item) = events.recv().await {
+                if let Err(ClusterError::NodeLost { node }) = item {
+                    return Some(node);
+                }
+            }
+            None
+        };
+        let node = tokio::time::timeout(LOST_AFTER + MARGIN, read).await;
+        assert_eq!(node.ok().flatten().as_deref(), Some("doomed"), "{}", session.id());
+        let err = session.history().await.unwrap_err();
+        assert_eq!(err, ClusterError::NodeLost { node: "doomed".into() });
+    }
+    assert!(killed.elapsed() < LOST_AFTER + MARGIN, "{:?}", killed.elapsed());
+    let (code, _, _) = doomed.exit(BOUND).await;
+    assert_eq!(code, None, "killed by a signal");
+    assert!(group_members(group.as_raw()).is_empty(), "nothing of the killed node runs");
+
+    for (session, _) in &kept {
+        assert!(!session.is_node_lost());
+        session.user_turn("hello again").await.expect("the spared node answers");
+        session.wait_for_idle().await.unwrap();
+        session.close().await.unwrap();
+    }
+    let group = spared.pid();
+    spared.signal(Signal::SIGTERM);
+    let (code, out, _) = spared.exit(BOUND).await;
+    assert_eq!(code, Some(0), "{out}");
+    assert!(group_members(group.as_raw()).is_empty(), "nothing of the spared node runs");
 }

@@ -4,15 +4,16 @@
 
 mod common;
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use colloquy_cluster::{
     Cluster, ClusterError, Node, NodeHandle, NodeInfo, Refusal, StartOptions, Timeouts,
 };
-use colloquy_core::{ChatItem, EventKind};
+use colloquy_core::{ChatItem, EventFilter, EventKind};
 use colloquy_llm::{ScriptedLlm, ScriptedResponse};
 use colloquy_protocol::ErrorKind;
-use common::{BOUND, NatsServer, REPLY, eventually, node_builder, support};
+use common::{BOUND, NatsServer, REPLY, eventually, node_builder, raw_events, raw_type, support};
 
 async fn node(server: &NatsServer, name: &str, max_sessions: usize) -> NodeHandle {
     node_builder(&server.url(), name)
@@ -313,4 +314,69 @@ async fn a_wrong_token_is_a_clear_error_and_a_name_is_held_once() {
     assert_eq!(taken, ClusterError::NameTaken("n1".into()));
     let cluster = Cluster::builder(server.url()).token("s3cret").connect().await.unwrap();
     assert_eq!(cluster.nodes().await.unwrap().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_session_sees_each_session_before_its_host_and_events_opt_into_agent_text() {
+    let server = NatsServer::start();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let record = Arc::clone(&seen);
+    let _streams = node_builder(&server.url(), "streams")
+        .events(EventFilter::ALL)
+        .on_session(move |session, start| {
+            record.lock().unwrap().push((session.id().to_owned(), start.agent.clone()));
+        })
+        .start()
+        .await
+        .unwrap();
+    let _plain = node(&server, "plain", 100).await;
+    let cluster = cluster(&server).await;
+    let mut types = Vec::new();
+    for name in ["streams", "plain"] {
+        let session = cluster.start_session_on(name, "support", StartOptions::new()).await.unwrap();
+        if name == "streams" {
+            assert_eq!(*seen.lock().unwrap(), [(session.id().to_owned(), "support".to_owned())]);
+        }
+        session.user_turn("Where is my order?").await.unwrap();
+        session.wait_for_idle().await.unwrap();
+        session.close().await.unwrap();
+        let raw = raw_events(&server.url(), session.id()).await;
+        types.push(raw.iter().map(|m| raw_type(m).to_owned()).collect::<Vec<_>>());
+    }
+    let texts = |types: &[String]| types.iter().filter(|t| *t == "x_agent_text").count();
+    assert!(texts(&types[0]) >= 1, "{:?}", types[0]);
+    assert_eq!(texts(&types[1]), 0, "{:?}", types[1]);
+    assert_eq!(types[0].last().map(String::as_str), Some("session_closed"));
+    assert_eq!(seen.lock().unwrap().len(), 1, "the other node's session is not seen");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_past_the_in_flight_bound_are_answered_busy_at_once() {
+    let server = NatsServer::start();
+    let slow = ScriptedLlm::new([])
+        .with_fallback(|_, _| ScriptedResponse::text(REPLY).with_latency(Duration::from_secs(2)));
+    let _n1 = node_builder(&server.url(), "n1").llm(slow).max_in_flight(4).start().await.unwrap();
+    let cluster = cluster(&server).await;
+    let session = cluster.start_session("support", StartOptions::new()).await.unwrap();
+    session.user_turn("Where is my order?").await.unwrap();
+    let started = std::time::Instant::now();
+    let burst = (0..20).map(|_| async {
+        let result = session.wait_for_idle().await;
+        (result, started.elapsed())
+    });
+    let results = futures_util::future::join_all(burst).await;
+    let mut waited = 0;
+    for (result, after) in results {
+        match result {
+            Ok(()) => waited += 1,
+            Err(ClusterError::Session(e)) if e.kind == ErrorKind::Busy => {
+                assert!(e.message.contains("4 commands"), "{e}");
+                assert!(after < Duration::from_secs(1), "busy at once, not after {after:?}");
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!(waited, 4, "as many waits as the bound, the rest busy");
+    // The bound frees as commands end.
+    session.history().await.expect("a command once the burst is over");
 }

@@ -10,6 +10,8 @@
 #![cfg(target_os = "linux")]
 
 mod common;
+#[path = "common/group.rs"]
+mod group;
 
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
@@ -19,6 +21,7 @@ use colloquy_cluster::{Cluster, ClusterError, RemoteEvents, RemoteSession, Start
 use common::{
     AT_ONCE, BOUND, LOST_AFTER, MARGIN, NatsServer, eventually, node_builder, raw_events, raw_type,
 };
+use group::group_members;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
@@ -92,22 +95,6 @@ impl Drop for NodeProcess {
     }
 }
 
-/// The processes in process group `group`, from `/proc`.
-fn group_members(group: Pid) -> Vec<i32> {
-    let mut members = Vec::new();
-    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
-        // `pid (comm) state ppid pgrp …`: comm may hold spaces, so read after its `)`.
-        let Some((_, rest)) = stat.rsplit_once(')') else { continue };
-        let pgrp = rest.split_whitespace().nth(2).and_then(|p| p.parse::<i32>().ok());
-        if pgrp == Some(group.as_raw()) {
-            members.push(pid);
-        }
-    }
-    members
-}
-
 async fn host(server: &NatsServer) -> Cluster {
     Cluster::builder(server.url()).lost_after(LOST_AFTER).connect().await.expect("the host")
 }
@@ -160,7 +147,7 @@ async fn kill_9_of_a_node_loses_its_sessions_only_and_leaves_nothing_running() {
     let mut lost = sessions_on(&host, "doomed").await;
     let mut kept = sessions_on(&host, "spared").await;
     let group = doomed.pid();
-    assert_eq!(group_members(group), [group.as_raw()], "the node process runs alone");
+    assert_eq!(group_members(group.as_raw()), [group.as_raw()], "the node process runs alone");
 
     let killed = Instant::now();
     doomed.signal(Signal::SIGKILL);
@@ -174,7 +161,7 @@ async fn kill_9_of_a_node_loses_its_sessions_only_and_leaves_nothing_running() {
     }
     assert!(killed.elapsed() < LOST_AFTER + MARGIN, "{:?}", killed.elapsed());
     assert!(!doomed.wait().success());
-    assert!(group_members(group).is_empty(), "nothing of the killed node runs");
+    assert!(group_members(group.as_raw()).is_empty(), "nothing of the killed node runs");
 
     for (session, events) in &mut kept {
         assert!(!session.is_node_lost());
@@ -187,7 +174,7 @@ async fn kill_9_of_a_node_loses_its_sessions_only_and_leaves_nothing_running() {
     }
     host.drain_node("spared").await.unwrap();
     assert!(spared.wait().success());
-    assert!(group_members(spared.pid()).is_empty());
+    assert!(group_members(spared.pid().as_raw()).is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -135,6 +135,8 @@ pub enum ErrorKind {
     BadReply,
     /// The request's version is not this side's [`PROTOCOL_VERSION`](crate::PROTOCOL_VERSION).
     UnsupportedVersion,
+    /// The session runs as many commands as its server allows at once: try again later.
+    Busy,
 }
 
 impl From<SessionError> for ProtocolError {

@@ -1,9 +1,11 @@
 //! `colloquy chat --nats URL`: the chat against a session placed on a node of a cluster. The
 //! session is a [`RemoteSession`]; its events come from the cluster's event stream, shown as
-//! the local chat shows them, the agent's text a message at a time (the stream carries the
-//! committed messages, not the text as it streams).
+//! the local chat shows them: the agent's text as it streams when the node publishes it
+//! (`x_agent_text`, as `colloquy node` does unless `--no-agent-text`), else a message at a
+//! time.
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use colloquy::chat::{ChatItem, Role};
 use colloquy::cluster::{Cluster, ClusterError, RemoteEvents, StartOptions};
@@ -19,6 +21,7 @@ use crate::cluster::{DEFAULT_AGENT, Nats};
 /// Where to place the session, from the chat's options.
 pub(super) struct Placement {
     nats: Nats,
+    lost_after: Option<Duration>,
     node: Option<String>,
     agent: String,
 }
@@ -41,6 +44,7 @@ impl Placement {
         }
         Ok(Self {
             nats: Nats::from_args(url, args.token_env.as_deref())?,
+            lost_after: args.lost_after,
             node: args.node.clone(),
             agent: args.agent_name.clone().unwrap_or_else(|| DEFAULT_AGENT.to_owned()),
         })
@@ -56,6 +60,9 @@ impl Placement {
         let mut builder = Cluster::builder(self.nats.url.as_str());
         if let Some(token) = self.nats.token {
             builder = builder.token(token);
+        }
+        if let Some(lost_after) = self.lost_after {
+            builder = builder.lost_after(lost_after);
         }
         let cluster = builder.connect().await?;
         let session = match &self.node {
@@ -102,13 +109,12 @@ struct Printed {
 async fn print_remote_events(mut events: RemoteEvents, printed: Printed) {
     let Printed { terminal, seen, closed, count } = printed;
     let mut lines = EventLines::default();
+    let mut text = AgentText::default();
     while let Some(event) = events.recv().await {
         match event {
             Ok(event) => {
                 let event = event.event;
-                if let Some((text, interrupted)) = agent_message(&event.kind) {
-                    terminal.agent_message(&text, interrupted);
-                }
+                text.show(&event.kind, &terminal);
                 let closing = matches!(event.kind, EventKind::SessionClosed { .. });
                 show_event(event, &mut lines, &terminal, &seen);
                 if closing {
@@ -122,6 +128,44 @@ async fn print_remote_events(mut events: RemoteEvents, printed: Printed) {
         }
     }
     closed.send_replace(true);
+}
+
+/// The agent's text on the terminal: as it streams once the node has sent a delta, else each
+/// message once committed.
+#[derive(Default)]
+struct AgentText {
+    /// The node publishes the text as it streams: committed messages are not shown again.
+    streams: bool,
+    /// The speech and step whose line is open.
+    open: Option<(String, u32)>,
+}
+
+impl AgentText {
+    fn show(&mut self, event: &EventKind, terminal: &Terminal) {
+        match event {
+            EventKind::AgentText { speech_id, step, delta } => {
+                self.streams = true;
+                let first = self.open.as_ref().is_none_or(|(s, n)| s != speech_id || n != step);
+                if first && self.open.is_some() {
+                    terminal.finish();
+                }
+                terminal.agent_text(first, delta);
+                self.open = Some((speech_id.clone(), *step));
+            }
+            EventKind::SpeechDone { speech_id, interrupted } => {
+                if self.open.as_ref().is_some_and(|(s, _)| s == speech_id) {
+                    self.open = None;
+                    terminal.end_agent_text(interrupted.then_some("[interrupted]"));
+                }
+            }
+            _ if self.streams => {}
+            _ => {
+                if let Some((text, interrupted)) = agent_message(event) {
+                    terminal.agent_message(&text, interrupted);
+                }
+            }
+        }
+    }
 }
 
 /// The agent's text an event commits, and whether it was cut short.

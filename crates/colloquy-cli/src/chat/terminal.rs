@@ -116,7 +116,7 @@ impl Terminal {
     }
 
     /// Agent text as it arrives, cleaned; the first piece of a speech opens its line.
-    fn agent_text(&self, first: bool, text: &str) {
+    pub(crate) fn agent_text(&self, first: bool, text: &str) {
         let text = clean::text(text);
         self.with(|s| {
             s.leave_prompt();
@@ -135,7 +135,7 @@ impl Terminal {
 
     /// Ends the open line of agent text, with a note if it was cut, then writes the lines
     /// that waited for it.
-    fn end_agent_text(&self, note: Option<&str>) {
+    pub(crate) fn end_agent_text(&self, note: Option<&str>) {
         self.with(|s| {
             if std::mem::take(&mut s.mid_line) {
                 let (on, off) = s.paint(Style::Dim);

@@ -2,26 +2,22 @@
 //! tools, `--mcp` servers included) under one or more names, until SIGTERM or SIGINT (or a
 //! host's drain request) drains it. It prints a line when it is ready and one for each session
 //! it starts or closes; with `--metrics-addr` it serves colloquy-ops' `/metrics` and
-//! `/healthz` (`503 draining` while it drains) and counts every session it starts.
+//! `/healthz` (`503 draining` while it drains) and counts every session it starts from its
+//! first event. Its sessions publish the agent's text as it streams unless `--no-agent-text`.
 
-use std::collections::BTreeSet;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
 
 use colloquy::cluster::{DrainReport, Node, NodeHandle};
 use colloquy::events::{EventFilter, EventKind, EventType};
 use colloquy::ops::{Health, Metrics, OpsServer, router, serve};
+use colloquy::session::SessionHandle;
 
 use super::{CommandError, DEFAULT_AGENT, Nats};
 use crate::chat::terminal::{Style, Terminal};
 use crate::chat::{self, Signals, clean, llm};
 use crate::{NodeArgs, Provider};
-
-/// How often the node's sessions are looked over for new ones, which get their line and
-/// their metrics (the node tells of its sessions only when asked).
-const LOOK_EVERY: Duration = Duration::from_millis(50);
 
 /// Runs the node until it has drained; its lines go to `out`.
 pub async fn run(args: &NodeArgs, out: Box<dyn Write + Send>) -> Result<(), CommandError> {
@@ -51,7 +47,14 @@ pub async fn run(args: &NodeArgs, out: Box<dyn Write + Send>) -> Result<(), Comm
         .llm(llm)
         .max_sessions(args.max_sessions)
         .load_threshold(args.load_threshold)
-        .drain_timeout(args.drain_timeout);
+        .drain_timeout(args.drain_timeout)
+        .lost_after(args.lost_after);
+    if !args.no_agent_text {
+        builder = builder.events(EventFilter::ALL);
+    }
+    let metrics = ops.as_ref().map(|ops| ops.metrics.clone());
+    let lines = terminal.clone();
+    builder = builder.on_session(move |session, _| on_session(session, metrics.as_ref(), &lines));
     if let Some(token) = nats.token {
         builder = builder.token(token);
     }
@@ -81,24 +84,11 @@ pub async fn run(args: &NodeArgs, out: Box<dyn Write + Send>) -> Result<(), Comm
             metrics.unwrap_or_default()
         ),
     );
-    let mut sessions = Sessions {
-        known: BTreeSet::new(),
-        metrics: ops.as_ref().map(|ops| ops.metrics.clone()),
-        terminal: terminal.clone(),
-    };
-    let mut look = tokio::time::interval(LOOK_EVERY);
     // Until a signal, or a host asks the node to drain (the node has begun by itself then).
-    loop {
-        tokio::select! {
-            biased;
-            _ = signals.recv() => break,
-            _ = look.tick() => {
-                sessions.look(&node);
-                if node.info().draining {
-                    break;
-                }
-            }
-        }
+    tokio::select! {
+        biased;
+        _ = signals.recv() => {}
+        () = node.drain_requested() => {}
     }
     set(&health, Health::not_ready("draining"));
     let (live, wait) = (node.info().sessions, args.drain_timeout);
@@ -106,7 +96,7 @@ pub async fn run(args: &NodeArgs, out: Box<dyn Write + Send>) -> Result<(), Comm
         Style::Dim,
         &format!("node {} draining: {live} live, up to {wait:?} for them to end", node.name()),
     );
-    let drained = drain(&node, &mut sessions, &mut signals).await;
+    let drained = drain(&node, &mut signals).await;
     if let Some(ops) = ops {
         ops.server.stop().await;
     }
@@ -129,22 +119,12 @@ pub async fn run(args: &NodeArgs, out: Box<dyn Write + Send>) -> Result<(), Comm
     }
 }
 
-/// Drains the node, still reporting its sessions; `None` if a second signal stops the wait.
-async fn drain(
-    node: &NodeHandle,
-    sessions: &mut Sessions,
-    signals: &mut Signals,
-) -> Option<DrainReport> {
-    let drain = node.drain();
-    tokio::pin!(drain);
-    let mut look = tokio::time::interval(LOOK_EVERY);
-    loop {
-        tokio::select! {
-            biased;
-            report = &mut drain => return Some(report),
-            _ = signals.recv() => return None,
-            _ = look.tick() => sessions.look(node),
-        }
+/// Drains the node; `None` if a second signal stops the wait.
+async fn drain(node: &NodeHandle, signals: &mut Signals) -> Option<DrainReport> {
+    tokio::select! {
+        biased;
+        report = node.drain() => Some(report),
+        _ = signals.recv() => None,
     }
 }
 
@@ -174,38 +154,22 @@ impl Ops {
     }
 }
 
-/// The node's sessions seen so far: each new one gets a line, its metrics, and a line when it
-/// closes.
-struct Sessions {
-    known: BTreeSet<String>,
-    metrics: Option<Metrics>,
-    terminal: Terminal,
-}
-
-impl Sessions {
-    fn look(&mut self, node: &NodeHandle) {
-        let live = node.sessions();
-        self.known.retain(|id| live.iter().any(|s| s.id() == id));
-        for session in live {
-            if !self.known.insert(session.id().to_owned()) {
-                continue;
-            }
-            let id = clean::line(session.id());
-            self.terminal.line(Style::Dim, &format!("session {id} started"));
-            if let Some(metrics) = &self.metrics {
-                metrics.watch(&session);
-            }
-            let mut events = session.subscribe_to(EventFilter::only([EventType::SessionClosed]));
-            let terminal = self.terminal.clone();
-            tokio::spawn(async move {
-                let line = match events.recv().await.map(|e| e.kind) {
-                    Some(EventKind::SessionClosed { reason }) => {
-                        format!("session {id} closed: {}", clean::line(&reason))
-                    }
-                    _ => format!("session {id} closed"),
-                };
-                terminal.line(Style::Dim, &line);
-            });
-        }
+/// A session the node just started: its line, its metrics, and a line when it closes.
+fn on_session(session: &SessionHandle, metrics: Option<&Metrics>, terminal: &Terminal) {
+    let id = clean::line(session.id());
+    terminal.line(Style::Dim, &format!("session {id} started"));
+    if let Some(metrics) = metrics {
+        metrics.watch(session);
     }
+    let mut events = session.subscribe_to(EventFilter::only([EventType::SessionClosed]));
+    let terminal = terminal.clone();
+    tokio::spawn(async move {
+        let line = match events.recv().await.map(|e| e.kind) {
+            Some(EventKind::SessionClosed { reason }) => {
+                format!("session {id} closed: {}", clean::line(&reason))
+            }
+            _ => format!("session {id} closed"),
+        };
+        terminal.line(Style::Dim, &line);
+    });
 }

@@ -20,6 +20,9 @@ pub async fn run(args: &NodesArgs, out: &mut dyn Write) -> Result<(), CommandErr
     let mut timeouts = Timeouts::default();
     timeouts.place = NODES_WAIT / 2;
     let mut builder = Cluster::builder(nats.url.as_str()).timeouts(timeouts);
+    if let Some(lost_after) = args.lost_after {
+        builder = builder.lost_after(lost_after);
+    }
     if let Some(token) = nats.token {
         builder = builder.token(token);
     }

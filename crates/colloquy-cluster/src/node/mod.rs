@@ -16,13 +16,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use colloquy_actors::{Host, SessionBuilder, SessionHandle};
-use colloquy_core::Agent;
+use colloquy_core::{Agent, EventFilter, EventType};
 use colloquy_llm::Llm;
 use tokio::sync::{Notify, OnceCell, watch};
 
 pub use drain::NODE_DRAINING;
 pub use fence::NODE_LOST;
-pub use shared::{DrainReport, HEARTBEAT, NodeLoad, SessionStart};
+pub use shared::{DrainReport, HEARTBEAT, MAX_IN_FLIGHT, NodeLoad, SessionStart};
 
 use crate::error::ClusterError;
 use crate::names;
@@ -35,7 +35,8 @@ pub struct Node;
 
 impl Node {
     /// A node with no agent yet, 100 sessions at most, a load threshold of 0.7, a drain
-    /// timeout of 30 minutes, lost 3 s after its last heartbeat.
+    /// timeout of 30 minutes, lost 3 s after its last heartbeat, publishing every event but
+    /// the agent's text deltas, running 32 commands of a session at once at most.
     pub fn builder() -> NodeBuilder {
         NodeBuilder {
             server: NatsConfig::new("nats://127.0.0.1:4222"),
@@ -44,6 +45,9 @@ impl Node {
                 agents: BTreeMap::new(),
                 llm: None,
                 hook: None,
+                observer: None,
+                events: EventFilter::DEFAULT,
+                max_in_flight: MAX_IN_FLIGHT,
                 max_sessions: 100,
                 load_threshold: 0.7,
                 load_fn: None,
@@ -111,6 +115,36 @@ impl NodeBuilder {
         hook: impl Fn(SessionBuilder, &SessionStart) -> SessionBuilder + Send + Sync + 'static,
     ) -> Self {
         self.config.hook = Some(Arc::new(hook));
+        self
+    }
+
+    /// Called with each session the node starts, once it has started and before the host
+    /// that asked for it is answered, so nothing the host does precedes it: to watch the
+    /// session (metrics, logs) from its first event. Keep it quick: placements wait on it.
+    pub fn on_session(
+        mut self,
+        observer: impl Fn(&SessionHandle, &SessionStart) + Send + Sync + 'static,
+    ) -> Self {
+        self.config.observer = Some(Arc::new(observer));
+        self
+    }
+
+    /// The events each session publishes to the events stream (default
+    /// [`EventFilter::DEFAULT`]: all but the agent's text as it streams, `x_agent_text`).
+    /// `EventFilter::ALL` lets a host show the reply as it streams, at the cost of an event
+    /// stored per text delta. `session_closed` is always published: a session's stream ends
+    /// with it.
+    pub fn events(mut self, filter: EventFilter) -> Self {
+        self.config.events = filter.with(EventType::SessionClosed);
+        self
+    }
+
+    /// The most commands of one session the node runs at once (default [`MAX_IN_FLIGHT`],
+    /// at least 1): each runs in a task of its own, and a host in a loop could otherwise
+    /// start thousands. A command beyond it is answered at once with
+    /// [`ErrorKind::Busy`](crate::ErrorKind::Busy).
+    pub fn max_in_flight(mut self, max: usize) -> Self {
+        self.config.max_in_flight = max.max(1);
         self
     }
 
@@ -259,6 +293,14 @@ impl NodeHandle {
     /// events, leaves the nodes bucket and stops. Every caller gets the same report.
     pub async fn drain(&self) -> DrainReport {
         drain::drain(self.shared()).await
+    }
+
+    /// Resolves once a host has asked the node to drain
+    /// ([`Cluster::drain_node`](crate::Cluster::drain_node)); the node has begun draining by
+    /// itself then. For one waiter at a time (not with [`NodeBuilder::run`], which waits on
+    /// the same request).
+    pub async fn drain_requested(&self) {
+        self.shared().drain_requested.notified().await;
     }
 
     /// Waits for SIGTERM, SIGINT or a drain request, then drains.

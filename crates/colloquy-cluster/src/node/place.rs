@@ -57,20 +57,23 @@ async fn place(shared: &Arc<NodeShared>, request: PlaceRequest) -> PlaceReply {
     if let Some(llm) = &shared.config.llm {
         builder = builder.llm(Arc::clone(llm));
     }
+    let start = SessionStart { agent: request.agent.clone(), metadata: request.options.metadata };
     if let Some(hook) = &shared.config.hook {
-        let start =
-            SessionStart { agent: request.agent.clone(), metadata: request.options.metadata };
         builder = hook(builder, &start);
     }
     if !request.options.history.is_empty() {
         builder = builder.history(request.options.history);
     }
     // Subscribed before the start, so the session's first events are published too.
-    let events = builder.subscribe();
+    let events = builder.subscribe_to(shared.config.events);
     let session = match builder.start(factory()).await {
         Ok(session) => session,
         Err(e) => return PlaceReply::Failed { message: e.to_string() },
     };
+    // Before the answer: the host cannot reach the session before the observer has seen it.
+    if let Some(observer) = &shared.config.observer {
+        observer(&session, &start);
+    }
     let session_id = session.id().to_owned();
     // Read once: the record and the answer name the same lease.
     let lease = shared.lease();

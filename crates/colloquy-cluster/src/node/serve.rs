@@ -1,6 +1,6 @@
 //! Serving one session of the node: its commands (NATS requests on its command subject, each
 //! run by the protocol's `execute` in a task of its own, so a long `wait_for_idle` holds no
-//! other command back) and its events (each published to the events stream, in order, numbered
+//! other command back; at most `max_in_flight` at once, the rest answered `busy`) and its events (each published to the events stream, in order, numbered
 //! from 1, retried until stored). The session leaves the node once its last event is stored.
 
 use std::sync::Arc;
@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, message::PublishMessage};
 use colloquy_actors::{EventStream, SessionHandle};
-use colloquy_protocol::{EventFrame, Reply, Request, execute};
+use colloquy_protocol::{ErrorKind, EventFrame, ProtocolError, Reply, Request, execute};
 use futures_util::StreamExt;
-use tokio::sync::oneshot;
+use tokio::sync::{Semaphore, oneshot};
 
 use super::fence::NODE_LOST;
 use super::shared::NodeShared;
@@ -54,7 +54,8 @@ pub(super) async fn start(
         .map_err(ClusterError::nats)?;
     let (ended, on_end) = oneshot::channel();
     let client = shared.backend.client.clone();
-    let serving = tokio::spawn(serve_commands(client, session.clone(), commands, on_end));
+    let limit = shared.config.max_in_flight;
+    let serving = tokio::spawn(serve_commands(client, session.clone(), commands, limit, on_end));
     let publishing = tokio::spawn(publish_events(Arc::clone(shared), id, events, ended));
     shared.add_session(session.clone(), vec![serving.abort_handle(), publishing.abort_handle()]);
     // A fence between the admission and now did not see this session.
@@ -70,8 +71,10 @@ async fn serve_commands(
     client: async_nats::Client,
     session: SessionHandle,
     mut commands: async_nats::Subscriber,
+    limit: usize,
     mut ended: oneshot::Receiver<()>,
 ) {
+    let in_flight = Arc::new(Semaphore::new(limit));
     let mut draining = false;
     loop {
         let message = tokio::select! {
@@ -87,6 +90,16 @@ async fn serve_commands(
         };
         let Some(message) = message else { return };
         let Some(reply_to) = message.reply else { continue };
+        let Ok(permit) = Arc::clone(&in_flight).try_acquire_owned() else {
+            let busy = ProtocolError::new(
+                ErrorKind::Busy,
+                format!("the session runs {limit} commands already: try again once one ends"),
+            );
+            if let Err(e) = client.publish(reply_to, Reply::Error(busy).encode().into()).await {
+                tracing::warn!(session = %session.id(), error = %e, "cannot answer a command");
+            }
+            continue;
+        };
         let session = session.clone();
         let client = client.clone();
         tokio::spawn(async move {
@@ -94,6 +107,7 @@ async fn serve_commands(
                 Ok(request) => execute(&session, request).await,
                 Err(e) => Reply::Error(e),
             };
+            drop(permit);
             if let Err(e) = client.publish(reply_to, reply.encode().into()).await {
                 tracing::warn!(session = %session.id(), error = %e, "cannot answer a command");
             }

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use colloquy_actors::{Host, SessionBuilder, SessionHandle};
-use colloquy_core::Agent;
+use colloquy_core::{Agent, EventFilter};
 use colloquy_llm::Llm;
 use futures_util::StreamExt;
 use tokio::sync::{Notify, OnceCell, watch};
@@ -29,8 +29,14 @@ pub(crate) type AgentFactory = Arc<dyn Fn() -> Agent + Send + Sync>;
 /// The node's hook on each session's builder.
 pub(crate) type SessionHook =
     Arc<dyn Fn(SessionBuilder, &SessionStart) -> SessionBuilder + Send + Sync>;
+/// The node's hook on each session it starts.
+pub(crate) type SessionObserver = Arc<dyn Fn(&SessionHandle, &SessionStart) + Send + Sync>;
 /// A node's load from its sessions.
 pub(crate) type LoadFn = Arc<dyn Fn(&NodeLoad) -> f64 + Send + Sync>;
+
+/// The most commands of one session a node runs at once by default
+/// ([`NodeBuilder::max_in_flight`](crate::NodeBuilder::max_in_flight)).
+pub const MAX_IN_FLIGHT: usize = 32;
 
 /// What a node's session hook learns of the session it configures.
 #[derive(Clone, Debug)]
@@ -67,6 +73,11 @@ pub(crate) struct NodeConfig {
     pub(crate) agents: BTreeMap<String, AgentFactory>,
     pub(crate) llm: Option<Arc<dyn Llm>>,
     pub(crate) hook: Option<SessionHook>,
+    pub(crate) observer: Option<SessionObserver>,
+    /// The events each session publishes (`session_closed` always among them).
+    pub(crate) events: EventFilter,
+    /// The most commands of one session the node runs at once.
+    pub(crate) max_in_flight: usize,
     pub(crate) max_sessions: usize,
     pub(crate) load_threshold: f64,
     pub(crate) load_fn: Option<LoadFn>,
