@@ -88,14 +88,38 @@ pub struct ChatArgs {
     /// demo].
     #[arg(long = "agent", value_name = "NAME", requires = "nats")]
     pub agent_name: Option<String>,
-    /// With --nats: the environment variable that holds the NATS token [default:
-    /// COLLOQUY_NATS_TOKEN, if set]. A token is never taken on the command line.
-    #[arg(long, value_name = "VAR", requires = "nats")]
-    pub token_env: Option<String>,
+    /// With --nats: how to authenticate to NATS.
+    #[command(flatten)]
+    pub nats_auth: NatsAuthArgs,
     /// With --nats: how long after its last heartbeat a node is lost, if this chat creates
     /// the cluster's nodes bucket [default: 3s; at least 1s; an existing bucket keeps its own].
     #[arg(long, value_name = "TIME", value_parser = duration, requires = "nats")]
     pub lost_after: Option<Duration>,
+}
+
+/// How `colloquy node`, `colloquy nodes` and `colloquy chat --nats` authenticate to NATS:
+/// secrets come from environment variables, never from the command line.
+#[derive(Debug, clap::Args, Clone, Default, PartialEq)]
+pub struct NatsAuthArgs {
+    /// The environment variable that holds the NATS token [default: COLLOQUY_NATS_TOKEN, if
+    /// set].
+    #[arg(long, value_name = "VAR")]
+    pub token_env: Option<String>,
+    /// The NATS user; its password is in the variable --password-env names.
+    #[arg(long, value_name = "NAME", requires = "password_env")]
+    pub user: Option<String>,
+    /// The environment variable that holds the NATS user's password.
+    #[arg(long, value_name = "VAR", requires = "user")]
+    pub password_env: Option<String>,
+    /// Require TLS, trusting the certificate authority in this PEM file besides the system's.
+    #[arg(long, value_name = "PEM")]
+    pub tls_ca: Option<std::path::PathBuf>,
+    /// A client certificate (PEM) for a server that verifies its clients; with --tls-key.
+    #[arg(long, value_name = "PEM", requires = "tls_key")]
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// The client certificate's key (PEM); with --tls-cert.
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    pub tls_key: Option<std::path::PathBuf>,
 }
 
 /// The model and the agent, as `colloquy chat` and `colloquy node` configure them.
@@ -167,10 +191,9 @@ pub struct NodeArgs {
     /// picks a free one).
     #[arg(long, value_name = "ADDR")]
     pub metrics_addr: Option<SocketAddr>,
-    /// The environment variable that holds the NATS token [default: COLLOQUY_NATS_TOKEN, if
-    /// set]. A token is never taken on the command line.
-    #[arg(long, value_name = "VAR")]
-    pub token_env: Option<String>,
+    /// How to authenticate to NATS.
+    #[command(flatten)]
+    pub nats_auth: NatsAuthArgs,
 }
 
 /// `colloquy nodes` options.
@@ -186,10 +209,9 @@ pub struct NodesArgs {
     /// cluster's nodes bucket [default: 3s; at least 1s; an existing bucket keeps its own].
     #[arg(long, value_name = "TIME", value_parser = duration)]
     pub lost_after: Option<Duration>,
-    /// The environment variable that holds the NATS token [default: COLLOQUY_NATS_TOKEN, if
-    /// set]. A token is never taken on the command line.
-    #[arg(long, value_name = "VAR")]
-    pub token_env: Option<String>,
+    /// How to authenticate to NATS.
+    #[command(flatten)]
+    pub nats_auth: NatsAuthArgs,
 }
 
 /// `--drain-timeout`, `--lost-after`: a number and a unit, `ms`, `s` or `m`.
@@ -257,7 +279,7 @@ mod tests {
                 nats: None,
                 node: None,
                 agent_name: None,
-                token_env: None,
+                nats_auth: NatsAuthArgs::default(),
                 lost_after: None,
             }))
         );

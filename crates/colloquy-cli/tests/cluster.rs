@@ -253,6 +253,31 @@ async fn a_wrong_token_is_refused_clearly_and_never_printed() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_and_password_from_the_environment_reach_nats_and_never_show() {
+    const PASSWORD: &str = "s3cret-pa55";
+    const WRONG: &str = "wr0ng-pa55";
+    let server = NatsServer::start_with(&["--user", "node", "--pass", PASSWORD]);
+    let url = server.url();
+    let user = ["--user", "node", "--password-env", "NATS_PASSWORD"];
+
+    let node = NodeProcess::spawn(&url, "n1", &user, &[("NATS_PASSWORD", PASSWORD)]);
+    node.wait_for("node n1 ready").await;
+    let args = ["nodes", "--nats", &url, user[0], user[1], user[2], user[3]];
+    let listed = colloquy(&args, "", &[("NATS_PASSWORD", PASSWORD)]).await;
+    assert_eq!(listed.code, Some(0), "{}", listed.stderr);
+    assert!(listed.stdout.contains("n1") && !listed.stdout.contains(PASSWORD));
+
+    let refused = colloquy(&args, "", &[("NATS_PASSWORD", WRONG)]).await;
+    assert_eq!(refused.code, Some(1));
+    assert!(refused.stderr.contains("refused the credentials"), "{}", refused.stderr);
+    assert!(!refused.stderr.contains(WRONG) && !refused.stderr.contains(PASSWORD));
+    // A user without the variable that holds its password is a usage error.
+    let unset = colloquy(&args, "", &[]).await;
+    assert_eq!(unset.code, Some(2), "{}", unset.stderr);
+    assert!(unset.stderr.contains("NATS_PASSWORD"), "{}", unset.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_addr_serves_metrics_and_health_and_counts_each_session_started() {
     let server = NatsServer::start();
     let url = server.url();

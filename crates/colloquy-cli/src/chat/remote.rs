@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use colloquy::chat::{ChatItem, Role};
-use colloquy::cluster::{Cluster, ClusterError, RemoteEvents, StartOptions};
+use colloquy::cluster::{Cluster, ClusterError, NatsConfig, RemoteEvents, StartOptions};
 use colloquy::events::{EventKind, SessionEvent};
 use tokio::sync::watch;
 
@@ -16,11 +16,12 @@ use super::session::ChatSession;
 use super::terminal::{EventLines, Style, Terminal};
 use super::{Opened, clean, show_event};
 use crate::ChatArgs;
-use crate::cluster::{DEFAULT_AGENT, Nats};
+use crate::cluster::{DEFAULT_AGENT, nats_config};
 
 /// Where to place the session, from the chat's options.
 pub(super) struct Placement {
-    nats: Nats,
+    nats: NatsConfig,
+    url: String,
     lost_after: Option<Duration>,
     node: Option<String>,
     agent: String,
@@ -43,7 +44,8 @@ impl Placement {
                 .into());
         }
         Ok(Self {
-            nats: Nats::from_args(url, args.token_env.as_deref())?,
+            nats: nats_config(url, &args.nats_auth)?,
+            url: url.to_owned(),
             lost_after: args.lost_after,
             node: args.node.clone(),
             agent: args.agent_name.clone().unwrap_or_else(|| DEFAULT_AGENT.to_owned()),
@@ -57,10 +59,7 @@ impl Placement {
         terminal: &Terminal,
         seen: &Arc<Mutex<Vec<SessionEvent>>>,
     ) -> Result<Opened, ClusterError> {
-        let mut builder = Cluster::builder(self.nats.url.as_str());
-        if let Some(token) = self.nats.token {
-            builder = builder.token(token);
-        }
+        let mut builder = Cluster::builder(self.nats);
         if let Some(lost_after) = self.lost_after {
             builder = builder.lost_after(lost_after);
         }
@@ -75,7 +74,7 @@ impl Placement {
             &format!(
                 "colloquy chat with agent {agent} on node {node} ({}): /help for commands, \
                  /quit to leave",
-                self.nats.url
+                self.url
             ),
         );
         let events = session.subscribe().await?;

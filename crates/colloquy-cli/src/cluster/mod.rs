@@ -8,7 +8,9 @@ pub mod nodes;
 
 use std::fmt;
 
-use colloquy::cluster::ClusterError;
+use colloquy::cluster::{ClusterError, NatsConfig};
+
+use crate::NatsAuthArgs;
 
 /// The agent a node serves, and a chat asks for, when no `--agent` names one.
 pub const DEFAULT_AGENT: &str = "demo";
@@ -38,38 +40,46 @@ impl fmt::Display for CommandError {
     }
 }
 
-/// A NATS server and the token it asks for.
-pub(crate) struct Nats {
-    /// The URL, which holds no credentials.
-    pub(crate) url: String,
-    pub(crate) token: Option<String>,
-}
-
-impl Nats {
-    /// `url`, and the token from the variable `token_env` names (or [`TOKEN_VARIABLE`] if it
-    /// is set). A URL with credentials in it is refused, so a token never shows in a process
-    /// list or a shell history; the message does not repeat it.
-    pub(crate) fn from_args(url: &str, token_env: Option<&str>) -> Result<Self, String> {
-        // A comma-separated list of servers, each `[scheme://][credentials@]host:port[/…]`.
-        let has_credentials = url.split(',').any(|server| {
-            let rest = server.split_once("://").map_or(server, |(_, rest)| rest);
-            rest.split('/').next().is_some_and(|authority| authority.contains('@'))
-        });
-        if has_credentials {
-            return Err(format!(
-                "the NATS URL holds credentials: put the token in an environment variable and \
-                 name it with --token-env (default {TOKEN_VARIABLE})"
-            ));
-        }
-        let token = match token_env {
-            Some(variable) => match std::env::var(variable) {
-                Ok(token) if !token.is_empty() => Some(token),
-                _ => return Err(format!("--token-env {variable}: that variable is not set")),
-            },
-            None => std::env::var(TOKEN_VARIABLE).ok().filter(|token| !token.is_empty()),
-        };
-        Ok(Self { url: url.to_owned(), token })
+/// The NATS server at `url` with the credentials and TLS `auth` asks for: a token from the
+/// variable `--token-env` names (or [`TOKEN_VARIABLE`] if it is set), a user with the password
+/// in `--password-env`'s variable, certificates. A URL with credentials in it is refused, so a
+/// secret never shows in a process list or a shell history; no message repeats one.
+pub(crate) fn nats_config(url: &str, auth: &NatsAuthArgs) -> Result<NatsConfig, String> {
+    // A comma-separated list of servers, each `[scheme://][credentials@]host:port[/…]`.
+    let has_credentials = url.split(',').any(|server| {
+        let rest = server.split_once("://").map_or(server, |(_, rest)| rest);
+        rest.split('/').next().is_some_and(|authority| authority.contains('@'))
+    });
+    if has_credentials {
+        return Err(format!(
+            "the NATS URL holds credentials: put a token in an environment variable and name it \
+             with --token-env (default {TOKEN_VARIABLE}), or use --user and --password-env"
+        ));
     }
+    let variable = |name: &str, flag: &str| match std::env::var(name) {
+        Ok(value) if !value.is_empty() => Ok(value),
+        _ => Err(format!("{flag} {name}: that variable is not set")),
+    };
+    let mut config = NatsConfig::new(url);
+    match (&auth.token_env, &auth.user, &auth.password_env) {
+        (Some(_), Some(_), _) => return Err("--token-env and --user: choose one".into()),
+        (Some(name), None, _) => config = config.token(variable(name, "--token-env")?),
+        (None, Some(user), Some(name)) => {
+            config = config.user_password(user, variable(name, "--password-env")?);
+        }
+        _ => {
+            if let Some(token) = std::env::var(TOKEN_VARIABLE).ok().filter(|t| !t.is_empty()) {
+                config = config.token(token);
+            }
+        }
+    }
+    if let Some(ca) = &auth.tls_ca {
+        config = config.tls_root_certificates(ca);
+    }
+    if let (Some(cert), Some(key)) = (&auth.tls_cert, &auth.tls_key) {
+        config = config.tls_client_certificate(cert, key);
+    }
+    Ok(config)
 }
 
 #[cfg(test)]
@@ -80,19 +90,28 @@ mod tests {
     fn a_url_with_credentials_is_refused_without_repeating_them() {
         for url in ["nats://s3cret@127.0.0.1:4222", "u:s3cret@h:1", "nats://a:1,nats://s3cret@b:2"]
         {
-            let refused = Nats::from_args(url, None).err().expect(url);
+            let refused = nats_config(url, &NatsAuthArgs::default()).expect_err(url);
             assert!(!refused.contains("s3cret"), "{refused}");
         }
-        let plain = Nats::from_args("nats://127.0.0.1:4222,127.0.0.1:4223/x", None);
-        assert_eq!(
-            plain.map(|n| n.url).ok().as_deref(),
-            Some("nats://127.0.0.1:4222,127.0.0.1:4223/x")
-        );
+        let plain = nats_config("nats://127.0.0.1:4222,127.0.0.1:4223/x", &NatsAuthArgs::default());
+        assert!(format!("{plain:?}").contains("nats://127.0.0.1:4222,127.0.0.1:4223/x"));
     }
 
     #[test]
     fn a_named_token_variable_must_be_set() {
-        let missing = Nats::from_args("nats://h:1", Some("COLLOQUY_TEST_NO_SUCH_VARIABLE"));
-        assert!(missing.err().is_some_and(|e| e.contains("COLLOQUY_TEST_NO_SUCH_VARIABLE")));
+        for auth in [
+            NatsAuthArgs {
+                token_env: Some("COLLOQUY_TEST_NO_SUCH_VARIABLE".into()),
+                ..Default::default()
+            },
+            NatsAuthArgs {
+                user: Some("node".into()),
+                password_env: Some("COLLOQUY_TEST_NO_SUCH_VARIABLE".into()),
+                ..Default::default()
+            },
+        ] {
+            let missing = nats_config("nats://h:1", &auth);
+            assert!(missing.err().is_some_and(|e| e.contains("COLLOQUY_TEST_NO_SUCH_VARIABLE")));
+        }
     }
 }

@@ -14,15 +14,14 @@ use colloquy::events::{EventFilter, EventKind, EventType};
 use colloquy::ops::{Health, Metrics, OpsServer, router, serve};
 use colloquy::session::SessionHandle;
 
-use super::{CommandError, DEFAULT_AGENT, Nats};
+use super::{CommandError, DEFAULT_AGENT, nats_config};
 use crate::chat::terminal::{Style, Terminal};
 use crate::chat::{self, Signals, clean, llm};
 use crate::{NodeArgs, Provider};
 
 /// Runs the node until it has drained; its lines go to `out`.
 pub async fn run(args: &NodeArgs, out: Box<dyn Write + Send>) -> Result<(), CommandError> {
-    let nats =
-        Nats::from_args(&args.nats, args.token_env.as_deref()).map_err(CommandError::Usage)?;
+    let nats = nats_config(&args.nats, &args.nats_auth).map_err(CommandError::Usage)?;
     let provider = args.provider.unwrap_or(Provider::Scripted);
     let (llm, about) = llm::choose(provider, &args.agent).map_err(CommandError::Usage)?;
     let terminal = Terminal::new(out, false, false);
@@ -42,7 +41,7 @@ pub async fn run(args: &NodeArgs, out: Box<dyn Write + Send>) -> Result<(), Comm
         false => args.agent_names.clone(),
     };
     let mut builder = Node::builder()
-        .nats(nats.url.as_str())
+        .nats(nats)
         .name(args.name.as_str())
         .llm(llm)
         .max_sessions(args.max_sessions)
@@ -55,9 +54,6 @@ pub async fn run(args: &NodeArgs, out: Box<dyn Write + Send>) -> Result<(), Comm
     let metrics = ops.as_ref().map(|ops| ops.metrics.clone());
     let lines = terminal.clone();
     builder = builder.on_session(move |session, _| on_session(session, metrics.as_ref(), &lines));
-    if let Some(token) = nats.token {
-        builder = builder.token(token);
-    }
     for name in &names {
         let agent = agent.clone();
         builder = builder.agent(name.as_str(), move || agent.clone());
@@ -79,7 +75,7 @@ pub async fn run(args: &NodeArgs, out: Box<dyn Write + Send>) -> Result<(), Comm
         &format!(
             "node {} ready on {}: agents {} on {about}{}",
             node.name(),
-            nats.url,
+            args.nats,
             names.join(", "),
             metrics.unwrap_or_default()
         ),

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use colloquy::cluster::{Cluster, NodeInfo, Timeouts};
 
-use super::{CommandError, Nats};
+use super::{CommandError, nats_config};
 use crate::NodesArgs;
 use crate::chat::clean;
 
@@ -15,16 +15,12 @@ pub const NODES_WAIT: Duration = Duration::from_secs(10);
 
 /// Lists the nodes on `out`.
 pub async fn run(args: &NodesArgs, out: &mut dyn Write) -> Result<(), CommandError> {
-    let nats =
-        Nats::from_args(&args.nats, args.token_env.as_deref()).map_err(CommandError::Usage)?;
+    let nats = nats_config(&args.nats, &args.nats_auth).map_err(CommandError::Usage)?;
     let mut timeouts = Timeouts::default();
     timeouts.place = NODES_WAIT / 2;
-    let mut builder = Cluster::builder(nats.url.as_str()).timeouts(timeouts);
+    let mut builder = Cluster::builder(nats).timeouts(timeouts);
     if let Some(lost_after) = args.lost_after {
         builder = builder.lost_after(lost_after);
-    }
-    if let Some(token) = nats.token {
-        builder = builder.token(token);
     }
     let read = async { builder.connect().await?.nodes().await };
     let nodes = match tokio::time::timeout(NODES_WAIT, read).await {
@@ -33,7 +29,7 @@ pub async fn run(args: &NodesArgs, out: &mut dyn Write) -> Result<(), CommandErr
             let wait = NODES_WAIT.as_secs();
             return Err(CommandError::Failed(format!(
                 "NATS at {} did not answer within {wait} s",
-                nats.url
+                args.nats
             )));
         }
     };
