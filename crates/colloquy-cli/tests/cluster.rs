@@ -149,7 +149,7 @@ async fn two_nodes_are_listed_and_a_piped_chat_runs_its_turn_on_the_one_named() 
 
     let chat = colloquy(
         &["chat", "--nats", &url, "--node", "n2", "--agent", "travel"],
-        "hello\nwhat's the weather in Rome?\n",
+        "hello\nwhat's the weather in Rome?\n/tools\n",
         &[],
     )
     .await;
@@ -161,6 +161,9 @@ async fn two_nodes_are_listed_and_a_piped_chat_runs_its_turn_on_the_one_named() 
         "  tool ▸ get_weather started",
         "  tool ✓ get_weather done: Rome: day 1: sunny, 24°C",
         "agent › Here is what I have: Rome: day 1: sunny, 24°C",
+        "tools (on the node):",
+        "  get_weather",
+        "no call running",
         "── session closed: close ──",
     ];
     let mut rest = chat.stdout.as_str();

@@ -530,7 +530,17 @@ async fn run_command(
 async fn tools(session: &ChatSession, agent: Option<&Agent>, servers: &[McpServer]) -> String {
     let mut lines = vec!["tools:".to_string()];
     let Some(agent) = agent else {
-        lines[0] = "tools: the node's agent's (not listed over the cluster)".into();
+        // A node's agent is not in this process: its tools are the ones its toolsets route, as
+        // the session's snapshot lists them (names only: descriptions do not travel).
+        match session.inspect().await {
+            Ok(snapshot) => {
+                lines[0] = "tools (on the node):".into();
+                let mut names = Vec::new();
+                routed_tools(&snapshot.tree, &mut names);
+                lines.extend(names.iter().map(|name| format!("  {}", clean::line(name))));
+            }
+            Err(e) => lines[0] = format!("tools: not listed ({})", clean::line(&e)),
+        }
         return running_calls(session, lines).await;
     };
     let learned: Vec<FunctionTool> =
@@ -540,6 +550,18 @@ async fn tools(session: &ChatSession, agent: Option<&Agent>, servers: &[McpServe
         lines.push(format!("  {name} — {about}"));
     }
     running_calls(session, lines).await
+}
+
+/// Every tool name the toolsets under `node` route, once each, in tree order.
+fn routed_tools(node: &ActorNode, names: &mut Vec<String>) {
+    for name in node.tools.iter().flatten() {
+        if !names.contains(name) {
+            names.push(name.clone());
+        }
+    }
+    for child in &node.children {
+        routed_tools(child, names);
+    }
 }
 
 /// `lines`, then the calls running now.
