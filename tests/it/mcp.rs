@@ -409,17 +409,7 @@ async fn a_result_over_the_size_limit_ends_the_call_with_an_error_giving_its_siz
 #[tokio::test]
 async fn an_answer_the_transport_drops_ends_its_call_with_an_error_and_the_server_goes_on() {
     let server = McpToolset::stdio("py", python(&["stdio"])).connect().await.expect("connects");
-    let script = vec![
-        call("c1", "big", r#"{"mib": 17}"#),
-        text("Too big."),
-        call("c2", "add", r#"{"a": 1, "b": 2}"#),
-        text("3."),
-    ];
-    let mut h = Harness::start(agent().toolset(server.toolset()), script).await;
-    h.turn("big").await;
-    until(&mut h, "the call's end", |e| ended(e, "c1").is_some()).await;
-    assert_eq!(ended(h.events(), "c1"), Some(ToolCallStatus::Error));
-    let (said, _) = output(&h, "c1").await.expect("an output");
+    let said = big_then_add(server.toolset(), "stdio").await;
     assert!(said.contains("over the 16 MiB") && said.contains("dropped"), "{said}");
     let bytes: usize = said
         .split(" bytes")
@@ -427,10 +417,27 @@ async fn an_answer_the_transport_drops_ends_its_call_with_an_error_and_the_serve
         .and_then(|s| s.rsplit(' ').next()?.parse().ok())
         .expect("the size");
     assert!(bytes > 17 * 1024 * 1024, "{said}");
+}
+
+/// Calls `big` (a 17 MiB answer) then `add` on `toolset`: `big` ends with an error and `add`
+/// still answers. Returns what the model read for `big`.
+async fn big_then_add(toolset: Toolset, what: &str) -> String {
+    let script = vec![
+        call("c1", "big", r#"{"mib": 17}"#),
+        text("Too big."),
+        call("c2", "add", r#"{"a": 1, "b": 2}"#),
+        text("3."),
+    ];
+    let mut h = Harness::start(agent().toolset(toolset), script).await;
+    h.turn("big").await;
+    until(&mut h, "the call's end", |e| ended(e, "c1").is_some()).await;
+    assert_eq!(ended(h.events(), "c1"), Some(ToolCallStatus::Error), "{what}");
+    let (said, _) = output(&h, "c1").await.expect("an output");
     h.turn("again").await;
     until(&mut h, "the next call's end", |e| ended(e, "c2").is_some()).await;
-    assert_eq!(output(&h, "c2").await.map(|o| o.0).as_deref(), Some("1 + 2 = 3"));
+    assert_eq!(output(&h, "c2").await.map(|o| o.0).as_deref(), Some("1 + 2 = 3"), "{what}");
     h.close().await;
+    said
 }
 
 /// A server that lists the 10,000-deep `deep` beside `add`: `connect()` reports `deep` skipped,
@@ -478,27 +485,13 @@ async fn over_http_an_answer_over_the_size_limit_ends_its_call_and_the_server_go
     for mode in [&[][..], &["--json"]] {
         let (mut child, url) = http_server(mode).await;
         let server = McpToolset::http("py", url).connect().await.expect("connects");
-        let script = vec![
-            call("c1", "big", r#"{"mib": 17}"#),
-            text("Too big."),
-            call("c2", "add", r#"{"a": 1, "b": 2}"#),
-            text("3."),
-        ];
-        let mut h = Harness::start(agent().toolset(server.toolset()), script).await;
-        h.turn("big").await;
-        until(&mut h, "the call's end", |e| ended(e, "c1").is_some()).await;
-        assert_eq!(ended(h.events(), "c1"), Some(ToolCallStatus::Error), "{mode:?}");
-        let (said, _) = output(&h, "c1").await.expect("an output");
+        let said = big_then_add(server.toolset(), &format!("{mode:?}")).await;
         // rmcp stops reading at the limit (a JSON body, an SSE event), so the size is not known.
         assert!(
             said.starts_with("the MCP server's answer was over the 16 MiB")
                 && said.ends_with("it was dropped"),
             "{mode:?}: {said}"
         );
-        h.turn("again").await;
-        until(&mut h, "the next call's end", |e| ended(e, "c2").is_some()).await;
-        assert_eq!(output(&h, "c2").await.map(|o| o.0).as_deref(), Some("1 + 2 = 3"));
-        h.close().await;
         let _ = child.kill().await;
     }
 }
