@@ -111,6 +111,10 @@ pub struct NatsAuthArgs {
     /// The environment variable that holds the NATS user's password.
     #[arg(long, value_name = "VAR", requires = "user")]
     pub password_env: Option<String>,
+    /// A NATS credentials file (user JWT and nkey seed, from `nsc generate creds`), for a
+    /// server in operator mode.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["token_env", "user"])]
+    pub creds: Option<std::path::PathBuf>,
     /// Require TLS, trusting the certificate authority in this PEM file besides the system's.
     #[arg(long, value_name = "PEM")]
     pub tls_ca: Option<std::path::PathBuf>,

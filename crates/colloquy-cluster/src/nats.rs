@@ -45,6 +45,8 @@ enum Auth {
     None,
     Token(String),
     UserPassword(String, String),
+    /// A NATS credentials file (a user JWT and its nkey seed), read at each connect.
+    CredsFile(PathBuf),
 }
 
 #[derive(Clone, Default)]
@@ -70,6 +72,14 @@ impl NatsConfig {
     /// `authorization { users … }` block).
     pub fn user_password(mut self, user: impl Into<String>, password: impl Into<String>) -> Self {
         self.auth = Auth::UserPassword(user.into(), password.into());
+        self
+    }
+
+    /// The credentials file the server's operator issued (`nsc generate creds`: a user JWT and
+    /// the nkey seed that signs the server's challenge), for a server in operator mode. The file
+    /// is read when connecting; its contents never show, not even in errors.
+    pub fn credentials_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.auth = Auth::CredsFile(path.into());
         self
     }
 
@@ -119,13 +129,17 @@ impl NatsConfig {
         }
     }
 
-    fn apply(&self, mut options: ConnectOptions) -> ConnectOptions {
+    async fn apply(&self, mut options: ConnectOptions) -> Result<ConnectOptions, ClusterError> {
         options = match &self.auth {
             Auth::None => options,
             Auth::Token(token) => options.token(token.clone()),
             Auth::UserPassword(user, password) => {
                 options.user_and_password(user.clone(), password.clone())
             }
+            // The library's messages name the file and what is missing, never its contents.
+            Auth::CredsFile(path) => options.credentials_file(path).await.map_err(|e| {
+                ClusterError::Config(format!("the NATS credentials file {}: {e}", path.display()))
+            })?,
         };
         for root in &self.tls.roots {
             options = options.add_root_certificates(root.clone());
@@ -133,7 +147,7 @@ impl NatsConfig {
         if let Some((cert, key)) = &self.tls.client {
             options = options.add_client_certificate(cert.clone(), key.clone());
         }
-        options.require_tls(self.tls.required)
+        Ok(options.require_tls(self.tls.required))
     }
 }
 
@@ -155,6 +169,7 @@ impl fmt::Debug for NatsConfig {
             Auth::None => "none",
             Auth::Token(_) => "token",
             Auth::UserPassword(..) => "user and password",
+            Auth::CredsFile(_) => "credentials file",
         };
         f.debug_struct("NatsConfig")
             .field("url", &self.shown())
@@ -195,7 +210,7 @@ impl NatsConfig {
                 }
                 std::future::ready(())
             });
-        let options = self.apply(options);
+        let options = self.apply(options).await?;
         options.connect(self.url.as_str()).await.map_err(|e| match e.kind() {
             ConnectErrorKind::AuthorizationViolation | ConnectErrorKind::Authentication => {
                 ClusterError::Auth { url: self.shown(), reason: e.to_string() }
