@@ -20,6 +20,16 @@ const PING_INTERVAL: Duration = Duration::from_secs(2);
 /// The bound on each JetStream call (a key-value write, a publish's acknowledgement).
 const JETSTREAM_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Room left under the server's `max_payload` for a message's headers (an event's id, a reply
+/// subject).
+pub(crate) const HEADROOM: usize = 1024;
+
+/// The most bytes a message body may have on this connection: anything bigger is refused by
+/// the server, so it is never sent (docs/cluster.md#limits).
+pub(crate) fn payload_limit(client: &Client) -> usize {
+    client.server_info().max_payload.saturating_sub(HEADROOM)
+}
+
 /// How to reach NATS: the server's URL, the credentials it asks for, and TLS. A `&str` or a
 /// `String` converts into one (no credentials, TLS as the URL's scheme says). Secrets never
 /// show: not in `Debug`, not in errors (the URL is shown without its credentials).

@@ -137,6 +137,9 @@ pub enum ErrorKind {
     UnsupportedVersion,
     /// The session runs as many commands as its server allows at once: try again later.
     Busy,
+    /// The answer (or the request) is bigger than the transport carries (a NATS server's
+    /// `max_payload`, say): ask for less.
+    TooLarge,
 }
 
 impl From<SessionError> for ProtocolError {
