@@ -283,6 +283,8 @@ impl Backend {
                 bucket: names::SESSIONS_BUCKET.into(),
                 description: "colloquy sessions: which node holds each live session".into(),
                 history: 1,
+                // Lets a lost session's record expire (docs/cluster.md#failure).
+                limit_markers: Some(names::NODE_MARKER_TTL),
                 ..Default::default()
             },
         )
