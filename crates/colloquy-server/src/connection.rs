@@ -47,7 +47,11 @@ pub(crate) async fn run(socket: WebSocket, live: Arc<Live>, after: u64, cx: Cont
     let reason = loop {
         tokio::select! {
             biased;
-            () = stopping(&mut shutdown) => break Some(ClosingReason::ServerShutdown),
+            () = stopping(&mut shutdown) => {
+                // The sessions are closed by now: their last events reach the queue first.
+                let _ = tokio::time::timeout(limits.close_timeout, &mut forwarder).await;
+                break Some(ClosingReason::ServerShutdown);
+            }
             reason = &mut forwarder => {
                 let reason = reason.unwrap_or(Some(ClosingReason::SessionClosed));
                 if reason == Some(ClosingReason::SessionClosed) {
@@ -218,7 +222,10 @@ async fn forward(
         queue.send(Message::Text(Utf8Bytes::from(gap.frame().encode()))).await.ok()?;
         cursor = oldest - 1;
     }
-    let mut caught_up = false;
+    // The events held when the client attached are sent at its pace; later ones must find
+    // room in the queue at once.
+    let backlog = live.last_seq();
+    let mut caught_up = cursor >= backlog;
     loop {
         match live.after(cursor, BATCH) {
             Batch::Frames(frames) => {
@@ -233,10 +240,10 @@ async fn forward(
                         queue.send(Message::Text(text)).await.ok()?;
                     }
                     cursor = seq;
+                    caught_up |= cursor >= backlog;
                 }
             }
             Batch::Wait => {
-                caught_up = true;
                 news.changed().await.ok()?;
                 news.borrow_and_update();
             }

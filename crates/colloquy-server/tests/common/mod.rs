@@ -132,6 +132,11 @@ impl Client {
         self.socket.send(Message::text(text)).await.expect("the frame is sent");
     }
 
+    /// Sends a frame; `false` if the socket is closed.
+    pub async fn try_send(&mut self, text: &str) -> bool {
+        self.socket.send(Message::text(text)).await.is_ok()
+    }
+
     pub async fn send_message(&mut self, message: Message) {
         self.socket.send(message).await.expect("the frame is sent");
     }
@@ -203,5 +208,51 @@ pub fn is_event(frame: &ServerMessage, kind: &str) -> bool {
     match frame {
         ServerMessage::Event { event, .. } => serde_json::to_value(event).unwrap()["type"] == kind,
         _ => false,
+    }
+}
+
+impl Client {
+    /// Attaches with a receive buffer of a few KiB, so the socket fills fast when the test
+    /// stops reading.
+    pub async fn connect_small(server: &ServerHandle, id: &str) -> Self {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.set_recv_buffer_size(4096).unwrap();
+        let stream = socket.connect(server.local_addr()).await.unwrap();
+        let url = format!("ws://{}/v1/sessions/{id}/ws", server.local_addr());
+        let connecting =
+            tokio_tungstenite::client_async(url, tokio_tungstenite::MaybeTlsStream::Plain(stream));
+        let (socket, _) = tokio::time::timeout(WAIT, connecting).await.unwrap().unwrap();
+        Self { socket }
+    }
+}
+
+/// `GET` a path: the status and the body.
+pub async fn get(server: &ServerHandle, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
+    let mut request = http().get(format!("{}{}", server.url(), path.trim_start_matches('/')));
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request.send().await.expect("the server answers");
+    let status = response.status().as_u16();
+    (status, response.text().await.unwrap())
+}
+
+/// The live sessions, as `GET /v1/sessions` lists them.
+pub async fn sessions(server: &ServerHandle) -> colloquy_protocol::SessionList {
+    let (status, body) = get(server, "/v1/sessions", &[]).await;
+    assert_eq!(status, 200, "{body}");
+    serde_json::from_str(&body).unwrap()
+}
+
+/// Polls `check` every 20 ms until it holds, at most [`WAIT`].
+pub async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !check().await {
+        assert!(tokio::time::Instant::now() < deadline, "never: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
