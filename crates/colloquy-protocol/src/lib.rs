@@ -38,3 +38,19 @@ pub use start::{
 /// The protocol's version: a request carries it, and a side that speaks another answers
 /// [`ErrorKind::UnsupportedVersion`] rather than guess.
 pub const PROTOCOL_VERSION: u32 = 1;
+
+/// The JSON Schema of every message of the protocol, by file name: what a client sends
+/// ([`Request`], [`StartSession`]) and what a server answers ([`ServerMessage`],
+/// [`SessionStarted`], [`SessionList`], [`AgentList`], [`SessionClosed`]). They are committed
+/// under `docs/protocol/`, and a test fails when the types drift from them.
+pub fn json_schemas() -> Vec<(&'static str, schemars::Schema)> {
+    vec![
+        ("request.schema.json", schemars::schema_for!(Request)),
+        ("server-message.schema.json", schemars::schema_for!(ServerMessage)),
+        ("start-session.schema.json", schemars::schema_for!(StartSession)),
+        ("session-started.schema.json", schemars::schema_for!(SessionStarted)),
+        ("session-list.schema.json", schemars::schema_for!(SessionList)),
+        ("agent-list.schema.json", schemars::schema_for!(AgentList)),
+        ("session-closed.schema.json", schemars::schema_for!(SessionClosed)),
+    ]
+}

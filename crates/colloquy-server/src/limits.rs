@@ -1,4 +1,5 @@
-//! Every bound the server keeps, with its default (docs/protocol.md#limits).
+//! Every bound the server keeps, with its default (docs/protocol.md#limits,
+//! docs/decisions.md#web-protocol).
 
 use std::time::Duration;
 
