@@ -109,6 +109,12 @@ pub struct ServeArgs {
     /// How long a session lives with no client attached (`5m`, `30s`).
     #[arg(long, value_name = "TIME", default_value = "5m", value_parser = duration)]
     pub idle_session: Duration,
+    /// Place sessions on the nodes of the colloquy cluster at this NATS server (started with
+    /// `colloquy node`) instead of running them here: the agents are the nodes' (--agent
+    /// names the default), so --provider and the model and tool options are not taken. A NATS
+    /// token is read from COLLOQUY_NATS_TOKEN.
+    #[arg(long, value_name = "URL")]
+    pub nats: Option<String>,
 }
 
 /// `colloquy chat` options.

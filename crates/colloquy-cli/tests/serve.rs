@@ -2,6 +2,8 @@
 //! and the WebSocket, and its stop on SIGTERM. Real sockets: the real clock, every wait bounded.
 
 mod common;
+#[path = "../../colloquy-cluster/tests/common/server.rs"]
+mod nats;
 
 use std::time::Duration;
 
@@ -15,10 +17,10 @@ use tokio_tungstenite::tungstenite::Message;
 /// The bound on anything the test waits for.
 const BOUND: Duration = Duration::from_secs(20);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn serve_prints_its_url_runs_a_turn_and_stops_on_sigterm() {
+/// A `colloquy serve` process and its page's URL, once it printed its ready line.
+async fn start(args: &[&str]) -> (tokio::process::Child, String) {
     let mut command = common::colloquy();
-    command.args(["serve", "--addr", "127.0.0.1:0"]);
+    command.arg("serve").args(args).env_remove("COLLOQUY_NATS_TOKEN");
     let mut child = common::spawn(command);
     let mut lines = BufReader::new(child.stdout.take().expect("stdout is piped")).lines();
     let ready = tokio::time::timeout(BOUND, lines.next_line()).await.expect("a ready line");
@@ -29,9 +31,15 @@ async fn serve_prints_its_url_runs_a_turn_and_stops_on_sigterm() {
         .unwrap_or_else(|| panic!("no URL in `{ready}`"))
         .trim_end_matches(':')
         .to_owned();
+    (child, url)
+}
+
+/// Starts a session at `url`, runs one turn over its WebSocket, and returns the socket and the
+/// session's node.
+async fn one_turn(url: &str) -> (Socket, Option<String>) {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let http = reqwest::Client::builder().timeout(BOUND).build().unwrap();
-    let page = http.get(&url).send().await.unwrap();
+    let page = http.get(url).send().await.unwrap();
     assert_eq!(page.status().as_u16(), 200);
     let started: SessionStarted = http
         .post(format!("{url}v1/sessions"))
@@ -66,9 +74,16 @@ async fn serve_prints_its_url_runs_a_turn_and_stops_on_sigterm() {
             _ => {}
         }
     }
+    (socket, started.node)
+}
+
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// Sends SIGTERM and checks the socket hears `server_shutdown` and the process exits 0.
+async fn stop(mut child: tokio::process::Child, mut socket: Socket) {
     let pid = Pid::from_raw(child.id().expect("running") as i32);
     kill(pid, Signal::SIGTERM).unwrap();
-    // The session closes with the server, and the socket hears why.
     let mut closing = None;
     while let Ok(Some(Ok(frame))) = tokio::time::timeout(BOUND, socket.next()).await {
         if let Message::Text(text) = frame
@@ -80,6 +95,32 @@ async fn serve_prints_its_url_runs_a_turn_and_stops_on_sigterm() {
     assert_eq!(closing.map(colloquy_protocol::ClosingReason::as_str), Some("server_shutdown"));
     let status = tokio::time::timeout(BOUND, child.wait()).await.expect("it stops").unwrap();
     assert_eq!(status.code(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_prints_its_url_runs_a_turn_and_stops_on_sigterm() {
+    let (child, url) = start(&["--addr", "127.0.0.1:0"]).await;
+    let (socket, node) = one_turn(&url).await;
+    assert_eq!(node, None);
+    stop(child, socket).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_with_nats_places_sessions_on_a_node() {
+    let nats = nats::NatsServer::start();
+    let node = colloquy::cluster::Node::builder()
+        .nats(nats.url())
+        .name("n1")
+        .llm(colloquy::llm::ScriptedLlm::new([]))
+        .agent("demo", || colloquy::agent::Agent::new("demo", "You help."))
+        .start()
+        .await
+        .expect("the node starts");
+    let (child, url) = start(&["--addr", "127.0.0.1:0", "--nats", &nats.url()]).await;
+    let (socket, placed) = one_turn(&url).await;
+    assert_eq!(placed.as_deref(), Some("n1"));
+    stop(child, socket).await;
+    node.drain().await;
 }
 
 #[tokio::test]

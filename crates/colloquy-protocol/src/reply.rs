@@ -138,6 +138,9 @@ pub enum ErrorKind {
     UnsupportedVersion,
     /// The session runs as many commands as its server allows at once: try again later.
     Busy,
+    /// Where the session runs could not be reached, or did not answer in time (a cluster
+    /// node): the command may or may not have run.
+    Unavailable,
 }
 
 impl From<SessionError> for ProtocolError {

@@ -134,6 +134,8 @@ pub enum ErrorCode {
     ShuttingDown,
     /// No such route.
     NotFound,
+    /// Where sessions run (a cluster) could not be reached or did not answer in time (HTTP 503).
+    Unavailable,
 }
 
 /// Why the server closes a WebSocket ([`ServerMessage::Closing`]).
@@ -148,6 +150,9 @@ pub enum ClosingReason {
     ServerShutdown,
     /// The session has closed: its `session_closed` event was the last event frame.
     SessionClosed,
+    /// The session's events ended without `session_closed`: where it ran was lost (a cluster
+    /// node that stopped answering). It is gone.
+    SessionLost,
 }
 
 impl ClosingReason {
@@ -157,6 +162,7 @@ impl ClosingReason {
             Self::SlowClient => "slow_client",
             Self::ServerShutdown => "server_shutdown",
             Self::SessionClosed => "session_closed",
+            Self::SessionLost => "session_lost",
         }
     }
 }

@@ -17,7 +17,7 @@ use futures_util::{FutureExt, StreamExt};
 /// Starts sessions and lists the agents it can start.
 pub trait Backend: Send + Sync + 'static {
     /// The agents a client may start, and the default one.
-    fn agents(&self) -> AgentList;
+    fn agents(&self) -> BoxFuture<'static, Result<AgentList, ServerError>>;
 
     /// Starts a session of `agent` (a name from [`agents`](Self::agents)); an unknown name is
     /// [`ErrorCode::UnknownAgent`], a failed start [`ErrorCode::StartFailed`].
@@ -116,9 +116,10 @@ impl LocalBackend {
 }
 
 impl Backend for LocalBackend {
-    fn agents(&self) -> AgentList {
+    fn agents(&self) -> BoxFuture<'static, Result<AgentList, ServerError>> {
         let agents: Vec<String> = self.agents.iter().map(|(name, _)| name.clone()).collect();
-        AgentList { default: agents.first().cloned(), agents }
+        let list = AgentList { default: agents.first().cloned(), agents };
+        std::future::ready(Ok(list)).boxed()
     }
 
     fn start(

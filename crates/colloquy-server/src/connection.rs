@@ -247,7 +247,8 @@ async fn forward(
                 news.changed().await.ok()?;
                 news.borrow_and_update();
             }
-            Batch::Ended => return Some(ClosingReason::SessionClosed),
+            Batch::Ended(true) => return Some(ClosingReason::SessionClosed),
+            Batch::Ended(false) => return Some(ClosingReason::SessionLost),
             // Events it had not sent yet were dropped while it caught up: too slow.
             Batch::Evicted => return Some(ClosingReason::SlowClient),
         }
@@ -289,6 +290,7 @@ async fn write(
         let code = match reason {
             ClosingReason::SlowClient => close_code::POLICY,
             ClosingReason::ServerShutdown => close_code::AWAY,
+            ClosingReason::SessionLost => close_code::ERROR,
             _ => close_code::NORMAL,
         };
         let frame = CloseFrame { code, reason: Utf8Bytes::from_static(reason.as_str()) };

@@ -30,6 +30,8 @@
 mod assets;
 mod auth;
 mod backend;
+#[cfg(feature = "cluster")]
+mod cluster;
 mod connection;
 mod limits;
 mod live;
@@ -37,6 +39,8 @@ mod routes;
 mod server;
 
 pub use backend::{Backend, LocalBackend, SessionDriver, StartedSession};
+#[cfg(feature = "cluster")]
+pub use cluster::ClusterBackend;
 pub use limits::Limits;
 pub use live::CLIENT_GONE;
 pub use routes::CLIENT_CLOSED;

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use axum::extract::ws::Utf8Bytes;
-use colloquy_core::SessionEvent;
+use colloquy_core::{EventKind, SessionEvent};
 use colloquy_protocol::{Command, Request, ServerMessage, SessionInfo};
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
@@ -40,8 +40,9 @@ pub(crate) enum Batch {
     Frames(Vec<(u64, Utf8Bytes)>),
     /// Nothing new yet.
     Wait,
-    /// The session has ended and every frame was read.
-    Ended,
+    /// The session has ended and every frame was read; `true` if its last event was
+    /// `session_closed` (otherwise it was lost).
+    Ended(bool),
     /// Frames after the cursor were dropped from the buffer.
     Evicted,
 }
@@ -112,6 +113,7 @@ impl Live {
         let seq = {
             let mut replay = self.replay();
             let seq = replay.last_seq + 1;
+            replay.closed = matches!(event.kind, EventKind::SessionClosed { .. });
             let text = ServerMessage::Event { seq, event }.encode();
             replay.push(seq, Utf8Bytes::from(text));
             seq
@@ -146,11 +148,19 @@ struct Replay {
     capacity: usize,
     last_seq: u64,
     ended: bool,
+    /// Its last event so far is `session_closed`.
+    closed: bool,
 }
 
 impl Replay {
     fn new(capacity: usize) -> Self {
-        Self { frames: VecDeque::new(), capacity: capacity.max(1), last_seq: 0, ended: false }
+        Self {
+            frames: VecDeque::new(),
+            capacity: capacity.max(1),
+            last_seq: 0,
+            ended: false,
+            closed: false,
+        }
     }
 
     fn push(&mut self, seq: u64, text: Utf8Bytes) {
@@ -171,7 +181,7 @@ impl Replay {
             return Batch::Evicted;
         }
         if cursor >= self.last_seq {
-            return if self.ended { Batch::Ended } else { Batch::Wait };
+            return if self.ended { Batch::Ended(self.closed) } else { Batch::Wait };
         }
         // Sequence numbers are contiguous in the buffer: the cursor's successor is at a known
         // place.
@@ -335,6 +345,6 @@ mod tests {
         assert_eq!(seqs(replay.after(3, 1)), [4]);
         assert!(matches!(replay.after(5, 10), Batch::Wait));
         replay.ended = true;
-        assert!(matches!(replay.after(5, 10), Batch::Ended));
+        assert!(matches!(replay.after(5, 10), Batch::Ended(false)));
     }
 }

@@ -92,7 +92,9 @@ fn error(e: ServerError) -> Response {
         ErrorCode::UnknownAgent | ErrorCode::UnknownSession | ErrorCode::NotFound => {
             StatusCode::NOT_FOUND
         }
-        ErrorCode::TooManySessions | ErrorCode::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorCode::TooManySessions | ErrorCode::ShuttingDown | ErrorCode::Unavailable => {
+            StatusCode::SERVICE_UNAVAILABLE
+        }
         ErrorCode::Unauthorized => StatusCode::UNAUTHORIZED,
         ErrorCode::ForbiddenOrigin => StatusCode::FORBIDDEN,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
@@ -128,7 +130,10 @@ async fn health(State(shared): AppState) -> Response {
 }
 
 async fn agents(State(shared): AppState) -> Response {
-    json(StatusCode::OK, &shared.backend.agents())
+    match shared.backend.agents().await {
+        Ok(agents) => json(StatusCode::OK, &agents),
+        Err(e) => error(e),
+    }
 }
 
 async fn sessions(State(shared): AppState) -> Response {
@@ -170,9 +175,11 @@ async fn start_session(
             ),
         ));
     }
-    let agents = shared.backend.agents();
-    let Some(agent) = request.agent.or(agents.default) else {
-        return Err(ServerError::new(ErrorCode::UnknownAgent, "the server offers no agent"));
+    let agent = match request.agent {
+        Some(agent) => agent,
+        None => shared.backend.agents().await?.default.ok_or_else(|| {
+            ServerError::new(ErrorCode::UnknownAgent, "the server offers no agent")
+        })?,
     };
     let reservation =
         shared.registry.reserve(shared.limits.max_sessions).map_err(|refused| match refused {
