@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::serve::ListenerExt;
 use colloquy_core::Agent;
 use colloquy_llm::Llm;
 use tokio::sync::watch;
@@ -194,6 +195,13 @@ impl ServerBuilder {
             tasks: TaskTracker::new(),
         });
         let app = router(Arc::clone(&shared));
+        // Frames are small and a client waits on each: without TCP_NODELAY, Nagle's algorithm
+        // and the peer's delayed acknowledgement hold a frame back some 40 ms.
+        let listener = listener.tap_io(|tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!(error = %e, "cannot set TCP_NODELAY on a connection");
+            }
+        });
         let mut stopped = shutdown;
         let serve = tokio::spawn(async move {
             let until = async move {
