@@ -225,6 +225,30 @@ async fn a_browser_from_another_origin_is_refused_unless_allowed() {
     let (status, body) = get(&server, "/v1/agents", &[("origin", "http://evil.example")]).await;
     assert_eq!(status, 403);
     assert!(body.contains("forbidden_origin"), "{body}");
+    // A page of the allowed origin calls from its own: the browser's preflight is answered,
+    // and so is the call, naming the origin.
+    let preflight = http()
+        .request(reqwest::Method::OPTIONS, format!("{}v1/sessions", server.url()))
+        .header("origin", "https://app.example")
+        .header("access-control-request-method", "POST")
+        .header("access-control-request-headers", "authorization, content-type")
+        .send()
+        .await
+        .unwrap();
+    assert!(preflight.status().is_success(), "{}", preflight.status());
+    let allowed = |r: &reqwest::Response| {
+        r.headers().get("access-control-allow-origin").map(|v| v.to_str().unwrap().to_owned())
+    };
+    assert_eq!(allowed(&preflight).as_deref(), Some("https://app.example"));
+    let call = http()
+        .post(format!("{}v1/sessions", server.url()))
+        .header("origin", "https://app.example")
+        .body(r#"{"v":1}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(call.status().as_u16(), 201);
+    assert_eq!(allowed(&call).as_deref(), Some("https://app.example"));
     let id = start(&server).await.session_id;
     let path = format!("/v1/sessions/{id}/ws");
     let evil = [("origin", "http://evil.example")];
