@@ -224,7 +224,10 @@ async fn start_session(
         started.driver,
         shared.limits.replay_events,
     ));
-    reservation.fill(Arc::clone(&live));
+    if let Err(live) = reservation.fill(Arc::clone(&live)) {
+        live.close(crate::server::SERVER_SHUTDOWN).await;
+        return Err(ServerError::new(ErrorCode::ShuttingDown, "the server is shutting down"));
+    }
     let pump =
         live::pump(live, started.events, Arc::clone(&shared.registry), shared.limits.idle_session);
     shared.tasks.spawn(pump);
