@@ -8,6 +8,7 @@
 use std::io::Write;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use colloquy::cluster::{DrainReport, Node, NodeHandle};
 use colloquy::events::{EventFilter, EventKind, EventType};
@@ -15,6 +16,13 @@ use colloquy::ops::{Health, Metrics, OpsServer, router, serve};
 use colloquy::session::SessionHandle;
 
 use super::{CommandError, DEFAULT_AGENT, nats_config};
+
+/// How long the node waits, once drained, for its sessions' closing lines to be printed.
+const CLOSE_LINES_BOUND: Duration = Duration::from_secs(1);
+
+/// The tasks that print each session's closing line: awaited before the drained line, so a
+/// close is never lost to the process's exit. Finished ones are dropped as sessions start.
+type CloseLines = Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>;
 use crate::chat::terminal::{Style, Terminal};
 use crate::chat::{self, Signals, clean, llm};
 use crate::{NodeArgs, Provider};
@@ -52,8 +60,14 @@ pub async fn run(args: &NodeArgs, out: Box<dyn Write + Send>) -> Result<(), Comm
         builder = builder.events(EventFilter::ALL);
     }
     let metrics = ops.as_ref().map(|ops| ops.metrics.clone());
-    let lines = terminal.clone();
-    builder = builder.on_session(move |session, _| on_session(session, metrics.as_ref(), &lines));
+    let (lines, close_lines) = (terminal.clone(), CloseLines::default());
+    let watchers = Arc::clone(&close_lines);
+    builder = builder.on_session(move |session, _| {
+        let watcher = on_session(session, metrics.as_ref(), &lines);
+        let mut watchers = watchers.lock().unwrap_or_else(PoisonError::into_inner);
+        watchers.retain(|w| !w.is_finished());
+        watchers.push(watcher);
+    });
     for name in &names {
         let agent = agent.clone();
         builder = builder.agent(name.as_str(), move || agent.clone());
@@ -93,6 +107,11 @@ pub async fn run(args: &NodeArgs, out: Box<dyn Write + Send>) -> Result<(), Comm
         &format!("node {} draining: {live} live, up to {wait:?} for them to end", node.name()),
     );
     let drained = drain(&node, &mut signals).await;
+    let watchers = std::mem::take(&mut *close_lines.lock().unwrap_or_else(PoisonError::into_inner));
+    let deadline = tokio::time::Instant::now() + CLOSE_LINES_BOUND;
+    for watcher in watchers {
+        let _ = tokio::time::timeout_at(deadline, watcher).await;
+    }
     if let Some(ops) = ops {
         ops.server.stop().await;
     }
@@ -150,8 +169,13 @@ impl Ops {
     }
 }
 
-/// A session the node just started: its line, its metrics, and a line when it closes.
-fn on_session(session: &SessionHandle, metrics: Option<&Metrics>, terminal: &Terminal) {
+/// A session the node just started: its line, its metrics, and a line when it closes (the
+/// task that prints it).
+fn on_session(
+    session: &SessionHandle,
+    metrics: Option<&Metrics>,
+    terminal: &Terminal,
+) -> tokio::task::JoinHandle<()> {
     let id = clean::line(session.id());
     terminal.line(Style::Dim, &format!("session {id} started"));
     if let Some(metrics) = metrics {
@@ -167,5 +191,5 @@ fn on_session(session: &SessionHandle, metrics: Option<&Metrics>, terminal: &Ter
             _ => format!("session {id} closed"),
         };
         terminal.line(Style::Dim, &line);
-    });
+    })
 }
