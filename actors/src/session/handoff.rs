@@ -34,6 +34,8 @@ use crate::support::catalog::{Scope, ToolCatalog};
 enum Queued {
     /// A user turn (its message is committed when replayed, to the new agent).
     UserTurn(String),
+    /// A queued user input (its message, stamped when it was accepted).
+    UserInput(ChatItem),
     /// Any other speech.
     Speech(SpeechSource, SpeechContent),
 }
@@ -58,6 +60,10 @@ impl PendingHandoff {
     /// Decision 22: turns arriving during a handoff go to the new agent.
     pub(super) fn queue_turn(&mut self, text: String) {
         self.queued.push(Queued::UserTurn(text));
+    }
+
+    pub(super) fn queue_input(&mut self, message: ChatItem) {
+        self.queued.push(Queued::UserInput(message));
     }
 
     pub(super) fn queue_speech(&mut self, source: SpeechSource, content: SpeechContent) {
@@ -185,6 +191,7 @@ impl SessionState {
         for queued in handoff.queued {
             let _ = match queued {
                 Queued::UserTurn(text) => self.user_turn(text),
+                Queued::UserInput(message) => self.queue_input(message),
                 Queued::Speech(source, content) => self.create_speech(source, content),
             };
         }
