@@ -23,7 +23,7 @@ fn rt(ids: &[&str]) -> String {
     defaults::REPLY_AT_TAIL.replace("{call_ids}", &serde_json::to_string(ids).unwrap())
 }
 
-fn rc(ids: &[&str]) -> String {
+pub(crate) fn rc(ids: &[&str]) -> String {
     defaults::REPLY_MAYBE_COVERED.replace("{call_ids}", &serde_json::to_string(ids).unwrap())
 }
 
@@ -303,7 +303,7 @@ fn slow_with_update(
 }
 
 /// C-12's agent: `slow_a` (200 ms) and `slow_b` (250 ms), each updating first.
-fn slow_pair() -> Agent {
+pub(crate) fn slow_pair() -> Agent {
     agent().tool(slow_with_update("slow_a", "a started", 200, "A done")).tool(slow_with_update(
         "slow_b",
         "b started",
@@ -313,7 +313,7 @@ fn slow_pair() -> Agent {
 }
 
 /// One response calling both: `slow_a#a`, `slow_b#b`.
-fn both_slow_calls() -> ScriptedResponse {
+pub(crate) fn both_slow_calls() -> ScriptedResponse {
     ScriptedResponse::calls([
         ScriptedCall::new("a", "slow_a", "{}"),
         ScriptedCall::new("b", "slow_b", "{}"),

@@ -109,11 +109,12 @@ impl SessionHandle {
     /// (docs/decisions.md#queued-user-input). Returns once the input is accepted and its reply
     /// speech created (`speech_created`), not when the reply is done.
     ///
-    /// The message is committed when its reply begins, so that reply is the first to see it;
-    /// several inputs are answered one reply each, in order. A reply dropped before it began
-    /// (by [`interrupt`](Self::interrupt), the user speaking, a [`user_turn`](Self::user_turn)
-    /// or a close) still commits the message, unanswered. During a handoff the input waits for
-    /// the new agent. Fails with `session closed` once the session is closing.
+    /// The message is committed (and stamped) when its reply begins, so that reply is the
+    /// first to see it; several inputs are answered one reply each, in order. A reply dropped
+    /// before it began (by [`interrupt`](Self::interrupt), the user speaking, a
+    /// [`user_turn`](Self::user_turn) or a close) still commits the message, unanswered. An
+    /// input accepted during a handoff is answered by the new agent. Fails with
+    /// `session closed` once the session is closing.
     pub async fn user_input(&self, text: impl Into<String>) -> Result<(), SessionError> {
         let text = text.into();
         self.ask(|reply| HostMsg::UserInput { text, reply }).await?

@@ -177,6 +177,10 @@ impl SessionState {
         // done only once they have ended): the message would change nothing.
         if !self.floor.no_speech() {
             let _ = self.current.activity().cast(ActivityMsg::Interrupt { reply: None });
+            // The queued inputs it drops were said first (docs/decisions.md#queued-user-input).
+            if self.current.allow_interruptions() {
+                self.inputs_unanswered();
+            }
         }
         let message = self.user_message(text);
         let agent = self.current.id().to_string();

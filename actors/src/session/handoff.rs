@@ -2,7 +2,8 @@
 //!
 //! 1. The Session stops starting work on the old Activity: user turns and speeches that arrive
 //!    meanwhile are queued for the new agent.
-//! 2. The old Activity drains: its speeches finish (blocking tools run to completion).
+//! 2. The old Activity drains: its speeches, queued ones included, finish (blocking tools run
+//!    to completion).
 //! 3. Agent-scoped calls are drained: cancellable ones cancelled, the others awaited.
 //! 4. The old Activity stops (its toolsets with it), the `agent_handoff` item is committed and
 //!    its event emitted, the new Activity starts; session-scoped toolsets are told their new
@@ -34,8 +35,8 @@ use crate::support::catalog::{Scope, ToolCatalog};
 enum Queued {
     /// A user turn (its message is committed when replayed, to the new agent).
     UserTurn(String),
-    /// A queued user input (its message, stamped when it was accepted).
-    UserInput(ChatItem),
+    /// A queued user input (its message is committed when its reply begins).
+    UserInput(String),
     /// Any other speech.
     Speech(SpeechSource, SpeechContent),
 }
@@ -62,8 +63,8 @@ impl PendingHandoff {
         self.queued.push(Queued::UserTurn(text));
     }
 
-    pub(super) fn queue_input(&mut self, message: ChatItem) {
-        self.queued.push(Queued::UserInput(message));
+    pub(super) fn queue_input(&mut self, text: String) {
+        self.queued.push(Queued::UserInput(text));
     }
 
     pub(super) fn queue_speech(&mut self, source: SpeechSource, content: SpeechContent) {
@@ -191,7 +192,7 @@ impl SessionState {
         for queued in handoff.queued {
             let _ = match queued {
                 Queued::UserTurn(text) => self.user_turn(text),
-                Queued::UserInput(message) => self.queue_input(message),
+                Queued::UserInput(text) => self.queue_input(text),
                 Queued::Speech(source, content) => self.create_speech(source, content),
             };
         }
