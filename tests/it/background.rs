@@ -303,7 +303,7 @@ fn slow_with_update(
 }
 
 /// C-12's agent: `slow_a` (200 ms) and `slow_b` (250 ms), each updating first.
-pub(crate) fn slow_pair() -> Agent {
+fn slow_pair() -> Agent {
     agent().tool(slow_with_update("slow_a", "a started", 200, "A done")).tool(slow_with_update(
         "slow_b",
         "b started",
@@ -313,7 +313,7 @@ pub(crate) fn slow_pair() -> Agent {
 }
 
 /// One response calling both: `slow_a#a`, `slow_b#b`.
-pub(crate) fn both_slow_calls() -> ScriptedResponse {
+fn both_slow_calls() -> ScriptedResponse {
     ScriptedResponse::calls([
         ScriptedCall::new("a", "slow_a", "{}"),
         ScriptedCall::new("b", "slow_b", "{}"),
@@ -424,9 +424,9 @@ async fn c51_finals_landing_while_busy_coalesce_into_one_reply_at_tail() {
     h.close().await;
 }
 
-#[tokio::test(start_paused = true)]
-async fn c52_results_maybe_covered_by_a_later_user_turn() {
-    let h = Harness::start(
+/// C-52's session: the tool reply takes 600 ms, the reply to the user's second input none.
+pub(crate) async fn c52_session() -> Harness {
+    Harness::start(
         slow_pair(),
         vec![
             both_slow_calls(),
@@ -435,7 +435,12 @@ async fn c52_results_maybe_covered_by_a_later_user_turn() {
             text("deferred"),
         ],
     )
-    .await;
+    .await
+}
+
+#[tokio::test(start_paused = true)]
+async fn c52_results_maybe_covered_by_a_later_user_turn() {
+    let h = c52_session().await;
     h.session.user_turn("go").await.unwrap();
     tokio::time::sleep(ms(300)).await;
     h.session.user_turn("status?").await.unwrap();

@@ -3,7 +3,7 @@
 //! reply; what becomes of it when it is interrupted, handed off or closed while it waits. On
 //! the paused clock.
 
-use crate::background::{both_slow_calls, rc, slow_pair};
+use crate::background::{c52_session, rc};
 use crate::common::*;
 use colloquy::events::SpeechSource;
 use colloquy::llm::RequestKind;
@@ -35,16 +35,7 @@ async fn slow_first(first: &str, rest: &[&str]) -> Harness {
 
 #[tokio::test(start_paused = true)]
 async fn c52_a_queued_input_waits_for_the_slow_tool_reply_which_plays_out() {
-    let mut h = Harness::start(
-        slow_pair(),
-        vec![
-            both_slow_calls(),
-            text("tool-reply").with_latency(ms(600)),
-            text("user-reply"),
-            text("deferred"),
-        ],
-    )
-    .await;
+    let mut h = c52_session().await;
     h.session.user_input("go").await.unwrap();
     tokio::time::sleep(ms(300)).await;
     h.session.user_input("status?").await.unwrap();
@@ -128,13 +119,19 @@ async fn an_interrupt_drops_a_queued_reply_but_keeps_its_message() {
     h.close().await;
 }
 
-#[tokio::test(start_paused = true)]
-async fn the_user_speaking_drops_queued_replies_and_keeps_their_messages() {
+/// `one` is answered slowly (`never` comes); `two` and `three` wait behind it.
+async fn two_inputs_behind_a_turn() -> Harness {
     let h = slow_first("never", &["answer"]).await;
     h.session.user_turn("one").await.unwrap();
     tokio::time::sleep(ms(100)).await;
     h.session.user_input("two").await.unwrap();
     h.session.user_input("three").await.unwrap();
+    h
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_user_speaking_drops_queued_replies_and_keeps_their_messages() {
+    let h = two_inputs_behind_a_turn().await;
     h.session.set_user_speaking(true).unwrap();
     h.session.set_user_speaking(false).unwrap();
     h.session.wait_for_idle().await.unwrap();
@@ -149,11 +146,7 @@ async fn the_user_speaking_drops_queued_replies_and_keeps_their_messages() {
 
 #[tokio::test(start_paused = true)]
 async fn a_user_turn_commits_the_inputs_it_drops_before_its_own_message() {
-    let h = slow_first("never", &["answer"]).await;
-    h.session.user_turn("one").await.unwrap();
-    tokio::time::sleep(ms(100)).await;
-    h.session.user_input("two").await.unwrap();
-    h.session.user_input("three").await.unwrap();
+    let h = two_inputs_behind_a_turn().await;
     h.turn("four").await;
     let expected = ["user(one)", "user(two)", "user(three)", "user(four)", "asst(answer)"];
     assert_eq!(h.ctx("A").await, expected);

@@ -165,13 +165,7 @@ impl Default for Turn {
 impl SessionState {
     /// Commits a user message and starts a reply to it.
     pub(super) fn user_turn(&mut self, text: String) -> Result<(), SessionError> {
-        if self.close.is_closing() {
-            return Err(SessionError::Closed);
-        }
-        if let Some(handoff) = &mut self.handoff {
-            handoff.queue_turn(text);
-            return Ok(());
-        }
+        let Some(text) = self.user_text_now(text, false)? else { return Ok(()) };
         self.user_is_back();
         // With no speech pending the Activity has nothing to interrupt (its speeches report
         // done only once they have ended): the message would change nothing.

@@ -28,6 +28,7 @@ use ractor::ActorRef;
 
 use super::calls::Running;
 use super::state::SessionState;
+use crate::api::error::SessionError;
 use crate::protocol::{ActivityMsg, SessionMsg, SpeechContent, ToolsetMsg};
 use crate::support::catalog::{Scope, ToolCatalog};
 
@@ -58,15 +59,6 @@ impl PendingHandoff {
         Self { agent, catalog, drained: false, kept: BTreeMap::new(), queued: Vec::new() }
     }
 
-    /// Decision 22: turns arriving during a handoff go to the new agent.
-    pub(super) fn queue_turn(&mut self, text: String) {
-        self.queued.push(Queued::UserTurn(text));
-    }
-
-    pub(super) fn queue_input(&mut self, text: String) {
-        self.queued.push(Queued::UserInput(text));
-    }
-
     pub(super) fn queue_speech(&mut self, source: SpeechSource, content: SpeechContent) {
         self.queued.push(Queued::Speech(source, content));
     }
@@ -95,6 +87,22 @@ impl PendingHandoff {
 }
 
 impl SessionState {
+    /// What the user said, to act on now (`Some`); refused once the session is closing; or,
+    /// during a handoff, queued for the new agent (decision 22) as a turn, or as a queued
+    /// input when `input` (`None`).
+    pub(super) fn user_text_now(
+        &mut self,
+        text: String,
+        input: bool,
+    ) -> Result<Option<String>, SessionError> {
+        if self.close.is_closing() {
+            return Err(SessionError::Closed);
+        }
+        let Some(handoff) = &mut self.handoff else { return Ok(Some(text)) };
+        handoff.queued.push(if input { Queued::UserInput(text) } else { Queued::UserTurn(text) });
+        Ok(None)
+    }
+
     /// Starts a handoff to `agent` (a tool returned it, or the host asked).
     pub(super) fn request_handoff(&mut self, agent: Arc<Agent>) {
         if self.close.is_closing() {

@@ -42,13 +42,7 @@ impl QueuedInputs {
 impl SessionState {
     /// Accepts a queued user input: its reply waits for the speeches before it.
     pub(super) fn user_input(&mut self, text: String) -> Result<(), SessionError> {
-        if self.close.is_closing() {
-            return Err(SessionError::Closed);
-        }
-        if let Some(handoff) = &mut self.handoff {
-            handoff.queue_input(text);
-            return Ok(());
-        }
+        let Some(text) = self.user_text_now(text, true)? else { return Ok(()) };
         self.queue_input(text)
     }
 
