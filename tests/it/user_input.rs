@@ -197,3 +197,24 @@ async fn a_close_keeps_a_queued_message_and_refuses_later_inputs() {
     assert_eq!(session.user_input("three").await, Err(SessionError::Closed));
     assert!(speeches(h.events()).contains(&"done(s2,true)".to_string()));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_queued_input_starts_its_turns_tool_budget_when_its_reply_begins() {
+    let builder = Session::builder().max_tool_calls_per_turn(1);
+    let script = vec![
+        call("c1", "t", "{}"),
+        text("r1").with_latency(ms(300)),
+        call("c2", "t", "{}"),
+        text("r2"),
+    ];
+    let mut h = Harness::start_with(builder, agent().tool(sleeper("t", 0, "ok")), script).await;
+    h.session.user_input("one").await.unwrap();
+    tokio::time::sleep(ms(100)).await;
+    h.session.user_input("two").await.unwrap();
+    h.session.wait_for_idle().await.unwrap();
+    let reqs = h.requests();
+    assert_eq!(choice(&reqs[1]), "none", "the first turn's budget is spent");
+    assert_eq!(choice(&reqs[2]), "unset", "the second turn starts afresh");
+    assert_eq!(h.tool_events().iter().filter(|e| e.starts_with("E(")).count(), 2);
+    h.close().await;
+}
