@@ -23,7 +23,7 @@ fn rt(ids: &[&str]) -> String {
     defaults::REPLY_AT_TAIL.replace("{call_ids}", &serde_json::to_string(ids).unwrap())
 }
 
-fn rc(ids: &[&str]) -> String {
+pub(crate) fn rc(ids: &[&str]) -> String {
     defaults::REPLY_MAYBE_COVERED.replace("{call_ids}", &serde_json::to_string(ids).unwrap())
 }
 
@@ -424,9 +424,9 @@ async fn c51_finals_landing_while_busy_coalesce_into_one_reply_at_tail() {
     h.close().await;
 }
 
-#[tokio::test(start_paused = true)]
-async fn c52_results_maybe_covered_by_a_later_user_turn() {
-    let h = Harness::start(
+/// C-52's session: the tool reply takes 600 ms, the reply to the user's second input none.
+pub(crate) async fn c52_session() -> Harness {
+    Harness::start(
         slow_pair(),
         vec![
             both_slow_calls(),
@@ -435,7 +435,12 @@ async fn c52_results_maybe_covered_by_a_later_user_turn() {
             text("deferred"),
         ],
     )
-    .await;
+    .await
+}
+
+#[tokio::test(start_paused = true)]
+async fn c52_results_maybe_covered_by_a_later_user_turn() {
+    let h = c52_session().await;
     h.session.user_turn("go").await.unwrap();
     tokio::time::sleep(ms(300)).await;
     h.session.user_turn("status?").await.unwrap();

@@ -45,3 +45,4 @@ mod tool_search;
 mod toolsets;
 mod tracing_spans;
 mod turn_budget;
+mod user_input;

@@ -67,7 +67,7 @@ pub(crate) struct ActivityState {
     /// Interrupt callers and the speeches they wait for.
     interrupt_waiters: Vec<(Vec<String>, RpcReplyPort<()>)>,
     closing: bool,
-    /// A handoff: let the live speeches finish, start nothing new.
+    /// A handoff: the live and queued speeches finish (the Session sends no new ones).
     draining: bool,
     /// Toolsets that survive the handoff (the next agent lists them too).
     keep: Vec<String>,
@@ -471,10 +471,12 @@ impl ActivityState {
         }
         if self.closing {
             self.report_closed_if_quiet();
-        } else if self.draining {
+            return;
+        }
+        // A drain lets the queue run out too: a speech queued before it is played, not lost.
+        self.pump();
+        if self.draining {
             self.report_drained_if_quiet();
-        } else {
-            self.pump();
         }
     }
 
@@ -486,7 +488,7 @@ impl ActivityState {
     /// Once quiet: re-parents the toolsets to keep under the Session (inside this handler, so
     /// this actor cannot be exiting meanwhile, docs/ractor-notes.md §2.2) and reports them.
     fn report_drained_if_quiet(&self) {
-        if !self.live.is_empty() {
+        if !self.live.is_empty() || !self.queue.is_empty() {
             return;
         }
         let session = self.env.session.actor.get_cell();

@@ -100,9 +100,9 @@ impl Between {
     /// Starts the next LLM step with the Session: what it carried goes first; the answer is
     /// the agent's context for the request (`None` once the session is gone).
     async fn begin(&mut self, env: &SpeechEnv, speech_id: &str) -> Option<Arc<ChatContext>> {
-        let resumed = std::mem::take(&mut self.resumed).then_some(speech_id);
+        let resumed = std::mem::take(&mut self.resumed);
         let reports = std::mem::take(&mut self.carried);
-        env.session.begin_llm_step(&env.agent_id, resumed, reports).await
+        env.session.begin_llm_step(&env.agent_id, speech_id, resumed, reports).await
     }
 
     /// The speech was interrupted between steps: what it carried still reaches the Session.

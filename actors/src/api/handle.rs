@@ -104,6 +104,22 @@ impl SessionHandle {
         self.ask(|reply| HostMsg::UserTurn { text, reply }).await?
     }
 
+    /// Queues a user message behind the current speech instead of interrupting it (LiveKit's
+    /// `generate_reply(user_input=…)`), then replies to it like a user turn
+    /// (docs/decisions.md#queued-user-input). Returns once the input is accepted and its reply
+    /// speech created (`speech_created`), not when the reply is done.
+    ///
+    /// The message is committed (and stamped) when its reply begins, so that reply is the
+    /// first to see it; several inputs are answered one reply each, in order. A reply dropped
+    /// before it began (by [`interrupt`](Self::interrupt), the user speaking, a
+    /// [`user_turn`](Self::user_turn) or a close) still commits the message, unanswered. An
+    /// input accepted during a handoff is answered by the new agent. Fails with
+    /// `session closed` once the session is closing.
+    pub async fn user_input(&self, text: impl Into<String>) -> Result<(), SessionError> {
+        let text = text.into();
+        self.ask(|reply| HostMsg::UserInput { text, reply }).await?
+    }
+
     /// The testing API: a user turn whose reply is watched to its end (with every speech created
     /// while it runs), returning what those speeches committed. Fails with
     /// `nested runs are not supported` while another run is going, with the LLM's error if a

@@ -145,16 +145,19 @@ impl SessionLink {
     /// Starts an LLM step: applies `reports` (the previous step's, held back to go with this
     /// message), reports `thinking` and returns the agent's current chat context for the
     /// request (a shared snapshot, with placeholders for running calls it does not mention),
-    /// or `None` once the session is gone. One round trip for all of it. `resumed`: the speech
-    /// took the floor back after waiting for its tools (see `ChildMsg::BeginLlmStep`).
+    /// or `None` once the session is gone. One round trip for all of it. `resumed`: speech
+    /// `speech_id` took the floor back after waiting for its tools (see
+    /// `ChildMsg::BeginLlmStep`).
     pub(crate) async fn begin_llm_step(
         &self,
         agent: &Arc<str>,
-        resumed: Option<&str>,
+        speech_id: &str,
+        resumed: bool,
         reports: Vec<Report>,
     ) -> Option<Arc<ChatContext>> {
-        let (agent, resumed) = (Arc::clone(agent), resumed.map(str::to_string));
-        let step = |reply| ChildMsg::BeginLlmStep { agent, resumed, reports, reply }.into();
+        let (agent, speech_id) = (Arc::clone(agent), speech_id.to_string());
+        let step =
+            |reply| ChildMsg::BeginLlmStep { agent, speech_id, resumed, reports, reply }.into();
         match self.actor.call(step, None).await {
             Ok(ractor::rpc::CallResult::Success(ctx)) => ctx,
             _ => None,

@@ -99,6 +99,9 @@ pub(crate) enum SessionMsg {
 pub(crate) enum HostMsg {
     /// Commit a user message and start a reply to it.
     UserTurn { text: String, reply: RpcReplyPort<Result<(), SessionError>> },
+    /// Queue a user message behind the current speech and reply to it when its turn comes
+    /// (docs/decisions.md#queued-user-input).
+    UserInput { text: String, reply: RpcReplyPort<Result<(), SessionError>> },
     /// A user turn whose reply is watched to its end (the testing API).
     Run { text: String, reply: RpcReplyPort<Result<RunResult, SessionError>> },
     /// Start a reply with extra instructions.
@@ -175,12 +178,13 @@ pub(crate) enum ChildMsg {
     Reports(Vec<Report>),
     /// A speech starts an LLM step: `reports` of its previous step not sent yet are applied
     /// first, in order; the agent state becomes `thinking` and the answer is the agent's context
-    /// for the request (with running-call placeholders). `resumed` names the speech when it
-    /// just took the floor back after waiting for its blocking tools (what
+    /// for the request (with running-call placeholders). `resumed`: speech `speech_id` just
+    /// took the floor back after waiting for its blocking tools (what
     /// `SpeechWaiting { waiting: false }` says, in the same message).
     BeginLlmStep {
         agent: Arc<str>,
-        resumed: Option<String>,
+        speech_id: String,
+        resumed: bool,
         reports: Vec<Report>,
         reply: RpcReplyPort<Option<Arc<ChatContext>>>,
     },

@@ -196,6 +196,8 @@ impl SessionState {
         if let Err(e) = self.current.activity().stop_and_wait(Some(reason.clone()), None).await {
             tracing::warn!(session = %self.link.id, "activity did not stop cleanly: {e}");
         }
+        // Normally none is left (the Activity's speeches ended first); never lose one.
+        self.inputs_unanswered();
         self.emit_now(EventKind::SessionClosed { reason: reason.clone() });
         if let Some(on_close) = self.close.take_on_close() {
             // The host's hook (hang up the phone line, close the socket): a panic in it is

@@ -45,6 +45,9 @@ impl SessionState {
             HostMsg::UserTurn { text, reply } => {
                 let _ = reply.send(self.user_turn(text));
             }
+            HostMsg::UserInput { text, reply } => {
+                let _ = reply.send(self.user_input(text));
+            }
             HostMsg::Run { text, reply } => self.run(text, reply),
             HostMsg::GenerateReply { instructions, tool_choice, reply } => {
                 let content = SpeechContent::Reply {
@@ -115,9 +118,10 @@ impl SessionState {
         match message {
             ChildMsg::Report(report) => FollowUp::ended(self.apply(report)),
             ChildMsg::Reports(reports) => FollowUp::ended(self.apply_all(reports)),
-            ChildMsg::BeginLlmStep { agent, resumed, reports, reply } => {
+            ChildMsg::BeginLlmStep { agent, speech_id, resumed, reports, reply } => {
                 let ended = self.apply_all(reports);
-                if let Some(speech_id) = resumed {
+                self.input_taken(&speech_id, &agent);
+                if resumed {
                     self.speech_waiting(speech_id, false);
                 }
                 self.set_agent_state(AgentState::Thinking);

@@ -22,6 +22,13 @@ use super::state::SessionState;
 use crate::api::error::SessionError;
 use crate::protocol::{ActivityMsg, SpeechContent, SpeechJob};
 
+/// The speech that replies to a user message.
+pub(super) const USER_REPLY: SpeechContent = SpeechContent::Reply {
+    kind: RequestKind::UserTurn,
+    extra_instructions: None,
+    tool_choice: None,
+};
+
 /// A `hold_floor` caller, answered with its hold's id once granted.
 struct HoldWaiter {
     hold: u64,
@@ -158,38 +165,46 @@ impl Default for Turn {
 impl SessionState {
     /// Commits a user message and starts a reply to it.
     pub(super) fn user_turn(&mut self, text: String) -> Result<(), SessionError> {
-        if self.close.is_closing() {
-            return Err(SessionError::Closed);
-        }
-        if let Some(handoff) = &mut self.handoff {
-            handoff.queue_turn(text);
-            return Ok(());
-        }
-        if self.presence.user() == UserState::Away {
-            self.set_user_state(UserState::Listening);
-        }
+        let Some(text) = self.user_text_now(text, false)? else { return Ok(()) };
+        self.user_is_back();
         // With no speech pending the Activity has nothing to interrupt (its speeches report
         // done only once they have ended): the message would change nothing.
         if !self.floor.no_speech() {
             let _ = self.current.activity().cast(ActivityMsg::Interrupt { reply: None });
+            // The queued inputs it drops were said first (docs/decisions.md#queued-user-input).
+            if self.current.allow_interruptions() {
+                self.inputs_unanswered();
+            }
         }
-        let message = ChatItem::Message(Message {
+        let message = self.user_message(text);
+        let agent = self.current.id().to_string();
+        self.commit(&agent, None, vec![message]);
+        self.link.clock.new_turn();
+        self.begin_turn();
+        self.create_speech(SpeechSource::UserTurn, USER_REPLY)
+    }
+
+    /// A user message, stamped now.
+    pub(super) fn user_message(&self, text: String) -> ChatItem {
+        ChatItem::Message(Message {
             id: self.link.clock.item_id(),
             role: Role::User,
             text,
             interrupted: false,
             created_at: self.link.clock.now(),
-        });
-        let agent = self.current.id().to_string();
-        self.commit(&agent, None, vec![message]);
-        self.link.clock.new_turn();
+        })
+    }
+
+    /// The user said something: an away user is listening again.
+    pub(super) fn user_is_back(&mut self) {
+        if self.presence.user() == UserState::Away {
+            self.set_user_state(UserState::Listening);
+        }
+    }
+
+    /// Starts the next user turn's span (the speeches replying to it descend from it).
+    pub(super) fn begin_turn(&mut self) {
         self.floor.turn.begin(&self.link.span, &self.link.id, self.current.id());
-        let content = SpeechContent::Reply {
-            kind: RequestKind::UserTurn,
-            extra_instructions: None,
-            tool_choice: None,
-        };
-        self.create_speech(SpeechSource::UserTurn, content)
     }
 
     /// Starts a speech on the current Activity (queued for the next agent during a handoff).
@@ -235,6 +250,7 @@ impl SessionState {
 
     /// A speech is done (played out, interrupted, or dropped from the queue).
     pub(super) fn speech_done(&mut self, speech_id: String, interrupted: bool) {
+        self.input_unanswered(&speech_id);
         let ends_session = self.close.ends_after(&speech_id);
         self.floor.speech_ended(&speech_id);
         self.testing.speech_done(&speech_id);

@@ -2,7 +2,8 @@
 //!
 //! 1. The Session stops starting work on the old Activity: user turns and speeches that arrive
 //!    meanwhile are queued for the new agent.
-//! 2. The old Activity drains: its speeches finish (blocking tools run to completion).
+//! 2. The old Activity drains: its speeches, queued ones included, finish (blocking tools run
+//!    to completion).
 //! 3. Agent-scoped calls are drained: cancellable ones cancelled, the others awaited.
 //! 4. The old Activity stops (its toolsets with it), the `agent_handoff` item is committed and
 //!    its event emitted, the new Activity starts; session-scoped toolsets are told their new
@@ -27,6 +28,7 @@ use ractor::ActorRef;
 
 use super::calls::Running;
 use super::state::SessionState;
+use crate::api::error::SessionError;
 use crate::protocol::{ActivityMsg, SessionMsg, SpeechContent, ToolsetMsg};
 use crate::support::catalog::{Scope, ToolCatalog};
 
@@ -34,6 +36,8 @@ use crate::support::catalog::{Scope, ToolCatalog};
 enum Queued {
     /// A user turn (its message is committed when replayed, to the new agent).
     UserTurn(String),
+    /// A queued user input (its message is committed when its reply begins).
+    UserInput(String),
     /// Any other speech.
     Speech(SpeechSource, SpeechContent),
 }
@@ -53,11 +57,6 @@ pub(super) struct PendingHandoff {
 impl PendingHandoff {
     fn new(agent: Arc<Agent>, catalog: Arc<ToolCatalog>) -> Self {
         Self { agent, catalog, drained: false, kept: BTreeMap::new(), queued: Vec::new() }
-    }
-
-    /// Decision 22: turns arriving during a handoff go to the new agent.
-    pub(super) fn queue_turn(&mut self, text: String) {
-        self.queued.push(Queued::UserTurn(text));
     }
 
     pub(super) fn queue_speech(&mut self, source: SpeechSource, content: SpeechContent) {
@@ -88,6 +87,22 @@ impl PendingHandoff {
 }
 
 impl SessionState {
+    /// What the user said, to act on now (`Some`); refused once the session is closing; or,
+    /// during a handoff, queued for the new agent (decision 22) as a turn, or as a queued
+    /// input when `input` (`None`).
+    pub(super) fn user_text_now(
+        &mut self,
+        text: String,
+        input: bool,
+    ) -> Result<Option<String>, SessionError> {
+        if self.close.is_closing() {
+            return Err(SessionError::Closed);
+        }
+        let Some(handoff) = &mut self.handoff else { return Ok(Some(text)) };
+        handoff.queued.push(if input { Queued::UserInput(text) } else { Queued::UserTurn(text) });
+        Ok(None)
+    }
+
     /// Starts a handoff to `agent` (a tool returned it, or the host asked).
     pub(super) fn request_handoff(&mut self, agent: Arc<Agent>) {
         if self.close.is_closing() {
@@ -185,6 +200,7 @@ impl SessionState {
         for queued in handoff.queued {
             let _ = match queued {
                 Queued::UserTurn(text) => self.user_turn(text),
+                Queued::UserInput(text) => self.queue_input(text),
                 Queued::Speech(source, content) => self.create_speech(source, content),
             };
         }

@@ -22,6 +22,7 @@ mod events;
 mod floor;
 mod handoff;
 mod idle;
+mod inputs;
 mod presence;
 mod replies;
 mod run;

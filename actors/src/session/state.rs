@@ -19,6 +19,7 @@ use super::events::Fanout;
 use super::floor::Floor;
 use super::handoff::PendingHandoff;
 use super::idle::IdleWaiters;
+use super::inputs::QueuedInputs;
 use super::presence::Presence;
 use super::replies::Replies;
 use super::run::Testing;
@@ -49,6 +50,7 @@ pub(crate) struct SessionState {
     pub(super) handoff: Option<PendingHandoff>,
     pub(super) presence: Presence,
     pub(super) floor: Floor,
+    pub(super) inputs: QueuedInputs,
     pub(super) idle: IdleWaiters,
     pub(super) calls: RunningCalls,
     pub(super) replies: Replies,
@@ -78,6 +80,7 @@ impl SessionState {
             handoff: None,
             presence: Presence::default(),
             floor: Floor::default(),
+            inputs: QueuedInputs::default(),
             idle: IdleWaiters::default(),
             calls: RunningCalls::default(),
             replies: Replies::default(),

@@ -36,6 +36,7 @@ impl SessionState {
             self.speech_done(speech_id, true);
         }
         self.floor.speeches_lost();
+        self.inputs_unanswered();
         let why = why.unwrap_or_else(|| "stopped".into());
         self.finish_run(Some(SessionError::RunFailed(format!("the activity failed: {why}"))));
         self.set_agent_state(AgentState::Listening);

@@ -133,6 +133,8 @@ pub enum Action {
     Wait(Duration),
     /// `user`.
     User(String),
+    /// `user_input`: a user message queued behind the current speech.
+    UserInput(String),
     /// `user_speaking`.
     UserSpeaking(bool),
     /// `wait_idle`.
@@ -440,6 +442,7 @@ fn parse_step(mut o: Obj) -> Result<Step, ScenarioError> {
             match key.as_str() {
                 "wait_ms" => Action::Wait(o.millis("wait_ms")?.unwrap_or(ms(0))),
                 "user" => Action::User(o.required_string("user")?),
+                "user_input" => Action::UserInput(o.required_string("user_input")?),
                 "user_speaking" => Action::UserSpeaking(o.bool("user_speaking")?.unwrap_or(false)),
                 "wait_idle" => {
                     expect_true(o.take("wait_idle"), &path)?;

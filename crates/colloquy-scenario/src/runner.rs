@@ -184,6 +184,7 @@ async fn play_async(scenario: &Scenario) -> Result<Trace, ScenarioError> {
             Action::Nothing => {}
             Action::Wait(d) => tokio::time::sleep(*d).await,
             Action::User(text) => session.user_turn(text.clone()).await.map_err(failed)?,
+            Action::UserInput(text) => session.user_input(text.clone()).await.map_err(failed)?,
             Action::UserSpeaking(speaking) => {
                 session.set_user_speaking(*speaking).map_err(failed)?;
             }

@@ -149,3 +149,11 @@ fn concurrency_caps_and_memory_windows_must_be_positive() {
         "toolsets.s.max_concurrent: only async and plain toolsets take it"
     );
 }
+
+#[test]
+fn a_user_input_step_needs_a_string() {
+    let number = format!(r#"{{{MINIMAL}, "steps": [{{"user_input": 5}}]}}"#);
+    assert_eq!(file_error(&number), "steps[0].user_input: expected a string, got a number");
+    let both = format!(r#"{{{MINIMAL}, "steps": [{{"user_input": "hi", "user": "hi"}}]}}"#);
+    assert_eq!(file_error(&both), "steps[0]: a step needs exactly one action");
+}
