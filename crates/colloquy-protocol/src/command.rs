@@ -59,6 +59,12 @@ pub enum Command {
         /// What the user said.
         text: String,
     },
+    /// `user_input`: the user said `text`, queued behind the agent's current reply instead of
+    /// interrupting it, then answered; answered once the session has taken the input.
+    UserInput {
+        /// What the user said.
+        text: String,
+    },
     /// `generate_reply`: a reply with extra instructions for its first step.
     GenerateReply {
         /// Extra instructions for the reply's first LLM step.
@@ -121,6 +127,7 @@ impl Command {
     pub fn name(&self) -> &'static str {
         match self {
             Self::UserTurn { .. } => "user_turn",
+            Self::UserInput { .. } => "user_input",
             Self::GenerateReply { .. } => "generate_reply",
             Self::Say { .. } => "say",
             Self::Interrupt => "interrupt",

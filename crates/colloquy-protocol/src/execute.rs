@@ -25,6 +25,7 @@ pub async fn execute(session: &SessionHandle, request: Request) -> Reply {
 async fn run(session: &SessionHandle, command: Command) -> Result<Reply, ProtocolError> {
     Ok(match command {
         Command::UserTurn { text } => ok(session.user_turn(text).await)?,
+        Command::UserInput { text } => ok(session.user_input(text).await)?,
         Command::GenerateReply { instructions, tool_choice: None } => {
             ok(session.generate_reply(instructions).await)?
         }

@@ -73,6 +73,25 @@ async fn a_turn_driven_through_the_protocol_lands_in_the_history() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_queued_input_waits_for_the_reply_under_way_then_is_answered() {
+    let slow = ScriptedResponse::text("First.").with_latency(std::time::Duration::from_millis(500));
+    let session = session(vec![slow, ScriptedResponse::text("Second.")]).await;
+    assert_eq!(ask(&session, r#"{"v": 1, "type": "user_turn", "text": "one"}"#).await, Reply::Ok);
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let queued = ask(&session, r#"{"v": 1, "type": "user_input", "text": "two"}"#).await;
+    assert_eq!(queued, Reply::Ok);
+    assert_eq!(ask(&session, r#"{"v": 1, "type": "wait_for_idle"}"#).await, Reply::Ok);
+    let Reply::History { items } = ask(&session, r#"{"v": 1, "type": "history"}"#).await else {
+        panic!("a history reply");
+    };
+    let texts: Vec<&str> =
+        items.iter().filter_map(ChatItem::as_message).map(|m| m.text.as_str()).collect();
+    assert_eq!(texts, ["one", "First.", "two", "Second."], "the first reply played out");
+    let empty = ask(&session, r#"{"v": 1, "type": "user_input"}"#).await;
+    assert_eq!(error_kind(empty), ErrorKind::BadRequest);
+}
+
+#[tokio::test(start_paused = true)]
 async fn running_calls_and_snapshots_travel_and_read_back() {
     let call = ScriptedCall::new("c1", "slow", "{}");
     let session =

@@ -7,8 +7,7 @@ use std::sync::Arc;
 
 use colloquy_cluster::{Cluster, ClusterError, RemoteSession};
 use colloquy_protocol::{
-    AgentList, Command, ErrorCode, ErrorKind, ProtocolError, Reply, Request, ServerError,
-    StartOptions,
+    AgentList, ErrorCode, ErrorKind, ProtocolError, Reply, Request, ServerError, StartOptions,
 };
 use futures_util::future::BoxFuture;
 use futures_util::{FutureExt, StreamExt};
@@ -120,59 +119,15 @@ impl Backend for ClusterBackend {
     }
 }
 
-/// A session on a node.
+/// A session on a node: each request runs there as it came.
 struct Remote(RemoteSession);
 
 impl SessionDriver for Remote {
     fn execute(&self, request: Request) -> BoxFuture<'static, Reply> {
         let session = self.0.clone();
-        async move {
-            match run(&session, request.command).await {
-                Ok(reply) => reply,
-                Err(e) => Reply::Error(error(e)),
-            }
-        }
-        .boxed()
+        async move { session.execute(request.command).await.unwrap_or_else(|e| Reply::Error(error(e))) }
+            .boxed()
     }
-}
-
-/// Runs one command on the node with the `RemoteSession` method of the same name.
-async fn run(session: &RemoteSession, command: Command) -> Result<Reply, ClusterError> {
-    Ok(match command {
-        Command::UserTurn { text } => ok(session.user_turn(text).await)?,
-        Command::GenerateReply { instructions, tool_choice: None } => {
-            ok(session.generate_reply(instructions).await)?
-        }
-        Command::GenerateReply { instructions, tool_choice: Some(choice) } => {
-            ok(session.generate_reply_with(instructions, choice).await)?
-        }
-        Command::Say { text } => ok(session.say(text).await)?,
-        Command::Interrupt => ok(session.interrupt().await)?,
-        Command::SetUserSpeaking { speaking } => ok(session.set_user_speaking(speaking).await)?,
-        Command::CancelToolCall { call_id } => ok(session.cancel_tool_call(call_id).await)?,
-        Command::Approve { call_id } => ok(session.approve(call_id).await)?,
-        Command::Reject { call_id, reason } => ok(session.reject(call_id, reason).await)?,
-        Command::RunningToolCalls => Reply::Calls { calls: session.running_tool_calls().await? },
-        Command::History => Reply::History { items: session.history().await? },
-        Command::Inspect => Reply::Snapshot { snapshot: Box::new(session.inspect().await?) },
-        Command::States => {
-            let (agent, user) = session.states().await?;
-            Reply::States { agent, user }
-        }
-        Command::WaitForIdle => ok(session.wait_for_idle().await)?,
-        Command::WaitForQuiet => ok(session.wait_for_quiet().await)?,
-        Command::Close { reason } => {
-            Reply::Closed { history: session.close_with_reason(reason).await? }
-        }
-        other => {
-            let message = format!("`{}` is not run on cluster nodes yet", other.name());
-            Reply::Error(ProtocolError::new(ErrorKind::BadRequest, message))
-        }
-    })
-}
-
-fn ok(result: Result<(), ClusterError>) -> Result<Reply, ClusterError> {
-    result.map(|()| Reply::Ok)
 }
 
 /// A cluster's failure as the protocol's error: the session's own answer as it came, a lost

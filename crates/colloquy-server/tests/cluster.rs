@@ -50,6 +50,11 @@ async fn sessions_placed_on_nodes_stream_their_events_over_the_websocket() {
         frames.iter().any(|f| matches!(f, ServerMessage::Reply { id: Some(1), reply: Reply::Ok }))
     );
     assert_eq!(common::seqs(&frames).first(), Some(&1), "from the session's first event");
+    // Queued input runs on the node as it would in process.
+    client.send(r#"{"v":1,"id":3,"type":"user_input","text":"and then?"}"#).await;
+    let answered = |f: &ServerMessage| matches!(f, ServerMessage::Reply { id: Some(3), .. });
+    let frames = client.until(answered).await;
+    assert!(matches!(frames.last(), Some(ServerMessage::Reply { reply: Reply::Ok, .. })));
     client.send(r#"{"v":1,"id":2,"type":"close","reason":"done"}"#).await;
     let frames = client.until(|f| matches!(f, ServerMessage::Closing { .. })).await;
     assert!(

@@ -66,6 +66,19 @@ impl RemoteSession {
         self.unit(Command::UserTurn { text: text.into() }).await
     }
 
+    /// The user said `text`, queued behind the agent's current reply instead of interrupting
+    /// it (`SessionHandle::user_input`); returns once the session has taken it.
+    pub async fn user_input(&self, text: impl Into<String>) -> Result<(), ClusterError> {
+        self.unit(Command::UserInput { text: text.into() }).await
+    }
+
+    /// Runs any protocol command on the session and returns its reply, for a host that relays
+    /// the protocol (a server, a bridge); the session's own refusal is
+    /// [`ClusterError::Session`].
+    pub async fn execute(&self, command: Command) -> Result<Reply, ClusterError> {
+        self.call(command).await
+    }
+
     /// A reply with extra instructions for its first step.
     pub async fn generate_reply(
         &self,
