@@ -1,0 +1,153 @@
+// Drives the playground page of a running `colloquy serve --provider scripted` in Debian's
+// chromium: a conversation, a background booking cancelled from the page, one let run to its
+// end, the rows and the actor tree checked, a reload replaying the same page, and screenshots
+// (light and dark) saved. Usage: node playground.mjs <page URL> <screenshot folder>.
+// Exits 0 when every check passes; otherwise prints the failed check and exits 1.
+
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { chromium } from 'playwright-core';
+
+const [url, outDir] = process.argv.slice(2);
+if (!url || !outDir) {
+  console.error('usage: node playground.mjs <page URL> <screenshot folder>');
+  process.exit(2);
+}
+/** The bound on every wait for the page (ms): the scripted booking takes 3 s end to end. */
+const BOUND = 15_000;
+
+const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'colloquy-chromium-'));
+const context = await chromium.launchPersistentContext(profile, {
+  executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
+  headless: true,
+  viewport: { width: 1280, height: 900 },
+  // No traffic beyond loopback: Chromium's own background calls are turned off.
+  args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+    '--disable-component-update', '--disable-sync'],
+});
+context.setDefaultTimeout(BOUND);
+const page = context.pages()[0] ?? (await context.newPage());
+const problems = [];
+page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+page.on('console', (m) => m.type() === 'error' && problems.push(`console error: ${m.text()}`));
+page.on('request', (r) => {
+  const host = new URL(r.url()).hostname;
+  if (!['127.0.0.1', 'localhost', '[::1]'].includes(host)) problems.push(`request off loopback: ${r.url()}`);
+});
+
+let step = 'start';
+const check = (name) => {
+  step = name;
+  console.log(`- ${name}`);
+};
+
+try {
+  check('the page lists the agents and starts a session');
+  await page.goto(url);
+  await page.getByLabel('Agent').locator('option').first().waitFor({ state: 'attached' });
+  await page.getByRole('button', { name: 'Start session' }).click();
+  await expectText(page.getByRole('status', { name: 'Connection' }), /Connected to session/);
+
+  const log = page.getByRole('log', { name: 'Conversation' });
+  const message = page.getByLabel('Message');
+  check('a user turn is shown and the reply streams in');
+  await message.fill('Hello there');
+  await message.press('Enter');
+  await expectText(log.getByRole('listitem', { name: 'You' }).first(), 'Hello there');
+  await expectText(log.getByRole('listitem', { name: 'Agent' }).first(), /I am the scripted model/);
+
+  const calls = page.getByRole('list', { name: 'Tool calls' });
+  const tree = page.getByRole('group', { name: 'Actor tree' });
+  check('a booking runs in the background: a live row and a node in the actor tree');
+  await message.fill('Please book a flight');
+  await message.press('Enter');
+  const first = calls.getByRole('listitem', { name: /^book_flight / });
+  await expectText(first.locator('.status'), 'running');
+  const firstId = (await first.getAttribute('data-call')) ?? '';
+  await expectText(tree, `tool_call:${firstId}`);
+
+  check('cancel from the page ends the call as cancelled');
+  await page.getByRole('button', { name: `Cancel ${firstId}` }).click();
+  await expectText(first.locator('.status'), 'cancelled');
+  await expectCount(first.getByRole('button'), 0);
+  await until(async () => !(await tree.textContent()).includes(`tool_call:${firstId}`), 'the tree drops the cancelled call');
+
+  check('a second booking runs to its end with its updates');
+  await message.fill('Book it again, please');
+  await message.press('Enter');
+  await expectCount(calls.getByRole('listitem', { name: /^book_flight / }), 2);
+  const second = calls.getByRole('listitem', { name: /^book_flight / }).nth(1);
+  await expectText(second.getByRole('list', { name: /^Updates of / }), /Found 3 flights/);
+  await expectText(second.locator('.status'), 'done');
+  await expectText(log, /Here is what I have/);
+
+  check('a third booking is running when the screenshots are taken');
+  await message.fill('And book one more');
+  await message.press('Enter');
+  await expectCount(calls.getByRole('listitem', { name: /^book_flight / }), 3);
+  const third = calls.getByRole('listitem', { name: /^book_flight / }).nth(2);
+  await expectText(third.getByRole('list', { name: /^Updates of / }), /Searching/);
+  const thirdId = (await third.getAttribute('data-call')) ?? '';
+  await expectText(tree, `tool_call:${thirdId}`);
+  fs.mkdirSync(outDir, { recursive: true });
+  await page.emulateMedia({ colorScheme: 'light' });
+  await page.screenshot({ path: path.join(outDir, 'playground-light.png'), fullPage: true });
+  await page.emulateMedia({ colorScheme: 'dark' });
+  await page.screenshot({ path: path.join(outDir, 'playground-dark.png'), fullPage: true });
+  await page.emulateMedia({ colorScheme: 'light' });
+  await expectText(third.locator('.status'), 'done');
+  await expectCount(log.locator('.streaming'), 0);
+
+  check('the timeline has a lane per speech and per tool call');
+  const lanes = await page.locator('#timeline rect.bar.call').count();
+  if (lanes !== 3) throw new Error(`expected 3 tool-call lanes in the timeline, found ${lanes}`);
+
+  check('a reload replays the session into the same page');
+  const before = await log.getByRole('listitem').allTextContents();
+  await page.reload();
+  await expectText(page.getByRole('status', { name: 'Connection' }), /Connected to session/);
+  await expectCount(calls.getByRole('listitem', { name: /^book_flight / }), 3);
+  await until(async () => (await log.getByRole('listitem').count()) >= before.length, 'the conversation is replayed');
+  const after = await log.getByRole('listitem').allTextContents();
+  // Replies may have gone on since `before` was read (its last bubble may have been streaming):
+  // what was on the page must come back, in order, each bubble whole or (the last) grown.
+  const same = before.every((text, i) => after[i] === text || (i === before.length - 1 && after[i].startsWith(text)));
+  if (!same) {
+    throw new Error(`the replayed conversation differs:\n${JSON.stringify(before)}\n${JSON.stringify(after)}`);
+  }
+  await expectText(calls.getByRole('listitem', { name: /^book_flight / }).first().locator('.status'), 'cancelled');
+
+  if (problems.length) throw new Error(problems.join('\n'));
+  console.log(`all checks passed; screenshots in ${outDir}`);
+} catch (e) {
+  console.error(`FAILED at "${step}": ${e.message}`);
+  fs.mkdirSync(outDir, { recursive: true });
+  await page.screenshot({ path: path.join(outDir, 'failure.png'), fullPage: true }).catch(() => {});
+  if (problems.length) console.error(problems.join('\n'));
+  process.exitCode = 1;
+} finally {
+  await context.close();
+  fs.rmSync(profile, { recursive: true, force: true });
+}
+
+/** Waits (bounded) until the locator's text matches. */
+async function expectText(locator, want) {
+  const matches = (text) => (typeof want === 'string' ? text.includes(want) : want.test(text));
+  await until(async () => matches((await locator.textContent({ timeout: 1000 }).catch(() => '')) ?? ''),
+    `text ${want} in ${locator}`);
+}
+
+async function expectCount(locator, n) {
+  await until(async () => (await locator.count()) === n, `${n} of ${locator}`);
+}
+
+/** Polls `ready` every 50 ms until it holds or BOUND passes. */
+async function until(ready, what) {
+  const deadline = Date.now() + BOUND;
+  while (Date.now() < deadline) {
+    if (await ready()) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`timed out after ${BOUND} ms waiting for ${what}`);
+}
