@@ -59,15 +59,13 @@ try {
 
   const calls = page.getByRole('list', { name: 'Tool calls' });
   const tree = page.getByRole('group', { name: 'Actor tree' });
-  check('a booking runs in the background: a live row and a node in the actor tree');
+  check('a booking runs in the background as a live row; cancel from the page ends it');
   await message.fill('Please book a flight');
   await message.press('Enter');
   const first = calls.getByRole('listitem', { name: /^book_flight / });
   await expectText(first.locator('.status'), 'running');
   const firstId = (await first.getAttribute('data-call')) ?? '';
-  await expectText(tree, `tool_call:${firstId}`);
-
-  check('cancel from the page ends the call as cancelled');
+  // At once: the scripted booking ends by itself after a few seconds.
   await page.getByRole('button', { name: `Cancel ${firstId}` }).click();
   await expectText(first.locator('.status'), 'cancelled');
   await expectCount(first.getByRole('button'), 0);
@@ -82,7 +80,7 @@ try {
   await expectText(second.locator('.status'), 'done');
   await expectText(log, /Here is what I have/);
 
-  check('a third booking is running when the screenshots are taken');
+  check('a third booking is running, in the actor tree, when the screenshots are taken');
   await message.fill('And book one more');
   await message.press('Enter');
   await expectCount(calls.getByRole('listitem', { name: /^book_flight / }), 3);
