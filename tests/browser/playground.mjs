@@ -27,6 +27,17 @@ const context = await chromium.launchPersistentContext(profile, {
     '--disable-component-update', '--disable-sync'],
 });
 context.setDefaultTimeout(BOUND);
+// The page's sockets, so the test can drop one as a network would.
+await context.addInitScript(() => {
+  const Native = window.WebSocket;
+  window.testSockets = [];
+  window.WebSocket = class extends Native {
+    constructor(...args) {
+      super(...args);
+      window.testSockets.push(this);
+    }
+  };
+});
 const page = context.pages()[0] ?? (await context.newPage());
 const problems = [];
 page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
@@ -71,6 +82,16 @@ try {
   await expectCount(first.getByRole('button'), 0);
   await until(async () => !(await tree.textContent()).includes(`tool_call:${firstId}`), 'the tree drops the cancelled call');
 
+  check('a dropped connection comes back with after=<last seq> and draws nothing twice');
+  const drawn = await log.getByRole('listitem').allTextContents();
+  await page.evaluate(() => window.testSockets.at(-1).close());
+  await until(async () => (await page.evaluate(() => window.testSockets.length)) === 2, 'a second socket');
+  await expectText(page.getByRole('status', { name: 'Connection' }), /Connected to session/);
+  const resumed = await page.evaluate(() => window.testSockets[1].url);
+  if (!/[?&]after=[1-9]/.test(resumed)) throw new Error(`the reconnect did not resume: ${resumed}`);
+  const redrawn = await log.getByRole('listitem').allTextContents();
+  if (!grown(drawn, redrawn)) throw new Error(`the reconnect changed the conversation: ${JSON.stringify(drawn)} → ${JSON.stringify(redrawn)}`);
+
   check('a second booking runs to its end with its updates');
   await message.fill('Book it again, please');
   await message.press('Enter');
@@ -108,10 +129,7 @@ try {
   await expectCount(calls.getByRole('listitem', { name: /^book_flight / }), 3);
   await until(async () => (await log.getByRole('listitem').count()) >= before.length, 'the conversation is replayed');
   const after = await log.getByRole('listitem').allTextContents();
-  // Replies may have gone on since `before` was read (its last bubble may have been streaming):
-  // what was on the page must come back, in order, each bubble whole or (the last) grown.
-  const same = before.every((text, i) => after[i] === text || (i === before.length - 1 && after[i].startsWith(text)));
-  if (!same) {
+  if (!grown(before, after)) {
     throw new Error(`the replayed conversation differs:\n${JSON.stringify(before)}\n${JSON.stringify(after)}`);
   }
   await expectText(calls.getByRole('listitem', { name: /^book_flight / }).first().locator('.status'), 'cancelled');
@@ -127,6 +145,14 @@ try {
 } finally {
   await context.close();
   fs.rmSync(profile, { recursive: true, force: true });
+}
+
+/**
+ * Whether the conversation `after` is `before` drawn again, each bubble once, in order: replies
+ * may have gone on meanwhile, so a bubble that was streaming may have grown and more may follow.
+ */
+function grown(before, after) {
+  return before.every((text, i) => after[i]?.startsWith(text));
 }
 
 /** Waits (bounded) until the locator's text matches. */

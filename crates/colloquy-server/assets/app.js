@@ -220,7 +220,7 @@ function callRow(callId, name, at) {
     cancelButton: button('Cancel', `Cancel ${callId}`, () => command('cancel_tool_call')),
     setStatus(text) {
       status.dataset.status = text;
-      status.textContent = text.replace('_', ' ');
+      status.textContent = text.replaceAll('_', ' ');
     },
     awaitApproval(args) {
       this.setStatus('awaiting_approval');
@@ -277,9 +277,9 @@ function treeNode(node) {
   const detail = [node.agent, node.name, node.scope, node.tools?.join(', '),
     node.elapsed_ms !== undefined ? seconds(node.elapsed_ms) : null].filter(Boolean).join(' · ');
   const label = element('span', { class: 'node' },
-    element('span', { class: `kind ${node.kind}` }, node.kind.replace('_', ' ')), ' ',
+    element('span', { class: `kind ${node.kind}` }, node.kind.replaceAll('_', ' ')), ' ',
     element('code', {}, node.id),
-    node.status !== 'running' ? element('span', { class: 'status', 'data-status': node.status }, node.status.replace('_', ' ')) : null,
+    node.status !== 'running' ? element('span', { class: 'status', 'data-status': node.status }, node.status.replaceAll('_', ' ')) : null,
     detail ? element('span', { class: 'detail' }, detail) : null);
   const children = node.children.length ? element('ul', {}, ...node.children.map(treeNode)) : null;
   return element('li', { 'data-node': node.id }, label, children);

@@ -53,6 +53,8 @@ export class Api {
 
 /** How long to wait before the nth reconnect (ms): 0.5 s doubling, at most 8 s. */
 const backoff = (attempt) => Math.min(500 * 2 ** attempt, 8000);
+/** Connections refused in a row (about 24 s of tries) before the page gives up on the session. */
+const MAX_REFUSED = 6;
 
 /**
  * One session's WebSocket, reconnected with `after=<last seq>` when it drops, so no event is
@@ -86,7 +88,9 @@ export class Connection {
     const protocols = this.token ? ['colloquy.v1', `colloquy.bearer.${this.token}`] : [];
     const ws = new WebSocket(this.url(), protocols);
     this.ws = ws;
+    let opened = false;
     ws.onopen = () => {
+      opened = true;
       this.attempt = 0;
       this.handlers.onStatus('connected', '');
     };
@@ -95,8 +99,11 @@ export class Connection {
       if (this.ws !== ws) return;
       for (const { reject } of this.pending.values()) reject(new Error('connection lost'));
       this.pending.clear();
+      // A session the server no longer has (it closed, or the server restarted) refuses the
+      // upgrade every time: after a few tries, say so rather than try forever.
+      if (!opened && this.attempt >= MAX_REFUSED) this.stopped = true;
       if (this.stopped) {
-        this.handlers.onStatus('closed', close.reason || 'closed');
+        this.handlers.onStatus('closed', close.reason || (opened ? 'closed' : 'the server refuses this session'));
         return;
       }
       const wait = backoff(this.attempt++);
