@@ -122,7 +122,7 @@ fn drain(
             if let Some(word) = line.split_whitespace().find(|w| w.starts_with("http://"))
                 && let Some(url) = url.take()
             {
-                let _ = url.send(word.trim_end_matches(['.', ',', ')']).to_string());
+                let _ = url.send(word.trim_end_matches(['.', ',', ')', ':']).to_string());
             }
             all.push_str(&line);
             all.push('\n');

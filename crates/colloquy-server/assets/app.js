@@ -305,7 +305,7 @@ $('queue').addEventListener('click', () => say('user_input'));
 $('message').addEventListener('keydown', (e) => {
   if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
     e.preventDefault();
-    say('user_turn');
+    say(e.altKey ? 'user_input' : 'user_turn');
   }
 });
 $('token-form').addEventListener('submit', (e) => {
