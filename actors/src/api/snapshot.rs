@@ -22,6 +22,7 @@ use crate::api::lifecycle::ActorKind;
 
 /// A session at one instant.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct SessionSnapshot {
     /// Virtual milliseconds since the session started (as events' `at_ms`).
     pub at_ms: u64,
@@ -44,6 +45,7 @@ pub struct SessionSnapshot {
 
 /// One speech of the current Activity.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct SpeechSnapshot {
     /// `s1`, `s2`… as in events.
     pub speech_id: String,
@@ -53,6 +55,7 @@ pub struct SpeechSnapshot {
 
 /// Where a speech is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum SpeechStatus {
@@ -66,6 +69,7 @@ pub enum SpeechStatus {
 
 /// The ReplyCoalescer's state.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct CoalescerSnapshot {
     /// Update ids waiting for a deferred reply, in enqueue order.
     pub pending: Vec<String>,
@@ -75,6 +79,7 @@ pub struct CoalescerSnapshot {
 
 /// What an actor is doing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum NodeStatus {
@@ -95,6 +100,7 @@ pub enum NodeStatus {
 
 /// Whether a toolset lives with the session or with the agent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ToolsetScope {
     /// A child of the Session; survives handoffs.
@@ -106,6 +112,7 @@ pub enum ToolsetScope {
 /// One actor and its children. Kind-specific fields are `None` (and not serialized) on the
 /// other kinds.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct ActorNode {
     /// The actor's kind.
     pub kind: ActorKind,

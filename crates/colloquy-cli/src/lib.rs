@@ -4,6 +4,7 @@
 pub mod chat;
 pub mod cluster;
 pub mod demo;
+pub mod serve;
 pub mod transcript;
 
 use std::net::SocketAddr;
@@ -62,6 +63,58 @@ pub enum Command {
     ///
     /// Exit status 1, with a message, when NATS cannot be reached within a few seconds.
     Nodes(NodesArgs),
+    /// Serve the chat's agent over HTTP and a WebSocket, with a playground page, until SIGTERM
+    /// or SIGINT.
+    ///
+    /// Clients start sessions with POST /v1/sessions and drive them at
+    /// /v1/sessions/{id}/ws (docs/protocol.md). It prints the page's URL when it is ready. On
+    /// a signal every session closes with reason server_shutdown; exit status 0. A
+    /// non-loopback --addr needs a token (--token-env).
+    Serve(ServeArgs),
+}
+
+/// `colloquy serve` options.
+#[derive(Debug, clap::Args, Clone, PartialEq)]
+pub struct ServeArgs {
+    /// The address to listen on (port 0 picks a free one).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
+    pub addr: SocketAddr,
+    /// A name clients start the agent by. Repeatable [default: demo].
+    #[arg(long = "agent", value_name = "NAME")]
+    pub agent_names: Vec<String>,
+    /// Which API the sessions talk to [default: the embedded scripted model, no network and
+    /// no keys].
+    #[arg(long, value_enum)]
+    pub provider: Option<Provider>,
+    /// The model and the agent's settings.
+    #[command(flatten)]
+    pub agent: AgentArgs,
+    /// The environment variable that holds the bearer token clients must send (required on
+    /// a non-loopback --addr; never on the command line).
+    #[arg(long, value_name = "VAR")]
+    pub token_env: Option<String>,
+    /// Also accept browsers from this origin (`https://app.example.com`), besides the
+    /// server's own. Repeatable.
+    #[arg(long = "allow-origin", value_name = "ORIGIN")]
+    pub allow_origins: Vec<String>,
+    /// The most live sessions at once.
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    pub max_sessions: usize,
+    /// Events each session keeps for clients that reconnect.
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    pub replay_events: usize,
+    /// Frames a connection may leave unread before it is closed as too slow.
+    #[arg(long, value_name = "N", default_value_t = 1024)]
+    pub max_unread_frames: usize,
+    /// How long a session lives with no client attached (`5m`, `30s`).
+    #[arg(long, value_name = "TIME", default_value = "5m", value_parser = duration)]
+    pub idle_session: Duration,
+    /// Place sessions on the nodes of the colloquy cluster at this NATS server (started with
+    /// `colloquy node`) instead of running them here: the agents are the nodes' (--agent
+    /// names the default), so --provider and the model and tool options are not taken. A NATS
+    /// token is read from COLLOQUY_NATS_TOKEN.
+    #[arg(long, value_name = "URL")]
+    pub nats: Option<String>,
 }
 
 /// `colloquy chat` options.
@@ -111,6 +164,10 @@ pub struct NatsAuthArgs {
     /// The environment variable that holds the NATS user's password.
     #[arg(long, value_name = "VAR", requires = "user")]
     pub password_env: Option<String>,
+    /// A NATS credentials file (user JWT and nkey seed, from `nsc generate creds`), for a
+    /// server in operator mode.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["token_env", "user"])]
+    pub creds: Option<std::path::PathBuf>,
     /// Require TLS, trusting the certificate authority in this PEM file besides the system's.
     #[arg(long, value_name = "PEM")]
     pub tls_ca: Option<std::path::PathBuf>,
@@ -298,6 +355,30 @@ mod tests {
             );
         }
         assert_eq!(parse(&["chat", "--provider", "x"]), Err(clap::error::ErrorKind::InvalidValue));
+    }
+
+    #[test]
+    fn parses_serve() {
+        match parse(&["serve"]) {
+            Ok(Command::Serve(args)) => {
+                assert_eq!(args.addr, "127.0.0.1:8080".parse().unwrap());
+                assert_eq!((args.max_sessions, args.replay_events), (100, 10_000));
+                assert_eq!(args.idle_session, Duration::from_secs(300));
+                assert!(args.token_env.is_none() && args.provider.is_none());
+            }
+            other => panic!("{other:?}"),
+        }
+        match parse(&["serve", "--addr", "0.0.0.0:0", "--token-env", "T", "--allow-origin", "o"]) {
+            Ok(Command::Serve(args)) => {
+                assert_eq!(args.token_env.as_deref(), Some("T"));
+                assert_eq!(args.allow_origins, ["o"]);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            parse(&["serve", "--addr", "here"]),
+            Err(clap::error::ErrorKind::ValueValidation)
+        );
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::Parser;
 use colloquy_cli::chat::{self, ChatError};
 use colloquy_cli::cluster::{self, CommandError};
-use colloquy_cli::{Cli, Command, demo};
+use colloquy_cli::{Cli, Command, demo, serve};
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
@@ -67,6 +67,10 @@ fn main() -> ExitCode {
         Command::Nodes(args) => cluster_command("nodes", |runtime| {
             runtime.block_on(cluster::nodes::run(&args, &mut std::io::stdout().lock()))
         }),
+        Command::Serve(args) => {
+            let out = Box::new(std::io::stdout());
+            cluster_command("serve", |runtime| runtime.block_on(serve::run(&args, out)))
+        }
     }
 }
 

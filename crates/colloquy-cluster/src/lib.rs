@@ -38,7 +38,7 @@ pub use names::{
 };
 pub use nats::{CONNECT_TIMEOUT, NatsConfig};
 pub use node::{
-    DrainReport, HEARTBEAT, MAX_IN_FLIGHT, NODE_DRAINING, NODE_LOST, Node, NodeBuilder, NodeHandle,
-    NodeLoad, SessionStart,
+    DrainReport, EVENT_TIMEOUT, EVENTS_UNSTORED, HEARTBEAT, MAX_IN_FLIGHT, NODE_DRAINING,
+    NODE_LOST, Node, NodeBuilder, NodeHandle, NodeLoad, SessionStart,
 };
 pub use wire::{CLUSTER_VERSION, NodeInfo, Refusal, SessionRecord, StartOptions};

@@ -20,6 +20,16 @@ const PING_INTERVAL: Duration = Duration::from_secs(2);
 /// The bound on each JetStream call (a key-value write, a publish's acknowledgement).
 const JETSTREAM_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Room left under the server's `max_payload` for a message's headers (an event's id, a reply
+/// subject).
+pub(crate) const HEADROOM: usize = 1024;
+
+/// The most bytes a message body may have on this connection: anything bigger is refused by
+/// the server, so it is never sent (docs/cluster.md#limits).
+pub(crate) fn payload_limit(client: &Client) -> usize {
+    client.server_info().max_payload.saturating_sub(HEADROOM)
+}
+
 /// How to reach NATS: the server's URL, the credentials it asks for, and TLS. A `&str` or a
 /// `String` converts into one (no credentials, TLS as the URL's scheme says). Secrets never
 /// show: not in `Debug`, not in errors (the URL is shown without its credentials).
@@ -45,6 +55,8 @@ enum Auth {
     None,
     Token(String),
     UserPassword(String, String),
+    /// A NATS credentials file (a user JWT and its nkey seed), read at each connect.
+    CredsFile(PathBuf),
 }
 
 #[derive(Clone, Default)]
@@ -70,6 +82,14 @@ impl NatsConfig {
     /// `authorization { users … }` block).
     pub fn user_password(mut self, user: impl Into<String>, password: impl Into<String>) -> Self {
         self.auth = Auth::UserPassword(user.into(), password.into());
+        self
+    }
+
+    /// The credentials file the server's operator issued (`nsc generate creds`: a user JWT and
+    /// the nkey seed that signs the server's challenge), for a server in operator mode. The file
+    /// is read when connecting; its contents never show, not even in errors.
+    pub fn credentials_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.auth = Auth::CredsFile(path.into());
         self
     }
 
@@ -119,13 +139,17 @@ impl NatsConfig {
         }
     }
 
-    fn apply(&self, mut options: ConnectOptions) -> ConnectOptions {
+    async fn apply(&self, mut options: ConnectOptions) -> Result<ConnectOptions, ClusterError> {
         options = match &self.auth {
             Auth::None => options,
             Auth::Token(token) => options.token(token.clone()),
             Auth::UserPassword(user, password) => {
                 options.user_and_password(user.clone(), password.clone())
             }
+            // The library's messages name the file and what is missing, never its contents.
+            Auth::CredsFile(path) => options.credentials_file(path).await.map_err(|e| {
+                ClusterError::Config(format!("the NATS credentials file {}: {e}", path.display()))
+            })?,
         };
         for root in &self.tls.roots {
             options = options.add_root_certificates(root.clone());
@@ -133,7 +157,7 @@ impl NatsConfig {
         if let Some((cert, key)) = &self.tls.client {
             options = options.add_client_certificate(cert.clone(), key.clone());
         }
-        options.require_tls(self.tls.required)
+        Ok(options.require_tls(self.tls.required))
     }
 }
 
@@ -155,6 +179,7 @@ impl fmt::Debug for NatsConfig {
             Auth::None => "none",
             Auth::Token(_) => "token",
             Auth::UserPassword(..) => "user and password",
+            Auth::CredsFile(_) => "credentials file",
         };
         f.debug_struct("NatsConfig")
             .field("url", &self.shown())
@@ -195,7 +220,7 @@ impl NatsConfig {
                 }
                 std::future::ready(())
             });
-        let options = self.apply(options);
+        let options = self.apply(options).await?;
         options.connect(self.url.as_str()).await.map_err(|e| match e.kind() {
             ConnectErrorKind::AuthorizationViolation | ConnectErrorKind::Authentication => {
                 ClusterError::Auth { url: self.shown(), reason: e.to_string() }
@@ -258,6 +283,8 @@ impl Backend {
                 bucket: names::SESSIONS_BUCKET.into(),
                 description: "colloquy sessions: which node holds each live session".into(),
                 history: 1,
+                // Lets a lost session's record expire (docs/cluster.md#failure).
+                limit_markers: Some(names::NODE_MARKER_TTL),
                 ..Default::default()
             },
         )

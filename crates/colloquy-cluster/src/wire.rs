@@ -2,7 +2,6 @@
 //! session's record, a placement request and its answer (JSON, versioned by
 //! [`CLUSTER_VERSION`]); and the pure rules of admission and ranking both sides apply.
 
-use colloquy_core::ChatItem;
 use serde::{Deserialize, Serialize};
 
 /// The version of these messages: a node answers a placement request of another version with
@@ -81,40 +80,9 @@ pub struct SessionRecord {
     pub lost: bool,
 }
 
-/// What a host may ask for a session it starts on a node; everything else (the model, the
-/// session's settings, the agents' tools) is the node's, set in code where it runs.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[non_exhaustive]
-pub struct StartOptions {
-    /// Items the session starts with, before its first agent's handoff (a conversation moved
-    /// from elsewhere).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub history: Vec<ChatItem>,
-    /// Anything the node's session hook should see (a customer id, a locale), as JSON.
-    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
-    pub metadata: serde_json::Value,
-}
-
-impl StartOptions {
-    /// No history, no metadata.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Starts the session with these items.
-    #[must_use]
-    pub fn history(mut self, items: Vec<ChatItem>) -> Self {
-        self.history = items;
-        self
-    }
-
-    /// Hands `metadata` to the node's session hook.
-    #[must_use]
-    pub fn metadata(mut self, metadata: serde_json::Value) -> Self {
-        self.metadata = metadata;
-        self
-    }
-}
+/// What a host may ask for a session it starts on a node: the protocol's, shared with the
+/// HTTP server's `POST /v1/sessions`.
+pub use colloquy_protocol::StartOptions;
 
 /// A request to start a session, sent to one node.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -324,13 +292,5 @@ mod tests {
         assert_eq!((record.lease, record.lost), (0, false));
         let json = serde_json::to_string(&record).unwrap();
         assert!(!json.contains("lost"), "{json}");
-    }
-
-    #[test]
-    fn start_options_leave_out_what_is_empty() {
-        let json = serde_json::to_string(&StartOptions::new()).unwrap();
-        assert_eq!(json, "{}");
-        let back: StartOptions = serde_json::from_str(r#"{"metadata": {"customer": 7}}"#).unwrap();
-        assert_eq!(back.metadata["customer"], 7);
     }
 }

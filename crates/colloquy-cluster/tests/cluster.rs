@@ -380,3 +380,83 @@ async fn commands_past_the_in_flight_bound_are_answered_busy_at_once() {
     // The bound frees as commands end.
     session.history().await.expect("a command once the burst is over");
 }
+
+/// What NATS cannot carry (its `max_payload`, 1 MiB here) is a clear error, never a silent
+/// stall: a request is refused before it is sent, an event travels as an `error` event under
+/// its own index, a reply as a `too_large` error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_is_over_max_payload_travels_as_a_clear_error() {
+    let server = NatsServer::start();
+    let long = "x".repeat(1_200_000);
+    let llm = ScriptedLlm::new([]).with_fallback(move |_, _| ScriptedResponse::text(long.clone()));
+    let _n1 = node_builder(&server.url(), "n1").llm(llm).start().await.expect("the node");
+    let cluster = cluster(&server).await;
+    let session = cluster.start_session("support", StartOptions::new()).await.unwrap();
+    let mut events = session.subscribe().await.unwrap();
+
+    let too_large = |err: ClusterError| match err {
+        ClusterError::Session(e) if e.kind == ErrorKind::TooLarge => e.message,
+        other => panic!("expected too_large, got {other:?}"),
+    };
+    let said = too_large(session.user_turn("y".repeat(1_100_000)).await.unwrap_err());
+    assert!(said.contains("user_turn") && said.contains("max_payload"), "{said}");
+    session.user_turn("Tell me everything.").await.unwrap();
+    session.wait_for_idle().await.unwrap();
+    let said = too_large(session.history().await.unwrap_err());
+    assert!(said.contains("max_payload"), "{said}");
+    session.say("Still here.").await.unwrap();
+    session.wait_for_idle().await.unwrap();
+    // The session closes; its final history is what cannot travel.
+    too_large(session.close().await.unwrap_err());
+
+    let mut seen = Vec::new();
+    while let Some(event) = tokio::time::timeout(BOUND, events.recv()).await.expect("events") {
+        seen.push(event.expect("no gap").event.kind);
+    }
+    let replaced = seen.iter().any(|kind| {
+        matches!(kind, EventKind::Error { message, .. }
+            if message.contains("ConversationItemAdded") && message.contains("max_payload"))
+    });
+    assert!(replaced, "the long reply's item is an error event: {seen:?}");
+    let later = seen.iter().any(|kind| match kind {
+        EventKind::ConversationItemAdded { item } => {
+            item.as_message().is_some_and(|m| m.text == "Still here.")
+        }
+        _ => false,
+    });
+    assert!(later, "events after it still arrive");
+    assert!(matches!(seen.last(), Some(EventKind::SessionClosed { .. })), "{:?}", seen.last());
+}
+
+/// A node that cannot store a session's events (here its stream was deleted under it) gives
+/// the session up after `event_timeout` instead of retrying forever: the session closes with
+/// `events_unstored` and leaves the node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_whose_events_cannot_be_stored_is_given_up() {
+    let server = NatsServer::start();
+    let node = node_builder(&server.url(), "n1")
+        .event_timeout(Duration::from_millis(500))
+        .start()
+        .await
+        .expect("the node");
+    let cluster = cluster(&server).await;
+    let session = cluster.start_session("support", StartOptions::new()).await.unwrap();
+    let local = node.sessions().pop().expect("the node holds the session");
+    let raw = async_nats::connect(server.url()).await.expect("a raw connection");
+    let js = async_nats::jetstream::new(raw);
+    js.delete_stream(colloquy_cluster::EVENTS_STREAM).await.expect("the stream deleted");
+
+    session.user_turn("Where is my order?").await.unwrap();
+    eventually(BOUND, "the node lets the session go", || async {
+        node.sessions().is_empty().then_some(())
+    })
+    .await;
+    let closed = local.history().await.unwrap_err();
+    assert!(matches!(closed, colloquy_actors::SessionError::Closed), "{closed:?}");
+    let err = session.user_turn("hello?").await.unwrap_err();
+    assert!(
+        matches!(&err, ClusterError::NotFound(_))
+            || matches!(&err, ClusterError::Session(e) if e.kind == ErrorKind::Closed),
+        "{err:?}"
+    );
+}

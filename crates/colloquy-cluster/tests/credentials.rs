@@ -120,3 +120,116 @@ async fn a_server_that_verifies_clients_takes_a_client_certificate_and_refuses_n
     assert!(Cluster::connect(without).await.is_err(), "a client without a certificate is refused");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// An operator's world in miniature: the server trusts the operator's key; the operator signs
+/// an account with JetStream allowed; the account signs users. `jwt` writes one signed claim
+/// set the way NATS reads it (a header naming nkey signatures, base64url without padding).
+mod operator {
+    use data_encoding::BASE64URL_NOPAD;
+    use nkeys::KeyPair;
+    use serde_json::{Value, json};
+
+    pub(crate) struct Operator {
+        key: KeyPair,
+        account: KeyPair,
+        /// JetStream needs the server's own account to exist.
+        system: KeyPair,
+    }
+
+    fn jwt(claims: &Value, signer: &KeyPair) -> String {
+        let header = BASE64URL_NOPAD.encode(br#"{"typ":"JWT","alg":"ed25519-nkey"}"#);
+        let body = BASE64URL_NOPAD.encode(claims.to_string().as_bytes());
+        let input = format!("{header}.{body}");
+        let signature = signer.sign(input.as_bytes()).expect("a signature");
+        format!("{input}.{}", BASE64URL_NOPAD.encode(&signature))
+    }
+
+    impl Operator {
+        pub(crate) fn new() -> Self {
+            Self {
+                key: KeyPair::new_operator(),
+                account: KeyPair::new_account(),
+                system: KeyPair::new_account(),
+            }
+        }
+
+        /// The server's configuration: trust the operator, know the accounts from memory.
+        pub(crate) fn server_config(&self) -> String {
+            let no_limit = json!({
+                "subs": -1, "data": -1, "payload": -1, "imports": -1, "exports": -1,
+                "wildcards": true, "conn": -1, "leaf": -1,
+                "mem_storage": -1, "disk_storage": -1, "streams": -1, "consumer": -1,
+            });
+            let account = |key: &KeyPair, name: &str, limits: &Value| {
+                let claims = json!({
+                    "jti": format!("colloquy-test-{name}"), "iat": 1, "name": name,
+                    "iss": self.key.public_key(), "sub": key.public_key(),
+                    "nats": { "limits": limits, "type": "account", "version": 2 },
+                });
+                format!("{}: \"{}\"", key.public_key(), jwt(&claims, &self.key))
+            };
+            let system_limits = json!({ "subs": -1, "data": -1, "payload": -1, "conn": -1 });
+            format!(
+                "trusted_keys: [\"{}\"]\nsystem_account: {}\nresolver: MEMORY\n\
+                 resolver_preload: {{\n{}\n{}\n}}\n",
+                self.key.public_key(),
+                self.system.public_key(),
+                account(&self.account, "colloquy", &no_limit),
+                account(&self.system, "system", &system_limits),
+            )
+        }
+
+        /// A credentials file for a new user of the account, as `nsc generate creds` writes
+        /// it; signed by `signer` (the account's key, unless a test wants a forged one).
+        pub(crate) fn creds(&self, signer: Option<&KeyPair>) -> String {
+            let user = KeyPair::new_user();
+            let claims = json!({
+                "jti": "colloquy-test-user", "iat": 1, "name": "node",
+                "iss": self.account.public_key(), "sub": user.public_key(),
+                "nats": {
+                    "pub": {}, "sub": {}, "subs": -1, "data": -1, "payload": -1,
+                    "type": "user", "version": 2,
+                },
+            });
+            let token = jwt(&claims, signer.unwrap_or(&self.account));
+            let seed = user.seed().expect("the user's seed");
+            format!(
+                "-----BEGIN NATS USER JWT-----\n{token}\n------END NATS USER JWT------\n\n\
+                 ************************* IMPORTANT *************************\n\
+                 NKEY Seed printed below can be used to sign and prove identity.\n\n\
+                 -----BEGIN USER NKEY SEED-----\n{seed}\n------END USER NKEY SEED------\n"
+            )
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_credentials_file_carries_a_session_and_a_forged_one_is_refused() {
+    let dir = std::env::temp_dir().join(format!("colloquy-creds-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a directory for the credentials");
+    let operator = operator::Operator::new();
+    let server = NatsServer::start_configured(&operator.server_config(), &[]);
+    let good = dir.join("node.creds");
+    std::fs::write(&good, operator.creds(None)).expect("a credentials file");
+    a_turn_over(NatsConfig::new(server.url()).credentials_file(&good)).await;
+
+    // A user signed by a key the account does not know.
+    let forger = nkeys::KeyPair::new_account();
+    let forged_text = operator.creds(Some(&forger));
+    let forged = dir.join("forged.creds");
+    std::fs::write(&forged, &forged_text).expect("a credentials file");
+    let err = Cluster::connect(NatsConfig::new(server.url()).credentials_file(&forged)).await;
+    let err = err.err().expect("a forged user is refused");
+    assert!(matches!(err, ClusterError::Auth { .. }), "{err:?}");
+    let seed = forged_text.lines().find(|l| l.starts_with("SU")).expect("the seed line");
+    let shown = format!("{err} {err:?}");
+    assert!(!shown.contains(seed), "{shown}");
+
+    let absent = dir.join("absent.creds");
+    let err = Cluster::connect(NatsConfig::new(server.url()).credentials_file(&absent)).await;
+    let err = err.err().expect("a missing file is an error");
+    assert!(err.to_string().contains("absent.creds"), "names the file: {err}");
+    let none = Cluster::connect(server.url()).await.err().expect("refused without credentials");
+    assert!(matches!(none, ClusterError::Auth { .. }), "{none:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

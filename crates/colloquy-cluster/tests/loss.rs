@@ -102,6 +102,17 @@ async fn a_node_that_stops_without_a_drain_is_lost_on_every_host() {
     let mut replay = found.subscribe().await.unwrap();
     let (last, _) = last_item(&mut replay).await;
     assert_eq!(last, Err(ClusterError::NodeLost { node: "n1".into() }));
+
+    // The record, marked lost, expires with the session's events: a node that never comes
+    // back leaves nothing behind.
+    let raw = async_nats::connect(server.url()).await.expect("a raw connection");
+    let records = async_nats::jetstream::new(raw).get_stream("KV_colloquy_sessions").await;
+    let subject = format!("$KV.colloquy_sessions.session.{}", on_n1.id());
+    let record = records.unwrap().get_last_raw_message_by_subject(&subject).await.unwrap();
+    let ttl = record.headers.get("Nats-TTL").map(|v| v.as_str().to_owned());
+    assert_eq!(ttl.as_deref(), Some("86400"), "{:?}", record.headers);
+    let value: serde_json::Value = serde_json::from_slice(&record.payload).unwrap();
+    assert_eq!(value["lost"], true);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -201,4 +212,34 @@ async fn lost_after_under_a_second_is_refused_before_connecting() {
     assert!(err.to_string().contains("at least 1s"), "{err}");
     let err = node_builder("nats://127.0.0.1:1", "n1").lost_after(short).start().await.err();
     assert!(matches!(err, Some(ClusterError::Config(_))), "{err:?}");
+}
+
+/// A sessions bucket made before lost records expired (no per-message TTLs) still gets its
+/// records marked lost; they stay until deleted, as they used to.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bucket_without_ttls_still_marks_records_lost() {
+    let server = NatsServer::start();
+    let raw = async_nats::connect(server.url()).await.expect("a raw connection");
+    let js = async_nats::jetstream::new(raw);
+    let config = async_nats::jetstream::kv::Config {
+        bucket: "colloquy_sessions".into(),
+        history: 1,
+        ..Default::default()
+    };
+    js.create_key_value(config).await.expect("an old-style bucket");
+    let n1 = node(&server, "n1", LOST_AFTER).await;
+    let host = cluster(&server, LOST_AFTER).await;
+    let session = host.start_session_on("n1", "support", StartOptions::new()).await.unwrap();
+    let mut events = session.subscribe().await.unwrap();
+    drop(n1);
+    let (last, _) = last_item(&mut events).await;
+    assert_eq!(last, Err(ClusterError::NodeLost { node: "n1".into() }));
+    let records = js.get_key_value("colloquy_sessions").await.expect("the bucket");
+    let marked = eventually(BOUND, "the record is marked lost", || async {
+        let value = records.get(format!("session.{}", session.id())).await.ok()??;
+        let record: serde_json::Value = serde_json::from_slice(&value).ok()?;
+        (record["lost"] == true).then_some(record)
+    })
+    .await;
+    assert_eq!(marked["node"], "n1");
 }

@@ -14,6 +14,7 @@ use crate::time::Timestamp;
 
 /// Who wrote a message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
     /// Instructions for the model.
@@ -28,6 +29,7 @@ pub enum Role {
 
 /// A text message.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct Message {
     /// Item id (`item_…`).
     pub id: String,
@@ -44,6 +46,7 @@ pub struct Message {
 
 /// A tool call the model made.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct FunctionCall {
     /// Item id (`<generation id>/fnc_<index>`).
     pub id: String,
@@ -62,6 +65,7 @@ pub struct FunctionCall {
 
 /// The result of a tool call, as the model sees it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct FunctionCallOutput {
     /// Item id.
     pub id: String,
@@ -81,6 +85,7 @@ pub struct FunctionCallOutput {
 
 /// A change of agent (the first one of a session has no old agent).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct AgentHandoff {
     /// Item id.
     pub id: String,
@@ -94,6 +99,7 @@ pub struct AgentHandoff {
 
 /// One entry of a chat context or of the session history.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(tag = "type", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ChatItem {

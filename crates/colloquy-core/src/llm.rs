@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 /// Token counts a model reported for one response.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct Usage {
     /// Prompt (input) tokens, cached ones included.
     pub prompt_tokens: u64,
@@ -28,6 +29,7 @@ fn is_zero(n: &u64) -> bool {
 /// assert!(!FinishReason::ToolCalls.is_truncated());
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum FinishReason {
@@ -53,6 +55,7 @@ impl FinishReason {
 
 /// The kind of failure that ended an LLM request, as error events report it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum LlmErrorKind {

@@ -2,25 +2,37 @@
 //! call (methods that take code, such as mocks or a new agent, stay local).
 
 use colloquy_llm::ToolChoice;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::PROTOCOL_VERSION;
 use crate::reply::{ErrorKind, ProtocolError};
 
-/// A command with the protocol version it was written for.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// A command with the protocol version it was written for, and the id its answer echoes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Request {
     /// [`PROTOCOL_VERSION`] of the sender.
     pub v: u32,
+    /// Chosen by the client; the answer to this request carries it back (a WebSocket client
+    /// matches answers to commands by it; NATS has its own reply subjects and leaves it out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<u64>,
     /// What to do.
     #[serde(flatten)]
     pub command: Command,
 }
 
 impl Request {
-    /// A request in this version of the protocol.
+    /// A request in this version of the protocol, without an id.
     pub fn new(command: Command) -> Self {
-        Self { v: PROTOCOL_VERSION, command }
+        Self { v: PROTOCOL_VERSION, id: None, command }
+    }
+
+    /// The same request with the id its answer will echo.
+    #[must_use]
+    pub fn with_id(mut self, id: u64) -> Self {
+        self.id = Some(id);
+        self
     }
 
     /// The request as JSON bytes.
@@ -38,8 +50,8 @@ impl Request {
 }
 
 /// One thing a client can ask of a session.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "cmd", rename_all = "snake_case")]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Command {
     /// `user_turn`: the user said `text`; answered once the session has taken the turn.

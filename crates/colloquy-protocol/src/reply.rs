@@ -2,10 +2,11 @@
 
 use colloquy_actors::{ApprovalError, CancelError, RunningToolCall, SessionError, SessionSnapshot};
 use colloquy_core::{AgentState, ChatItem, SessionEvent, UserState};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// The answer to one [`Request`](crate::Request).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "reply", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Reply {
@@ -90,7 +91,7 @@ impl Reply {
 
 /// Why a command failed, as it travels: a kind a program can match and the message a person
 /// reads (the same text the local error displays).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema, thiserror::Error)]
 #[error("{message}")]
 pub struct ProtocolError {
     /// What kind of failure.
@@ -107,7 +108,7 @@ impl ProtocolError {
 }
 
 /// The kinds of failure, one per local error variant plus the protocol's own.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ErrorKind {
@@ -137,6 +138,12 @@ pub enum ErrorKind {
     UnsupportedVersion,
     /// The session runs as many commands as its server allows at once: try again later.
     Busy,
+    /// The answer (or the request) is bigger than the transport carries (a NATS server's
+    /// `max_payload`, say): ask for less.
+    TooLarge,
+    /// Where the session runs could not be reached, or did not answer in time (a cluster
+    /// node): the command may or may not have run.
+    Unavailable,
 }
 
 impl From<SessionError> for ProtocolError {
@@ -178,7 +185,7 @@ impl From<ApprovalError> for ProtocolError {
 
 /// One event of one session as it travels, numbered from 1 in the order the session emitted
 /// them: a reader that sees index 7 after 5 knows it missed one.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct EventFrame {
     /// The session's id.
     pub session_id: String,

@@ -41,26 +41,26 @@ async fn session(responses: Vec<ScriptedResponse>) -> SessionHandle {
 async fn a_turn_driven_through_the_protocol_lands_in_the_history() {
     let session = session(vec![ScriptedResponse::text("Hello there.")]).await;
     let mut events = session.subscribe();
-    let turn = ask(&session, r#"{"v": 1, "cmd": "user_turn", "text": "hi"}"#).await;
+    let turn = ask(&session, r#"{"v": 1, "type": "user_turn", "text": "hi"}"#).await;
     assert_eq!(turn, Reply::Ok);
-    assert_eq!(ask(&session, r#"{"v": 1, "cmd": "wait_for_idle"}"#).await, Reply::Ok);
-    let Reply::History { items } = ask(&session, r#"{"v": 1, "cmd": "history"}"#).await else {
+    assert_eq!(ask(&session, r#"{"v": 1, "type": "wait_for_idle"}"#).await, Reply::Ok);
+    let Reply::History { items } = ask(&session, r#"{"v": 1, "type": "history"}"#).await else {
         panic!("a history reply");
     };
     let texts: Vec<&str> =
         items.iter().filter_map(ChatItem::as_message).map(|m| m.text.as_str()).collect();
     assert_eq!(texts, ["hi", "Hello there."]);
-    let Reply::States { agent, .. } = ask(&session, r#"{"v": 1, "cmd": "states"}"#).await else {
+    let Reply::States { agent, .. } = ask(&session, r#"{"v": 1, "type": "states"}"#).await else {
         panic!("a states reply");
     };
     assert_eq!(agent, AgentState::Listening);
     let Reply::Closed { history } =
-        ask(&session, r#"{"v": 1, "cmd": "close", "reason": "done"}"#).await
+        ask(&session, r#"{"v": 1, "type": "close", "reason": "done"}"#).await
     else {
         panic!("a closed reply");
     };
     assert_eq!(history, items);
-    let after = ask(&session, r#"{"v": 1, "cmd": "say", "text": "still there?"}"#).await;
+    let after = ask(&session, r#"{"v": 1, "type": "say", "text": "still there?"}"#).await;
     assert_eq!(error_kind(after), ErrorKind::Closed);
     // Every event of the turn travels as a frame and reads back the same.
     let mut index = 0;
@@ -78,25 +78,25 @@ async fn running_calls_and_snapshots_travel_and_read_back() {
     let session =
         session(vec![ScriptedResponse::calls([call]), ScriptedResponse::text("Working on it.")])
             .await;
-    assert_eq!(ask(&session, r#"{"v": 1, "cmd": "user_turn", "text": "go"}"#).await, Reply::Ok);
+    assert_eq!(ask(&session, r#"{"v": 1, "type": "user_turn", "text": "go"}"#).await, Reply::Ok);
     tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-    let Reply::Calls { calls } = ask(&session, r#"{"v": 1, "cmd": "running_tool_calls"}"#).await
+    let Reply::Calls { calls } = ask(&session, r#"{"v": 1, "type": "running_tool_calls"}"#).await
     else {
         panic!("a calls reply");
     };
     assert_eq!(calls.len(), 1);
     assert_eq!((calls[0].call_id.as_str(), calls[0].name.as_str()), ("c1", "slow"));
-    let Reply::Snapshot { snapshot } = ask(&session, r#"{"v": 1, "cmd": "inspect"}"#).await else {
+    let Reply::Snapshot { snapshot } = ask(&session, r#"{"v": 1, "type": "inspect"}"#).await else {
         panic!("a snapshot reply");
     };
     let local = session.inspect().await.expect("inspect");
     assert_eq!(snapshot.session_id, local.session_id);
     assert_eq!(snapshot.tree.to_string(), local.tree.to_string(), "the same tree, read back");
-    let approve = ask(&session, r#"{"v": 1, "cmd": "approve", "call_id": "c1"}"#).await;
+    let approve = ask(&session, r#"{"v": 1, "type": "approve", "call_id": "c1"}"#).await;
     assert_eq!(error_kind(approve), ErrorKind::NotAwaiting);
-    let cancel = ask(&session, r#"{"v": 1, "cmd": "cancel_tool_call", "call_id": "c1"}"#).await;
+    let cancel = ask(&session, r#"{"v": 1, "type": "cancel_tool_call", "call_id": "c1"}"#).await;
     assert_eq!(error_kind(cancel), ErrorKind::NotCancellable);
-    let unknown = ask(&session, r#"{"v": 1, "cmd": "cancel_tool_call", "call_id": "c9"}"#).await;
+    let unknown = ask(&session, r#"{"v": 1, "type": "cancel_tool_call", "call_id": "c9"}"#).await;
     assert_eq!(error_kind(unknown), ErrorKind::NotFound);
     session.close().await.expect("close");
 }
@@ -105,10 +105,10 @@ async fn running_calls_and_snapshots_travel_and_read_back() {
 async fn bad_requests_get_a_clear_error_and_change_nothing() {
     let session = session(vec![]).await;
     let cases = [
-        (r#"{"v": 2, "cmd": "history"}"#, ErrorKind::UnsupportedVersion),
-        (r#"{"v": 1, "cmd": "dance"}"#, ErrorKind::BadRequest),
-        (r#"{"v": 1, "cmd": "user_turn"}"#, ErrorKind::BadRequest),
-        (r#"{"cmd": "history"}"#, ErrorKind::BadRequest),
+        (r#"{"v": 2, "type": "history"}"#, ErrorKind::UnsupportedVersion),
+        (r#"{"v": 1, "type": "dance"}"#, ErrorKind::BadRequest),
+        (r#"{"v": 1, "type": "user_turn"}"#, ErrorKind::BadRequest),
+        (r#"{"type": "history"}"#, ErrorKind::BadRequest),
         ("not json", ErrorKind::BadRequest),
     ];
     for (json, kind) in cases {
@@ -117,7 +117,7 @@ async fn bad_requests_get_a_clear_error_and_change_nothing() {
         assert_eq!(error.kind, kind, "{json}: {}", error.message);
         assert!(!error.message.is_empty());
     }
-    let Reply::History { items } = ask(&session, r#"{"v": 1, "cmd": "history"}"#).await else {
+    let Reply::History { items } = ask(&session, r#"{"v": 1, "type": "history"}"#).await else {
         panic!("a history reply");
     };
     assert!(items.iter().all(|i| i.as_message().is_none()), "no message was added: {items:?}");
@@ -129,7 +129,10 @@ fn requests_and_event_frames_round_trip() {
     let request = Request::new(Command::Reject { call_id: "c1".into(), reason: "no".into() });
     assert_eq!(request.v, PROTOCOL_VERSION);
     let json: serde_json::Value = serde_json::from_slice(&request.encode()).unwrap();
-    assert_eq!(json, serde_json::json!({"v": 1, "cmd": "reject", "call_id": "c1", "reason": "no"}));
+    assert_eq!(
+        json,
+        serde_json::json!({"v": 1, "type": "reject", "call_id": "c1", "reason": "no"})
+    );
     assert_eq!(Request::decode(&request.encode()).unwrap(), request);
     assert_eq!(request.command.name(), "reject");
 

@@ -42,7 +42,7 @@ impl fmt::Display for CommandError {
 
 /// The NATS server at `url` with the credentials and TLS `auth` asks for: a token from the
 /// variable `--token-env` names (or [`TOKEN_VARIABLE`] if it is set), a user with the password
-/// in `--password-env`'s variable, certificates. A URL with credentials in it is refused, so a
+/// in `--password-env`'s variable, a credentials file, certificates. A URL with credentials in it is refused, so a
 /// secret never shows in a process list or a shell history; no message repeats one.
 pub(crate) fn nats_config(url: &str, auth: &NatsAuthArgs) -> Result<NatsConfig, String> {
     // A comma-separated list of servers, each `[scheme://][credentials@]host:port[/…]`.
@@ -61,10 +61,13 @@ pub(crate) fn nats_config(url: &str, auth: &NatsAuthArgs) -> Result<NatsConfig, 
         _ => Err(format!("{flag} {name}: that variable is not set")),
     };
     let mut config = NatsConfig::new(url);
-    match (&auth.token_env, &auth.user, &auth.password_env) {
-        (Some(_), Some(_), _) => return Err("--token-env and --user: choose one".into()),
-        (Some(name), None, _) => config = config.token(variable(name, "--token-env")?),
-        (None, Some(user), Some(name)) => {
+    match (&auth.creds, &auth.token_env, &auth.user, &auth.password_env) {
+        (Some(_), Some(_), _, _) | (Some(_), _, Some(_), _) | (None, Some(_), Some(_), _) => {
+            return Err("--creds, --token-env and --user: choose one".into());
+        }
+        (Some(creds), None, None, _) => config = config.credentials_file(creds),
+        (None, Some(name), None, _) => config = config.token(variable(name, "--token-env")?),
+        (None, None, Some(user), Some(name)) => {
             config = config.user_password(user, variable(name, "--password-env")?);
         }
         _ => {
@@ -113,5 +116,14 @@ mod tests {
             let missing = nats_config("nats://h:1", &auth);
             assert!(missing.err().is_some_and(|e| e.contains("COLLOQUY_TEST_NO_SUCH_VARIABLE")));
         }
+    }
+
+    #[test]
+    fn a_credentials_file_is_one_way_to_authenticate() {
+        let creds = NatsAuthArgs { creds: Some("node.creds".into()), ..Default::default() };
+        let config = nats_config("nats://h:1", &creds).expect("a credentials file alone");
+        assert!(format!("{config:?}").contains("credentials file"), "{config:?}");
+        let both = NatsAuthArgs { token_env: Some("T".into()), ..creds };
+        assert!(nats_config("nats://h:1", &both).err().is_some_and(|e| e.contains("choose one")));
     }
 }

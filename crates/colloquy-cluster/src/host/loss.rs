@@ -11,6 +11,8 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
+use async_nats::jetstream::ErrorCode;
+use async_nats::jetstream::context::{PublishError, PublishErrorKind};
 use async_nats::jetstream::kv::{Entry, Operation, UpdateErrorKind};
 use async_nats::jetstream::message::PublishMessage;
 use futures_util::StreamExt;
@@ -290,9 +292,44 @@ async fn try_declare(backend: &Backend, tracked: &Tracked) -> Result<(), Cluster
     ack.await.map_err(ClusterError::nats)?;
     record.lost = true;
     let body = serde_json::to_vec(&record).map_err(ClusterError::nats)?;
-    match sessions.update(&key, body.into(), entry.revision).await {
-        // Another host marked it, or the node has let the session go since.
-        Err(e) if e.kind() == UpdateErrorKind::WrongLastRevision => Ok(()),
-        done => done.map(drop).map_err(ClusterError::nats),
+    mark_lost(backend, &key, body.into(), entry.revision).await
+}
+
+/// Writes the `lost` record over `revision` (another host marked it first, or the node let the
+/// session go since, if that is no longer the last). It expires with the events it points at
+/// (`EVENTS_MAX_AGE`), so a node that never comes back leaves no record behind
+/// (docs/cluster.md#failure); in a bucket made without per-message TTLs it stays.
+async fn mark_lost(
+    backend: &Backend,
+    key: &str,
+    body: bytes::Bytes,
+    revision: u64,
+) -> Result<(), ClusterError> {
+    // The key-value API offers a TTL only to `create`; an update is this publish on the key's
+    // subject, compare-and-set on the key's last revision.
+    let subject = format!("$KV.{}.{key}", names::SESSIONS_BUCKET);
+    let message = PublishMessage::build()
+        .payload(body.clone())
+        .expected_last_subject_sequence(revision)
+        .ttl(names::EVENTS_MAX_AGE);
+    let stored = match backend.js.send_publish(subject, message).await {
+        Ok(ack) => ack.await.map(drop),
+        Err(e) => Err(e),
+    };
+    match stored {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == PublishErrorKind::WrongLastSequence => Ok(()),
+        Err(e) if ttl_disabled(&e) => match backend.sessions.update(key, body, revision).await {
+            Err(e) if e.kind() == UpdateErrorKind::WrongLastRevision => Ok(()),
+            done => done.map(drop).map_err(ClusterError::nats),
+        },
+        Err(e) => Err(ClusterError::nats(e)),
     }
+}
+
+/// The stream refused a message with a TTL: it was made without `allow_msg_ttl`.
+fn ttl_disabled(e: &PublishError) -> bool {
+    std::error::Error::source(e)
+        .and_then(|source| source.downcast_ref::<async_nats::jetstream::Error>())
+        .is_some_and(|e| e.error_code() == ErrorCode::MESSAGE_TTL_DISABLED)
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use colloquy_actors::{RunningToolCall, SessionSnapshot};
 use colloquy_core::{AgentState, ChatItem, UserState};
 use colloquy_llm::ToolChoice;
-use colloquy_protocol::{Command, ErrorKind, Reply, Request};
+use colloquy_protocol::{Command, ErrorKind, ProtocolError, Reply, Request};
 use tokio::time::Instant;
 
 use super::events::RemoteEvents;
@@ -16,6 +16,7 @@ use super::loss::Tracked;
 use super::shared::{ClusterInner, NoAnswer};
 use crate::error::ClusterError;
 use crate::names;
+use crate::nats::{HEADROOM, payload_limit};
 
 /// The pause before a command nobody listened to is sent again.
 const RESEND_PAUSE: Duration = Duration::from_millis(100);
@@ -223,6 +224,15 @@ impl RemoteSession {
         let name = command.name();
         let subject = names::command_subject(self.id());
         let body = Request::new(command).encode();
+        let limit = payload_limit(&self.inner.backend.client);
+        if body.len() > limit {
+            let message = format!(
+                "the `{name}` request is {} bytes, over the NATS server's max_payload ({} bytes)",
+                body.len(),
+                limit + HEADROOM
+            );
+            return Err(ClusterError::Session(ProtocolError::new(ErrorKind::TooLarge, message)));
+        }
         let timed_out = || ClusterError::Timeout { what: name.to_owned(), after: timeout };
         let answer = loop {
             let left = deadline.saturating_duration_since(Instant::now());

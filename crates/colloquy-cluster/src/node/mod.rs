@@ -22,7 +22,9 @@ use tokio::sync::{Notify, OnceCell, watch};
 
 pub use drain::NODE_DRAINING;
 pub use fence::NODE_LOST;
-pub use shared::{DrainReport, HEARTBEAT, MAX_IN_FLIGHT, NodeLoad, SessionStart};
+pub use shared::{
+    DrainReport, EVENT_TIMEOUT, EVENTS_UNSTORED, HEARTBEAT, MAX_IN_FLIGHT, NodeLoad, SessionStart,
+};
 
 use crate::error::ClusterError;
 use crate::names;
@@ -36,7 +38,8 @@ pub struct Node;
 impl Node {
     /// A node with no agent yet, 100 sessions at most, a load threshold of 0.7, a drain
     /// timeout of 30 minutes, lost 3 s after its last heartbeat, publishing every event but
-    /// the agent's text deltas, running 32 commands of a session at once at most.
+    /// the agent's text deltas, running 32 commands of a session at once at most, giving a
+    /// session up when one of its events cannot be stored in 30 s.
     pub fn builder() -> NodeBuilder {
         NodeBuilder {
             server: NatsConfig::new("nats://127.0.0.1:4222"),
@@ -48,6 +51,7 @@ impl Node {
                 observer: None,
                 events: EventFilter::DEFAULT,
                 max_in_flight: MAX_IN_FLIGHT,
+                event_timeout: EVENT_TIMEOUT,
                 max_sessions: 100,
                 load_threshold: 0.7,
                 load_fn: None,
@@ -145,6 +149,15 @@ impl NodeBuilder {
     /// [`ErrorKind::Busy`](crate::ErrorKind::Busy).
     pub fn max_in_flight(mut self, max: usize) -> Self {
         self.config.max_in_flight = max.max(1);
+        self
+    }
+
+    /// How long the node keeps trying to store one event of a session (default
+    /// [`EVENT_TIMEOUT`], 30 s) while NATS is away or refuses it. Past it the node closes the
+    /// session with reason [`EVENTS_UNSTORED`] and drops its remaining events: its hosts stop
+    /// hearing from it either way, and a session nobody can follow should not run on.
+    pub fn event_timeout(mut self, timeout: Duration) -> Self {
+        self.config.event_timeout = timeout;
         self
     }
 

@@ -1,21 +1,28 @@
 //! Serving one session of the node: its commands (NATS requests on its command subject, each
 //! run by the protocol's `execute` in a task of its own, so a long `wait_for_idle` holds no
-//! other command back; at most `max_in_flight` at once, the rest answered `busy`) and its events (each published to the events stream, in order, numbered
-//! from 1, retried until stored). The session leaves the node once its last event is stored.
+//! other command back; at most `max_in_flight` at once, the rest answered `busy`) and its
+//! events (each published to the events stream, in order, numbered from 1, retried until
+//! stored for at most `event_timeout`). The session leaves the node once its last event is
+//! stored or given up.
+//!
+//! Nothing over the server's `max_payload` is sent: such an event travels as an `error` event
+//! in its place (same index, so readers see no gap), such a reply as a `too_large` error.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::jetstream::{self, message::PublishMessage};
 use colloquy_actors::{EventStream, SessionHandle};
+use colloquy_core::{ErrorSource, EventKind, SessionEvent};
 use colloquy_protocol::{ErrorKind, EventFrame, ProtocolError, Reply, Request, execute};
 use futures_util::StreamExt;
 use tokio::sync::{Semaphore, oneshot};
 
 use super::fence::NODE_LOST;
-use super::shared::NodeShared;
+use super::shared::{EVENTS_UNSTORED, NodeShared};
 use crate::error::ClusterError;
 use crate::names;
+use crate::nats::{HEADROOM, payload_limit};
 use crate::wire::SessionRecord;
 
 /// The longest pause between two attempts to publish an event while NATS is away.
@@ -56,7 +63,8 @@ pub(super) async fn start(
     let client = shared.backend.client.clone();
     let limit = shared.config.max_in_flight;
     let serving = tokio::spawn(serve_commands(client, session.clone(), commands, limit, on_end));
-    let publishing = tokio::spawn(publish_events(Arc::clone(shared), id, events, ended));
+    let publisher = Publisher { shared: Arc::clone(shared), session: session.clone(), id };
+    let publishing = tokio::spawn(publisher.run(events, ended));
     shared.add_session(session.clone(), vec![serving.abort_handle(), publishing.abort_handle()]);
     // A fence between the admission and now did not see this session.
     if shared.is_fenced() {
@@ -75,6 +83,7 @@ async fn serve_commands(
     mut ended: oneshot::Receiver<()>,
 ) {
     let in_flight = Arc::new(Semaphore::new(limit));
+    let max_payload = payload_limit(&client);
     let mut draining = false;
     loop {
         let message = tokio::select! {
@@ -108,36 +117,101 @@ async fn serve_commands(
                 Err(e) => Reply::Error(e),
             };
             drop(permit);
-            if let Err(e) = client.publish(reply_to, reply.encode().into()).await {
+            let mut body = reply.encode();
+            if body.len() > max_payload {
+                let message = format!(
+                    "the reply is {} bytes, over the NATS server's max_payload ({} bytes)",
+                    body.len(),
+                    max_payload + HEADROOM
+                );
+                body = Reply::Error(ProtocolError::new(ErrorKind::TooLarge, message)).encode();
+            }
+            if let Err(e) = client.publish(reply_to, body.into()).await {
                 tracing::warn!(session = %session.id(), error = %e, "cannot answer a command");
             }
         });
     }
 }
 
-/// Publishes every event of the session, then forgets the session.
-async fn publish_events(
+/// Publishes one session's events.
+struct Publisher {
     shared: Arc<NodeShared>,
+    session: SessionHandle,
     id: String,
-    mut events: EventStream,
-    ended: oneshot::Sender<()>,
-) {
-    let subject = names::events_subject(&id);
-    let mut index = 0;
-    while let Some(event) = events.recv().await {
-        index += 1;
-        let frame = EventFrame { session_id: id.clone(), index, event };
-        publish(&shared.backend.js, &subject, &format!("{id}:{index}"), frame.encode()).await;
-    }
-    if let Err(e) = shared.backend.sessions.delete(names::session_key(&id)).await {
-        tracing::warn!(session = %id, error = %e, "cannot remove the session's record");
-    }
-    let _ = ended.send(());
-    shared.remove_session(&id);
 }
 
-/// Publishes one event and waits until the stream has stored it, retrying while NATS is away;
-/// the event's id makes a retry after a lost acknowledgement a no-op.
+impl Publisher {
+    /// Publishes every event of the session, then forgets the session. An event that cannot
+    /// be stored within the node's `event_timeout` closes the session ([`EVENTS_UNSTORED`])
+    /// and the rest are dropped, counted in a log line.
+    async fn run(self, mut events: EventStream, ended: oneshot::Sender<()>) {
+        let subject = names::events_subject(&self.id);
+        let max_payload = payload_limit(&self.shared.backend.client);
+        let timeout = self.shared.config.event_timeout;
+        let (mut index, mut dropped, mut closed) = (0, 0_u64, false);
+        while let Some(event) = events.recv().await {
+            index += 1;
+            closed = matches!(event.kind, EventKind::SessionClosed { .. });
+            if dropped > 0 {
+                dropped += 1;
+                continue;
+            }
+            let body =
+                self.fit(EventFrame { session_id: self.id.clone(), index, event }, max_payload);
+            let id = format!("{}:{index}", self.id);
+            let store = publish(&self.shared.backend.js, &subject, &id, body);
+            if tokio::time::timeout(timeout, store).await.is_err() {
+                tracing::error!(
+                    session = %self.id, index, ?timeout,
+                    "an event could not be stored: closing the session, dropping its other events"
+                );
+                dropped = 1;
+                self.close(EVENTS_UNSTORED);
+            }
+        }
+        if dropped > 0 {
+            tracing::warn!(session = %self.id, dropped, "events of the session were not published");
+        }
+        // A stream that ended before `session_closed` fell behind by `max_unread_events`: a
+        // session nobody can follow any more does not run on.
+        if !closed {
+            self.close(EVENTS_UNSTORED);
+        }
+        if let Err(e) = self.shared.backend.sessions.delete(names::session_key(&self.id)).await {
+            tracing::warn!(session = %self.id, error = %e, "cannot remove the session's record");
+        }
+        let _ = ended.send(());
+        self.shared.remove_session(&self.id);
+    }
+
+    /// The frame's bytes, or those of an `error` event in its place if it is over `max`.
+    fn fit(&self, frame: EventFrame, max: usize) -> Vec<u8> {
+        let body = frame.encode();
+        if body.len() <= max {
+            return body;
+        }
+        let message = format!(
+            "a {:?} event of {} bytes is over the NATS server's max_payload ({} bytes): \
+             it was not published",
+            frame.event.kind.event_type(),
+            body.len(),
+            max + HEADROOM
+        );
+        tracing::warn!(session = %self.id, index = frame.index, "{message}");
+        let at_ms = frame.event.at_ms;
+        let kind = EventKind::error(ErrorSource::Session, message);
+        EventFrame { event: SessionEvent { at_ms, kind }, ..frame }.encode()
+    }
+
+    fn close(&self, reason: &'static str) {
+        let session = self.session.clone();
+        tokio::spawn(async move { session.close_with_reason(reason).await });
+    }
+}
+
+/// Publishes one event and waits until the stream has stored it, retrying while NATS is away
+/// or refuses it (the caller bounds the wait); the event's id makes a retry after a lost
+/// acknowledgement a no-op.
 async fn publish(js: &jetstream::Context, subject: &str, id: &str, body: Vec<u8>) {
     let body = bytes::Bytes::from(body);
     let mut delay = Duration::from_millis(50);

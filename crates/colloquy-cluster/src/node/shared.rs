@@ -38,6 +38,14 @@ pub(crate) type LoadFn = Arc<dyn Fn(&NodeLoad) -> f64 + Send + Sync>;
 /// ([`NodeBuilder::max_in_flight`](crate::NodeBuilder::max_in_flight)).
 pub const MAX_IN_FLIGHT: usize = 32;
 
+/// How long a node keeps trying to store one event of a session by default
+/// ([`NodeBuilder::event_timeout`](crate::NodeBuilder::event_timeout)).
+pub const EVENT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The reason a session closes with when its events cannot be stored
+/// (docs/cluster.md#failure).
+pub const EVENTS_UNSTORED: &str = "events_unstored";
+
 /// What a node's session hook learns of the session it configures.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
@@ -78,6 +86,8 @@ pub(crate) struct NodeConfig {
     pub(crate) events: EventFilter,
     /// The most commands of one session the node runs at once.
     pub(crate) max_in_flight: usize,
+    /// How long one event may take to be stored before the session is given up.
+    pub(crate) event_timeout: Duration,
     pub(crate) max_sessions: usize,
     pub(crate) load_threshold: f64,
     pub(crate) load_fn: Option<LoadFn>,

@@ -1,0 +1,101 @@
+//! `colloquy serve`: the chat's agent (its model, instructions and tools, `--mcp` servers
+//! included) over HTTP and a WebSocket with colloquy-server, under one or more names, until
+//! SIGTERM or SIGINT. It prints the page's URL when ready and a line when it stops. The token
+//! comes from an environment variable, never from the command line, and is never printed.
+
+use std::io::Write;
+
+use colloquy::cluster::Cluster;
+use colloquy_server::{BindError, ClusterBackend, Limits, Server};
+
+use crate::Provider;
+use crate::chat::terminal::{Style, Terminal};
+use crate::chat::{self, Signals, llm};
+use crate::cluster::{CommandError, DEFAULT_AGENT, nats_config};
+use crate::{NatsAuthArgs, ServeArgs};
+
+/// Serves until a signal; its lines go to `out`.
+pub async fn run(args: &ServeArgs, out: Box<dyn Write + Send>) -> Result<(), CommandError> {
+    let token = match &args.token_env {
+        Some(name) => match std::env::var(name) {
+            Ok(token) if !token.is_empty() => Some(token),
+            _ => {
+                return Err(CommandError::Usage(format!(
+                    "--token-env {name}: that variable is not set"
+                )));
+            }
+        },
+        None => None,
+    };
+    let terminal = Terminal::new(out, false, false);
+    let mut signals = Signals::new().map_err(|e| CommandError::Failed(e.to_string()))?;
+    let mut limits = Limits::default();
+    limits.max_sessions = args.max_sessions;
+    limits.replay_events = args.replay_events;
+    limits.max_unread_frames = args.max_unread_frames;
+    limits.idle_session = args.idle_session;
+    let mut builder = Server::builder().limits(limits);
+    let mut servers = Vec::new();
+    let (names, about) = match &args.nats {
+        Some(url) => {
+            let nats = nats_config(url, &NatsAuthArgs::default()).map_err(CommandError::Usage)?;
+            let cluster = Cluster::connect(nats).await.map_err(CommandError::Cluster)?;
+            let default = args.agent_names.first().cloned();
+            builder = builder.backend(ClusterBackend::new(cluster, default));
+            let names = match args.agent_names.is_empty() {
+                true => "the nodes' agents".to_owned(),
+                false => format!("agents {} (the default first)", args.agent_names.join(", ")),
+            };
+            (names, format!("the cluster at {url}"))
+        }
+        None => {
+            let provider = args.provider.unwrap_or(Provider::Scripted);
+            let (llm, about) = llm::choose(provider, &args.agent).map_err(CommandError::Usage)?;
+            let (agent, mcp) = chat::with_mcp_servers(
+                chat::agent(args.agent.instructions.as_deref(), &args.agent.require_approval),
+                &args.agent.mcp,
+                &terminal,
+            );
+            servers = mcp;
+            let names = match args.agent_names.is_empty() {
+                true => vec![DEFAULT_AGENT.to_owned()],
+                false => args.agent_names.clone(),
+            };
+            builder = builder.llm(llm);
+            for name in &names {
+                let agent = agent.clone();
+                builder = builder.agent(name.as_str(), move || agent.clone());
+            }
+            (format!("agents {}", names.join(", ")), about)
+        }
+    };
+    for origin in &args.allow_origins {
+        builder = builder.allow_origin(origin.as_str());
+    }
+    if let Some(token) = token {
+        builder = builder.token(token);
+    }
+    let server = builder.bind(args.addr).await.map_err(|e| match e {
+        BindError::TokenRequired(_) => CommandError::Usage(e.to_string()),
+        other => CommandError::Failed(other.to_string()),
+    })?;
+    chat::report_mcp_servers(&servers, &terminal);
+    let auth = match &args.token_env {
+        Some(name) => format!("; a bearer token is required (the value of ${name})"),
+        None => String::new(),
+    };
+    terminal.line(Style::Dim, &format!("serving on {}: {names} on {about}{auth}", server.url()));
+    signals.recv().await;
+    let live = server.sessions();
+    terminal.line(Style::Dim, &format!("stopping: closing {live} sessions"));
+    // A second signal stops waiting for the sessions and the connections.
+    tokio::select! {
+        biased;
+        () = server.shutdown() => {}
+        _ = signals.recv() => {
+            return Err(CommandError::Failed("stopped by a second signal before its sessions closed".into()));
+        }
+    }
+    terminal.line(Style::Dim, "stopped");
+    Ok(())
+}

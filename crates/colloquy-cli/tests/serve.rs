@@ -1,0 +1,139 @@
+//! `colloquy serve` as a process on 127.0.0.1 (port 0): its URL line, one user turn over HTTP
+//! and the WebSocket, and its stop on SIGTERM. Real sockets: the real clock, every wait bounded.
+
+mod common;
+#[path = "../../colloquy-cluster/tests/common/server.rs"]
+mod nats;
+
+use std::time::Duration;
+
+use colloquy_protocol::{Reply, ServerMessage, SessionStarted};
+use futures_util::{SinkExt, StreamExt};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio_tungstenite::tungstenite::Message;
+
+/// The bound on anything the test waits for.
+const BOUND: Duration = Duration::from_secs(20);
+
+/// A `colloquy serve` process and its page's URL, once it printed its ready line.
+async fn start(args: &[&str]) -> (tokio::process::Child, String) {
+    let mut command = common::colloquy();
+    command.arg("serve").args(args).env_remove("COLLOQUY_NATS_TOKEN");
+    let mut child = common::spawn(command);
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout is piped")).lines();
+    let ready = tokio::time::timeout(BOUND, lines.next_line()).await.expect("a ready line");
+    let ready = ready.unwrap().expect("serve prints a line");
+    let url = ready
+        .split_whitespace()
+        .find(|word| word.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no URL in `{ready}`"))
+        .trim_end_matches(':')
+        .to_owned();
+    (child, url)
+}
+
+/// Starts a session at `url`, runs one turn over its WebSocket, and returns the socket and the
+/// session's node.
+async fn one_turn(url: &str) -> (Socket, Option<String>) {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let http = reqwest::Client::builder().timeout(BOUND).build().unwrap();
+    let page = http.get(url).send().await.unwrap();
+    assert_eq!(page.status().as_u16(), 200);
+    let started: SessionStarted = http
+        .post(format!("{url}v1/sessions"))
+        .body(r#"{"v":1}"#)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(started.agent, "demo");
+    let ws =
+        format!("{}v1/sessions/{}/ws", url.replacen("http://", "ws://", 1), started.session_id);
+    let (mut socket, _) = tokio_tungstenite::connect_async(ws).await.expect("the socket opens");
+    socket
+        .send(Message::text(r#"{"v":1,"id":1,"type":"user_turn","text":"Hello"}"#))
+        .await
+        .unwrap();
+    socket.send(Message::text(r#"{"v":1,"id":2,"type":"wait_for_idle"}"#)).await.unwrap();
+    let (mut turn, mut said) = (false, false);
+    while !(turn && said) {
+        let frame = tokio::time::timeout(BOUND, socket.next()).await.expect("a frame in time");
+        let Some(Ok(Message::Text(text))) = frame else { panic!("the socket closed: {frame:?}") };
+        match ServerMessage::decode(&text).unwrap() {
+            ServerMessage::Reply { id: Some(1), reply } => turn = reply == Reply::Ok,
+            ServerMessage::Reply { id: Some(2), .. } => assert!(turn, "idle before the turn"),
+            ServerMessage::Event { event, .. } => {
+                let event = serde_json::to_value(event).unwrap();
+                said |= event["type"] == "x_conversation_item_added"
+                    && event["item"]["role"] == "assistant";
+            }
+            _ => {}
+        }
+    }
+    (socket, started.node)
+}
+
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// Sends SIGTERM and checks the socket hears `server_shutdown` and the process exits 0.
+async fn stop(mut child: tokio::process::Child, mut socket: Socket) {
+    let pid = Pid::from_raw(child.id().expect("running") as i32);
+    kill(pid, Signal::SIGTERM).unwrap();
+    let mut closing = None;
+    while let Ok(Some(Ok(frame))) = tokio::time::timeout(BOUND, socket.next()).await {
+        if let Message::Text(text) = frame
+            && let Ok(ServerMessage::Closing { reason }) = ServerMessage::decode(&text)
+        {
+            closing = Some(reason);
+        }
+    }
+    assert_eq!(closing.map(colloquy_protocol::ClosingReason::as_str), Some("server_shutdown"));
+    let status = tokio::time::timeout(BOUND, child.wait()).await.expect("it stops").unwrap();
+    assert_eq!(status.code(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_prints_its_url_runs_a_turn_and_stops_on_sigterm() {
+    let (child, url) = start(&["--addr", "127.0.0.1:0"]).await;
+    let (socket, node) = one_turn(&url).await;
+    assert_eq!(node, None);
+    stop(child, socket).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_with_nats_places_sessions_on_a_node() {
+    let nats = nats::NatsServer::start();
+    let node = colloquy::cluster::Node::builder()
+        .nats(nats.url())
+        .name("n1")
+        .llm(colloquy::llm::ScriptedLlm::new([]))
+        .agent("demo", || colloquy::agent::Agent::new("demo", "You help."))
+        .start()
+        .await
+        .expect("the node starts");
+    let (child, url) = start(&["--addr", "127.0.0.1:0", "--nats", &nats.url()]).await;
+    let (socket, placed) = one_turn(&url).await;
+    assert_eq!(placed.as_deref(), Some("n1"));
+    stop(child, socket).await;
+    node.drain().await;
+}
+
+#[tokio::test]
+async fn serve_refuses_a_public_address_without_a_token() {
+    let mut command = common::colloquy();
+    command.args(["serve", "--addr", "0.0.0.0:0"]);
+    let out = common::piped(command, "", BOUND).await;
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(out.stderr.contains("token"), "{}", out.stderr);
+    let mut command = common::colloquy();
+    command.args(["serve", "--token-env", "COLLOQUY_TEST_UNSET_TOKEN"]);
+    command.env_remove("COLLOQUY_TEST_UNSET_TOKEN");
+    let out = common::piped(command, "", BOUND).await;
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(out.stderr.contains("COLLOQUY_TEST_UNSET_TOKEN"), "{}", out.stderr);
+}

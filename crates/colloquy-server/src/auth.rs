@@ -1,0 +1,133 @@
+//! Who may use the API: a bearer token when the server has one, and a browser's `Origin`
+//! (docs/protocol.md#auth). The token is compared in constant time and never written anywhere
+//! (logs, errors, `Debug`).
+
+use axum::http::header::{AUTHORIZATION, HOST, ORIGIN, SEC_WEBSOCKET_PROTOCOL};
+use axum::http::{HeaderMap, Uri};
+use colloquy_protocol::{ErrorCode, ServerError};
+use subtle::ConstantTimeEq;
+
+use crate::BEARER_SUBPROTOCOL_PREFIX;
+
+/// The server's secret; its `Debug` does not show it.
+#[derive(Clone)]
+pub(crate) struct Token(String);
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token(…)")
+    }
+}
+
+impl Token {
+    pub(crate) fn new(token: String) -> Self {
+        Self(token)
+    }
+
+    /// Whether `offered` is the token. Only the lengths can be told apart by timing, which
+    /// says nothing useful about a random token.
+    fn matches(&self, offered: &str) -> bool {
+        self.0.as_bytes().ct_eq(offered.as_bytes()).into()
+    }
+}
+
+/// Checks the request's credentials: `Authorization: Bearer <token>`, or on a WebSocket
+/// upgrade the subprotocol `colloquy.bearer.<token>`.
+pub(crate) fn check_token(token: Option<&Token>, headers: &HeaderMap) -> Result<(), ServerError> {
+    let Some(token) = token else { return Ok(()) };
+    let bearer = headers
+        .get_all(AUTHORIZATION)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .filter_map(|value| value.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, credentials)| credentials.trim());
+    let subprotocol = headers
+        .get_all(SEC_WEBSOCKET_PROTOCOL)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .filter_map(|protocol| protocol.trim().strip_prefix(BEARER_SUBPROTOCOL_PREFIX));
+    // Every offer is compared, so the time taken does not say which one matched.
+    let mut any = false;
+    for offered in bearer.chain(subprotocol) {
+        any |= token.matches(offered);
+    }
+    match any {
+        true => Ok(()),
+        false => Err(ServerError::new(
+            ErrorCode::Unauthorized,
+            "a bearer token is required: `Authorization: Bearer <token>`, or on a WebSocket the \
+             subprotocol `colloquy.bearer.<token>` beside `colloquy.v1`",
+        )),
+    }
+}
+
+/// Checks a browser's `Origin`: absent (not a browser), the server's own (same host and port
+/// as the `Host` it was asked under), or one of `allowed`.
+pub(crate) fn check_origin(allowed: &[String], headers: &HeaderMap) -> Result<(), ServerError> {
+    let Some(origin) = headers.get(ORIGIN) else { return Ok(()) };
+    let refused = || {
+        let shown = origin.to_str().unwrap_or("(not text)");
+        ServerError::new(
+            ErrorCode::ForbiddenOrigin,
+            format!("origin `{shown}` is not allowed (serve --allow-origin adds one)"),
+        )
+    };
+    let origin = origin.to_str().map_err(|_| refused())?;
+    if allowed.iter().any(|a| a.trim_end_matches('/') == origin) {
+        return Ok(());
+    }
+    let own = headers.get(HOST).and_then(|host| host.to_str().ok());
+    let same = origin.parse::<Uri>().ok().is_some_and(|uri| {
+        matches!(uri.scheme_str(), Some("http" | "https"))
+            && uri.authority().map(axum::http::uri::Authority::as_str) == own
+    });
+    if same { Ok(()) } else { Err(refused()) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    fn headers(pairs: &[(axum::http::HeaderName, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(name.clone(), HeaderValue::from_str(value).unwrap());
+        }
+        map
+    }
+
+    #[test]
+    fn takes_the_token_from_the_header_or_the_subprotocol() {
+        let token = Token::new("s3cret".into());
+        let t = Some(&token);
+        assert!(check_token(None, &HeaderMap::new()).is_ok());
+        assert!(check_token(t, &headers(&[(AUTHORIZATION, "Bearer s3cret")])).is_ok());
+        assert!(check_token(t, &headers(&[(AUTHORIZATION, "bearer s3cret")])).is_ok());
+        let both = "colloquy.v1, colloquy.bearer.s3cret";
+        assert!(check_token(t, &headers(&[(SEC_WEBSOCKET_PROTOCOL, both)])).is_ok());
+        for wrong in ["Bearer s3cre", "Bearer s3cret2", "Basic s3cret", "s3cret", ""] {
+            let error = check_token(t, &headers(&[(AUTHORIZATION, wrong)])).unwrap_err();
+            assert_eq!(error.code, ErrorCode::Unauthorized);
+            assert!(!error.message.contains("s3cret"));
+        }
+        assert!(check_token(t, &HeaderMap::new()).is_err());
+        assert_eq!(format!("{token:?}"), "Token(…)");
+    }
+
+    #[test]
+    fn lets_in_no_origin_its_own_and_the_allowed_ones() {
+        let allowed = vec!["https://app.example".to_owned()];
+        assert!(check_origin(&allowed, &HeaderMap::new()).is_ok());
+        let own = headers(&[(HOST, "127.0.0.1:8080"), (ORIGIN, "http://127.0.0.1:8080")]);
+        assert!(check_origin(&allowed, &own).is_ok());
+        let listed = headers(&[(HOST, "127.0.0.1:8080"), (ORIGIN, "https://app.example")]);
+        assert!(check_origin(&allowed, &listed).is_ok());
+        for bad in ["http://evil.example", "http://127.0.0.1:8081", "null", "file://x"] {
+            let h = headers(&[(HOST, "127.0.0.1:8080"), (ORIGIN, bad)]);
+            assert_eq!(check_origin(&allowed, &h).unwrap_err().code, ErrorCode::ForbiddenOrigin);
+        }
+    }
+}

@@ -1,0 +1,163 @@
+//! Where sessions run: the seam between the server and the sessions it serves. The server
+//! needs three things of a backend — the agents it offers, a way to start a session (its
+//! lossless event stream from its first event included), and a way to run a protocol request
+//! on a session — so a backend over a cluster places sessions on nodes and runs requests there,
+//! while [`LocalBackend`] runs them in this process.
+
+use std::sync::Arc;
+
+use colloquy_actors::{Session, SessionHandle};
+use colloquy_core::{Agent, EventFilter, SessionEvent};
+use colloquy_llm::Llm;
+use colloquy_protocol::{AgentList, ErrorCode, Reply, Request, ServerError, StartOptions, execute};
+use futures_util::future::BoxFuture;
+use futures_util::stream::BoxStream;
+use futures_util::{FutureExt, StreamExt};
+
+/// Starts sessions and lists the agents it can start.
+pub trait Backend: Send + Sync + 'static {
+    /// The agents a client may start, and the default one.
+    fn agents(&self) -> BoxFuture<'static, Result<AgentList, ServerError>>;
+
+    /// Starts a session of `agent` (a name from [`agents`](Self::agents)); an unknown name is
+    /// [`ErrorCode::UnknownAgent`], a failed start [`ErrorCode::StartFailed`].
+    fn start(
+        &self,
+        agent: String,
+        options: StartOptions,
+    ) -> BoxFuture<'static, Result<StartedSession, ServerError>>;
+}
+
+/// A session a backend started.
+pub struct StartedSession {
+    /// Its id (unique among the server's live sessions).
+    pub session_id: String,
+    /// The agent it started with.
+    pub agent: String,
+    /// The cluster node that runs it, if any.
+    pub node: Option<String>,
+    /// How to run requests on it.
+    pub driver: Arc<dyn SessionDriver>,
+    /// Every event of the session from its first, in order, lossless (the agent's text
+    /// included); it ends after `session_closed`.
+    pub events: BoxStream<'static, SessionEvent>,
+}
+
+impl std::fmt::Debug for StartedSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StartedSession")
+            .field("session_id", &self.session_id)
+            .field("agent", &self.agent)
+            .field("node", &self.node)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Runs protocol requests on one session, where it lives.
+pub trait SessionDriver: Send + Sync + 'static {
+    /// Runs `request` and answers it, as `colloquy_protocol::execute` does; a transport's own
+    /// failure is an error reply.
+    fn execute(&self, request: Request) -> BoxFuture<'static, Reply>;
+}
+
+impl SessionDriver for SessionHandle {
+    fn execute(&self, request: Request) -> BoxFuture<'static, Reply> {
+        let session = self.clone();
+        async move { execute(&session, request).await }.boxed()
+    }
+}
+
+/// Makes the agent a session starts with.
+type AgentFactory = Arc<dyn Fn() -> Agent + Send + Sync>;
+
+/// Sessions in this process: agents registered by name, one model for all.
+#[derive(Clone, Default)]
+pub struct LocalBackend {
+    agents: Vec<(String, AgentFactory)>,
+    llm: Option<Arc<dyn Llm>>,
+}
+
+impl std::fmt::Debug for LocalBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.agents.iter().map(|(name, _)| name.as_str()).collect();
+        f.debug_struct("LocalBackend").field("agents", &names).finish_non_exhaustive()
+    }
+}
+
+impl LocalBackend {
+    /// No agents and no model yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Offers `factory`'s agent under `name` (the first registered is the default; a name
+    /// registered again replaces the earlier factory).
+    #[must_use]
+    pub fn agent(
+        mut self,
+        name: impl Into<String>,
+        factory: impl Fn() -> Agent + Send + Sync + 'static,
+    ) -> Self {
+        let name = name.into();
+        let factory: AgentFactory = Arc::new(factory);
+        match self.agents.iter_mut().find(|(n, _)| *n == name) {
+            Some(entry) => entry.1 = factory,
+            None => self.agents.push((name, factory)),
+        }
+        self
+    }
+
+    /// The model every session talks to.
+    #[must_use]
+    pub fn llm(mut self, llm: impl Llm) -> Self {
+        self.llm = Some(Arc::new(llm));
+        self
+    }
+}
+
+impl Backend for LocalBackend {
+    fn agents(&self) -> BoxFuture<'static, Result<AgentList, ServerError>> {
+        let agents: Vec<String> = self.agents.iter().map(|(name, _)| name.clone()).collect();
+        let list = AgentList { default: agents.first().cloned(), agents };
+        std::future::ready(Ok(list)).boxed()
+    }
+
+    fn start(
+        &self,
+        agent: String,
+        options: StartOptions,
+    ) -> BoxFuture<'static, Result<StartedSession, ServerError>> {
+        let factory =
+            self.agents.iter().find(|(name, _)| *name == agent).map(|(_, f)| Arc::clone(f));
+        let llm = self.llm.clone();
+        async move {
+            let Some(factory) = factory else {
+                return Err(ServerError::new(
+                    ErrorCode::UnknownAgent,
+                    format!("no agent `{agent}`"),
+                ));
+            };
+            let mut builder = Session::builder();
+            if let Some(llm) = llm {
+                builder = builder.llm(llm);
+            }
+            if !options.history.is_empty() {
+                builder = builder.history(options.history);
+            }
+            // Subscribed before the start: the replay buffer holds the session's first events.
+            let events = builder.subscribe_to(EventFilter::ALL);
+            let session = builder
+                .start(factory())
+                .await
+                .map_err(|e| ServerError::new(ErrorCode::StartFailed, e.to_string()))?;
+            Ok(StartedSession {
+                session_id: session.id().to_owned(),
+                agent,
+                node: None,
+                driver: Arc::new(session),
+                events: events.boxed(),
+            })
+        }
+        .boxed()
+    }
+}

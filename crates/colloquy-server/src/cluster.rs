@@ -1,0 +1,188 @@
+//! Sessions on colloquy cluster nodes (feature `cluster`): each `POST /v1/sessions` is placed
+//! on the least loaded node that serves the agent (`Cluster::start_session`), its requests go
+//! to that node over NATS, and its events come from the cluster's event stream, read from the
+//! session's first event. The agents offered are those the live nodes announce.
+
+use std::sync::Arc;
+
+use colloquy_cluster::{Cluster, ClusterError, RemoteSession};
+use colloquy_protocol::{
+    AgentList, Command, ErrorCode, ErrorKind, ProtocolError, Reply, Request, ServerError,
+    StartOptions,
+};
+use futures_util::future::BoxFuture;
+use futures_util::{FutureExt, StreamExt};
+
+use crate::backend::{Backend, SessionDriver, StartedSession};
+
+/// A [`Backend`] that places sessions on the nodes of a cluster.
+#[derive(Clone)]
+pub struct ClusterBackend {
+    cluster: Cluster,
+    default: Option<String>,
+}
+
+impl std::fmt::Debug for ClusterBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterBackend").field("default", &self.default).finish_non_exhaustive()
+    }
+}
+
+impl ClusterBackend {
+    /// Places sessions through `cluster`; a start without an agent asks for `default`, or the
+    /// first agent the nodes announce.
+    pub fn new(cluster: Cluster, default: Option<String>) -> Self {
+        Self { cluster, default }
+    }
+}
+
+/// A cluster's failure as a refusal of the server's.
+fn refusal(e: &ClusterError) -> ServerError {
+    let code = match e {
+        ClusterError::NoNode { .. } => ErrorCode::TooManySessions,
+        ClusterError::Timeout { .. } | ClusterError::Nats(_) | ClusterError::Connect { .. } => {
+            ErrorCode::Unavailable
+        }
+        _ => ErrorCode::StartFailed,
+    };
+    ServerError::new(code, e.to_string())
+}
+
+impl Backend for ClusterBackend {
+    fn agents(&self) -> BoxFuture<'static, Result<AgentList, ServerError>> {
+        let (cluster, default) = (self.cluster.clone(), self.default.clone());
+        async move {
+            let nodes = cluster.nodes().await.map_err(|e| refusal(&e))?;
+            let mut agents: Vec<String> = Vec::new();
+            for agent in nodes.iter().flat_map(|node| node.agents.iter()) {
+                if !agents.contains(agent) {
+                    agents.push(agent.clone());
+                }
+            }
+            let default = default.or_else(|| agents.first().cloned());
+            Ok(AgentList { agents, default })
+        }
+        .boxed()
+    }
+
+    fn start(
+        &self,
+        agent: String,
+        options: StartOptions,
+    ) -> BoxFuture<'static, Result<StartedSession, ServerError>> {
+        let backend = self.clone();
+        async move {
+            let offered = backend.agents().await?;
+            if !offered.agents.contains(&agent) {
+                let message = format!("no live node serves an agent `{agent}`");
+                return Err(ServerError::new(ErrorCode::UnknownAgent, message));
+            }
+            let session =
+                backend.cluster.start_session(&agent, options).await.map_err(|e| refusal(&e))?;
+            let events = match session.subscribe().await {
+                Ok(events) => events,
+                Err(e) => {
+                    let _ = session.close_with_reason("server_error").await;
+                    return Err(refusal(&e));
+                }
+            };
+            let id = session.id().to_owned();
+            // The stream ends after `session_closed`, or after an error that ends it (the node
+            // lost); events dropped by the stream's retention are skipped, and said so.
+            let events = events
+                .scan(false, move |ended, item| {
+                    let next = match item {
+                        _ if *ended => None,
+                        Ok(event) => Some(Some(event.event)),
+                        Err(ClusterError::EventsLost { first, last, .. }) => {
+                            tracing::warn!(session = %id, first, last, "events lost by the stream");
+                            Some(None)
+                        }
+                        Err(e) => {
+                            tracing::warn!(session = %id, error = %e, "the session's events end");
+                            *ended = true;
+                            None
+                        }
+                    };
+                    std::future::ready(next)
+                })
+                .filter_map(std::future::ready)
+                .boxed();
+            Ok(StartedSession {
+                session_id: session.id().to_owned(),
+                agent,
+                node: Some(session.node().to_owned()),
+                driver: Arc::new(Remote(session)),
+                events,
+            })
+        }
+        .boxed()
+    }
+}
+
+/// A session on a node.
+struct Remote(RemoteSession);
+
+impl SessionDriver for Remote {
+    fn execute(&self, request: Request) -> BoxFuture<'static, Reply> {
+        let session = self.0.clone();
+        async move {
+            match run(&session, request.command).await {
+                Ok(reply) => reply,
+                Err(e) => Reply::Error(error(e)),
+            }
+        }
+        .boxed()
+    }
+}
+
+/// Runs one command on the node with the `RemoteSession` method of the same name.
+async fn run(session: &RemoteSession, command: Command) -> Result<Reply, ClusterError> {
+    Ok(match command {
+        Command::UserTurn { text } => ok(session.user_turn(text).await)?,
+        Command::GenerateReply { instructions, tool_choice: None } => {
+            ok(session.generate_reply(instructions).await)?
+        }
+        Command::GenerateReply { instructions, tool_choice: Some(choice) } => {
+            ok(session.generate_reply_with(instructions, choice).await)?
+        }
+        Command::Say { text } => ok(session.say(text).await)?,
+        Command::Interrupt => ok(session.interrupt().await)?,
+        Command::SetUserSpeaking { speaking } => ok(session.set_user_speaking(speaking).await)?,
+        Command::CancelToolCall { call_id } => ok(session.cancel_tool_call(call_id).await)?,
+        Command::Approve { call_id } => ok(session.approve(call_id).await)?,
+        Command::Reject { call_id, reason } => ok(session.reject(call_id, reason).await)?,
+        Command::RunningToolCalls => Reply::Calls { calls: session.running_tool_calls().await? },
+        Command::History => Reply::History { items: session.history().await? },
+        Command::Inspect => Reply::Snapshot { snapshot: Box::new(session.inspect().await?) },
+        Command::States => {
+            let (agent, user) = session.states().await?;
+            Reply::States { agent, user }
+        }
+        Command::WaitForIdle => ok(session.wait_for_idle().await)?,
+        Command::WaitForQuiet => ok(session.wait_for_quiet().await)?,
+        Command::Close { reason } => {
+            Reply::Closed { history: session.close_with_reason(reason).await? }
+        }
+        other => {
+            let message = format!("`{}` is not run on cluster nodes yet", other.name());
+            Reply::Error(ProtocolError::new(ErrorKind::BadRequest, message))
+        }
+    })
+}
+
+fn ok(result: Result<(), ClusterError>) -> Result<Reply, ClusterError> {
+    result.map(|()| Reply::Ok)
+}
+
+/// A cluster's failure as the protocol's error: the session's own answer as it came, a lost
+/// node as a closed session, the transport's failures as `unavailable`.
+fn error(e: ClusterError) -> ProtocolError {
+    match e {
+        ClusterError::Session(e) => e,
+        e @ (ClusterError::NodeLost { .. } | ClusterError::NotFound(_)) => {
+            ProtocolError::new(ErrorKind::Closed, e.to_string())
+        }
+        e => ProtocolError::new(ErrorKind::Unavailable, e.to_string()),
+    }
+}

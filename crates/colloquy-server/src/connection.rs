@@ -1,0 +1,322 @@
+//! One WebSocket connection to one session. Three parts, so a slow socket holds nothing else
+//! back: a writer task that alone writes to the socket, fed by a queue of at most
+//! [`Limits::max_unread_frames`] frames; a forwarder task that copies the session's events
+//! from its replay buffer into that queue (waiting for room while it catches up with the
+//! buffer, then never: a full queue is a slow client); and this task, which reads the client's
+//! frames, runs each request in a task of its own (at most [`Limits::max_in_flight`]) and
+//! queues the answers.
+
+use std::sync::Arc;
+
+use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, close_code};
+use colloquy_protocol::{
+    ClosingReason, ErrorCode, ErrorKind, PROTOCOL_VERSION, ProtocolError, Reply, Request,
+    ServerError, ServerMessage,
+};
+use futures_util::stream::SplitSink;
+use futures_util::{SinkExt, StreamExt};
+use tokio::sync::mpsc::error::TrySendError;
+use tokio::sync::{Semaphore, mpsc, oneshot, watch};
+use tokio::task::JoinSet;
+
+use crate::limits::Limits;
+use crate::live::{Batch, Live, Registry};
+
+/// Frames the forwarder takes from the buffer at a time.
+const BATCH: usize = 64;
+
+/// What a connection needs besides its session.
+pub(crate) struct Context {
+    pub(crate) limits: Limits,
+    pub(crate) registry: Arc<Registry>,
+    pub(crate) shutdown: watch::Receiver<bool>,
+}
+
+/// Serves one connection until the client leaves, the session ends, the client is too slow
+/// or the server shuts down.
+pub(crate) async fn run(socket: WebSocket, live: Arc<Live>, after: u64, cx: Context) {
+    let Context { limits, registry, mut shutdown } = cx;
+    let _attached = live.attach();
+    let (sink, mut stream) = socket.split();
+    let (queue, frames) = mpsc::channel(limits.max_unread_frames.max(1));
+    let (finish, finished) = oneshot::channel();
+    let writer = tokio::spawn(write(sink, frames, finished, limits.close_timeout));
+    let mut forwarder = tokio::spawn(forward(Arc::clone(&live), after, queue.clone()));
+    let in_flight = Arc::new(Semaphore::new(limits.max_in_flight));
+    let mut commands = JoinSet::new();
+    let reason = loop {
+        tokio::select! {
+            biased;
+            () = stopping(&mut shutdown) => {
+                // The sessions are closed by now: their last events reach the queue first.
+                let _ = tokio::time::timeout(limits.close_timeout, &mut forwarder).await;
+                break Some(ClosingReason::ServerShutdown);
+            }
+            reason = &mut forwarder => {
+                let reason = reason.unwrap_or(Some(ClosingReason::SessionClosed));
+                if reason == Some(ClosingReason::SessionClosed) {
+                    // The answers to requests already sent (a `close` among them) go out first.
+                    let wait = async {
+                        while let Some(Ok(answer)) = commands.join_next().await {
+                            if !offer(&queue, answer) {
+                                return false;
+                            }
+                        }
+                        true
+                    };
+                    let answered = tokio::time::timeout(limits.close_timeout, wait).await;
+                    if answered == Ok(false) {
+                        break Some(ClosingReason::SlowClient);
+                    }
+                }
+                break reason;
+            }
+            Some(Ok(answer)) = commands.join_next(), if !commands.is_empty() => {
+                if !offer(&queue, answer) {
+                    break Some(ClosingReason::SlowClient);
+                }
+            }
+            frame = stream.next() => {
+                let text = match frame {
+                    Some(Ok(Message::Text(text))) => text,
+                    Some(Ok(Message::Binary(_))) => {
+                        let error = ServerError::new(
+                            ErrorCode::BadRequest,
+                            "binary frames are not read: send requests as text frames of JSON",
+                        );
+                        if !offer(&queue, error.frame()) {
+                            break Some(ClosingReason::SlowClient);
+                        }
+                        continue;
+                    }
+                    Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
+                    // The client closed or the socket failed: nobody to say goodbye to.
+                    Some(Ok(Message::Close(_)) | Err(_)) | None => break None,
+                };
+                let answer = match read_request(&text, limits.max_frame_bytes) {
+                    Ok(request) => match Arc::clone(&in_flight).try_acquire_owned() {
+                        Ok(permit) => {
+                            let driver = Arc::clone(&live.driver);
+                            commands.spawn(async move {
+                                let id = request.id;
+                                let reply = driver.execute(request).await;
+                                drop(permit);
+                                ServerMessage::Reply { id, reply }
+                            });
+                            continue;
+                        }
+                        Err(_) => {
+                            let busy = ProtocolError::new(
+                                ErrorKind::Busy,
+                                format!(
+                                    "{} requests of this connection are running: send this one \
+                                     again once one is answered",
+                                    limits.max_in_flight
+                                ),
+                            );
+                            ServerMessage::Reply { id: request.id, reply: Reply::Error(busy) }
+                        }
+                    },
+                    Err(error) => error.frame(),
+                };
+                if !offer(&queue, answer) {
+                    break Some(ClosingReason::SlowClient);
+                }
+            }
+        }
+    };
+    forwarder.abort();
+    commands.abort_all();
+    let reason = match reason {
+        // A session closed by the shutdown: the client hears why.
+        Some(ClosingReason::SessionClosed) if registry.is_shutting_down() => {
+            Some(ClosingReason::ServerShutdown)
+        }
+        other => other,
+    };
+    match reason {
+        Some(reason) => {
+            let _ = finish.send(reason);
+        }
+        // The client left: the writer stops without a last word.
+        None => drop(finish),
+    }
+    drop(queue);
+    let _ = writer.await;
+}
+
+/// Returns once the server shuts down.
+async fn stopping(shutdown: &mut watch::Receiver<bool>) {
+    // The guard `wait_for` answers is dropped here, not held across the caller's awaits.
+    let _ = shutdown.wait_for(|stopping| *stopping).await;
+}
+
+/// Queues a frame without waiting; `false` when the queue is full (a slow client) or the
+/// writer has gone.
+fn offer(queue: &mpsc::Sender<Message>, message: ServerMessage) -> bool {
+    match queue.try_send(Message::Text(Utf8Bytes::from(message.encode()))) {
+        Ok(()) => true,
+        Err(TrySendError::Full(_) | TrySendError::Closed(_)) => false,
+    }
+}
+
+/// Reads one client frame as a request: its size, then its version (so a client of another
+/// version hears that rather than a shape error), then its shape.
+fn read_request(text: &str, max_bytes: usize) -> Result<Request, ServerError> {
+    if text.len() > max_bytes {
+        return Err(ServerError::new(
+            ErrorCode::TooLarge,
+            format!("a frame of {} bytes is over the limit of {max_bytes}", text.len()),
+        ));
+    }
+    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+        ServerError::new(ErrorCode::BadRequest, format!("the frame is not JSON: {e}"))
+    })?;
+    let id = value.get("id").and_then(serde_json::Value::as_u64);
+    match value.get("v").and_then(serde_json::Value::as_u64) {
+        Some(v) if v == u64::from(PROTOCOL_VERSION) => {}
+        Some(v) => {
+            let message = format!(
+                "protocol version {v} is not supported (this server speaks {PROTOCOL_VERSION})"
+            );
+            return Err(ServerError::new(ErrorCode::UnsupportedVersion, message).about(id));
+        }
+        None => {
+            let message = format!("a request needs `\"v\": {PROTOCOL_VERSION}`");
+            return Err(ServerError::new(ErrorCode::BadRequest, message).about(id));
+        }
+    }
+    serde_json::from_value(value).map_err(|e| {
+        ServerError::new(ErrorCode::BadRequest, format!("unreadable request: {e}")).about(id)
+    })
+}
+
+/// Sends the greeting, a `gap` if events after `after` are gone, then every event after it;
+/// answers why it stopped (`None`: the writer has gone).
+async fn forward(
+    live: Arc<Live>,
+    after: u64,
+    queue: mpsc::Sender<Message>,
+) -> Option<ClosingReason> {
+    let mut news = live.watch();
+    news.borrow_and_update();
+    let hello = ServerMessage::Hello {
+        v: PROTOCOL_VERSION,
+        session_id: live.id.clone(),
+        agent: live.agent.clone(),
+        node: live.node.clone(),
+        last_seq: live.last_seq(),
+    };
+    queue.send(Message::Text(Utf8Bytes::from(hello.encode()))).await.ok()?;
+    let mut cursor = after;
+    if let Some(oldest) = live.gap_after(after) {
+        let mut gap = ServerError::new(
+            ErrorCode::Gap,
+            format!(
+                "events {} to {} are no longer held; the stream goes on from {oldest}",
+                after + 1,
+                oldest - 1
+            ),
+        );
+        gap.oldest_seq = Some(oldest);
+        queue.send(Message::Text(Utf8Bytes::from(gap.frame().encode()))).await.ok()?;
+        cursor = oldest - 1;
+    }
+    // The events held when the client attached are sent at its pace; later ones must find
+    // room in the queue at once.
+    let backlog = live.last_seq();
+    let mut caught_up = cursor >= backlog;
+    loop {
+        match live.after(cursor, BATCH) {
+            Batch::Frames(frames) => {
+                for (seq, text) in frames {
+                    if caught_up {
+                        match queue.try_send(Message::Text(text)) {
+                            Ok(()) => {}
+                            Err(TrySendError::Full(_)) => return Some(ClosingReason::SlowClient),
+                            Err(TrySendError::Closed(_)) => return None,
+                        }
+                    } else {
+                        queue.send(Message::Text(text)).await.ok()?;
+                    }
+                    cursor = seq;
+                    caught_up |= cursor >= backlog;
+                }
+            }
+            Batch::Wait => {
+                news.changed().await.ok()?;
+                news.borrow_and_update();
+            }
+            Batch::Ended(true) => return Some(ClosingReason::SessionClosed),
+            Batch::Ended(false) => return Some(ClosingReason::SessionLost),
+            // Events it had not sent yet were dropped while it caught up: too slow.
+            Batch::Evicted => return Some(ClosingReason::SlowClient),
+        }
+    }
+}
+
+/// Writes queued frames until told to finish; then, within `close_timeout`, the frames still
+/// queued (unless the client is too slow to take them), the `closing` frame and the close
+/// frame.
+async fn write(
+    mut sink: SplitSink<WebSocket, Message>,
+    mut frames: mpsc::Receiver<Message>,
+    mut finish: oneshot::Receiver<ClosingReason>,
+    close_timeout: std::time::Duration,
+) {
+    let reason = loop {
+        tokio::select! {
+            biased;
+            reason = &mut finish => break reason.ok(),
+            frame = frames.recv() => {
+                let Some(frame) = frame else { break (&mut finish).await.ok() };
+                tokio::select! {
+                    biased;
+                    reason = &mut finish => break reason.ok(),
+                    sent = sink.send(frame) => if sent.is_err() { return },
+                }
+            }
+        }
+    };
+    let Some(reason) = reason else { return };
+    let last_words = async {
+        if reason != ClosingReason::SlowClient {
+            while let Ok(frame) = frames.try_recv() {
+                sink.send(frame).await?;
+            }
+        }
+        let closing = ServerMessage::Closing { reason };
+        sink.send(Message::Text(Utf8Bytes::from(closing.encode()))).await?;
+        let code = match reason {
+            ClosingReason::SlowClient => close_code::POLICY,
+            ClosingReason::ServerShutdown => close_code::AWAY,
+            ClosingReason::SessionLost => close_code::ERROR,
+            _ => close_code::NORMAL,
+        };
+        let frame = CloseFrame { code, reason: Utf8Bytes::from_static(reason.as_str()) };
+        sink.send(Message::Close(Some(frame))).await
+    };
+    let _ = tokio::time::timeout(close_timeout, last_words).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_a_request_or_says_what_is_wrong_with_it() {
+        let request = read_request(r#"{"v":1,"id":3,"type":"history"}"#, 1024).unwrap();
+        assert_eq!(request.id, Some(3));
+        let code = |text: &str| read_request(text, 64).unwrap_err();
+        assert_eq!(code("nope").code, ErrorCode::BadRequest);
+        let v2 = code(r#"{"v":2,"id":4,"type":"history"}"#);
+        assert_eq!((v2.code, v2.id), (ErrorCode::UnsupportedVersion, Some(4)));
+        let dance = code(r#"{"v":1,"id":5,"type":"dance"}"#);
+        assert_eq!((dance.code, dance.id), (ErrorCode::BadRequest, Some(5)));
+        assert_eq!(code(r#"{"id":6,"type":"history"}"#).code, ErrorCode::BadRequest);
+        assert_eq!(
+            code(&format!(r#"{{"v":1,"type":"say","text":"{}"}}"#, "a".repeat(64))).code,
+            ErrorCode::TooLarge
+        );
+    }
+}

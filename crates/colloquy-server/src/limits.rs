@@ -1,0 +1,54 @@
+//! Every bound the server keeps, with its default (docs/protocol.md#limits,
+//! docs/decisions.md#web-protocol).
+
+use std::time::Duration;
+
+/// The server's limits. Each field's doc gives its default; the builder sets them one by one
+/// ([`ServerBuilder::limits`](crate::ServerBuilder::limits) takes them all).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Limits {
+    /// The largest client frame the server reads (64 KiB); a larger one is answered with a
+    /// `too_large` error frame and the connection stays.
+    pub max_frame_bytes: usize,
+    /// The largest frame the WebSocket layer accepts at all (1 MiB): past it the server
+    /// closes the socket (code 1009) rather than read it.
+    pub max_frame_bytes_hard: usize,
+    /// The largest HTTP request body (1 MiB: a session's starting history fits).
+    pub max_body_bytes: usize,
+    /// Live sessions at most (100); one more is refused with `503 too_many_sessions`.
+    pub max_sessions: usize,
+    /// Frames queued for one connection and not yet taken by its socket (1,024): one more
+    /// closes the connection with `slow_client`; the session is unharmed.
+    pub max_unread_frames: usize,
+    /// Events each session keeps for clients that reconnect (10,000); asking for an older one
+    /// gets a `gap` error frame.
+    pub replay_events: usize,
+    /// How long a session lives with no client attached (5 minutes); then it closes with
+    /// reason `client_gone`.
+    pub idle_session: Duration,
+    /// Requests one connection runs at once (32); one more is answered with a `busy` error
+    /// reply.
+    pub max_in_flight: usize,
+    /// How long the last frames of a closing connection may take to write (2 s).
+    pub close_timeout: Duration,
+    /// How long a shutdown waits for the sessions to close and the connections to end (10 s).
+    pub shutdown_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_frame_bytes: 64 * 1024,
+            max_frame_bytes_hard: 1024 * 1024,
+            max_body_bytes: 1024 * 1024,
+            max_sessions: 100,
+            max_unread_frames: 1024,
+            replay_events: 10_000,
+            idle_session: Duration::from_secs(5 * 60),
+            max_in_flight: 32,
+            close_timeout: Duration::from_secs(2),
+            shutdown_timeout: Duration::from_secs(10),
+        }
+    }
+}

@@ -1,0 +1,350 @@
+//! The server's live sessions: each one's replay buffer (its events numbered from 1, the
+//! newest [`Limits::replay_events`](crate::Limits::replay_events) kept, each encoded once as
+//! the frame every client gets), the task that fills it from the session's event stream and
+//! closes a session nobody has attached to for a while, and the registry by id.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use axum::extract::ws::Utf8Bytes;
+use colloquy_core::{EventKind, SessionEvent};
+use colloquy_protocol::{Command, Request, ServerMessage, SessionInfo};
+use futures_util::StreamExt;
+use futures_util::stream::BoxStream;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::backend::SessionDriver;
+
+/// The reason a session closes with when no client has been attached for
+/// [`Limits::idle_session`](crate::Limits::idle_session).
+pub const CLIENT_GONE: &str = "client_gone";
+
+/// One live session.
+pub(crate) struct Live {
+    pub(crate) id: String,
+    pub(crate) agent: String,
+    pub(crate) node: Option<String>,
+    pub(crate) driver: Arc<dyn SessionDriver>,
+    replay: Mutex<Replay>,
+    /// Bumped on every event and at the end: connections wait on it for news.
+    tick: watch::Sender<u64>,
+    /// Connections attached now.
+    clients: watch::Sender<usize>,
+}
+
+/// What a connection reads from the buffer after its cursor.
+pub(crate) enum Batch {
+    /// The next frames, in order.
+    Frames(Vec<(u64, Utf8Bytes)>),
+    /// Nothing new yet.
+    Wait,
+    /// The session has ended and every frame was read; `true` if its last event was
+    /// `session_closed` (otherwise it was lost).
+    Ended(bool),
+    /// Frames after the cursor were dropped from the buffer.
+    Evicted,
+}
+
+impl Live {
+    pub(crate) fn new(
+        id: String,
+        agent: String,
+        node: Option<String>,
+        driver: Arc<dyn SessionDriver>,
+        capacity: usize,
+    ) -> Self {
+        Self {
+            id,
+            agent,
+            node,
+            driver,
+            replay: Mutex::new(Replay::new(capacity)),
+            tick: watch::channel(0).0,
+            clients: watch::channel(0).0,
+        }
+    }
+
+    fn replay(&self) -> std::sync::MutexGuard<'_, Replay> {
+        self.replay.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The sequence number of the latest event (0 before the first).
+    pub(crate) fn last_seq(&self) -> u64 {
+        self.replay().last_seq
+    }
+
+    /// The oldest sequence number a client attaching after `after` gets first, if events
+    /// after `after` are gone.
+    pub(crate) fn gap_after(&self, after: u64) -> Option<u64> {
+        let replay = self.replay();
+        let oldest = replay.oldest();
+        (oldest > after + 1).then_some(oldest)
+    }
+
+    /// Up to `max` frames after `cursor`.
+    pub(crate) fn after(&self, cursor: u64, max: usize) -> Batch {
+        self.replay().after(cursor, max)
+    }
+
+    /// A receiver that sees every new event and the end.
+    pub(crate) fn watch(&self) -> watch::Receiver<u64> {
+        self.tick.subscribe()
+    }
+
+    /// Counts a connection in until the guard drops.
+    pub(crate) fn attach(self: &Arc<Self>) -> Attached {
+        self.clients.send_modify(|n| *n += 1);
+        Attached(Arc::clone(self))
+    }
+
+    pub(crate) fn info(&self) -> SessionInfo {
+        SessionInfo {
+            session_id: self.id.clone(),
+            agent: self.agent.clone(),
+            node: self.node.clone(),
+            clients: *self.clients.borrow(),
+            last_seq: self.last_seq(),
+        }
+    }
+
+    fn push(&self, event: SessionEvent) {
+        let seq = {
+            let mut replay = self.replay();
+            let seq = replay.last_seq + 1;
+            replay.closed = matches!(event.kind, EventKind::SessionClosed { .. });
+            let text = ServerMessage::Event { seq, event }.encode();
+            replay.push(seq, Utf8Bytes::from(text));
+            seq
+        };
+        self.tick.send_replace(seq);
+    }
+
+    fn end(&self) {
+        self.replay().ended = true;
+        self.tick.send_modify(|_| {});
+    }
+
+    /// Asks the session to close with `reason`; the answer does not matter here.
+    pub(crate) async fn close(&self, reason: &str) {
+        let request = Request::new(Command::Close { reason: reason.to_owned() });
+        let _ = self.driver.execute(request).await;
+    }
+}
+
+/// A connection attached to a session; detaches on drop.
+pub(crate) struct Attached(Arc<Live>);
+
+impl Drop for Attached {
+    fn drop(&mut self) {
+        self.0.clients.send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
+
+/// The newest events of a session, encoded.
+struct Replay {
+    frames: VecDeque<(u64, Utf8Bytes)>,
+    capacity: usize,
+    last_seq: u64,
+    ended: bool,
+    /// Its last event so far is `session_closed`.
+    closed: bool,
+}
+
+impl Replay {
+    fn new(capacity: usize) -> Self {
+        Self {
+            frames: VecDeque::new(),
+            capacity: capacity.max(1),
+            last_seq: 0,
+            ended: false,
+            closed: false,
+        }
+    }
+
+    fn push(&mut self, seq: u64, text: Utf8Bytes) {
+        if self.frames.len() == self.capacity {
+            self.frames.pop_front();
+        }
+        self.frames.push_back((seq, text));
+        self.last_seq = seq;
+    }
+
+    fn oldest(&self) -> u64 {
+        self.frames.front().map_or(self.last_seq + 1, |(seq, _)| *seq)
+    }
+
+    fn after(&self, cursor: u64, max: usize) -> Batch {
+        let oldest = self.oldest();
+        if cursor + 1 < oldest {
+            return Batch::Evicted;
+        }
+        if cursor >= self.last_seq {
+            return if self.ended { Batch::Ended(self.closed) } else { Batch::Wait };
+        }
+        // Sequence numbers are contiguous in the buffer: the cursor's successor is at a known
+        // place.
+        let start = usize::try_from(cursor + 1 - oldest).unwrap_or(usize::MAX);
+        Batch::Frames(self.frames.iter().skip(start).take(max).cloned().collect())
+    }
+}
+
+/// Reads the session's events into its buffer until the stream ends; closes the session with
+/// [`CLIENT_GONE`] once no connection has been attached for `idle`. Removes it from `registry`
+/// at the end.
+pub(crate) async fn pump(
+    live: Arc<Live>,
+    mut events: BoxStream<'static, SessionEvent>,
+    registry: Arc<Registry>,
+    idle: Duration,
+) {
+    let mut clients = live.clients.subscribe();
+    let mut alone_since = Some(Instant::now());
+    let mut closing = false;
+    loop {
+        let deadline = alone_since.filter(|_| !closing).map(|since| since + idle);
+        tokio::select! {
+            biased;
+            event = events.next() => match event {
+                Some(event) => live.push(event),
+                None => break,
+            },
+            changed = clients.changed() => {
+                if changed.is_err() {
+                    break;
+                }
+                let attached = *clients.borrow_and_update();
+                alone_since = match (attached, alone_since) {
+                    (0, None) => Some(Instant::now()),
+                    (0, since) => since,
+                    _ => None,
+                };
+            }
+            () = sleep_until(deadline) => {
+                closing = true;
+                let live = Arc::clone(&live);
+                tokio::spawn(async move { live.close(CLIENT_GONE).await });
+            }
+        }
+    }
+    live.end();
+    registry.remove(&live.id);
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The live sessions by id, and the starts under way (they count against the limit).
+#[derive(Default)]
+pub(crate) struct Registry {
+    inner: Mutex<Sessions>,
+}
+
+#[derive(Default)]
+struct Sessions {
+    live: BTreeMap<String, Arc<Live>>,
+    starting: usize,
+    shutting_down: bool,
+}
+
+/// Why a session cannot start now.
+pub(crate) enum Refused {
+    Full,
+    ShuttingDown,
+}
+
+impl Registry {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Sessions> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Holds a place for a session about to start; released when the guard drops.
+    pub(crate) fn reserve(self: &Arc<Self>, max: usize) -> Result<Reservation, Refused> {
+        let mut sessions = self.lock();
+        if sessions.shutting_down {
+            return Err(Refused::ShuttingDown);
+        }
+        if sessions.live.len() + sessions.starting >= max {
+            return Err(Refused::Full);
+        }
+        sessions.starting += 1;
+        Ok(Reservation(Arc::clone(self)))
+    }
+
+    pub(crate) fn get(&self, id: &str) -> Option<Arc<Live>> {
+        self.lock().live.get(id).cloned()
+    }
+
+    pub(crate) fn list(&self) -> Vec<Arc<Live>> {
+        self.lock().live.values().cloned().collect()
+    }
+
+    fn remove(&self, id: &str) {
+        self.lock().live.remove(id);
+    }
+
+    /// Takes no new session from now on; the live ones.
+    pub(crate) fn shut(&self) -> Vec<Arc<Live>> {
+        let mut sessions = self.lock();
+        sessions.shutting_down = true;
+        sessions.live.values().cloned().collect()
+    }
+
+    pub(crate) fn is_shutting_down(&self) -> bool {
+        self.lock().shutting_down
+    }
+}
+
+/// A place held for a starting session.
+pub(crate) struct Reservation(Arc<Registry>);
+
+impl Reservation {
+    /// The session started: it takes the reserved place.
+    pub(crate) fn fill(self, live: Arc<Live>) {
+        self.0.lock().live.insert(live.id.clone(), live);
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        let mut sessions = self.0.lock();
+        sessions.starting = sessions.starting.saturating_sub(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(seq: u64) -> Utf8Bytes {
+        Utf8Bytes::from(seq.to_string())
+    }
+
+    fn seqs(batch: Batch) -> Vec<u64> {
+        match batch {
+            Batch::Frames(frames) => frames.into_iter().map(|(seq, _)| seq).collect(),
+            _ => panic!("expected frames"),
+        }
+    }
+
+    #[test]
+    fn keeps_the_newest_and_tells_an_evicted_cursor_where_it_resumes() {
+        let mut replay = Replay::new(3);
+        assert!(matches!(replay.after(0, 10), Batch::Wait));
+        for seq in 1..=5 {
+            replay.push(seq, text(seq));
+        }
+        assert_eq!(replay.oldest(), 3);
+        assert!(matches!(replay.after(1, 10), Batch::Evicted));
+        assert_eq!(seqs(replay.after(2, 10)), [3, 4, 5]);
+        assert_eq!(seqs(replay.after(3, 1)), [4]);
+        assert!(matches!(replay.after(5, 10), Batch::Wait));
+        replay.ended = true;
+        assert!(matches!(replay.after(5, 10), Batch::Ended(false)));
+    }
+}

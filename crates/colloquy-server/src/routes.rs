@@ -1,0 +1,274 @@
+//! The HTTP routes (docs/protocol.md#http): the page and its assets, health, the agents, the
+//! sessions, and the WebSocket upgrade. Every `/v1/` route checks the origin and the token
+//! first; every error is a [`ServerError`] body with its status.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::ws::WebSocketUpgrade;
+use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
+use axum::http::StatusCode;
+use axum::http::header::{CONTENT_TYPE, WWW_AUTHENTICATE};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get};
+use colloquy_protocol::{
+    Command, ErrorCode, PROTOCOL_VERSION, Reply, ServerError, SessionClosed, SessionList,
+    SessionStarted, StartSession,
+};
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+use tokio_util::task::TaskTracker;
+
+use crate::auth::{Token, check_origin, check_token};
+use crate::backend::Backend;
+use crate::connection::{self, Context};
+use crate::limits::Limits;
+use crate::live::{self, Live, Refused, Registry};
+use crate::{SUBPROTOCOL, assets};
+
+/// The reason a session closes with when a client deletes it (`DELETE /v1/sessions/{id}`).
+pub const CLIENT_CLOSED: &str = "client_closed";
+
+/// What every route shares.
+pub(crate) struct Shared {
+    pub(crate) backend: Arc<dyn Backend>,
+    pub(crate) registry: Arc<Registry>,
+    pub(crate) limits: Limits,
+    pub(crate) token: Option<Token>,
+    pub(crate) allowed_origins: Vec<String>,
+    pub(crate) shutdown: watch::Receiver<bool>,
+    /// Every session's task and every connection's.
+    pub(crate) tasks: TaskTracker,
+}
+
+type AppState = State<Arc<Shared>>;
+
+/// The server's routes.
+pub(crate) fn router(shared: Arc<Shared>) -> Router {
+    let body_limit = shared.limits.max_body_bytes;
+    let api = Router::new()
+        .route("/agents", get(agents))
+        .route("/sessions", get(sessions).post(start))
+        .route("/sessions/{id}", delete(close))
+        .route("/sessions/{id}/ws", get(attach))
+        .layer(middleware::from_fn_with_state(Arc::clone(&shared), guard));
+    Router::new()
+        .route("/", get(|| async { asset("index.html") }))
+        .route("/assets/{file}", get(|Path(file): Path<String>| async move { asset(&file) }))
+        .route("/healthz", get(health))
+        .nest("/v1", api)
+        .fallback(|| async { error(ServerError::new(ErrorCode::NotFound, "no such route")) })
+        .layer(DefaultBodyLimit::max(body_limit))
+        .with_state(shared)
+}
+
+/// The origin, then the token.
+async fn guard(State(shared): AppState, request: Request, next: Next) -> Response {
+    let headers = request.headers();
+    if let Err(e) = check_origin(&shared.allowed_origins, headers)
+        .and_then(|()| check_token(shared.token.as_ref(), headers))
+    {
+        return error(e);
+    }
+    next.run(request).await
+}
+
+/// A JSON body with its status.
+fn json(status: StatusCode, body: &impl Serialize) -> Response {
+    let body = serde_json::to_string(body).unwrap_or_default();
+    (status, [(CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+/// An error as its status and body.
+fn error(e: ServerError) -> Response {
+    let status = match e.code {
+        ErrorCode::BadRequest | ErrorCode::UnsupportedVersion | ErrorCode::Gap => {
+            StatusCode::BAD_REQUEST
+        }
+        ErrorCode::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        ErrorCode::UnknownAgent | ErrorCode::UnknownSession | ErrorCode::NotFound => {
+            StatusCode::NOT_FOUND
+        }
+        ErrorCode::TooManySessions | ErrorCode::ShuttingDown | ErrorCode::Unavailable => {
+            StatusCode::SERVICE_UNAVAILABLE
+        }
+        ErrorCode::Unauthorized => StatusCode::UNAUTHORIZED,
+        ErrorCode::ForbiddenOrigin => StatusCode::FORBIDDEN,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    let mut response = json(status, &e.frame());
+    if status == StatusCode::UNAUTHORIZED {
+        response.headers_mut().insert(WWW_AUTHENTICATE, "Bearer".parse().expect("a valid value"));
+    }
+    response
+}
+
+fn asset(name: &str) -> Response {
+    match assets::get(name) {
+        Some((bytes, kind)) => ([(CONTENT_TYPE, kind)], bytes).into_response(),
+        None => error(ServerError::new(ErrorCode::NotFound, format!("no asset `{name}`"))),
+    }
+}
+
+#[derive(Serialize)]
+struct Health {
+    status: &'static str,
+    sessions: usize,
+}
+
+async fn health(State(shared): AppState) -> Response {
+    let sessions = shared.registry.list().len();
+    match shared.registry.is_shutting_down() {
+        false => json(StatusCode::OK, &Health { status: "ok", sessions }),
+        true => {
+            json(StatusCode::SERVICE_UNAVAILABLE, &Health { status: "shutting_down", sessions })
+        }
+    }
+}
+
+async fn agents(State(shared): AppState) -> Response {
+    match shared.backend.agents().await {
+        Ok(agents) => json(StatusCode::OK, &agents),
+        Err(e) => error(e),
+    }
+}
+
+async fn sessions(State(shared): AppState) -> Response {
+    let sessions = shared.registry.list().iter().map(|live| live.info()).collect();
+    json(StatusCode::OK, &SessionList { sessions })
+}
+
+async fn start(State(shared): AppState, body: Result<Bytes, BytesRejection>) -> Response {
+    match start_session(&shared, body).await {
+        Ok(started) => json(StatusCode::CREATED, &started),
+        Err(e) => error(e),
+    }
+}
+
+async fn start_session(
+    shared: &Arc<Shared>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<SessionStarted, ServerError> {
+    let body = body.map_err(|e| match e.status() {
+        StatusCode::PAYLOAD_TOO_LARGE => ServerError::new(
+            ErrorCode::TooLarge,
+            format!("the body is over the limit of {} bytes", shared.limits.max_body_bytes),
+        ),
+        _ => ServerError::new(ErrorCode::BadRequest, e.body_text()),
+    })?;
+    // An empty body is a start of the default agent, for `curl -X POST`.
+    let request: StartSession = match body.is_empty() {
+        true => StartSession::new(None, Default::default()),
+        false => serde_json::from_slice(&body).map_err(|e| {
+            ServerError::new(ErrorCode::BadRequest, format!("unreadable start request: {e}"))
+        })?,
+    };
+    if request.v != PROTOCOL_VERSION {
+        return Err(ServerError::new(
+            ErrorCode::UnsupportedVersion,
+            format!(
+                "protocol version {} is not supported (this server speaks {PROTOCOL_VERSION})",
+                request.v
+            ),
+        ));
+    }
+    let agent = match request.agent {
+        Some(agent) => agent,
+        None => shared.backend.agents().await?.default.ok_or_else(|| {
+            ServerError::new(ErrorCode::UnknownAgent, "the server offers no agent")
+        })?,
+    };
+    let reservation =
+        shared.registry.reserve(shared.limits.max_sessions).map_err(|refused| match refused {
+            Refused::Full => ServerError::new(
+                ErrorCode::TooManySessions,
+                format!(
+                    "the server holds its maximum of {} sessions: try again later",
+                    shared.limits.max_sessions
+                ),
+            ),
+            Refused::ShuttingDown => {
+                ServerError::new(ErrorCode::ShuttingDown, "the server is shutting down")
+            }
+        })?;
+    let started = shared.backend.start(agent, request.options).await?;
+    let live = Arc::new(Live::new(
+        started.session_id.clone(),
+        started.agent.clone(),
+        started.node.clone(),
+        started.driver,
+        shared.limits.replay_events,
+    ));
+    reservation.fill(Arc::clone(&live));
+    let pump =
+        live::pump(live, started.events, Arc::clone(&shared.registry), shared.limits.idle_session);
+    shared.tasks.spawn(pump);
+    Ok(SessionStarted { session_id: started.session_id, agent: started.agent, node: started.node })
+}
+
+fn unknown_session(id: &str) -> ServerError {
+    ServerError::new(ErrorCode::UnknownSession, format!("no live session `{id}`"))
+}
+
+async fn close(State(shared): AppState, Path(id): Path<String>) -> Response {
+    let Some(live) = shared.registry.get(&id) else { return error(unknown_session(&id)) };
+    let request = colloquy_protocol::Request::new(Command::Close { reason: CLIENT_CLOSED.into() });
+    match live.driver.execute(request).await {
+        Reply::Closed { history } => {
+            json(StatusCode::OK, &SessionClosed { session_id: id, history })
+        }
+        // Closed by someone else meanwhile.
+        _ => error(unknown_session(&id)),
+    }
+}
+
+#[derive(Deserialize)]
+struct Attach {
+    #[serde(default)]
+    after: u64,
+}
+
+async fn attach(
+    State(shared): AppState,
+    Path(id): Path<String>,
+    query: Result<Query<Attach>, axum::extract::rejection::QueryRejection>,
+    upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
+) -> Response {
+    let Some(live) = shared.registry.get(&id) else { return error(unknown_session(&id)) };
+    let after = match query {
+        Ok(Query(attach)) => attach.after,
+        Err(e) => return error(ServerError::new(ErrorCode::BadRequest, e.body_text())),
+    };
+    if after > live.last_seq() {
+        let message = format!(
+            "after={after} is past the session's last event ({}): no event is numbered so far",
+            live.last_seq()
+        );
+        return error(ServerError::new(ErrorCode::BadRequest, message));
+    }
+    let upgrade = match upgrade {
+        Ok(upgrade) => upgrade,
+        Err(e) => {
+            let message = format!("a WebSocket upgrade is expected here: {}", e.body_text());
+            return error(ServerError::new(ErrorCode::BadRequest, message));
+        }
+    };
+    if shared.registry.is_shutting_down() {
+        return error(ServerError::new(ErrorCode::ShuttingDown, "the server is shutting down"));
+    }
+    let hard = shared.limits.max_frame_bytes_hard;
+    let cx = Context {
+        limits: shared.limits.clone(),
+        registry: Arc::clone(&shared.registry),
+        shutdown: shared.shutdown.clone(),
+    };
+    let tasks = shared.tasks.clone();
+    upgrade
+        .protocols([SUBPROTOCOL])
+        .max_message_size(hard)
+        .max_frame_size(hard)
+        .on_upgrade(move |socket| tasks.track_future(connection::run(socket, live, after, cx)))
+}

@@ -1,0 +1,269 @@
+//! The server: its builder (the backend, the token, the allowed origins, the limits), binding
+//! it, and its graceful shutdown.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::serve::ListenerExt;
+use colloquy_core::Agent;
+use colloquy_llm::Llm;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_util::task::TaskTracker;
+
+use crate::auth::Token;
+use crate::backend::{Backend, LocalBackend};
+use crate::limits::Limits;
+use crate::live::Registry;
+use crate::routes::{Shared, router};
+
+/// Why the sessions close when the server shuts down.
+pub const SERVER_SHUTDOWN: &str = "server_shutdown";
+
+/// The server's entry point.
+#[derive(Debug)]
+pub struct Server;
+
+impl Server {
+    /// A server with no agent yet, on the default [`Limits`].
+    pub fn builder() -> ServerBuilder {
+        ServerBuilder::default()
+    }
+}
+
+/// Configures a server; [`bind`](Self::bind) starts it.
+#[derive(Default)]
+pub struct ServerBuilder {
+    local: LocalBackend,
+    backend: Option<Arc<dyn Backend>>,
+    token: Option<Token>,
+    allowed_origins: Vec<String>,
+    limits: Limits,
+}
+
+impl std::fmt::Debug for ServerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerBuilder")
+            .field("local", &self.local)
+            .field("token", &self.token)
+            .field("allowed_origins", &self.allowed_origins)
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a server could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BindError {
+    /// Listening on an address other machines reach without a token.
+    #[error(
+        "{0} is reachable from other machines: a bearer token is required there (set one with \
+         ServerBuilder::token, or `colloquy serve --token-env VAR`)"
+    )]
+    TokenRequired(SocketAddr),
+    /// The address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+impl ServerBuilder {
+    /// Offers `factory`'s agent under `name`, in this process (the first registered is the
+    /// default). Not used once [`backend`](Self::backend) is set.
+    #[must_use]
+    pub fn agent(
+        mut self,
+        name: impl Into<String>,
+        factory: impl Fn() -> Agent + Send + Sync + 'static,
+    ) -> Self {
+        self.local = self.local.agent(name, factory);
+        self
+    }
+
+    /// The model of the sessions that run in this process.
+    #[must_use]
+    pub fn llm(mut self, llm: impl Llm) -> Self {
+        self.local = self.local.llm(llm);
+        self
+    }
+
+    /// Runs sessions where `backend` puts them instead of in this process.
+    #[must_use]
+    pub fn backend(mut self, backend: impl Backend) -> Self {
+        self.backend = Some(Arc::new(backend));
+        self
+    }
+
+    /// Requires `Authorization: Bearer <token>` (or the subprotocol `colloquy.bearer.<token>`)
+    /// on every `/v1/` route. Required to listen on anything but a loopback address. A token
+    /// a browser sends as a subprotocol must be made of letters, digits and `-._~`.
+    #[must_use]
+    pub fn token(mut self, token: impl Into<String>) -> Self {
+        self.token = Some(Token::new(token.into()));
+        self
+    }
+
+    /// Also accepts requests whose `Origin` is `origin` (`https://app.example.com`), besides
+    /// the server's own and requests without one.
+    #[must_use]
+    pub fn allow_origin(mut self, origin: impl Into<String>) -> Self {
+        self.allowed_origins.push(origin.into());
+        self
+    }
+
+    /// Every limit at once.
+    #[must_use]
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// [`Limits::max_frame_bytes`] (64 KiB).
+    #[must_use]
+    pub fn max_frame_bytes(mut self, bytes: usize) -> Self {
+        self.limits.max_frame_bytes = bytes;
+        self
+    }
+
+    /// [`Limits::max_sessions`] (100).
+    #[must_use]
+    pub fn max_sessions(mut self, sessions: usize) -> Self {
+        self.limits.max_sessions = sessions;
+        self
+    }
+
+    /// [`Limits::max_unread_frames`] (1,024).
+    #[must_use]
+    pub fn max_unread_frames(mut self, frames: usize) -> Self {
+        self.limits.max_unread_frames = frames;
+        self
+    }
+
+    /// [`Limits::replay_events`] (10,000).
+    #[must_use]
+    pub fn replay_events(mut self, events: usize) -> Self {
+        self.limits.replay_events = events;
+        self
+    }
+
+    /// [`Limits::idle_session`] (5 minutes).
+    #[must_use]
+    pub fn idle_session(mut self, idle: Duration) -> Self {
+        self.limits.idle_session = idle;
+        self
+    }
+
+    /// [`Limits::max_in_flight`] (32).
+    #[must_use]
+    pub fn max_in_flight(mut self, requests: usize) -> Self {
+        self.limits.max_in_flight = requests;
+        self
+    }
+
+    /// [`Limits::shutdown_timeout`] (10 s).
+    #[must_use]
+    pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
+        self.limits.shutdown_timeout = timeout;
+        self
+    }
+
+    /// Listens on `addr` (port 0 picks a free one) and serves until
+    /// [`ServerHandle::shutdown`].
+    pub async fn bind(self, addr: SocketAddr) -> Result<ServerHandle, BindError> {
+        if self.token.is_none() && !addr.ip().is_loopback() {
+            return Err(BindError::TokenRequired(addr));
+        }
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|source| BindError::Listen { addr, source })?;
+        let local = listener.local_addr().map_err(|source| BindError::Listen { addr, source })?;
+        let (stop, shutdown) = watch::channel(false);
+        let backend = self.backend.unwrap_or_else(|| Arc::new(self.local));
+        let shared = Arc::new(Shared {
+            backend,
+            registry: Arc::new(Registry::default()),
+            limits: self.limits,
+            token: self.token,
+            allowed_origins: self.allowed_origins,
+            shutdown: shutdown.clone(),
+            tasks: TaskTracker::new(),
+        });
+        let app = router(Arc::clone(&shared));
+        // Frames are small and a client waits on each: without TCP_NODELAY, Nagle's algorithm
+        // and the peer's delayed acknowledgement hold a frame back some 40 ms.
+        let listener = listener.tap_io(|tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!(error = %e, "cannot set TCP_NODELAY on a connection");
+            }
+        });
+        let mut stopped = shutdown;
+        let serve = tokio::spawn(async move {
+            let until = async move {
+                let _ = stopped.wait_for(|stopping| *stopping).await;
+            };
+            if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(until).await {
+                tracing::warn!(error = %e, "the server stopped serving");
+            }
+        });
+        Ok(ServerHandle { addr: local, shared, stop, serve })
+    }
+}
+
+/// A running server.
+#[derive(Debug)]
+pub struct ServerHandle {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    stop: watch::Sender<bool>,
+    serve: JoinHandle<()>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared").field("limits", &self.limits).finish_non_exhaustive()
+    }
+}
+
+impl ServerHandle {
+    /// The address it listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://ADDR/`, the playground page.
+    pub fn url(&self) -> String {
+        format!("http://{}/", self.addr)
+    }
+
+    /// Live sessions now.
+    pub fn sessions(&self) -> usize {
+        self.shared.registry.list().len()
+    }
+
+    /// Stops: no new session or connection; every session closed with reason
+    /// `server_shutdown` (its clients get its last events, then a `closing server_shutdown`
+    /// frame); then the listener. Each wait is bounded by [`Limits::shutdown_timeout`].
+    pub async fn shutdown(self) {
+        let timeout = self.shared.limits.shutdown_timeout;
+        let live = self.shared.registry.shut();
+        let closes = live.iter().map(|live| live.close(SERVER_SHUTDOWN));
+        if tokio::time::timeout(timeout, futures_util::future::join_all(closes)).await.is_err() {
+            tracing::warn!(?timeout, "sessions still closing at the shutdown's bound");
+        }
+        let _ = self.stop.send(true);
+        self.shared.tasks.close();
+        if tokio::time::timeout(timeout, self.shared.tasks.wait()).await.is_err() {
+            tracing::warn!(?timeout, "connections still open at the shutdown's bound");
+        }
+        let mut serve = self.serve;
+        if tokio::time::timeout(timeout, &mut serve).await.is_err() {
+            serve.abort();
+        }
+    }
+}

@@ -1,0 +1,339 @@
+//! The server over real sockets on 127.0.0.1: a session started over HTTP, driven and watched
+//! over its WebSocket, and every limit the protocol page promises.
+
+mod common;
+
+use std::time::Duration;
+
+use colloquy_protocol::{ClosingReason, ErrorCode, Reply, ServerMessage};
+use colloquy_server::Limits;
+use common::{
+    Attempt, Client, builder, eventually, get, http, is_event, post, seqs, serve, sessions, start,
+};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_turn_over_the_websocket_streams_its_events_and_is_answered() {
+    let server = serve(builder()).await;
+    let started = start(&server).await;
+    assert_eq!((started.agent.as_str(), started.node.as_deref()), ("demo", None));
+    let mut client = Client::connect(&server, &started.session_id, 0).await;
+    let Some(ServerMessage::Hello { v: 1, session_id, agent, node: None, .. }) =
+        client.next().await
+    else {
+        panic!("the first frame is hello")
+    };
+    assert_eq!((session_id.as_str(), agent.as_str()), (started.session_id.as_str(), "demo"));
+    client.send(r#"{"v":1,"id":1,"type":"user_turn","text":"start it"}"#).await;
+    let frames = client.until(|f| matches!(f, ServerMessage::Reply { id: Some(1), .. })).await;
+    let Some(ServerMessage::Reply { reply, .. }) = frames.last() else { unreachable!() };
+    assert_eq!(reply, &Reply::Ok);
+    // The session's first events came before the turn; all numbered from 1 without a hole.
+    let frames = client.until(|f| is_event(f, "tool_call_updated")).await;
+    let numbers = seqs(&frames);
+    assert!(numbers.windows(2).all(|w| w[1] == w[0] + 1), "{numbers:?}");
+    client.send(r#"{"v":1,"id":2,"type":"cancel_tool_call","call_id":"c1"}"#).await;
+    let (mut answered, mut ended) = (false, false);
+    while !(answered && ended) {
+        let frame = client.next().await.expect("the connection stays");
+        answered |= matches!(frame, ServerMessage::Reply { id: Some(2), reply: Reply::Ok });
+        ended |= is_event(&frame, "tool_call_ended");
+    }
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_reconnects_after_a_seq_gets_exactly_the_events_it_missed() {
+    let server = serve(builder()).await;
+    let id = start(&server).await.session_id;
+    let mut first = Client::connect(&server, &id, 0).await;
+    first.send(r#"{"v":1,"id":1,"type":"user_turn","text":"go"}"#).await;
+    let seen = seqs(&first.until(|f| is_event(f, "tool_call_updated")).await);
+    let last = *seen.last().unwrap();
+    drop(first);
+    let mut second = Client::connect(&server, &id, 2).await;
+    let Some(ServerMessage::Hello { last_seq, .. }) = second.next().await else { panic!() };
+    assert!(last_seq >= last);
+    let again = seqs(
+        &second.until(|f| matches!(f, ServerMessage::Event { seq, .. } if *seq == last)).await,
+    );
+    assert_eq!(again, (3..=last).collect::<Vec<_>>());
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_frame_gets_an_error_frame_and_the_connection_stays() {
+    let server = serve(builder()).await;
+    let id = start(&server).await.session_id;
+    let mut client = Client::connect(&server, &id, 0).await;
+    client.send("not json").await;
+    client.send(r#"{"v":1,"id":7,"type":"dance"}"#).await;
+    client.send(r#"{"v":9,"id":8,"type":"history"}"#).await;
+    client.send(&format!(r#"{{"v":1,"id":9,"type":"say","text":"{}"}}"#, "a".repeat(70_000))).await;
+    client.send(r#"{"v":1,"id":10,"type":"history"}"#).await;
+    let frames = client.until(|f| matches!(f, ServerMessage::Reply { id: Some(10), .. })).await;
+    let errors: Vec<(ErrorCode, Option<u64>)> = frames
+        .iter()
+        .filter_map(|f| match f {
+            ServerMessage::Error(e) => Some((e.code, e.id)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        errors,
+        [
+            (ErrorCode::BadRequest, None),
+            (ErrorCode::BadRequest, Some(7)),
+            (ErrorCode::UnsupportedVersion, Some(8)),
+            (ErrorCode::TooLarge, None),
+        ]
+    );
+    let Some(ServerMessage::Reply { reply: Reply::History { .. }, .. }) = frames.last() else {
+        panic!("{frames:#?}")
+    };
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shutdown_closes_every_session_and_says_so_on_the_socket() {
+    let server = serve(builder()).await;
+    let id = start(&server).await.session_id;
+    let mut client = Client::connect(&server, &id, 0).await;
+    client.until(|f| matches!(f, ServerMessage::Hello { .. })).await;
+    let stopping = tokio::spawn(server.shutdown());
+    let frames = client.until(|f| matches!(f, ServerMessage::Closing { .. })).await;
+    let closed = frames.iter().find(|f| is_event(f, "session_closed")).expect("session_closed");
+    let ServerMessage::Event { event, .. } = closed else { unreachable!() };
+    assert_eq!(serde_json::to_value(event).unwrap()["reason"], "server_shutdown");
+    assert_eq!(
+        frames.last(),
+        Some(&ServerMessage::Closing { reason: ClosingReason::ServerShutdown })
+    );
+    assert_eq!(client.close_frame().await, Some((1001, "server_shutdown".into())));
+    stopping.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_no_longer_held_give_a_gap_and_the_stream_goes_on_from_the_oldest() {
+    let server = serve(builder().replay_events(5)).await;
+    let id = start(&server).await.session_id;
+    // A buffer this small may drop events before a client's writer takes them: such a
+    // client is let go as too slow, and asks again from where the session is.
+    let mut asked = false;
+    loop {
+        let last = sessions(&server).await.sessions[0].last_seq;
+        let mut client = Client::connect(&server, &id, last).await;
+        if !asked {
+            client.send(r#"{"v":1,"id":1,"type":"user_turn","text":"go"}"#).await;
+            asked = true;
+        }
+        client.send(r#"{"v":1,"id":2,"type":"wait_for_idle"}"#).await;
+        let idle = loop {
+            match client.next().await {
+                Some(ServerMessage::Reply { id: Some(2), .. }) => break true,
+                Some(_) => {}
+                None => break false,
+            }
+        };
+        if idle {
+            break;
+        }
+    }
+    // Nothing happens now until the minute-long call ends.
+    let mut late = Client::connect(&server, &id, 1).await;
+    let Some(ServerMessage::Hello { last_seq: last, .. }) = late.next().await else { panic!() };
+    assert!(last > 6, "{last}");
+    let frames =
+        late.until(|f| matches!(f, ServerMessage::Event { seq, .. } if *seq == last)).await;
+    let ServerMessage::Error(gap) = &frames[0] else { panic!("{frames:#?}") };
+    assert_eq!(gap.code, ErrorCode::Gap);
+    assert_eq!(gap.oldest_seq, Some(last - 4));
+    assert_eq!(seqs(&frames), (last - 4..=last).collect::<Vec<_>>());
+    // Attaching after an event the session never had is refused before the upgrade.
+    let path = format!("/v1/sessions/{id}/ws?after=99999");
+    let Attempt::Refused(400, body) = Client::try_connect(&server, &path, &[]).await else {
+        panic!("expected a refusal")
+    };
+    assert!(body.contains("bad_request"), "{body}");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frame_over_the_hard_limit_closes_the_socket_with_1009() {
+    let mut limits = Limits::default();
+    limits.max_frame_bytes_hard = 128 * 1024;
+    let server = serve(builder().limits(limits)).await;
+    let id = start(&server).await.session_id;
+    let mut client = Client::connect(&server, &id, 0).await;
+    client.next().await;
+    client.send(&"x".repeat(200 * 1024)).await;
+    let closed = client.close_frame().await;
+    assert!(matches!(closed, Some((1009, _)) | None), "{closed:?}");
+    assert_eq!(sessions(&server).await.sessions.len(), 1, "the session lives on");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_session_is_a_404_on_every_route() {
+    let server = serve(builder()).await;
+    let Attempt::Refused(404, body) =
+        Client::try_connect(&server, "/v1/sessions/nope/ws", &[]).await
+    else {
+        panic!("expected a refusal")
+    };
+    assert!(body.contains(r#""code":"unknown_session""#), "{body}");
+    let response = http().delete(format!("{}v1/sessions/nope", server.url())).send().await.unwrap();
+    assert_eq!(response.status().as_u16(), 404);
+    let (status, _) = get(&server, "/v1/nothing", &[]).await;
+    assert_eq!(status, 404);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_is_required_on_the_api_from_a_header_or_a_subprotocol() {
+    let server = serve(builder().token("s3cret")).await;
+    let (status, body) = post(&server, r#"{"v":1}"#, None).await;
+    assert_eq!((status, body["code"].as_str()), (401, Some("unauthorized")));
+    assert!(!body.to_string().contains("s3cret"));
+    let (status, _) = post(&server, r#"{"v":1}"#, Some("wrong")).await;
+    assert_eq!(status, 401);
+    let (status, body) = post(&server, r#"{"v":1}"#, Some("s3cret")).await;
+    assert_eq!(status, 201);
+    let id = body["session_id"].as_str().unwrap().to_owned();
+    // The page itself needs no token: it learns from a 401 that it must ask for one.
+    assert_eq!(get(&server, "/", &[]).await.0, 200);
+    assert_eq!(get(&server, "/v1/agents", &[]).await.0, 401);
+    let path = format!("/v1/sessions/{id}/ws");
+    assert!(matches!(Client::try_connect(&server, &path, &[]).await, Attempt::Refused(401, _)));
+    let wrong = [("sec-websocket-protocol", "colloquy.v1, colloquy.bearer.nope")];
+    assert!(matches!(Client::try_connect(&server, &path, &wrong).await, Attempt::Refused(401, _)));
+    let right = [("sec-websocket-protocol", "colloquy.v1, colloquy.bearer.s3cret")];
+    let Attempt::Open(mut client) = Client::try_connect(&server, &path, &right).await else {
+        panic!("the subprotocol's token opens the socket")
+    };
+    assert!(matches!(client.next().await, Some(ServerMessage::Hello { .. })));
+    let header = [("authorization", "Bearer s3cret")];
+    assert!(matches!(Client::try_connect(&server, &path, &header).await, Attempt::Open(_)));
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_browser_from_another_origin_is_refused_unless_allowed() {
+    let server = serve(builder().allow_origin("https://app.example")).await;
+    let own = format!("http://{}", server.local_addr());
+    assert_eq!(get(&server, "/v1/agents", &[("origin", &own)]).await.0, 200);
+    assert_eq!(get(&server, "/v1/agents", &[("origin", "https://app.example")]).await.0, 200);
+    let (status, body) = get(&server, "/v1/agents", &[("origin", "http://evil.example")]).await;
+    assert_eq!(status, 403);
+    assert!(body.contains("forbidden_origin"), "{body}");
+    let id = start(&server).await.session_id;
+    let path = format!("/v1/sessions/{id}/ws");
+    let evil = [("origin", "http://evil.example")];
+    assert!(matches!(Client::try_connect(&server, &path, &evil).await, Attempt::Refused(403, _)));
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_session_over_the_limit_is_a_503_until_one_closes() {
+    let server = serve(builder().max_sessions(1)).await;
+    let first = start(&server).await;
+    let (status, body) = post(&server, r#"{"v":1}"#, None).await;
+    assert_eq!((status, body["code"].as_str()), (503, Some("too_many_sessions")));
+    let url = format!("{}v1/sessions/{}", server.url(), first.session_id);
+    let closed = http().delete(url).send().await.unwrap();
+    assert_eq!(closed.status().as_u16(), 200);
+    let closed: colloquy_protocol::SessionClosed = closed.json().await.unwrap();
+    assert_eq!(closed.session_id, first.session_id);
+    eventually("the closed session leaves", || async {
+        sessions(&server).await.sessions.is_empty()
+    })
+    .await;
+    start(&server).await;
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agents_health_and_page_answer() {
+    let server = serve(builder().agent("other", common::agent)).await;
+    let (status, body) = get(&server, "/v1/agents", &[]).await;
+    assert_eq!((status, body.as_str()), (200, r#"{"agents":["demo","other"],"default":"demo"}"#));
+    assert_eq!(get(&server, "/healthz", &[]).await.0, 200);
+    assert!(get(&server, "/assets/index.html", &[]).await.1.contains("<html"));
+    assert_eq!(get(&server, "/assets/nope.js", &[]).await.0, 404);
+    let (status, body) = post(&server, r#"{"v":1,"agent":"other"}"#, None).await;
+    assert_eq!((status, body["agent"].as_str()), (201, Some("other")));
+    let (status, body) = post(&server, r#"{"v":1,"agent":"ghost"}"#, None).await;
+    assert_eq!((status, body["code"].as_str()), (404, Some("unknown_agent")));
+    let (status, body) = post(&server, r#"{"v":2}"#, None).await;
+    assert_eq!((status, body["code"].as_str()), (400, Some("unsupported_version")));
+    let (status, body) = post(&server, "{", None).await;
+    assert_eq!((status, body["code"].as_str()), (400, Some("bad_request")));
+    let listed = sessions(&server).await.sessions;
+    assert_eq!(listed.len(), 1);
+    assert_eq!((listed[0].agent.as_str(), listed[0].clients), ("other", 0));
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_nobody_attaches_to_closes_as_client_gone() {
+    let server = serve(builder().idle_session(Duration::from_millis(300))).await;
+    let id = start(&server).await.session_id;
+    let mut client = Client::connect(&server, &id, 0).await;
+    client.next().await;
+    // Attached: the session waits however long.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(sessions(&server).await.sessions.len(), 1);
+    drop(client);
+    eventually("the session closes", || async { sessions(&server).await.sessions.is_empty() })
+        .await;
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_over_the_in_flight_bound_are_answered_busy() {
+    let server = serve(builder().max_in_flight(1)).await;
+    let id = start(&server).await.session_id;
+    let mut client = Client::connect(&server, &id, 0).await;
+    client.send(r#"{"v":1,"id":1,"type":"user_turn","text":"go"}"#).await;
+    client.until(|f| is_event(f, "tool_call_updated")).await;
+    // `wait_for_quiet` waits for the minute-long call: it holds the one place.
+    client.send(r#"{"v":1,"id":2,"type":"wait_for_quiet"}"#).await;
+    client.send(r#"{"v":1,"id":3,"type":"history"}"#).await;
+    let frames = client.until(|f| matches!(f, ServerMessage::Reply { id: Some(3), .. })).await;
+    let Some(ServerMessage::Reply { reply: Reply::Error(e), .. }) = frames.last() else {
+        panic!("{frames:#?}")
+    };
+    assert_eq!(e.kind, colloquy_protocol::ErrorKind::Busy);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stops_reading_is_closed_and_the_session_lives_on() {
+    let server = serve(builder().max_unread_frames(16).max_in_flight(10_000)).await;
+    let id = start(&server).await.session_id;
+    let mut slow = Client::connect_small(&server, &id).await;
+    // Some 1,500 speeches of 4 KiB: about 10,000 frames and 12 MB the client does not read.
+    let say = format!(r#"{{"v":1,"type":"say","text":"{}"}}"#, "word ".repeat(800));
+    for _ in 0..1500 {
+        if !slow.try_send(&say).await {
+            break; // let go already
+        }
+    }
+    eventually("the slow client is let go", || async {
+        sessions(&server).await.sessions.first().is_some_and(|s| s.clients == 0)
+    })
+    .await;
+    let mut read = Vec::new();
+    while let Some(frame) = slow.next().await {
+        read.push(frame);
+    }
+    assert!(!read.iter().any(|f| is_event(f, "session_closed")));
+    if let Some(ServerMessage::Closing { reason }) = read.last() {
+        assert_eq!(*reason, ClosingReason::SlowClient);
+    }
+    let last = seqs(&read).last().copied().unwrap_or(0);
+    let mut again = Client::connect(&server, &id, last).await;
+    // At least the frames that did not fit in its queue are still to come, from the next one.
+    let frames = again.until(|f| matches!(f, ServerMessage::Event { .. })).await;
+    assert_eq!(seqs(&frames), [last + 1]);
+    server.shutdown().await;
+}
