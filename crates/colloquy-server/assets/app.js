@@ -90,8 +90,10 @@ function attach(sessionId) {
   rows.clear();
   $('no-calls').hidden = false;
   $('tree').replaceChildren(element('p', { class: 'empty' }, 'Waiting for the session…'));
+  timeline?.tick(true);
   timeline = new Timeline($('timeline'));
   timeline.draw();
+  timeline.tick();
   connection = new Connection(sessionId, api.token, {
     onStatus: (state, detail) => {
       if (!closed) setStatus(state, `${state[0].toUpperCase()}${state.slice(1)} ${detail}`.trim());
@@ -163,6 +165,7 @@ function handleEvent(event) {
       break;
     case 'session_closed':
       closed = true;
+      timeline.tick(true);
       enableInput(false);
       $('end').disabled = true;
       setStatus('closed', `Session closed (${event.reason})`);
@@ -236,7 +239,7 @@ function callRow(callId, name, at) {
     end(final, message, when) {
       this.setStatus(final);
       actions.replaceChildren();
-      if (message) updates.append(element('li', { class: `final ${final}` }, element('span', { class: 'when' }, seconds(when)), ' ', message));
+      updates.append(element('li', { class: `final ${final}` }, element('span', { class: 'when' }, seconds(when)), ' ', message ?? final.replaceAll('_', ' ')));
     },
   };
   actions.append(row.cancelButton);

@@ -7,6 +7,8 @@ const LABEL_WIDTH = 150;
 const WIDTH = 900;
 const LANE = 22;
 const AXIS = 20;
+/** How often running lanes grow between events (ms). */
+const TICK_MS = 250;
 
 /** Lanes in order of appearance, and the marks drawn on them. */
 export class Timeline {
@@ -27,6 +29,7 @@ export class Timeline {
   add(event) {
     const at = event.at_ms;
     this.now = Math.max(this.now, at);
+    this.seen = { at: this.now, wall: performance.now() };
     switch (event.type) {
       case 'speech_created':
         this.lane(`speech:${event.speech_id}`, `${event.speech_id} ${event.source}`, 'speech', at);
@@ -53,13 +56,30 @@ export class Timeline {
       default:
         break;
     }
-    if (!this.scheduled) {
-      this.scheduled = true;
-      requestAnimationFrame(() => {
-        this.scheduled = false;
-        this.draw();
-      });
-    }
+    this.schedule();
+  }
+
+  schedule() {
+    if (this.scheduled) return;
+    this.scheduled = true;
+    requestAnimationFrame(() => {
+      this.scheduled = false;
+      this.draw();
+    });
+  }
+
+  /**
+   * While a lane runs, its bar grows with the wall clock between events (the session's clock
+   * runs at the wall clock's pace on a server); `stop` ends the ticking.
+   */
+  tick(stop = false) {
+    clearInterval(this.ticker);
+    if (stop) return;
+    this.ticker = setInterval(() => {
+      if (![...this.lanes.values()].some((lane) => lane.end === null) || !this.seen) return;
+      this.now = Math.max(this.now, this.seen.at + (performance.now() - this.seen.wall));
+      this.schedule();
+    }, TICK_MS);
   }
 
   draw() {
