@@ -1,7 +1,8 @@
-// Drives the playground page of a running `colloquy serve --provider scripted` in Debian's
-// chromium: a conversation, a background booking cancelled from the page, one let run to its
-// end, the rows and the actor tree checked, a reload replaying the same page, and screenshots
-// (light and dark) saved. Usage: node playground.mjs <page URL> <screenshot folder>.
+// Drives the playground page of a running `colloquy serve --provider scripted
+// --require-approval get_weather` in Debian's chromium: a conversation, a background booking
+// cancelled from the page, a dropped socket resumed, one booking let run to its end, the rows
+// and the actor tree checked, screenshots (light and dark) saved, a weather call approved and
+// one rejected, and a reload replaying the same page. Usage: node playground.mjs <page URL> <screenshot folder>.
 // Exits 0 when every check passes; otherwise prints the failed check and exits 1.
 
 import fs from 'node:fs';
@@ -118,15 +119,36 @@ try {
   await expectText(third.locator('.status'), 'done');
   await expectCount(log.locator('.streaming'), 0);
 
+  check('a call waiting for approval runs once approved from the page');
+  await message.fill("What's the weather in Rome?");
+  await message.press('Enter');
+  const weather = calls.getByRole('listitem', { name: /^get_weather / });
+  await expectText(weather.first().locator('.status'), 'awaiting approval');
+  const weatherId = (await weather.first().getAttribute('data-call')) ?? '';
+  await page.getByRole('button', { name: `Approve ${weatherId}` }).click();
+  await expectText(weather.first().locator('.status'), 'done');
+  await expectText(weather.first(), /Rome: day 1: sunny/);
+  await expectCount(weather.first().getByRole('button'), 0);
+
+  check('a call rejected from the page ends as rejected and never runs');
+  await message.fill('And the weather in Oslo?');
+  await message.press('Enter');
+  await expectCount(weather, 2);
+  const rejectedId = (await weather.nth(1).getAttribute('data-call')) ?? '';
+  await expectText(weather.nth(1).locator('.status'), 'awaiting approval');
+  await page.getByRole('button', { name: `Reject ${rejectedId}` }).click();
+  await expectText(weather.nth(1).locator('.status'), 'rejected');
+
   check('the timeline has a lane per speech and per tool call');
   const lanes = await page.locator('#timeline rect.bar.call').count();
-  if (lanes !== 3) throw new Error(`expected 3 tool-call lanes in the timeline, found ${lanes}`);
+  if (lanes !== 5) throw new Error(`expected 5 tool-call lanes in the timeline, found ${lanes}`);
 
   check('a reload replays the session into the same page');
   const before = await log.getByRole('listitem').allTextContents();
   await page.reload();
   await expectText(page.getByRole('status', { name: 'Connection' }), /Connected to session/);
   await expectCount(calls.getByRole('listitem', { name: /^book_flight / }), 3);
+  await expectCount(calls.getByRole('listitem', { name: /^get_weather / }), 2);
   await until(async () => (await log.getByRole('listitem').count()) >= before.length, 'the conversation is replayed');
   const after = await log.getByRole('listitem').allTextContents();
   if (!grown(before, after)) {

@@ -43,7 +43,7 @@ fn missing_prerequisites(root: &Path) -> Vec<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_playground_holds_a_conversation_and_cancels_a_call_in_chromium() {
+async fn the_playground_talks_cancels_approves_and_rejects_in_chromium() {
     let root = workspace();
     let missing = missing_prerequisites(&root);
     assert!(
@@ -54,7 +54,9 @@ async fn the_playground_holds_a_conversation_and_cancels_a_call_in_chromium() {
     );
 
     let mut serve = common::colloquy();
+    // The weather tool waits for approval: the page's approve and reject buttons are tested.
     serve.args(["serve", "--provider", "scripted", "--addr", "127.0.0.1:0"]);
+    serve.args(["--require-approval", "get_weather"]);
     let mut server = common::spawn(serve);
     let (url, mut server_out) = drain(server.stdout.take().expect("stdout is piped"));
     let mut server_err = drain(server.stderr.take().expect("stderr is piped")).1;

@@ -146,7 +146,7 @@ function handleEvent(event) {
       callRow(event.call_id, event.name, event.at_ms).awaitApproval(event.arguments);
       break;
     case 'x_tool_call_approved':
-      callRow(event.call_id)?.setStatus('running');
+      callRow(event.call_id)?.approved();
       break;
     case 'tool_call_updated':
       callRow(event.call_id)?.update(event.message, event.at_ms);
@@ -232,6 +232,10 @@ function callRow(callId, name, at) {
         button('Approve', `Approve ${callId}`, () => command('approve')),
         button('Reject', `Reject ${callId}`, () => command('reject', { reason: 'rejected in the playground' })),
         this.cancelButton);
+    },
+    approved() {
+      this.setStatus('running');
+      actions.replaceChildren(this.cancelButton);
     },
     update(message, when) {
       updates.append(element('li', {}, element('span', { class: 'when' }, seconds(when)), ' ', message));

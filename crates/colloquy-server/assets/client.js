@@ -138,10 +138,11 @@ export class Connection {
       }
       case 'error': {
         if (frame.code === 'gap' && frame.oldest_seq) this.lastSeq = frame.oldest_seq - 1;
+        // An error about a request answers it: its sender reports it, once.
         const waiter = this.pending.get(frame.id);
         this.pending.delete(frame.id);
-        waiter?.resolve({ reply: 'error', kind: frame.code, message: frame.message });
-        this.handlers.onError(frame);
+        if (waiter) waiter.resolve({ reply: 'error', kind: frame.code, message: frame.message });
+        else this.handlers.onError(frame);
         break;
       }
       case 'closing':
