@@ -2,7 +2,9 @@
 // --require-approval get_weather` in Debian's chromium: a conversation, a background booking
 // cancelled from the page, a dropped socket resumed, one booking let run to its end, the rows
 // and the actor tree checked, screenshots (light and dark) saved, a weather call approved and
-// one rejected, and a reload replaying the same page. Usage: node playground.mjs <page URL> <screenshot folder>.
+// one rejected, and a reload replaying the same page. With PLAYGROUND_TOKEN set, the server
+// requires that token: the page must ask for it first (the WebSocket carries it as a
+// subprotocol). Usage: node playground.mjs <page URL> <screenshot folder>.
 // Exits 0 when every check passes; otherwise prints the failed check and exits 1.
 
 import fs from 'node:fs';
@@ -42,7 +44,13 @@ await context.addInitScript(() => {
 const page = context.pages()[0] ?? (await context.newPage());
 const problems = [];
 page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
-page.on('console', (m) => m.type() === 'error' && problems.push(`console error: ${m.text()}`));
+/** A server's token (`--token-env`): the page must ask for it, and then work as without. */
+const token = process.env.PLAYGROUND_TOKEN ?? '';
+page.on('console', (m) => {
+  // Chromium logs the 401 that tells the page to ask for a token.
+  const expected = token && m.text().includes('status of 401');
+  if (m.type() === 'error' && !expected) problems.push(`console error: ${m.text()}`);
+});
 page.on('request', (r) => {
   const host = new URL(r.url()).hostname;
   if (!['127.0.0.1', 'localhost', '[::1]'].includes(host)) problems.push(`request off loopback: ${r.url()}`);
@@ -57,6 +65,12 @@ const check = (name) => {
 try {
   check('the page lists the agents and starts a session');
   await page.goto(url);
+  if (token) {
+    check('the page asks for the token the server requires');
+    await expectText(page.getByRole('status', { name: 'Connection' }), /needs an access token/);
+    await page.getByLabel('Access token').fill(token);
+    await page.getByRole('button', { name: 'Use token' }).click();
+  }
   await page.getByLabel('Agent').locator('option').first().waitFor({ state: 'attached' });
   await page.getByRole('button', { name: 'Start session' }).click();
   await expectText(page.getByRole('status', { name: 'Connection' }), /Connected to session/);

@@ -44,6 +44,26 @@ fn missing_prerequisites(root: &Path) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_playground_talks_cancels_approves_and_rejects_in_chromium() {
+    let screenshots = workspace().join("target/browser");
+    play(&[], None, &screenshots).await;
+    for name in ["playground-light.png", "playground-dark.png"] {
+        let shot = screenshots.join(name);
+        assert!(shot.is_file(), "no screenshot {}", shot.display());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_playground_asks_for_the_token_a_server_requires() {
+    // The page learns from a 401; its WebSocket carries the token as a subprotocol.
+    let token = "playground-test-token";
+    let screenshots = workspace().join("target/browser/token");
+    play(&["--token-env", "PLAYGROUND_TOKEN"], Some(token), &screenshots).await;
+}
+
+/// Serves the scripted agent (its weather tool waiting for approval, so the page's approve and
+/// reject buttons are tested) with `extra` flags and `token` in `PLAYGROUND_TOKEN` for both
+/// processes, and runs the browser script against it; fails with what both printed.
+async fn play(extra: &[&str], token: Option<&str>, screenshots: &Path) {
     let root = workspace();
     let missing = missing_prerequisites(&root);
     assert!(
@@ -54,9 +74,12 @@ async fn the_playground_talks_cancels_approves_and_rejects_in_chromium() {
     );
 
     let mut serve = common::colloquy();
-    // The weather tool waits for approval: the page's approve and reject buttons are tested.
     serve.args(["serve", "--provider", "scripted", "--addr", "127.0.0.1:0"]);
-    serve.args(["--require-approval", "get_weather"]);
+    serve.args(["--require-approval", "get_weather"]).args(extra);
+    serve.env_remove("PLAYGROUND_TOKEN");
+    if let Some(token) = token {
+        serve.env("PLAYGROUND_TOKEN", token);
+    }
     let mut server = common::spawn(serve);
     let (url, mut server_out) = drain(server.stdout.take().expect("stdout is piped"));
     let mut server_err = drain(server.stderr.take().expect("stderr is piped")).1;
@@ -65,19 +88,22 @@ async fn the_playground_talks_cancels_approves_and_rejects_in_chromium() {
         .unwrap_or_else(|_| panic!("colloquy serve printed no URL within {START_BOUND:?}"))
         .unwrap_or_else(|_| panic!("colloquy serve ended without printing its URL"));
 
-    let screenshots = root.join("target/browser");
     let mut script = tokio::process::Command::new("node");
     script
         .arg(root.join("tests/browser/playground.mjs"))
         .arg(&url)
-        .arg(&screenshots)
+        .arg(screenshots)
         .current_dir(root.join("tests/browser"))
+        .env_remove("PLAYGROUND_TOKEN")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         // A group of its own: on a timeout, chromium goes with it.
         .process_group(0)
         .kill_on_drop(true);
+    if let Some(token) = token {
+        script.env("PLAYGROUND_TOKEN", token);
+    }
     let child = script.spawn().expect("node starts");
     let group = Pid::from_raw(-(child.id().expect("a running child has an id") as i32));
     let out = match tokio::time::timeout(BROWSER_BOUND, child.wait_with_output()).await {
@@ -100,13 +126,6 @@ async fn the_playground_talks_cancels_approves_and_rejects_in_chromium() {
         String::from_utf8_lossy(&out.stderr),
         screenshots.display()
     );
-    for name in ["playground-light.png", "playground-dark.png"] {
-        assert!(
-            screenshots.join(name).is_file(),
-            "no screenshot {name} in {}",
-            screenshots.display()
-        );
-    }
 }
 
 /// Reads a stream of the server's to its end (a pipe left unread would block the server once

@@ -6,7 +6,9 @@ import { Api, Connection, HttpError } from './client.js';
 import { Timeline } from './timeline.js';
 
 const $ = (id) => document.getElementById(id);
-const api = new Api();
+// The token lives as long as the tab (a reload keeps it), never in the URL.
+const TOKEN_KEY = 'colloquy.token';
+const api = new Api(sessionStorage.getItem(TOKEN_KEY) ?? '');
 let connection = null;
 let timeline = null;
 let closed = false;
@@ -52,9 +54,10 @@ async function loadAgents() {
     else setStatus('idle', 'No session: pick an agent and start one.');
   } catch (e) {
     if (e instanceof HttpError && e.status === 401) {
+      sessionStorage.removeItem(TOKEN_KEY);
       $('token-form').hidden = false;
       $('token').focus();
-      setStatus('error', 'This server needs an access token.');
+      setStatus('error', api.token ? 'The server refused this access token.' : 'This server needs an access token.');
     } else {
       setStatus('error', `Cannot list agents: ${e.message}`);
     }
@@ -318,6 +321,8 @@ $('message').addEventListener('keydown', (e) => {
 $('token-form').addEventListener('submit', (e) => {
   e.preventDefault();
   api.token = $('token').value.trim();
+  $('token').value = '';
+  sessionStorage.setItem(TOKEN_KEY, api.token);
   loadAgents();
 });
 
