@@ -4,10 +4,12 @@
 //! from its replay buffer into that queue (waiting for room while it catches up with the
 //! buffer, then never: a full queue is a slow client); and this task, which reads the client's
 //! frames, runs each request in a task of its own (at most [`Limits::max_in_flight`]) and
-//! queues the answers.
+//! queues the answers, and pings the client every [`Limits::ping_interval`], dropping it once
+//! it has been silent for [`Limits::client_timeout`].
 
 use std::sync::Arc;
 
+use axum::body::Bytes;
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, close_code};
 use colloquy_protocol::{
     ClosingReason, ErrorCode, ErrorKind, PROTOCOL_VERSION, ProtocolError, Reply, Request,
@@ -18,6 +20,7 @@ use futures_util::{SinkExt, StreamExt};
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{Semaphore, mpsc, oneshot, watch};
 use tokio::task::JoinSet;
+use tokio::time::{Instant, MissedTickBehavior};
 
 use crate::limits::Limits;
 use crate::live::{Batch, Live, Registry};
@@ -44,6 +47,11 @@ pub(crate) async fn run(socket: WebSocket, live: Arc<Live>, after: u64, cx: Cont
     let mut forwarder = tokio::spawn(forward(Arc::clone(&live), after, queue.clone()));
     let in_flight = Arc::new(Semaphore::new(limits.max_in_flight));
     let mut commands = JoinSet::new();
+    // A client whose network vanished sends no close: pings find it out.
+    let every = limits.ping_interval.max(std::time::Duration::from_millis(1));
+    let mut ping = tokio::time::interval_at(Instant::now() + every, every);
+    ping.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut heard = Instant::now();
     let reason = loop {
         tokio::select! {
             biased;
@@ -76,7 +84,16 @@ pub(crate) async fn run(socket: WebSocket, live: Arc<Live>, after: u64, cx: Cont
                     break Some(ClosingReason::SlowClient);
                 }
             }
+            _ = ping.tick() => {
+                if heard.elapsed() >= limits.client_timeout {
+                    break None;
+                }
+                if queue.try_send(Message::Ping(Bytes::new())).is_err() {
+                    break Some(ClosingReason::SlowClient);
+                }
+            }
             frame = stream.next() => {
+                heard = Instant::now();
                 let text = match frame {
                     Some(Ok(Message::Text(text))) => text,
                     Some(Ok(Message::Binary(_))) => {
@@ -146,7 +163,7 @@ pub(crate) async fn run(socket: WebSocket, live: Arc<Live>, after: u64, cx: Cont
 }
 
 /// Returns once the server shuts down.
-async fn stopping(shutdown: &mut watch::Receiver<bool>) {
+pub(crate) async fn stopping(shutdown: &mut watch::Receiver<bool>) {
     // The guard `wait_for` answers is dropped here, not held across the caller's awaits.
     let _ = shutdown.wait_for(|stopping| *stopping).await;
 }

@@ -30,6 +30,13 @@ pub struct Limits {
     /// Requests one connection runs at once (32); one more is answered with a `busy` error
     /// reply.
     pub max_in_flight: usize,
+    /// How long a client may take to send a request's headers (10 s).
+    pub header_read_timeout: Duration,
+    /// How often the server pings a WebSocket client (20 s).
+    pub ping_interval: Duration,
+    /// How long a WebSocket client may stay silent (no frame, not even the answer to a ping)
+    /// before the server drops the connection as gone (60 s).
+    pub client_timeout: Duration,
     /// How long the last frames of a closing connection may take to write (2 s).
     pub close_timeout: Duration,
     /// How long a shutdown waits for the sessions to close and the connections to end (10 s).
@@ -47,6 +54,9 @@ impl Default for Limits {
             replay_events: 10_000,
             idle_session: Duration::from_secs(5 * 60),
             max_in_flight: 32,
+            header_read_timeout: Duration::from_secs(10),
+            ping_interval: Duration::from_secs(20),
+            client_timeout: Duration::from_secs(60),
             close_timeout: Duration::from_secs(2),
             shutdown_timeout: Duration::from_secs(10),
         }

@@ -304,9 +304,15 @@ impl Registry {
 pub(crate) struct Reservation(Arc<Registry>);
 
 impl Reservation {
-    /// The session started: it takes the reserved place.
-    pub(crate) fn fill(self, live: Arc<Live>) {
-        self.0.lock().live.insert(live.id.clone(), live);
+    /// The session started: it takes the reserved place, unless the server began shutting
+    /// down meanwhile (`Err`: the caller closes it, since the shutdown did not see it).
+    pub(crate) fn fill(self, live: Arc<Live>) -> Result<(), Arc<Live>> {
+        let mut sessions = self.0.lock();
+        if sessions.shutting_down {
+            return Err(live);
+        }
+        sessions.live.insert(live.id.clone(), live);
+        Ok(())
     }
 }
 

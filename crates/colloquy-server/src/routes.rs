@@ -9,8 +9,8 @@ use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
-use axum::http::StatusCode;
-use axum::http::header::{CONTENT_TYPE, WWW_AUTHENTICATE};
+use axum::http::header::{AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE};
+use axum::http::{HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get};
@@ -21,6 +21,7 @@ use colloquy_protocol::{
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tokio_util::task::TaskTracker;
+use tower_http::cors::{AllowOrigin, CorsLayer};
 
 use crate::auth::{Token, check_origin, check_token};
 use crate::backend::Backend;
@@ -55,14 +56,35 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .route("/sessions/{id}", delete(close))
         .route("/sessions/{id}/ws", get(attach))
         .layer(middleware::from_fn_with_state(Arc::clone(&shared), guard));
-    Router::new()
+    let cors = cors(&shared.allowed_origins);
+    let app = Router::new()
         .route("/", get(|| async { asset("index.html") }))
         .route("/assets/{file}", get(|Path(file): Path<String>| async move { asset(&file) }))
         .route("/healthz", get(health))
         .nest("/v1", api)
         .fallback(|| async { error(ServerError::new(ErrorCode::NotFound, "no such route")) })
         .layer(DefaultBodyLimit::max(body_limit))
-        .with_state(shared)
+        .with_state(shared);
+    match cors {
+        Some(cors) => app.layer(cors),
+        None => app,
+    }
+}
+
+/// A page of an allowed origin calls the API from another origin: its browser asks first
+/// (a preflight, answered here before the token check, since it carries none) and reads an
+/// answer only if it names the origin.
+fn cors(allowed: &[String]) -> Option<CorsLayer> {
+    let origins: Vec<HeaderValue> = allowed
+        .iter()
+        .filter_map(|origin| HeaderValue::from_str(origin.trim_end_matches('/')).ok())
+        .collect();
+    (!origins.is_empty()).then(|| {
+        CorsLayer::new()
+            .allow_origin(AllowOrigin::list(origins))
+            .allow_methods([Method::GET, Method::POST, Method::DELETE])
+            .allow_headers([AUTHORIZATION, CONTENT_TYPE])
+    })
 }
 
 /// The origin, then the token.
@@ -202,7 +224,10 @@ async fn start_session(
         started.driver,
         shared.limits.replay_events,
     ));
-    reservation.fill(Arc::clone(&live));
+    if let Err(live) = reservation.fill(Arc::clone(&live)) {
+        live.close(crate::server::SERVER_SHUTDOWN).await;
+        return Err(ServerError::new(ErrorCode::ShuttingDown, "the server is shutting down"));
+    }
     let pump =
         live::pump(live, started.events, Arc::clone(&shared.registry), shared.limits.idle_session);
     shared.tasks.spawn(pump);

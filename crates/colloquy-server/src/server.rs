@@ -5,15 +5,19 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::serve::ListenerExt;
+use axum::Router;
 use colloquy_core::Agent;
 use colloquy_llm::Llm;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
+use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::task::TaskTracker;
 
 use crate::auth::Token;
 use crate::backend::{Backend, LocalBackend};
+use crate::connection::stopping;
 use crate::limits::Limits;
 use crate::live::Registry;
 use crate::routes::{Shared, router};
@@ -166,6 +170,21 @@ impl ServerBuilder {
         self
     }
 
+    /// [`Limits::ping_interval`] (20 s) and [`Limits::client_timeout`] (60 s).
+    #[must_use]
+    pub fn pings(mut self, interval: Duration, client_timeout: Duration) -> Self {
+        self.limits.ping_interval = interval;
+        self.limits.client_timeout = client_timeout;
+        self
+    }
+
+    /// [`Limits::header_read_timeout`] (10 s).
+    #[must_use]
+    pub fn header_read_timeout(mut self, timeout: Duration) -> Self {
+        self.limits.header_read_timeout = timeout;
+        self
+    }
+
     /// [`Limits::shutdown_timeout`] (10 s).
     #[must_use]
     pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
@@ -179,9 +198,8 @@ impl ServerBuilder {
         if self.token.is_none() && !addr.ip().is_loopback() {
             return Err(BindError::TokenRequired(addr));
         }
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|source| BindError::Listen { addr, source })?;
+        let listener =
+            TcpListener::bind(addr).await.map_err(|source| BindError::Listen { addr, source })?;
         let local = listener.local_addr().map_err(|source| BindError::Listen { addr, source })?;
         let (stop, shutdown) = watch::channel(false);
         let backend = self.backend.unwrap_or_else(|| Arc::new(self.local));
@@ -195,22 +213,7 @@ impl ServerBuilder {
             tasks: TaskTracker::new(),
         });
         let app = router(Arc::clone(&shared));
-        // Frames are small and a client waits on each: without TCP_NODELAY, Nagle's algorithm
-        // and the peer's delayed acknowledgement hold a frame back some 40 ms.
-        let listener = listener.tap_io(|tcp| {
-            if let Err(e) = tcp.set_nodelay(true) {
-                tracing::debug!(error = %e, "cannot set TCP_NODELAY on a connection");
-            }
-        });
-        let mut stopped = shutdown;
-        let serve = tokio::spawn(async move {
-            let until = async move {
-                let _ = stopped.wait_for(|stopping| *stopping).await;
-            };
-            if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(until).await {
-                tracing::warn!(error = %e, "the server stopped serving");
-            }
-        });
+        let serve = tokio::spawn(accept(listener, app, shared.limits.clone(), shutdown));
         Ok(ServerHandle { addr: local, shared, stop, serve })
     }
 }
@@ -266,4 +269,70 @@ impl ServerHandle {
             serve.abort();
         }
     }
+}
+
+/// Accepts connections until the shutdown, then gives the HTTP ones the shutdown's bound to
+/// finish (the WebSocket connections are the server's tasks, which the shutdown waits for).
+async fn accept(
+    listener: TcpListener,
+    router: Router,
+    limits: Limits,
+    shutdown: watch::Receiver<bool>,
+) {
+    let mut connections = JoinSet::new();
+    let mut stop = shutdown.clone();
+    loop {
+        tokio::select! {
+            biased;
+            () = stopping(&mut stop) => break,
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    let serving = connection(stream, router.clone(), limits.header_read_timeout, shutdown.clone());
+                    connections.spawn(serving);
+                }
+                Err(e) => {
+                    // Out of file descriptors, most likely: wait a little rather than spin.
+                    tracing::warn!(error = %e, "cannot accept a connection");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            },
+        }
+    }
+    drop(listener);
+    let drained = async { while connections.join_next().await.is_some() {} };
+    let _ = tokio::time::timeout(limits.shutdown_timeout, drained).await;
+    connections.abort_all();
+    while connections.join_next().await.is_some() {}
+}
+
+/// Serves one HTTP connection (upgrades included) until it ends or the server stops.
+async fn connection(
+    stream: TcpStream,
+    router: Router,
+    header_read_timeout: Duration,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    // Frames are small and a client waits on each: without TCP_NODELAY, Nagle's algorithm and
+    // the peer's delayed acknowledgement hold a frame back some 40 ms.
+    if let Err(e) = stream.set_nodelay(true) {
+        tracing::debug!(error = %e, "cannot set TCP_NODELAY on a connection");
+    }
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new()).header_read_timeout(header_read_timeout);
+    let service = TowerToHyperService::new(router);
+    let conn = http.serve_connection(TokioIo::new(stream), service).with_upgrades();
+    tokio::pin!(conn);
+    tokio::select! {
+        biased;
+        result = conn.as_mut() => {
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "a connection ended");
+            }
+            return;
+        }
+        () = stopping(&mut shutdown) => {}
+    }
+    conn.as_mut().graceful_shutdown();
+    let _ = conn.await;
 }

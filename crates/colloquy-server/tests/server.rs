@@ -225,6 +225,30 @@ async fn a_browser_from_another_origin_is_refused_unless_allowed() {
     let (status, body) = get(&server, "/v1/agents", &[("origin", "http://evil.example")]).await;
     assert_eq!(status, 403);
     assert!(body.contains("forbidden_origin"), "{body}");
+    // A page of the allowed origin calls from its own: the browser's preflight is answered,
+    // and so is the call, naming the origin.
+    let preflight = http()
+        .request(reqwest::Method::OPTIONS, format!("{}v1/sessions", server.url()))
+        .header("origin", "https://app.example")
+        .header("access-control-request-method", "POST")
+        .header("access-control-request-headers", "authorization, content-type")
+        .send()
+        .await
+        .unwrap();
+    assert!(preflight.status().is_success(), "{}", preflight.status());
+    let allowed = |r: &reqwest::Response| {
+        r.headers().get("access-control-allow-origin").map(|v| v.to_str().unwrap().to_owned())
+    };
+    assert_eq!(allowed(&preflight).as_deref(), Some("https://app.example"));
+    let call = http()
+        .post(format!("{}v1/sessions", server.url()))
+        .header("origin", "https://app.example")
+        .body(r#"{"v":1}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(call.status().as_u16(), 201);
+    assert_eq!(allowed(&call).as_deref(), Some("https://app.example"));
     let id = start(&server).await.session_id;
     let path = format!("/v1/sessions/{id}/ws");
     let evil = [("origin", "http://evil.example")];
@@ -335,5 +359,36 @@ async fn a_client_that_stops_reading_is_closed_and_the_session_lives_on() {
     // At least the frames that did not fit in its queue are still to come, from the next one.
     let frames = again.until(|f| matches!(f, ServerMessage::Event { .. })).await;
     assert_eq!(seqs(&frames), [last + 1]);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_answers_no_ping_is_dropped_and_one_that_reads_stays() {
+    let builder = builder().pings(Duration::from_millis(50), Duration::from_millis(300));
+    let server = serve(builder).await;
+    let id = start(&server).await.session_id;
+    // A client reading its socket answers pings by itself; a silent one never reads.
+    let mut reading = Client::connect(&server, &id, 0).await;
+    let _silent = Client::connect(&server, &id, 0).await;
+    let reader = tokio::spawn(async move { while reading.next().await.is_some() {} });
+    eventually("the silent client is dropped", || async {
+        sessions(&server).await.sessions[0].clients == 1
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(sessions(&server).await.sessions[0].clients, 1, "the reading one stays");
+    server.shutdown().await;
+    reader.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_slow_to_send_its_headers_is_cut_off() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let server = serve(builder().header_read_timeout(Duration::from_millis(200))).await;
+    let mut stream = tokio::net::TcpStream::connect(server.local_addr()).await.unwrap();
+    stream.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n").await.unwrap();
+    let mut rest = Vec::new();
+    let read = tokio::time::timeout(common::WAIT, stream.read_to_end(&mut rest)).await;
+    assert!(read.is_ok(), "the server closes the connection");
     server.shutdown().await;
 }
