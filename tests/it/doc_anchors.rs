@@ -28,7 +28,7 @@ fn source_files(keep: fn(&Path) -> bool) -> Vec<PathBuf> {
         for entry in entries.flatten() {
             let path = entry.path();
             let name = entry.file_name();
-            if path.is_dir() && name != "target" && name != ".git" {
+            if path.is_dir() && name != "target" && name != ".git" && name != "node_modules" {
                 walk(&path, keep, out);
             } else if keep(&path) {
                 out.push(path);

@@ -1,0 +1,174 @@
+// The wire side of the playground: the HTTP calls and one session's WebSocket, as
+// docs/protocol.md describes them. No DOM here: app.js draws what this module reports.
+
+export const PROTOCOL_VERSION = 1;
+
+/** An HTTP answer that is not 2xx: its status and the server's `{code, message}`. */
+export class HttpError extends Error {
+  constructor(status, code, message) {
+    super(message || `HTTP ${status}`);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+/** The server's HTTP API; `token` (if any) goes in the Authorization header. */
+export class Api {
+  constructor(token = '') {
+    this.token = token;
+  }
+
+  async request(method, path, body) {
+    const headers = { Accept: 'application/json' };
+    if (this.token) headers.Authorization = `Bearer ${this.token}`;
+    if (body !== undefined) headers['Content-Type'] = 'application/json';
+    const response = await fetch(path, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await response.text();
+    let json = null;
+    try {
+      json = text ? JSON.parse(text) : null;
+    } catch {
+      // A proxy's HTML error page: the status says enough.
+    }
+    if (!response.ok) throw new HttpError(response.status, json?.code, json?.message || text);
+    return json;
+  }
+
+  agents() {
+    return this.request('GET', '/v1/agents');
+  }
+
+  startSession(agent) {
+    return this.request('POST', '/v1/sessions', { v: PROTOCOL_VERSION, agent, options: {} });
+  }
+
+  closeSession(id) {
+    return this.request('DELETE', `/v1/sessions/${encodeURIComponent(id)}`);
+  }
+}
+
+/** How long to wait before the nth reconnect (ms): 0.5 s doubling, at most 8 s. */
+const backoff = (attempt) => Math.min(500 * 2 ** attempt, 8000);
+/** Connections refused in a row (about 24 s of tries) before the page gives up on the session. */
+const MAX_REFUSED = 6;
+
+/**
+ * One session's WebSocket, reconnected with `after=<last seq>` when it drops, so no event is
+ * seen twice or missed (a `gap` error says when the server no longer had them).
+ * Callbacks: onStatus(state, detail), onHello(frame), onEvent(seq, event), onError(frame),
+ * onClosing(reason).
+ */
+export class Connection {
+  constructor(sessionId, token, handlers) {
+    this.sessionId = sessionId;
+    this.token = token;
+    this.handlers = handlers;
+    this.lastSeq = 0;
+    this.nextId = 1;
+    this.pending = new Map();
+    this.attempt = 0;
+    this.stopped = false;
+    this.open();
+  }
+
+  url() {
+    const scheme = location.protocol === 'https:' ? 'wss' : 'ws';
+    const id = encodeURIComponent(this.sessionId);
+    return `${scheme}://${location.host}/v1/sessions/${id}/ws?after=${this.lastSeq}`;
+  }
+
+  open() {
+    this.handlers.onStatus('connecting', `after seq ${this.lastSeq}`);
+    // Browsers cannot set headers on a WebSocket: the token travels as a subprotocol, and
+    // the server picks `colloquy.v1`, which must therefore be offered too.
+    const protocols = this.token ? ['colloquy.v1', `colloquy.bearer.${this.token}`] : [];
+    const ws = new WebSocket(this.url(), protocols);
+    this.ws = ws;
+    let opened = false;
+    ws.onopen = () => {
+      opened = true;
+      this.attempt = 0;
+      this.handlers.onStatus('connected', '');
+    };
+    ws.onmessage = (message) => this.receive(message.data);
+    ws.onclose = (close) => {
+      if (this.ws !== ws) return;
+      for (const { reject } of this.pending.values()) reject(new Error('connection lost'));
+      this.pending.clear();
+      // A session the server no longer has (it closed, or the server restarted) refuses the
+      // upgrade every time: after a few tries, say so rather than try forever.
+      if (!opened && this.attempt >= MAX_REFUSED) this.stopped = true;
+      if (this.stopped) {
+        this.handlers.onStatus('closed', close.reason || (opened ? 'closed' : 'the server refuses this session'));
+        return;
+      }
+      const wait = backoff(this.attempt++);
+      this.handlers.onStatus('reconnecting', `in ${(wait / 1000).toFixed(1)} s`);
+      this.timer = setTimeout(() => this.open(), wait);
+    };
+  }
+
+  receive(data) {
+    let frame;
+    try {
+      frame = JSON.parse(data);
+    } catch {
+      this.handlers.onError({ code: 'bad_frame', message: 'the server sent a frame that is not JSON' });
+      return;
+    }
+    switch (frame.type) {
+      case 'hello':
+        this.handlers.onHello(frame);
+        break;
+      case 'event':
+        // A reconnect may overlap what was already drawn: each seq is drawn once.
+        if (frame.seq <= this.lastSeq) return;
+        this.lastSeq = frame.seq;
+        this.handlers.onEvent(frame.seq, frame.event);
+        break;
+      case 'reply': {
+        const waiter = this.pending.get(frame.id);
+        this.pending.delete(frame.id);
+        waiter?.resolve(frame);
+        break;
+      }
+      case 'error': {
+        if (frame.code === 'gap' && frame.oldest_seq) this.lastSeq = frame.oldest_seq - 1;
+        // An error about a request answers it: its sender reports it, once.
+        const waiter = this.pending.get(frame.id);
+        this.pending.delete(frame.id);
+        if (waiter) waiter.resolve({ reply: 'error', kind: frame.code, message: frame.message });
+        else this.handlers.onError(frame);
+        break;
+      }
+      case 'closing':
+        // The session is over: nothing to reconnect to.
+        if (frame.reason === 'session_closed' || frame.reason === 'replaced') this.stopped = true;
+        this.handlers.onClosing(frame.reason);
+        break;
+      default:
+        break;
+    }
+  }
+
+  /** Sends a command; resolves to its reply frame (`{reply: "ok"}`, `{reply: "error", …}`). */
+  send(type, fields = {}) {
+    if (this.ws?.readyState !== WebSocket.OPEN) {
+      return Promise.resolve({ reply: 'error', kind: 'disconnected', message: 'not connected' });
+    }
+    const id = this.nextId++;
+    this.ws.send(JSON.stringify({ v: PROTOCOL_VERSION, id, type, ...fields }));
+    return new Promise((resolve, reject) => this.pending.set(id, { resolve, reject }));
+  }
+
+  /** Closes the socket for good (the session lives on unless it was closed). */
+  stop() {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    this.ws?.close(1000, 'client_left');
+  }
+}

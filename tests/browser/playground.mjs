@@ -1,0 +1,213 @@
+// Drives the playground page of a running `colloquy serve --provider scripted
+// --require-approval get_weather` in Debian's chromium: a conversation, a background booking
+// cancelled from the page, a dropped socket resumed, one booking let run to its end, the rows
+// and the actor tree checked, screenshots (light and dark) saved, a weather call approved and
+// one rejected, and a reload replaying the same page. With PLAYGROUND_TOKEN set, the server
+// requires that token: the page must ask for it first (the WebSocket carries it as a
+// subprotocol). Usage: node playground.mjs <page URL> <screenshot folder>.
+// Exits 0 when every check passes; otherwise prints the failed check and exits 1.
+
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { chromium } from 'playwright-core';
+
+const [url, outDir] = process.argv.slice(2);
+if (!url || !outDir) {
+  console.error('usage: node playground.mjs <page URL> <screenshot folder>');
+  process.exit(2);
+}
+/** The bound on every wait for the page (ms): the scripted booking takes 3 s end to end. */
+const BOUND = 15_000;
+
+const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'colloquy-chromium-'));
+const context = await chromium.launchPersistentContext(profile, {
+  executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
+  headless: true,
+  viewport: { width: 1280, height: 900 },
+  // No traffic beyond loopback: Chromium's own background calls are turned off.
+  args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+    '--disable-component-update', '--disable-sync'],
+});
+context.setDefaultTimeout(BOUND);
+// The page's sockets, so the test can drop one as a network would.
+await context.addInitScript(() => {
+  const Native = window.WebSocket;
+  window.testSockets = [];
+  window.WebSocket = class extends Native {
+    constructor(...args) {
+      super(...args);
+      window.testSockets.push(this);
+    }
+  };
+});
+const page = context.pages()[0] ?? (await context.newPage());
+const problems = [];
+page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+/** A server's token (`--token-env`): the page must ask for it, and then work as without. */
+const token = process.env.PLAYGROUND_TOKEN ?? '';
+page.on('console', (m) => {
+  // Chromium logs the 401 that tells the page to ask for a token.
+  const expected = token && m.text().includes('status of 401');
+  if (m.type() === 'error' && !expected) problems.push(`console error: ${m.text()}`);
+});
+page.on('request', (r) => {
+  const host = new URL(r.url()).hostname;
+  if (!['127.0.0.1', 'localhost', '[::1]'].includes(host)) problems.push(`request off loopback: ${r.url()}`);
+});
+
+let step = 'start';
+const check = (name) => {
+  step = name;
+  console.log(`- ${name}`);
+};
+
+try {
+  check('the page lists the agents and starts a session');
+  await page.goto(url);
+  if (token) {
+    check('the page asks for the token the server requires');
+    await expectText(page.getByRole('status', { name: 'Connection' }), /needs an access token/);
+    await page.getByLabel('Access token').fill(token);
+    await page.getByRole('button', { name: 'Use token' }).click();
+  }
+  await page.getByLabel('Agent').locator('option').first().waitFor({ state: 'attached' });
+  await page.getByRole('button', { name: 'Start session' }).click();
+  await expectText(page.getByRole('status', { name: 'Connection' }), /Connected to session/);
+
+  const log = page.getByRole('log', { name: 'Conversation' });
+  const message = page.getByLabel('Message');
+  check('a user turn is shown and the reply streams in');
+  await message.fill('Hello there');
+  await message.press('Enter');
+  await expectText(log.getByRole('listitem', { name: 'You' }).first(), 'Hello there');
+  await expectText(log.getByRole('listitem', { name: 'Agent' }).first(), /I am the scripted model/);
+
+  const calls = page.getByRole('list', { name: 'Tool calls' });
+  const tree = page.getByRole('group', { name: 'Actor tree' });
+  check('a booking runs in the background as a live row; cancel from the page ends it');
+  await message.fill('Please book a flight');
+  await message.press('Enter');
+  const first = calls.getByRole('listitem', { name: /^book_flight / });
+  await expectText(first.locator('.status'), 'running');
+  const firstId = (await first.getAttribute('data-call')) ?? '';
+  // At once: the scripted booking ends by itself after a few seconds.
+  await page.getByRole('button', { name: `Cancel ${firstId}` }).click();
+  await expectText(first.locator('.status'), 'cancelled');
+  await expectCount(first.getByRole('button'), 0);
+  await until(async () => !(await tree.textContent()).includes(`tool_call:${firstId}`), 'the tree drops the cancelled call');
+
+  check('a dropped connection comes back with after=<last seq> and draws nothing twice');
+  const drawn = await log.getByRole('listitem').allTextContents();
+  await page.evaluate(() => window.testSockets.at(-1).close());
+  await until(async () => (await page.evaluate(() => window.testSockets.length)) === 2, 'a second socket');
+  await expectText(page.getByRole('status', { name: 'Connection' }), /Connected to session/);
+  const resumed = await page.evaluate(() => window.testSockets[1].url);
+  if (!/[?&]after=[1-9]/.test(resumed)) throw new Error(`the reconnect did not resume: ${resumed}`);
+  const redrawn = await log.getByRole('listitem').allTextContents();
+  if (!grown(drawn, redrawn)) throw new Error(`the reconnect changed the conversation: ${JSON.stringify(drawn)} → ${JSON.stringify(redrawn)}`);
+
+  check('a second booking runs to its end with its updates');
+  await message.fill('Book it again, please');
+  await message.press('Enter');
+  await expectCount(calls.getByRole('listitem', { name: /^book_flight / }), 2);
+  const second = calls.getByRole('listitem', { name: /^book_flight / }).nth(1);
+  await expectText(second.getByRole('list', { name: /^Updates of / }), /Found 3 flights/);
+  await expectText(second.locator('.status'), 'done');
+  await expectText(log, /Here is what I have/);
+
+  check('a third booking is running, in the actor tree, when the screenshots are taken');
+  await message.fill('And book one more');
+  await message.press('Enter');
+  await expectCount(calls.getByRole('listitem', { name: /^book_flight / }), 3);
+  const third = calls.getByRole('listitem', { name: /^book_flight / }).nth(2);
+  await expectText(third.getByRole('list', { name: /^Updates of / }), /Searching/);
+  const thirdId = (await third.getAttribute('data-call')) ?? '';
+  await expectText(tree, `tool_call:${thirdId}`);
+  fs.mkdirSync(outDir, { recursive: true });
+  await page.emulateMedia({ colorScheme: 'light' });
+  await page.screenshot({ path: path.join(outDir, 'playground-light.png'), fullPage: true });
+  await page.emulateMedia({ colorScheme: 'dark' });
+  await page.screenshot({ path: path.join(outDir, 'playground-dark.png'), fullPage: true });
+  await page.emulateMedia({ colorScheme: 'light' });
+  await expectText(third.locator('.status'), 'done');
+  await expectCount(log.locator('.streaming'), 0);
+
+  check('a call waiting for approval runs once approved from the page');
+  await message.fill("What's the weather in Rome?");
+  await message.press('Enter');
+  const weather = calls.getByRole('listitem', { name: /^get_weather / });
+  await expectText(weather.first().locator('.status'), 'awaiting approval');
+  const weatherId = (await weather.first().getAttribute('data-call')) ?? '';
+  await page.getByRole('button', { name: `Approve ${weatherId}` }).click();
+  await expectText(weather.first().locator('.status'), 'done');
+  await expectText(weather.first(), /Rome: day 1: sunny/);
+  await expectCount(weather.first().getByRole('button'), 0);
+
+  check('a call rejected from the page ends as rejected and never runs');
+  await message.fill('And the weather in Oslo?');
+  await message.press('Enter');
+  await expectCount(weather, 2);
+  const rejectedId = (await weather.nth(1).getAttribute('data-call')) ?? '';
+  await expectText(weather.nth(1).locator('.status'), 'awaiting approval');
+  await page.getByRole('button', { name: `Reject ${rejectedId}` }).click();
+  await expectText(weather.nth(1).locator('.status'), 'rejected');
+
+  check('the timeline has a lane per speech and per tool call');
+  const lanes = await page.locator('#timeline rect.bar.call').count();
+  if (lanes !== 5) throw new Error(`expected 5 tool-call lanes in the timeline, found ${lanes}`);
+
+  check('a reload replays the session into the same page');
+  const before = await log.getByRole('listitem').allTextContents();
+  await page.reload();
+  await expectText(page.getByRole('status', { name: 'Connection' }), /Connected to session/);
+  await expectCount(calls.getByRole('listitem', { name: /^book_flight / }), 3);
+  await expectCount(calls.getByRole('listitem', { name: /^get_weather / }), 2);
+  await until(async () => (await log.getByRole('listitem').count()) >= before.length, 'the conversation is replayed');
+  const after = await log.getByRole('listitem').allTextContents();
+  if (!grown(before, after)) {
+    throw new Error(`the replayed conversation differs:\n${JSON.stringify(before)}\n${JSON.stringify(after)}`);
+  }
+  await expectText(calls.getByRole('listitem', { name: /^book_flight / }).first().locator('.status'), 'cancelled');
+
+  if (problems.length) throw new Error(problems.join('\n'));
+  console.log(`all checks passed; screenshots in ${outDir}`);
+} catch (e) {
+  console.error(`FAILED at "${step}": ${e.message}`);
+  fs.mkdirSync(outDir, { recursive: true });
+  await page.screenshot({ path: path.join(outDir, 'failure.png'), fullPage: true }).catch(() => {});
+  if (problems.length) console.error(problems.join('\n'));
+  process.exitCode = 1;
+} finally {
+  await context.close();
+  fs.rmSync(profile, { recursive: true, force: true });
+}
+
+/**
+ * Whether the conversation `after` is `before` drawn again, each bubble once, in order: replies
+ * may have gone on meanwhile, so a bubble that was streaming may have grown and more may follow.
+ */
+function grown(before, after) {
+  return before.every((text, i) => after[i]?.startsWith(text));
+}
+
+/** Waits (bounded) until the locator's text matches. */
+async function expectText(locator, want) {
+  const matches = (text) => (typeof want === 'string' ? text.includes(want) : want.test(text));
+  await until(async () => matches((await locator.textContent({ timeout: 1000 }).catch(() => '')) ?? ''),
+    `text ${want} in ${locator}`);
+}
+
+async function expectCount(locator, n) {
+  await until(async () => (await locator.count()) === n, `${n} of ${locator}`);
+}
+
+/** Polls `ready` every 50 ms until it holds or BOUND passes. */
+async function until(ready, what) {
+  const deadline = Date.now() + BOUND;
+  while (Date.now() < deadline) {
+    if (await ready()) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`timed out after ${BOUND} ms waiting for ${what}`);
+}
