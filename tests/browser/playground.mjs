@@ -153,6 +153,19 @@ try {
   await page.getByRole('button', { name: `Reject ${rejectedId}` }).click();
   await expectText(weather.nth(1).locator('.status'), 'rejected');
 
+  check('a message queued after the reply under way is answered after it, uninterrupted');
+  const said = await log.getByRole('listitem', { name: 'You' }).count();
+  await message.fill('Tell me a story');
+  await message.press('Enter');
+  await message.fill('And another one');
+  await page.getByRole('button', { name: 'Queue after reply' }).click();
+  await expectCount(log.getByRole('listitem', { name: 'You' }), said + 2);
+  await expectText(log.getByRole('listitem', { name: 'You' }).last(), 'And another one');
+  await expectCount(log.locator('.streaming'), 0);
+  const queuedReply = log.getByRole('listitem').last();
+  await expectText(queuedReply, /I am the scripted model/);
+  await expectCount(log.locator('.tag', { hasText: 'interrupted' }), 0);
+
   check('the timeline has a lane per speech and per tool call');
   const lanes = await page.locator('#timeline rect.bar.call').count();
   if (lanes !== 5) throw new Error(`expected 5 tool-call lanes in the timeline, found ${lanes}`);
