@@ -1,7 +1,8 @@
 //! The playground page in a real browser: `colloquy serve --provider scripted` on 127.0.0.1
 //! (a port the system picks) and tests/browser/playground.mjs driving Debian's chromium
-//! through playwright-core. scripts/install-browser.sh installs both (`.ci/run` runs it); the
-//! test fails, saying so, when either is missing. Screenshots land in target/browser/.
+//! through playwright-core. scripts/install-browser.sh installs both (`.ci/run` runs it, and
+//! the test runs it once if either is missing); the test fails, saying so, when they are
+//! still missing. Screenshots land in target/browser/.
 //! Real processes and sockets: the real clock, every wait bounded.
 
 mod common;
@@ -42,6 +43,22 @@ fn missing_prerequisites(root: &Path) -> Vec<String> {
     missing
 }
 
+/// What is still missing after scripts/install-browser.sh ran, if anything was (once per test
+/// process, as the NATS tests install their server).
+fn installed(root: &Path) -> Vec<String> {
+    static INSTALL: std::sync::Mutex<bool> = std::sync::Mutex::new(false);
+    let mut tried = INSTALL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !*tried && !missing_prerequisites(root).is_empty() {
+        *tried = true;
+        let script = root.join("scripts/install-browser.sh");
+        let status = std::process::Command::new("bash").arg(&script).status();
+        if !status.is_ok_and(|s| s.success()) {
+            eprintln!("{} failed", script.display());
+        }
+    }
+    missing_prerequisites(root)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_playground_talks_cancels_approves_and_rejects_in_chromium() {
     let screenshots = workspace().join("target/browser");
@@ -65,7 +82,7 @@ async fn the_playground_asks_for_the_token_a_server_requires() {
 /// processes, and runs the browser script against it; fails with what both printed.
 async fn play(extra: &[&str], token: Option<&str>, screenshots: &Path) {
     let root = workspace();
-    let missing = missing_prerequisites(&root);
+    let missing = installed(&root);
     assert!(
         missing.is_empty(),
         "the browser test cannot run: missing {}. Run scripts/install-browser.sh (it installs \
