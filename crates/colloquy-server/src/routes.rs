@@ -27,6 +27,9 @@ use crate::auth::{Token, check_origin, check_token};
 use crate::backend::Backend;
 use crate::connection::{self, Context};
 use crate::limits::Limits;
+
+/// The read buffer of each WebSocket: a frame over it is read in several pieces.
+const READ_BUFFER: usize = 4 * 1024;
 use crate::live::{self, Live, Refused, Registry};
 use crate::{SUBPROTOCOL, assets};
 
@@ -295,5 +298,8 @@ async fn attach(
         .protocols([SUBPROTOCOL])
         .max_message_size(hard)
         .max_frame_size(hard)
+        // Client frames are small: tungstenite's default 128 KiB read buffer per socket was
+        // most of an attached session's memory (docs/benchmarks.md#websocket).
+        .read_buffer_size(READ_BUFFER)
         .on_upgrade(move |socket| tasks.track_future(connection::run(socket, live, after, cx)))
 }

@@ -29,6 +29,7 @@ use colloquy_server::{Server, ServerHandle};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::json;
 use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
@@ -86,7 +87,9 @@ impl Remote {
             .map_err(|e| e.to_string())?;
         let url = format!("ws://{}/v1/sessions/{}/ws", server.local_addr(), started.session_id);
         // Nagle off on the client's side too, as the server sets it on its own.
-        let (socket, _) = tokio_tungstenite::connect_async_with_config(url, None, true)
+        // A small read buffer, as the server's, so the figure per session is not the client's.
+        let config = WebSocketConfig::default().read_buffer_size(4 * 1024);
+        let (socket, _) = tokio_tungstenite::connect_async_with_config(url, Some(config), true)
             .await
             .map_err(|e| e.to_string())?;
         Ok(Self { socket, next_id: 1 })
