@@ -30,7 +30,9 @@ mod wire;
 /// What a session's error answer says ([`ClusterError::Session`]).
 pub use colloquy_protocol::{ErrorKind, ProtocolError};
 pub use error::ClusterError;
-pub use host::{Cluster, ClusterBuilder, RemoteEvent, RemoteEvents, RemoteSession, Timeouts};
+pub use host::{
+    Cluster, ClusterBuilder, EventCursor, RemoteEvent, RemoteEvents, RemoteSession, Timeouts,
+};
 pub use names::{
     EVENTS_DUPLICATE_WINDOW, EVENTS_MAX_AGE, EVENTS_MAX_BYTES, EVENTS_MAX_READERS,
     EVENTS_PER_SESSION, EVENTS_STREAM, EVENTS_SUBJECTS, MIN_LOST_AFTER, NODE_MARKER_TTL, NODE_TTL,

@@ -136,7 +136,7 @@ async fn a_remote_user_turn_is_driven_and_its_events_read_in_order() {
     }
     let indices: Vec<u64> = seen.iter().map(|e| e.index).collect();
     assert_eq!(indices, (1..=seen.len() as u64).collect::<Vec<_>>());
-    assert!(seen.windows(2).all(|w| w[0].seq < w[1].seq));
+    assert!(seen.windows(2).all(|w| w[0].seq <= w[1].seq));
     let last = &seen.last().expect("events").event.kind;
     assert_eq!(last, &EventKind::SessionClosed { reason: "done".into() });
     let said = seen.iter().any(|e| match &e.event.kind {
@@ -173,7 +173,7 @@ async fn events_resume_after_a_server_restart_with_no_gap_and_no_duplicate() {
     let session = host.start_session("support", StartOptions::new()).await.unwrap();
     let id = session.id().to_owned();
     // One subscriber stays open through the restart; another is dropped and resumed later
-    // from the last sequence it saw, from a new connection (a host that restarted).
+    // from the cursor of the last event it saw, from a new connection (a host that restarted).
     let mut through = session.subscribe().await.unwrap();
     let mut before = session.subscribe().await.unwrap();
     session.user_turn("Where is my order?").await.unwrap();
@@ -198,7 +198,7 @@ async fn events_resume_after_a_server_restart_with_no_gap_and_no_duplicate() {
     session.wait_for_idle().await.unwrap();
     session.close().await.unwrap();
 
-    let mut resumed = session.subscribe_from(last.seq).await.unwrap();
+    let mut resumed = session.subscribe_from(last.cursor()).await.unwrap();
     let mut after = Vec::new();
     while let Some(event) = tokio::time::timeout(BOUND, resumed.recv()).await.expect("events") {
         after.push(event.expect("no gap"));
@@ -459,4 +459,36 @@ async fn a_session_whose_events_cannot_be_stored_is_given_up() {
             || matches!(&err, ClusterError::Session(e) if e.kind == ErrorKind::Closed),
         "{err:?}"
     );
+}
+
+/// A node sends the events ready at once in one message; a reader that stopped inside such a
+/// message resumes right after the event it saw, and the cursor survives as JSON.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_resumes_inside_a_message_of_several_events() {
+    let server = NatsServer::start();
+    let _n1 = node(&server, "n1", 10).await;
+    let cluster = cluster(&server).await;
+    let session = cluster.start_session("support", StartOptions::new()).await.unwrap();
+    let mut events = session.subscribe().await.unwrap();
+    for turn in ["Where is my order?", "And my refund?", "Thanks."] {
+        session.user_turn(turn).await.unwrap();
+    }
+    session.wait_for_idle().await.unwrap();
+    session.close().await.unwrap();
+    let mut seen = Vec::new();
+    while let Some(event) = tokio::time::timeout(BOUND, events.recv()).await.expect("events") {
+        seen.push(event.expect("no gap"));
+    }
+    let shared = seen.windows(2).position(|w| w[0].seq == w[1].seq);
+    let at = shared.expect("three turns' bursts share messages");
+    let cursor: colloquy_cluster::EventCursor =
+        serde_json::from_str(&serde_json::to_string(&seen[at].cursor()).unwrap()).unwrap();
+    let mut resumed = session.subscribe_from(cursor).await.unwrap();
+    let mut rest = Vec::new();
+    while let Some(event) = tokio::time::timeout(BOUND, resumed.recv()).await.expect("events") {
+        rest.push(event.expect("no gap"));
+    }
+    assert_eq!(rest, seen[at + 1..], "the rest, from the next event in the same message");
+    let messages = seen.iter().map(|e| e.seq).collect::<std::collections::BTreeSet<_>>().len();
+    eprintln!("{} events in {messages} messages", seen.len());
 }

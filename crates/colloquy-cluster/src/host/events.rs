@@ -1,7 +1,9 @@
 //! [`RemoteEvents`]: a session's events read from the events stream by an ordered consumer
-//! filtered to the session's subject, from a stream sequence on. After a reconnect, or if the
-//! consumer fails, it is made again after the last event read (the server may have lost it,
-//! and the library takes seconds to notice), so a reader never sees a gap or a duplicate.
+//! filtered to the session's subject, from a cursor on. A message holds one or more events (a
+//! node sends the events ready at once together); each carries its index in the session, by
+//! which the reader drops what it handed on already and tells a gap. After a reconnect, or if
+//! the consumer fails, it is made again after the last message read (the server may have lost
+//! it, and the library takes seconds to notice), so a reader never sees a gap or a duplicate.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -31,14 +33,39 @@ const READ_AHEAD: usize = 256;
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct RemoteEvent {
-    /// Its sequence in the events stream: the cursor to resume after
-    /// ([`RemoteSession::subscribe_from`](super::RemoteSession::subscribe_from)). It grows, with
-    /// gaps where other sessions' events sit.
+    /// The sequence in the events stream of the message that holds it (events sent together
+    /// share one). It grows, with gaps where other sessions' events sit.
     pub seq: u64,
     /// Its number in the session, 1, 2, 3… with no gap.
     pub index: u64,
     /// The event.
     pub event: SessionEvent,
+}
+
+impl RemoteEvent {
+    /// Where a reader that saw this event resumes
+    /// ([`RemoteSession::subscribe_from`](super::RemoteSession::subscribe_from)).
+    pub fn cursor(&self) -> EventCursor {
+        EventCursor { seq: self.seq, index: self.index }
+    }
+}
+
+/// A place in a session's events to resume after: the last event a reader saw, kept across a
+/// reconnect or a restart (it is plain data: store it as JSON). [`EventCursor::START`] is
+/// before the first event.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+pub struct EventCursor {
+    /// The stream sequence of the message that held the event.
+    pub seq: u64,
+    /// The event's index in the session.
+    pub index: u64,
+}
+
+impl EventCursor {
+    /// Before the session's first event.
+    pub const START: Self = Self { seq: 0, index: 0 };
 }
 
 /// A remote session's events, in order. `recv` gives `None` after `session_closed`; an
@@ -58,24 +85,26 @@ impl Drop for RemoteEvents {
 }
 
 impl RemoteEvents {
-    /// Reads session `id`'s events after stream sequence `after`.
+    /// Reads session `id`'s events after `after`: from the message that held it on, skipping
+    /// the events of that message up to it.
     pub(crate) async fn open(
         backend: &Backend,
         id: &str,
-        after: u64,
+        after: EventCursor,
     ) -> Result<Self, ClusterError> {
         let subject = names::events_subject(id);
         let mut connections = backend.connections.clone();
         connections.borrow_and_update();
         let stream = &backend.events;
-        let messages = consumer(stream, &subject, after).await?;
+        let last_seq = after.seq.saturating_sub(1);
+        let messages = consumer(stream, &subject, last_seq).await?;
         let (tx, rx) = mpsc::channel(READ_AHEAD);
         let reader = Reader {
             stream: stream.clone(),
             subject,
             session: id.to_owned(),
-            last_seq: after,
-            next_index: (after == 0).then_some(1),
+            last_seq,
+            next_index: after.index + 1,
             connections,
             tx,
         };
@@ -99,6 +128,21 @@ impl futures_core::Stream for RemoteEvents {
 
 type Messages = pull::Ordered;
 
+/// The frames of one message: a JSON array of them, or one alone (as nodes before batching
+/// sent them).
+fn frames(payload: &[u8]) -> Result<Vec<EventFrame>, colloquy_protocol::ProtocolError> {
+    if payload.first() == Some(&b'[') {
+        serde_json::from_slice(payload).map_err(|e| {
+            colloquy_protocol::ProtocolError::new(
+                colloquy_protocol::ErrorKind::BadReply,
+                format!("unreadable events: {e}"),
+            )
+        })
+    } else {
+        EventFrame::decode(payload).map(|frame| vec![frame])
+    }
+}
+
 async fn consumer(stream: &JsStream, subject: &str, after: u64) -> Result<Messages, ClusterError> {
     let deliver_policy = match after {
         0 => DeliverPolicy::All,
@@ -120,10 +164,10 @@ struct Reader {
     stream: JsStream,
     subject: String,
     session: String,
-    /// The stream sequence of the last event handed on.
+    /// The stream sequence of the last message read.
     last_seq: u64,
-    /// The index the next event should have, once known.
-    next_index: Option<u64>,
+    /// The index the next event should have: lower ones were handed on.
+    next_index: u64,
     connections: watch::Receiver<u64>,
     tx: mpsc::Sender<Result<RemoteEvent, ClusterError>>,
 }
@@ -150,10 +194,12 @@ impl Reader {
                         continue;
                     }
                     self.last_seq = seq;
-                    match EventFrame::decode(&message.payload) {
-                        Ok(frame) => {
-                            if !self.hand_on(seq, frame).await {
-                                return;
+                    match frames(&message.payload) {
+                        Ok(frames) => {
+                            for frame in frames {
+                                if !self.hand_on(seq, frame).await {
+                                    return;
+                                }
                             }
                         }
                         Err(e) => {
@@ -178,22 +224,23 @@ impl Reader {
         }
     }
 
-    /// Hands one event on (after a gap error if indices were skipped); false once the reader
-    /// is gone or the session has closed.
+    /// Hands one event on (after a gap error if indices were skipped; not at all if it was
+    /// handed on already); false once the reader is gone or the session has closed.
     async fn hand_on(&mut self, seq: u64, frame: EventFrame) -> bool {
-        if let Some(expected) = self.next_index
-            && frame.index > expected
-        {
+        if frame.index < self.next_index {
+            return true;
+        }
+        if frame.index > self.next_index {
             let lost = ClusterError::EventsLost {
                 session: self.session.clone(),
-                first: expected,
+                first: self.next_index,
                 last: frame.index - 1,
             };
             if self.tx.send(Err(lost)).await.is_err() {
                 return false;
             }
         }
-        self.next_index = Some(frame.index + 1);
+        self.next_index = frame.index + 1;
         let closed = matches!(frame.event.kind, EventKind::SessionClosed { .. });
         let event = RemoteEvent { seq, index: frame.index, event: frame.event };
         self.tx.send(Ok(event)).await.is_ok() && !closed

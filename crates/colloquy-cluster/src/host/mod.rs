@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use futures_util::TryStreamExt;
 
-pub use events::{RemoteEvent, RemoteEvents};
+pub use events::{EventCursor, RemoteEvent, RemoteEvents};
 pub use remote::RemoteSession;
 pub use shared::Timeouts;
 

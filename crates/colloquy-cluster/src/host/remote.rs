@@ -11,7 +11,7 @@ use colloquy_llm::ToolChoice;
 use colloquy_protocol::{Command, ErrorKind, ProtocolError, Reply, Request};
 use tokio::time::Instant;
 
-use super::events::RemoteEvents;
+use super::events::{EventCursor, RemoteEvents};
 use super::loss::Tracked;
 use super::shared::{ClusterInner, NoAnswer};
 use crate::error::ClusterError;
@@ -195,16 +195,16 @@ impl RemoteSession {
         }
     }
 
-    /// The session's events from its first, in order, each with its stream sequence; the
+    /// The session's events from its first, in order, each with its index and cursor; the
     /// stream ends after `session_closed`. Lossless: it reads the stream the node stores them in.
     pub async fn subscribe(&self) -> Result<RemoteEvents, ClusterError> {
-        self.subscribe_from(0).await
+        self.subscribe_from(EventCursor::START).await
     }
 
-    /// The session's events after the one with stream sequence `seq` (the last a subscriber
-    /// saw, kept across a reconnect or a restart): no gap, no duplicate.
-    pub async fn subscribe_from(&self, seq: u64) -> Result<RemoteEvents, ClusterError> {
-        RemoteEvents::open(&self.inner.backend, self.id(), seq).await
+    /// The session's events after the one `after` points at (the cursor of the last event a
+    /// subscriber saw, kept across a reconnect or a restart): no gap, no duplicate.
+    pub async fn subscribe_from(&self, after: EventCursor) -> Result<RemoteEvents, ClusterError> {
+        RemoteEvents::open(&self.inner.backend, self.id(), after).await
     }
 
     async fn unit(&self, command: Command) -> Result<(), ClusterError> {

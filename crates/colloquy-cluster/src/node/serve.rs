@@ -1,8 +1,8 @@
 //! Serving one session of the node: its commands (NATS requests on its command subject, each
 //! run by the protocol's `execute` in a task of its own, so a long `wait_for_idle` holds no
 //! other command back; at most `max_in_flight` at once, the rest answered `busy`) and its
-//! events (each published to the events stream, in order, numbered from 1, retried until
-//! stored for at most `event_timeout`). The session leaves the node once its last event is
+//! events (published to the events stream in order, numbered from 1, the events ready at once
+//! in one message, retried until stored for at most `event_timeout`). The session leaves the node once its last event is
 //! stored or given up.
 //!
 //! Nothing over the server's `max_payload` is sent: such an event travels as an `error` event
@@ -24,6 +24,9 @@ use crate::error::ClusterError;
 use crate::names;
 use crate::nats::{HEADROOM, payload_limit};
 use crate::wire::SessionRecord;
+
+/// The most events one message carries.
+const MAX_BATCH: usize = 64;
 
 /// The longest pause between two attempts to publish an event while NATS is away.
 const MAX_RETRY_DELAY: Duration = Duration::from_secs(1);
@@ -141,32 +144,49 @@ struct Publisher {
 }
 
 impl Publisher {
-    /// Publishes every event of the session, then forgets the session. An event that cannot
-    /// be stored within the node's `event_timeout` closes the session ([`EVENTS_UNSTORED`])
-    /// and the rest are dropped, counted in a log line.
+    /// Publishes every event of the session, then forgets the session. The events ready when a
+    /// message leaves travel in it together (a burst is one message and one acknowledgement;
+    /// a lone event leaves at once). A message that cannot be stored within the node's
+    /// `event_timeout` closes the session ([`EVENTS_UNSTORED`]) and the rest are dropped,
+    /// counted in a log line.
     async fn run(self, mut events: EventStream, ended: oneshot::Sender<()>) {
         let subject = names::events_subject(&self.id);
         let max_payload = payload_limit(&self.shared.backend.client);
         let timeout = self.shared.config.event_timeout;
         let (mut index, mut dropped, mut closed) = (0, 0_u64, false);
-        while let Some(event) = events.recv().await {
-            index += 1;
-            closed = matches!(event.kind, EventKind::SessionClosed { .. });
+        while let Some(first) = events.recv().await {
+            let mut ready = vec![first];
+            while ready.len() < MAX_BATCH
+                && let Some(event) = events.try_recv()
+            {
+                ready.push(event);
+            }
+            closed = ready.iter().any(|e| matches!(e.kind, EventKind::SessionClosed { .. }));
             if dropped > 0 {
-                dropped += 1;
+                dropped += ready.len() as u64;
                 continue;
             }
-            let body =
-                self.fit(EventFrame { session_id: self.id.clone(), index, event }, max_payload);
-            let id = format!("{}:{index}", self.id);
-            let store = publish(&self.shared.backend.js, &subject, &id, body);
-            if tokio::time::timeout(timeout, store).await.is_err() {
-                tracing::error!(
-                    session = %self.id, index, ?timeout,
-                    "an event could not be stored: closing the session, dropping its other events"
-                );
-                dropped = 1;
-                self.close(EVENTS_UNSTORED);
+            let frames: Vec<Vec<u8>> = ready
+                .into_iter()
+                .map(|event| {
+                    index += 1;
+                    let frame = EventFrame { session_id: self.id.clone(), index, event };
+                    self.fit(frame, max_payload)
+                })
+                .collect();
+            let first_index = index + 1 - frames.len() as u64;
+            for (at, body) in batches(&frames, max_payload) {
+                let id = format!("{}:{}", self.id, first_index + at as u64);
+                let store = publish(&self.shared.backend.js, &subject, &id, body);
+                if tokio::time::timeout(timeout, store).await.is_err() {
+                    tracing::error!(
+                        session = %self.id, index = first_index + at as u64, ?timeout,
+                        "events could not be stored: closing the session, dropping its others"
+                    );
+                    dropped = (frames.len() - at) as u64;
+                    self.close(EVENTS_UNSTORED);
+                    break;
+                }
             }
         }
         if dropped > 0 {
@@ -187,7 +207,7 @@ impl Publisher {
     /// The frame's bytes, or those of an `error` event in its place if it is over `max`.
     fn fit(&self, frame: EventFrame, max: usize) -> Vec<u8> {
         let body = frame.encode();
-        if body.len() <= max {
+        if body.len() + 2 <= max {
             return body;
         }
         let message = format!(
@@ -207,6 +227,30 @@ impl Publisher {
         let session = self.session.clone();
         tokio::spawn(async move { session.close_with_reason(reason).await });
     }
+}
+
+/// The encoded frames as messages, each a JSON array of consecutive frames under `max` bytes
+/// (every frame fits alone: [`Publisher::fit`]), with the position of its first frame.
+fn batches(frames: &[Vec<u8>], max: usize) -> Vec<(usize, Vec<u8>)> {
+    let mut out: Vec<(usize, Vec<u8>)> = Vec::new();
+    for (at, frame) in frames.iter().enumerate() {
+        match out.last_mut() {
+            Some((_, body)) if body.len() + 1 + frame.len() <= max => {
+                body.pop();
+                body.push(b',');
+                body.extend_from_slice(frame);
+                body.push(b']');
+            }
+            _ => {
+                let mut body = Vec::with_capacity(frame.len() + 2);
+                body.push(b'[');
+                body.extend_from_slice(frame);
+                body.push(b']');
+                out.push((at, body));
+            }
+        }
+    }
+    out
 }
 
 /// Publishes one event and waits until the stream has stored it, retrying while NATS is away
@@ -229,5 +273,28 @@ async fn publish(js: &jetstream::Context, subject: &str, id: &str, body: Vec<u8>
                 delay = (delay * 2).min(MAX_RETRY_DELAY);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::batches;
+
+    #[test]
+    fn frames_are_grouped_in_order_into_json_arrays_under_the_limit() {
+        let frames: Vec<Vec<u8>> = ["{\"a\":1}", "{\"b\":22}", "{\"c\":333}"]
+            .iter()
+            .map(|f| f.as_bytes().to_vec())
+            .collect();
+        let all = batches(&frames, 1024);
+        assert_eq!(all.len(), 1);
+        let parsed: serde_json::Value = serde_json::from_slice(&all[0].1).expect("JSON");
+        assert_eq!(parsed, serde_json::json!([{"a": 1}, {"b": 22}, {"c": 333}]));
+        // `[{"a":1},{"b":22}]` is 18 bytes: the third starts a message of its own.
+        let split = batches(&frames, 18);
+        let starts: Vec<usize> = split.iter().map(|(at, _)| *at).collect();
+        assert_eq!(starts, [0, 2]);
+        assert!(split.iter().all(|(_, body)| body.len() <= 18));
+        assert_eq!(batches(&frames, 9).len(), 3, "each alone when no two fit");
     }
 }

@@ -33,8 +33,8 @@ pub(crate) fn node_builder(url: &str, name: &str) -> colloquy_cluster::NodeBuild
     colloquy_cluster::Node::builder().nats(url).name(name).agent("support", support).llm(llm())
 }
 
-/// Every message stored on session `id`'s events subject, as JSON, read past any reader's
-/// end (a reader stops at `session_closed` or `x_node_lost`).
+/// Every frame and marker stored on session `id`'s events subject, as JSON, read past any
+/// reader's end (a reader stops at `session_closed` or `x_node_lost`).
 pub(crate) async fn raw_events(url: &str, id: &str) -> Vec<serde_json::Value> {
     use async_nats::jetstream::consumer::{DeliverPolicy, pull};
     use futures_util::StreamExt;
@@ -54,7 +54,11 @@ pub(crate) async fn raw_events(url: &str, id: &str) -> Vec<serde_json::Value> {
     loop {
         let next = tokio::time::timeout(Duration::from_secs(1), messages.next()).await;
         let Ok(Some(Ok(message))) = next else { break };
-        all.push(serde_json::from_slice(&message.payload).expect("JSON"));
+        // A message is an array of the frames a node sent together, or a marker.
+        match serde_json::from_slice(&message.payload).expect("JSON") {
+            serde_json::Value::Array(frames) => all.extend(frames),
+            other => all.push(other),
+        }
         if message.info().expect("info").pending == 0 {
             break;
         }
