@@ -128,6 +128,9 @@ pub enum ErrorCode {
     Unauthorized,
     /// The request's `Origin` is not allowed (HTTP 403).
     ForbiddenOrigin,
+    /// The request names a host the server does not answer to without a token: only a
+    /// loopback address, `localhost` or an allowed origin's host (HTTP 403).
+    ForbiddenHost,
     /// The session could not start.
     StartFailed,
     /// The server is shutting down and takes nothing new.

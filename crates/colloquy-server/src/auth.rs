@@ -1,8 +1,11 @@
-//! Who may use the API: a bearer token when the server has one, and a browser's `Origin`
-//! (docs/protocol.md#auth). The token is compared in constant time and never written anywhere
-//! (logs, errors, `Debug`).
+//! Who may use the API: a bearer token when the server has one, the `Host` a request names
+//! when it has none, and a browser's `Origin` (docs/protocol.md#auth). The token is compared in
+//! constant time and never written anywhere (logs, errors, `Debug`).
+
+use std::net::{IpAddr, SocketAddr};
 
 use axum::http::header::{AUTHORIZATION, HOST, ORIGIN, SEC_WEBSOCKET_PROTOCOL};
+use axum::http::uri::Authority;
 use axum::http::{HeaderMap, Uri};
 use colloquy_protocol::{ErrorCode, ServerError};
 use subtle::ConstantTimeEq;
@@ -63,6 +66,56 @@ pub(crate) fn check_token(token: Option<&Token>, headers: &HeaderMap) -> Result<
     }
 }
 
+/// Without a token, checks that the request names the server by a loopback address,
+/// `localhost`, the address it is bound to, or the host of an allowed origin (any port). A
+/// page whose name an attacker re-points at 127.0.0.1 (DNS rebinding) is same-origin with
+/// itself, so the `Origin` check passes it; its `Host` is still the attacker's name.
+pub(crate) fn check_host(
+    bound: SocketAddr,
+    allowed_hosts: &[String],
+    headers: &HeaderMap,
+    uri: &Uri,
+) -> Result<(), ServerError> {
+    let named = headers.get(HOST).map(|host| host.to_str().ok());
+    let authority = match named {
+        Some(host) => host.and_then(|host| host.parse::<Authority>().ok()),
+        // HTTP/1.0 may leave the header out; the request line may still carry it.
+        None => uri.authority().cloned(),
+    };
+    let host = authority.as_ref().map(|authority| {
+        let host = authority.host();
+        host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host)
+    });
+    let allowed = host.is_some_and(|host| {
+        let host = host.trim_end_matches('.');
+        match host.parse::<IpAddr>() {
+            Ok(ip) => ip.to_canonical().is_loopback() || ip == bound.ip(),
+            Err(_) => {
+                host.eq_ignore_ascii_case("localhost")
+                    || allowed_hosts.iter().any(|allowed| allowed.eq_ignore_ascii_case(host))
+            }
+        }
+    });
+    match allowed {
+        true => Ok(()),
+        false => {
+            let shown = match (named, &authority) {
+                (_, Some(authority)) => format!("`{authority}`"),
+                (Some(_), None) => "an unreadable host".to_owned(),
+                (None, None) => "no host".to_owned(),
+            };
+            Err(ServerError::new(
+                ErrorCode::ForbiddenHost,
+                format!(
+                    "the request names {shown}: a server without a token answers only to a \
+                     loopback address or `localhost` (serve --allow-origin adds an origin's \
+                     host; --token-env sets a token)"
+                ),
+            ))
+        }
+    }
+}
+
 /// Checks a browser's `Origin`: absent (not a browser), the server's own (same host and port
 /// as the `Host` it was asked under), or one of `allowed`.
 pub(crate) fn check_origin(allowed: &[String], headers: &HeaderMap) -> Result<(), ServerError> {
@@ -115,6 +168,35 @@ mod tests {
         }
         assert!(check_token(t, &HeaderMap::new()).is_err());
         assert_eq!(format!("{token:?}"), "Token(…)");
+    }
+
+    #[test]
+    fn without_a_token_answers_only_to_loopback_names_and_allowed_hosts() {
+        let bound: SocketAddr = "127.0.0.1:8080".parse().unwrap();
+        let allowed = vec!["app.example".to_owned()];
+        let check = |host: &str| {
+            check_host(bound, &allowed, &headers(&[(HOST, host)]), &Uri::from_static("/"))
+        };
+        for good in [
+            "127.0.0.1:8080",
+            "127.0.0.2",
+            "localhost:9",
+            "LocalHost",
+            "localhost.:8080",
+            "[::1]:8080",
+            "[::ffff:127.0.0.1]:80",
+            "app.example:8080",
+            "APP.example",
+        ] {
+            assert!(check(good).is_ok(), "{good}");
+        }
+        for bad in ["evil.example:8080", "192.168.1.2:8080", "localhost.evil.example", "", "a b"] {
+            assert_eq!(check(bad).unwrap_err().code, ErrorCode::ForbiddenHost, "{bad}");
+        }
+        let none = check_host(bound, &allowed, &HeaderMap::new(), &Uri::from_static("/"));
+        assert_eq!(none.unwrap_err().code, ErrorCode::ForbiddenHost);
+        let absolute = Uri::from_static("http://localhost:8080/v1/agents");
+        assert!(check_host(bound, &allowed, &HeaderMap::new(), &absolute).is_ok());
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! sessions, and the WebSocket upgrade. Every `/v1/` route checks the origin and the token
 //! first; every error is a [`ServerError`] body with its status.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
@@ -23,7 +24,7 @@ use tokio::sync::watch;
 use tokio_util::task::TaskTracker;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
-use crate::auth::{Token, check_origin, check_token};
+use crate::auth::{Token, check_host, check_origin, check_token};
 use crate::backend::Backend;
 use crate::connection::{self, Context};
 use crate::limits::Limits;
@@ -40,6 +41,8 @@ pub(crate) struct Shared {
     pub(crate) limits: Limits,
     pub(crate) token: Option<Token>,
     pub(crate) allowed_origins: Vec<String>,
+    /// The address the server listens on.
+    pub(crate) addr: SocketAddr,
     pub(crate) shutdown: watch::Receiver<bool>,
     /// Every session's task and every connection's.
     pub(crate) tasks: TaskTracker,
@@ -87,10 +90,23 @@ fn cors(allowed: &[String]) -> Option<CorsLayer> {
     })
 }
 
-/// The origin, then the token.
+/// Without a token the host, then the origin, then the token.
 async fn guard(State(shared): AppState, request: Request, next: Next) -> Response {
     let headers = request.headers();
-    if let Err(e) = check_origin(&shared.allowed_origins, headers)
+    let host = match &shared.token {
+        Some(_) => Ok(()),
+        None => {
+            let hosts: Vec<String> = shared
+                .allowed_origins
+                .iter()
+                .filter_map(|origin| origin.parse::<axum::http::Uri>().ok())
+                .filter_map(|uri| uri.host().map(str::to_owned))
+                .collect();
+            check_host(shared.addr, &hosts, headers, request.uri())
+        }
+    };
+    if let Err(e) = host
+        .and_then(|()| check_origin(&shared.allowed_origins, headers))
         .and_then(|()| check_token(shared.token.as_ref(), headers))
     {
         return error(e);
@@ -118,7 +134,7 @@ fn error(e: ServerError) -> Response {
             StatusCode::SERVICE_UNAVAILABLE
         }
         ErrorCode::Unauthorized => StatusCode::UNAUTHORIZED,
-        ErrorCode::ForbiddenOrigin => StatusCode::FORBIDDEN,
+        ErrorCode::ForbiddenOrigin | ErrorCode::ForbiddenHost => StatusCode::FORBIDDEN,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     };
     let mut response = json(status, &e.frame());

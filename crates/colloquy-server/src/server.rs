@@ -209,6 +209,7 @@ impl ServerBuilder {
             limits: self.limits,
             token: self.token,
             allowed_origins: self.allowed_origins,
+            addr: local,
             shutdown: shutdown.clone(),
             tasks: TaskTracker::new(),
         });

@@ -257,6 +257,37 @@ async fn a_browser_from_another_origin_is_refused_unless_allowed() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_token_a_rebound_host_name_is_refused() {
+    let server = serve(builder().allow_origin("https://app.example")).await;
+    let port = server.local_addr().port();
+    let rebound = format!("evil.example:{port}");
+    // A page of evil.example whose name now points at 127.0.0.1 is same-origin with itself.
+    let page = format!("http://{rebound}");
+    let (status, body) = get(&server, "/v1/agents", &[("host", &rebound), ("origin", &page)]).await;
+    assert_eq!(status, 403);
+    assert!(body.contains(r#""code":"forbidden_host""#), "{body}");
+    assert_eq!(get(&server, "/v1/agents", &[("host", &rebound)]).await.0, 403);
+    for good in [format!("localhost:{port}"), format!("[::1]:{port}"), "app.example".to_owned()] {
+        assert_eq!(get(&server, "/v1/agents", &[("host", &good)]).await.0, 200, "{good}");
+    }
+    let id = start(&server).await.session_id;
+    let path = format!("/v1/sessions/{id}/ws");
+    let host = [("host", rebound.as_str())];
+    assert!(matches!(Client::try_connect(&server, &path, &host).await, Attempt::Refused(403, _)));
+    // The page holds no secret: it is served whatever the name.
+    assert_eq!(get(&server, "/", &[("host", &rebound)]).await.0, 200);
+    server.shutdown().await;
+    // With a token the name does not matter: the page's visitor does not hold the token.
+    let server = serve(builder().token("s3cret")).await;
+    let rebound = format!("evil.example:{}", server.local_addr().port());
+    let (status, _) = get(&server, "/v1/agents", &[("host", &rebound)]).await;
+    assert_eq!(status, 401);
+    let authorized = [("host", rebound.as_str()), ("authorization", "Bearer s3cret")];
+    assert_eq!(get(&server, "/v1/agents", &authorized).await.0, 200);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_session_over_the_limit_is_a_503_until_one_closes() {
     let server = serve(builder().max_sessions(1)).await;
     let first = start(&server).await;
