@@ -103,7 +103,8 @@ pub struct ServeArgs {
     /// Events each session keeps for clients that reconnect.
     #[arg(long, value_name = "N", default_value_t = 10_000)]
     pub replay_events: usize,
-    /// Frames a connection may leave unread before it is closed as too slow.
+    /// Events queued for a connection's socket; past them it waits, until the events it has
+    /// yet to read leave the replay buffer (then it is closed as too slow).
     #[arg(long, value_name = "N", default_value_t = 1024)]
     pub max_unread_frames: usize,
     /// How long a session lives with no client attached (`5m`, `30s`).

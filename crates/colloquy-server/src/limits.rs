@@ -18,9 +18,15 @@ pub struct Limits {
     pub max_body_bytes: usize,
     /// Live sessions at most (100); one more is refused with `503 too_many_sessions`.
     pub max_sessions: usize,
-    /// Frames queued for one connection and not yet taken by its socket (1,024): one more
-    /// closes the connection with `slow_client`; the session is unharmed.
+    /// Events queued for one connection and not yet taken by its socket (1,024). A full
+    /// queue is waited on, for as long as the events the client has yet to read are still in
+    /// the session's replay buffer; once they leave it the connection closes with
+    /// `slow_client`. The session is unharmed either way.
     pub max_unread_frames: usize,
+    /// How long a reply, an error frame or a ping may wait for room among the frames queued
+    /// for a connection (5 s), which keeps room for them apart from its events; then the
+    /// connection closes with `slow_client`.
+    pub slow_client_grace: Duration,
     /// Events each session keeps for clients that reconnect (10,000); asking for an older one
     /// gets a `gap` error frame.
     pub replay_events: usize,
@@ -51,6 +57,7 @@ impl Default for Limits {
             max_body_bytes: 1024 * 1024,
             max_sessions: 100,
             max_unread_frames: 1024,
+            slow_client_grace: Duration::from_secs(5),
             replay_events: 10_000,
             idle_session: Duration::from_secs(5 * 60),
             max_in_flight: 32,

@@ -75,6 +75,11 @@ impl Live {
         self.replay().last_seq
     }
 
+    /// The sequence number of the oldest event held (`last_seq + 1` when none is).
+    pub(crate) fn oldest(&self) -> u64 {
+        self.replay().oldest()
+    }
+
     /// The oldest sequence number a client attaching after `after` gets first, if events
     /// after `after` are gone.
     pub(crate) fn gap_after(&self, after: u64) -> Option<u64> {

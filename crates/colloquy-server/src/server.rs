@@ -149,6 +149,13 @@ impl ServerBuilder {
         self
     }
 
+    /// [`Limits::slow_client_grace`] (5 s).
+    #[must_use]
+    pub fn slow_client_grace(mut self, grace: Duration) -> Self {
+        self.limits.slow_client_grace = grace;
+        self
+    }
+
     /// [`Limits::replay_events`] (10,000).
     #[must_use]
     pub fn replay_events(mut self, events: usize) -> Self {
