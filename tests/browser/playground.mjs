@@ -68,6 +68,12 @@ try {
   if (token) {
     check('the page asks for the token the server requires');
     await expectText(page.getByRole('status', { name: 'Connection' }), /needs an access token/);
+    check('a token a WebSocket cannot carry is refused, and never shown');
+    const unsendable = `${token} and, more`;
+    await page.getByLabel('Access token').fill(unsendable);
+    await page.getByRole('button', { name: 'Use token' }).click();
+    await expectText(page.getByRole('status', { name: 'Connection' }), /only letters, digits/);
+    if ((await page.locator('body').innerText()).includes(unsendable)) throw new Error('the page shows the token');
     await page.getByLabel('Access token').fill(token);
     await page.getByRole('button', { name: 'Use token' }).click();
   }

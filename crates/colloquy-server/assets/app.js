@@ -2,7 +2,7 @@
 // calls, its actor tree and its timeline as the events arrive. Everything it draws comes from
 // the session's events (replayed from the start on a reload), so two tabs show the same thing.
 
-import { Api, Connection, HttpError } from './client.js';
+import { Api, Connection, HttpError, TOKEN_PATTERN } from './client.js';
 import { Timeline } from './timeline.js';
 
 const $ = (id) => document.getElementById(id);
@@ -320,7 +320,13 @@ $('message').addEventListener('keydown', (e) => {
 });
 $('token-form').addEventListener('submit', (e) => {
   e.preventDefault();
-  api.token = $('token').value.trim();
+  const token = $('token').value.trim();
+  if (!TOKEN_PATTERN.test(token)) {
+    // Never echoed: the status line is on screen.
+    setStatus('error', 'An access token holds only letters, digits and -._~');
+    return;
+  }
+  api.token = token;
   $('token').value = '';
   sessionStorage.setItem(TOKEN_KEY, api.token);
   loadAgents();

@@ -3,6 +3,16 @@
 
 export const PROTOCOL_VERSION = 1;
 
+/** What a token may be made of: it travels as a WebSocket subprotocol (docs/protocol.md#auth). */
+export const TOKEN_PATTERN = /^[A-Za-z0-9\-._~]+$/;
+
+/** A browser's error message with every copy of `token` blotted out (Chrome quotes a refused
+ * subprotocol, and so the token, in its message). */
+export function withoutToken(message, token) {
+  const text = String(message ?? '');
+  return token ? text.replaceAll(token, '…') : text;
+}
+
 /** An HTTP answer that is not 2xx: its status and the server's `{code, message}`. */
 export class HttpError extends Error {
   constructor(status, code, message) {
@@ -22,11 +32,16 @@ export class Api {
     const headers = { Accept: 'application/json' };
     if (this.token) headers.Authorization = `Bearer ${this.token}`;
     if (body !== undefined) headers['Content-Type'] = 'application/json';
-    const response = await fetch(path, {
-      method,
-      headers,
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
+    let response;
+    try {
+      response = await fetch(path, {
+        method,
+        headers,
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    } catch (e) {
+      throw new Error(withoutToken(e.message, this.token));
+    }
     const text = await response.text();
     let json = null;
     try {
@@ -86,7 +101,18 @@ export class Connection {
     // Browsers cannot set headers on a WebSocket: the token travels as a subprotocol, and
     // the server picks `colloquy.v1`, which must therefore be offered too.
     const protocols = this.token ? ['colloquy.v1', `colloquy.bearer.${this.token}`] : [];
-    const ws = new WebSocket(this.url(), protocols);
+    let ws;
+    try {
+      ws = new WebSocket(this.url(), protocols);
+    } catch (e) {
+      // A token the browser cannot send as a subprotocol: retrying would fail the same way.
+      this.stopped = true;
+      const detail = TOKEN_PATTERN.test(this.token || 'x')
+        ? withoutToken(e.message, this.token)
+        : 'the access token may hold only letters, digits and -._~';
+      this.handlers.onStatus('closed', `cannot connect: ${detail}`);
+      return;
+    }
     this.ws = ws;
     let opened = false;
     ws.onopen = () => {

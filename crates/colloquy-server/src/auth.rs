@@ -27,6 +27,13 @@ impl Token {
         Self(token)
     }
 
+    /// Whether a browser can send it: not empty, and only the characters a WebSocket
+    /// subprotocol may carry that need no quoting anywhere (`[A-Za-z0-9-._~]`).
+    pub(crate) fn is_valid(&self) -> bool {
+        !self.0.is_empty()
+            && self.0.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._~".contains(&b))
+    }
+
     /// Whether `offered` is the token. Only the lengths can be told apart by timing, which
     /// says nothing useful about a random token.
     fn matches(&self, offered: &str) -> bool {
@@ -168,6 +175,11 @@ mod tests {
         }
         assert!(check_token(t, &HeaderMap::new()).is_err());
         assert_eq!(format!("{token:?}"), "Token(…)");
+        assert!(token.is_valid());
+        assert!(Token::new("A-z_0.9~".into()).is_valid());
+        for bad in ["", "with space", "comma,", "é", "a/b", "a+b="] {
+            assert!(!Token::new(bad.into()).is_valid(), "{bad}");
+        }
     }
 
     #[test]

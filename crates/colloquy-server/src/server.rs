@@ -67,6 +67,14 @@ pub enum BindError {
          ServerBuilder::token, or `colloquy serve --token-env VAR`)"
     )]
     TokenRequired(SocketAddr),
+    /// The token is empty or has a character other than letters, digits and `-._~` (a browser
+    /// sends it as a WebSocket subprotocol, which cannot carry others). The message does not
+    /// show the token.
+    #[error(
+        "the bearer token must be non-empty and made of letters, digits and `-._~` only (a \
+         browser sends it as a WebSocket subprotocol)"
+    )]
+    InvalidToken,
     /// The address could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Listen {
@@ -105,8 +113,9 @@ impl ServerBuilder {
     }
 
     /// Requires `Authorization: Bearer <token>` (or the subprotocol `colloquy.bearer.<token>`)
-    /// on every `/v1/` route. Required to listen on anything but a loopback address. A token
-    /// a browser sends as a subprotocol must be made of letters, digits and `-._~`.
+    /// on every `/v1/` route. Required to listen on anything but a loopback address. It must
+    /// be non-empty and made of letters, digits and `-._~` (a browser sends it as a WebSocket
+    /// subprotocol): [`bind`](Self::bind) refuses another with [`BindError::InvalidToken`].
     #[must_use]
     pub fn token(mut self, token: impl Into<String>) -> Self {
         self.token = Some(Token::new(token.into()));
@@ -202,6 +211,9 @@ impl ServerBuilder {
     /// Listens on `addr` (port 0 picks a free one) and serves until
     /// [`ServerHandle::shutdown`].
     pub async fn bind(self, addr: SocketAddr) -> Result<ServerHandle, BindError> {
+        if self.token.as_ref().is_some_and(|token| !token.is_valid()) {
+            return Err(BindError::InvalidToken);
+        }
         if self.token.is_none() && !addr.ip().is_loopback() {
             return Err(BindError::TokenRequired(addr));
         }

@@ -222,6 +222,20 @@ async fn a_token_is_required_on_the_api_from_a_header_or_a_subprotocol() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_a_browser_cannot_send_is_refused_at_bind() {
+    for bad in ["", "two words", "a,b", "naïve"] {
+        for addr in ["127.0.0.1:0", "0.0.0.0:0"] {
+            let bound = builder().token(bad).bind(addr.parse().unwrap()).await;
+            let Err(e) = bound else { panic!("{bad:?} on {addr} was taken") };
+            assert!(matches!(e, colloquy_server::BindError::InvalidToken), "{e}");
+            assert!(bad.is_empty() || !e.to_string().contains(bad), "{e}");
+        }
+    }
+    let server = serve(builder().token("A-z_0.9~")).await;
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_browser_from_another_origin_is_refused_unless_allowed() {
     let server = serve(builder().allow_origin("https://app.example")).await;
     let own = format!("http://{}", server.local_addr());
