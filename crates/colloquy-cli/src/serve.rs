@@ -81,7 +81,9 @@ pub async fn run(args: &ServeArgs, out: Box<dyn Write + Send>) -> Result<(), Com
         builder = builder.token(token);
     }
     let server = builder.bind(args.addr).await.map_err(|e| match e {
-        BindError::TokenRequired(_) => CommandError::Usage(e.to_string()),
+        BindError::TokenRequired(_) | BindError::InvalidOrigin { .. } => {
+            CommandError::Usage(e.to_string())
+        }
         BindError::InvalidToken => {
             let name = args.token_env.as_deref().unwrap_or_default();
             CommandError::Usage(format!("--token-env {name}: {e}"))

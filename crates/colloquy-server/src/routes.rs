@@ -24,7 +24,7 @@ use tokio::sync::watch;
 use tokio_util::task::TaskTracker;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
-use crate::auth::{Token, check_host, check_origin, check_token};
+use crate::auth::{Origin, Token, check_host, check_origin, check_token, is_allowed};
 use crate::backend::Backend;
 use crate::connection::{self, Context};
 use crate::limits::Limits;
@@ -40,7 +40,7 @@ pub(crate) struct Shared {
     pub(crate) registry: Arc<Registry>,
     pub(crate) limits: Limits,
     pub(crate) token: Option<Token>,
-    pub(crate) allowed_origins: Vec<String>,
+    pub(crate) allowed_origins: Arc<[Origin]>,
     /// The address the server listens on.
     pub(crate) addr: SocketAddr,
     pub(crate) shutdown: watch::Receiver<bool>,
@@ -59,7 +59,7 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .route("/sessions/{id}", delete(close))
         .route("/sessions/{id}/ws", get(attach))
         .layer(middleware::from_fn_with_state(Arc::clone(&shared), guard));
-    let cors = cors(&shared.allowed_origins);
+    let cors = cors(Arc::clone(&shared.allowed_origins));
     let app = Router::new()
         .route("/", get(|| async { asset("index.html") }))
         .route("/assets/{file}", get(|Path(file): Path<String>| async move { asset(&file) }))
@@ -77,14 +77,12 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
 /// A page of an allowed origin calls the API from another origin: its browser asks first
 /// (a preflight, answered here before the token check, since it carries none) and reads an
 /// answer only if it names the origin.
-fn cors(allowed: &[String]) -> Option<CorsLayer> {
-    let origins: Vec<HeaderValue> = allowed
-        .iter()
-        .filter_map(|origin| HeaderValue::from_str(origin.trim_end_matches('/')).ok())
-        .collect();
-    (!origins.is_empty()).then(|| {
+fn cors(allowed: Arc<[Origin]>) -> Option<CorsLayer> {
+    (!allowed.is_empty()).then(|| {
         CorsLayer::new()
-            .allow_origin(AllowOrigin::list(origins))
+            .allow_origin(AllowOrigin::predicate(move |origin: &HeaderValue, _| {
+                is_allowed(&allowed, origin.as_bytes())
+            }))
             .allow_methods([Method::GET, Method::POST, Method::DELETE])
             .allow_headers([AUTHORIZATION, CONTENT_TYPE])
     })
@@ -96,11 +94,10 @@ async fn guard(State(shared): AppState, request: Request, next: Next) -> Respons
     let host = match &shared.token {
         Some(_) => Ok(()),
         None => {
-            let hosts: Vec<String> = shared
+            let hosts: Vec<&str> = shared
                 .allowed_origins
                 .iter()
-                .filter_map(|origin| origin.parse::<axum::http::Uri>().ok())
-                .filter_map(|uri| uri.host().map(str::to_owned))
+                .map(|origin| origin.host().trim_start_matches('[').trim_end_matches(']'))
                 .collect();
             check_host(shared.addr, &hosts, headers, request.uri())
         }

@@ -15,7 +15,7 @@ use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::task::TaskTracker;
 
-use crate::auth::Token;
+use crate::auth::{Origin, Token};
 use crate::backend::{Backend, LocalBackend};
 use crate::connection::stopping;
 use crate::limits::Limits;
@@ -75,6 +75,14 @@ pub enum BindError {
          browser sends it as a WebSocket subprotocol)"
     )]
     InvalidToken,
+    /// An allowed origin that is not `scheme://host[:port]` (`*` included: name each origin).
+    #[error("--allow-origin `{origin}`: {reason}")]
+    InvalidOrigin {
+        /// The origin as given.
+        origin: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
     /// The address could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Listen {
@@ -123,7 +131,9 @@ impl ServerBuilder {
     }
 
     /// Also accepts requests whose `Origin` is `origin` (`https://app.example.com`), besides
-    /// the server's own and requests without one.
+    /// the server's own and requests without one. Read as `scheme://host[:port]` (case and a
+    /// default port do not matter); [`bind`](Self::bind) refuses `*` or anything else with
+    /// [`BindError::InvalidOrigin`].
     #[must_use]
     pub fn allow_origin(mut self, origin: impl Into<String>) -> Self {
         self.allowed_origins.push(origin.into());
@@ -214,6 +224,14 @@ impl ServerBuilder {
         if self.token.as_ref().is_some_and(|token| !token.is_valid()) {
             return Err(BindError::InvalidToken);
         }
+        let allowed_origins = self
+            .allowed_origins
+            .iter()
+            .map(|origin| {
+                Origin::parse(origin)
+                    .map_err(|reason| BindError::InvalidOrigin { origin: origin.clone(), reason })
+            })
+            .collect::<Result<Arc<[Origin]>, _>>()?;
         if self.token.is_none() && !addr.ip().is_loopback() {
             return Err(BindError::TokenRequired(addr));
         }
@@ -227,7 +245,7 @@ impl ServerBuilder {
             registry: Arc::new(Registry::default()),
             limits: self.limits,
             token: self.token,
-            allowed_origins: self.allowed_origins,
+            allowed_origins,
             addr: local,
             shutdown: shutdown.clone(),
             tasks: TaskTracker::new(),

@@ -307,6 +307,32 @@ async fn without_a_token_a_rebound_host_name_is_refused() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allowed_origins_are_read_once_and_a_wildcard_is_refused() {
+    for bad in ["*", "app.example", "https://app.example/path", "null"] {
+        let bound = builder().allow_origin(bad).bind("127.0.0.1:0".parse().unwrap()).await;
+        let Err(e) = bound else { panic!("{bad} was taken") };
+        assert!(matches!(e, colloquy_server::BindError::InvalidOrigin { .. }), "{e}");
+        assert!(e.to_string().contains(bad), "{e}");
+    }
+    // Case and a default port do not matter, for the origin check and CORS alike.
+    let server = serve(builder().allow_origin("HTTPS://App.Example:443/")).await;
+    for origin in ["https://app.example", "https://APP.example:443"] {
+        let preflight = http()
+            .request(reqwest::Method::OPTIONS, format!("{}v1/sessions", server.url()))
+            .header("origin", origin)
+            .header("access-control-request-method", "POST")
+            .send()
+            .await
+            .unwrap();
+        let named = preflight.headers().get("access-control-allow-origin");
+        assert_eq!(named.and_then(|v| v.to_str().ok()), Some(origin), "{origin}");
+        assert_eq!(get(&server, "/v1/agents", &[("origin", origin)]).await.0, 200, "{origin}");
+    }
+    assert_eq!(get(&server, "/v1/agents", &[("origin", "https://app.example:8443")]).await.0, 403);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_session_over_the_limit_is_a_503_until_one_closes() {
     let server = serve(builder().max_sessions(1)).await;
     let first = start(&server).await;
