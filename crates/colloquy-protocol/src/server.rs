@@ -28,8 +28,9 @@ pub enum ServerMessage {
         /// first).
         last_seq: u64,
     },
-    /// One event of the session: sequence numbers start at 1 and have no holes, so a client
-    /// that remembers the last it saw resumes with `?after=` that number.
+    /// One event of the session: sequence numbers start at 1 and skip only behind a `gap`
+    /// error frame (events lost on the way), so a client that remembers the last it saw
+    /// resumes with `?after=` that number.
     Event {
         /// 1, 2, 3… per session.
         seq: u64,

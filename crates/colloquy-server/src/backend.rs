@@ -38,9 +38,23 @@ pub struct StartedSession {
     pub node: Option<String>,
     /// How to run requests on it.
     pub driver: Arc<dyn SessionDriver>,
-    /// Every event of the session from its first, in order, lossless (the agent's text
-    /// included); it ends after `session_closed`.
-    pub events: BoxStream<'static, SessionEvent>,
+    /// Every event of the session from its first, in order (the agent's text included), and
+    /// where some were lost on the way, how many; it ends after `session_closed`.
+    pub events: BoxStream<'static, StreamItem>,
+}
+
+/// One item of a session's event stream, as a backend hands it to the server.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum StreamItem {
+    /// The session's next event.
+    Event(SessionEvent),
+    /// The next `count` events were lost on the way (a cluster stream's retention dropped
+    /// them): their numbers are skipped, and clients get a `gap` error frame for them.
+    Lost {
+        /// How many.
+        count: u64,
+    },
 }
 
 impl std::fmt::Debug for StartedSession {
@@ -155,7 +169,7 @@ impl Backend for LocalBackend {
                 agent,
                 node: None,
                 driver: Arc::new(session),
-                events: events.boxed(),
+                events: events.map(StreamItem::Event).boxed(),
             })
         }
         .boxed()

@@ -38,7 +38,7 @@ mod live;
 mod routes;
 mod server;
 
-pub use backend::{Backend, LocalBackend, SessionDriver, StartedSession};
+pub use backend::{Backend, LocalBackend, SessionDriver, StartedSession, StreamItem};
 #[cfg(feature = "cluster")]
 pub use cluster::ClusterBackend;
 pub use limits::Limits;

@@ -9,13 +9,13 @@ use std::time::Duration;
 
 use axum::extract::ws::Utf8Bytes;
 use colloquy_core::{EventKind, SessionEvent};
-use colloquy_protocol::{Command, Request, ServerMessage, SessionInfo};
+use colloquy_protocol::{Command, ErrorCode, Request, ServerError, ServerMessage, SessionInfo};
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::backend::SessionDriver;
+use crate::backend::{SessionDriver, StreamItem};
 
 /// The reason a session closes with when no client has been attached for
 /// [`Limits::idle_session`](crate::Limits::idle_session).
@@ -120,10 +120,32 @@ impl Live {
             let seq = replay.last_seq + 1;
             replay.closed = matches!(event.kind, EventKind::SessionClosed { .. });
             let text = ServerMessage::Event { seq, event }.encode();
-            replay.push(seq, Utf8Bytes::from(text));
+            replay.push(seq, seq, Utf8Bytes::from(text));
             seq
         };
         self.tick.send_replace(seq);
+    }
+
+    /// Skips the numbers of `count` events lost on the way; readers get a `gap` for them.
+    fn lost(&self, count: u64) {
+        let last = {
+            let mut replay = self.replay();
+            let first = replay.last_seq + 1;
+            let last = replay.last_seq.saturating_add(count.max(1));
+            replay.closed = false;
+            let mut gap = ServerError::new(
+                ErrorCode::Gap,
+                format!(
+                    "events {first} to {last} were lost on the way to this server; the stream \
+                     goes on from {}",
+                    last + 1
+                ),
+            );
+            gap.oldest_seq = Some(last + 1);
+            replay.push(first, last, Utf8Bytes::from(gap.frame().encode()));
+            last
+        };
+        self.tick.send_replace(last);
     }
 
     fn end(&self) {
@@ -147,9 +169,10 @@ impl Drop for Attached {
     }
 }
 
-/// The newest events of a session, encoded.
+/// The newest events of a session, encoded, with a `gap` frame in place of events lost on the
+/// way (their numbers skipped).
 struct Replay {
-    frames: VecDeque<(u64, Utf8Bytes)>,
+    entries: VecDeque<Entry>,
     capacity: usize,
     last_seq: u64,
     ended: bool,
@@ -157,10 +180,17 @@ struct Replay {
     closed: bool,
 }
 
+/// One event's frame (`first == last`), or the `gap` frame of the events `first..=last`.
+struct Entry {
+    first: u64,
+    last: u64,
+    text: Utf8Bytes,
+}
+
 impl Replay {
     fn new(capacity: usize) -> Self {
         Self {
-            frames: VecDeque::new(),
+            entries: VecDeque::new(),
             capacity: capacity.max(1),
             last_seq: 0,
             ended: false,
@@ -168,30 +198,29 @@ impl Replay {
         }
     }
 
-    fn push(&mut self, seq: u64, text: Utf8Bytes) {
-        if self.frames.len() == self.capacity {
-            self.frames.pop_front();
+    fn push(&mut self, first: u64, last: u64, text: Utf8Bytes) {
+        if self.entries.len() == self.capacity {
+            self.entries.pop_front();
         }
-        self.frames.push_back((seq, text));
-        self.last_seq = seq;
+        self.entries.push_back(Entry { first, last, text });
+        self.last_seq = last;
     }
 
     fn oldest(&self) -> u64 {
-        self.frames.front().map_or(self.last_seq + 1, |(seq, _)| *seq)
+        self.entries.front().map_or(self.last_seq + 1, |entry| entry.first)
     }
 
+    /// Up to `max` frames after `cursor`, each with the number a reader's cursor moves to.
     fn after(&self, cursor: u64, max: usize) -> Batch {
-        let oldest = self.oldest();
-        if cursor + 1 < oldest {
+        if cursor + 1 < self.oldest() {
             return Batch::Evicted;
         }
         if cursor >= self.last_seq {
             return if self.ended { Batch::Ended(self.closed) } else { Batch::Wait };
         }
-        // Sequence numbers are contiguous in the buffer: the cursor's successor is at a known
-        // place.
-        let start = usize::try_from(cursor + 1 - oldest).unwrap_or(usize::MAX);
-        Batch::Frames(self.frames.iter().skip(start).take(max).cloned().collect())
+        let start = self.entries.partition_point(|entry| entry.last <= cursor);
+        let frames = self.entries.range(start..).take(max);
+        Batch::Frames(frames.map(|entry| (entry.last, entry.text.clone())).collect())
     }
 }
 
@@ -200,7 +229,7 @@ impl Replay {
 /// at the end.
 pub(crate) async fn pump(
     live: Arc<Live>,
-    mut events: BoxStream<'static, SessionEvent>,
+    mut events: BoxStream<'static, StreamItem>,
     registry: Arc<Registry>,
     idle: Duration,
 ) {
@@ -211,8 +240,9 @@ pub(crate) async fn pump(
         let deadline = alone_since.filter(|_| !closing).map(|since| since + idle);
         tokio::select! {
             biased;
-            event = events.next() => match event {
-                Some(event) => live.push(event),
+            item = events.next() => match item {
+                Some(StreamItem::Event(event)) => live.push(event),
+                Some(StreamItem::Lost { count }) => live.lost(count),
                 None => break,
             },
             changed = clients.changed() => {
@@ -348,7 +378,7 @@ mod tests {
         let mut replay = Replay::new(3);
         assert!(matches!(replay.after(0, 10), Batch::Wait));
         for seq in 1..=5 {
-            replay.push(seq, text(seq));
+            replay.push(seq, seq, text(seq));
         }
         assert_eq!(replay.oldest(), 3);
         assert!(matches!(replay.after(1, 10), Batch::Evicted));
@@ -357,5 +387,17 @@ mod tests {
         assert!(matches!(replay.after(5, 10), Batch::Wait));
         replay.ended = true;
         assert!(matches!(replay.after(5, 10), Batch::Ended(false)));
+    }
+
+    #[test]
+    fn lost_events_are_one_entry_that_moves_a_cursor_past_them() {
+        let mut replay = Replay::new(10);
+        replay.push(1, 1, text(1));
+        replay.push(2, 4, text(4));
+        replay.push(5, 5, text(5));
+        assert_eq!(seqs(replay.after(0, 10)), [1, 4, 5]);
+        // A cursor inside the lost range still gets the gap.
+        assert_eq!(seqs(replay.after(2, 10)), [4, 5]);
+        assert_eq!(seqs(replay.after(4, 10)), [5]);
     }
 }

@@ -3,13 +3,16 @@
 
 mod common;
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use colloquy_protocol::{ClosingReason, ErrorCode, Reply, ServerMessage};
-use colloquy_server::Limits;
+use colloquy_protocol::{AgentList, ClosingReason, ErrorCode, Reply, ServerMessage};
+use colloquy_server::{Backend, Limits, SessionDriver, StartedSession, StreamItem};
 use common::{
     Attempt, Client, builder, eventually, get, http, is_event, post, seqs, serve, sessions, start,
 };
+use futures_util::future::BoxFuture;
+use futures_util::{FutureExt, StreamExt};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_user_turn_over_the_websocket_streams_its_events_and_is_answered() {
@@ -515,5 +518,77 @@ async fn a_client_slow_to_send_its_headers_is_cut_off() {
     let mut rest = Vec::new();
     let read = tokio::time::timeout(common::WAIT, stream.read_to_end(&mut rest)).await;
     assert!(read.is_ok(), "the server closes the connection");
+    server.shutdown().await;
+}
+
+/// A backend whose one session's events are fed by the test.
+struct Fed {
+    events: std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<StreamItem>>>,
+}
+
+/// A session that answers every request with `ok`.
+struct Quiet;
+
+impl SessionDriver for Quiet {
+    fn execute(&self, _: colloquy_protocol::Request) -> BoxFuture<'static, Reply> {
+        std::future::ready(Reply::Ok).boxed()
+    }
+}
+
+impl Backend for Fed {
+    fn agents(&self) -> BoxFuture<'static, Result<AgentList, colloquy_protocol::ServerError>> {
+        let list = AgentList { agents: vec!["fed".into()], default: Some("fed".into()) };
+        std::future::ready(Ok(list)).boxed()
+    }
+
+    fn start(
+        &self,
+        agent: String,
+        _: colloquy_protocol::StartOptions,
+    ) -> BoxFuture<'static, Result<StartedSession, colloquy_protocol::ServerError>> {
+        let events = self.events.lock().unwrap().take().expect("one session");
+        let events = futures_util::stream::unfold(events, |mut events| async move {
+            events.recv().await.map(|item| (item, events))
+        });
+        let started = StartedSession {
+            session_id: "fed-1".into(),
+            agent,
+            node: Some("n1".into()),
+            driver: Arc::new(Quiet),
+            events: events.boxed(),
+        };
+        std::future::ready(Ok(started)).boxed()
+    }
+}
+
+fn listening() -> StreamItem {
+    StreamItem::Event(
+        serde_json::from_str(r#"{"at_ms":0,"type":"agent_state","state":"listening"}"#).unwrap(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_lost_on_the_way_skip_their_numbers_and_are_a_gap() {
+    let (feed, events) = tokio::sync::mpsc::unbounded_channel();
+    let backend = Fed { events: std::sync::Mutex::new(Some(events)) };
+    let server = serve(colloquy_server::Server::builder().backend(backend)).await;
+    let id = start(&server).await.session_id;
+    for item in [listening(), StreamItem::Lost { count: 3 }, listening()] {
+        feed.send(item).unwrap();
+    }
+    eventually("the events are in", || async { sessions(&server).await.sessions[0].last_seq == 5 })
+        .await;
+    for after in [0, 2] {
+        let mut client = Client::connect(&server, &id, after).await;
+        let frames = client.until(|f| matches!(f, ServerMessage::Event { seq: 5, .. })).await;
+        let gap = frames.iter().find_map(|f| match f {
+            ServerMessage::Error(e) if e.code == ErrorCode::Gap => e.oldest_seq,
+            _ => None,
+        });
+        assert_eq!(gap, Some(5), "{frames:#?}");
+        let expected: &[u64] = if after == 0 { &[1, 5] } else { &[5] };
+        assert_eq!(seqs(&frames), expected);
+    }
+    drop(feed);
     server.shutdown().await;
 }
