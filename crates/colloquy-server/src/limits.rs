@@ -30,6 +30,10 @@ pub struct Limits {
     /// Events each session keeps for clients that reconnect (10,000); asking for an older one
     /// gets a `gap` error frame.
     pub replay_events: usize,
+    /// The most bytes of encoded events each session keeps (32 MiB), evicting the oldest as
+    /// [`replay_events`](Self::replay_events) does; the newest is kept whatever its size. A
+    /// few tool results of megabytes would otherwise let 10,000 events hold gigabytes.
+    pub replay_bytes: usize,
     /// How long a session lives with no client attached (5 minutes); then it closes with
     /// reason `client_gone`.
     pub idle_session: Duration,
@@ -59,6 +63,7 @@ impl Default for Limits {
             max_unread_frames: 1024,
             slow_client_grace: Duration::from_secs(5),
             replay_events: 10_000,
+            replay_bytes: 32 * 1024 * 1024,
             idle_session: Duration::from_secs(5 * 60),
             max_in_flight: 32,
             header_read_timeout: Duration::from_secs(10),

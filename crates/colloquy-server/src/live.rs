@@ -1,5 +1,6 @@
 //! The server's live sessions: each one's replay buffer (its events numbered from 1, the
-//! newest [`Limits::replay_events`](crate::Limits::replay_events) kept, each encoded once as
+//! newest [`Limits::replay_events`](crate::Limits::replay_events) kept, within
+//! [`Limits::replay_bytes`](crate::Limits::replay_bytes), each encoded once as
 //! the frame every client gets), the task that fills it from the session's event stream and
 //! closes a session nobody has attached to for a while, and the registry by id.
 
@@ -54,13 +55,14 @@ impl Live {
         node: Option<String>,
         driver: Arc<dyn SessionDriver>,
         capacity: usize,
+        budget: usize,
     ) -> Self {
         Self {
             id,
             agent,
             node,
             driver,
-            replay: Mutex::new(Replay::new(capacity)),
+            replay: Mutex::new(Replay::new(capacity, budget)),
             tick: watch::channel(0).0,
             clients: watch::channel(0).0,
         }
@@ -174,6 +176,9 @@ impl Drop for Attached {
 struct Replay {
     entries: VecDeque<Entry>,
     capacity: usize,
+    /// The most bytes of frames held; the newest frame is held whatever its size.
+    budget: usize,
+    bytes: usize,
     last_seq: u64,
     ended: bool,
     /// Its last event so far is `session_closed`.
@@ -188,10 +193,12 @@ struct Entry {
 }
 
 impl Replay {
-    fn new(capacity: usize) -> Self {
+    fn new(capacity: usize, budget: usize) -> Self {
         Self {
             entries: VecDeque::new(),
             capacity: capacity.max(1),
+            budget,
+            bytes: 0,
             last_seq: 0,
             ended: false,
             closed: false,
@@ -199,9 +206,12 @@ impl Replay {
     }
 
     fn push(&mut self, first: u64, last: u64, text: Utf8Bytes) {
-        if self.entries.len() == self.capacity {
-            self.entries.pop_front();
+        let size = text.len();
+        while self.entries.len() >= self.capacity || self.bytes + size > self.budget {
+            let Some(evicted) = self.entries.pop_front() else { break };
+            self.bytes -= evicted.text.len();
         }
+        self.bytes += size;
         self.entries.push_back(Entry { first, last, text });
         self.last_seq = last;
     }
@@ -375,7 +385,7 @@ mod tests {
 
     #[test]
     fn keeps_the_newest_and_tells_an_evicted_cursor_where_it_resumes() {
-        let mut replay = Replay::new(3);
+        let mut replay = Replay::new(3, usize::MAX);
         assert!(matches!(replay.after(0, 10), Batch::Wait));
         for seq in 1..=5 {
             replay.push(seq, seq, text(seq));
@@ -391,7 +401,7 @@ mod tests {
 
     #[test]
     fn lost_events_are_one_entry_that_moves_a_cursor_past_them() {
-        let mut replay = Replay::new(10);
+        let mut replay = Replay::new(10, usize::MAX);
         replay.push(1, 1, text(1));
         replay.push(2, 4, text(4));
         replay.push(5, 5, text(5));
@@ -399,5 +409,19 @@ mod tests {
         // A cursor inside the lost range still gets the gap.
         assert_eq!(seqs(replay.after(2, 10)), [4, 5]);
         assert_eq!(seqs(replay.after(4, 10)), [5]);
+    }
+
+    #[test]
+    fn keeps_the_newest_within_the_byte_budget() {
+        let mut replay = Replay::new(100, 10);
+        for seq in 1..=4 {
+            replay.push(seq, seq, Utf8Bytes::from("abcd"));
+        }
+        assert_eq!((replay.oldest(), replay.bytes), (3, 8));
+        // A frame over the whole budget is still held, alone.
+        replay.push(5, 5, Utf8Bytes::from("x".repeat(50)));
+        assert_eq!((replay.oldest(), replay.bytes), (5, 50));
+        replay.push(6, 6, Utf8Bytes::from("abcd"));
+        assert_eq!(seqs(replay.after(5, 10)), [6]);
     }
 }

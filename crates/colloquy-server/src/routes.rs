@@ -236,6 +236,7 @@ async fn start_session(
         started.node.clone(),
         started.driver,
         shared.limits.replay_events,
+        shared.limits.replay_bytes,
     ));
     if let Err(live) = reservation.fill(Arc::clone(&live)) {
         live.close(crate::server::SERVER_SHUTDOWN).await;

@@ -182,6 +182,13 @@ impl ServerBuilder {
         self
     }
 
+    /// [`Limits::replay_bytes`] (32 MiB).
+    #[must_use]
+    pub fn replay_bytes(mut self, bytes: usize) -> Self {
+        self.limits.replay_bytes = bytes;
+        self
+    }
+
     /// [`Limits::idle_session`] (5 minutes).
     #[must_use]
     pub fn idle_session(mut self, idle: Duration) -> Self {

@@ -592,3 +592,29 @@ async fn events_lost_on_the_way_skip_their_numbers_and_are_a_gap() {
     drop(feed);
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_replay_buffer_keeps_the_newest_events_within_its_bytes() {
+    let (feed, events) = tokio::sync::mpsc::unbounded_channel();
+    let backend = Fed { events: std::sync::Mutex::new(Some(events)) };
+    // Two frames of `listening` fit; three do not.
+    let frame =
+        r#"{"type":"event","seq":1,"event":{"at_ms":0,"type":"agent_state","state":"listening"}}"#;
+    let builder = colloquy_server::Server::builder().backend(backend).replay_bytes(frame.len() * 2);
+    let server = serve(builder).await;
+    let id = start(&server).await.session_id;
+    for _ in 0..3 {
+        feed.send(listening()).unwrap();
+    }
+    eventually("the events are in", || async { sessions(&server).await.sessions[0].last_seq == 3 })
+        .await;
+    let mut client = Client::connect(&server, &id, 0).await;
+    let frames = client.until(|f| matches!(f, ServerMessage::Event { seq: 3, .. })).await;
+    assert!(
+        matches!(&frames[1], ServerMessage::Error(e) if e.oldest_seq == Some(2)),
+        "{frames:#?}"
+    );
+    assert_eq!(seqs(&frames), [2, 3]);
+    drop(feed);
+    server.shutdown().await;
+}
