@@ -125,6 +125,8 @@ pub enum ErrorCode {
     UnknownSession,
     /// The server holds its maximum of sessions (HTTP 503).
     TooManySessions,
+    /// The session has its maximum of clients attached (HTTP 503).
+    TooManyClients,
     /// A token is required and was missing or wrong (HTTP 401).
     Unauthorized,
     /// The request's `Origin` is not allowed (HTTP 403).

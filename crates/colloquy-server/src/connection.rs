@@ -26,7 +26,8 @@ use tokio::task::JoinSet;
 use tokio::time::{Duration, Instant, MissedTickBehavior};
 
 use crate::limits::Limits;
-use crate::live::{Batch, Live, Registry};
+use crate::live::{Attached, Batch, Live, Registry};
+use crate::server::Slot;
 
 /// Frames the forwarder takes from the buffer at a time.
 const BATCH: usize = 64;
@@ -39,14 +40,17 @@ pub(crate) struct Context {
     pub(crate) limits: Limits,
     pub(crate) registry: Arc<Registry>,
     pub(crate) shutdown: watch::Receiver<bool>,
+    /// The connection counted in its session until it ends.
+    pub(crate) attached: Attached,
+    /// Its place among the server's connections, held until it ends.
+    pub(crate) slot: Slot,
 }
 
 /// Serves one connection until the client leaves, the session ends, the client is too slow
 /// or the server shuts down.
 pub(crate) async fn run(socket: WebSocket, live: Arc<Live>, after: u64, cx: Context) {
-    let Context { limits, registry, mut shutdown } = cx;
+    let Context { limits, registry, mut shutdown, attached: _attached, slot: _slot } = cx;
     let grace = limits.slow_client_grace;
-    let _attached = live.attach();
     let (sink, mut stream) = socket.split();
     let (control, control_frames) = mpsc::channel(CONTROL_FRAMES);
     let (events, event_frames) = mpsc::channel(limits.max_unread_frames.max(1));

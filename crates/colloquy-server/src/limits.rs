@@ -18,6 +18,15 @@ pub struct Limits {
     pub max_body_bytes: usize,
     /// Live sessions at most (100); one more is refused with `503 too_many_sessions`.
     pub max_sessions: usize,
+    /// TCP connections open at once, WebSockets included (1,024); past it the server accepts
+    /// no more until one ends (the kernel's backlog holds them).
+    pub max_connections: usize,
+    /// Clients attached to one session at once (32); one more is refused with `503
+    /// too_many_clients`.
+    pub max_clients_per_session: usize,
+    /// How long a request's body may take to arrive once its headers have (10 s); then it is
+    /// refused with `400 bad_request`.
+    pub body_timeout: Duration,
     /// Events queued for one connection and not yet taken by its socket (1,024). A full
     /// queue is waited on, for as long as the events the client has yet to read are still in
     /// the session's replay buffer; once they leave it the connection closes with
@@ -60,6 +69,9 @@ impl Default for Limits {
             max_frame_bytes_hard: 1024 * 1024,
             max_body_bytes: 1024 * 1024,
             max_sessions: 100,
+            max_connections: 1024,
+            max_clients_per_session: 32,
+            body_timeout: Duration::from_secs(10),
             max_unread_frames: 1024,
             slow_client_grace: Duration::from_secs(5),
             replay_events: 10_000,

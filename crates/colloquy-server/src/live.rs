@@ -100,10 +100,15 @@ impl Live {
         self.tick.subscribe()
     }
 
-    /// Counts a connection in until the guard drops.
-    pub(crate) fn attach(self: &Arc<Self>) -> Attached {
-        self.clients.send_modify(|n| *n += 1);
-        Attached(Arc::clone(self))
+    /// Counts a connection in until the guard drops, unless `max` are attached already.
+    pub(crate) fn attach(self: &Arc<Self>, max: usize) -> Option<Attached> {
+        let mut taken = false;
+        self.clients.send_if_modified(|n| {
+            taken = *n < max;
+            *n += usize::from(taken);
+            taken
+        });
+        taken.then(|| Attached(Arc::clone(self)))
     }
 
     pub(crate) fn info(&self) -> SessionInfo {

@@ -5,11 +5,12 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use axum::Extension;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::ws::WebSocketUpgrade;
-use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
+use axum::extract::{DefaultBodyLimit, FromRequest, Path, Query, Request, State};
 use axum::http::header::{AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE};
 use axum::http::{HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
@@ -29,6 +30,7 @@ use crate::backend::Backend;
 use crate::connection::{self, Context};
 use crate::limits::Limits;
 use crate::live::{self, Live, Refused, Registry};
+use crate::server::Slot;
 use crate::{SUBPROTOCOL, assets};
 
 /// The reason a session closes with when a client deletes it (`DELETE /v1/sessions/{id}`).
@@ -127,9 +129,10 @@ fn error(e: ServerError) -> Response {
         ErrorCode::UnknownAgent | ErrorCode::UnknownSession | ErrorCode::NotFound => {
             StatusCode::NOT_FOUND
         }
-        ErrorCode::TooManySessions | ErrorCode::ShuttingDown | ErrorCode::Unavailable => {
-            StatusCode::SERVICE_UNAVAILABLE
-        }
+        ErrorCode::TooManySessions
+        | ErrorCode::TooManyClients
+        | ErrorCode::ShuttingDown
+        | ErrorCode::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
         ErrorCode::Unauthorized => StatusCode::UNAUTHORIZED,
         ErrorCode::ForbiddenOrigin | ErrorCode::ForbiddenHost => StatusCode::FORBIDDEN,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
@@ -176,7 +179,13 @@ async fn sessions(State(shared): AppState) -> Response {
     json(StatusCode::OK, &SessionList { sessions })
 }
 
-async fn start(State(shared): AppState, body: Result<Bytes, BytesRejection>) -> Response {
+async fn start(State(shared): AppState, request: Request) -> Response {
+    // Headers have a deadline of hyper's; the body has this one.
+    let timeout = shared.limits.body_timeout;
+    let Ok(body) = tokio::time::timeout(timeout, Bytes::from_request(request, &())).await else {
+        let message = format!("the body did not arrive within {} ms", timeout.as_millis());
+        return error(ServerError::new(ErrorCode::BadRequest, message));
+    };
     match start_session(&shared, body).await {
         Ok(started) => json(StatusCode::CREATED, &started),
         Err(e) => error(e),
@@ -272,6 +281,7 @@ struct Attach {
 
 async fn attach(
     State(shared): AppState,
+    Extension(slot): Extension<Slot>,
     Path(id): Path<String>,
     query: Result<Query<Attach>, axum::extract::rejection::QueryRejection>,
     upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
@@ -298,11 +308,20 @@ async fn attach(
     if shared.registry.is_shutting_down() {
         return error(ServerError::new(ErrorCode::ShuttingDown, "the server is shutting down"));
     }
+    let max = shared.limits.max_clients_per_session;
+    let Some(attached) = live.attach(max) else {
+        let message = format!(
+            "the session has its maximum of {max} clients attached: try again once one leaves"
+        );
+        return error(ServerError::new(ErrorCode::TooManyClients, message));
+    };
     let hard = shared.limits.max_frame_bytes_hard;
     let cx = Context {
         limits: shared.limits.clone(),
         registry: Arc::clone(&shared.registry),
         shutdown: shared.shutdown.clone(),
+        attached,
+        slot,
     };
     let tasks = shared.tasks.clone();
     upgrade

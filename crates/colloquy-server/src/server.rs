@@ -5,13 +5,13 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
+use axum::{Extension, Router};
 use colloquy_core::Agent;
 use colloquy_llm::Llm;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::task::TaskTracker;
 
@@ -158,6 +158,27 @@ impl ServerBuilder {
     #[must_use]
     pub fn max_sessions(mut self, sessions: usize) -> Self {
         self.limits.max_sessions = sessions;
+        self
+    }
+
+    /// [`Limits::max_connections`] (1,024).
+    #[must_use]
+    pub fn max_connections(mut self, connections: usize) -> Self {
+        self.limits.max_connections = connections;
+        self
+    }
+
+    /// [`Limits::max_clients_per_session`] (32).
+    #[must_use]
+    pub fn max_clients_per_session(mut self, clients: usize) -> Self {
+        self.limits.max_clients_per_session = clients;
+        self
+    }
+
+    /// [`Limits::body_timeout`] (10 s).
+    #[must_use]
+    pub fn body_timeout(mut self, timeout: Duration) -> Self {
+        self.limits.body_timeout = timeout;
         self
     }
 
@@ -316,6 +337,13 @@ impl ServerHandle {
     }
 }
 
+/// A connection's place among the [`Limits::max_connections`]: held by its HTTP task and, once
+/// it becomes a WebSocket, by the socket's task.
+#[derive(Clone)]
+pub(crate) struct Slot {
+    _place: Arc<OwnedSemaphorePermit>,
+}
+
 /// Accepts connections until the shutdown, then gives the HTTP ones the shutdown's bound to
 /// finish (the WebSocket connections are the server's tasks, which the shutdown waits for).
 async fn accept(
@@ -326,17 +354,25 @@ async fn accept(
 ) {
     let mut connections = JoinSet::new();
     let mut stop = shutdown.clone();
+    let places = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    // A place first, then a connection: past the bound they wait in the kernel's backlog.
+    let next = || async {
+        let place = Arc::clone(&places).acquire_owned().await;
+        (place, listener.accept().await)
+    };
     loop {
         tokio::select! {
             biased;
             () = stopping(&mut stop) => break,
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => {
-                    let serving = connection(stream, router.clone(), limits.header_read_timeout, shutdown.clone());
+            (place, accepted) = next() => match (place, accepted) {
+                (Ok(place), Ok((stream, _))) => {
+                    let router = router.clone().layer(Extension(Slot { _place: Arc::new(place) }));
+                    let serving = connection(stream, router, limits.header_read_timeout, shutdown.clone());
                     connections.spawn(serving);
                 }
-                Err(e) => {
+                (Err(_), _) => break,
+                (_, Err(e)) => {
                     // Out of file descriptors, most likely: wait a little rather than spin.
                     tracing::warn!(error = %e, "cannot accept a connection");
                     tokio::time::sleep(Duration::from_millis(100)).await;

@@ -618,3 +618,51 @@ async fn the_replay_buffer_keeps_the_newest_events_within_its_bytes() {
     drop(feed);
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_takes_so_many_clients_and_the_server_so_many_connections() {
+    let server = serve(builder().max_clients_per_session(1).max_connections(2)).await;
+    let id = start(&server).await.session_id;
+    let path = format!("/v1/sessions/{id}/ws");
+    let mut first = Client::connect(&server, &id, 0).await;
+    first.next().await;
+    let Attempt::Refused(503, body) = Client::try_connect(&server, &path, &[]).await else {
+        panic!("a second client is refused")
+    };
+    assert!(body.contains(r#""code":"too_many_clients""#), "{body}");
+    // Two sockets hold the two places; a third connection waits until one ends.
+    let other = start(&server).await.session_id;
+    let mut second = Client::connect(&server, &other, 0).await;
+    second.next().await;
+    let url = format!("{}healthz", server.url());
+    let waiting = tokio::spawn(async move { http().get(url).send().await.map(|r| r.status()) });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiting.is_finished(), "answered past the bound on connections");
+    drop(first);
+    let status = tokio::time::timeout(common::WAIT, waiting).await.unwrap().unwrap().unwrap();
+    assert_eq!(status.as_u16(), 200);
+    // The place the first client left is free for another client of its session.
+    eventually("the first client leaves", || async {
+        matches!(Client::try_connect(&server, &path, &[]).await, Attempt::Open(_))
+    })
+    .await;
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_does_not_arrive_in_time_is_refused() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let server = serve(builder().body_timeout(Duration::from_millis(200))).await;
+    let mut stream = tokio::net::TcpStream::connect(server.local_addr()).await.unwrap();
+    let head = "POST /v1/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+                Content-Length: 100\r\n\r\n{\"v\":";
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(common::WAIT, stream.read_to_end(&mut answer)).await;
+    assert!(read.is_ok(), "the server answers and closes");
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert!(answer.contains("did not arrive within 200 ms"), "{answer}");
+    assert!(sessions(&server).await.sessions.is_empty());
+    server.shutdown().await;
+}
