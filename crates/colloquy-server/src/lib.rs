@@ -42,7 +42,7 @@ pub use backend::{Backend, LocalBackend, SessionDriver, StartedSession, StreamIt
 #[cfg(feature = "cluster")]
 pub use cluster::ClusterBackend;
 pub use limits::Limits;
-pub use live::CLIENT_GONE;
+pub use live::{CLIENT_GONE, EVENTS_ENDED};
 pub use routes::CLIENT_CLOSED;
 pub use server::{BindError, SERVER_SHUTDOWN, Server, ServerBuilder, ServerHandle};
 

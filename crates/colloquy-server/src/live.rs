@@ -10,10 +10,13 @@ use std::time::Duration;
 
 use axum::extract::ws::Utf8Bytes;
 use colloquy_core::{EventKind, SessionEvent};
-use colloquy_protocol::{Command, ErrorCode, Request, ServerError, ServerMessage, SessionInfo};
+use colloquy_protocol::{
+    Command, ErrorCode, ErrorKind, Reply, Request, ServerError, ServerMessage, SessionInfo,
+};
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 use tokio::sync::watch;
+use tokio::task::{JoinError, JoinHandle};
 use tokio::time::Instant;
 
 use crate::backend::{SessionDriver, StreamItem};
@@ -21,6 +24,21 @@ use crate::backend::{SessionDriver, StreamItem};
 /// The reason a session closes with when no client has been attached for
 /// [`Limits::idle_session`](crate::Limits::idle_session).
 pub const CLIENT_GONE: &str = "client_gone";
+
+/// The reason a session is closed with when its event stream ends without `session_closed`
+/// (where it ran was lost, or its events could no longer be read): the server lets it go, so
+/// it must not run on unseen.
+pub const EVENTS_ENDED: &str = "events_ended";
+
+/// Attempts at closing an idle session before waiting for another idle period.
+const CLOSE_TRIES: u32 = 5;
+
+/// The wait before the second attempt; each next one waits twice as long (0.5 s, then up to
+/// 4 s: some 7.5 s over the five).
+const CLOSE_BACKOFF: Duration = Duration::from_millis(500);
+
+/// The bound on closing a session whose events ended (10 s).
+const ORPHAN_CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// One live session.
 pub(crate) struct Live {
@@ -160,10 +178,19 @@ impl Live {
         self.tick.send_modify(|_| {});
     }
 
-    /// Asks the session to close with `reason`; the answer does not matter here.
-    pub(crate) async fn close(&self, reason: &str) {
+    /// Asks the session to close with `reason`; `true` once it is closing or closed.
+    pub(crate) async fn close(&self, reason: &str) -> bool {
         let request = Request::new(Command::Close { reason: reason.to_owned() });
-        let _ = self.driver.execute(request).await;
+        match self.driver.execute(request).await {
+            Reply::Closed { .. } => true,
+            Reply::Error(e) => e.kind == ErrorKind::Closed,
+            _ => false,
+        }
+    }
+
+    /// Whether the last event so far is `session_closed`.
+    fn closed(&self) -> bool {
+        self.replay().closed
     }
 }
 
@@ -240,8 +267,10 @@ impl Replay {
 }
 
 /// Reads the session's events into its buffer until the stream ends; closes the session with
-/// [`CLIENT_GONE`] once no connection has been attached for `idle`. Removes it from `registry`
-/// at the end.
+/// [`CLIENT_GONE`] once no connection has been attached for `idle` (retrying a failed close
+/// [`CLOSE_TRIES`] times with backoff, then again after another idle period). A stream that
+/// ends without `session_closed` closes the session with [`EVENTS_ENDED`]. Removes it from
+/// `registry` at the end.
 pub(crate) async fn pump(
     live: Arc<Live>,
     mut events: BoxStream<'static, StreamItem>,
@@ -250,9 +279,11 @@ pub(crate) async fn pump(
 ) {
     let mut clients = live.clients.subscribe();
     let mut alone_since = Some(Instant::now());
-    let mut closing = false;
+    let mut closing: Option<JoinHandle<bool>> = None;
+    let mut closed = false;
     loop {
-        let deadline = alone_since.filter(|_| !closing).map(|since| since + idle);
+        let deadline =
+            alone_since.filter(|_| closing.is_none() && !closed).map(|since| since + idle);
         tokio::select! {
             biased;
             item = events.next() => match item {
@@ -271,15 +302,53 @@ pub(crate) async fn pump(
                     _ => None,
                 };
             }
+            done = finished(&mut closing) => {
+                closing = None;
+                closed = matches!(done, Ok(true));
+                if !closed && alone_since.is_some() {
+                    alone_since = Some(Instant::now());
+                }
+            }
             () = sleep_until(deadline) => {
-                closing = true;
-                let live = Arc::clone(&live);
-                tokio::spawn(async move { live.close(CLIENT_GONE).await });
+                closing = Some(tokio::spawn(close_idle(Arc::clone(&live))));
             }
         }
     }
     live.end();
+    if let Some(closing) = closing {
+        closing.abort();
+    }
+    if !live.closed() {
+        let closing = live.close(EVENTS_ENDED);
+        if !matches!(tokio::time::timeout(ORPHAN_CLOSE_TIMEOUT, closing).await, Ok(true)) {
+            tracing::warn!(session = %live.id, "a session whose events ended could not be closed");
+        }
+    }
     registry.remove(&live.id);
+}
+
+/// Closes an idle session with [`CLIENT_GONE`]; `false` if every attempt failed.
+async fn close_idle(live: Arc<Live>) -> bool {
+    let mut wait = CLOSE_BACKOFF;
+    for attempt in 1..=CLOSE_TRIES {
+        if live.close(CLIENT_GONE).await {
+            return true;
+        }
+        if attempt < CLOSE_TRIES {
+            tokio::time::sleep(wait).await;
+            wait *= 2;
+        }
+    }
+    tracing::warn!(session = %live.id, tries = CLOSE_TRIES, "an idle session did not close");
+    false
+}
+
+/// The end of the close under way, if any.
+async fn finished(closing: &mut Option<JoinHandle<bool>>) -> Result<bool, JoinError> {
+    match closing {
+        Some(closing) => closing.await,
+        None => std::future::pending().await,
+    }
 }
 
 async fn sleep_until(deadline: Option<Instant>) {

@@ -524,14 +524,48 @@ async fn a_client_slow_to_send_its_headers_is_cut_off() {
 /// A backend whose one session's events are fed by the test.
 struct Fed {
     events: std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<StreamItem>>>,
+    driver: Arc<Recorder>,
 }
 
-/// A session that answers every request with `ok`.
-struct Quiet;
+impl Fed {
+    fn new() -> (Self, tokio::sync::mpsc::UnboundedSender<StreamItem>, Arc<Recorder>) {
+        let (feed, events) = tokio::sync::mpsc::unbounded_channel();
+        let driver = Arc::new(Recorder::default());
+        let fed = Self { events: std::sync::Mutex::new(Some(events)), driver: Arc::clone(&driver) };
+        (fed, feed, driver)
+    }
+}
 
-impl SessionDriver for Quiet {
-    fn execute(&self, _: colloquy_protocol::Request) -> BoxFuture<'static, Reply> {
-        std::future::ready(Reply::Ok).boxed()
+/// A session that answers `ok`, records the reasons it was asked to close with, and fails
+/// the first `failing` closes as unreachable.
+#[derive(Default)]
+struct Recorder {
+    closes: std::sync::Mutex<Vec<String>>,
+    failing: std::sync::atomic::AtomicUsize,
+}
+
+impl Recorder {
+    fn closes(&self) -> Vec<String> {
+        self.closes.lock().unwrap().clone()
+    }
+}
+
+impl SessionDriver for Recorder {
+    fn execute(&self, request: colloquy_protocol::Request) -> BoxFuture<'static, Reply> {
+        use std::sync::atomic::Ordering;
+        let colloquy_protocol::Command::Close { reason } = request.command else {
+            return std::future::ready(Reply::Ok).boxed();
+        };
+        self.closes.lock().unwrap().push(reason);
+        let failing = self.failing.load(Ordering::SeqCst);
+        let reply = if failing > 0 {
+            self.failing.store(failing - 1, Ordering::SeqCst);
+            let kind = colloquy_protocol::ErrorKind::Unavailable;
+            Reply::Error(colloquy_protocol::ProtocolError::new(kind, "node unreachable"))
+        } else {
+            Reply::Closed { history: Vec::new() }
+        };
+        std::future::ready(reply).boxed()
     }
 }
 
@@ -554,7 +588,7 @@ impl Backend for Fed {
             session_id: "fed-1".into(),
             agent,
             node: Some("n1".into()),
-            driver: Arc::new(Quiet),
+            driver: Arc::clone(&self.driver) as Arc<dyn SessionDriver>,
             events: events.boxed(),
         };
         std::future::ready(Ok(started)).boxed()
@@ -569,8 +603,7 @@ fn listening() -> StreamItem {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn events_lost_on_the_way_skip_their_numbers_and_are_a_gap() {
-    let (feed, events) = tokio::sync::mpsc::unbounded_channel();
-    let backend = Fed { events: std::sync::Mutex::new(Some(events)) };
+    let (backend, feed, _) = Fed::new();
     let server = serve(colloquy_server::Server::builder().backend(backend)).await;
     let id = start(&server).await.session_id;
     for item in [listening(), StreamItem::Lost { count: 3 }, listening()] {
@@ -595,8 +628,7 @@ async fn events_lost_on_the_way_skip_their_numbers_and_are_a_gap() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_replay_buffer_keeps_the_newest_events_within_its_bytes() {
-    let (feed, events) = tokio::sync::mpsc::unbounded_channel();
-    let backend = Fed { events: std::sync::Mutex::new(Some(events)) };
+    let (backend, feed, _) = Fed::new();
     // Two frames of `listening` fit; three do not.
     let frame =
         r#"{"type":"event","seq":1,"event":{"at_ms":0,"type":"agent_state","state":"listening"}}"#;
@@ -664,5 +696,36 @@ async fn a_body_that_does_not_arrive_in_time_is_refused() {
     assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
     assert!(answer.contains("did not arrive within 200 ms"), "{answer}");
     assert!(sessions(&server).await.sessions.is_empty());
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_whose_events_end_unclosed_is_closed_before_it_is_let_go() {
+    let (backend, feed, driver) = Fed::new();
+    let server = serve(colloquy_server::Server::builder().backend(backend)).await;
+    start(&server).await;
+    feed.send(listening()).unwrap();
+    drop(feed);
+    eventually("the session leaves", || async { sessions(&server).await.sessions.is_empty() })
+        .await;
+    assert_eq!(driver.closes(), [colloquy_server::EVENTS_ENDED]);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_close_that_fails_is_tried_again() {
+    let (backend, feed, driver) = Fed::new();
+    driver.failing.store(2, std::sync::atomic::Ordering::SeqCst);
+    let builder = colloquy_server::Server::builder().backend(backend);
+    let server = serve(builder.idle_session(Duration::from_millis(100))).await;
+    start(&server).await;
+    eventually("the third close", || async { driver.closes().len() == 3 }).await;
+    // The session answered `closed`: its last event comes, and no close is asked again.
+    let closed = r#"{"at_ms":0,"type":"session_closed","reason":"client_gone"}"#;
+    feed.send(StreamItem::Event(serde_json::from_str(closed).unwrap())).unwrap();
+    drop(feed);
+    eventually("the session leaves", || async { sessions(&server).await.sessions.is_empty() })
+        .await;
+    assert_eq!(driver.closes(), [colloquy_server::CLIENT_GONE; 3]);
     server.shutdown().await;
 }
