@@ -136,6 +136,8 @@ pub enum ErrorCode {
     ForbiddenHost,
     /// The session could not start.
     StartFailed,
+    /// The session could not close (HTTP 500; the message says why).
+    CloseFailed,
     /// The server is shutting down and takes nothing new.
     ShuttingDown,
     /// No such route.

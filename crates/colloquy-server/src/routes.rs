@@ -17,8 +17,8 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get};
 use colloquy_protocol::{
-    Command, ErrorCode, PROTOCOL_VERSION, Reply, ServerError, SessionClosed, SessionList,
-    SessionStarted, StartSession,
+    Command, ErrorCode, ErrorKind, PROTOCOL_VERSION, Reply, ServerError, SessionClosed,
+    SessionList, SessionStarted, StartSession,
 };
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
@@ -268,8 +268,22 @@ async fn close(State(shared): AppState, Path(id): Path<String>) -> Response {
         Reply::Closed { history } => {
             json(StatusCode::OK, &SessionClosed { session_id: id, history })
         }
-        // Closed by someone else meanwhile.
-        _ => error(unknown_session(&id)),
+        // Another answer is the session's error, or a reply it should not have given.
+        other => {
+            let e = other.unexpected("closed");
+            error(match e.kind {
+                // Closed by someone else meanwhile.
+                ErrorKind::Closed => unknown_session(&id),
+                ErrorKind::Unavailable => ServerError::new(
+                    ErrorCode::Unavailable,
+                    format!("the session `{id}` did not answer: {}", e.message),
+                ),
+                _ => ServerError::new(
+                    ErrorCode::CloseFailed,
+                    format!("the session `{id}` could not close: {}", e.message),
+                ),
+            })
+        }
     }
 }
 

@@ -537,11 +537,12 @@ impl Fed {
 }
 
 /// A session that answers `ok`, records the reasons it was asked to close with, and fails
-/// the first `failing` closes as unreachable.
+/// the first `failing` closes as unreachable (or as `kind`).
 #[derive(Default)]
 struct Recorder {
     closes: std::sync::Mutex<Vec<String>>,
     failing: std::sync::atomic::AtomicUsize,
+    kind: std::sync::Mutex<Option<colloquy_protocol::ErrorKind>>,
 }
 
 impl Recorder {
@@ -560,7 +561,8 @@ impl SessionDriver for Recorder {
         let failing = self.failing.load(Ordering::SeqCst);
         let reply = if failing > 0 {
             self.failing.store(failing - 1, Ordering::SeqCst);
-            let kind = colloquy_protocol::ErrorKind::Unavailable;
+            let kind =
+                self.kind.lock().unwrap().unwrap_or(colloquy_protocol::ErrorKind::Unavailable);
             Reply::Error(colloquy_protocol::ProtocolError::new(kind, "node unreachable"))
         } else {
             Reply::Closed { history: Vec::new() }
@@ -727,5 +729,33 @@ async fn an_idle_close_that_fails_is_tried_again() {
     eventually("the session leaves", || async { sessions(&server).await.sessions.is_empty() })
         .await;
     assert_eq!(driver.closes(), [colloquy_server::CLIENT_GONE; 3]);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_says_why_a_session_did_not_close() {
+    use colloquy_protocol::ErrorKind;
+    let (backend, feed, driver) = Fed::new();
+    let server = serve(colloquy_server::Server::builder().backend(backend)).await;
+    let id = start(&server).await.session_id;
+    let delete = || async {
+        let response = http().delete(format!("{}v1/sessions/{id}", server.url())).send().await;
+        let response = response.unwrap();
+        let status = response.status().as_u16();
+        (status, response.json::<serde_json::Value>().await.unwrap())
+    };
+    for (kind, status, code) in [
+        (ErrorKind::Unavailable, 503, "unavailable"),
+        (ErrorKind::Spawn, 500, "close_failed"),
+        (ErrorKind::Closed, 404, "unknown_session"),
+    ] {
+        *driver.kind.lock().unwrap() = Some(kind);
+        driver.failing.store(1, std::sync::atomic::Ordering::SeqCst);
+        let (got, body) = delete().await;
+        assert_eq!((got, body["code"].as_str()), (status, Some(code)), "{body}");
+    }
+    let (got, body) = delete().await;
+    assert_eq!(got, 200, "{body}");
+    drop(feed);
     server.shutdown().await;
 }
