@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use colloquy_actors::{Session, SessionHandle};
+use colloquy_actors::{Session, SessionBuilder, SessionHandle};
 use colloquy_core::{Agent, EventFilter, SessionEvent};
 use colloquy_llm::Llm;
 use colloquy_protocol::{AgentList, ErrorCode, Reply, Request, ServerError, StartOptions, execute};
@@ -84,11 +84,26 @@ impl SessionDriver for SessionHandle {
 /// Makes the agent a session starts with.
 type AgentFactory = Arc<dyn Fn() -> Agent + Send + Sync>;
 
+/// Configures each session's builder, knowing what the client asked for.
+type SessionHook = Arc<dyn Fn(SessionBuilder, &SessionStart) -> SessionBuilder + Send + Sync>;
+
+/// What a client asked for when it started a session, as [`LocalBackend::session`]'s hook
+/// sees it (a cluster node's own hook sees the same).
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct SessionStart {
+    /// The agent asked for.
+    pub agent: String,
+    /// What the client passed as `options.metadata` (`null` when nothing).
+    pub metadata: serde_json::Value,
+}
+
 /// Sessions in this process: agents registered by name, one model for all.
 #[derive(Clone, Default)]
 pub struct LocalBackend {
     agents: Vec<(String, AgentFactory)>,
     llm: Option<Arc<dyn Llm>>,
+    hook: Option<SessionHook>,
 }
 
 impl std::fmt::Debug for LocalBackend {
@@ -127,6 +142,18 @@ impl LocalBackend {
         self.llm = Some(Arc::new(llm));
         self
     }
+
+    /// Configures each session's builder (options, speech sink, userdata, the before-call
+    /// hook, another model), knowing which agent and `metadata` the client asked for. It runs
+    /// after the model is set and before the client's history is.
+    #[must_use]
+    pub fn session(
+        mut self,
+        hook: impl Fn(SessionBuilder, &SessionStart) -> SessionBuilder + Send + Sync + 'static,
+    ) -> Self {
+        self.hook = Some(Arc::new(hook));
+        self
+    }
 }
 
 impl Backend for LocalBackend {
@@ -144,6 +171,7 @@ impl Backend for LocalBackend {
         let factory =
             self.agents.iter().find(|(name, _)| *name == agent).map(|(_, f)| Arc::clone(f));
         let llm = self.llm.clone();
+        let hook = self.hook.clone();
         async move {
             let Some(factory) = factory else {
                 return Err(ServerError::new(
@@ -154,6 +182,10 @@ impl Backend for LocalBackend {
             let mut builder = Session::builder();
             if let Some(llm) = llm {
                 builder = builder.llm(llm);
+            }
+            if let Some(hook) = hook {
+                let start = SessionStart { agent: agent.clone(), metadata: options.metadata };
+                builder = hook(builder, &start);
             }
             if !options.history.is_empty() {
                 builder = builder.history(options.history);

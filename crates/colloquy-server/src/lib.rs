@@ -38,7 +38,7 @@ mod live;
 mod routes;
 mod server;
 
-pub use backend::{Backend, LocalBackend, SessionDriver, StartedSession, StreamItem};
+pub use backend::{Backend, LocalBackend, SessionDriver, SessionStart, StartedSession, StreamItem};
 #[cfg(feature = "cluster")]
 pub use cluster::ClusterBackend;
 pub use limits::Limits;

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::{Extension, Router};
+use colloquy_actors::SessionBuilder;
 use colloquy_core::Agent;
 use colloquy_llm::Llm;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -16,7 +17,7 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::task::TaskTracker;
 
 use crate::auth::{Origin, Token};
-use crate::backend::{Backend, LocalBackend};
+use crate::backend::{Backend, LocalBackend, SessionStart};
 use crate::connection::stopping;
 use crate::limits::Limits;
 use crate::live::Registry;
@@ -110,6 +111,19 @@ impl ServerBuilder {
     #[must_use]
     pub fn llm(mut self, llm: impl Llm) -> Self {
         self.local = self.local.llm(llm);
+        self
+    }
+
+    /// Configures each session that runs in this process, knowing which agent and
+    /// `metadata` its client asked for ([`LocalBackend::session`]). Not used once
+    /// [`backend`](Self::backend) is set: a backend of its own hands `metadata` on itself (a
+    /// cluster node to its own session hook).
+    #[must_use]
+    pub fn session(
+        mut self,
+        hook: impl Fn(SessionBuilder, &SessionStart) -> SessionBuilder + Send + Sync + 'static,
+    ) -> Self {
+        self.local = self.local.session(hook);
         self
     }
 

@@ -759,3 +759,23 @@ async fn a_delete_says_why_a_session_did_not_close() {
     drop(feed);
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_session_hook_sees_the_agent_and_the_metadata_a_client_sent() {
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = Arc::clone(&seen);
+    let builder = builder().session(move |session, start| {
+        record.lock().unwrap().push(start.clone());
+        session
+    });
+    let server = serve(builder).await;
+    let body = r#"{"v":1,"agent":"demo","options":{"metadata":{"customer":"c-42"}}}"#;
+    assert_eq!(post(&server, body, None).await.0, 201);
+    assert_eq!(post(&server, r#"{"v":1}"#, None).await.0, 201);
+    let seen = seen.lock().unwrap().clone();
+    let metadata: Vec<_> =
+        seen.iter().map(|start| (start.agent.as_str(), &start.metadata)).collect();
+    let customer = serde_json::json!({"customer": "c-42"});
+    assert_eq!(metadata, [("demo", &customer), ("demo", &serde_json::Value::Null)]);
+    server.shutdown().await;
+}
