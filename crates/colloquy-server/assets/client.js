@@ -68,6 +68,8 @@ export class Api {
 
 /** How long to wait before the nth reconnect (ms): 0.5 s doubling, at most 8 s. */
 const backoff = (attempt) => Math.min(500 * 2 ** attempt, 8000);
+/** `closing` reasons after which the session is gone (docs/protocol.md). */
+const FINAL_CLOSINGS = new Set(['session_closed', 'session_lost', 'server_shutdown']);
 /** Connections refused in a row (about 24 s of tries) before the page gives up on the session. */
 const MAX_REFUSED = 6;
 
@@ -87,6 +89,8 @@ export class Connection {
     this.pending = new Map();
     this.attempt = 0;
     this.stopped = false;
+    // Set by stop(): the page has moved on, so nothing of this connection reaches it any more.
+    this.left = false;
     this.open();
   }
 
@@ -120,11 +124,12 @@ export class Connection {
       this.attempt = 0;
       this.handlers.onStatus('connected', '');
     };
-    ws.onmessage = (message) => this.receive(message.data);
+    ws.onmessage = (message) => {
+      if (!this.left) this.receive(message.data);
+    };
     ws.onclose = (close) => {
-      if (this.ws !== ws) return;
-      for (const { reject } of this.pending.values()) reject(new Error('connection lost'));
-      this.pending.clear();
+      if (this.ws !== ws || this.left) return;
+      this.failPending();
       // A session the server no longer has (it closed, or the server restarted) refuses the
       // upgrade every time: after a few tries, say so rather than try forever.
       if (!opened && this.attempt >= MAX_REFUSED) this.stopped = true;
@@ -172,8 +177,9 @@ export class Connection {
         break;
       }
       case 'closing':
-        // The session is over: nothing to reconnect to.
-        if (frame.reason === 'session_closed' || frame.reason === 'replaced') this.stopped = true;
+        // The session is over (closed, lost with its node, or closed by the server's
+        // shutdown): nothing to reconnect to. After `slow_client` it goes on from lastSeq.
+        if (FINAL_CLOSINGS.has(frame.reason)) this.stopped = true;
         this.handlers.onClosing(frame.reason);
         break;
       default:
@@ -191,10 +197,18 @@ export class Connection {
     return new Promise((resolve, reject) => this.pending.set(id, { resolve, reject }));
   }
 
-  /** Closes the socket for good (the session lives on unless it was closed). */
+  /** Closes the socket for good (the session lives on unless it was closed); no callback
+   * of this connection runs after this, and its requests still waiting fail. */
   stop() {
     this.stopped = true;
+    this.left = true;
     clearTimeout(this.timer);
+    this.failPending();
     this.ws?.close(1000, 'client_left');
+  }
+
+  failPending() {
+    for (const { reject } of this.pending.values()) reject(new Error('connection lost'));
+    this.pending.clear();
   }
 }
