@@ -93,8 +93,8 @@ pub struct ServeArgs {
     /// a non-loopback --addr; never on the command line).
     #[arg(long, value_name = "VAR")]
     pub token_env: Option<String>,
-    /// Also accept browsers from this origin (`https://app.example.com`: scheme://host[:port],
-    /// not `*`), besides the server's own. Repeatable.
+    /// Also accept browsers from this origin (`https://app.example.com`, as
+    /// `scheme://host[:port]`, not `*`), besides the server's own. Repeatable.
     #[arg(long = "allow-origin", value_name = "ORIGIN")]
     pub allow_origins: Vec<String>,
     /// The most live sessions at once.

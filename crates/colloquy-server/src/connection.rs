@@ -21,19 +21,31 @@ use colloquy_protocol::{
 };
 use futures_util::stream::SplitSink;
 use futures_util::{SinkExt, StreamExt};
-use tokio::sync::{Semaphore, mpsc, oneshot, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 use tokio::time::{Duration, Instant, MissedTickBehavior};
 
 use crate::limits::Limits;
 use crate::live::{Attached, Batch, Live, Registry};
-use crate::server::Slot;
 
 /// Frames the forwarder takes from the buffer at a time.
 const BATCH: usize = 64;
 
 /// Replies, errors and pings queued for one connection and not yet taken by its socket.
 pub(crate) const CONTROL_FRAMES: usize = 64;
+
+/// A connection's place among the [`Limits::max_connections`]: held by its HTTP task and, once
+/// it becomes a WebSocket, by the socket's task.
+#[derive(Clone)]
+pub(crate) struct Slot {
+    _place: Arc<OwnedSemaphorePermit>,
+}
+
+impl Slot {
+    pub(crate) fn new(place: OwnedSemaphorePermit) -> Self {
+        Self { _place: Arc::new(place) }
+    }
+}
 
 /// What a connection needs besides its session.
 pub(crate) struct Context {

@@ -27,10 +27,9 @@ use tower_http::cors::{AllowOrigin, CorsLayer};
 
 use crate::auth::{Origin, Token, check_host, check_origin, check_token, is_allowed};
 use crate::backend::Backend;
-use crate::connection::{self, Context};
+use crate::connection::{self, Context, Slot};
 use crate::limits::Limits;
 use crate::live::{self, Live, Refused, Registry};
-use crate::server::Slot;
 use crate::{SUBPROTOCOL, assets};
 
 /// The reason a session closes with when a client deletes it (`DELETE /v1/sessions/{id}`).

@@ -12,13 +12,13 @@ use colloquy_llm::Llm;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::sync::{Semaphore, watch};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::task::TaskTracker;
 
 use crate::auth::{Origin, Token};
 use crate::backend::{Backend, LocalBackend, SessionStart};
-use crate::connection::stopping;
+use crate::connection::{Slot, stopping};
 use crate::limits::Limits;
 use crate::live::Registry;
 use crate::routes::{Shared, router};
@@ -351,13 +351,6 @@ impl ServerHandle {
     }
 }
 
-/// A connection's place among the [`Limits::max_connections`]: held by its HTTP task and, once
-/// it becomes a WebSocket, by the socket's task.
-#[derive(Clone)]
-pub(crate) struct Slot {
-    _place: Arc<OwnedSemaphorePermit>,
-}
-
 /// Accepts connections until the shutdown, then gives the HTTP ones the shutdown's bound to
 /// finish (the WebSocket connections are the server's tasks, which the shutdown waits for).
 async fn accept(
@@ -381,7 +374,7 @@ async fn accept(
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
             (place, accepted) = next() => match (place, accepted) {
                 (Ok(place), Ok((stream, _))) => {
-                    let router = router.clone().layer(Extension(Slot { _place: Arc::new(place) }));
+                    let router = router.clone().layer(Extension(Slot::new(place)));
                     let serving = connection(stream, router, limits.header_read_timeout, shutdown.clone());
                     connections.spawn(serving);
                 }
