@@ -4,7 +4,9 @@
 // and the actor tree checked, screenshots (light and dark) saved, a weather call approved and
 // one rejected, and a reload replaying the same page. With PLAYGROUND_TOKEN set, the server
 // requires that token: the page must ask for it first (the WebSocket carries it as a
-// subprotocol). Usage: node playground.mjs <page URL> <screenshot folder>.
+// subprotocol). With PLAYGROUND_MODE=gap (a server keeping few events), one exchange then a
+// reload that starts with a `gap`: the page redraws the conversation from the history.
+// Usage: node playground.mjs <page URL> <screenshot folder>.
 // Exits 0 when every check passes; otherwise prints the failed check and exits 1.
 
 import fs from 'node:fs';
@@ -56,6 +58,9 @@ page.on('request', (r) => {
   if (!['127.0.0.1', 'localhost', '[::1]'].includes(host)) problems.push(`request off loopback: ${r.url()}`);
 });
 
+/** Thrown when a shorter script (PLAYGROUND_MODE) has passed all its checks. */
+const DONE = Symbol('done');
+
 let step = 'start';
 const check = (name) => {
   step = name;
@@ -68,6 +73,12 @@ try {
   if (token) {
     check('the page asks for the token the server requires');
     await expectText(page.getByRole('status', { name: 'Connection' }), /needs an access token/);
+    check('a token a WebSocket cannot carry is refused, and never shown');
+    const unsendable = `${token} and, more`;
+    await page.getByLabel('Access token').fill(unsendable);
+    await page.getByRole('button', { name: 'Use token' }).click();
+    await expectText(page.getByRole('status', { name: 'Connection' }), /only letters, digits/);
+    if ((await page.locator('body').innerText()).includes(unsendable)) throw new Error('the page shows the token');
     await page.getByLabel('Access token').fill(token);
     await page.getByRole('button', { name: 'Use token' }).click();
   }
@@ -82,6 +93,17 @@ try {
   await message.press('Enter');
   await expectText(log.getByRole('listitem', { name: 'You' }).first(), 'Hello there');
   await expectText(log.getByRole('listitem', { name: 'Agent' }).first(), /I am the scripted model/);
+
+  if (process.env.PLAYGROUND_MODE === 'gap') {
+    check('after a gap the page redraws the conversation from the history');
+    await expectCount(log.locator('.streaming'), 0);
+    await page.reload();
+    await expectText(log, /reloaded from the history/);
+    await expectText(log.getByRole('listitem', { name: 'You' }).first(), 'Hello there');
+    await expectText(log.getByRole('listitem', { name: 'Agent' }).first(), /I am the scripted model/);
+    if (problems.length) throw new Error(problems.join('\n'));
+    throw DONE;
+  }
 
   const calls = page.getByRole('list', { name: 'Tool calls' });
   const tree = page.getByRole('group', { name: 'Actor tree' });
@@ -186,11 +208,15 @@ try {
   if (problems.length) throw new Error(problems.join('\n'));
   console.log(`all checks passed; screenshots in ${outDir}`);
 } catch (e) {
-  console.error(`FAILED at "${step}": ${e.message}`);
-  fs.mkdirSync(outDir, { recursive: true });
-  await page.screenshot({ path: path.join(outDir, 'failure.png'), fullPage: true }).catch(() => {});
-  if (problems.length) console.error(problems.join('\n'));
-  process.exitCode = 1;
+  if (e === DONE) {
+    console.log('all checks passed');
+  } else {
+    console.error(`FAILED at "${step}": ${e.message}`);
+    fs.mkdirSync(outDir, { recursive: true });
+    await page.screenshot({ path: path.join(outDir, 'failure.png'), fullPage: true }).catch(() => {});
+    if (problems.length) console.error(problems.join('\n'));
+    process.exitCode = 1;
+  }
 } finally {
   await context.close();
   fs.rmSync(profile, { recursive: true, force: true });

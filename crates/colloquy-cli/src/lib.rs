@@ -93,8 +93,8 @@ pub struct ServeArgs {
     /// a non-loopback --addr; never on the command line).
     #[arg(long, value_name = "VAR")]
     pub token_env: Option<String>,
-    /// Also accept browsers from this origin (`https://app.example.com`), besides the
-    /// server's own. Repeatable.
+    /// Also accept browsers from this origin (`https://app.example.com`, as
+    /// `scheme://host[:port]`, not `*`), besides the server's own. Repeatable.
     #[arg(long = "allow-origin", value_name = "ORIGIN")]
     pub allow_origins: Vec<String>,
     /// The most live sessions at once.
@@ -103,7 +103,8 @@ pub struct ServeArgs {
     /// Events each session keeps for clients that reconnect.
     #[arg(long, value_name = "N", default_value_t = 10_000)]
     pub replay_events: usize,
-    /// Frames a connection may leave unread before it is closed as too slow.
+    /// Events queued for a connection's socket; past them it waits, until the events it has
+    /// yet to read leave the replay buffer (then it is closed as too slow).
     #[arg(long, value_name = "N", default_value_t = 1024)]
     pub max_unread_frames: usize,
     /// How long a session lives with no client attached (`5m`, `30s`).

@@ -19,7 +19,12 @@ pub async fn run(args: &ServeArgs, out: Box<dyn Write + Send>) -> Result<(), Com
     let token = match &args.token_env {
         Some(name) => match std::env::var(name) {
             Ok(token) if !token.is_empty() => Some(token),
-            _ => {
+            Ok(_) => {
+                return Err(CommandError::Usage(format!(
+                    "--token-env {name}: that variable is empty"
+                )));
+            }
+            Err(_) => {
                 return Err(CommandError::Usage(format!(
                     "--token-env {name}: that variable is not set"
                 )));
@@ -76,7 +81,13 @@ pub async fn run(args: &ServeArgs, out: Box<dyn Write + Send>) -> Result<(), Com
         builder = builder.token(token);
     }
     let server = builder.bind(args.addr).await.map_err(|e| match e {
-        BindError::TokenRequired(_) => CommandError::Usage(e.to_string()),
+        BindError::TokenRequired(_) | BindError::InvalidOrigin { .. } => {
+            CommandError::Usage(e.to_string())
+        }
+        BindError::InvalidToken => {
+            let name = args.token_env.as_deref().unwrap_or_default();
+            CommandError::Usage(format!("--token-env {name}: {e}"))
+        }
         other => CommandError::Failed(other.to_string()),
     })?;
     chat::report_mcp_servers(&servers, &terminal);

@@ -62,7 +62,7 @@ fn installed(root: &Path) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_playground_talks_cancels_approves_and_rejects_in_chromium() {
     let screenshots = workspace().join("target/browser");
-    play(&[], None, &screenshots).await;
+    play(&[], None, None, &screenshots).await;
     for name in ["playground-light.png", "playground-dark.png"] {
         let shot = screenshots.join(name);
         assert!(shot.is_file(), "no screenshot {}", shot.display());
@@ -74,13 +74,21 @@ async fn the_playground_asks_for_the_token_a_server_requires() {
     // The page learns from a 401; its WebSocket carries the token as a subprotocol.
     let token = "playground-test-token";
     let screenshots = workspace().join("target/browser/token");
-    play(&["--token-env", "PLAYGROUND_TOKEN"], Some(token), &screenshots).await;
+    play(&["--token-env", "PLAYGROUND_TOKEN"], Some(token), None, &screenshots).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_playground_redraws_the_conversation_from_the_history_after_a_gap() {
+    // A session keeping 5 events: a reload after one exchange starts with a `gap`.
+    let screenshots = workspace().join("target/browser/gap");
+    play(&["--replay-events", "5"], None, Some("gap"), &screenshots).await;
 }
 
 /// Serves the scripted agent (its weather tool waiting for approval, so the page's approve and
 /// reject buttons are tested) with `extra` flags and `token` in `PLAYGROUND_TOKEN` for both
-/// processes, and runs the browser script against it; fails with what both printed.
-async fn play(extra: &[&str], token: Option<&str>, screenshots: &Path) {
+/// processes, and runs the browser script against it (`mode` in `PLAYGROUND_MODE`: its other
+/// script); fails with what both printed.
+async fn play(extra: &[&str], token: Option<&str>, mode: Option<&str>, screenshots: &Path) {
     let root = workspace();
     let missing = installed(&root);
     assert!(
@@ -120,6 +128,10 @@ async fn play(extra: &[&str], token: Option<&str>, screenshots: &Path) {
         .kill_on_drop(true);
     if let Some(token) = token {
         script.env("PLAYGROUND_TOKEN", token);
+    }
+    script.env_remove("PLAYGROUND_MODE");
+    if let Some(mode) = mode {
+        script.env("PLAYGROUND_MODE", mode);
     }
     let child = script.spawn().expect("node starts");
     let group = Pid::from_raw(-(child.id().expect("a running child has an id") as i32));

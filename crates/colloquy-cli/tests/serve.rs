@@ -136,4 +136,21 @@ async fn serve_refuses_a_public_address_without_a_token() {
     let out = common::piped(command, "", BOUND).await;
     assert_eq!(out.code, Some(2), "{}", out.stderr);
     assert!(out.stderr.contains("COLLOQUY_TEST_UNSET_TOKEN"), "{}", out.stderr);
+    // Every web page is not an origin.
+    let mut command = common::colloquy();
+    command.args(["serve", "--addr", "127.0.0.1:0", "--allow-origin", "*"]);
+    let out = common::piped(command, "", BOUND).await;
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(out.stderr.contains("--allow-origin `*`"), "{}", out.stderr);
+    assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
+    // An empty token opens nothing; one a browser cannot send is refused, and not shown.
+    for (token, says) in [("", "empty"), ("s3cret with spaces", "letters, digits")] {
+        let mut command = common::colloquy();
+        command.args(["serve", "--addr", "0.0.0.0:0", "--token-env", "COLLOQUY_TEST_TOKEN"]);
+        command.env("COLLOQUY_TEST_TOKEN", token);
+        let out = common::piped(command, "", BOUND).await;
+        assert_eq!(out.code, Some(2), "{}", out.stderr);
+        assert!(out.stderr.contains(says), "{}", out.stderr);
+        assert!(token.is_empty() || !out.stderr.contains(token), "{}", out.stderr);
+    }
 }

@@ -28,8 +28,9 @@ pub enum ServerMessage {
         /// first).
         last_seq: u64,
     },
-    /// One event of the session: sequence numbers start at 1 and have no holes, so a client
-    /// that remembers the last it saw resumes with `?after=` that number.
+    /// One event of the session: sequence numbers start at 1 and skip only behind a `gap`
+    /// error frame (events lost on the way), so a client that remembers the last it saw
+    /// resumes with `?after=` that number.
     Event {
         /// 1, 2, 3… per session.
         seq: u64,
@@ -124,12 +125,19 @@ pub enum ErrorCode {
     UnknownSession,
     /// The server holds its maximum of sessions (HTTP 503).
     TooManySessions,
+    /// The session has its maximum of clients attached (HTTP 503).
+    TooManyClients,
     /// A token is required and was missing or wrong (HTTP 401).
     Unauthorized,
     /// The request's `Origin` is not allowed (HTTP 403).
     ForbiddenOrigin,
+    /// The request names a host the server does not answer to without a token: only a
+    /// loopback address, `localhost` or an allowed origin's host (HTTP 403).
+    ForbiddenHost,
     /// The session could not start.
     StartFailed,
+    /// The session could not close (HTTP 500; the message says why).
+    CloseFailed,
     /// The server is shutting down and takes nothing new.
     ShuttingDown,
     /// No such route.

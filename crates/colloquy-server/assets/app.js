@@ -2,7 +2,7 @@
 // calls, its actor tree and its timeline as the events arrive. Everything it draws comes from
 // the session's events (replayed from the start on a reload), so two tabs show the same thing.
 
-import { Api, Connection, HttpError } from './client.js';
+import { Api, Connection, HttpError, TOKEN_PATTERN } from './client.js';
 import { Timeline } from './timeline.js';
 
 const $ = (id) => document.getElementById(id);
@@ -97,7 +97,7 @@ function attach(sessionId) {
   timeline = new Timeline($('timeline'));
   timeline.draw();
   timeline.tick();
-  connection = new Connection(sessionId, api.token, {
+  const conn = new Connection(sessionId, api.token, {
     onStatus: (state, detail) => {
       if (!closed) setStatus(state, `${state[0].toUpperCase()}${state.slice(1)} ${detail}`.trim());
       enableInput(state === 'connected' && !closed);
@@ -108,13 +108,39 @@ function attach(sessionId) {
       scheduleInspect();
     },
     onEvent: (_seq, event) => handleEvent(event),
-    onError: (frame) => note(frame.code === 'gap'
-      ? `Missed events before seq ${frame.oldest_seq}: the server no longer had them.`
-      : `Server error (${frame.code}): ${frame.message}`, 'error'),
+    onError: (frame) => {
+      if (frame.code === 'gap') reloadHistory(conn, frame.oldest_seq);
+      else note(`Server error (${frame.code}): ${frame.message}`, 'error');
+    },
     onClosing: (reason) => {
-      if (!closed) setStatus('reconnecting', `The server closed the connection (${reason})`);
+      if (closed) return;
+      if (reason === 'session_lost') {
+        closed = true;
+        enableInput(false);
+        $('end').disabled = true;
+        setStatus('closed', 'Session lost: the node it ran on is gone');
+        note('The session was lost with the node it ran on.', 'error');
+      } else {
+        setStatus('reconnecting', `The server closed the connection (${reason})`);
+      }
     },
   });
+  connection = conn;
+}
+
+/** After a `gap`, the conversation drawn from events has a hole: redraw it from the history. */
+async function reloadHistory(conn, oldest) {
+  const reply = await conn.send('history').catch(() => null);
+  if (conn !== connection) return;
+  if (!reply || reply.reply !== 'history') {
+    note(`Missed events before seq ${oldest}: the server no longer had them.`, 'error');
+    return;
+  }
+  const messages = reply.items.filter((item) => item.type === 'message' && ['user', 'assistant'].includes(item.role));
+  $('messages').replaceChildren(...messages.map((item) => (item.role === 'user'
+    ? element('li', { class: 'user', 'aria-label': 'You' }, item.text)
+    : element('li', { class: 'agent', 'aria-label': 'Agent' }, item.text))));
+  note(`Missed events before seq ${oldest}: the conversation was reloaded from the history.`);
 }
 
 function enableInput(on) {
@@ -217,8 +243,9 @@ function callRow(callId, name, at) {
       element('span', { class: 'when' }, `at ${seconds(at)}`)),
     updates, actions);
   const command = async (type, fields) => {
-    const reply = await connection.send(type, { call_id: callId, ...fields });
-    if (reply.reply === 'error') updates.append(element('li', { class: 'error' }, `${type}: ${reply.message}`));
+    const conn = connection;
+    const reply = await conn.send(type, { call_id: callId, ...fields }).catch(() => null);
+    if (conn === connection && reply?.reply === 'error') updates.append(element('li', { class: 'error' }, `${type}: ${reply.message}`));
   };
   const button = (label, aria, onclick, extra = {}) => element('button', { type: 'button', 'aria-label': aria, onclick, ...extra }, label);
   const row = {
@@ -265,8 +292,10 @@ function scheduleInspect() {
 
 async function refreshTree() {
   if (!connection || closed) return;
-  const reply = await connection.send('inspect').catch(() => null);
-  if (!reply || reply.reply !== 'snapshot') return;
+  const conn = connection;
+  const reply = await conn.send('inspect').catch(() => null);
+  // A reply from a session the page has left draws nothing.
+  if (conn !== connection || !reply || reply.reply !== 'snapshot') return;
   const { snapshot } = reply;
   $('tree').replaceChildren(element('ul', { class: 'tree' }, treeNode(snapshot.tree)));
   // A call the tree says cannot be cancelled gets no working cancel button.
@@ -301,8 +330,9 @@ async function say(type) {
   const text = $('message').value.trim();
   if (!text || !connection) return;
   $('message').value = '';
-  const reply = await connection.send(type, { text });
-  if (reply.reply === 'error') note(`${type} failed (${reply.kind}): ${reply.message}`, 'error');
+  const conn = connection;
+  const reply = await conn.send(type, { text }).catch(() => null);
+  if (conn === connection && reply?.reply === 'error') note(`${type} failed (${reply.kind}): ${reply.message}`, 'error');
 }
 
 $('start').addEventListener('submit', startSession);
@@ -320,7 +350,13 @@ $('message').addEventListener('keydown', (e) => {
 });
 $('token-form').addEventListener('submit', (e) => {
   e.preventDefault();
-  api.token = $('token').value.trim();
+  const token = $('token').value.trim();
+  if (!TOKEN_PATTERN.test(token)) {
+    // Never echoed: the status line is on screen.
+    setStatus('error', 'An access token holds only letters, digits and -._~');
+    return;
+  }
+  api.token = token;
   $('token').value = '';
   sessionStorage.setItem(TOKEN_KEY, api.token);
   loadAgents();

@@ -3,6 +3,16 @@
 
 export const PROTOCOL_VERSION = 1;
 
+/** What a token may be made of: it travels as a WebSocket subprotocol (docs/protocol.md#auth). */
+export const TOKEN_PATTERN = /^[A-Za-z0-9\-._~]+$/;
+
+/** A browser's error message with every copy of `token` blotted out (Chrome quotes a refused
+ * subprotocol, and so the token, in its message). */
+export function withoutToken(message, token) {
+  const text = String(message ?? '');
+  return token ? text.replaceAll(token, '…') : text;
+}
+
 /** An HTTP answer that is not 2xx: its status and the server's `{code, message}`. */
 export class HttpError extends Error {
   constructor(status, code, message) {
@@ -22,11 +32,16 @@ export class Api {
     const headers = { Accept: 'application/json' };
     if (this.token) headers.Authorization = `Bearer ${this.token}`;
     if (body !== undefined) headers['Content-Type'] = 'application/json';
-    const response = await fetch(path, {
-      method,
-      headers,
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
+    let response;
+    try {
+      response = await fetch(path, {
+        method,
+        headers,
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    } catch (e) {
+      throw new Error(withoutToken(e.message, this.token));
+    }
     const text = await response.text();
     let json = null;
     try {
@@ -53,6 +68,8 @@ export class Api {
 
 /** How long to wait before the nth reconnect (ms): 0.5 s doubling, at most 8 s. */
 const backoff = (attempt) => Math.min(500 * 2 ** attempt, 8000);
+/** `closing` reasons after which the session is gone (docs/protocol.md). */
+const FINAL_CLOSINGS = new Set(['session_closed', 'session_lost', 'server_shutdown']);
 /** Connections refused in a row (about 24 s of tries) before the page gives up on the session. */
 const MAX_REFUSED = 6;
 
@@ -72,6 +89,8 @@ export class Connection {
     this.pending = new Map();
     this.attempt = 0;
     this.stopped = false;
+    // Set by stop(): the page has moved on, so nothing of this connection reaches it any more.
+    this.left = false;
     this.open();
   }
 
@@ -86,7 +105,18 @@ export class Connection {
     // Browsers cannot set headers on a WebSocket: the token travels as a subprotocol, and
     // the server picks `colloquy.v1`, which must therefore be offered too.
     const protocols = this.token ? ['colloquy.v1', `colloquy.bearer.${this.token}`] : [];
-    const ws = new WebSocket(this.url(), protocols);
+    let ws;
+    try {
+      ws = new WebSocket(this.url(), protocols);
+    } catch (e) {
+      // A token the browser cannot send as a subprotocol: retrying would fail the same way.
+      this.stopped = true;
+      const detail = TOKEN_PATTERN.test(this.token || 'x')
+        ? withoutToken(e.message, this.token)
+        : 'the access token may hold only letters, digits and -._~';
+      this.handlers.onStatus('closed', `cannot connect: ${detail}`);
+      return;
+    }
     this.ws = ws;
     let opened = false;
     ws.onopen = () => {
@@ -94,11 +124,12 @@ export class Connection {
       this.attempt = 0;
       this.handlers.onStatus('connected', '');
     };
-    ws.onmessage = (message) => this.receive(message.data);
+    ws.onmessage = (message) => {
+      if (!this.left) this.receive(message.data);
+    };
     ws.onclose = (close) => {
-      if (this.ws !== ws) return;
-      for (const { reject } of this.pending.values()) reject(new Error('connection lost'));
-      this.pending.clear();
+      if (this.ws !== ws || this.left) return;
+      this.failPending();
       // A session the server no longer has (it closed, or the server restarted) refuses the
       // upgrade every time: after a few tries, say so rather than try forever.
       if (!opened && this.attempt >= MAX_REFUSED) this.stopped = true;
@@ -146,8 +177,9 @@ export class Connection {
         break;
       }
       case 'closing':
-        // The session is over: nothing to reconnect to.
-        if (frame.reason === 'session_closed' || frame.reason === 'replaced') this.stopped = true;
+        // The session is over (closed, lost with its node, or closed by the server's
+        // shutdown): nothing to reconnect to. After `slow_client` it goes on from lastSeq.
+        if (FINAL_CLOSINGS.has(frame.reason)) this.stopped = true;
         this.handlers.onClosing(frame.reason);
         break;
       default:
@@ -165,10 +197,18 @@ export class Connection {
     return new Promise((resolve, reject) => this.pending.set(id, { resolve, reject }));
   }
 
-  /** Closes the socket for good (the session lives on unless it was closed). */
+  /** Closes the socket for good (the session lives on unless it was closed); no callback
+   * of this connection runs after this, and its requests still waiting fail. */
   stop() {
     this.stopped = true;
+    this.left = true;
     clearTimeout(this.timer);
+    this.failPending();
     this.ws?.close(1000, 'client_left');
+  }
+
+  failPending() {
+    for (const { reject } of this.pending.values()) reject(new Error('connection lost'));
+    this.pending.clear();
   }
 }

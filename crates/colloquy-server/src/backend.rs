@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use colloquy_actors::{Session, SessionHandle};
+use colloquy_actors::{Session, SessionBuilder, SessionHandle};
 use colloquy_core::{Agent, EventFilter, SessionEvent};
 use colloquy_llm::Llm;
 use colloquy_protocol::{AgentList, ErrorCode, Reply, Request, ServerError, StartOptions, execute};
@@ -38,9 +38,23 @@ pub struct StartedSession {
     pub node: Option<String>,
     /// How to run requests on it.
     pub driver: Arc<dyn SessionDriver>,
-    /// Every event of the session from its first, in order, lossless (the agent's text
-    /// included); it ends after `session_closed`.
-    pub events: BoxStream<'static, SessionEvent>,
+    /// Every event of the session from its first, in order (the agent's text included), and
+    /// where some were lost on the way, how many; it ends after `session_closed`.
+    pub events: BoxStream<'static, StreamItem>,
+}
+
+/// One item of a session's event stream, as a backend hands it to the server.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum StreamItem {
+    /// The session's next event.
+    Event(SessionEvent),
+    /// The next `count` events were lost on the way (a cluster stream's retention dropped
+    /// them): their numbers are skipped, and clients get a `gap` error frame for them.
+    Lost {
+        /// How many.
+        count: u64,
+    },
 }
 
 impl std::fmt::Debug for StartedSession {
@@ -70,11 +84,26 @@ impl SessionDriver for SessionHandle {
 /// Makes the agent a session starts with.
 type AgentFactory = Arc<dyn Fn() -> Agent + Send + Sync>;
 
+/// Configures each session's builder, knowing what the client asked for.
+type SessionHook = Arc<dyn Fn(SessionBuilder, &SessionStart) -> SessionBuilder + Send + Sync>;
+
+/// What a client asked for when it started a session, as [`LocalBackend::session`]'s hook
+/// sees it (a cluster node's own hook sees the same).
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct SessionStart {
+    /// The agent asked for.
+    pub agent: String,
+    /// What the client passed as `options.metadata` (`null` when nothing).
+    pub metadata: serde_json::Value,
+}
+
 /// Sessions in this process: agents registered by name, one model for all.
 #[derive(Clone, Default)]
 pub struct LocalBackend {
     agents: Vec<(String, AgentFactory)>,
     llm: Option<Arc<dyn Llm>>,
+    hook: Option<SessionHook>,
 }
 
 impl std::fmt::Debug for LocalBackend {
@@ -113,6 +142,18 @@ impl LocalBackend {
         self.llm = Some(Arc::new(llm));
         self
     }
+
+    /// Configures each session's builder (options, speech sink, userdata, the before-call
+    /// hook, another model), knowing which agent and `metadata` the client asked for. It runs
+    /// after the model is set and before the client's history is.
+    #[must_use]
+    pub fn session(
+        mut self,
+        hook: impl Fn(SessionBuilder, &SessionStart) -> SessionBuilder + Send + Sync + 'static,
+    ) -> Self {
+        self.hook = Some(Arc::new(hook));
+        self
+    }
 }
 
 impl Backend for LocalBackend {
@@ -130,6 +171,7 @@ impl Backend for LocalBackend {
         let factory =
             self.agents.iter().find(|(name, _)| *name == agent).map(|(_, f)| Arc::clone(f));
         let llm = self.llm.clone();
+        let hook = self.hook.clone();
         async move {
             let Some(factory) = factory else {
                 return Err(ServerError::new(
@@ -140,6 +182,10 @@ impl Backend for LocalBackend {
             let mut builder = Session::builder();
             if let Some(llm) = llm {
                 builder = builder.llm(llm);
+            }
+            if let Some(hook) = hook {
+                let start = SessionStart { agent: agent.clone(), metadata: options.metadata };
+                builder = hook(builder, &start);
             }
             if !options.history.is_empty() {
                 builder = builder.history(options.history);
@@ -155,7 +201,7 @@ impl Backend for LocalBackend {
                 agent,
                 node: None,
                 driver: Arc::new(session),
-                events: events.boxed(),
+                events: events.map(StreamItem::Event).boxed(),
             })
         }
         .boxed()

@@ -12,7 +12,7 @@ use colloquy_protocol::{
 use futures_util::future::BoxFuture;
 use futures_util::{FutureExt, StreamExt};
 
-use crate::backend::{Backend, SessionDriver, StartedSession};
+use crate::backend::{Backend, SessionDriver, StartedSession, StreamItem};
 
 /// A [`Backend`] that places sessions on the nodes of a cluster.
 #[derive(Clone)]
@@ -87,15 +87,17 @@ impl Backend for ClusterBackend {
             };
             let id = session.id().to_owned();
             // The stream ends after `session_closed`, or after an error that ends it (the node
-            // lost); events dropped by the stream's retention are skipped, and said so.
+            // lost); events dropped by the stream's retention are counted, so their numbers
+            // are skipped and clients get a `gap` for them.
             let events = events
                 .scan(false, move |ended, item| {
                     let next = match item {
                         _ if *ended => None,
-                        Ok(event) => Some(Some(event.event)),
+                        Ok(event) => Some(Some(StreamItem::Event(event.event))),
                         Err(ClusterError::EventsLost { first, last, .. }) => {
                             tracing::warn!(session = %id, first, last, "events lost by the stream");
-                            Some(None)
+                            let count = last.saturating_sub(first).saturating_add(1);
+                            Some(Some(StreamItem::Lost { count }))
                         }
                         Err(e) => {
                             tracing::warn!(session = %id, error = %e, "the session's events end");

@@ -1,11 +1,15 @@
 //! One WebSocket connection to one session. Three parts, so a slow socket holds nothing else
-//! back: a writer task that alone writes to the socket, fed by a queue of at most
-//! [`Limits::max_unread_frames`] frames; a forwarder task that copies the session's events
-//! from its replay buffer into that queue (waiting for room while it catches up with the
-//! buffer, then never: a full queue is a slow client); and this task, which reads the client's
-//! frames, runs each request in a task of its own (at most [`Limits::max_in_flight`]) and
-//! queues the answers, and pings the client every [`Limits::ping_interval`], dropping it once
-//! it has been silent for [`Limits::client_timeout`].
+//! back: a writer task that alone writes to the socket, fed by two queues — the session's
+//! events (at most [`Limits::max_unread_frames`]) and, with room of their own so a backlog of
+//! events never crowds them out, the connection's replies, errors and pings (at most
+//! [`CONTROL_FRAMES`]); a forwarder task that copies the session's events from its replay
+//! buffer into the events queue, waiting for room for as long as the events it has yet to send
+//! are still in the buffer; and this task, which reads the client's frames, runs each request in
+//! a task of its own (at most [`Limits::max_in_flight`]) and queues the answers, and pings the
+//! client every [`Limits::ping_interval`], dropping it once it has been silent for
+//! [`Limits::client_timeout`]. A client is slow, and let go with `slow_client`, when the events
+//! it has yet to read leave the buffer, or when an answer finds no room in its queue within
+//! [`Limits::slow_client_grace`] (docs/protocol.md#limits).
 
 use std::sync::Arc;
 
@@ -17,38 +21,62 @@ use colloquy_protocol::{
 };
 use futures_util::stream::SplitSink;
 use futures_util::{SinkExt, StreamExt};
-use tokio::sync::mpsc::error::TrySendError;
-use tokio::sync::{Semaphore, mpsc, oneshot, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
 use tokio::task::JoinSet;
-use tokio::time::{Instant, MissedTickBehavior};
+use tokio::time::{Duration, Instant, MissedTickBehavior};
 
 use crate::limits::Limits;
-use crate::live::{Batch, Live, Registry};
+use crate::live::{Attached, Batch, Live, Registry};
 
 /// Frames the forwarder takes from the buffer at a time.
 const BATCH: usize = 64;
+
+/// Replies, errors and pings queued for one connection and not yet taken by its socket.
+pub(crate) const CONTROL_FRAMES: usize = 64;
+
+/// A connection's place among the [`Limits::max_connections`]: held by its HTTP task and, once
+/// it becomes a WebSocket, by the socket's task.
+#[derive(Clone)]
+pub(crate) struct Slot {
+    _place: Arc<OwnedSemaphorePermit>,
+}
+
+impl Slot {
+    pub(crate) fn new(place: OwnedSemaphorePermit) -> Self {
+        Self { _place: Arc::new(place) }
+    }
+}
 
 /// What a connection needs besides its session.
 pub(crate) struct Context {
     pub(crate) limits: Limits,
     pub(crate) registry: Arc<Registry>,
     pub(crate) shutdown: watch::Receiver<bool>,
+    /// The connection counted in its session until it ends.
+    pub(crate) attached: Attached,
+    /// Its place among the server's connections, held until it ends.
+    pub(crate) slot: Slot,
 }
 
 /// Serves one connection until the client leaves, the session ends, the client is too slow
 /// or the server shuts down.
 pub(crate) async fn run(socket: WebSocket, live: Arc<Live>, after: u64, cx: Context) {
-    let Context { limits, registry, mut shutdown } = cx;
-    let _attached = live.attach();
+    let Context { limits, registry, mut shutdown, attached: _attached, slot: _slot } = cx;
+    let grace = limits.slow_client_grace;
     let (sink, mut stream) = socket.split();
-    let (queue, frames) = mpsc::channel(limits.max_unread_frames.max(1));
+    let (control, control_frames) = mpsc::channel(CONTROL_FRAMES);
+    let (events, event_frames) = mpsc::channel(limits.max_unread_frames.max(1));
+    // The greeting and a `gap` are queued before anything else can be: the writer takes the
+    // control queue first, and neither the forwarder nor a request runs yet.
+    let cursor = greet(&live, after, &control);
     let (finish, finished) = oneshot::channel();
-    let writer = tokio::spawn(write(sink, frames, finished, limits.close_timeout));
-    let mut forwarder = tokio::spawn(forward(Arc::clone(&live), after, queue.clone()));
+    let queues = Queues { control: control_frames, events: event_frames };
+    let writer = tokio::spawn(write(sink, queues, finished, limits.close_timeout));
+    let mut forwarder = tokio::spawn(forward(Arc::clone(&live), cursor, events.clone()));
     let in_flight = Arc::new(Semaphore::new(limits.max_in_flight));
     let mut commands = JoinSet::new();
     // A client whose network vanished sends no close: pings find it out.
-    let every = limits.ping_interval.max(std::time::Duration::from_millis(1));
+    let every = limits.ping_interval.max(Duration::from_millis(1));
     let mut ping = tokio::time::interval_at(Instant::now() + every, every);
     ping.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut heard = Instant::now();
@@ -63,10 +91,11 @@ pub(crate) async fn run(socket: WebSocket, live: Arc<Live>, after: u64, cx: Cont
             reason = &mut forwarder => {
                 let reason = reason.unwrap_or(Some(ClosingReason::SessionClosed));
                 if reason == Some(ClosingReason::SessionClosed) {
-                    // The answers to requests already sent (a `close` among them) go out first.
+                    // The answers to requests already sent (a `close` among them) go out
+                    // after the session's last event: behind it in the events queue.
                     let wait = async {
                         while let Some(Ok(answer)) = commands.join_next().await {
-                            if !offer(&queue, answer) {
+                            if !offer(&events, answer, grace).await {
                                 return false;
                             }
                         }
@@ -80,7 +109,7 @@ pub(crate) async fn run(socket: WebSocket, live: Arc<Live>, after: u64, cx: Cont
                 break reason;
             }
             Some(Ok(answer)) = commands.join_next(), if !commands.is_empty() => {
-                if !offer(&queue, answer) {
+                if !offer(&control, answer, grace).await {
                     break Some(ClosingReason::SlowClient);
                 }
             }
@@ -88,9 +117,9 @@ pub(crate) async fn run(socket: WebSocket, live: Arc<Live>, after: u64, cx: Cont
                 if heard.elapsed() >= limits.client_timeout {
                     break None;
                 }
-                if queue.try_send(Message::Ping(Bytes::new())).is_err() {
-                    break Some(ClosingReason::SlowClient);
-                }
+                // A full queue already holds frames the client has yet to read: this ping
+                // would tell nothing more, and the client's silence is timed anyway.
+                let _ = control.try_send(Message::Ping(Bytes::new()));
             }
             frame = stream.next() => {
                 heard = Instant::now();
@@ -101,7 +130,7 @@ pub(crate) async fn run(socket: WebSocket, live: Arc<Live>, after: u64, cx: Cont
                             ErrorCode::BadRequest,
                             "binary frames are not read: send requests as text frames of JSON",
                         );
-                        if !offer(&queue, error.frame()) {
+                        if !offer(&control, error.frame(), grace).await {
                             break Some(ClosingReason::SlowClient);
                         }
                         continue;
@@ -136,7 +165,7 @@ pub(crate) async fn run(socket: WebSocket, live: Arc<Live>, after: u64, cx: Cont
                     },
                     Err(error) => error.frame(),
                 };
-                if !offer(&queue, answer) {
+                if !offer(&control, answer, grace).await {
                     break Some(ClosingReason::SlowClient);
                 }
             }
@@ -158,8 +187,40 @@ pub(crate) async fn run(socket: WebSocket, live: Arc<Live>, after: u64, cx: Cont
         // The client left: the writer stops without a last word.
         None => drop(finish),
     }
-    drop(queue);
+    drop((control, events));
     let _ = writer.await;
+}
+
+/// Queues the greeting, and a `gap` if events after `after` are gone; answers the cursor the
+/// events resume from.
+fn greet(live: &Live, after: u64, control: &mpsc::Sender<Message>) -> u64 {
+    let hello = ServerMessage::Hello {
+        v: PROTOCOL_VERSION,
+        session_id: live.id.clone(),
+        agent: live.agent.clone(),
+        node: live.node.clone(),
+        last_seq: live.last_seq(),
+    };
+    let mut greeting = vec![hello];
+    let mut cursor = after;
+    if let Some(oldest) = live.gap_after(after) {
+        let mut gap = ServerError::new(
+            ErrorCode::Gap,
+            format!(
+                "events {} to {} are no longer held; the stream goes on from {oldest}",
+                after + 1,
+                oldest - 1
+            ),
+        );
+        gap.oldest_seq = Some(oldest);
+        greeting.push(gap.frame());
+        cursor = oldest - 1;
+    }
+    for frame in greeting {
+        // The queue is new and holds more than two frames.
+        let _ = control.try_send(text(&frame));
+    }
+    cursor
 }
 
 /// Returns once the server shuts down.
@@ -168,13 +229,14 @@ pub(crate) async fn stopping(shutdown: &mut watch::Receiver<bool>) {
     let _ = shutdown.wait_for(|stopping| *stopping).await;
 }
 
-/// Queues a frame without waiting; `false` when the queue is full (a slow client) or the
-/// writer has gone.
-fn offer(queue: &mpsc::Sender<Message>, message: ServerMessage) -> bool {
-    match queue.try_send(Message::Text(Utf8Bytes::from(message.encode()))) {
-        Ok(()) => true,
-        Err(TrySendError::Full(_) | TrySendError::Closed(_)) => false,
-    }
+fn text(message: &ServerMessage) -> Message {
+    Message::Text(Utf8Bytes::from(message.encode()))
+}
+
+/// Queues a frame, waiting at most `grace` for room; `false` when there was none (a slow
+/// client) or the writer has gone.
+async fn offer(queue: &mpsc::Sender<Message>, message: ServerMessage, grace: Duration) -> bool {
+    matches!(tokio::time::timeout(grace, queue.send(text(&message))).await, Ok(Ok(())))
 }
 
 /// Reads one client frame as a request: its size, then its version (so a client of another
@@ -208,56 +270,38 @@ fn read_request(text: &str, max_bytes: usize) -> Result<Request, ServerError> {
     })
 }
 
-/// Sends the greeting, a `gap` if events after `after` are gone, then every event after it;
-/// answers why it stopped (`None`: the writer has gone).
+/// Copies every event after `cursor` into the queue, waiting for room for as long as the
+/// events still to send are in the buffer; answers why it stopped (`None`: the writer has
+/// gone).
 async fn forward(
     live: Arc<Live>,
-    after: u64,
+    mut cursor: u64,
     queue: mpsc::Sender<Message>,
 ) -> Option<ClosingReason> {
     let mut news = live.watch();
     news.borrow_and_update();
-    let hello = ServerMessage::Hello {
-        v: PROTOCOL_VERSION,
-        session_id: live.id.clone(),
-        agent: live.agent.clone(),
-        node: live.node.clone(),
-        last_seq: live.last_seq(),
-    };
-    queue.send(Message::Text(Utf8Bytes::from(hello.encode()))).await.ok()?;
-    let mut cursor = after;
-    if let Some(oldest) = live.gap_after(after) {
-        let mut gap = ServerError::new(
-            ErrorCode::Gap,
-            format!(
-                "events {} to {} are no longer held; the stream goes on from {oldest}",
-                after + 1,
-                oldest - 1
-            ),
-        );
-        gap.oldest_seq = Some(oldest);
-        queue.send(Message::Text(Utf8Bytes::from(gap.frame().encode()))).await.ok()?;
-        cursor = oldest - 1;
-    }
-    // The events held when the client attached are sent at its pace; later ones must find
-    // room in the queue at once.
-    let backlog = live.last_seq();
-    let mut caught_up = cursor >= backlog;
     loop {
         match live.after(cursor, BATCH) {
             Batch::Frames(frames) => {
+                let last = frames.last().map_or(cursor, |(seq, _)| *seq);
                 for (seq, text) in frames {
-                    if caught_up {
-                        match queue.try_send(Message::Text(text)) {
-                            Ok(()) => {}
-                            Err(TrySendError::Full(_)) => return Some(ClosingReason::SlowClient),
-                            Err(TrySendError::Closed(_)) => return None,
+                    loop {
+                        tokio::select! {
+                            biased;
+                            permit = queue.reserve() => {
+                                permit.ok()?.send(Message::Text(text));
+                                break;
+                            }
+                            changed = news.changed() => {
+                                changed.ok()?;
+                                // The frames of this batch are in hand; the next one is not.
+                                if live.oldest() > last + 1 {
+                                    return Some(ClosingReason::SlowClient);
+                                }
+                            }
                         }
-                    } else {
-                        queue.send(Message::Text(text)).await.ok()?;
                     }
                     cursor = seq;
-                    caught_up |= cursor >= backlog;
                 }
             }
             Batch::Wait => {
@@ -266,26 +310,57 @@ async fn forward(
             }
             Batch::Ended(true) => return Some(ClosingReason::SessionClosed),
             Batch::Ended(false) => return Some(ClosingReason::SessionLost),
-            // Events it had not sent yet were dropped while it caught up: too slow.
+            // Events it had not sent yet were dropped while it waited for room: too slow.
             Batch::Evicted => return Some(ClosingReason::SlowClient),
         }
     }
 }
 
+/// The writer's two queues.
+struct Queues {
+    control: mpsc::Receiver<Message>,
+    events: mpsc::Receiver<Message>,
+}
+
+impl Queues {
+    /// The next frame, a control frame first; `None` once both queues are closed and empty.
+    async fn next(&mut self) -> Option<Message> {
+        let mut open = (true, true);
+        loop {
+            tokio::select! {
+                biased;
+                frame = self.control.recv(), if open.0 => match frame {
+                    Some(frame) => return Some(frame),
+                    None => open.0 = false,
+                },
+                frame = self.events.recv(), if open.1 => match frame {
+                    Some(frame) => return Some(frame),
+                    None => open.1 = false,
+                },
+                else => return None,
+            }
+        }
+    }
+
+    fn try_next(&mut self) -> Option<Message> {
+        self.control.try_recv().or_else(|_| self.events.try_recv()).ok()
+    }
+}
+
 /// Writes queued frames until told to finish; then, within `close_timeout`, the frames still
-/// queued (unless the client is too slow to take them), the `closing` frame and the close
-/// frame.
+/// queued (only the control frames for a client too slow for its events), the `closing` frame
+/// and the close frame.
 async fn write(
     mut sink: SplitSink<WebSocket, Message>,
-    mut frames: mpsc::Receiver<Message>,
+    mut frames: Queues,
     mut finish: oneshot::Receiver<ClosingReason>,
-    close_timeout: std::time::Duration,
+    close_timeout: Duration,
 ) {
     let reason = loop {
         tokio::select! {
             biased;
             reason = &mut finish => break reason.ok(),
-            frame = frames.recv() => {
+            frame = frames.next() => {
                 let Some(frame) = frame else { break (&mut finish).await.ok() };
                 tokio::select! {
                     biased;
@@ -297,10 +372,12 @@ async fn write(
     };
     let Some(reason) = reason else { return };
     let last_words = async {
-        if reason != ClosingReason::SlowClient {
-            while let Ok(frame) = frames.try_recv() {
-                sink.send(frame).await?;
-            }
+        // A slow client still gets its greeting and the answers it is owed, not the events.
+        while let Some(frame) = match reason {
+            ClosingReason::SlowClient => frames.control.try_recv().ok(),
+            _ => frames.try_next(),
+        } {
+            sink.send(frame).await?;
         }
         let closing = ServerMessage::Closing { reason };
         sink.send(Message::Text(Utf8Bytes::from(closing.encode()))).await?;

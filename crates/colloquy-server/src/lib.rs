@@ -38,11 +38,11 @@ mod live;
 mod routes;
 mod server;
 
-pub use backend::{Backend, LocalBackend, SessionDriver, StartedSession};
+pub use backend::{Backend, LocalBackend, SessionDriver, SessionStart, StartedSession, StreamItem};
 #[cfg(feature = "cluster")]
 pub use cluster::ClusterBackend;
 pub use limits::Limits;
-pub use live::CLIENT_GONE;
+pub use live::{CLIENT_GONE, EVENTS_ENDED};
 pub use routes::CLIENT_CLOSED;
 pub use server::{BindError, SERVER_SHUTDOWN, Server, ServerBuilder, ServerHandle};
 

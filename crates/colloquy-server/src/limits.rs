@@ -18,12 +18,31 @@ pub struct Limits {
     pub max_body_bytes: usize,
     /// Live sessions at most (100); one more is refused with `503 too_many_sessions`.
     pub max_sessions: usize,
-    /// Frames queued for one connection and not yet taken by its socket (1,024): one more
-    /// closes the connection with `slow_client`; the session is unharmed.
+    /// TCP connections open at once, WebSockets included (1,024); past it the server accepts
+    /// no more until one ends (the kernel's backlog holds them).
+    pub max_connections: usize,
+    /// Clients attached to one session at once (32); one more is refused with `503
+    /// too_many_clients`.
+    pub max_clients_per_session: usize,
+    /// How long a request's body may take to arrive once its headers have (10 s); then it is
+    /// refused with `400 bad_request`.
+    pub body_timeout: Duration,
+    /// Events queued for one connection and not yet taken by its socket (1,024). A full
+    /// queue is waited on, for as long as the events the client has yet to read are still in
+    /// the session's replay buffer; once they leave it the connection closes with
+    /// `slow_client`. The session is unharmed either way.
     pub max_unread_frames: usize,
+    /// How long a reply, an error frame or a ping may wait for room among the frames queued
+    /// for a connection (5 s), which keeps room for them apart from its events; then the
+    /// connection closes with `slow_client`.
+    pub slow_client_grace: Duration,
     /// Events each session keeps for clients that reconnect (10,000); asking for an older one
     /// gets a `gap` error frame.
     pub replay_events: usize,
+    /// The most bytes of encoded events each session keeps (32 MiB), evicting the oldest as
+    /// [`replay_events`](Self::replay_events) does; the newest is kept whatever its size. A
+    /// few tool results of megabytes would otherwise let 10,000 events hold gigabytes.
+    pub replay_bytes: usize,
     /// How long a session lives with no client attached (5 minutes); then it closes with
     /// reason `client_gone`.
     pub idle_session: Duration,
@@ -50,8 +69,13 @@ impl Default for Limits {
             max_frame_bytes_hard: 1024 * 1024,
             max_body_bytes: 1024 * 1024,
             max_sessions: 100,
+            max_connections: 1024,
+            max_clients_per_session: 32,
+            body_timeout: Duration::from_secs(10),
             max_unread_frames: 1024,
+            slow_client_grace: Duration::from_secs(5),
             replay_events: 10_000,
+            replay_bytes: 32 * 1024 * 1024,
             idle_session: Duration::from_secs(5 * 60),
             max_in_flight: 32,
             header_read_timeout: Duration::from_secs(10),

@@ -1,5 +1,6 @@
 //! The server's live sessions: each one's replay buffer (its events numbered from 1, the
-//! newest [`Limits::replay_events`](crate::Limits::replay_events) kept, each encoded once as
+//! newest [`Limits::replay_events`](crate::Limits::replay_events) kept, within
+//! [`Limits::replay_bytes`](crate::Limits::replay_bytes), each encoded once as
 //! the frame every client gets), the task that fills it from the session's event stream and
 //! closes a session nobody has attached to for a while, and the registry by id.
 
@@ -9,17 +10,35 @@ use std::time::Duration;
 
 use axum::extract::ws::Utf8Bytes;
 use colloquy_core::{EventKind, SessionEvent};
-use colloquy_protocol::{Command, Request, ServerMessage, SessionInfo};
+use colloquy_protocol::{
+    Command, ErrorCode, ErrorKind, Reply, Request, ServerError, ServerMessage, SessionInfo,
+};
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 use tokio::sync::watch;
+use tokio::task::{JoinError, JoinHandle};
 use tokio::time::Instant;
 
-use crate::backend::SessionDriver;
+use crate::backend::{SessionDriver, StreamItem};
 
 /// The reason a session closes with when no client has been attached for
 /// [`Limits::idle_session`](crate::Limits::idle_session).
 pub const CLIENT_GONE: &str = "client_gone";
+
+/// The reason a session is closed with when its event stream ends without `session_closed`
+/// (where it ran was lost, or its events could no longer be read): the server lets it go, so
+/// it must not run on unseen.
+pub const EVENTS_ENDED: &str = "events_ended";
+
+/// Attempts at closing an idle session before waiting for another idle period.
+const CLOSE_TRIES: u32 = 5;
+
+/// The wait before the second attempt; each next one waits twice as long (0.5 s, then up to
+/// 4 s: some 7.5 s over the five).
+const CLOSE_BACKOFF: Duration = Duration::from_millis(500);
+
+/// The bound on closing a session whose events ended (10 s).
+const ORPHAN_CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// One live session.
 pub(crate) struct Live {
@@ -54,13 +73,14 @@ impl Live {
         node: Option<String>,
         driver: Arc<dyn SessionDriver>,
         capacity: usize,
+        budget: usize,
     ) -> Self {
         Self {
             id,
             agent,
             node,
             driver,
-            replay: Mutex::new(Replay::new(capacity)),
+            replay: Mutex::new(Replay::new(capacity, budget)),
             tick: watch::channel(0).0,
             clients: watch::channel(0).0,
         }
@@ -73,6 +93,11 @@ impl Live {
     /// The sequence number of the latest event (0 before the first).
     pub(crate) fn last_seq(&self) -> u64 {
         self.replay().last_seq
+    }
+
+    /// The sequence number of the oldest event held (`last_seq + 1` when none is).
+    pub(crate) fn oldest(&self) -> u64 {
+        self.replay().oldest()
     }
 
     /// The oldest sequence number a client attaching after `after` gets first, if events
@@ -93,10 +118,15 @@ impl Live {
         self.tick.subscribe()
     }
 
-    /// Counts a connection in until the guard drops.
-    pub(crate) fn attach(self: &Arc<Self>) -> Attached {
-        self.clients.send_modify(|n| *n += 1);
-        Attached(Arc::clone(self))
+    /// Counts a connection in until the guard drops, unless `max` are attached already.
+    pub(crate) fn attach(self: &Arc<Self>, max: usize) -> Option<Attached> {
+        let mut taken = false;
+        self.clients.send_if_modified(|n| {
+            taken = *n < max;
+            *n += usize::from(taken);
+            taken
+        });
+        taken.then(|| Attached(Arc::clone(self)))
     }
 
     pub(crate) fn info(&self) -> SessionInfo {
@@ -115,10 +145,32 @@ impl Live {
             let seq = replay.last_seq + 1;
             replay.closed = matches!(event.kind, EventKind::SessionClosed { .. });
             let text = ServerMessage::Event { seq, event }.encode();
-            replay.push(seq, Utf8Bytes::from(text));
+            replay.push(seq, seq, Utf8Bytes::from(text));
             seq
         };
         self.tick.send_replace(seq);
+    }
+
+    /// Skips the numbers of `count` events lost on the way; readers get a `gap` for them.
+    fn lost(&self, count: u64) {
+        let last = {
+            let mut replay = self.replay();
+            let first = replay.last_seq + 1;
+            let last = replay.last_seq.saturating_add(count.max(1));
+            replay.closed = false;
+            let mut gap = ServerError::new(
+                ErrorCode::Gap,
+                format!(
+                    "events {first} to {last} were lost on the way to this server; the stream \
+                     goes on from {}",
+                    last + 1
+                ),
+            );
+            gap.oldest_seq = Some(last + 1);
+            replay.push(first, last, Utf8Bytes::from(gap.frame().encode()));
+            last
+        };
+        self.tick.send_replace(last);
     }
 
     fn end(&self) {
@@ -126,10 +178,19 @@ impl Live {
         self.tick.send_modify(|_| {});
     }
 
-    /// Asks the session to close with `reason`; the answer does not matter here.
-    pub(crate) async fn close(&self, reason: &str) {
+    /// Asks the session to close with `reason`; `true` once it is closing or closed.
+    pub(crate) async fn close(&self, reason: &str) -> bool {
         let request = Request::new(Command::Close { reason: reason.to_owned() });
-        let _ = self.driver.execute(request).await;
+        match self.driver.execute(request).await {
+            Reply::Closed { .. } => true,
+            Reply::Error(e) => e.kind == ErrorKind::Closed,
+            _ => false,
+        }
+    }
+
+    /// Whether the last event so far is `session_closed`.
+    fn closed(&self) -> bool {
+        self.replay().closed
     }
 }
 
@@ -142,72 +203,92 @@ impl Drop for Attached {
     }
 }
 
-/// The newest events of a session, encoded.
+/// The newest events of a session, encoded, with a `gap` frame in place of events lost on the
+/// way (their numbers skipped).
 struct Replay {
-    frames: VecDeque<(u64, Utf8Bytes)>,
+    entries: VecDeque<Entry>,
     capacity: usize,
+    /// The most bytes of frames held; the newest frame is held whatever its size.
+    budget: usize,
+    bytes: usize,
     last_seq: u64,
     ended: bool,
     /// Its last event so far is `session_closed`.
     closed: bool,
 }
 
+/// One event's frame (`first == last`), or the `gap` frame of the events `first..=last`.
+struct Entry {
+    first: u64,
+    last: u64,
+    text: Utf8Bytes,
+}
+
 impl Replay {
-    fn new(capacity: usize) -> Self {
+    fn new(capacity: usize, budget: usize) -> Self {
         Self {
-            frames: VecDeque::new(),
+            entries: VecDeque::new(),
             capacity: capacity.max(1),
+            budget,
+            bytes: 0,
             last_seq: 0,
             ended: false,
             closed: false,
         }
     }
 
-    fn push(&mut self, seq: u64, text: Utf8Bytes) {
-        if self.frames.len() == self.capacity {
-            self.frames.pop_front();
+    fn push(&mut self, first: u64, last: u64, text: Utf8Bytes) {
+        let size = text.len();
+        while self.entries.len() >= self.capacity || self.bytes + size > self.budget {
+            let Some(evicted) = self.entries.pop_front() else { break };
+            self.bytes -= evicted.text.len();
         }
-        self.frames.push_back((seq, text));
-        self.last_seq = seq;
+        self.bytes += size;
+        self.entries.push_back(Entry { first, last, text });
+        self.last_seq = last;
     }
 
     fn oldest(&self) -> u64 {
-        self.frames.front().map_or(self.last_seq + 1, |(seq, _)| *seq)
+        self.entries.front().map_or(self.last_seq + 1, |entry| entry.first)
     }
 
+    /// Up to `max` frames after `cursor`, each with the number a reader's cursor moves to.
     fn after(&self, cursor: u64, max: usize) -> Batch {
-        let oldest = self.oldest();
-        if cursor + 1 < oldest {
+        if cursor + 1 < self.oldest() {
             return Batch::Evicted;
         }
         if cursor >= self.last_seq {
             return if self.ended { Batch::Ended(self.closed) } else { Batch::Wait };
         }
-        // Sequence numbers are contiguous in the buffer: the cursor's successor is at a known
-        // place.
-        let start = usize::try_from(cursor + 1 - oldest).unwrap_or(usize::MAX);
-        Batch::Frames(self.frames.iter().skip(start).take(max).cloned().collect())
+        let start = self.entries.partition_point(|entry| entry.last <= cursor);
+        let frames = self.entries.range(start..).take(max);
+        Batch::Frames(frames.map(|entry| (entry.last, entry.text.clone())).collect())
     }
 }
 
 /// Reads the session's events into its buffer until the stream ends; closes the session with
-/// [`CLIENT_GONE`] once no connection has been attached for `idle`. Removes it from `registry`
-/// at the end.
+/// [`CLIENT_GONE`] once no connection has been attached for `idle` (retrying a failed close
+/// [`CLOSE_TRIES`] times with backoff, then again after another idle period). A stream that
+/// ends without `session_closed` closes the session with [`EVENTS_ENDED`]. Removes it from
+/// `registry` at the end.
 pub(crate) async fn pump(
     live: Arc<Live>,
-    mut events: BoxStream<'static, SessionEvent>,
+    mut events: BoxStream<'static, StreamItem>,
     registry: Arc<Registry>,
     idle: Duration,
 ) {
     let mut clients = live.clients.subscribe();
     let mut alone_since = Some(Instant::now());
-    let mut closing = false;
+    let mut closing: Option<JoinHandle<bool>> = None;
+    let mut closed = false;
     loop {
-        let deadline = alone_since.filter(|_| !closing).map(|since| since + idle);
+        let deadline =
+            alone_since.filter(|_| closing.is_none() && !closed).map(|since| since + idle);
         tokio::select! {
             biased;
-            event = events.next() => match event {
-                Some(event) => live.push(event),
+            item = events.next() => match item {
+                Some(StreamItem::Event(event)) => live.push(event),
+                Some(StreamItem::Lost { count }) => live.lost(count),
                 None => break,
             },
             changed = clients.changed() => {
@@ -221,15 +302,53 @@ pub(crate) async fn pump(
                     _ => None,
                 };
             }
+            done = finished(&mut closing) => {
+                closing = None;
+                closed = matches!(done, Ok(true));
+                if !closed && alone_since.is_some() {
+                    alone_since = Some(Instant::now());
+                }
+            }
             () = sleep_until(deadline) => {
-                closing = true;
-                let live = Arc::clone(&live);
-                tokio::spawn(async move { live.close(CLIENT_GONE).await });
+                closing = Some(tokio::spawn(close_idle(Arc::clone(&live))));
             }
         }
     }
     live.end();
+    if let Some(closing) = closing {
+        closing.abort();
+    }
+    if !live.closed() {
+        let closing = live.close(EVENTS_ENDED);
+        if !matches!(tokio::time::timeout(ORPHAN_CLOSE_TIMEOUT, closing).await, Ok(true)) {
+            tracing::warn!(session = %live.id, "a session whose events ended could not be closed");
+        }
+    }
     registry.remove(&live.id);
+}
+
+/// Closes an idle session with [`CLIENT_GONE`]; `false` if every attempt failed.
+async fn close_idle(live: Arc<Live>) -> bool {
+    let mut wait = CLOSE_BACKOFF;
+    for attempt in 1..=CLOSE_TRIES {
+        if live.close(CLIENT_GONE).await {
+            return true;
+        }
+        if attempt < CLOSE_TRIES {
+            tokio::time::sleep(wait).await;
+            wait *= 2;
+        }
+    }
+    tracing::warn!(session = %live.id, tries = CLOSE_TRIES, "an idle session did not close");
+    false
+}
+
+/// The end of the close under way, if any.
+async fn finished(closing: &mut Option<JoinHandle<bool>>) -> Result<bool, JoinError> {
+    match closing {
+        Some(closing) => closing.await,
+        None => std::future::pending().await,
+    }
 }
 
 async fn sleep_until(deadline: Option<Instant>) {
@@ -340,10 +459,10 @@ mod tests {
 
     #[test]
     fn keeps_the_newest_and_tells_an_evicted_cursor_where_it_resumes() {
-        let mut replay = Replay::new(3);
+        let mut replay = Replay::new(3, usize::MAX);
         assert!(matches!(replay.after(0, 10), Batch::Wait));
         for seq in 1..=5 {
-            replay.push(seq, text(seq));
+            replay.push(seq, seq, text(seq));
         }
         assert_eq!(replay.oldest(), 3);
         assert!(matches!(replay.after(1, 10), Batch::Evicted));
@@ -352,5 +471,31 @@ mod tests {
         assert!(matches!(replay.after(5, 10), Batch::Wait));
         replay.ended = true;
         assert!(matches!(replay.after(5, 10), Batch::Ended(false)));
+    }
+
+    #[test]
+    fn lost_events_are_one_entry_that_moves_a_cursor_past_them() {
+        let mut replay = Replay::new(10, usize::MAX);
+        replay.push(1, 1, text(1));
+        replay.push(2, 4, text(4));
+        replay.push(5, 5, text(5));
+        assert_eq!(seqs(replay.after(0, 10)), [1, 4, 5]);
+        // A cursor inside the lost range still gets the gap.
+        assert_eq!(seqs(replay.after(2, 10)), [4, 5]);
+        assert_eq!(seqs(replay.after(4, 10)), [5]);
+    }
+
+    #[test]
+    fn keeps_the_newest_within_the_byte_budget() {
+        let mut replay = Replay::new(100, 10);
+        for seq in 1..=4 {
+            replay.push(seq, seq, Utf8Bytes::from("abcd"));
+        }
+        assert_eq!((replay.oldest(), replay.bytes), (3, 8));
+        // A frame over the whole budget is still held, alone.
+        replay.push(5, 5, Utf8Bytes::from("x".repeat(50)));
+        assert_eq!((replay.oldest(), replay.bytes), (5, 50));
+        replay.push(6, 6, Utf8Bytes::from("abcd"));
+        assert_eq!(seqs(replay.after(5, 10)), [6]);
     }
 }

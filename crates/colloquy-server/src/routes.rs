@@ -2,30 +2,32 @@
 //! sessions, and the WebSocket upgrade. Every `/v1/` route checks the origin and the token
 //! first; every error is a [`ServerError`] body with its status.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
+use axum::Extension;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::ws::WebSocketUpgrade;
-use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
+use axum::extract::{DefaultBodyLimit, FromRequest, Path, Query, Request, State};
 use axum::http::header::{AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE};
 use axum::http::{HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get};
 use colloquy_protocol::{
-    Command, ErrorCode, PROTOCOL_VERSION, Reply, ServerError, SessionClosed, SessionList,
-    SessionStarted, StartSession,
+    Command, ErrorCode, ErrorKind, PROTOCOL_VERSION, Reply, ServerError, SessionClosed,
+    SessionList, SessionStarted, StartSession,
 };
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tokio_util::task::TaskTracker;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
-use crate::auth::{Token, check_origin, check_token};
+use crate::auth::{Origin, Token, check_host, check_origin, check_token, is_allowed};
 use crate::backend::Backend;
-use crate::connection::{self, Context};
+use crate::connection::{self, Context, Slot};
 use crate::limits::Limits;
 
 /// The read buffer of each WebSocket: a frame over it is read in several pieces.
@@ -42,7 +44,9 @@ pub(crate) struct Shared {
     pub(crate) registry: Arc<Registry>,
     pub(crate) limits: Limits,
     pub(crate) token: Option<Token>,
-    pub(crate) allowed_origins: Vec<String>,
+    pub(crate) allowed_origins: Arc<[Origin]>,
+    /// The address the server listens on.
+    pub(crate) addr: SocketAddr,
     pub(crate) shutdown: watch::Receiver<bool>,
     /// Every session's task and every connection's.
     pub(crate) tasks: TaskTracker,
@@ -59,7 +63,7 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .route("/sessions/{id}", delete(close))
         .route("/sessions/{id}/ws", get(attach))
         .layer(middleware::from_fn_with_state(Arc::clone(&shared), guard));
-    let cors = cors(&shared.allowed_origins);
+    let cors = cors(Arc::clone(&shared.allowed_origins));
     let app = Router::new()
         .route("/", get(|| async { asset("index.html") }))
         .route("/assets/{file}", get(|Path(file): Path<String>| async move { asset(&file) }))
@@ -77,23 +81,33 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
 /// A page of an allowed origin calls the API from another origin: its browser asks first
 /// (a preflight, answered here before the token check, since it carries none) and reads an
 /// answer only if it names the origin.
-fn cors(allowed: &[String]) -> Option<CorsLayer> {
-    let origins: Vec<HeaderValue> = allowed
-        .iter()
-        .filter_map(|origin| HeaderValue::from_str(origin.trim_end_matches('/')).ok())
-        .collect();
-    (!origins.is_empty()).then(|| {
+fn cors(allowed: Arc<[Origin]>) -> Option<CorsLayer> {
+    (!allowed.is_empty()).then(|| {
         CorsLayer::new()
-            .allow_origin(AllowOrigin::list(origins))
+            .allow_origin(AllowOrigin::predicate(move |origin: &HeaderValue, _| {
+                is_allowed(&allowed, origin.as_bytes())
+            }))
             .allow_methods([Method::GET, Method::POST, Method::DELETE])
             .allow_headers([AUTHORIZATION, CONTENT_TYPE])
     })
 }
 
-/// The origin, then the token.
+/// Without a token the host, then the origin, then the token.
 async fn guard(State(shared): AppState, request: Request, next: Next) -> Response {
     let headers = request.headers();
-    if let Err(e) = check_origin(&shared.allowed_origins, headers)
+    let host = match &shared.token {
+        Some(_) => Ok(()),
+        None => {
+            let hosts: Vec<&str> = shared
+                .allowed_origins
+                .iter()
+                .map(|origin| origin.host().trim_start_matches('[').trim_end_matches(']'))
+                .collect();
+            check_host(shared.addr, &hosts, headers, request.uri())
+        }
+    };
+    if let Err(e) = host
+        .and_then(|()| check_origin(&shared.allowed_origins, headers))
         .and_then(|()| check_token(shared.token.as_ref(), headers))
     {
         return error(e);
@@ -117,11 +131,12 @@ fn error(e: ServerError) -> Response {
         ErrorCode::UnknownAgent | ErrorCode::UnknownSession | ErrorCode::NotFound => {
             StatusCode::NOT_FOUND
         }
-        ErrorCode::TooManySessions | ErrorCode::ShuttingDown | ErrorCode::Unavailable => {
-            StatusCode::SERVICE_UNAVAILABLE
-        }
+        ErrorCode::TooManySessions
+        | ErrorCode::TooManyClients
+        | ErrorCode::ShuttingDown
+        | ErrorCode::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
         ErrorCode::Unauthorized => StatusCode::UNAUTHORIZED,
-        ErrorCode::ForbiddenOrigin => StatusCode::FORBIDDEN,
+        ErrorCode::ForbiddenOrigin | ErrorCode::ForbiddenHost => StatusCode::FORBIDDEN,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     };
     let mut response = json(status, &e.frame());
@@ -166,7 +181,13 @@ async fn sessions(State(shared): AppState) -> Response {
     json(StatusCode::OK, &SessionList { sessions })
 }
 
-async fn start(State(shared): AppState, body: Result<Bytes, BytesRejection>) -> Response {
+async fn start(State(shared): AppState, request: Request) -> Response {
+    // Headers have a deadline of hyper's; the body has this one.
+    let timeout = shared.limits.body_timeout;
+    let Ok(body) = tokio::time::timeout(timeout, Bytes::from_request(request, &())).await else {
+        let message = format!("the body did not arrive within {} ms", timeout.as_millis());
+        return error(ServerError::new(ErrorCode::BadRequest, message));
+    };
     match start_session(&shared, body).await {
         Ok(started) => json(StatusCode::CREATED, &started),
         Err(e) => error(e),
@@ -226,6 +247,7 @@ async fn start_session(
         started.node.clone(),
         started.driver,
         shared.limits.replay_events,
+        shared.limits.replay_bytes,
     ));
     if let Err(live) = reservation.fill(Arc::clone(&live)) {
         live.close(crate::server::SERVER_SHUTDOWN).await;
@@ -248,8 +270,22 @@ async fn close(State(shared): AppState, Path(id): Path<String>) -> Response {
         Reply::Closed { history } => {
             json(StatusCode::OK, &SessionClosed { session_id: id, history })
         }
-        // Closed by someone else meanwhile.
-        _ => error(unknown_session(&id)),
+        // Another answer is the session's error, or a reply it should not have given.
+        other => {
+            let e = other.unexpected("closed");
+            error(match e.kind {
+                // Closed by someone else meanwhile.
+                ErrorKind::Closed => unknown_session(&id),
+                ErrorKind::Unavailable => ServerError::new(
+                    ErrorCode::Unavailable,
+                    format!("the session `{id}` did not answer: {}", e.message),
+                ),
+                _ => ServerError::new(
+                    ErrorCode::CloseFailed,
+                    format!("the session `{id}` could not close: {}", e.message),
+                ),
+            })
+        }
     }
 }
 
@@ -261,6 +297,7 @@ struct Attach {
 
 async fn attach(
     State(shared): AppState,
+    Extension(slot): Extension<Slot>,
     Path(id): Path<String>,
     query: Result<Query<Attach>, axum::extract::rejection::QueryRejection>,
     upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
@@ -287,11 +324,20 @@ async fn attach(
     if shared.registry.is_shutting_down() {
         return error(ServerError::new(ErrorCode::ShuttingDown, "the server is shutting down"));
     }
+    let max = shared.limits.max_clients_per_session;
+    let Some(attached) = live.attach(max) else {
+        let message = format!(
+            "the session has its maximum of {max} clients attached: try again once one leaves"
+        );
+        return error(ServerError::new(ErrorCode::TooManyClients, message));
+    };
     let hard = shared.limits.max_frame_bytes_hard;
     let cx = Context {
         limits: shared.limits.clone(),
         registry: Arc::clone(&shared.registry),
         shutdown: shared.shutdown.clone(),
+        attached,
+        slot,
     };
     let tasks = shared.tasks.clone();
     upgrade

@@ -5,19 +5,20 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
+use axum::{Extension, Router};
+use colloquy_actors::SessionBuilder;
 use colloquy_core::Agent;
 use colloquy_llm::Llm;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
+use tokio::sync::{Semaphore, watch};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::task::TaskTracker;
 
-use crate::auth::Token;
-use crate::backend::{Backend, LocalBackend};
-use crate::connection::stopping;
+use crate::auth::{Origin, Token};
+use crate::backend::{Backend, LocalBackend, SessionStart};
+use crate::connection::{Slot, stopping};
 use crate::limits::Limits;
 use crate::live::Registry;
 use crate::routes::{Shared, router};
@@ -67,6 +68,22 @@ pub enum BindError {
          ServerBuilder::token, or `colloquy serve --token-env VAR`)"
     )]
     TokenRequired(SocketAddr),
+    /// The token is empty or has a character other than letters, digits and `-._~` (a browser
+    /// sends it as a WebSocket subprotocol, which cannot carry others). The message does not
+    /// show the token.
+    #[error(
+        "the bearer token must be non-empty and made of letters, digits and `-._~` only (a \
+         browser sends it as a WebSocket subprotocol)"
+    )]
+    InvalidToken,
+    /// An allowed origin that is not `scheme://host[:port]` (`*` included: name each origin).
+    #[error("--allow-origin `{origin}`: {reason}")]
+    InvalidOrigin {
+        /// The origin as given.
+        origin: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
     /// The address could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Listen {
@@ -97,6 +114,19 @@ impl ServerBuilder {
         self
     }
 
+    /// Configures each session that runs in this process, knowing which agent and
+    /// `metadata` its client asked for ([`LocalBackend::session`]). Not used once
+    /// [`backend`](Self::backend) is set: a backend of its own hands `metadata` on itself (a
+    /// cluster node to its own session hook).
+    #[must_use]
+    pub fn session(
+        mut self,
+        hook: impl Fn(SessionBuilder, &SessionStart) -> SessionBuilder + Send + Sync + 'static,
+    ) -> Self {
+        self.local = self.local.session(hook);
+        self
+    }
+
     /// Runs sessions where `backend` puts them instead of in this process.
     #[must_use]
     pub fn backend(mut self, backend: impl Backend) -> Self {
@@ -105,8 +135,9 @@ impl ServerBuilder {
     }
 
     /// Requires `Authorization: Bearer <token>` (or the subprotocol `colloquy.bearer.<token>`)
-    /// on every `/v1/` route. Required to listen on anything but a loopback address. A token
-    /// a browser sends as a subprotocol must be made of letters, digits and `-._~`.
+    /// on every `/v1/` route. Required to listen on anything but a loopback address. It must
+    /// be non-empty and made of letters, digits and `-._~` (a browser sends it as a WebSocket
+    /// subprotocol): [`bind`](Self::bind) refuses another with [`BindError::InvalidToken`].
     #[must_use]
     pub fn token(mut self, token: impl Into<String>) -> Self {
         self.token = Some(Token::new(token.into()));
@@ -114,7 +145,9 @@ impl ServerBuilder {
     }
 
     /// Also accepts requests whose `Origin` is `origin` (`https://app.example.com`), besides
-    /// the server's own and requests without one.
+    /// the server's own and requests without one. Read as `scheme://host[:port]` (case and a
+    /// default port do not matter); [`bind`](Self::bind) refuses `*` or anything else with
+    /// [`BindError::InvalidOrigin`].
     #[must_use]
     pub fn allow_origin(mut self, origin: impl Into<String>) -> Self {
         self.allowed_origins.push(origin.into());
@@ -142,6 +175,27 @@ impl ServerBuilder {
         self
     }
 
+    /// [`Limits::max_connections`] (1,024).
+    #[must_use]
+    pub fn max_connections(mut self, connections: usize) -> Self {
+        self.limits.max_connections = connections;
+        self
+    }
+
+    /// [`Limits::max_clients_per_session`] (32).
+    #[must_use]
+    pub fn max_clients_per_session(mut self, clients: usize) -> Self {
+        self.limits.max_clients_per_session = clients;
+        self
+    }
+
+    /// [`Limits::body_timeout`] (10 s).
+    #[must_use]
+    pub fn body_timeout(mut self, timeout: Duration) -> Self {
+        self.limits.body_timeout = timeout;
+        self
+    }
+
     /// [`Limits::max_unread_frames`] (1,024).
     #[must_use]
     pub fn max_unread_frames(mut self, frames: usize) -> Self {
@@ -149,10 +203,24 @@ impl ServerBuilder {
         self
     }
 
+    /// [`Limits::slow_client_grace`] (5 s).
+    #[must_use]
+    pub fn slow_client_grace(mut self, grace: Duration) -> Self {
+        self.limits.slow_client_grace = grace;
+        self
+    }
+
     /// [`Limits::replay_events`] (10,000).
     #[must_use]
     pub fn replay_events(mut self, events: usize) -> Self {
         self.limits.replay_events = events;
+        self
+    }
+
+    /// [`Limits::replay_bytes`] (32 MiB).
+    #[must_use]
+    pub fn replay_bytes(mut self, bytes: usize) -> Self {
+        self.limits.replay_bytes = bytes;
         self
     }
 
@@ -195,6 +263,17 @@ impl ServerBuilder {
     /// Listens on `addr` (port 0 picks a free one) and serves until
     /// [`ServerHandle::shutdown`].
     pub async fn bind(self, addr: SocketAddr) -> Result<ServerHandle, BindError> {
+        if self.token.as_ref().is_some_and(|token| !token.is_valid()) {
+            return Err(BindError::InvalidToken);
+        }
+        let allowed_origins = self
+            .allowed_origins
+            .iter()
+            .map(|origin| {
+                Origin::parse(origin)
+                    .map_err(|reason| BindError::InvalidOrigin { origin: origin.clone(), reason })
+            })
+            .collect::<Result<Arc<[Origin]>, _>>()?;
         if self.token.is_none() && !addr.ip().is_loopback() {
             return Err(BindError::TokenRequired(addr));
         }
@@ -208,7 +287,8 @@ impl ServerBuilder {
             registry: Arc::new(Registry::default()),
             limits: self.limits,
             token: self.token,
-            allowed_origins: self.allowed_origins,
+            allowed_origins,
+            addr: local,
             shutdown: shutdown.clone(),
             tasks: TaskTracker::new(),
         });
@@ -281,17 +361,25 @@ async fn accept(
 ) {
     let mut connections = JoinSet::new();
     let mut stop = shutdown.clone();
+    let places = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    // A place first, then a connection: past the bound they wait in the kernel's backlog.
+    let next = || async {
+        let place = Arc::clone(&places).acquire_owned().await;
+        (place, listener.accept().await)
+    };
     loop {
         tokio::select! {
             biased;
             () = stopping(&mut stop) => break,
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => {
-                    let serving = connection(stream, router.clone(), limits.header_read_timeout, shutdown.clone());
+            (place, accepted) = next() => match (place, accepted) {
+                (Ok(place), Ok((stream, _))) => {
+                    let router = router.clone().layer(Extension(Slot::new(place)));
+                    let serving = connection(stream, router, limits.header_read_timeout, shutdown.clone());
                     connections.spawn(serving);
                 }
-                Err(e) => {
+                (Err(_), _) => break,
+                (_, Err(e)) => {
                     // Out of file descriptors, most likely: wait a little rather than spin.
                     tracing::warn!(error = %e, "cannot accept a connection");
                     tokio::time::sleep(Duration::from_millis(100)).await;

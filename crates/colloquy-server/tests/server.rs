@@ -3,13 +3,16 @@
 
 mod common;
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use colloquy_protocol::{ClosingReason, ErrorCode, Reply, ServerMessage};
-use colloquy_server::Limits;
+use colloquy_protocol::{AgentList, ClosingReason, ErrorCode, Reply, ServerMessage};
+use colloquy_server::{Backend, Limits, SessionDriver, StartedSession, StreamItem};
 use common::{
     Attempt, Client, builder, eventually, get, http, is_event, post, seqs, serve, sessions, start,
 };
+use futures_util::future::BoxFuture;
+use futures_util::{FutureExt, StreamExt};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_user_turn_over_the_websocket_streams_its_events_and_is_answered() {
@@ -122,18 +125,23 @@ async fn events_no_longer_held_give_a_gap_and_the_stream_goes_on_from_the_oldest
     loop {
         let last = sessions(&server).await.sessions[0].last_seq;
         let mut client = Client::connect(&server, &id, last).await;
-        if !asked {
-            client.send(r#"{"v":1,"id":1,"type":"user_turn","text":"go"}"#).await;
-            asked = true;
-        }
-        client.send(r#"{"v":1,"id":2,"type":"wait_for_idle"}"#).await;
-        let idle = loop {
+        let reply = async |client: &mut Client, id: u64| loop {
             match client.next().await {
-                Some(ServerMessage::Reply { id: Some(2), .. }) => break true,
+                Some(ServerMessage::Reply { id: Some(got), .. }) if got == id => break true,
                 Some(_) => {}
                 None => break false,
             }
         };
+        if !asked {
+            // Requests run concurrently: the turn is taken before the wait for idle is asked.
+            client.send(r#"{"v":1,"id":1,"type":"user_turn","text":"go"}"#).await;
+            asked = true;
+            if !reply(&mut client, 1).await {
+                continue;
+            }
+        }
+        client.send(r#"{"v":1,"id":2,"type":"wait_for_idle"}"#).await;
+        let idle = reply(&mut client, 2).await;
         if idle {
             break;
         }
@@ -217,6 +225,20 @@ async fn a_token_is_required_on_the_api_from_a_header_or_a_subprotocol() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_a_browser_cannot_send_is_refused_at_bind() {
+    for bad in ["", "two words", "a,b", "naïve"] {
+        for addr in ["127.0.0.1:0", "0.0.0.0:0"] {
+            let bound = builder().token(bad).bind(addr.parse().unwrap()).await;
+            let Err(e) = bound else { panic!("{bad:?} on {addr} was taken") };
+            assert!(matches!(e, colloquy_server::BindError::InvalidToken), "{e}");
+            assert!(bad.is_empty() || !e.to_string().contains(bad), "{e}");
+        }
+    }
+    let server = serve(builder().token("A-z_0.9~")).await;
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_browser_from_another_origin_is_refused_unless_allowed() {
     let server = serve(builder().allow_origin("https://app.example")).await;
     let own = format!("http://{}", server.local_addr());
@@ -253,6 +275,63 @@ async fn a_browser_from_another_origin_is_refused_unless_allowed() {
     let path = format!("/v1/sessions/{id}/ws");
     let evil = [("origin", "http://evil.example")];
     assert!(matches!(Client::try_connect(&server, &path, &evil).await, Attempt::Refused(403, _)));
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_token_a_rebound_host_name_is_refused() {
+    let server = serve(builder().allow_origin("https://app.example")).await;
+    let port = server.local_addr().port();
+    let rebound = format!("evil.example:{port}");
+    // A page of evil.example whose name now points at 127.0.0.1 is same-origin with itself.
+    let page = format!("http://{rebound}");
+    let (status, body) = get(&server, "/v1/agents", &[("host", &rebound), ("origin", &page)]).await;
+    assert_eq!(status, 403);
+    assert!(body.contains(r#""code":"forbidden_host""#), "{body}");
+    assert_eq!(get(&server, "/v1/agents", &[("host", &rebound)]).await.0, 403);
+    for good in [format!("localhost:{port}"), format!("[::1]:{port}"), "app.example".to_owned()] {
+        assert_eq!(get(&server, "/v1/agents", &[("host", &good)]).await.0, 200, "{good}");
+    }
+    let id = start(&server).await.session_id;
+    let path = format!("/v1/sessions/{id}/ws");
+    let host = [("host", rebound.as_str())];
+    assert!(matches!(Client::try_connect(&server, &path, &host).await, Attempt::Refused(403, _)));
+    // The page holds no secret: it is served whatever the name.
+    assert_eq!(get(&server, "/", &[("host", &rebound)]).await.0, 200);
+    server.shutdown().await;
+    // With a token the name does not matter: the page's visitor does not hold the token.
+    let server = serve(builder().token("s3cret")).await;
+    let rebound = format!("evil.example:{}", server.local_addr().port());
+    let (status, _) = get(&server, "/v1/agents", &[("host", &rebound)]).await;
+    assert_eq!(status, 401);
+    let authorized = [("host", rebound.as_str()), ("authorization", "Bearer s3cret")];
+    assert_eq!(get(&server, "/v1/agents", &authorized).await.0, 200);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allowed_origins_are_read_once_and_a_wildcard_is_refused() {
+    for bad in ["*", "app.example", "https://app.example/path", "null"] {
+        let bound = builder().allow_origin(bad).bind("127.0.0.1:0".parse().unwrap()).await;
+        let Err(e) = bound else { panic!("{bad} was taken") };
+        assert!(matches!(e, colloquy_server::BindError::InvalidOrigin { .. }), "{e}");
+        assert!(e.to_string().contains(bad), "{e}");
+    }
+    // Case and a default port do not matter, for the origin check and CORS alike.
+    let server = serve(builder().allow_origin("HTTPS://App.Example:443/")).await;
+    for origin in ["https://app.example", "https://APP.example:443"] {
+        let preflight = http()
+            .request(reqwest::Method::OPTIONS, format!("{}v1/sessions", server.url()))
+            .header("origin", origin)
+            .header("access-control-request-method", "POST")
+            .send()
+            .await
+            .unwrap();
+        let named = preflight.headers().get("access-control-allow-origin");
+        assert_eq!(named.and_then(|v| v.to_str().ok()), Some(origin), "{origin}");
+        assert_eq!(get(&server, "/v1/agents", &[("origin", origin)]).await.0, 200, "{origin}");
+    }
+    assert_eq!(get(&server, "/v1/agents", &[("origin", "https://app.example:8443")]).await.0, 403);
     server.shutdown().await;
 }
 
@@ -332,7 +411,9 @@ async fn requests_over_the_in_flight_bound_are_answered_busy() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_stops_reading_is_closed_and_the_session_lives_on() {
-    let server = serve(builder().max_unread_frames(16).max_in_flight(10_000)).await;
+    // The client is let go once the events it has not read leave the session's buffer.
+    let builder = builder().max_unread_frames(16).max_in_flight(10_000).replay_events(500);
+    let server = serve(builder.slow_client_grace(Duration::from_millis(300))).await;
     let id = start(&server).await.session_id;
     let mut slow = Client::connect_small(&server, &id).await;
     // Some 1,500 speeches of 4 KiB: about 10,000 frames and 12 MB the client does not read.
@@ -354,11 +435,58 @@ async fn a_client_that_stops_reading_is_closed_and_the_session_lives_on() {
     if let Some(ServerMessage::Closing { reason }) = read.last() {
         assert_eq!(*reason, ClosingReason::SlowClient);
     }
-    let last = seqs(&read).last().copied().unwrap_or(0);
-    let mut again = Client::connect(&server, &id, last).await;
-    // At least the frames that did not fit in its queue are still to come, from the next one.
-    let frames = again.until(|f| matches!(f, ServerMessage::Event { .. })).await;
-    assert_eq!(seqs(&frames), [last + 1]);
+    // A reconnect goes on from the next event, or says which ones are gone: never a silent
+    // loss. The session may still be speaking fast enough to outrun a buffer this small: a
+    // client let go again asks again.
+    let mut last = seqs(&read).last().copied().unwrap_or(0);
+    'attempts: loop {
+        let mut again = Client::connect(&server, &id, last).await;
+        let mut gap = None;
+        while let Some(frame) = again.next().await {
+            match frame {
+                ServerMessage::Error(e) if e.code == ErrorCode::Gap => gap = e.oldest_seq,
+                ServerMessage::Event { seq, .. } => {
+                    assert!(seq == last + 1 || gap == Some(seq), "{seq} after {last}, {gap:?}");
+                    break 'attempts;
+                }
+                _ => {}
+            }
+        }
+        last = gap.map_or(last, |oldest| oldest - 1);
+    }
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_catching_up_on_a_long_backlog_is_answered_and_kept() {
+    let server = serve(builder().max_unread_frames(8)).await;
+    let id = start(&server).await.session_id;
+    let mut first = Client::connect(&server, &id, 0).await;
+    for _ in 0..30 {
+        first.send(r#"{"v":1,"type":"say","text":"Some news."}"#).await;
+    }
+    first.send(r#"{"v":1,"id":99,"type":"wait_for_idle"}"#).await;
+    first.until(|f| matches!(f, ServerMessage::Reply { id: Some(99), .. })).await;
+    let last = sessions(&server).await.sessions[0].last_seq;
+    assert!(last > 8 * 10, "a backlog many times the queue: {last}");
+    // Requests sent at once, as the page's `inspect` does, while the queue is full of the
+    // backlog: they are answered, and the client is not let go.
+    let mut late = Client::connect(&server, &id, 0).await;
+    for id in 1..=5 {
+        late.send(&format!(r#"{{"v":1,"id":{id},"type":"inspect"}}"#)).await;
+    }
+    let (mut replies, mut caught_up) = (0, false);
+    let frames = late
+        .until(|f| {
+            let snapshot = matches!(f, ServerMessage::Reply { reply: Reply::Snapshot { .. }, .. });
+            replies += usize::from(snapshot);
+            caught_up |= matches!(f, ServerMessage::Event { seq, .. } if *seq == last);
+            replies == 5 && caught_up || matches!(f, ServerMessage::Closing { .. })
+        })
+        .await;
+    assert!(matches!(frames[0], ServerMessage::Hello { .. }), "{:?}", frames[0]);
+    assert!(!frames.iter().any(|f| matches!(f, ServerMessage::Closing { .. })), "{frames:#?}");
+    assert_eq!(seqs(&frames), (1..=last).collect::<Vec<_>>());
     server.shutdown().await;
 }
 
@@ -390,5 +518,264 @@ async fn a_client_slow_to_send_its_headers_is_cut_off() {
     let mut rest = Vec::new();
     let read = tokio::time::timeout(common::WAIT, stream.read_to_end(&mut rest)).await;
     assert!(read.is_ok(), "the server closes the connection");
+    server.shutdown().await;
+}
+
+/// A backend whose one session's events are fed by the test.
+struct Fed {
+    events: std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<StreamItem>>>,
+    driver: Arc<Recorder>,
+}
+
+impl Fed {
+    fn new() -> (Self, tokio::sync::mpsc::UnboundedSender<StreamItem>, Arc<Recorder>) {
+        let (feed, events) = tokio::sync::mpsc::unbounded_channel();
+        let driver = Arc::new(Recorder::default());
+        let fed = Self { events: std::sync::Mutex::new(Some(events)), driver: Arc::clone(&driver) };
+        (fed, feed, driver)
+    }
+}
+
+/// A session that answers `ok`, records the reasons it was asked to close with, and fails
+/// the first `failing` closes as unreachable (or as `kind`).
+#[derive(Default)]
+struct Recorder {
+    closes: std::sync::Mutex<Vec<String>>,
+    failing: std::sync::atomic::AtomicUsize,
+    kind: std::sync::Mutex<Option<colloquy_protocol::ErrorKind>>,
+}
+
+impl Recorder {
+    fn closes(&self) -> Vec<String> {
+        self.closes.lock().unwrap().clone()
+    }
+}
+
+impl SessionDriver for Recorder {
+    fn execute(&self, request: colloquy_protocol::Request) -> BoxFuture<'static, Reply> {
+        use std::sync::atomic::Ordering;
+        let colloquy_protocol::Command::Close { reason } = request.command else {
+            return std::future::ready(Reply::Ok).boxed();
+        };
+        self.closes.lock().unwrap().push(reason);
+        let failing = self.failing.load(Ordering::SeqCst);
+        let reply = if failing > 0 {
+            self.failing.store(failing - 1, Ordering::SeqCst);
+            let kind =
+                self.kind.lock().unwrap().unwrap_or(colloquy_protocol::ErrorKind::Unavailable);
+            Reply::Error(colloquy_protocol::ProtocolError::new(kind, "node unreachable"))
+        } else {
+            Reply::Closed { history: Vec::new() }
+        };
+        std::future::ready(reply).boxed()
+    }
+}
+
+impl Backend for Fed {
+    fn agents(&self) -> BoxFuture<'static, Result<AgentList, colloquy_protocol::ServerError>> {
+        let list = AgentList { agents: vec!["fed".into()], default: Some("fed".into()) };
+        std::future::ready(Ok(list)).boxed()
+    }
+
+    fn start(
+        &self,
+        agent: String,
+        _: colloquy_protocol::StartOptions,
+    ) -> BoxFuture<'static, Result<StartedSession, colloquy_protocol::ServerError>> {
+        let events = self.events.lock().unwrap().take().expect("one session");
+        let events = futures_util::stream::unfold(events, |mut events| async move {
+            events.recv().await.map(|item| (item, events))
+        });
+        let started = StartedSession {
+            session_id: "fed-1".into(),
+            agent,
+            node: Some("n1".into()),
+            driver: Arc::clone(&self.driver) as Arc<dyn SessionDriver>,
+            events: events.boxed(),
+        };
+        std::future::ready(Ok(started)).boxed()
+    }
+}
+
+fn listening() -> StreamItem {
+    StreamItem::Event(
+        serde_json::from_str(r#"{"at_ms":0,"type":"agent_state","state":"listening"}"#).unwrap(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_lost_on_the_way_skip_their_numbers_and_are_a_gap() {
+    let (backend, feed, _) = Fed::new();
+    let server = serve(colloquy_server::Server::builder().backend(backend)).await;
+    let id = start(&server).await.session_id;
+    for item in [listening(), StreamItem::Lost { count: 3 }, listening()] {
+        feed.send(item).unwrap();
+    }
+    eventually("the events are in", || async { sessions(&server).await.sessions[0].last_seq == 5 })
+        .await;
+    for after in [0, 2] {
+        let mut client = Client::connect(&server, &id, after).await;
+        let frames = client.until(|f| matches!(f, ServerMessage::Event { seq: 5, .. })).await;
+        let gap = frames.iter().find_map(|f| match f {
+            ServerMessage::Error(e) if e.code == ErrorCode::Gap => e.oldest_seq,
+            _ => None,
+        });
+        assert_eq!(gap, Some(5), "{frames:#?}");
+        let expected: &[u64] = if after == 0 { &[1, 5] } else { &[5] };
+        assert_eq!(seqs(&frames), expected);
+    }
+    drop(feed);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_replay_buffer_keeps_the_newest_events_within_its_bytes() {
+    let (backend, feed, _) = Fed::new();
+    // Two frames of `listening` fit; three do not.
+    let frame =
+        r#"{"type":"event","seq":1,"event":{"at_ms":0,"type":"agent_state","state":"listening"}}"#;
+    let builder = colloquy_server::Server::builder().backend(backend).replay_bytes(frame.len() * 2);
+    let server = serve(builder).await;
+    let id = start(&server).await.session_id;
+    for _ in 0..3 {
+        feed.send(listening()).unwrap();
+    }
+    eventually("the events are in", || async { sessions(&server).await.sessions[0].last_seq == 3 })
+        .await;
+    let mut client = Client::connect(&server, &id, 0).await;
+    let frames = client.until(|f| matches!(f, ServerMessage::Event { seq: 3, .. })).await;
+    assert!(
+        matches!(&frames[1], ServerMessage::Error(e) if e.oldest_seq == Some(2)),
+        "{frames:#?}"
+    );
+    assert_eq!(seqs(&frames), [2, 3]);
+    drop(feed);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_takes_so_many_clients_and_the_server_so_many_connections() {
+    let server = serve(builder().max_clients_per_session(1).max_connections(2)).await;
+    let id = start(&server).await.session_id;
+    let path = format!("/v1/sessions/{id}/ws");
+    let mut first = Client::connect(&server, &id, 0).await;
+    first.next().await;
+    let Attempt::Refused(503, body) = Client::try_connect(&server, &path, &[]).await else {
+        panic!("a second client is refused")
+    };
+    assert!(body.contains(r#""code":"too_many_clients""#), "{body}");
+    // Two sockets hold the two places; a third connection waits until one ends.
+    let other = start(&server).await.session_id;
+    let mut second = Client::connect(&server, &other, 0).await;
+    second.next().await;
+    let url = format!("{}healthz", server.url());
+    let waiting = tokio::spawn(async move { http().get(url).send().await.map(|r| r.status()) });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiting.is_finished(), "answered past the bound on connections");
+    drop(first);
+    let status = tokio::time::timeout(common::WAIT, waiting).await.unwrap().unwrap().unwrap();
+    assert_eq!(status.as_u16(), 200);
+    // The place the first client left is free for another client of its session.
+    eventually("the first client leaves", || async {
+        matches!(Client::try_connect(&server, &path, &[]).await, Attempt::Open(_))
+    })
+    .await;
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_does_not_arrive_in_time_is_refused() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let server = serve(builder().body_timeout(Duration::from_millis(200))).await;
+    let mut stream = tokio::net::TcpStream::connect(server.local_addr()).await.unwrap();
+    let head = "POST /v1/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+                Content-Length: 100\r\n\r\n{\"v\":";
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(common::WAIT, stream.read_to_end(&mut answer)).await;
+    assert!(read.is_ok(), "the server answers and closes");
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert!(answer.contains("did not arrive within 200 ms"), "{answer}");
+    assert!(sessions(&server).await.sessions.is_empty());
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_whose_events_end_unclosed_is_closed_before_it_is_let_go() {
+    let (backend, feed, driver) = Fed::new();
+    let server = serve(colloquy_server::Server::builder().backend(backend)).await;
+    start(&server).await;
+    feed.send(listening()).unwrap();
+    drop(feed);
+    eventually("the session leaves", || async { sessions(&server).await.sessions.is_empty() })
+        .await;
+    assert_eq!(driver.closes(), [colloquy_server::EVENTS_ENDED]);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_close_that_fails_is_tried_again() {
+    let (backend, feed, driver) = Fed::new();
+    driver.failing.store(2, std::sync::atomic::Ordering::SeqCst);
+    let builder = colloquy_server::Server::builder().backend(backend);
+    let server = serve(builder.idle_session(Duration::from_millis(100))).await;
+    start(&server).await;
+    eventually("the third close", || async { driver.closes().len() == 3 }).await;
+    // The session answered `closed`: its last event comes, and no close is asked again.
+    let closed = r#"{"at_ms":0,"type":"session_closed","reason":"client_gone"}"#;
+    feed.send(StreamItem::Event(serde_json::from_str(closed).unwrap())).unwrap();
+    drop(feed);
+    eventually("the session leaves", || async { sessions(&server).await.sessions.is_empty() })
+        .await;
+    assert_eq!(driver.closes(), [colloquy_server::CLIENT_GONE; 3]);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_says_why_a_session_did_not_close() {
+    use colloquy_protocol::ErrorKind;
+    let (backend, feed, driver) = Fed::new();
+    let server = serve(colloquy_server::Server::builder().backend(backend)).await;
+    let id = start(&server).await.session_id;
+    let delete = || async {
+        let response = http().delete(format!("{}v1/sessions/{id}", server.url())).send().await;
+        let response = response.unwrap();
+        let status = response.status().as_u16();
+        (status, response.json::<serde_json::Value>().await.unwrap())
+    };
+    for (kind, status, code) in [
+        (ErrorKind::Unavailable, 503, "unavailable"),
+        (ErrorKind::Spawn, 500, "close_failed"),
+        (ErrorKind::Closed, 404, "unknown_session"),
+    ] {
+        *driver.kind.lock().unwrap() = Some(kind);
+        driver.failing.store(1, std::sync::atomic::Ordering::SeqCst);
+        let (got, body) = delete().await;
+        assert_eq!((got, body["code"].as_str()), (status, Some(code)), "{body}");
+    }
+    let (got, body) = delete().await;
+    assert_eq!(got, 200, "{body}");
+    drop(feed);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_session_hook_sees_the_agent_and_the_metadata_a_client_sent() {
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = Arc::clone(&seen);
+    let builder = builder().session(move |session, start| {
+        record.lock().unwrap().push(start.clone());
+        session
+    });
+    let server = serve(builder).await;
+    let body = r#"{"v":1,"agent":"demo","options":{"metadata":{"customer":"c-42"}}}"#;
+    assert_eq!(post(&server, body, None).await.0, 201);
+    assert_eq!(post(&server, r#"{"v":1}"#, None).await.0, 201);
+    let seen = seen.lock().unwrap().clone();
+    let metadata: Vec<_> =
+        seen.iter().map(|start| (start.agent.as_str(), &start.metadata)).collect();
+    let customer = serde_json::json!({"customer": "c-42"});
+    assert_eq!(metadata, [("demo", &customer), ("demo", &serde_json::Value::Null)]);
     server.shutdown().await;
 }
