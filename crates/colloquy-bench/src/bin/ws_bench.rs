@@ -65,7 +65,10 @@ fn agent() -> Agent {
 }
 
 fn llm() -> ScriptedLlm {
-    ScriptedLlm::new([]).with_fallback(|i, _| ScriptedResponse::text(format!("Answer {i}, short.")))
+    // No model latency (the scripted default is 10 ms): what is timed is the way in and out.
+    ScriptedLlm::new([]).with_fallback(|i, _| {
+        ScriptedResponse::text(format!("Answer {i}, short.")).with_latency(Duration::ZERO)
+    })
 }
 
 /// One WebSocket session: its socket and the request ids it used.
