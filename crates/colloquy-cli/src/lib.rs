@@ -79,16 +79,9 @@ pub struct ServeArgs {
     /// The address to listen on (port 0 picks a free one).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
     pub addr: SocketAddr,
-    /// A name clients start the agent by. Repeatable [default: demo].
-    #[arg(long = "agent", value_name = "NAME")]
-    pub agent_names: Vec<String>,
-    /// Which API the sessions talk to [default: the embedded scripted model, no network and
-    /// no keys].
-    #[arg(long, value_enum)]
-    pub provider: Option<Provider>,
-    /// The model and the agent's settings.
+    /// The agent served, its names, model and tools.
     #[command(flatten)]
-    pub agent: AgentArgs,
+    pub served: ServedAgentArgs,
     /// The environment variable that holds the bearer token clients must send (required on
     /// a non-loopback --addr; never on the command line).
     #[arg(long, value_name = "VAR")]
@@ -206,6 +199,23 @@ pub struct AgentArgs {
     pub require_approval: Vec<String>,
 }
 
+/// The agent `colloquy serve` and `colloquy node` serve to others: the names it is started
+/// by, its model and its settings.
+#[derive(Debug, clap::Args, Clone, PartialEq)]
+pub struct ServedAgentArgs {
+    /// A name clients (or, for a node, hosts: `colloquy chat --nats URL --agent NAME`) start
+    /// the agent by. Repeatable [default: demo].
+    #[arg(long = "agent", value_name = "NAME")]
+    pub agent_names: Vec<String>,
+    /// Which API the sessions talk to [default: the embedded scripted model, no network and
+    /// no keys].
+    #[arg(long, value_enum)]
+    pub provider: Option<Provider>,
+    /// The model and the agent's settings.
+    #[command(flatten)]
+    pub agent: AgentArgs,
+}
+
 /// `colloquy node` options.
 #[derive(Debug, clap::Args, Clone, PartialEq)]
 pub struct NodeArgs {
@@ -215,17 +225,9 @@ pub struct NodeArgs {
     /// The node's name, unique among live nodes: letters, digits, `-` and `_`.
     #[arg(long)]
     pub name: String,
-    /// A name hosts start the agent by (`colloquy chat --nats URL --agent NAME`). Repeatable
-    /// [default: demo].
-    #[arg(long = "agent", value_name = "NAME")]
-    pub agent_names: Vec<String>,
-    /// Which API the node's sessions talk to [default: the embedded scripted model, no
-    /// network and no keys].
-    #[arg(long, value_enum)]
-    pub provider: Option<Provider>,
-    /// The model and the agent's settings.
+    /// The agent served, its names, model and tools.
     #[command(flatten)]
-    pub agent: AgentArgs,
+    pub served: ServedAgentArgs,
     /// The most sessions the node holds at once.
     #[arg(long, value_name = "N", default_value_t = 100)]
     pub max_sessions: usize,
@@ -365,7 +367,7 @@ mod tests {
                 assert_eq!(args.addr, "127.0.0.1:8080".parse().unwrap());
                 assert_eq!((args.max_sessions, args.replay_events), (100, 10_000));
                 assert_eq!(args.idle_session, Duration::from_secs(300));
-                assert!(args.token_env.is_none() && args.provider.is_none());
+                assert!(args.token_env.is_none() && args.served.provider.is_none());
             }
             other => panic!("{other:?}"),
         }
@@ -387,7 +389,7 @@ mod tests {
         match parse(&["node", "--nats", "nats://h:1", "--name", "n1", "--drain-timeout", "500ms"]) {
             Ok(Command::Node(args)) => {
                 assert_eq!((args.nats.as_str(), args.name.as_str()), ("nats://h:1", "n1"));
-                assert!(args.agent_names.is_empty() && args.provider.is_none());
+                assert!(args.served.agent_names.is_empty() && args.served.provider.is_none());
                 assert_eq!(args.drain_timeout, Duration::from_millis(500));
                 assert_eq!((args.max_sessions, args.load_threshold), (100, 0.7));
                 assert_eq!(args.lost_after, Duration::from_secs(3));
@@ -396,7 +398,7 @@ mod tests {
             other => panic!("{other:?}"),
         }
         match parse(&["node", "--nats", "u", "--name", "n", "--agent", "a", "--agent", "b"]) {
-            Ok(Command::Node(args)) => assert_eq!(args.agent_names, ["a", "b"]),
+            Ok(Command::Node(args)) => assert_eq!(args.served.agent_names, ["a", "b"]),
             other => panic!("{other:?}"),
         }
         assert_eq!(

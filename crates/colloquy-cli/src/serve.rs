@@ -8,10 +8,9 @@ use std::io::Write;
 use colloquy::cluster::Cluster;
 use colloquy_server::{BindError, ClusterBackend, Limits, Server};
 
-use crate::Provider;
 use crate::chat::terminal::{Style, Terminal};
-use crate::chat::{self, Signals, llm};
-use crate::cluster::{CommandError, DEFAULT_AGENT, nats_config};
+use crate::chat::{self, Signals};
+use crate::cluster::{CommandError, nats_config};
 use crate::{NatsAuthArgs, ServeArgs};
 
 /// Serves until a signal; its lines go to `out`.
@@ -45,27 +44,20 @@ pub async fn run(args: &ServeArgs, out: Box<dyn Write + Send>) -> Result<(), Com
         Some(url) => {
             let nats = nats_config(url, &NatsAuthArgs::default()).map_err(CommandError::Usage)?;
             let cluster = Cluster::connect(nats).await.map_err(CommandError::Cluster)?;
-            let default = args.agent_names.first().cloned();
+            let default = args.served.agent_names.first().cloned();
             builder = builder.backend(ClusterBackend::new(cluster, default));
-            let names = match args.agent_names.is_empty() {
+            let names = match args.served.agent_names.is_empty() {
                 true => "the nodes' agents".to_owned(),
-                false => format!("agents {} (the default first)", args.agent_names.join(", ")),
+                false => {
+                    format!("agents {} (the default first)", args.served.agent_names.join(", "))
+                }
             };
             (names, format!("the cluster at {url}"))
         }
         None => {
-            let provider = args.provider.unwrap_or(Provider::Scripted);
-            let (llm, about) = llm::choose(provider, &args.agent).map_err(CommandError::Usage)?;
-            let (agent, mcp) = chat::with_mcp_servers(
-                chat::agent(args.agent.instructions.as_deref(), &args.agent.require_approval),
-                &args.agent.mcp,
-                &terminal,
-            );
+            let served = chat::Served::new(&args.served, &terminal).map_err(CommandError::Usage)?;
+            let chat::Served { llm, about, agent, servers: mcp, names } = served;
             servers = mcp;
-            let names = match args.agent_names.is_empty() {
-                true => vec![DEFAULT_AGENT.to_owned()],
-                false => args.agent_names.clone(),
-            };
             builder = builder.llm(llm);
             for name in &names {
                 let agent = agent.clone();

@@ -29,8 +29,9 @@ use colloquy::toolsets::EndCallTool;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::ChatArgs;
+use crate::cluster::DEFAULT_AGENT;
 use crate::demo::{booking_tool, weather_tool};
+use crate::{ChatArgs, Provider, ServedAgentArgs};
 use commands::{HELP, Line};
 use session::{ChatSession, Reply, TurnRefused};
 use terminal::{EventLines, Style, Terminal, TerminalSink};
@@ -163,6 +164,36 @@ pub(crate) fn with_mcp_servers(
         agent = agent.toolset(toolset);
     }
     (agent, servers)
+}
+
+/// What `colloquy serve` and `colloquy node` serve: the chat's agent with its `--mcp` servers,
+/// on the model `--provider` names (the scripted one by default), under each `--agent` name
+/// (`demo` if none).
+pub(crate) struct Served {
+    pub(crate) llm: Arc<dyn Llm>,
+    /// The model, as the banner names it.
+    pub(crate) about: String,
+    pub(crate) agent: Agent,
+    pub(crate) servers: Vec<McpServer>,
+    pub(crate) names: Vec<String>,
+}
+
+impl Served {
+    /// The agent `args` describe; a model that cannot be set up is a usage error.
+    pub(crate) fn new(args: &ServedAgentArgs, terminal: &Terminal) -> Result<Self, String> {
+        let provider = args.provider.unwrap_or(Provider::Scripted);
+        let (llm, about) = llm::choose(provider, &args.agent)?;
+        let (agent, servers) = with_mcp_servers(
+            self::agent(args.agent.instructions.as_deref(), &args.agent.require_approval),
+            &args.agent.mcp,
+            terminal,
+        );
+        let names = match args.agent_names.is_empty() {
+            true => vec![DEFAULT_AGENT.to_owned()],
+            false => args.agent_names.clone(),
+        };
+        Ok(Self { llm, about, agent, servers, names })
+    }
 }
 
 /// Says, for each server, how many tools it listed or why it listed none, as soon as it

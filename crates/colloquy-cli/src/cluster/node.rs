@@ -15,7 +15,7 @@ use colloquy::events::{EventFilter, EventKind, EventType};
 use colloquy::ops::{Health, Metrics, OpsServer, router, serve};
 use colloquy::session::SessionHandle;
 
-use super::{CommandError, DEFAULT_AGENT, nats_config};
+use super::{CommandError, nats_config};
 
 /// How long the node waits, once drained, for its sessions' closing lines to be printed.
 const CLOSE_LINES_BOUND: Duration = Duration::from_secs(1);
@@ -23,30 +23,21 @@ const CLOSE_LINES_BOUND: Duration = Duration::from_secs(1);
 /// The tasks that print each session's closing line: awaited before the drained line, so a
 /// close is never lost to the process's exit. Finished ones are dropped as sessions start.
 type CloseLines = Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>;
+use crate::NodeArgs;
 use crate::chat::terminal::{Style, Terminal};
-use crate::chat::{self, Signals, clean, llm};
-use crate::{NodeArgs, Provider};
+use crate::chat::{self, Signals, clean};
 
 /// Runs the node until it has drained; its lines go to `out`.
 pub async fn run(args: &NodeArgs, out: Box<dyn Write + Send>) -> Result<(), CommandError> {
     let nats = nats_config(&args.nats, &args.nats_auth).map_err(CommandError::Usage)?;
-    let provider = args.provider.unwrap_or(Provider::Scripted);
-    let (llm, about) = llm::choose(provider, &args.agent).map_err(CommandError::Usage)?;
     let terminal = Terminal::new(out, false, false);
+    let served = chat::Served::new(&args.served, &terminal).map_err(CommandError::Usage)?;
+    let chat::Served { llm, about, agent, servers, names } = served;
     let mut signals = Signals::new().map_err(|e| CommandError::Failed(e.to_string()))?;
     let health = Arc::new(Mutex::new(Health::not_ready("starting")));
     let ops = match args.metrics_addr {
         Some(addr) => Some(Ops::serve(addr, &health).await?),
         None => None,
-    };
-    let (agent, servers) = chat::with_mcp_servers(
-        chat::agent(args.agent.instructions.as_deref(), &args.agent.require_approval),
-        &args.agent.mcp,
-        &terminal,
-    );
-    let names = match args.agent_names.is_empty() {
-        true => vec![DEFAULT_AGENT.to_owned()],
-        false => args.agent_names.clone(),
     };
     let mut builder = Node::builder()
         .nats(nats)
