@@ -42,9 +42,9 @@ pub use backend::{Backend, LocalBackend, SessionDriver, SessionStart, StartedSes
 #[cfg(feature = "cluster")]
 pub use cluster::ClusterBackend;
 pub use limits::Limits;
-pub use live::{CLIENT_GONE, EVENTS_ENDED};
+pub use live::{CLIENT_GONE, EVENTS_ENDED, SERVER_SHUTDOWN};
 pub use routes::CLIENT_CLOSED;
-pub use server::{BindError, SERVER_SHUTDOWN, Server, ServerBuilder, ServerHandle};
+pub use server::{BindError, Server, ServerBuilder, ServerHandle};
 
 /// The WebSocket subprotocol the server answers with; a browser that sends its token as the
 /// subprotocol `colloquy.bearer.<token>` offers this one beside it.

@@ -25,6 +25,9 @@ use crate::backend::{SessionDriver, StreamItem};
 /// [`Limits::idle_session`](crate::Limits::idle_session).
 pub const CLIENT_GONE: &str = "client_gone";
 
+/// Why the sessions close when the server shuts down.
+pub const SERVER_SHUTDOWN: &str = "server_shutdown";
+
 /// The reason a session is closed with when its event stream ends without `session_closed`
 /// (where it ran was lost, or its events could no longer be read): the server lets it go, so
 /// it must not run on unseen.

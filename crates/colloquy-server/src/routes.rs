@@ -250,7 +250,7 @@ async fn start_session(
         shared.limits.replay_bytes,
     ));
     if let Err(live) = reservation.fill(Arc::clone(&live)) {
-        live.close(crate::server::SERVER_SHUTDOWN).await;
+        live.close(live::SERVER_SHUTDOWN).await;
         return Err(ServerError::new(ErrorCode::ShuttingDown, "the server is shutting down"));
     }
     let pump =

@@ -20,11 +20,8 @@ use crate::auth::{Origin, Token};
 use crate::backend::{Backend, LocalBackend, SessionStart};
 use crate::connection::{Slot, stopping};
 use crate::limits::Limits;
-use crate::live::Registry;
+use crate::live::{Registry, SERVER_SHUTDOWN};
 use crate::routes::{Shared, router};
-
-/// Why the sessions close when the server shuts down.
-pub const SERVER_SHUTDOWN: &str = "server_shutdown";
 
 /// The server's entry point.
 #[derive(Debug)]
