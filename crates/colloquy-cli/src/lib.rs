@@ -109,6 +109,23 @@ pub struct ServeArgs {
     /// token is read from COLLOQUY_NATS_TOKEN.
     #[arg(long, value_name = "URL")]
     pub nats: Option<String>,
+    /// With --nats: a NATS credentials file (user JWT and nkey seed) instead of a token.
+    #[arg(long, value_name = "FILE", requires = "nats")]
+    pub nats_creds: Option<std::path::PathBuf>,
+    /// With --nats: require TLS, trusting the certificate authority in this PEM file.
+    #[arg(long, value_name = "PEM", requires = "nats")]
+    pub nats_tls_ca: Option<std::path::PathBuf>,
+}
+
+impl ServeArgs {
+    /// How `--nats` authenticates: a credentials file or COLLOQUY_NATS_TOKEN, and TLS.
+    pub fn nats_auth(&self) -> NatsAuthArgs {
+        NatsAuthArgs {
+            creds: self.nats_creds.clone(),
+            tls_ca: self.nats_tls_ca.clone(),
+            ..NatsAuthArgs::default()
+        }
+    }
 }
 
 /// `colloquy chat` options.
@@ -381,6 +398,18 @@ mod tests {
         assert_eq!(
             parse(&["serve", "--addr", "here"]),
             Err(clap::error::ErrorKind::ValueValidation)
+        );
+        match parse(&["serve", "--nats", "u", "--nats-creds", "n.creds", "--nats-tls-ca", "ca"]) {
+            Ok(Command::Serve(args)) => {
+                let auth = args.nats_auth();
+                assert_eq!(auth.creds.as_deref(), Some(std::path::Path::new("n.creds")));
+                assert_eq!(auth.tls_ca.as_deref(), Some(std::path::Path::new("ca")));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            parse(&["serve", "--nats-creds", "n.creds"]),
+            Err(clap::error::ErrorKind::MissingRequiredArgument)
         );
     }
 

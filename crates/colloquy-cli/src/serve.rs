@@ -8,10 +8,10 @@ use std::io::Write;
 use colloquy::cluster::Cluster;
 use colloquy_server::{BindError, ClusterBackend, Limits, Server};
 
+use crate::ServeArgs;
 use crate::chat::terminal::{Style, Terminal};
 use crate::chat::{self, Signals};
 use crate::cluster::{CommandError, nats_config};
-use crate::{NatsAuthArgs, ServeArgs};
 
 /// Serves until a signal; its lines go to `out`.
 pub async fn run(args: &ServeArgs, out: Box<dyn Write + Send>) -> Result<(), CommandError> {
@@ -42,7 +42,7 @@ pub async fn run(args: &ServeArgs, out: Box<dyn Write + Send>) -> Result<(), Com
     let mut servers = Vec::new();
     let (names, about) = match &args.nats {
         Some(url) => {
-            let nats = nats_config(url, &NatsAuthArgs::default()).map_err(CommandError::Usage)?;
+            let nats = nats_config(url, &args.nats_auth()).map_err(CommandError::Usage)?;
             let cluster = Cluster::connect(nats).await.map_err(CommandError::Cluster)?;
             let default = args.served.agent_names.first().cloned();
             builder = builder.backend(ClusterBackend::new(cluster, default));
