@@ -80,6 +80,7 @@ pub(crate) async fn run(socket: WebSocket, live: Arc<Live>, after: u64, cx: Cont
     let mut ping = tokio::time::interval_at(Instant::now() + every, every);
     ping.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut heard = Instant::now();
+    let mut client_closed = false;
     let reason = loop {
         tokio::select! {
             biased;
@@ -136,8 +137,13 @@ pub(crate) async fn run(socket: WebSocket, live: Arc<Live>, after: u64, cx: Cont
                         continue;
                     }
                     Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
-                    // The client closed or the socket failed: nobody to say goodbye to.
-                    Some(Ok(Message::Close(_)) | Err(_)) | None => break None,
+                    // The client began the closing handshake: the writer completes it.
+                    Some(Ok(Message::Close(_))) => {
+                        client_closed = true;
+                        break None;
+                    }
+                    // The socket failed: nobody to say goodbye to.
+                    Some(Err(_)) | None => break None,
                 };
                 let answer = match read_request(&text, limits.max_frame_bytes) {
                     Ok(request) => match Arc::clone(&in_flight).try_acquire_owned() {
@@ -182,9 +188,13 @@ pub(crate) async fn run(socket: WebSocket, live: Arc<Live>, after: u64, cx: Cont
     };
     match reason {
         Some(reason) => {
-            let _ = finish.send(reason);
+            let _ = finish.send(Some(reason));
         }
-        // The client left: the writer stops without a last word.
+        // The client closed: its close frame is answered (RFC 6455 §5.5.1), nothing more.
+        None if client_closed => {
+            let _ = finish.send(None);
+        }
+        // The client went silent or its socket failed: the writer stops without a word.
         None => drop(finish),
     }
     drop((control, events));
@@ -347,30 +357,44 @@ impl Queues {
     }
 }
 
-/// Writes queued frames until told to finish; then, within `close_timeout`, the frames still
-/// queued (only the control frames for a client too slow for its events), the `closing` frame
-/// and the close frame.
+/// Writes queued frames until told to finish; then, within `close_timeout`, either the frames
+/// still queued (only the control frames for a client too slow for its events), the `closing`
+/// frame and the close frame, or (told `None`: the client closed) the answer to the client's
+/// close frame.
 async fn write(
     mut sink: SplitSink<WebSocket, Message>,
     mut frames: Queues,
-    mut finish: oneshot::Receiver<ClosingReason>,
+    mut finish: oneshot::Receiver<Option<ClosingReason>>,
     close_timeout: Duration,
 ) {
     let reason = loop {
         tokio::select! {
             biased;
-            reason = &mut finish => break reason.ok(),
+            reason = &mut finish => break reason,
             frame = frames.next() => {
-                let Some(frame) = frame else { break (&mut finish).await.ok() };
+                let Some(frame) = frame else { break (&mut finish).await };
                 tokio::select! {
                     biased;
-                    reason = &mut finish => break reason.ok(),
-                    sent = sink.send(frame) => if sent.is_err() { return },
+                    reason = &mut finish => break reason,
+                    sent = sink.send(frame) => if sent.is_err() {
+                        // A frame the client's close overtook: its answer may still go out.
+                        let _ = tokio::time::timeout(close_timeout, sink.close()).await;
+                        return;
+                    },
                 }
             }
         }
     };
-    let Some(reason) = reason else { return };
+    let reason = match reason {
+        Ok(Some(reason)) => reason,
+        Ok(None) => {
+            // The WebSocket layer queued the echo of the client's close frame when it read
+            // it: closing the sink sends it and ends the handshake.
+            let _ = tokio::time::timeout(close_timeout, sink.close()).await;
+            return;
+        }
+        Err(_) => return,
+    };
     let last_words = async {
         // A slow client still gets its greeting and the answers it is owed, not the events.
         while let Some(frame) = match reason {

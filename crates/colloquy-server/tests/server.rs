@@ -13,6 +13,9 @@ use common::{
 };
 use futures_util::future::BoxFuture;
 use futures_util::{FutureExt, StreamExt};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_user_turn_over_the_websocket_streams_its_events_and_is_answered() {
@@ -93,6 +96,19 @@ async fn a_malformed_frame_gets_an_error_frame_and_the_connection_stays() {
     let Some(ServerMessage::Reply { reply: Reply::History { .. }, .. }) = frames.last() else {
         panic!("{frames:#?}")
     };
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_closes_gets_a_close_frame_back() {
+    let server = serve(builder()).await;
+    let id = start(&server).await.session_id;
+    let mut client = Client::connect(&server, &id, 0).await;
+    client.until(|f| matches!(f, ServerMessage::Hello { .. })).await;
+    let bye = CloseFrame { code: CloseCode::Normal, reason: "bye".into() };
+    client.send_message(Message::Close(Some(bye))).await;
+    // The closing handshake completes: a close frame comes back before the TCP close.
+    assert_eq!(client.close_frame().await.map(|(code, _)| code), Some(1000));
     server.shutdown().await;
 }
 
