@@ -10,6 +10,10 @@
 //! [`Limits::client_timeout`]. A client is slow, and let go with `slow_client`, when the events
 //! it has yet to read leave the buffer, or when an answer finds no room in its queue within
 //! [`Limits::slow_client_grace`] (docs/protocol.md#limits).
+//!
+//! In process a reply also carries a watermark, the number of the last event its session had
+//! emitted when it answered, and the writer holds it until it has written the events up to
+//! there (docs/protocol.md#ordering).
 
 use std::sync::Arc;
 
@@ -33,6 +37,17 @@ const BATCH: usize = 64;
 
 /// Replies, errors and pings queued for one connection and not yet taken by its socket.
 pub(crate) const CONTROL_FRAMES: usize = 64;
+
+/// How long a reply waits for its watermark (1 s): the feeder answers at once unless the
+/// session's events are ending, and past it the reply goes without one.
+const MARK_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// A frame queued for the writer, with the event number that orders it: an event's own, the
+/// watermark a reply waits for, or 0 for neither.
+struct Queued {
+    seq: u64,
+    message: Message,
+}
 
 /// A connection's place among the [`Limits::max_connections`]: held by its HTTP task and, once
 /// it becomes a WebSocket, by the socket's task.
@@ -70,11 +85,12 @@ pub(crate) async fn run(socket: WebSocket, live: Arc<Live>, after: u64, cx: Cont
     // control queue first, and neither the forwarder nor a request runs yet.
     let cursor = greet(&live, after, &control);
     let (finish, finished) = oneshot::channel();
-    let queues = Queues { control: control_frames, events: event_frames };
+    let queues =
+        Queues { control: control_frames, events: event_frames, held: None, written: cursor };
     let writer = tokio::spawn(write(sink, queues, finished, limits.close_timeout));
     let mut forwarder = tokio::spawn(forward(Arc::clone(&live), cursor, events.clone()));
     let in_flight = Arc::new(Semaphore::new(limits.max_in_flight));
-    let mut commands = JoinSet::new();
+    let mut commands: JoinSet<(ServerMessage, Option<u64>)> = JoinSet::new();
     // A client whose network vanished sends no close: pings find it out.
     let every = limits.ping_interval.max(Duration::from_millis(1));
     let mut ping = tokio::time::interval_at(Instant::now() + every, every);
@@ -95,8 +111,8 @@ pub(crate) async fn run(socket: WebSocket, live: Arc<Live>, after: u64, cx: Cont
                     // The answers to requests already sent (a `close` among them) go out
                     // after the session's last event: behind it in the events queue.
                     let wait = async {
-                        while let Some(Ok(answer)) = commands.join_next().await {
-                            if !offer(&events, answer, grace).await {
+                        while let Some(Ok((answer, _))) = commands.join_next().await {
+                            if !offer(&events, answer, 0, grace).await {
                                 return false;
                             }
                         }
@@ -109,8 +125,8 @@ pub(crate) async fn run(socket: WebSocket, live: Arc<Live>, after: u64, cx: Cont
                 }
                 break reason;
             }
-            Some(Ok(answer)) = commands.join_next(), if !commands.is_empty() => {
-                if !offer(&control, answer, grace).await {
+            Some(Ok((answer, mark))) = commands.join_next(), if !commands.is_empty() => {
+                if !offer(&control, answer, mark.unwrap_or(0), grace).await {
                     break Some(ClosingReason::SlowClient);
                 }
             }
@@ -120,7 +136,7 @@ pub(crate) async fn run(socket: WebSocket, live: Arc<Live>, after: u64, cx: Cont
                 }
                 // A full queue already holds frames the client has yet to read: this ping
                 // would tell nothing more, and the client's silence is timed anyway.
-                let _ = control.try_send(Message::Ping(Bytes::new()));
+                let _ = control.try_send(Queued { seq: 0, message: Message::Ping(Bytes::new()) });
             }
             frame = stream.next() => {
                 heard = Instant::now();
@@ -131,7 +147,7 @@ pub(crate) async fn run(socket: WebSocket, live: Arc<Live>, after: u64, cx: Cont
                             ErrorCode::BadRequest,
                             "binary frames are not read: send requests as text frames of JSON",
                         );
-                        if !offer(&control, error.frame(), grace).await {
+                        if !offer(&control, error.frame(), 0, grace).await {
                             break Some(ClosingReason::SlowClient);
                         }
                         continue;
@@ -148,12 +164,13 @@ pub(crate) async fn run(socket: WebSocket, live: Arc<Live>, after: u64, cx: Cont
                 let answer = match read_request(&text, limits.max_frame_bytes) {
                     Ok(request) => match Arc::clone(&in_flight).try_acquire_owned() {
                         Ok(permit) => {
-                            let driver = Arc::clone(&live.driver);
+                            let live = Arc::clone(&live);
                             commands.spawn(async move {
                                 let id = request.id;
-                                let reply = driver.execute(request).await;
+                                let reply = live.driver.execute(request).await;
                                 drop(permit);
-                                ServerMessage::Reply { id, reply }
+                                let mark = live.watermark(MARK_TIMEOUT).await;
+                                (ServerMessage::Reply { id, reply }, mark)
                             });
                             continue;
                         }
@@ -171,7 +188,7 @@ pub(crate) async fn run(socket: WebSocket, live: Arc<Live>, after: u64, cx: Cont
                     },
                     Err(error) => error.frame(),
                 };
-                if !offer(&control, answer, grace).await {
+                if !offer(&control, answer, 0, grace).await {
                     break Some(ClosingReason::SlowClient);
                 }
             }
@@ -203,7 +220,7 @@ pub(crate) async fn run(socket: WebSocket, live: Arc<Live>, after: u64, cx: Cont
 
 /// Queues the greeting, and a `gap` if events after `after` are gone; answers the cursor the
 /// events resume from.
-fn greet(live: &Live, after: u64, control: &mpsc::Sender<Message>) -> u64 {
+fn greet(live: &Live, after: u64, control: &mpsc::Sender<Queued>) -> u64 {
     let hello = ServerMessage::Hello {
         v: PROTOCOL_VERSION,
         session_id: live.id.clone(),
@@ -228,7 +245,7 @@ fn greet(live: &Live, after: u64, control: &mpsc::Sender<Message>) -> u64 {
     }
     for frame in greeting {
         // The queue is new and holds more than two frames.
-        let _ = control.try_send(text(&frame));
+        let _ = control.try_send(Queued { seq: 0, message: text(&frame) });
     }
     cursor
 }
@@ -243,10 +260,16 @@ fn text(message: &ServerMessage) -> Message {
     Message::Text(Utf8Bytes::from(message.encode()))
 }
 
-/// Queues a frame, waiting at most `grace` for room; `false` when there was none (a slow
-/// client) or the writer has gone.
-async fn offer(queue: &mpsc::Sender<Message>, message: ServerMessage, grace: Duration) -> bool {
-    matches!(tokio::time::timeout(grace, queue.send(text(&message))).await, Ok(Ok(())))
+/// Queues a frame ordered by `seq`, waiting at most `grace` for room; `false` when there was
+/// none (a slow client) or the writer has gone.
+async fn offer(
+    queue: &mpsc::Sender<Queued>,
+    message: ServerMessage,
+    seq: u64,
+    grace: Duration,
+) -> bool {
+    let queued = Queued { seq, message: text(&message) };
+    matches!(tokio::time::timeout(grace, queue.send(queued)).await, Ok(Ok(())))
 }
 
 /// Reads one client frame as a request: its size, then its version (so a client of another
@@ -286,7 +309,7 @@ fn read_request(text: &str, max_bytes: usize) -> Result<Request, ServerError> {
 async fn forward(
     live: Arc<Live>,
     mut cursor: u64,
-    queue: mpsc::Sender<Message>,
+    queue: mpsc::Sender<Queued>,
 ) -> Option<ClosingReason> {
     let mut news = live.watch();
     news.borrow_and_update();
@@ -299,7 +322,7 @@ async fn forward(
                         tokio::select! {
                             biased;
                             permit = queue.reserve() => {
-                                permit.ok()?.send(Message::Text(text));
+                                permit.ok()?.send(Queued { seq, message: Message::Text(text) });
                                 break;
                             }
                             changed = news.changed() => {
@@ -328,23 +351,40 @@ async fn forward(
 
 /// The writer's two queues.
 struct Queues {
-    control: mpsc::Receiver<Message>,
-    events: mpsc::Receiver<Message>,
+    control: mpsc::Receiver<Queued>,
+    events: mpsc::Receiver<Queued>,
+    /// A control frame waiting for the events up to its watermark; the control frames behind
+    /// it wait too, in order.
+    held: Option<Queued>,
+    /// The number of the last event taken (the connection's starting cursor before any: the
+    /// events up to it never come).
+    written: u64,
 }
 
 impl Queues {
-    /// The next frame, a control frame first; `None` once both queues are closed and empty.
+    /// The next frame, a control frame first unless it waits for events; `None` once both
+    /// queues are closed and empty. Cancel-safe: a frame taken and not returned is held.
     async fn next(&mut self) -> Option<Message> {
         let mut open = (true, true);
         loop {
+            if let Some(held) = self.held.take_if(|held| held.seq <= self.written) {
+                return Some(held.message);
+            }
+            if self.held.is_some() {
+                return match self.events.recv().await {
+                    Some(event) => Some(self.taken(event)),
+                    // No more events come: nothing left to wait for.
+                    None => self.held.take().map(|held| held.message),
+                };
+            }
             tokio::select! {
                 biased;
                 frame = self.control.recv(), if open.0 => match frame {
-                    Some(frame) => return Some(frame),
+                    Some(frame) => self.held = Some(frame),
                     None => open.0 = false,
                 },
                 frame = self.events.recv(), if open.1 => match frame {
-                    Some(frame) => return Some(frame),
+                    Some(event) => return Some(self.taken(event)),
                     None => open.1 = false,
                 },
                 else => return None,
@@ -352,8 +392,30 @@ impl Queues {
         }
     }
 
-    fn try_next(&mut self) -> Option<Message> {
-        self.control.try_recv().or_else(|_| self.events.try_recv()).ok()
+    /// The next frame already queued, as [`next`](Self::next) orders them (a control frame
+    /// waits for no event missing from the queue); with `events` false, control frames only.
+    fn try_next(&mut self, events: bool) -> Option<Message> {
+        if self.held.is_none() {
+            self.held = self.control.try_recv().ok();
+        }
+        match self.held.take() {
+            Some(held) if held.seq > self.written && events => match self.events.try_recv() {
+                Ok(event) => {
+                    self.held = Some(held);
+                    Some(self.taken(event))
+                }
+                Err(_) => Some(held.message),
+            },
+            Some(held) => Some(held.message),
+            None if events => self.events.try_recv().ok().map(|event| self.taken(event)),
+            None => None,
+        }
+    }
+
+    /// An event frame taken from its queue: the events up to it are written.
+    fn taken(&mut self, event: Queued) -> Message {
+        self.written = self.written.max(event.seq);
+        event.message
     }
 }
 
@@ -397,10 +459,8 @@ async fn write(
     };
     let last_words = async {
         // A slow client still gets its greeting and the answers it is owed, not the events.
-        while let Some(frame) = match reason {
-            ClosingReason::SlowClient => frames.control.try_recv().ok(),
-            _ => frames.try_next(),
-        } {
+        let events = reason != ClosingReason::SlowClient;
+        while let Some(frame) = frames.try_next(events) {
             sink.send(frame).await?;
         }
         let closing = ServerMessage::Closing { reason };

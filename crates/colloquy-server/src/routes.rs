@@ -241,20 +241,21 @@ async fn start_session(
             }
         })?;
     let started = shared.backend.start(agent, request.options).await?;
-    let live = Arc::new(Live::new(
+    let (live, marks) = Live::new(
         started.session_id.clone(),
         started.agent.clone(),
         started.node.clone(),
         started.driver,
         shared.limits.replay_events,
         shared.limits.replay_bytes,
-    ));
+    );
+    let live = Arc::new(live);
     if let Err(live) = reservation.fill(Arc::clone(&live)) {
         live.close(live::SERVER_SHUTDOWN).await;
         return Err(ServerError::new(ErrorCode::ShuttingDown, "the server is shutting down"));
     }
-    let pump =
-        live::pump(live, started.events, Arc::clone(&shared.registry), shared.limits.idle_session);
+    let registry = Arc::clone(&shared.registry);
+    let pump = live::pump(live, started.events, marks, registry, shared.limits.idle_session);
     shared.tasks.spawn(pump);
     Ok(SessionStarted { session_id: started.session_id, agent: started.agent, node: started.node })
 }

@@ -6,8 +6,10 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
+use colloquy_core::Agent;
+use colloquy_llm::{ScriptedLlm, ScriptedResponse};
 use colloquy_protocol::{AgentList, ClosingReason, ErrorCode, Reply, ServerMessage};
-use colloquy_server::{Backend, Limits, SessionDriver, StartedSession, StreamItem};
+use colloquy_server::{Backend, Limits, Server, SessionDriver, StartedSession, StreamItem};
 use common::{
     Attempt, Client, builder, eventually, get, http, is_event, post, seqs, serve, sessions, start,
 };
@@ -96,6 +98,40 @@ async fn a_malformed_frame_gets_an_error_frame_and_the_connection_stays() {
     let Some(ServerMessage::Reply { reply: Reply::History { .. }, .. }) = frames.last() else {
         panic!("{frames:#?}")
     };
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_process_a_reply_comes_after_the_events_before_it() {
+    let llm = ScriptedLlm::new([])
+        .with_fallback(|n, _| ScriptedResponse::text(format!("Reply number {n}.")));
+    let builder = Server::builder().llm(llm).agent("plain", || Agent::new("plain", "You help."));
+    let server = serve(builder).await;
+    let id = start(&server).await.session_id;
+    let mut client = Client::connect(&server, &id, 0).await;
+    for round in 1..=30u64 {
+        let (turn, idle) = (2 * round, 2 * round + 1);
+        let replied = |id: u64| move |f: &ServerMessage| matches!(f, ServerMessage::Reply { id: Some(i), .. } if *i == id);
+        client
+            .send(&format!(r#"{{"v":1,"id":{turn},"type":"user_turn","text":"hi {round}"}}"#))
+            .await;
+        // Requests run concurrently: the wait is sent once the session has taken the turn.
+        let mut frames = client.until(replied(turn)).await;
+        assert!(frames.iter().any(|f| is_event(f, "speech_created")), "round {round}");
+        client.send(&format!(r#"{{"v":1,"id":{idle},"type":"wait_for_idle"}}"#)).await;
+        frames.extend(client.until(replied(idle)).await);
+        let states: Vec<String> = frames
+            .iter()
+            .filter(|f| is_event(f, "agent_state"))
+            .map(|f| {
+                let ServerMessage::Event { event, .. } = f else { unreachable!() };
+                serde_json::to_value(event).unwrap()["state"].as_str().unwrap().to_owned()
+            })
+            .collect();
+        // This turn's states all came before its `wait_for_idle` reply, `listening` last.
+        assert!(states.iter().any(|s| s == "thinking"), "round {round}: {states:?}");
+        assert_eq!(states.last().map(String::as_str), Some("listening"), "round {round}");
+    }
     server.shutdown().await;
 }
 
