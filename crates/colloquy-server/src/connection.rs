@@ -284,7 +284,27 @@ fn read_request(text: &str, max_bytes: usize) -> Result<Request, ServerError> {
     let value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
         ServerError::new(ErrorCode::BadRequest, format!("the frame is not JSON: {e}"))
     })?;
-    let id = value.get("id").and_then(serde_json::Value::as_u64);
+    let Some(fields) = value.as_object() else {
+        let message = format!(
+            "a request is a JSON object, such as {{\"v\":{PROTOCOL_VERSION},\"id\":1,\"type\":\"history\"}}; \
+             this frame is {}",
+            kind_of(&value)
+        );
+        return Err(ServerError::new(ErrorCode::BadRequest, message));
+    };
+    let id = match fields.get("id") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(id) => match id.as_u64() {
+            Some(id) => Some(id),
+            None => {
+                let message = format!(
+                    "`id` must be a non-negative integer (at most {}) or absent, not {id}",
+                    u64::MAX
+                );
+                return Err(ServerError::new(ErrorCode::BadRequest, message));
+            }
+        },
+    };
     match value.get("v").and_then(serde_json::Value::as_u64) {
         Some(v) if v == u64::from(PROTOCOL_VERSION) => {}
         Some(v) => {
@@ -298,9 +318,48 @@ fn read_request(text: &str, max_bytes: usize) -> Result<Request, ServerError> {
             return Err(ServerError::new(ErrorCode::BadRequest, message).about(id));
         }
     }
-    serde_json::from_value(value).map_err(|e| {
+    let request: Request = serde_json::from_value(value.clone()).map_err(|e| {
         ServerError::new(ErrorCode::BadRequest, format!("unreadable request: {e}")).about(id)
-    })
+    })?;
+    match unknown_field(fields, &request) {
+        Some(field) => {
+            let message = format!(
+                "unknown field `{field}` in a `{}` request: a field the server does not read is \
+                 refused, so a typo does not pass silently",
+                request.command.name()
+            );
+            Err(ServerError::new(ErrorCode::BadRequest, message).about(id))
+        }
+        None => Ok(request),
+    }
+}
+
+/// A top-level field of the client's frame that the request it decoded to does not carry: one
+/// serde skipped (`deny_unknown_fields` does not reach through the flattened command, and the
+/// `Request` type stays lenient for the cluster's nodes, which must read a newer host's
+/// requests). A `null` field is never one: it may be an absent option's.
+fn unknown_field(
+    fields: &serde_json::Map<String, serde_json::Value>,
+    request: &Request,
+) -> Option<String> {
+    let known = serde_json::to_value(request).ok()?;
+    let known = known.as_object()?;
+    fields
+        .iter()
+        .find(|(name, value)| !value.is_null() && !known.contains_key(name.as_str()))
+        .map(|(name, _)| name.clone())
+}
+
+/// What a JSON value is, for an error message.
+fn kind_of(value: &serde_json::Value) -> &'static str {
+    match value {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
 }
 
 /// Copies every event after `cursor` into the queue, waiting for room for as long as the
@@ -492,6 +551,20 @@ mod tests {
         let dance = code(r#"{"v":1,"id":5,"type":"dance"}"#);
         assert_eq!((dance.code, dance.id), (ErrorCode::BadRequest, Some(5)));
         assert_eq!(code(r#"{"id":6,"type":"history"}"#).code, ErrorCode::BadRequest);
+        let array = code("[1,2]");
+        assert!(array.message.contains("a JSON object"), "{}", array.message);
+        for id in ["-1", "1.5", "\"7\""] {
+            let bad = code(&format!(r#"{{"v":1,"id":{id},"type":"history"}}"#));
+            assert_eq!(bad.id, None);
+            assert!(bad.message.contains("`id` must be a non-negative integer"), "{}", bad.message);
+        }
+        let typo = code(r#"{"v":1,"id":8,"type":"say","txet":"a","text":"b"}"#);
+        assert_eq!((typo.code, typo.id), (ErrorCode::BadRequest, Some(8)));
+        assert!(typo.message.contains("unknown field `txet`"), "{}", typo.message);
+        // An absent option sent as null is not unknown.
+        let reply =
+            r#"{"v":1,"id":null,"type":"generate_reply","instructions":"a","tool_choice":null}"#;
+        assert!(read_request(reply, 1024).is_ok());
         assert_eq!(
             code(&format!(r#"{{"v":1,"type":"say","text":"{}"}}"#, "a".repeat(64))).code,
             ErrorCode::TooLarge

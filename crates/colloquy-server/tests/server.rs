@@ -218,6 +218,45 @@ async fn events_no_longer_held_give_a_gap_and_the_stream_goes_on_from_the_oldest
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_query_or_method_is_answered_in_the_protocol_s_words() {
+    let server = serve(builder()).await;
+    let id = start(&server).await.session_id;
+    for (query, says) in [("-1", "`after` must be a non-negative integer"), ("x", "`after` must")] {
+        let path = format!("/v1/sessions/{id}/ws?after={query}");
+        let Attempt::Refused(400, body) = Client::try_connect(&server, &path, &[]).await else {
+            panic!("expected a refusal")
+        };
+        let error: ServerMessage = ServerMessage::decode(&body).unwrap();
+        let ServerMessage::Error(error) = error else { panic!("{body}") };
+        assert_eq!(error.code, ErrorCode::BadRequest);
+        assert!(error.message.contains(says), "{body}");
+    }
+    let path = format!("/v1/sessions/{id}/ws?after=99999");
+    let Attempt::Refused(400, body) = Client::try_connect(&server, &path, &[]).await else {
+        panic!("expected a refusal")
+    };
+    assert!(body.contains("is past the session's last event"), "{body}");
+    // A route asked with a method it does not take: the error body, and what it takes.
+    let response = http().post(format!("{}v1/sessions/{id}", server.url())).send().await.unwrap();
+    assert_eq!(response.status().as_u16(), 405);
+    let allow = response.headers().get("allow").map(|v| v.to_str().unwrap().to_owned());
+    assert_eq!(allow.as_deref(), Some("DELETE"));
+    let body = response.text().await.unwrap();
+    let Ok(ServerMessage::Error(error)) = ServerMessage::decode(&body) else { panic!("{body}") };
+    assert_eq!(error.code, ErrorCode::MethodNotAllowed);
+    // A typo in the start body and in a request frame are both refused.
+    let (status, body) = post(&server, r#"{"v":1,"agnet":"demo"}"#, None).await;
+    assert_eq!((status, body["code"].as_str()), (400, Some("bad_request")), "{body}");
+    let mut client = Client::connect(&server, &id, 0).await;
+    client.send(r#"{"v":1,"id":3,"type":"history","limit":5}"#).await;
+    let frames = client.until(|f| matches!(f, ServerMessage::Error(_))).await;
+    let Some(ServerMessage::Error(error)) = frames.last() else { unreachable!() };
+    assert_eq!((error.code, error.id), (ErrorCode::BadRequest, Some(3)));
+    assert!(error.message.contains("unknown field `limit`"), "{}", error.message);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frame_over_the_hard_limit_closes_the_socket_with_1009() {
     let mut limits = Limits::default();
     limits.max_frame_bytes_hard = 128 * 1024;
