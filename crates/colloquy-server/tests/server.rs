@@ -11,7 +11,8 @@ use colloquy_llm::{ScriptedLlm, ScriptedResponse};
 use colloquy_protocol::{AgentList, ClosingReason, ErrorCode, Reply, ServerMessage};
 use colloquy_server::{Backend, Limits, Server, SessionDriver, StartedSession, StreamItem};
 use common::{
-    Attempt, Client, builder, eventually, get, http, is_event, post, seqs, serve, sessions, start,
+    Attempt, Client, attached, builder, eventually, get, http, is_event, post, seqs, serve,
+    sessions, start,
 };
 use futures_util::future::BoxFuture;
 use futures_util::{FutureExt, StreamExt};
@@ -138,9 +139,7 @@ async fn in_process_a_reply_comes_after_the_events_before_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_closes_gets_a_close_frame_back() {
     let server = serve(builder()).await;
-    let id = start(&server).await.session_id;
-    let mut client = Client::connect(&server, &id, 0).await;
-    client.until(|f| matches!(f, ServerMessage::Hello { .. })).await;
+    let mut client = attached(&server).await;
     let bye = CloseFrame { code: CloseCode::Normal, reason: "bye".into() };
     client.send_message(Message::Close(Some(bye))).await;
     // The closing handshake completes: a close frame comes back before the TCP close.
@@ -151,9 +150,7 @@ async fn a_client_that_closes_gets_a_close_frame_back() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shutdown_closes_every_session_and_says_so_on_the_socket() {
     let server = serve(builder()).await;
-    let id = start(&server).await.session_id;
-    let mut client = Client::connect(&server, &id, 0).await;
-    client.until(|f| matches!(f, ServerMessage::Hello { .. })).await;
+    let mut client = attached(&server).await;
     let stopping = tokio::spawn(server.shutdown());
     let frames = client.until(|f| matches!(f, ServerMessage::Closing { .. })).await;
     let closed = frames.iter().find(|f| is_event(f, "session_closed")).expect("session_closed");
