@@ -58,14 +58,20 @@ async fn one_turn(url: &str) -> (Socket, Option<String>) {
         .send(Message::text(r#"{"v":1,"id":1,"type":"user_turn","text":"Hello"}"#))
         .await
         .unwrap();
-    socket.send(Message::text(r#"{"v":1,"id":2,"type":"wait_for_idle"}"#)).await.unwrap();
-    let (mut turn, mut said) = (false, false);
-    while !(turn && said) {
+    let (mut turn, mut idle, mut said) = (false, false, false);
+    while !(idle && said) {
         let frame = tokio::time::timeout(BOUND, socket.next()).await.expect("a frame in time");
         let Some(Ok(Message::Text(text))) = frame else { panic!("the socket closed: {frame:?}") };
         match ServerMessage::decode(&text).unwrap() {
-            ServerMessage::Reply { id: Some(1), reply } => turn = reply == Reply::Ok,
-            ServerMessage::Reply { id: Some(2), .. } => assert!(turn, "idle before the turn"),
+            ServerMessage::Reply { id: Some(1), reply } => {
+                turn = reply == Reply::Ok;
+                assert!(turn, "the turn is taken");
+                // Requests run concurrently (docs/protocol.md#ordering): sent together, the
+                // wait could reach the session before the turn and find it idle.
+                let wait = r#"{"v":1,"id":2,"type":"wait_for_idle"}"#;
+                socket.send(Message::text(wait)).await.unwrap();
+            }
+            ServerMessage::Reply { id: Some(2), .. } => idle = turn,
             ServerMessage::Event { event, .. } => {
                 let event = serde_json::to_value(event).unwrap();
                 said |= event["type"] == "x_conversation_item_added"

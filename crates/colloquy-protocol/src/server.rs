@@ -142,6 +142,9 @@ pub enum ErrorCode {
     ShuttingDown,
     /// No such route.
     NotFound,
+    /// The route exists but not with this method, such as `POST /v1/sessions/{id}` (HTTP 405,
+    /// with an `Allow` header naming the methods it takes).
+    MethodNotAllowed,
     /// Where sessions run (a cluster) could not be reached or did not answer in time (HTTP 503).
     Unavailable,
 }

@@ -72,12 +72,25 @@ pub trait SessionDriver: Send + Sync + 'static {
     /// Runs `request` and answers it, as `colloquy_protocol::execute` does; a transport's own
     /// failure is an error reply.
     fn execute(&self, request: Request) -> BoxFuture<'static, Reply>;
+
+    /// Whether every event the session emitted before answering a request is already waiting
+    /// in its event stream when [`execute`](Self::execute)'s answer resolves: then the server
+    /// sends each reply after those events (docs/protocol.md#ordering). `false` (the default)
+    /// where events travel apart from replies, as a cluster's do: clients match by `seq`.
+    fn events_precede_replies(&self) -> bool {
+        false
+    }
 }
 
 impl SessionDriver for SessionHandle {
     fn execute(&self, request: Request) -> BoxFuture<'static, Reply> {
         let session = self.clone();
         async move { execute(&session, request).await }.boxed()
+    }
+
+    /// The session's actor emits its events into the subscriber's channel before it answers.
+    fn events_precede_replies(&self) -> bool {
+        true
     }
 }
 

@@ -10,6 +10,10 @@
 //! [`Limits::client_timeout`]. A client is slow, and let go with `slow_client`, when the events
 //! it has yet to read leave the buffer, or when an answer finds no room in its queue within
 //! [`Limits::slow_client_grace`] (docs/protocol.md#limits).
+//!
+//! In process a reply also carries a watermark, the number of the last event its session had
+//! emitted when it answered, and the writer holds it until it has written the events up to
+//! there (docs/protocol.md#ordering).
 
 use std::sync::Arc;
 
@@ -33,6 +37,17 @@ const BATCH: usize = 64;
 
 /// Replies, errors and pings queued for one connection and not yet taken by its socket.
 pub(crate) const CONTROL_FRAMES: usize = 64;
+
+/// How long a reply waits for its watermark (1 s): the feeder answers at once unless the
+/// session's events are ending, and past it the reply goes without one.
+const MARK_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// A frame queued for the writer, with the event number that orders it: an event's own, the
+/// watermark a reply waits for, or 0 for neither.
+struct Queued {
+    seq: u64,
+    message: Message,
+}
 
 /// A connection's place among the [`Limits::max_connections`]: held by its HTTP task and, once
 /// it becomes a WebSocket, by the socket's task.
@@ -70,16 +85,18 @@ pub(crate) async fn run(socket: WebSocket, live: Arc<Live>, after: u64, cx: Cont
     // control queue first, and neither the forwarder nor a request runs yet.
     let cursor = greet(&live, after, &control);
     let (finish, finished) = oneshot::channel();
-    let queues = Queues { control: control_frames, events: event_frames };
+    let queues =
+        Queues { control: control_frames, events: event_frames, held: None, written: cursor };
     let writer = tokio::spawn(write(sink, queues, finished, limits.close_timeout));
     let mut forwarder = tokio::spawn(forward(Arc::clone(&live), cursor, events.clone()));
     let in_flight = Arc::new(Semaphore::new(limits.max_in_flight));
-    let mut commands = JoinSet::new();
+    let mut commands: JoinSet<(ServerMessage, Option<u64>)> = JoinSet::new();
     // A client whose network vanished sends no close: pings find it out.
     let every = limits.ping_interval.max(Duration::from_millis(1));
     let mut ping = tokio::time::interval_at(Instant::now() + every, every);
     ping.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut heard = Instant::now();
+    let mut client_closed = false;
     let reason = loop {
         tokio::select! {
             biased;
@@ -94,8 +111,8 @@ pub(crate) async fn run(socket: WebSocket, live: Arc<Live>, after: u64, cx: Cont
                     // The answers to requests already sent (a `close` among them) go out
                     // after the session's last event: behind it in the events queue.
                     let wait = async {
-                        while let Some(Ok(answer)) = commands.join_next().await {
-                            if !offer(&events, answer, grace).await {
+                        while let Some(Ok((answer, _))) = commands.join_next().await {
+                            if !offer(&events, answer, 0, grace).await {
                                 return false;
                             }
                         }
@@ -108,8 +125,8 @@ pub(crate) async fn run(socket: WebSocket, live: Arc<Live>, after: u64, cx: Cont
                 }
                 break reason;
             }
-            Some(Ok(answer)) = commands.join_next(), if !commands.is_empty() => {
-                if !offer(&control, answer, grace).await {
+            Some(Ok((answer, mark))) = commands.join_next(), if !commands.is_empty() => {
+                if !offer(&control, answer, mark.unwrap_or(0), grace).await {
                     break Some(ClosingReason::SlowClient);
                 }
             }
@@ -119,7 +136,7 @@ pub(crate) async fn run(socket: WebSocket, live: Arc<Live>, after: u64, cx: Cont
                 }
                 // A full queue already holds frames the client has yet to read: this ping
                 // would tell nothing more, and the client's silence is timed anyway.
-                let _ = control.try_send(Message::Ping(Bytes::new()));
+                let _ = control.try_send(Queued { seq: 0, message: Message::Ping(Bytes::new()) });
             }
             frame = stream.next() => {
                 heard = Instant::now();
@@ -130,24 +147,30 @@ pub(crate) async fn run(socket: WebSocket, live: Arc<Live>, after: u64, cx: Cont
                             ErrorCode::BadRequest,
                             "binary frames are not read: send requests as text frames of JSON",
                         );
-                        if !offer(&control, error.frame(), grace).await {
+                        if !offer(&control, error.frame(), 0, grace).await {
                             break Some(ClosingReason::SlowClient);
                         }
                         continue;
                     }
                     Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
-                    // The client closed or the socket failed: nobody to say goodbye to.
-                    Some(Ok(Message::Close(_)) | Err(_)) | None => break None,
+                    // The client began the closing handshake: the writer completes it.
+                    Some(Ok(Message::Close(_))) => {
+                        client_closed = true;
+                        break None;
+                    }
+                    // The socket failed: nobody to say goodbye to.
+                    Some(Err(_)) | None => break None,
                 };
                 let answer = match read_request(&text, limits.max_frame_bytes) {
                     Ok(request) => match Arc::clone(&in_flight).try_acquire_owned() {
                         Ok(permit) => {
-                            let driver = Arc::clone(&live.driver);
+                            let live = Arc::clone(&live);
                             commands.spawn(async move {
                                 let id = request.id;
-                                let reply = driver.execute(request).await;
+                                let reply = live.driver.execute(request).await;
                                 drop(permit);
-                                ServerMessage::Reply { id, reply }
+                                let mark = live.watermark(MARK_TIMEOUT).await;
+                                (ServerMessage::Reply { id, reply }, mark)
                             });
                             continue;
                         }
@@ -165,7 +188,7 @@ pub(crate) async fn run(socket: WebSocket, live: Arc<Live>, after: u64, cx: Cont
                     },
                     Err(error) => error.frame(),
                 };
-                if !offer(&control, answer, grace).await {
+                if !offer(&control, answer, 0, grace).await {
                     break Some(ClosingReason::SlowClient);
                 }
             }
@@ -182,9 +205,13 @@ pub(crate) async fn run(socket: WebSocket, live: Arc<Live>, after: u64, cx: Cont
     };
     match reason {
         Some(reason) => {
-            let _ = finish.send(reason);
+            let _ = finish.send(Some(reason));
         }
-        // The client left: the writer stops without a last word.
+        // The client closed: its close frame is answered (RFC 6455 §5.5.1), nothing more.
+        None if client_closed => {
+            let _ = finish.send(None);
+        }
+        // The client went silent or its socket failed: the writer stops without a word.
         None => drop(finish),
     }
     drop((control, events));
@@ -193,7 +220,7 @@ pub(crate) async fn run(socket: WebSocket, live: Arc<Live>, after: u64, cx: Cont
 
 /// Queues the greeting, and a `gap` if events after `after` are gone; answers the cursor the
 /// events resume from.
-fn greet(live: &Live, after: u64, control: &mpsc::Sender<Message>) -> u64 {
+fn greet(live: &Live, after: u64, control: &mpsc::Sender<Queued>) -> u64 {
     let hello = ServerMessage::Hello {
         v: PROTOCOL_VERSION,
         session_id: live.id.clone(),
@@ -218,7 +245,7 @@ fn greet(live: &Live, after: u64, control: &mpsc::Sender<Message>) -> u64 {
     }
     for frame in greeting {
         // The queue is new and holds more than two frames.
-        let _ = control.try_send(text(&frame));
+        let _ = control.try_send(Queued { seq: 0, message: text(&frame) });
     }
     cursor
 }
@@ -233,10 +260,16 @@ fn text(message: &ServerMessage) -> Message {
     Message::Text(Utf8Bytes::from(message.encode()))
 }
 
-/// Queues a frame, waiting at most `grace` for room; `false` when there was none (a slow
-/// client) or the writer has gone.
-async fn offer(queue: &mpsc::Sender<Message>, message: ServerMessage, grace: Duration) -> bool {
-    matches!(tokio::time::timeout(grace, queue.send(text(&message))).await, Ok(Ok(())))
+/// Queues a frame ordered by `seq`, waiting at most `grace` for room; `false` when there was
+/// none (a slow client) or the writer has gone.
+async fn offer(
+    queue: &mpsc::Sender<Queued>,
+    message: ServerMessage,
+    seq: u64,
+    grace: Duration,
+) -> bool {
+    let queued = Queued { seq, message: text(&message) };
+    matches!(tokio::time::timeout(grace, queue.send(queued)).await, Ok(Ok(())))
 }
 
 /// Reads one client frame as a request: its size, then its version (so a client of another
@@ -251,7 +284,27 @@ fn read_request(text: &str, max_bytes: usize) -> Result<Request, ServerError> {
     let value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
         ServerError::new(ErrorCode::BadRequest, format!("the frame is not JSON: {e}"))
     })?;
-    let id = value.get("id").and_then(serde_json::Value::as_u64);
+    let Some(fields) = value.as_object() else {
+        let message = format!(
+            "a request is a JSON object, such as {{\"v\":{PROTOCOL_VERSION},\"id\":1,\"type\":\"history\"}}; \
+             this frame is {}",
+            kind_of(&value)
+        );
+        return Err(ServerError::new(ErrorCode::BadRequest, message));
+    };
+    let id = match fields.get("id") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(id) => match id.as_u64() {
+            Some(id) => Some(id),
+            None => {
+                let message = format!(
+                    "`id` must be a non-negative integer (at most {}) or absent, not {id}",
+                    u64::MAX
+                );
+                return Err(ServerError::new(ErrorCode::BadRequest, message));
+            }
+        },
+    };
     match value.get("v").and_then(serde_json::Value::as_u64) {
         Some(v) if v == u64::from(PROTOCOL_VERSION) => {}
         Some(v) => {
@@ -265,9 +318,48 @@ fn read_request(text: &str, max_bytes: usize) -> Result<Request, ServerError> {
             return Err(ServerError::new(ErrorCode::BadRequest, message).about(id));
         }
     }
-    serde_json::from_value(value).map_err(|e| {
+    let request: Request = serde_json::from_value(value.clone()).map_err(|e| {
         ServerError::new(ErrorCode::BadRequest, format!("unreadable request: {e}")).about(id)
-    })
+    })?;
+    match unknown_field(fields, &request) {
+        Some(field) => {
+            let message = format!(
+                "unknown field `{field}` in a `{}` request: a field the server does not read is \
+                 refused, so a typo does not pass silently",
+                request.command.name()
+            );
+            Err(ServerError::new(ErrorCode::BadRequest, message).about(id))
+        }
+        None => Ok(request),
+    }
+}
+
+/// A top-level field of the client's frame that the request it decoded to does not carry: one
+/// serde skipped (`deny_unknown_fields` does not reach through the flattened command, and the
+/// `Request` type stays lenient for the cluster's nodes, which must read a newer host's
+/// requests). A `null` field is never one: it may be an absent option's.
+fn unknown_field(
+    fields: &serde_json::Map<String, serde_json::Value>,
+    request: &Request,
+) -> Option<String> {
+    let known = serde_json::to_value(request).ok()?;
+    let known = known.as_object()?;
+    fields
+        .iter()
+        .find(|(name, value)| !value.is_null() && !known.contains_key(name.as_str()))
+        .map(|(name, _)| name.clone())
+}
+
+/// What a JSON value is, for an error message.
+fn kind_of(value: &serde_json::Value) -> &'static str {
+    match value {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
 }
 
 /// Copies every event after `cursor` into the queue, waiting for room for as long as the
@@ -276,7 +368,7 @@ fn read_request(text: &str, max_bytes: usize) -> Result<Request, ServerError> {
 async fn forward(
     live: Arc<Live>,
     mut cursor: u64,
-    queue: mpsc::Sender<Message>,
+    queue: mpsc::Sender<Queued>,
 ) -> Option<ClosingReason> {
     let mut news = live.watch();
     news.borrow_and_update();
@@ -289,7 +381,7 @@ async fn forward(
                         tokio::select! {
                             biased;
                             permit = queue.reserve() => {
-                                permit.ok()?.send(Message::Text(text));
+                                permit.ok()?.send(Queued { seq, message: Message::Text(text) });
                                 break;
                             }
                             changed = news.changed() => {
@@ -318,23 +410,40 @@ async fn forward(
 
 /// The writer's two queues.
 struct Queues {
-    control: mpsc::Receiver<Message>,
-    events: mpsc::Receiver<Message>,
+    control: mpsc::Receiver<Queued>,
+    events: mpsc::Receiver<Queued>,
+    /// A control frame waiting for the events up to its watermark; the control frames behind
+    /// it wait too, in order.
+    held: Option<Queued>,
+    /// The number of the last event taken (the connection's starting cursor before any: the
+    /// events up to it never come).
+    written: u64,
 }
 
 impl Queues {
-    /// The next frame, a control frame first; `None` once both queues are closed and empty.
+    /// The next frame, a control frame first unless it waits for events; `None` once both
+    /// queues are closed and empty. Cancel-safe: a frame taken and not returned is held.
     async fn next(&mut self) -> Option<Message> {
         let mut open = (true, true);
         loop {
+            if let Some(held) = self.held.take_if(|held| held.seq <= self.written) {
+                return Some(held.message);
+            }
+            if self.held.is_some() {
+                return match self.events.recv().await {
+                    Some(event) => Some(self.taken(event)),
+                    // No more events come: nothing left to wait for.
+                    None => self.held.take().map(|held| held.message),
+                };
+            }
             tokio::select! {
                 biased;
                 frame = self.control.recv(), if open.0 => match frame {
-                    Some(frame) => return Some(frame),
+                    Some(frame) => self.held = Some(frame),
                     None => open.0 = false,
                 },
                 frame = self.events.recv(), if open.1 => match frame {
-                    Some(frame) => return Some(frame),
+                    Some(event) => return Some(self.taken(event)),
                     None => open.1 = false,
                 },
                 else => return None,
@@ -342,41 +451,75 @@ impl Queues {
         }
     }
 
-    fn try_next(&mut self) -> Option<Message> {
-        self.control.try_recv().or_else(|_| self.events.try_recv()).ok()
+    /// The next frame already queued, as [`next`](Self::next) orders them (a control frame
+    /// waits for no event missing from the queue); with `events` false, control frames only.
+    fn try_next(&mut self, events: bool) -> Option<Message> {
+        if self.held.is_none() {
+            self.held = self.control.try_recv().ok();
+        }
+        match self.held.take() {
+            Some(held) if held.seq > self.written && events => match self.events.try_recv() {
+                Ok(event) => {
+                    self.held = Some(held);
+                    Some(self.taken(event))
+                }
+                Err(_) => Some(held.message),
+            },
+            Some(held) => Some(held.message),
+            None if events => self.events.try_recv().ok().map(|event| self.taken(event)),
+            None => None,
+        }
+    }
+
+    /// An event frame taken from its queue: the events up to it are written.
+    fn taken(&mut self, event: Queued) -> Message {
+        self.written = self.written.max(event.seq);
+        event.message
     }
 }
 
-/// Writes queued frames until told to finish; then, within `close_timeout`, the frames still
-/// queued (only the control frames for a client too slow for its events), the `closing` frame
-/// and the close frame.
+/// Writes queued frames until told to finish; then, within `close_timeout`, either the frames
+/// still queued (only the control frames for a client too slow for its events), the `closing`
+/// frame and the close frame, or (told `None`: the client closed) the answer to the client's
+/// close frame.
 async fn write(
     mut sink: SplitSink<WebSocket, Message>,
     mut frames: Queues,
-    mut finish: oneshot::Receiver<ClosingReason>,
+    mut finish: oneshot::Receiver<Option<ClosingReason>>,
     close_timeout: Duration,
 ) {
     let reason = loop {
         tokio::select! {
             biased;
-            reason = &mut finish => break reason.ok(),
+            reason = &mut finish => break reason,
             frame = frames.next() => {
-                let Some(frame) = frame else { break (&mut finish).await.ok() };
+                let Some(frame) = frame else { break (&mut finish).await };
                 tokio::select! {
                     biased;
-                    reason = &mut finish => break reason.ok(),
-                    sent = sink.send(frame) => if sent.is_err() { return },
+                    reason = &mut finish => break reason,
+                    sent = sink.send(frame) => if sent.is_err() {
+                        // A frame the client's close overtook: its answer may still go out.
+                        let _ = tokio::time::timeout(close_timeout, sink.close()).await;
+                        return;
+                    },
                 }
             }
         }
     };
-    let Some(reason) = reason else { return };
+    let reason = match reason {
+        Ok(Some(reason)) => reason,
+        Ok(None) => {
+            // The WebSocket layer queued the echo of the client's close frame when it read
+            // it: closing the sink sends it and ends the handshake.
+            let _ = tokio::time::timeout(close_timeout, sink.close()).await;
+            return;
+        }
+        Err(_) => return,
+    };
     let last_words = async {
         // A slow client still gets its greeting and the answers it is owed, not the events.
-        while let Some(frame) = match reason {
-            ClosingReason::SlowClient => frames.control.try_recv().ok(),
-            _ => frames.try_next(),
-        } {
+        let events = reason != ClosingReason::SlowClient;
+        while let Some(frame) = frames.try_next(events) {
             sink.send(frame).await?;
         }
         let closing = ServerMessage::Closing { reason };
@@ -408,6 +551,20 @@ mod tests {
         let dance = code(r#"{"v":1,"id":5,"type":"dance"}"#);
         assert_eq!((dance.code, dance.id), (ErrorCode::BadRequest, Some(5)));
         assert_eq!(code(r#"{"id":6,"type":"history"}"#).code, ErrorCode::BadRequest);
+        let array = code("[1,2]");
+        assert!(array.message.contains("a JSON object"), "{}", array.message);
+        for id in ["-1", "1.5", "\"7\""] {
+            let bad = code(&format!(r#"{{"v":1,"id":{id},"type":"history"}}"#));
+            assert_eq!(bad.id, None);
+            assert!(bad.message.contains("`id` must be a non-negative integer"), "{}", bad.message);
+        }
+        let typo = code(r#"{"v":1,"id":8,"type":"say","txet":"a","text":"b"}"#);
+        assert_eq!((typo.code, typo.id), (ErrorCode::BadRequest, Some(8)));
+        assert!(typo.message.contains("unknown field `txet`"), "{}", typo.message);
+        // An absent option sent as null is not unknown.
+        let reply =
+            r#"{"v":1,"id":null,"type":"generate_reply","instructions":"a","tool_choice":null}"#;
+        assert!(read_request(reply, 1024).is_ok());
         assert_eq!(
             code(&format!(r#"{{"v":1,"type":"say","text":"{}"}}"#, "a".repeat(64))).code,
             ErrorCode::TooLarge

@@ -1,8 +1,9 @@
 //! The server's live sessions: each one's replay buffer (its events numbered from 1, the
 //! newest [`Limits::replay_events`](crate::Limits::replay_events) kept, within
 //! [`Limits::replay_bytes`](crate::Limits::replay_bytes), each encoded once as
-//! the frame every client gets), the task that fills it from the session's event stream and
-//! closes a session nobody has attached to for a while, and the registry by id.
+//! the frame every client gets), the task that fills it from the session's event stream, closes
+//! a session nobody has attached to for a while and, for a session in this process, tells a
+//! connection how far the events of a reply reach (its watermark), and the registry by id.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -13,9 +14,9 @@ use colloquy_core::{EventKind, SessionEvent};
 use colloquy_protocol::{
     Command, ErrorCode, ErrorKind, Reply, Request, ServerError, ServerMessage, SessionInfo,
 };
-use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
-use tokio::sync::watch;
+use futures_util::{FutureExt, StreamExt};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::{JoinError, JoinHandle};
 use tokio::time::Instant;
 
@@ -43,6 +44,17 @@ const CLOSE_BACKOFF: Duration = Duration::from_millis(500);
 /// The bound on closing a session whose events ended (10 s).
 const ORPHAN_CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Watermark requests waiting for the feeder (one per reply a connection is about to send).
+const MARK_REQUESTS: usize = 64;
+
+/// Asks the feeder for a watermark: it takes every event already in the session's stream,
+/// then answers the number of the last one.
+type MarkRequest = oneshot::Sender<u64>;
+
+/// The feeder's end of the watermark requests, for a session whose driver
+/// [orders its events before its replies](SessionDriver::events_precede_replies).
+pub(crate) struct Marks(mpsc::Receiver<MarkRequest>);
+
 /// One live session.
 pub(crate) struct Live {
     pub(crate) id: String,
@@ -54,6 +66,9 @@ pub(crate) struct Live {
     tick: watch::Sender<u64>,
     /// Connections attached now.
     clients: watch::Sender<usize>,
+    /// Where to ask for a watermark; `None` when the session's events arrive another way than
+    /// its replies (a cluster's), so a reply carries none.
+    marks: Option<mpsc::Sender<MarkRequest>>,
 }
 
 /// What a connection reads from the buffer after its cursor.
@@ -77,8 +92,14 @@ impl Live {
         driver: Arc<dyn SessionDriver>,
         capacity: usize,
         budget: usize,
-    ) -> Self {
-        Self {
+    ) -> (Self, Option<Marks>) {
+        let (marks, requests) = if driver.events_precede_replies() {
+            let (marks, requests) = mpsc::channel(MARK_REQUESTS);
+            (Some(marks), Some(Marks(requests)))
+        } else {
+            (None, None)
+        };
+        let live = Self {
             id,
             agent,
             node,
@@ -86,7 +107,22 @@ impl Live {
             replay: Mutex::new(Replay::new(capacity, budget)),
             tick: watch::channel(0).0,
             clients: watch::channel(0).0,
-        }
+            marks,
+        };
+        (live, requests)
+    }
+
+    /// The number of the last event the session emitted so far, once every one of them is in
+    /// the buffer (docs/protocol.md#ordering); `None` when its events arrive another way, it
+    /// has ended, or the feeder did not answer within `bound`.
+    pub(crate) async fn watermark(&self, bound: Duration) -> Option<u64> {
+        let marks = self.marks.as_ref()?;
+        let asked = async {
+            let (request, answer) = oneshot::channel();
+            marks.send(request).await.ok()?;
+            answer.await.ok()
+        };
+        tokio::time::timeout(bound, asked).await.ok().flatten()
     }
 
     fn replay(&self) -> std::sync::MutexGuard<'_, Replay> {
@@ -139,6 +175,13 @@ impl Live {
             node: self.node.clone(),
             clients: *self.clients.borrow(),
             last_seq: self.last_seq(),
+        }
+    }
+
+    fn take(&self, item: StreamItem) {
+        match item {
+            StreamItem::Event(event) => self.push(event),
+            StreamItem::Lost { count } => self.lost(count),
         }
     }
 
@@ -272,11 +315,12 @@ impl Replay {
 /// Reads the session's events into its buffer until the stream ends; closes the session with
 /// [`CLIENT_GONE`] once no connection has been attached for `idle` (retrying a failed close
 /// [`CLOSE_TRIES`] times with backoff, then again after another idle period). A stream that
-/// ends without `session_closed` closes the session with [`EVENTS_ENDED`]. Removes it from
-/// `registry` at the end.
+/// ends without `session_closed` closes the session with [`EVENTS_ENDED`]. Answers `marks`'
+/// watermark requests while the stream lasts. Removes the session from `registry` at the end.
 pub(crate) async fn pump(
     live: Arc<Live>,
     mut events: BoxStream<'static, StreamItem>,
+    mut marks: Option<Marks>,
     registry: Arc<Registry>,
     idle: Duration,
 ) {
@@ -289,9 +333,16 @@ pub(crate) async fn pump(
             alone_since.filter(|_| closing.is_none() && !closed).map(|since| since + idle);
         tokio::select! {
             biased;
+            // Before the events: a steady stream of them must not keep a reply waiting.
+            Some(request) = next_mark(&mut marks) => {
+                let ended = drain(&live, &mut events);
+                let _ = request.send(live.last_seq());
+                if ended {
+                    break;
+                }
+            }
             item = events.next() => match item {
-                Some(StreamItem::Event(event)) => live.push(event),
-                Some(StreamItem::Lost { count }) => live.lost(count),
+                Some(item) => live.take(item),
                 None => break,
             },
             changed = clients.changed() => {
@@ -318,6 +369,8 @@ pub(crate) async fn pump(
         }
     }
     live.end();
+    // A connection still asking hears "no watermark" at once, not after the close below.
+    drop(marks);
     if let Some(closing) = closing {
         closing.abort();
     }
@@ -328,6 +381,26 @@ pub(crate) async fn pump(
         }
     }
     registry.remove(&live.id);
+}
+
+/// The next watermark request; pending forever without any.
+async fn next_mark(marks: &mut Option<Marks>) -> Option<MarkRequest> {
+    match marks {
+        Some(Marks(requests)) => requests.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Takes every item already in the stream, waiting for none; `true` if the stream ended. Run
+/// outside tokio's cooperative budget, which could otherwise make a ready item look pending.
+fn drain(live: &Live, events: &mut BoxStream<'static, StreamItem>) -> bool {
+    loop {
+        match tokio::task::unconstrained(events.next()).now_or_never() {
+            Some(Some(item)) => live.take(item),
+            Some(None) => return true,
+            None => return false,
+        }
+    }
 }
 
 /// Closes an idle session with [`CLIENT_GONE`]; `false` if every attempt failed.

@@ -62,6 +62,7 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .route("/sessions", get(sessions).post(start))
         .route("/sessions/{id}", delete(close))
         .route("/sessions/{id}/ws", get(attach))
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(Arc::clone(&shared), guard));
     let cors = cors(Arc::clone(&shared.allowed_origins));
     let app = Router::new()
@@ -70,6 +71,7 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .route("/healthz", get(health))
         .nest("/v1", api)
         .fallback(|| async { error(ServerError::new(ErrorCode::NotFound, "no such route")) })
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
         .with_state(shared);
     match cors {
@@ -128,6 +130,7 @@ fn error(e: ServerError) -> Response {
             StatusCode::BAD_REQUEST
         }
         ErrorCode::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
         ErrorCode::UnknownAgent | ErrorCode::UnknownSession | ErrorCode::NotFound => {
             StatusCode::NOT_FOUND
         }
@@ -144,6 +147,14 @@ fn error(e: ServerError) -> Response {
         response.headers_mut().insert(WWW_AUTHENTICATE, "Bearer".parse().expect("a valid value"));
     }
     response
+}
+
+/// A route asked with a method it does not take: the error body every refusal has (axum
+/// answers an empty one, and adds the `Allow` header to this).
+async fn method_not_allowed(method: Method, uri: axum::http::Uri) -> Response {
+    let message =
+        format!("`{} {}` is not a route: the `Allow` header names its methods", method, uri.path());
+    error(ServerError::new(ErrorCode::MethodNotAllowed, message))
 }
 
 fn asset(name: &str) -> Response {
@@ -241,20 +252,21 @@ async fn start_session(
             }
         })?;
     let started = shared.backend.start(agent, request.options).await?;
-    let live = Arc::new(Live::new(
+    let (live, marks) = Live::new(
         started.session_id.clone(),
         started.agent.clone(),
         started.node.clone(),
         started.driver,
         shared.limits.replay_events,
         shared.limits.replay_bytes,
-    ));
+    );
+    let live = Arc::new(live);
     if let Err(live) = reservation.fill(Arc::clone(&live)) {
         live.close(live::SERVER_SHUTDOWN).await;
         return Err(ServerError::new(ErrorCode::ShuttingDown, "the server is shutting down"));
     }
-    let pump =
-        live::pump(live, started.events, Arc::clone(&shared.registry), shared.limits.idle_session);
+    let registry = Arc::clone(&shared.registry);
+    let pump = live::pump(live, started.events, marks, registry, shared.limits.idle_session);
     shared.tasks.spawn(pump);
     Ok(SessionStarted { session_id: started.session_id, agent: started.agent, node: started.node })
 }
@@ -305,12 +317,18 @@ async fn attach(
     let Some(live) = shared.registry.get(&id) else { return error(unknown_session(&id)) };
     let after = match query {
         Ok(Query(attach)) => attach.after,
-        Err(e) => return error(ServerError::new(ErrorCode::BadRequest, e.body_text())),
+        // `after` is the only parameter read: it is what failed.
+        Err(_) => {
+            let message = "`after` must be a non-negative integer: the `seq` of the last event \
+                           you handled (0, or absent, for every event from the session's first)";
+            return error(ServerError::new(ErrorCode::BadRequest, message));
+        }
     };
-    if after > live.last_seq() {
+    let last = live.last_seq();
+    if after > last {
         let message = format!(
-            "after={after} is past the session's last event ({}): no event is numbered so far",
-            live.last_seq()
+            "after={after} is past the session's last event, seq {last}: `after` names an \
+             event you handled, at most {last}"
         );
         return error(ServerError::new(ErrorCode::BadRequest, message));
     }

@@ -6,13 +6,19 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
+use colloquy_core::Agent;
+use colloquy_llm::{ScriptedLlm, ScriptedResponse};
 use colloquy_protocol::{AgentList, ClosingReason, ErrorCode, Reply, ServerMessage};
-use colloquy_server::{Backend, Limits, SessionDriver, StartedSession, StreamItem};
+use colloquy_server::{Backend, Limits, Server, SessionDriver, StartedSession, StreamItem};
 use common::{
-    Attempt, Client, builder, eventually, get, http, is_event, post, seqs, serve, sessions, start,
+    Attempt, Client, attached, builder, eventually, get, http, is_event, post, seqs, serve,
+    sessions, start,
 };
 use futures_util::future::BoxFuture;
 use futures_util::{FutureExt, StreamExt};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_user_turn_over_the_websocket_streams_its_events_and_is_answered() {
@@ -97,11 +103,54 @@ async fn a_malformed_frame_gets_an_error_frame_and_the_connection_stays() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_shutdown_closes_every_session_and_says_so_on_the_socket() {
-    let server = serve(builder()).await;
+async fn in_process_a_reply_comes_after_the_events_before_it() {
+    let llm = ScriptedLlm::new([])
+        .with_fallback(|n, _| ScriptedResponse::text(format!("Reply number {n}.")));
+    let builder = Server::builder().llm(llm).agent("plain", || Agent::new("plain", "You help."));
+    let server = serve(builder).await;
     let id = start(&server).await.session_id;
     let mut client = Client::connect(&server, &id, 0).await;
-    client.until(|f| matches!(f, ServerMessage::Hello { .. })).await;
+    for round in 1..=30u64 {
+        let (turn, idle) = (2 * round, 2 * round + 1);
+        let replied = |id: u64| move |f: &ServerMessage| matches!(f, ServerMessage::Reply { id: Some(i), .. } if *i == id);
+        client
+            .send(&format!(r#"{{"v":1,"id":{turn},"type":"user_turn","text":"hi {round}"}}"#))
+            .await;
+        // Requests run concurrently: the wait is sent once the session has taken the turn.
+        let mut frames = client.until(replied(turn)).await;
+        assert!(frames.iter().any(|f| is_event(f, "speech_created")), "round {round}");
+        client.send(&format!(r#"{{"v":1,"id":{idle},"type":"wait_for_idle"}}"#)).await;
+        frames.extend(client.until(replied(idle)).await);
+        let states: Vec<String> = frames
+            .iter()
+            .filter(|f| is_event(f, "agent_state"))
+            .map(|f| {
+                let ServerMessage::Event { event, .. } = f else { unreachable!() };
+                serde_json::to_value(event).unwrap()["state"].as_str().unwrap().to_owned()
+            })
+            .collect();
+        // This turn's states all came before its `wait_for_idle` reply, `listening` last.
+        assert!(states.iter().any(|s| s == "thinking"), "round {round}: {states:?}");
+        assert_eq!(states.last().map(String::as_str), Some("listening"), "round {round}");
+    }
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_closes_gets_a_close_frame_back() {
+    let server = serve(builder()).await;
+    let mut client = attached(&server).await;
+    let bye = CloseFrame { code: CloseCode::Normal, reason: "bye".into() };
+    client.send_message(Message::Close(Some(bye))).await;
+    // The closing handshake completes: a close frame comes back before the TCP close.
+    assert_eq!(client.close_frame().await.map(|(code, _)| code), Some(1000));
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shutdown_closes_every_session_and_says_so_on_the_socket() {
+    let server = serve(builder()).await;
+    let mut client = attached(&server).await;
     let stopping = tokio::spawn(server.shutdown());
     let frames = client.until(|f| matches!(f, ServerMessage::Closing { .. })).await;
     let closed = frames.iter().find(|f| is_event(f, "session_closed")).expect("session_closed");
@@ -162,6 +211,45 @@ async fn events_no_longer_held_give_a_gap_and_the_stream_goes_on_from_the_oldest
         panic!("expected a refusal")
     };
     assert!(body.contains("bad_request"), "{body}");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_query_or_method_is_answered_in_the_protocol_s_words() {
+    let server = serve(builder()).await;
+    let id = start(&server).await.session_id;
+    for (query, says) in [("-1", "`after` must be a non-negative integer"), ("x", "`after` must")] {
+        let path = format!("/v1/sessions/{id}/ws?after={query}");
+        let Attempt::Refused(400, body) = Client::try_connect(&server, &path, &[]).await else {
+            panic!("expected a refusal")
+        };
+        let error: ServerMessage = ServerMessage::decode(&body).unwrap();
+        let ServerMessage::Error(error) = error else { panic!("{body}") };
+        assert_eq!(error.code, ErrorCode::BadRequest);
+        assert!(error.message.contains(says), "{body}");
+    }
+    let path = format!("/v1/sessions/{id}/ws?after=99999");
+    let Attempt::Refused(400, body) = Client::try_connect(&server, &path, &[]).await else {
+        panic!("expected a refusal")
+    };
+    assert!(body.contains("is past the session's last event"), "{body}");
+    // A route asked with a method it does not take: the error body, and what it takes.
+    let response = http().post(format!("{}v1/sessions/{id}", server.url())).send().await.unwrap();
+    assert_eq!(response.status().as_u16(), 405);
+    let allow = response.headers().get("allow").map(|v| v.to_str().unwrap().to_owned());
+    assert_eq!(allow.as_deref(), Some("DELETE"));
+    let body = response.text().await.unwrap();
+    let Ok(ServerMessage::Error(error)) = ServerMessage::decode(&body) else { panic!("{body}") };
+    assert_eq!(error.code, ErrorCode::MethodNotAllowed);
+    // A typo in the start body and in a request frame are both refused.
+    let (status, body) = post(&server, r#"{"v":1,"agnet":"demo"}"#, None).await;
+    assert_eq!((status, body["code"].as_str()), (400, Some("bad_request")), "{body}");
+    let mut client = Client::connect(&server, &id, 0).await;
+    client.send(r#"{"v":1,"id":3,"type":"history","limit":5}"#).await;
+    let frames = client.until(|f| matches!(f, ServerMessage::Error(_))).await;
+    let Some(ServerMessage::Error(error)) = frames.last() else { unreachable!() };
+    assert_eq!((error.code, error.id), (ErrorCode::BadRequest, Some(3)));
+    assert!(error.message.contains("unknown field `limit`"), "{}", error.message);
     server.shutdown().await;
 }
 

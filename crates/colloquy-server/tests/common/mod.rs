@@ -80,6 +80,14 @@ pub async fn start(server: &ServerHandle) -> SessionStarted {
     serde_json::from_value(body).unwrap()
 }
 
+/// A session of the default agent and a client attached to it from its start, past `hello`.
+pub async fn attached(server: &ServerHandle) -> Client {
+    let id = start(server).await.session_id;
+    let mut client = Client::connect(server, &id, 0).await;
+    client.until(|f| matches!(f, ServerMessage::Hello { .. })).await;
+    client
+}
+
 /// A WebSocket client.
 pub struct Client {
     socket: tokio_tungstenite::WebSocketStream<
