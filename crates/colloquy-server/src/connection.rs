@@ -207,7 +207,8 @@ pub(crate) async fn run(socket: WebSocket, live: Arc<Live>, after: u64, cx: Cont
         Some(reason) => {
             let _ = finish.send(Some(reason));
         }
-        // The client closed: its close frame is answered (RFC 6455 §5.5.1), nothing more.
+        // The client closed: its close frame is answered (the closing handshake,
+        // docs/protocol.md#closing), nothing more.
         None if client_closed => {
             let _ = finish.send(None);
         }
