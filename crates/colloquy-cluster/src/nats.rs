@@ -30,6 +30,16 @@ pub(crate) fn payload_limit(client: &Client) -> usize {
     client.server_info().max_payload.saturating_sub(HEADROOM)
 }
 
+/// Publishes `message` to the stream that takes `subject` and waits for its acknowledgement:
+/// `Ok` once the stream has stored it (the context's timeout bounds the wait).
+pub(crate) async fn store(
+    js: &jetstream::Context,
+    subject: String,
+    message: jetstream::message::PublishMessage,
+) -> Result<(), jetstream::context::PublishError> {
+    js.send_publish(subject, message).await?.await.map(drop)
+}
+
 /// How to reach NATS: the server's URL, the credentials it asks for, and TLS. A `&str` or a
 /// `String` converts into one (no credentials, TLS as the URL's scheme says). Secrets never
 /// show: not in `Debug`, not in errors (the URL is shown without its credentials).

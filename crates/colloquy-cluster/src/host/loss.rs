@@ -21,7 +21,7 @@ use tokio::time::Instant;
 
 use crate::error::ClusterError;
 use crate::names;
-use crate::nats::Backend;
+use crate::nats::{Backend, store};
 use crate::wire::{Marker, NodeInfo, SessionRecord};
 
 /// The pause before a failed watch is made again.
@@ -288,8 +288,7 @@ async fn try_declare(backend: &Backend, tracked: &Tracked) -> Result<(), Cluster
         .payload(marker.encode().into())
         .message_id(names::node_lost_id(&tracked.id));
     let subject = names::events_subject(&tracked.id);
-    let ack = backend.js.send_publish(subject, message).await.map_err(ClusterError::nats)?;
-    ack.await.map_err(ClusterError::nats)?;
+    store(&backend.js, subject, message).await.map_err(ClusterError::nats)?;
     record.lost = true;
     let body = serde_json::to_vec(&record).map_err(ClusterError::nats)?;
     mark_lost(backend, &key, body.into(), entry.revision).await
@@ -312,11 +311,7 @@ async fn mark_lost(
         .payload(body.clone())
         .expected_last_subject_sequence(revision)
         .ttl(names::EVENTS_MAX_AGE);
-    let stored = match backend.js.send_publish(subject, message).await {
-        Ok(ack) => ack.await.map(drop),
-        Err(e) => Err(e),
-    };
-    match stored {
+    match store(&backend.js, subject, message).await {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == PublishErrorKind::WrongLastSequence => Ok(()),
         Err(e) if ttl_disabled(&e) => match backend.sessions.update(key, body, revision).await {

@@ -22,7 +22,7 @@ use super::fence::NODE_LOST;
 use super::shared::{EVENTS_UNSTORED, NodeShared};
 use crate::error::ClusterError;
 use crate::names;
-use crate::nats::{HEADROOM, payload_limit};
+use crate::nats::{HEADROOM, payload_limit, store};
 use crate::wire::SessionRecord;
 
 /// The most events one message carries.
@@ -261,11 +261,7 @@ async fn publish(js: &jetstream::Context, subject: &str, id: &str, body: Vec<u8>
     let mut delay = Duration::from_millis(50);
     loop {
         let message = PublishMessage::build().payload(body.clone()).message_id(id);
-        let stored = match js.send_publish(subject.to_owned(), message).await {
-            Ok(ack) => ack.await.map(drop),
-            Err(e) => Err(e),
-        };
-        match stored {
+        match store(js, subject.to_owned(), message).await {
             Ok(()) => return,
             Err(e) => {
                 tracing::debug!(event = id, error = %e, "event not stored yet; retrying");
