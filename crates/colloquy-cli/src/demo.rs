@@ -66,8 +66,18 @@ pub fn weather_tool(pause: Duration) -> FunctionTool {
 }
 
 /// A background booking tool: it narrates its progress with `ctx.update()` while it works,
-/// each step taking `pause`.
+/// each step taking `pause`. A booking is done once: while one runs, the same trip is refused
+/// (the model reads that it is already running), and for ten minutes after it ended `done` the
+/// same trip gets the remembered confirmation instead of a second booking.
 pub fn booking_tool(pause: Duration) -> FunctionTool {
+    let trip = DuplicateScope::args(["origin", "destination", "date"]);
+    booking_body(pause)
+        .on_duplicate(OnDuplicate::Reject, trip)
+        .idempotent(Duration::from_secs(600))
+        .note_remembered()
+}
+
+fn booking_body(pause: Duration) -> FunctionTool {
     FunctionTool::new(
         "book_flight",
         "Book a flight between two cities on a given day.",

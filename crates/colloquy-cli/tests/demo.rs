@@ -44,3 +44,48 @@ async fn the_coloured_transcript_uses_ansi_styles() {
     assert!(text.contains("\x1b[1;36muser  ›\x1b[0m What's the weather"));
     assert!(text.contains("\x1b[33m  tool ▸ book_flight\x1b[0m"));
 }
+
+/// The demo's booking does what the README preaches: the same trip asked twice at once runs
+/// once (the second call is refused while the first runs), and asked again after it ended the
+/// remembered confirmation answers without a second booking.
+#[tokio::test(start_paused = true)]
+async fn the_booking_refuses_a_running_trip_and_remembers_a_booked_one() {
+    use colloquy::llm::ScriptedCall;
+    use colloquy::prelude::*;
+    let trip = r#"{"origin":"London","destination":"Paris","date":"Saturday"}"#;
+    let llm = ScriptedLlm::new([
+        ScriptedResponse::calls([
+            ScriptedCall::new("c1", "book_flight", trip),
+            ScriptedCall::new("c2", "book_flight", trip),
+        ]),
+        ScriptedResponse::text("Booking."),
+        ScriptedResponse::text("Booked."),
+        ScriptedResponse::calls([ScriptedCall::new("c3", "book_flight", trip)]),
+        ScriptedResponse::text("Already booked."),
+    ])
+    .with_fallback(|_, _| ScriptedResponse::text("ok"));
+    let mut builder = Session::builder().llm(llm);
+    let mut events = builder.subscribe();
+    let session = builder.start(colloquy_cli::demo::travel_agent(Duration::from_secs(1))).await;
+    let session = session.unwrap();
+    session.user_turn("Book London to Paris on Saturday, twice to be sure.").await.unwrap();
+    session.wait_for_quiet().await.unwrap();
+    session.wait_for_idle().await.unwrap();
+    session.user_turn("Book it again.").await.unwrap();
+    session.wait_for_quiet().await.unwrap();
+    session.wait_for_idle().await.unwrap();
+    session.close().await.unwrap();
+    let mut started = Vec::new();
+    let mut ended = Vec::new();
+    while let Some(event) = events.recv().await {
+        match event.kind {
+            EventKind::ToolCallStarted { call_id, .. } => started.push(call_id),
+            EventKind::ToolCallEnded { call_id, status, cached, .. } => {
+                ended.push(format!("{call_id} {status:?} cached={cached}"));
+            }
+            _ => {}
+        }
+    }
+    assert!(!started.iter().any(|id| id == "c2"), "c2 is refused while c1 runs: {started:?}");
+    assert_eq!(ended, ["c1 Done cached=false", "c3 Done cached=true"], "c3 is remembered");
+}
