@@ -153,9 +153,11 @@ pub mod chat {
 pub mod llm {
     //! The model boundary: the [`Llm`] trait, the request it gets and the chunks it streams back,
     //! its errors; [`ScriptedLlm`], the model that answers from a script (tests, offline demos);
-    //! and, for writing a provider, the HTTP transport the adapters share and the chat context
-    //! regrouped into provider turns.
+    //! `context`, what keeps each request within the model's context; and, for writing a
+    //! provider, the HTTP transport the adapters share and the chat context regrouped into
+    //! provider turns.
 
+    pub use colloquy_llm::context;
     #[cfg(any(feature = "openai", feature = "anthropic"))]
     pub use colloquy_llm::http;
     pub use colloquy_llm::turns;

@@ -27,6 +27,9 @@ static ANTHROPIC: Provider = Provider {
                 .http_options(options),
         )
     },
+    overflows: &[
+        r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 208310 tokens > 200000 maximum"}}"#,
+    ],
 };
 
 crate::failure_cases!(&ANTHROPIC);

@@ -14,6 +14,7 @@ mod background_random;
 mod before_call;
 mod call_ids;
 mod cancel_properties;
+mod context;
 mod deadlines;
 mod dispatch;
 mod doc_anchors;

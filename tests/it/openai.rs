@@ -22,6 +22,14 @@ static OPENAI: Provider = Provider {
             OpenAi::new().base_url(base).api_key(KEY).model("gpt-4.1-mini").http_options(options),
         )
     },
+    overflows: &[
+        // OpenAI
+        r#"{"error":{"message":"This model's maximum context length is 128000 tokens. However, your messages resulted in 130532 tokens. Please reduce the length of the messages.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#,
+        // llama.cpp's server
+        r#"{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","n_prompt_tokens":5210,"n_ctx":4096}}"#,
+        // vLLM
+        r#"{"object":"error","message":"This model's maximum context length is 4096 tokens. However, you requested 5000 tokens (4000 in the messages, 1000 in the completion). Please reduce the length of the messages or completion.","type":"BadRequestError","param":null,"code":400}"#,
+    ],
 };
 
 crate::failure_cases!(&OPENAI);
@@ -133,6 +141,79 @@ async fn a_background_tool_sends_its_update_and_final_pairs_in_valid_requests() 
         assert!(final_output["content"].as_str().unwrap().contains("Booked FL-1"));
         // The deferred reply's instructions come last, as a system message.
         assert_eq!(last.last().unwrap()["role"], "system");
+        // Each step is one assistant message with its own calls; the final pair is a message
+        // of its own, never attached to the text the tool reply wrote.
+        let shape: Vec<String> = last[..last.len() - 1].iter().map(message_shape).collect();
+        assert_eq!(
+            shape,
+            [
+                "system inst",
+                "user book Tokyo",
+                "assistant Let me book that. [call_book_1]",
+                "tool call_book_1",
+                "assistant I'm on it.",
+                "assistant - [call_book_1_final]",
+                "tool call_book_1_final",
+            ]
+        );
+    })
+    .await;
+}
+
+/// A Chat Completions message in a line: role, text (or `-`), and the calls it makes or answers.
+fn message_shape(m: &serde_json::Value) -> String {
+    let role = m["role"].as_str().unwrap_or_default();
+    if role == "tool" {
+        return format!("tool {}", m["tool_call_id"].as_str().unwrap_or_default());
+    }
+    let text = m["content"].as_str().unwrap_or("-");
+    let calls: Vec<&str> = m["tool_calls"]
+        .as_array()
+        .map(|calls| calls.iter().filter_map(|c| c["id"].as_str()).collect())
+        .unwrap_or_default();
+    match calls.is_empty() {
+        true => format!("{role} {text}"),
+        false => format!("{role} {text} [{}]", calls.join(", ")),
+    }
+}
+
+/// Three sequential LLM steps, each calling a tool once, reach the model as three assistant
+/// messages, not one with three parallel calls.
+#[tokio::test]
+async fn sequential_steps_are_separate_assistant_messages() {
+    bounded(async {
+        let agent = Agent::new("a", "inst").tool(weather());
+        let step = |id: &str, city: &str| {
+            let call = format!(
+                r#"data: {{"choices":[{{"index":0,"delta":{{"tool_calls":[{{"index":0,"id":"{id}","type":"function","function":{{"name":"get_weather","arguments":"{{\"city\": \"{city}\"}}"}}}}]}},"finish_reason":"tool_calls"}}]}}"#
+            );
+            Reply::sse(&format!("{call}\n\ndata: [DONE]\n\n"))
+        };
+        let replies = vec![
+            step("call_a", "Paris"),
+            step("call_b", "Rome"),
+            step("call_c", "Oslo"),
+            recorded("text"),
+        ];
+        let mut chat = chat(agent, replies, options()).await;
+        chat.turn("weather in three cities, one at a time").await;
+        let requests = chat.requests();
+        assert_eq!(requests.len(), 4);
+        let last = requests[3].body["messages"].as_array().unwrap();
+        let shape: Vec<String> = last.iter().map(message_shape).collect();
+        assert_eq!(
+            shape,
+            [
+                "system inst",
+                "user weather in three cities, one at a time",
+                "assistant - [call_a]",
+                "tool call_a",
+                "assistant - [call_b]",
+                "tool call_b",
+                "assistant - [call_c]",
+                "tool call_c",
+            ]
+        );
     })
     .await;
 }

@@ -66,11 +66,20 @@ impl StepCalls {
     }
 }
 
+/// The LLM step whose calls are dispatched.
+pub(crate) struct Step<'a> {
+    /// The step's item id: its calls' item ids are `<id>/fnc_<index>`.
+    pub id: &'a str,
+    pub speech_id: &'a str,
+    /// The provider cut the response: arguments that do not parse were cut, not garbled.
+    pub truncated: bool,
+}
+
 /// Dispatches the calls of a step in the model's order, each under the id the session gives it
-/// (decision 24). `generation_id` prefixes item ids.
+/// (decision 24).
 pub(crate) fn dispatch(
     env: &SpeechEnv,
-    speech_id: &str,
+    step: &Step<'_>,
     calls: Vec<StreamedCall>,
     playout_done: &CancellationToken,
     control: &SpeechControl,
@@ -83,16 +92,15 @@ pub(crate) fn dispatch(
     env.announce_tool_budget();
     let pending = FuturesUnordered::new();
     let mut executing = 0;
-    let generation_id = clock.item_id();
     for (index, streamed) in calls.into_iter().enumerate() {
-        let item_id = format!("{generation_id}/fnc_{index}");
+        let item_id = format!("{}/fnc_{index}", step.id);
         if index >= allowed {
             let output = text::tool_budget_exhausted(clock.tool_budget_limit());
             pending.push(refuse(env, (index, item_id), streamed, output));
             continue;
         }
         let (future, executes) =
-            dispatch_one(env, speech_id, (index, item_id), streamed, playout_done, control);
+            dispatch_one(env, step, (index, item_id), streamed, playout_done, control);
         executing += usize::from(executes);
         pending.push(future);
     }
@@ -119,7 +127,7 @@ pub(crate) fn drop_calls(env: &SpeechEnv, mut calls: Vec<StreamedCall>) {
 
 fn dispatch_one(
     env: &SpeechEnv,
-    speech_id: &str,
+    step: &Step<'_>,
     (index, item_id): (usize, String),
     streamed: StreamedCall,
     playout_done: &CancellationToken,
@@ -134,8 +142,13 @@ fn dispatch_one(
     };
     let parsed = match parse_arguments(&streamed.name, &streamed.arguments) {
         Ok(parsed) => parsed,
+        Err(_) if step.truncated => {
+            let output = text::call_cut_off(&streamed.name);
+            return (refuse(env, (index, item_id), streamed, output), false);
+        }
         Err(e) => return (refuse(env, (index, item_id), streamed, e.to_string()), false),
     };
+    let speech_id = step.speech_id;
     let StreamedCall { call_id, name, .. } = streamed;
     let call = FunctionCall {
         id: item_id,

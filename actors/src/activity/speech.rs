@@ -64,7 +64,8 @@ async fn say(
     playout.push(text);
     let end = playout.finish(interrupt).await;
     let interrupted = end.interrupted;
-    let commit = step::message_commit(env, speech_id, started, end);
+    let id = env.session.clock.item_id();
+    let commit = step::message_commit(env, speech_id, id, started, end);
     SpeechEnd { interrupted, tail: held.with(&env.session, commit) }
 }
 

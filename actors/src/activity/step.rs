@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use colloquy_core::{AgentState, ChatItem, ErrorSource, EventKind, Message, Role, Timestamp};
-use colloquy_llm::{FinishReason, LlmChunk, LlmError, LlmRequest, ToolChoice, Usage};
+use colloquy_llm::{FinishReason, LlmChunk, LlmError, LlmErrorKind, LlmRequest, ToolChoice, Usage};
 use futures_util::{FutureExt, StreamExt};
 use tokio_util::sync::CancellationToken;
 
@@ -133,6 +133,8 @@ pub(super) struct Streamed {
     failure: Option<LlmError>,
     held: Held,
     ended: StepEnd,
+    /// The provider cut the response (`length`, a filter): a call's arguments may be partial.
+    truncated: bool,
 }
 
 impl Streamed {
@@ -201,6 +203,10 @@ pub(super) async fn stream(
     interrupt: &CancellationToken,
 ) -> Streamed {
     let speech_id = step.speech_id;
+    let context = &env.session.options.context;
+    let request = context.fit(request).await;
+    // Kept for one retry, trimmed, if the provider refuses the request as too long.
+    let mut retry = Some(request.clone());
     let mut stream = env.session.plugins.llm.chat(request);
     let mut out = Streamed {
         text: None,
@@ -209,6 +215,7 @@ pub(super) async fn stream(
         failure: None,
         held: Held::default(),
         ended: StepEnd::default(),
+        truncated: false,
     };
     loop {
         if interrupt.is_cancelled() {
@@ -244,6 +251,25 @@ pub(super) async fn stream(
             });
             break;
         };
+        if let Some(LlmChunk::Error(error)) = &chunk
+            && error.kind() == LlmErrorKind::ContextLength
+            && out.text.is_none()
+            && out.calls.is_empty()
+            && let Some(sent) = retry.take()
+        {
+            let refit = context.refit(&sent, error);
+            let smaller = tokio::select! {
+                biased;
+                () = interrupt.cancelled() => { out.interrupted = true; break }
+                smaller = refit => smaller,
+            };
+            if let Some(smaller) = smaller {
+                let (before, after) = (sent.items.len(), smaller.items.len());
+                tracing::warn!(agent = %env.agent_id, %speech_id, before, after, "the request was over the model's context: retrying it trimmed");
+                stream = env.session.plugins.llm.chat(smaller);
+                continue;
+            }
+        }
         if !chunk.is_some_and(|chunk| out.apply(chunk, env, step)) {
             break;
         }
@@ -253,6 +279,7 @@ pub(super) async fn stream(
     if out.ended.will_report() && out.held.has_text() {
         out.held.flush(&env.session); // the step's text before the step's end
     }
+    out.truncated = out.ended.finish_reason.as_ref().is_some_and(FinishReason::is_truncated);
     std::mem::take(&mut out.ended).report(env, speech_id);
     out
 }
@@ -276,8 +303,13 @@ pub(super) async fn play(
     tool_choice: &Option<ToolChoice>,
     control: &SpeechControl,
 ) -> Played {
-    let Streamed { text, calls, interrupted: stream_interrupted, failure, mut held, .. } = streamed;
+    let Streamed {
+        text, calls, interrupted: stream_interrupted, failure, mut held, truncated, ..
+    } = streamed;
     let session = &env.session;
+    // The step's message and calls share its id (`<step>`, `<step>/fnc_<n>`): a request
+    // groups them into one assistant turn (docs/decisions.md#request-turns).
+    let step_id = session.clock.item_id();
     // Tools may wait for this step's text to finish playing (`ctx.wait_for_playout()`); the
     // guard releases them however the step ends.
     let playout_done = CancellationToken::new();
@@ -296,7 +328,10 @@ pub(super) async fn play(
             call_dispatch::drop_calls(env, calls);
             None
         }
-        (false, _) => Some(call_dispatch::dispatch(env, speech_id, calls, &playout_done, control)),
+        (false, _) => {
+            let step = call_dispatch::Step { id: &step_id, speech_id, truncated };
+            Some(call_dispatch::dispatch(env, &step, calls, &playout_done, control))
+        }
     };
     let mut interrupted = stream_interrupted;
     // A step without calls is the speech's last: its message goes with the speech's end.
@@ -311,7 +346,8 @@ pub(super) async fn play(
         // A stream that broke after text flowed: the text received stays, marked as cut (the
         // speech itself was not interrupted).
         end.interrupted |= failure.is_some();
-        let reports = held.with(session, message_commit(env, speech_id, started, end));
+        let commit = message_commit(env, speech_id, step_id, started, end);
+        let reports = held.with(session, commit);
         match last_step {
             true => tail = reports,
             false => session.reports(reports),
@@ -333,10 +369,12 @@ pub(super) async fn play(
     }
 }
 
-/// The commit of a step's message (`None` without text); a sink error is reported at once.
+/// The commit of a step's message under item id `id` (`None` without text); a sink error is
+/// reported at once.
 pub(super) fn message_commit(
     env: &SpeechEnv,
     speech_id: &str,
+    id: String,
     started: Timestamp,
     end: PlayoutEnd,
 ) -> Option<Report> {
@@ -347,7 +385,7 @@ pub(super) fn message_commit(
         return None;
     }
     let message = Message {
-        id: env.session.clock.item_id(),
+        id,
         role: Role::Assistant,
         text: end.text,
         interrupted: end.interrupted,

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use colloquy_core::{Agent, ChatItem, EventFilter, FunctionTool, Templates, Toolset};
 use colloquy_llm::Llm;
+use colloquy_llm::context::ContextPolicy;
 use ractor::Actor;
 use tokio::sync::mpsc;
 
@@ -150,6 +151,24 @@ impl SessionBuilder {
     /// `llm` error (default 30 s; `None` waits for ever).
     pub fn llm_timeout(mut self, timeout: Option<Duration>) -> Self {
         self.options.llm_timeout = timeout;
+        self
+    }
+
+    /// The model's context size in tokens, its prompt and reply together (llama.cpp's
+    /// `--ctx-size`, say): a request estimated over it less a quarter for the reply (at most
+    /// 4,096 tokens) is fitted first by the context policy, by default
+    /// [`TrimOldest`](colloquy_llm::context::TrimOldest). Without it, a request goes as it is
+    /// and one a provider refuses as too long is retried once, trimmed
+    /// (docs/providers.md#a-context-that-fits).
+    pub fn max_context_tokens(mut self, tokens: u32) -> Self {
+        self.options.context = self.options.context.clone().with_max_tokens(tokens);
+        self
+    }
+
+    /// What makes a request fit the model's context, in place of
+    /// [`TrimOldest`](colloquy_llm::context::TrimOldest): summarise the oldest turns, say.
+    pub fn context_policy(mut self, policy: impl ContextPolicy) -> Self {
+        self.options.context = self.options.context.clone().policy(policy);
         self
     }
 

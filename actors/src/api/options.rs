@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use colloquy_core::Templates;
+use colloquy_llm::context::ContextWindow;
 
 /// Session-wide options.
 #[derive(Clone, Debug)]
@@ -55,6 +56,10 @@ pub struct SessionOptions {
     /// request does not hold its duplicate key and a handoff's drain for ever. `None` waits
     /// until the host answers, the call is cancelled, or the session closes.
     pub approval_timeout: Option<Duration>,
+    /// The model's context size and the policy that keeps each request within it
+    /// (docs/providers.md#a-context-that-fits). By default no size: requests go as they are,
+    /// and one a provider refuses as too long is retried once with its oldest items left out.
+    pub context: ContextWindow,
 }
 
 impl Default for SessionOptions {
@@ -73,6 +78,7 @@ impl Default for SessionOptions {
             llm_timeout: Some(Duration::from_secs(30)),
             playout_timeout: Some(Duration::from_secs(60)),
             approval_timeout: Some(Duration::from_secs(300)),
+            context: ContextWindow::default(),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The companion tools (§12.3, decisions 14 and 18): listed after every other
 //! tool whenever a cancellable tool is registered, so the model can see and stop running work.
 
+use colloquy_core::call_ids::derived_base;
 use colloquy_core::duplicate::running_call_json;
 use colloquy_core::{FunctionTool, Json, RunContext, ToolError, tool::NoArgs};
 use schemars::JsonSchema;
@@ -28,8 +29,18 @@ pub(crate) fn cancel_task() -> FunctionTool {
         "Cancel a running tool call by its call_id.",
         |ctx: RunContext, args: CancelTask| async move {
             let session = ctx.session().ok_or_else(|| ToolError::internal("no session"))?;
-            match session.cancel_tool_call(&args.call_id).await {
-                Ok(()) => Ok(format!("Task {} cancelled successfully.", args.call_id)),
+            let mut call_id = args.call_id;
+            let mut cancelled = session.cancel_tool_call(&call_id).await;
+            // The deferred-reply instructions list the pairs' ids (`<id>_update_<n>`,
+            // `<id>_final`): a model that names one means its call (decision 67).
+            if let (Err(CancelError::NotFound(_)), Some(base)) =
+                (&cancelled, derived_base(&call_id))
+            {
+                call_id = base.to_owned();
+                cancelled = session.cancel_tool_call(&call_id).await;
+            }
+            match cancelled {
+                Ok(()) => Ok(format!("Task {call_id} cancelled successfully.")),
                 Err(
                     e @ (CancelError::NotFound(_)
                     | CancelError::NotCancellable(_)

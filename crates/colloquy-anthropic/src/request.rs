@@ -8,7 +8,7 @@
 //! `system` field.
 
 use colloquy_core::ToolSchema;
-use colloquy_llm::turns::{Turn, provider_call_id, turns};
+use colloquy_llm::turns::{Turn, provider_call_id, sendable_arguments, turns};
 use colloquy_llm::{LlmRequest, ToolChoice};
 use serde_json::{Map, Value, json};
 
@@ -91,7 +91,7 @@ pub fn conversation(request: &LlmRequest) -> (String, Vec<Value>) {
                 let mut blocks: Vec<Value> =
                     text.as_deref().and_then(text_block).into_iter().collect();
                 blocks.extend(calls.iter().map(|(c, _)| {
-                    json!({ "type": "tool_use", "id": call_id(&c.call_id), "name": c.name, "input": input(&c.arguments) })
+                    json!({ "type": "tool_use", "id": call_id(&c.call_id), "name": c.name, "input": sendable_arguments(&c.arguments) })
                 }));
                 for block in blocks {
                     push(&mut messages, "assistant", Some(block));
@@ -142,14 +142,6 @@ fn text_block(text: &str) -> Option<Value> {
 
 /// A call's input: its arguments when they are a JSON object; otherwise the text the model
 /// sent, under `_invalid_arguments`, so the model sees what it sent beside the error output.
-fn input(arguments: &str) -> Value {
-    match serde_json::from_str::<Value>(arguments) {
-        Ok(object @ Value::Object(_)) => object,
-        _ if arguments.trim().is_empty() => json!({}),
-        _ => json!({ "_invalid_arguments": arguments }),
-    }
-}
-
 fn tool(schema: &ToolSchema) -> Value {
     let mut tool = Map::new();
     tool.insert("name".into(), schema.name.clone().into());

@@ -82,8 +82,16 @@ impl CallIds {
     }
 }
 
-/// `x` for `x_final` and `x_update_<digits>` (suffix checks only: this runs for every call).
-fn derived_base(id: &str) -> Option<&str> {
+/// `x` for `x_final` and `x_update_<digits>`: the call a synthetic pair's id derives from
+/// (suffix checks only: this runs for every call).
+///
+/// ```
+/// use colloquy_core::call_ids::derived_base;
+/// assert_eq!(derived_base("call_7_update_12"), Some("call_7"));
+/// assert_eq!(derived_base("call_7_final"), Some("call_7"));
+/// assert_eq!(derived_base("call_7"), None);
+/// ```
+pub fn derived_base(id: &str) -> Option<&str> {
     if let Some(base) = id.strip_suffix("_final") {
         return Some(base);
     }

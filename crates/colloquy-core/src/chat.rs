@@ -187,6 +187,12 @@ impl ChatContext {
         Self { items: items.into_iter().map(Arc::new).collect() }
     }
 
+    /// A context holding shared `items` as given (assumed already in timestamp order): a
+    /// subset of another context, copying no item.
+    pub fn from_shared(items: Vec<Arc<ChatItem>>) -> Self {
+        Self { items }
+    }
+
     /// Inserts after the last item whose timestamp is less than or equal to the new one's,
     /// scanning from the end (appends are O(1)). Returns the position. Takes a `ChatItem` or
     /// an `Arc<ChatItem>` (shared, not copied).

@@ -75,4 +75,7 @@ pub enum LlmErrorKind {
     Connect,
     /// The provider reported an error inside the stream (or a script did).
     Provider,
+    /// The request was over the model's context (its prompt and reply together); the runtime
+    /// retries once with the request trimmed (docs/providers.md#a-context-that-fits).
+    ContextLength,
 }

@@ -30,6 +30,15 @@ pub fn error_chain(error: &dyn std::error::Error) -> String {
     text
 }
 
+/// What the model reads for a call whose arguments the provider cut off (its response ended
+/// `length`): nothing ran, and the arguments it sent are not shown back to it.
+pub fn call_cut_off(name: &str) -> String {
+    format!(
+        "Not run: your response was cut off before the arguments of `{name}` were complete. \
+         Call it again with complete arguments, keeping the rest of your answer short."
+    )
+}
+
 /// What the model reads when a call runs past its deadline: ``Tool `NAME` timed out after N s``.
 pub fn tool_timed_out(name: &str, after: std::time::Duration) -> String {
     format!("Tool `{name}` timed out after {} s", seconds(after))

@@ -80,6 +80,20 @@ pub enum LlmError {
         /// The transport's own words.
         detail: String,
     },
+    /// The request was over the model's context: the provider said so (OpenAI's
+    /// `context_length_exceeded`, llama.cpp's `exceed_context_size_error`, vLLM's and
+    /// Anthropic's words). Its figures, where the provider gave them, size the trimmed retry.
+    #[error("the request is over the model's context (HTTP {status}): {body}")]
+    ContextLength {
+        /// The status code.
+        status: u16,
+        /// The start of the response body.
+        body: String,
+        /// The model's context size in tokens, if the provider said.
+        limit: Option<u64>,
+        /// The refused prompt's size in tokens, if the provider said.
+        prompt: Option<u64>,
+    },
     /// The provider (or a script) reported an error in the stream itself.
     #[error("{message}")]
     Provider {
@@ -100,16 +114,21 @@ impl LlmError {
             LlmError::Timeout { .. } | LlmError::Stalled { .. } => LlmErrorKind::Timeout,
             LlmError::Connect { .. } => LlmErrorKind::Connect,
             LlmError::Provider { .. } => LlmErrorKind::Provider,
+            LlmError::ContextLength { .. } => LlmErrorKind::ContextLength,
         }
     }
 
     /// The error for an unsuccessful HTTP status and its body (cut to an excerpt).
     pub fn from_status(status: u16, body: &str, retry_after: Option<Duration>) -> Self {
-        let body = excerpt(body);
+        let excerpt = excerpt(body);
         match status {
-            401 | 403 => LlmError::Auth { status, body },
-            429 => LlmError::RateLimit { retry_after, body },
-            _ => LlmError::Http { status, body },
+            401 | 403 => LlmError::Auth { status, body: excerpt },
+            429 => LlmError::RateLimit { retry_after, body: excerpt },
+            400..=500 if says_context_overflow(body) => {
+                let (limit, prompt) = overflow_figures(body);
+                LlmError::ContextLength { status, body: excerpt, limit, prompt }
+            }
+            _ => LlmError::Http { status, body: excerpt },
         }
     }
 
@@ -127,6 +146,48 @@ impl LlmError {
             _ => false,
         }
     }
+}
+
+/// Whether an error body says the request was over the model's context, in the words of
+/// OpenAI (`context_length_exceeded`, "maximum context length"), llama.cpp
+/// (`exceed_context_size_error`, "exceeds the available context size"), vLLM ("maximum
+/// context length") or Anthropic ("prompt is too long", "exceed context limit").
+fn says_context_overflow(body: &str) -> bool {
+    const MARKS: [&str; 7] = [
+        "context_length_exceeded",
+        "maximum context length",
+        "exceed_context_size_error",
+        "exceeds the available context size",
+        "prompt is too long",
+        "exceed context limit",
+        "context window",
+    ];
+    let body = body.to_ascii_lowercase();
+    MARKS.iter().any(|mark| body.contains(mark))
+}
+
+/// The model's context size and the prompt's size, where an overflow's body gives them:
+/// llama.cpp's `n_ctx` and `n_prompt_tokens`; OpenAI's and vLLM's "maximum context length is
+/// N tokens" with "resulted in N tokens", "requested N tokens" or "has N input tokens";
+/// Anthropic's "N tokens > M maximum".
+fn overflow_figures(body: &str) -> (Option<u64>, Option<u64>) {
+    let body = body.to_ascii_lowercase();
+    let limit = number_after(&body, "\"n_ctx\":")
+        .or_else(|| number_after(&body, "maximum context length is "))
+        .or_else(|| number_after(&body, " > "));
+    let prompt = number_after(&body, "\"n_prompt_tokens\":")
+        .or_else(|| number_after(&body, "resulted in "))
+        .or_else(|| number_after(&body, "your request has "))
+        .or_else(|| number_after(&body, "you requested "))
+        .or_else(|| number_after(&body, "prompt is too long: "));
+    (limit, prompt)
+}
+
+/// The whole number right after the first `mark` in `text` (spaces allowed before it).
+fn number_after(text: &str, mark: &str) -> Option<u64> {
+    let rest = text[text.find(mark)? + mark.len()..].trim_start();
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
 }
 
 /// The first [`BODY_EXCERPT`] characters of a text, whitespace-collapsed, with `…` when cut.
@@ -150,6 +211,45 @@ mod tests {
         assert_eq!((e.kind(), e.is_retryable()), (LlmErrorKind::RateLimit, true));
         assert!(LlmError::from_status(502, "", None).is_retryable());
         assert!(!LlmError::from_status(400, "bad request", None).is_retryable());
+    }
+
+    #[test]
+    fn context_overflows_are_recognised_in_each_providers_words() {
+        let cases = [
+            // OpenAI
+            (
+                400,
+                r#"{"error":{"message":"This model's maximum context length is 128000 tokens. However, your messages resulted in 130532 tokens. Please reduce the length of the messages.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#,
+                (Some(128_000), Some(130_532)),
+            ),
+            // llama.cpp's server
+            (
+                400,
+                r#"{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","n_prompt_tokens":5210,"n_ctx":4096}}"#,
+                (Some(4096), Some(5210)),
+            ),
+            // vLLM
+            (
+                400,
+                r#"{"object":"error","message":"This model's maximum context length is 4096 tokens. However, you requested 5000 tokens (4000 in the messages, 1000 in the completion). Please reduce the length of the messages or completion.","type":"BadRequestError","param":null,"code":400}"#,
+                (Some(4096), Some(5000)),
+            ),
+            // Anthropic
+            (
+                400,
+                r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 208310 tokens > 200000 maximum"}}"#,
+                (Some(200_000), Some(208_310)),
+            ),
+        ];
+        for (status, body, (limit, prompt)) in cases {
+            let e = LlmError::from_status(status, body, None);
+            assert_eq!(e.kind(), LlmErrorKind::ContextLength, "{body}");
+            assert!(!e.is_retryable());
+            let LlmError::ContextLength { limit: l, prompt: p, .. } = e else { unreachable!() };
+            assert_eq!((l, p), (limit, prompt), "{body}");
+        }
+        let other = LlmError::from_status(400, r#"{"error":{"message":"bad tool schema"}}"#, None);
+        assert_eq!(other.kind(), LlmErrorKind::Http);
     }
 
     #[test]

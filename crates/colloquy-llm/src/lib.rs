@@ -4,6 +4,7 @@
 //! (no network, no keys): it answers requests in order from a script and can record every
 //! request for tests to read. Dropping a stream cancels its request.
 
+pub mod context;
 mod error;
 #[cfg(feature = "http")]
 pub mod http;

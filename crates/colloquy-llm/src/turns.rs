@@ -4,13 +4,18 @@
 //! The runtime's history is ordered by timestamp, so a call's output can land after later
 //! messages (a background tool's `<id>_final` pair, a reply stamped before its calls ended).
 //! Providers want each assistant message that calls tools followed at once by the answers.
-//! [`turns`] walks the items once and emits each call together with its output, attached to
-//! the assistant turn that made it; a call with no output anywhere and an output with no call
-//! are left out (neither can be sent valid); handoff items carry nothing for the model.
+//! [`turns`] groups what one LLM step produced (its message, id `<step>`, and its calls, ids
+//! `<step>/fnc_<n>`) into one assistant turn, placed where the step's first item stands, and
+//! emits each call together with its output; anything else — a synthetic `<id>_update_<n>`
+//! pair, a `say` — is a turn of its own, never attached to text another step wrote (the way
+//! LiveKit Agents groups items, docs/decisions.md#request-turns). A call with no output
+//! anywhere and an output with no call are left out (neither can be sent valid); handoff
+//! items carry nothing for the model.
 
 use std::collections::{HashMap, HashSet};
 
 use colloquy_core::{ChatItem, FunctionCall, FunctionCallOutput, Role};
+use serde_json::{Map, Value};
 
 /// One turn of a conversation as a provider sees it.
 #[derive(Clone, Debug, PartialEq)]
@@ -19,9 +24,9 @@ pub enum Turn<'a> {
     User(&'a str),
     /// A system or developer message inside the conversation.
     System(&'a str),
-    /// What the assistant said and the calls it made, each with its output.
+    /// What the assistant said in one LLM step and the calls it made, each with its output.
     Assistant {
-        /// The text (several messages of one turn joined by a space), if any.
+        /// The step's text, if any (two messages under one step id joined by a space).
         text: Option<String>,
         /// The calls, in order, each answered.
         calls: Vec<AnsweredCall<'a>>,
@@ -31,8 +36,12 @@ pub enum Turn<'a> {
 /// A call and its output.
 pub type AnsweredCall<'a> = (&'a FunctionCall, &'a FunctionCallOutput);
 
-/// The assistant turn being gathered: its text and its calls.
-type OpenTurn<'a> = (Option<String>, Vec<AnsweredCall<'a>>);
+/// The LLM step an item id belongs to: the id up to its first `/` (a step's calls are
+/// `<step>/fnc_<n>`, its message `<step>`). An empty id belongs to no step.
+pub fn step_of(item_id: &str) -> Option<&str> {
+    let step = item_id.split('/').next().unwrap_or_default();
+    (!step.is_empty()).then_some(step)
+}
 
 /// Regroups `items` (in context order) into turns; see the module comment.
 ///
@@ -50,52 +59,87 @@ pub fn turns<'a>(items: impl IntoIterator<Item = &'a ChatItem>) -> Vec<Turn<'a>>
     }
     let mut answered: HashSet<&str> = HashSet::new();
     let mut out = Vec::new();
-    let mut open: Option<OpenTurn> = None;
+    // Each step's assistant turn, by step id: where it stands in `out`.
+    let mut steps: HashMap<&str, usize> = HashMap::new();
     for item in items {
         match item {
             ChatItem::Message(m) if m.role == Role::Assistant => {
                 if m.text.is_empty() {
                     continue;
                 }
-                // Text after calls belongs to the next turn (the model spoke again).
-                if open.as_ref().is_some_and(|(_, calls)| !calls.is_empty()) {
-                    close(&mut out, open.take());
-                }
-                let (text, _) = open.get_or_insert((None, Vec::new()));
-                match text {
-                    Some(t) => {
-                        t.push(' ');
-                        t.push_str(&m.text);
+                if let Turn::Assistant { text, .. } = step_turn(&mut out, &mut steps, &m.id) {
+                    match text {
+                        Some(t) => {
+                            t.push(' ');
+                            t.push_str(&m.text);
+                        }
+                        None => *text = Some(m.text.clone()),
                     }
-                    None => *text = Some(m.text.clone()),
                 }
             }
-            ChatItem::Message(m) => {
-                close(&mut out, open.take());
-                out.push(match m.role {
-                    Role::User => Turn::User(&m.text),
-                    _ => Turn::System(&m.text),
-                });
-            }
+            ChatItem::Message(m) => out.push(match m.role {
+                Role::User => Turn::User(&m.text),
+                _ => Turn::System(&m.text),
+            }),
             ChatItem::FunctionCall(c) => {
                 let Some(output) = outputs.get(c.call_id.as_str()) else { continue };
                 if !answered.insert(c.call_id.as_str()) {
                     continue; // a second call under one id cannot be answered twice
                 }
-                open.get_or_insert((None, Vec::new())).1.push((c, output));
+                if let Turn::Assistant { calls, .. } = step_turn(&mut out, &mut steps, &c.id) {
+                    calls.push((c, output));
+                }
             }
             // Outputs travel with their calls; handoffs and kinds a provider has no turn for
             // are not sent.
             _ => {}
         }
     }
-    close(&mut out, open);
     out
 }
 
-fn close<'a>(out: &mut Vec<Turn<'a>>, open: Option<OpenTurn<'a>>) {
-    if let Some((text, calls)) = open {
-        out.push(Turn::Assistant { text, calls });
+/// The assistant turn of the step `item_id` belongs to, opened where it first appears.
+fn step_turn<'a, 'b>(
+    out: &'b mut Vec<Turn<'a>>,
+    steps: &mut HashMap<&'a str, usize>,
+    item_id: &'a str,
+) -> &'b mut Turn<'a> {
+    let opened = Turn::Assistant { text: None, calls: Vec::new() };
+    let at = match step_of(item_id) {
+        Some(step) => *steps.entry(step).or_insert_with(|| {
+            out.push(opened);
+            out.len() - 1
+        }),
+        None => {
+            out.push(opened);
+            out.len() - 1
+        }
+    };
+    &mut out[at]
+}
+
+/// A call's arguments as a provider can take them back: the JSON object the model sent, `{}`
+/// for nothing, and anything else — cut by `length`, garbled, not an object — wrapped as
+/// `{"_invalid_arguments": "<text>"}`, so the model sees what it sent beside the error, and the
+/// provider never refuses the request (the history keeps the text as sent).
+///
+/// ```
+/// use colloquy_llm::turns::sendable_arguments;
+/// use serde_json::json;
+/// assert_eq!(sendable_arguments(r#"{"a":1}"#), json!({"a": 1}));
+/// assert_eq!(sendable_arguments(" "), json!({}));
+/// assert_eq!(sendable_arguments("{"), json!({"_invalid_arguments": "{"}));
+/// assert_eq!(sendable_arguments("[1]"), json!({"_invalid_arguments": "[1]"}));
+/// ```
+pub fn sendable_arguments(arguments: &str) -> Value {
+    match serde_json::from_str::<Value>(arguments) {
+        Ok(object @ Value::Object(_)) => object,
+        _ if arguments.trim().is_empty() => Value::Object(Map::new()),
+        _ => {
+            let mut wrapped = Map::new();
+            wrapped.insert("_invalid_arguments".into(), arguments.into());
+            Value::Object(wrapped)
+        }
     }
 }
 
@@ -139,9 +183,10 @@ mod tests {
     use super::*;
     use colloquy_core::{Message, Timestamp};
 
-    fn msg(role: Role, text: &str) -> ChatItem {
+    /// A message under item id `id` (a step's message: the step's id).
+    fn msg(id: &str, role: Role, text: &str) -> ChatItem {
         ChatItem::Message(Message {
-            id: text.into(),
+            id: id.into(),
             role,
             text: text.into(),
             interrupted: false,
@@ -149,10 +194,11 @@ mod tests {
         })
     }
 
-    fn call(id: &str) -> ChatItem {
+    /// A call `call_id` under item id `id` (`<step>/fnc_<n>` for a step's call).
+    fn call(id: &str, call_id: &str) -> ChatItem {
         ChatItem::FunctionCall(FunctionCall {
-            id: format!("item_{id}"),
-            call_id: id.into(),
+            id: id.into(),
+            call_id: call_id.into(),
             name: "f".into(),
             arguments: "{}".into(),
             extra: Default::default(),
@@ -189,16 +235,16 @@ mod tests {
     #[test]
     fn late_outputs_join_their_calls_and_orphans_are_left_out() {
         let items = [
-            msg(Role::User, "hi"),
-            msg(Role::Assistant, "checking"),
-            call("a"),
-            call("b"),
+            msg("u1", Role::User, "hi"),
+            msg("s1", Role::Assistant, "checking"),
+            call("s1/fnc_0", "a"),
+            call("s1/fnc_1", "b"),
             output("b"),
-            msg(Role::User, "still there?"),
-            msg(Role::Assistant, "yes"),
+            msg("u2", Role::User, "still there?"),
+            msg("s2", Role::Assistant, "yes"),
             output("a"),
             output("orphan"),
-            call("unanswered"),
+            call("s2/fnc_0", "unanswered"),
         ];
         let turns = turns(items.iter());
         assert_eq!(
@@ -208,16 +254,52 @@ mod tests {
     }
 
     #[test]
-    fn text_after_calls_starts_a_new_assistant_turn_and_texts_join() {
+    fn each_step_is_one_turn_with_its_own_calls() {
+        // Three sequential steps, each calling once, are three turns, not one with three
+        // parallel calls; a step's second call under a used id is left out.
         let items = [
-            msg(Role::Assistant, "one"),
-            msg(Role::Assistant, "two"),
-            call("a"),
+            msg("s1", Role::Assistant, "one"),
+            call("s1/fnc_0", "a"),
             output("a"),
-            msg(Role::Assistant, "three"),
-            call("a"),
+            call("s2/fnc_0", "b"),
+            output("b"),
+            msg("s3", Role::Assistant, "three"),
+            call("s3/fnc_0", "c"),
+            call("s3/fnc_1", "a"),
+            output("c"),
         ];
-        assert_eq!(shape(&turns(items.iter())), ["assistant:one two:a", "assistant:three:"]);
+        assert_eq!(
+            shape(&turns(items.iter())),
+            ["assistant:one:a", "assistant:-:b", "assistant:three:c"]
+        );
+    }
+
+    #[test]
+    fn a_synthetic_pair_is_never_attached_to_another_steps_text() {
+        // A background call's `_final` pair lands between a step's text and its calls, and
+        // after a reply's text: each pair is a turn of its own.
+        let items = [
+            msg("s1", Role::Assistant, "booking"),
+            call("p1", "bk_update_1"),
+            output("bk_update_1"),
+            call("s1/fnc_0", "c"),
+            output("c"),
+            msg("s2", Role::Assistant, "all done"),
+            call("p2", "bk_final"),
+            output("bk_final"),
+            call("", "hand_made"),
+            output("hand_made"),
+        ];
+        assert_eq!(
+            shape(&turns(items.iter())),
+            [
+                "assistant:booking:c",
+                "assistant:-:bk_update_1",
+                "assistant:all done:",
+                "assistant:-:bk_final",
+                "assistant:-:hand_made",
+            ]
+        );
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! call ids are at most 40 characters ([`call_id`], the same mapping in every request).
 
 use colloquy_core::ToolSchema;
-use colloquy_llm::turns::{Turn, provider_call_id, turns};
+use colloquy_llm::turns::{Turn, provider_call_id, sendable_arguments, turns};
 use colloquy_llm::{LlmRequest, ToolChoice};
 use serde_json::{Map, Value, json};
 
@@ -90,7 +90,12 @@ pub fn messages(request: &LlmRequest) -> Vec<Value> {
                 let tool_calls: Vec<Value> = calls
                     .iter()
                     .map(|(c, _)| {
-                        let arguments = if c.arguments.is_empty() { "{}" } else { &c.arguments };
+                        // The text as sent when it is an object (byte for byte, so a server's
+                        // prompt cache still matches); mended otherwise.
+                        let arguments = match serde_json::from_str::<Value>(&c.arguments) {
+                            Ok(Value::Object(_)) => c.arguments.clone(),
+                            _ => sendable_arguments(&c.arguments).to_string(),
+                        };
                         json!({
                             "id": call_id(&c.call_id),
                             "type": "function",

@@ -257,10 +257,72 @@ pub(crate) async fn steady_output_outlasts_the_stall_timeout(p: &'static Provide
     assert_eq!(chat.assistant_messages().await, [hello()]);
 }
 
+/// A response cut by `length` in the middle of a call's arguments: the call does not run and
+/// the model reads that it was cut; every later request carries the arguments in a form the
+/// provider accepts (the history keeps them as sent), so the session goes on.
+pub(crate) async fn a_call_cut_by_length_never_poisons_the_session(p: &'static Provider) {
+    let agent = Agent::new("a", "inst").tool(super::book_flight());
+    let replies = vec![recorded(p, "call_cut_by_length"), recorded(p, "text"), recorded(p, "text")];
+    let mut chat = Chat::start(p, agent, replies, options()).await;
+    let events = chat.turn("book Paris").await;
+    assert_eq!(errors(&events), []);
+    assert_eq!(super::started(&events), Vec::<&str>::new(), "a cut call never runs");
+    let history = chat.session.history().await.unwrap();
+    let call = history.iter().find_map(|i| i.as_function_call()).expect("the call is kept");
+    assert_eq!(call.arguments, r#"{"ci"#);
+    let output = history.iter().find_map(|i| i.as_function_call_output()).expect("answered");
+    assert!(output.is_error && output.output.contains("cut off"), "{}", output.output);
+    chat.turn("hello?").await;
+    assert_eq!(chat.assistant_messages().await.last(), Some(&hello()));
+    // `requests` checks each against the provider's rules: arguments are objects.
+    let requests = chat.requests();
+    assert_eq!(requests.len(), 3);
+    for request in &requests[1..] {
+        assert!(request.body.to_string().contains("_invalid_arguments"), "{:#}", request.body);
+    }
+}
+
+/// A request over the model's context, refused in the words of each server speaking the
+/// provider's API, is retried once with its oldest items left out (the instructions and the
+/// newest user message kept); refused again, the turn ends with a `context_length` error, and
+/// the next turn works.
+pub(crate) async fn a_context_overflow_is_retried_trimmed(p: &'static Provider) {
+    for body in p.overflows {
+        let refused = || Reply::status(400, body);
+        let text = || recorded(p, "text");
+        let replies = vec![text(), refused(), text(), refused(), refused(), text()];
+        let mut chat = chat(p, replies, options()).await;
+        chat.turn("first question").await;
+        assert_eq!(errors(&chat.turn("second question").await), [], "{body}");
+        let requests = chat.requests();
+        assert_eq!(requests.len(), 3, "{body}");
+        let (sent, retried) = (requests[1].body.to_string(), requests[2].body.to_string());
+        assert!(sent.contains("first question") && !retried.contains("first question"), "{body}");
+        assert!(retried.contains("second question") && retried.contains("inst"), "{body}");
+        let events = chat.turn("third question").await;
+        let errors = errors(&events);
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].0, Some(LlmErrorKind::ContextLength), "{body}");
+        assert!(errors[0].1.contains("over the model's context"), "{}", errors[0].1);
+        chat.turn("fourth question").await;
+        assert_eq!(chat.requests().len(), 6, "{body}");
+        assert_eq!(chat.assistant_messages().await.last(), Some(&hello()), "{body}");
+    }
+}
+
 /// Every case above, one test each in the provider's test file.
 #[macro_export]
 macro_rules! failure_cases {
     ($provider:expr) => {
+        #[tokio::test]
+        async fn a_call_cut_by_length_never_poisons_the_session() {
+            wire::bounded(wire::cases::a_call_cut_by_length_never_poisons_the_session($provider))
+                .await
+        }
+        #[tokio::test]
+        async fn a_context_overflow_is_retried_trimmed() {
+            wire::bounded(wire::cases::a_context_overflow_is_retried_trimmed($provider)).await
+        }
         #[tokio::test]
         async fn a_429_then_success() {
             wire::bounded(wire::cases::a_429_then_success($provider)).await

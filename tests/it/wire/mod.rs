@@ -76,6 +76,9 @@ pub(crate) struct Provider {
     pub check: fn(&Value) -> Result<(), String>,
     /// The model for this base URL (`http://127.0.0.1:PORT` and `base_path`), sending [`KEY`].
     pub llm: fn(String, HttpOptions) -> Arc<dyn Llm>,
+    /// The bodies of a 400 saying a request is over the model's context, as the servers
+    /// speaking this API send them.
+    pub overflows: &'static [&'static str],
 }
 
 /// A session on a provider whose server replays recordings.
@@ -259,9 +262,13 @@ pub(crate) fn check_openai(body: &Value) -> Result<(), String> {
                     if call["type"] != "function" || call["function"]["name"].as_str().is_none() {
                         return Err(format!("messages[{i}]: call `{id}` is not a function call"));
                     }
-                    call["function"]["arguments"]
+                    let arguments = call["function"]["arguments"]
                         .as_str()
                         .ok_or(format!("messages[{i}]: call `{id}` has no argument text"))?;
+                    // llama.cpp's server refuses the whole request otherwise.
+                    if !serde_json::from_str::<Value>(arguments).is_ok_and(|a| a.is_object()) {
+                        return Err(format!("messages[{i}]: call `{id}` arguments not an object"));
+                    }
                 }
                 while !open.is_empty() {
                     i += 1;
