@@ -214,6 +214,24 @@ pub struct AgentArgs {
     /// or `/reject ID REASON`. Repeatable.
     #[arg(long = "require-approval", value_name = "TOOL")]
     pub require_approval: Vec<String>,
+    /// The model's context size in tokens (llama.cpp's `-c`): each request is kept within it,
+    /// the oldest turns left out first [default: none; a request the server refuses as too
+    /// long is still retried once, trimmed].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(256..))]
+    pub max_context_tokens: Option<u32>,
+}
+
+impl AgentArgs {
+    /// The session settings these arguments make, applied to `builder`.
+    pub fn configure(
+        &self,
+        builder: colloquy::session::SessionBuilder,
+    ) -> colloquy::session::SessionBuilder {
+        match self.max_context_tokens {
+            Some(tokens) => builder.max_context_tokens(tokens),
+            None => builder,
+        }
+    }
 }
 
 /// The agent `colloquy serve` and `colloquy node` serve to others: the names it is started
@@ -330,6 +348,19 @@ mod tests {
     fn parse(args: &[&str]) -> Result<Command, clap::error::ErrorKind> {
         let args = std::iter::once("colloquy").chain(args.iter().copied());
         Cli::try_parse_from(args).map(|cli| cli.command).map_err(|e| e.kind())
+    }
+
+    #[test]
+    fn a_context_size_is_a_number_of_tokens_not_too_small() {
+        let agent = |args: &[&str]| match parse(args) {
+            Ok(Command::Chat(chat)) => Ok(chat.agent.max_context_tokens),
+            other => Err(other.err()),
+        };
+        assert_eq!(agent(&["chat", "--max-context-tokens", "4096"]), Ok(Some(4096)));
+        assert_eq!(agent(&["chat"]), Ok(None));
+        let small = Err(Some(clap::error::ErrorKind::ValueValidation));
+        assert_eq!(agent(&["chat", "--max-context-tokens", "100"]), small);
+        assert_eq!(agent(&["chat", "--max-context-tokens", "lots"]), small);
     }
 
     #[test]

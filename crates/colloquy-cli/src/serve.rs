@@ -58,7 +58,8 @@ pub async fn run(args: &ServeArgs, out: Box<dyn Write + Send>) -> Result<(), Com
             let served = chat::Served::new(&args.served, &terminal).map_err(CommandError::Usage)?;
             let chat::Served { llm, about, agent, servers: mcp, names } = served;
             servers = mcp;
-            builder = builder.llm(llm);
+            let settings = args.served.agent.clone();
+            builder = builder.llm(llm).session(move |session, _| settings.configure(session));
             for name in &names {
                 let agent = agent.clone();
                 builder = builder.agent(name.as_str(), move || agent.clone());
