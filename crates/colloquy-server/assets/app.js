@@ -394,9 +394,10 @@ async function say(type) {
     // The text leaves the box once the session has it (unless the user has typed on): a
     // message refused, or lost with the connection, is still there to send again.
     if (box.value.trim() === text) box.value = '';
+  } else if (reply) {
+    note(`Not sent (${reply.kind}: ${reply.message}). Your message is still in the box.`, 'error');
   } else {
-    const why = reply ? `${reply.kind}): ${reply.message}` : 'disconnected): the connection was lost';
-    note(`Not sent (${why}. Your message is still in the box.`, 'error');
+    note('The connection was lost before the server answered; your message is still in the box.', 'error');
   }
 }
 
