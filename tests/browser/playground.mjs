@@ -5,7 +5,12 @@
 // one rejected, and a reload replaying the same page. With PLAYGROUND_TOKEN set, the server
 // requires that token: the page must ask for it first (the WebSocket carries it as a
 // subprotocol). With PLAYGROUND_MODE=gap (a server keeping few events), one exchange then a
-// reload that starts with a `gap`: the page redraws the conversation from the history.
+// reload that starts with a `gap`: the page redraws the conversation from the history. With
+// PLAYGROUND_MODE=signals, the page's socket passes through the script (`relay` below), which
+// holds the server's frames back as a model thinking for seconds would, splits a reply in two
+// as a stream would, and adds an `x_tool_budget_exhausted` event (the scripted model makes one
+// call a turn, never twenty): the agent's state, a Markdown reply drawn as it streams (its
+// HTML kept as text), the spent budget, and a message refused as too large kept in the box.
 // Usage: node playground.mjs <page URL> <screenshot folder>.
 // Exits 0 when every check passes; otherwise prints the failed check and exits 1.
 
@@ -58,6 +63,61 @@ page.on('request', (r) => {
   if (!['127.0.0.1', 'localhost', '[::1]'].includes(host)) problems.push(`request off loopback: ${r.url()}`);
 });
 
+/**
+ * The page's WebSockets, relayed by the script (PLAYGROUND_MODE=signals only). It may hold the
+ * server's frames back from the page after one it names (`holdAfter`), split the text delta that
+ * holds `split` in two events, and add events of its own (`inject`); event numbers are shifted
+ * past what it adds, so the page sees one unbroken sequence.
+ */
+const relay = {
+  toPage: null,
+  holdAfter: null,
+  held: null,
+  split: null,
+  shift: 0,
+  lastSeq: 0,
+  lastAt: 0,
+  fromServer(message) {
+    const frame = JSON.parse(String(message));
+    const frames = [frame];
+    if (frame.type === 'event') {
+      frame.seq += this.shift;
+      this.lastAt = frame.event.at_ms;
+      const { delta } = frame.event;
+      const at = this.split && frame.event.type === 'x_agent_text' ? delta.indexOf(this.split) : -1;
+      if (at > 0) {
+        this.split = null;
+        this.shift += 1;
+        frames.push({ ...frame, seq: frame.seq + 1, event: { ...frame.event, delta: delta.slice(at) } });
+        frame.event.delta = delta.slice(0, at);
+      }
+    }
+    for (const each of frames) this.deliver(each);
+  },
+  deliver(frame) {
+    if (frame.type === 'event') this.lastSeq = frame.seq;
+    if (this.held) {
+      this.held.push(frame);
+      return;
+    }
+    this.toPage(JSON.stringify(frame));
+    if (this.holdAfter?.(frame)) {
+      this.holdAfter = null;
+      this.held = [];
+    }
+  },
+  release() {
+    const held = this.held ?? [];
+    this.held = null;
+    for (const frame of held) this.deliver(frame);
+  },
+  inject(event) {
+    this.shift += 1;
+    this.deliver({ type: 'event', seq: this.lastSeq + 1, event: { at_ms: this.lastAt, ...event } });
+  },
+};
+const isEvent = (type, test = () => true) => (frame) => frame.type === 'event' && frame.event.type === type && test(frame.event);
+
 /** Thrown when a shorter script (PLAYGROUND_MODE) has passed all its checks. */
 const DONE = Symbol('done');
 
@@ -69,6 +129,13 @@ const check = (name) => {
 
 try {
   check('the page lists the agents and starts a session');
+  if (process.env.PLAYGROUND_MODE === 'signals') {
+    await page.routeWebSocket(/\/v1\/sessions\/[^/]+\/ws/, (ws) => {
+      const server = ws.connectToServer();
+      relay.toPage = (text) => ws.send(text);
+      server.onMessage((message) => relay.fromServer(message));
+    });
+  }
   await page.goto(url);
   if (token) {
     check('the page asks for the token the server requires');
@@ -88,6 +155,11 @@ try {
 
   const log = page.getByRole('log', { name: 'Conversation' });
   const message = page.getByLabel('Message');
+  if (process.env.PLAYGROUND_MODE === 'signals') {
+    await signals(log, message);
+    if (problems.length) throw new Error(problems.join('\n'));
+    throw DONE;
+  }
   check('a user turn is shown and the reply streams in');
   await message.fill('Hello there');
   await message.press('Enter');
@@ -220,6 +292,73 @@ try {
 } finally {
   await context.close();
   fs.rmSync(profile, { recursive: true, force: true });
+}
+
+/** The checks of PLAYGROUND_MODE=signals, the page's socket relayed by `relay`. */
+async function signals(log, message) {
+  const state = page.getByRole('status', { name: 'Agent state' });
+  const agent = log.getByRole('listitem', { name: 'Agent', exact: true });
+  check('while the model thinks (its answer held back), the page says the agent is thinking');
+  relay.holdAfter = isEvent('agent_state', (e) => e.state === 'thinking');
+  await message.fill('Hello there');
+  await message.press('Enter');
+  await expectText(state, /thinking/);
+  if (!(await state.isVisible())) throw new Error('the agent state is not visible');
+  fs.mkdirSync(outDir, { recursive: true });
+  await page.screenshot({ path: path.join(outDir, 'thinking.png') });
+  await expectCount(agent, 0);
+  relay.release();
+  await expectText(agent.first(), /I am the scripted model/);
+  await expectText(state, /listening/);
+
+  check('a Markdown reply is drawn as elements while it streams, its HTML left as text');
+  const markdown = [
+    'Plan:', '- **bold** item', '- *italic* item with `code`', '', '1. first', '2. second', '',
+    '```', '<b>not bold</b>', '```',
+    'A [link](https://example.com/x), [another](javascript:window.pwned=2) and <img src=x onerror="window.pwned=1">',
+  ].join('\n');
+  relay.split = '1. first';
+  relay.holdAfter = isEvent('x_agent_text');
+  await message.fill(markdown);
+  await message.press('Enter');
+  await expectCount(log.locator('.agent strong'), 1);
+  const reply = agent.last();
+  await expectText(reply.locator('strong'), 'bold');
+  await expectCount(reply.locator('ul > li'), 2);
+  await expectText(reply.locator('em'), 'italic');
+  await expectText(reply.locator('li code'), 'code');
+  await expectCount(reply.locator('ol'), 0);
+  if (!(await reply.getAttribute('class')).includes('streaming')) throw new Error('the first half is not drawn as streaming');
+  relay.release();
+  await expectCount(reply.locator('ol > li'), 2);
+  await expectText(reply.locator('pre > code'), '<b>not bold</b>');
+  await expectCount(reply.locator('b, img, script'), 0);
+  await expectText(reply, '[another](javascript:window.pwned=2)');
+  await expectText(reply, '<img src=x onerror="window.pwned=1">');
+  const link = reply.getByRole('link', { name: 'link' });
+  if ((await link.getAttribute('href')) !== 'https://example.com/x') throw new Error('the http link is not kept');
+  if ((await link.getAttribute('rel')) !== 'noopener noreferrer') throw new Error('the link lacks rel="noopener noreferrer"');
+  await expectCount(reply.locator('a'), 1);
+  await expectCount(log.locator('.streaming'), 0);
+  if ((await page.evaluate(() => window.pwned)) !== undefined) throw new Error('the reply ran script');
+  await page.screenshot({ path: path.join(outDir, 'markdown.png') });
+
+  check('a spent tool budget is shown');
+  await expectText(state, /listening/);
+  relay.inject({ type: 'x_tool_budget_exhausted', limit: 20 });
+  await expectText(log.locator('.warning'), /made its 20 tool calls/);
+
+  check('a message refused as too large stays in the box, and one accepted leaves it');
+  const big = 'x'.repeat(70 * 1024);
+  await message.fill(big);
+  await message.press('Enter');
+  await expectText(log.locator('.error').last(), /Not sent \(too_large/);
+  if ((await message.inputValue()) !== big) throw new Error('the refused message left the box');
+  await expectCount(log.getByRole('listitem', { name: 'You' }), 2);
+  await message.fill('Thanks');
+  await message.press('Enter');
+  await expectText(log.getByRole('listitem', { name: 'You' }).last(), 'Thanks');
+  await until(async () => (await message.inputValue()) === '', 'an empty box once the message was taken');
 }
 
 /**

@@ -84,6 +84,14 @@ async fn the_playground_redraws_the_conversation_from_the_history_after_a_gap() 
     play(&["--replay-events", "5"], None, Some("gap"), &screenshots).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_playground_shows_thinking_markdown_a_spent_budget_and_keeps_refused_text() {
+    // The script relays the page's socket: it holds frames back (a model thinking for seconds),
+    // splits a reply (a stream) and adds the budget event the scripted model never causes.
+    let screenshots = workspace().join("target/browser/signals");
+    play(&[], None, Some("signals"), &screenshots).await;
+}
+
 /// Serves the scripted agent (its weather tool waiting for approval, so the page's approve and
 /// reject buttons are tested) with `extra` flags and `token` in `PLAYGROUND_TOKEN` for both
 /// processes, and runs the browser script against it (`mode` in `PLAYGROUND_MODE`: its other

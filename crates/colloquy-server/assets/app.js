@@ -3,6 +3,7 @@
 // the session's events (replayed from the start on a reload), so two tabs show the same thing.
 
 import { Api, Connection, HttpError, TOKEN_PATTERN } from './client.js';
+import { renderMarkdown } from './markdown.js';
 import { Timeline } from './timeline.js';
 
 const $ = (id) => document.getElementById(id);
@@ -89,6 +90,7 @@ function attach(sessionId) {
   connection?.stop();
   closed = false;
   $('messages').replaceChildren();
+  showAgentState(null);
   $('calls').replaceChildren();
   rows.clear();
   $('no-calls').hidden = false;
@@ -139,7 +141,7 @@ async function reloadHistory(conn, oldest) {
   const messages = reply.items.filter((item) => item.type === 'message' && ['user', 'assistant'].includes(item.role));
   $('messages').replaceChildren(...messages.map((item) => (item.role === 'user'
     ? element('li', { class: 'user', 'aria-label': 'You' }, item.text)
-    : element('li', { class: 'agent', 'aria-label': 'Agent' }, item.text))));
+    : element('li', { class: 'agent', 'aria-label': 'Agent' }, element('div', { class: 'md' }, ...renderMarkdown(item.text))))));
   note(`Missed events before seq ${oldest}: the conversation was reloaded from the history.`);
 }
 
@@ -152,12 +154,15 @@ function enableInput(on) {
 function handleEvent(event) {
   timeline.add(event);
   switch (event.type) {
+    case 'agent_state':
+      showAgentState(event.state);
+      break;
     case 'x_agent_text':
-      agentBubble(event.speech_id, event.step).append(event.delta);
-      scrollMessages();
+      addText(agentBubble(event.speech_id, event.step), event.delta);
       break;
     case 'speech_done':
       for (const bubble of document.querySelectorAll(`[data-speech="${CSS.escape(event.speech_id)}"]`)) {
+        renderText(bubble);
         bubble.classList.remove('streaming');
         if (event.interrupted) bubble.append(element('span', { class: 'tag' }, 'interrupted'));
       }
@@ -192,8 +197,13 @@ function handleEvent(event) {
     case 'x_tool_call_refused':
       note(`${event.name} ${event.call_id} refused (${event.reason})`);
       break;
+    case 'x_tool_budget_exhausted':
+      note(`The agent has made its ${event.limit} tool calls for this turn: further calls are refused `
+        + 'and it answers without tools until your next message.', 'warning');
+      break;
     case 'session_closed':
       closed = true;
+      showAgentState(null);
       timeline.tick(true);
       enableInput(false);
       $('end').disabled = true;
@@ -210,10 +220,52 @@ function agentBubble(speechId, step) {
   const key = `${speechId}:${step}`;
   let bubble = document.querySelector(`[data-key="${CSS.escape(key)}"]`);
   if (!bubble) {
-    bubble = element('li', { class: 'agent streaming', 'data-key': key, 'data-speech': speechId, 'aria-label': 'Agent' });
+    bubble = element('li', { class: 'agent streaming', 'data-key': key, 'data-speech': speechId, 'aria-label': 'Agent' },
+      element('div', { class: 'md' }));
     $('messages').append(bubble);
   }
   return bubble;
+}
+
+// ---- The agent's text, as Markdown ----
+
+/** Each bubble's text so far: the Markdown is drawn again from it as it grows. */
+const bubbleTexts = new WeakMap();
+/** Bubbles whose text grew since they were drawn, drawn at the next frame: a reload replays
+ * a long reply's deltas at once, and each would otherwise draw the whole text again. */
+const stale = new Set();
+let drawFrame = 0;
+
+function addText(bubble, delta) {
+  bubbleTexts.set(bubble, (bubbleTexts.get(bubble) ?? '') + delta);
+  stale.add(bubble);
+  drawFrame ||= requestAnimationFrame(() => {
+    drawFrame = 0;
+    for (const stalled of stale) renderText(stalled);
+  });
+}
+
+function renderText(bubble) {
+  if (!stale.delete(bubble)) return;
+  bubble.querySelector('.md').replaceChildren(...renderMarkdown(bubbleTexts.get(bubble) ?? ''));
+  scrollMessages();
+}
+
+// ---- The agent's state ----
+
+const AGENT_STATES = {
+  initializing: 'The agent is starting…',
+  listening: 'The agent is listening',
+  thinking: 'The agent is thinking…',
+  speaking: 'The agent is speaking…',
+};
+
+/** Shows what the agent does (a model may think for seconds); `null` hides it. */
+function showAgentState(state) {
+  const line = $('agent-state');
+  line.hidden = state === null;
+  line.dataset.state = state ?? '';
+  $('agent-state-text').textContent = state === null ? '' : AGENT_STATES[state] ?? `The agent is ${state}`;
 }
 
 function note(text, kind = 'note') {
@@ -326,13 +378,27 @@ function treeNode(node) {
 
 // ---- Input ----
 
+/** Texts sent and not answered yet: a second Enter does not send one twice. */
+const sending = new Set();
+
 async function say(type) {
-  const text = $('message').value.trim();
-  if (!text || !connection) return;
-  $('message').value = '';
+  const box = $('message');
+  const text = box.value.trim();
+  if (!text || !connection || sending.has(text)) return;
   const conn = connection;
+  sending.add(text);
   const reply = await conn.send(type, { text }).catch(() => null);
-  if (conn === connection && reply?.reply === 'error') note(`${type} failed (${reply.kind}): ${reply.message}`, 'error');
+  sending.delete(text);
+  if (conn !== connection) return;
+  if (reply?.reply === 'ok') {
+    // The text leaves the box once the session has it (unless the user has typed on): a
+    // message refused, or lost with the connection, is still there to send again.
+    if (box.value.trim() === text) box.value = '';
+  } else if (reply) {
+    note(`Not sent (${reply.kind}: ${reply.message}). Your message is still in the box.`, 'error');
+  } else {
+    note('The connection was lost before the server answered; your message is still in the box.', 'error');
+  }
 }
 
 $('start').addEventListener('submit', startSession);

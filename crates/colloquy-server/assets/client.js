@@ -68,6 +68,8 @@ export class Api {
 
 /** How long to wait before the nth reconnect (ms): 0.5 s doubling, at most 8 s. */
 const backoff = (attempt) => Math.min(500 * 2 ** attempt, 8000);
+/** Measures frames in bytes, as the server's limit counts them. */
+const encoder = new TextEncoder();
 /** `closing` reasons after which the session is gone (docs/protocol.md). */
 const FINAL_CLOSINGS = new Set(['session_closed', 'session_lost', 'server_shutdown']);
 /** Connections refused in a row (about 24 s of tries) before the page gives up on the session. */
@@ -169,9 +171,11 @@ export class Connection {
       }
       case 'error': {
         if (frame.code === 'gap' && frame.oldest_seq) this.lastSeq = frame.oldest_seq - 1;
-        // An error about a request answers it: its sender reports it, once.
-        const waiter = this.pending.get(frame.id);
-        this.pending.delete(frame.id);
+        // An error about a request answers it: its sender reports it, once. A frame too large
+        // to read is refused without its id: it is the largest request waiting.
+        const id = frame.id ?? (frame.code === 'too_large' ? this.largestPending() : undefined);
+        const waiter = this.pending.get(id);
+        this.pending.delete(id);
         if (waiter) waiter.resolve({ reply: 'error', kind: frame.code, message: frame.message });
         else this.handlers.onError(frame);
         break;
@@ -193,8 +197,19 @@ export class Connection {
       return Promise.resolve({ reply: 'error', kind: 'disconnected', message: 'not connected' });
     }
     const id = this.nextId++;
-    this.ws.send(JSON.stringify({ v: PROTOCOL_VERSION, id, type, ...fields }));
-    return new Promise((resolve, reject) => this.pending.set(id, { resolve, reject }));
+    const frame = JSON.stringify({ v: PROTOCOL_VERSION, id, type, ...fields });
+    this.ws.send(frame);
+    const bytes = encoder.encode(frame).length;
+    return new Promise((resolve, reject) => this.pending.set(id, { resolve, reject, bytes }));
+  }
+
+  /** The id of the largest request still waiting (the oldest of equals), if any. */
+  largestPending() {
+    let largest;
+    for (const [id, { bytes }] of this.pending) {
+      if (largest === undefined || bytes > this.pending.get(largest).bytes) largest = id;
+    }
+    return largest;
   }
 
   /** Closes the socket for good (the session lives on unless it was closed); no callback
