@@ -79,12 +79,13 @@ impl Restore {
         let printer = Arc::clone(&self.printer);
         let (done, printed) = std::sync::mpsc::channel();
         // The printer holds one message at most: once a second one is taken, every line sent
-        // before it is on screen. The cursor's move up and the editor's newline cancel out.
+        // before it is on screen. A move up and a newline cancel out, whether the editor
+        // prints it or (its thread gone) the printer writes it itself.
         let spawned =
             std::thread::Builder::new().name("colloquy-editor-flush".into()).spawn(move || {
                 if let Ok(mut printer) = printer.lock() {
                     for _ in 0..2 {
-                        let _ = printer.print("\x1b[A".into());
+                        let _ = printer.print("\x1b[A\n".into());
                     }
                 }
                 let _ = done.send(());
