@@ -72,7 +72,7 @@ pub struct Restore {
 }
 
 impl Restore {
-    /// Waits (at most [`PRINTED_WAIT`]) until the editor has printed what it was given, then
+    /// Waits (at most half a second) until the editor has printed what it was given, then
     /// restores the terminal's mode and clears the prompt's row: the editor's thread may
     /// still be waiting for a key, and the process ends without it.
     pub fn finish(self) {
