@@ -32,17 +32,15 @@ fn main() -> ExitCode {
             runtime(|| demo::run(std::io::stdout().lock(), color, pace), "demo failed")
         }
         Command::Chat(args) => {
-            let console = chat::Console {
-                lines: chat::read_lines(std::io::BufReader::new(std::io::stdin())),
-                out: Box::new(std::io::stdout()),
-                color: terminal && !args.no_color,
-                interactive: std::io::stdin().is_terminal(),
-            };
+            let (console, restore) = chat::console(terminal && !args.no_color);
             let Some(runtime) = new_runtime() else { return ExitCode::FAILURE };
             let ended = runtime.block_on(async move { chat::run(&args, console).await });
             // Whatever is left (a tool body blocking a thread, say) gets a moment, then is
             // left behind: quitting always quits.
             runtime.shutdown_timeout(SHUTDOWN_WAIT);
+            if let Some(restore) = restore {
+                restore.finish();
+            }
             match ended {
                 Ok(chat::Ending::Left) => ExitCode::SUCCESS,
                 Ok(chat::Ending::Signal(number)) => ExitCode::from(128 + number as u8),

@@ -31,7 +31,7 @@ pub async fn run(args: &ServeArgs, out: Box<dyn Write + Send>) -> Result<(), Com
         },
         None => None,
     };
-    let terminal = Terminal::new(out, false, false);
+    let terminal = Terminal::new(out, false);
     let mut signals = Signals::new().map_err(|e| CommandError::Failed(e.to_string()))?;
     let mut limits = Limits::default();
     limits.max_sessions = args.max_sessions;

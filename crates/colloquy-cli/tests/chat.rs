@@ -53,7 +53,9 @@ async fn the_scripted_model_chats_through_piped_input_and_end_of_input_closes() 
         &out.stdout,
         &[
             "colloquy chat with the scripted model",
+            "you › hello\n",
             "agent › You said \"hello\".",
+            "you › what's the weather in Rome?\n",
             "agent › Let me check the weather in Rome.",
             "agent › Here is what I have: Rome: day 1: sunny, 24°C",
             "tools:\n  get_weather — Get the weather forecast for a city.",
@@ -73,8 +75,8 @@ async fn the_scripted_model_chats_through_piped_input_and_end_of_input_closes() 
     assert_lines_in_order(
         &out.stdout,
         &[
-            "  tool ▸ get_weather started (call_w3)",
-            "  tool ✓ get_weather done: Rome: day 1: sunny, 24°C",
+            "  tool ▸ get_weather #1 started (call_w3)",
+            "  tool ✓ get_weather #1 done: Rome: day 1: sunny, 24°C",
             "── session closed: close ──",
         ],
     );
@@ -92,13 +94,15 @@ async fn quit_cancels_a_running_background_booking_and_exits_at_once() {
     assert_lines_in_order(
         &out.stdout,
         &[
-            "  tool ▸ book_flight started",
-            "  tool … book_flight: Searching Saturday flights from London to Paris…",
-            "  tool ✗ book_flight cancelled",
+            "  tool ▸ book_flight #1 started",
+            "  tool … book_flight #1: Searching Saturday flights from London to Paris…",
+            "  tool ✗ book_flight #1 cancelled",
             "── session closed",
         ],
     );
-    assert!(!out.stdout.contains("never read"));
+    // The line after /quit is counted, not sent.
+    assert!(!out.stdout.contains("you › never read"), "{}", out.stdout);
+    assert!(out.stdout.contains("(1 line not sent, from `never read`: "), "{}", out.stdout);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -133,8 +137,8 @@ async fn chat_against_an_openai_compatible_server_runs_the_call_it_asks_for() {
     assert_lines_in_order(
         &out.stdout,
         &[
-            "  tool ▸ get_weather started (call_Wx8Pq2)",
-            "  tool ✓ get_weather done: Paris: day 1: sunny, 24°C",
+            "  tool ▸ get_weather #1 started (call_Wx8Pq2)",
+            "  tool ✓ get_weather #1 done: Paris: day 1: sunny, 24°C",
         ],
     );
     let received = server.received();
@@ -161,7 +165,10 @@ async fn chat_against_anthropics_api_runs_the_call_it_asks_for() {
     let out = colloquy(&args, "weather in Paris?\n").await;
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_lines_in_order(&out.stdout, &["agent › It's sunny in Paris."]);
-    assert_lines_in_order(&out.stdout, &["  tool ✓ get_weather done: Paris: day 1: sunny, 24°C"]);
+    assert_lines_in_order(
+        &out.stdout,
+        &["  tool ✓ get_weather #1 done: Paris: day 1: sunny, 24°C"],
+    );
     let received = server.received();
     assert_eq!(received.len(), 2);
     assert_eq!(received[0].path, "/v1/messages");
@@ -287,47 +294,46 @@ async fn a_call_that_needs_approval_waits_for_approve_and_reject_tells_the_agent
     let args = ["chat", "--provider", "scripted", "--require-approval", "get_weather"];
     let mut chat = Driven::start(&args).await;
     chat.send("what's the weather in Rome?").await;
-    chat.wait_for("waits for your approval: /approve ").await;
-    // The id is in the prompt line: `/approve ID or`.
-    let text = chat.text();
-    let after = &text[text.find("/approve ").expect("the prompt line") + "/approve ".len()..];
-    let id = after.split_whitespace().next().expect("a call id").to_string();
+    chat.wait_for("waits for your approval: /approve #1 or /reject #1 REASON").await;
     chat.wait_for("agent › Here is what I have: `get_weather` is waiting for the user's approval")
         .await;
+    let text = chat.text();
+    let started = "tool ▸ get_weather #1 started (";
+    let at = text.find(started).expect("the started line") + started.len();
+    let id = text[at..].split(')').next().expect("a call id").to_string();
     chat.send("/tools").await;
     chat.wait_for("awaiting approval").await;
-    chat.send(&format!("/approve {id}")).await;
-    chat.wait_for("  tool ✓ get_weather done: Rome: day 1: sunny, 24°C").await;
-    chat.send(&format!("/approve {id}")).await;
-    chat.wait_for(&format!("cannot approve {id}: Tool call {id} not found")).await;
+    // A prefix of the provider's id names the call as well as its short id.
+    chat.send(&format!("/approve {}", &id[..id.len() - 1])).await;
+    chat.wait_for("  tool ✓ get_weather #1 done: Rome: day 1: sunny, 24°C").await;
+    chat.send("/approve #1").await;
+    chat.wait_for(&format!("cannot approve #1: Tool call {id} not found")).await;
+    chat.send("/approve #7").await;
+    chat.wait_for("cannot approve #7: no call #7").await;
     chat.send("and the weather in Oslo?").await;
-    chat.wait_for(r#"get_weather({"city": "Oslo"}) waits for your approval: /approve "#).await;
-    let text = chat.text();
-    let last = text.rfind("/approve ").expect("the second prompt line") + "/approve ".len();
-    let second = text[last..].split_whitespace().next().expect("a call id").to_string();
-    chat.send(&format!("/reject {second} not today")).await;
-    chat.wait_for("  tool ✗ The user rejected `get_weather`: not today").await;
+    chat.wait_for(r#"get_weather #2 ({"city": "Oslo"}) waits for your approval: /approve #2"#)
+        .await;
+    chat.send("/reject #2 not today").await;
+    chat.wait_for("  tool ✗ The user rejected `get_weather`: not today (#2)").await;
     chat.wait_for("agent › Here is what I have: The user rejected `get_weather`: not today").await;
     chat.close_input();
     let (code, out) = chat.end().await;
     assert_eq!(code, Some(0), "{out}");
+    // Each acknowledgement comes before the lines of what it caused.
     assert_lines_in_order(
         &out,
         &[
-            &format!("  tool ▸ get_weather started ({id})"),
-            &format!(
-                "  tool ? get_weather({{\"city\": \"Rome\"}}) waits for your approval: \
-                 /approve {id} or /reject {id} REASON"
-            ),
-            "  tool ▸ get_weather approved",
-            "  tool ✓ get_weather done",
+            &format!("  tool ▸ get_weather #1 started ({id})"),
+            "  tool ? get_weather #1 ({\"city\": \"Rome\"}) waits for your approval: /approve #1 \
+             or /reject #1 REASON",
+            "approving #1\n",
+            "  tool ▸ get_weather #1 approved",
+            "  tool ✓ get_weather #1 done",
+            "rejecting #2\n",
+            "  tool ✗ The user rejected `get_weather`: not today (#2)",
             "── session closed",
         ],
     );
-    // A command's answer and the event lines it causes come from two tasks: either may print
-    // first.
-    assert!(out.contains(&format!("approved {id}\n")), "{out}");
-    assert!(out.contains(&format!("rejected {second}\n")), "{out}");
 }
 
 /// A `colloquy` process driven line by line through pipes, its output read as it comes.
@@ -442,7 +448,7 @@ async fn hostile_model_and_tool_text_reaches_the_terminal_without_controls() {
     );
     assert_lines_in_order(
         &out.stdout,
-        &["  tool ✓ get_weather done: ␛]0;pwned␇Rome↵agent › fake: day 1: sunny, 24°C"],
+        &["  tool ✓ get_weather #1 done: ␛]0;pwned␇Rome↵agent › fake: day 1: sunny, 24°C"],
     );
     assert!(!out.stdout.contains("\nagent › fake"), "{}", out.stdout);
 }
@@ -488,7 +494,10 @@ async fn the_length_warning_follows_the_text_it_is_about() {
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_lines_in_order(
         &out.stdout,
-        &["agent › This answer is cut\n", "  (the model's reply was cut short: Length)"],
+        &[
+            "agent › This answer is cut\n",
+            "  (the model's reply was cut short: it reached its output token limit (length))",
+        ],
     );
 }
 
@@ -547,7 +556,7 @@ async fn sigterm_closes_within_a_bound_and_no_mcp_server_outlives_the_chat() {
     let mut chat = Driven::start(&["chat", "--base-url", &base, "--mcp", &server_command]).await;
     chat.wait_for("tools from").await;
     chat.send("wait for it").await;
-    chat.wait_for("tool ▸ wait_forever started").await;
+    chat.wait_for("tool ▸ wait_forever #1 started").await;
     let server_pid: i32 =
         std::fs::read_to_string(&mark).expect("the server wrote its pid").trim().parse().unwrap();
     let pid = Pid::from_raw(chat.child.id().expect("the chat runs") as i32);
@@ -568,4 +577,70 @@ async fn sigterm_closes_within_a_bound_and_no_mcp_server_outlives_the_chat() {
         let _ = killpg(Pid::from_raw(server_pid), Signal::SIGKILL);
     }
     assert!(!left, "the MCP server outlived the chat");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_piped_script_runs_to_its_last_line_however_slow_the_model() {
+    // Four replies of 3 s each: more than SCRIPT_QUIT_WAIT (10 s) in all, read at once as a
+    // file is, the end of input first.
+    let pause = Duration::from_secs(3);
+    let replies =
+        (1..=4).map(|n| streamed(&format!("Answer {n}."), 0).pause_first(pause)).collect();
+    let server = ReplayServer::start(replies).await.unwrap();
+    let base = format!("{}/v1", server.base_url());
+    let out = colloquy(&["chat", "--base-url", &base], "one\ntwo\nthree\nfour\n").await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_lines_in_order(
+        &out.stdout,
+        &[
+            "you › one\n",
+            "agent › Answer 1.\n",
+            "you › two\n",
+            "agent › Answer 2.\n",
+            "you › three\n",
+            "agent › Answer 3.\n",
+            "you › four\n",
+            "agent › Answer 4.\n",
+            "── session closed: close ──",
+        ],
+    );
+    assert!(!out.stdout.contains("[interrupted]") && !out.stdout.contains("not sent"));
+    assert_eq!(server.received().len(), 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_that_fails_does_not_hold_the_lines_after_it() {
+    let refused = Reply::status(400, r#"{"error": {"message": "bad request", "type": "x"}}"#);
+    let server = ReplayServer::start(vec![refused, streamed("Second answer.", 0)]).await.unwrap();
+    let base = format!("{}/v1", server.base_url());
+    let out = colloquy(&["chat", "--base-url", &base], "first\nsecond\n").await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_lines_in_order(
+        &out.stdout,
+        &["you › first\n", "error ! llm: ", "you › second\n", "agent › Second answer."],
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_starts_over_with_an_empty_history() {
+    let input = "hello\n/new\n/history\nagain\n/clear\n/quit\n";
+    let out = colloquy(&["chat", "--provider", "scripted"], input).await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_lines_in_order(
+        &out.stdout,
+        &[
+            "agent › You said \"hello\".",
+            "── session closed: close ──",
+            "── new session ",
+            ": the history is empty ──",
+            "you › /history\n",
+            "agent: assistant\n",
+            "you › again\n",
+            "agent › You said \"again\".",
+            "── new session ",
+        ],
+    );
+    let history = &out.stdout[out.stdout.find("you › /history").unwrap()..];
+    let history = &history[..history.find("you › again").unwrap()];
+    assert!(!history.contains("hello"), "{history}");
 }

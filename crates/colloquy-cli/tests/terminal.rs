@@ -1,5 +1,6 @@
 //! `colloquy chat` in a real pseudo-terminal (expectrl), as a person at a keyboard uses it:
-//! the prompt, lines read while the agent speaks, Ctrl-C, a terminal that hangs up. The model
+//! the line editor's prompt, lines read while the agent speaks, a long paste, Ctrl-C and
+//! Ctrl-D, a terminal that hangs up. The model
 //! is a replay server on 127.0.0.1 whose reply pauses for 30 s mid-stream, so "the agent is
 //! speaking" lasts as long as a test needs. Real processes on the real clock: each expect has
 //! a 20 s bound, and so has each wait for the process to end (docs/testing.md §3).
@@ -23,19 +24,31 @@ struct Chat {
     session: expectrl::session::OsSession,
     /// Everything read so far.
     seen: String,
-    _server: ReplayServer,
+    _server: std::sync::Arc<ReplayServer>,
     _runtime: tokio::runtime::Runtime,
 }
 
 impl Chat {
     fn start(replies: Vec<Reply>) -> Self {
+        Self::start_with(replies).0
+    }
+
+    /// As [`Chat::start`], with the server's address, to read what it received.
+    fn start_with(replies: Vec<Reply>) -> (Self, std::sync::Arc<ReplayServer>) {
         let runtime = tokio::runtime::Runtime::new().expect("a runtime for the replay server");
         let server = runtime.block_on(ReplayServer::start(replies)).expect("the replay server");
+        let server = std::sync::Arc::new(server);
         let mut command = common::colloquy();
         command.args(["chat", "--no-color", "--base-url", &format!("{}/v1", server.base_url())]);
         let mut session = expectrl::Session::spawn(command).expect("colloquy starts in a pty");
         session.set_expect_timeout(Some(BOUND));
-        Self { session, seen: String::new(), _server: server, _runtime: runtime }
+        let chat = Self {
+            session,
+            seen: String::new(),
+            _server: std::sync::Arc::clone(&server),
+            _runtime: runtime,
+        };
+        (chat, server)
     }
 
     /// Reads until `text` (at most [`BOUND`]).
@@ -154,5 +167,38 @@ fn a_terminal_that_hangs_up_ends_the_chat_while_the_agent_speaks() {
     kill(chat.pid(), Signal::SIGHUP).expect("SIGHUP sent");
     let (code, text) = chat.end();
     assert_eq!(code, 128 + Signal::SIGHUP as i32, "{text}");
+    assert!(text.contains("── session closed: close ──"), "{text}");
+}
+
+#[test]
+fn a_paste_longer_than_a_terminal_line_reaches_the_model_whole() {
+    // A terminal's cooked mode keeps 4,095 bytes of a line; the line editor has no such limit.
+    let (mut chat, server) = Chat::start_with(vec![streamed("Got it.", 0)]);
+    chat.expect("you › ");
+    let long: String = (0..6_000).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+    chat.type_line(&long);
+    chat.expect("agent › Got it.");
+    chat.expect("you › ");
+    chat.session.send(ControlCode::EndOfTransmission).expect("the terminal takes Ctrl-D");
+    let (code, text) = chat.end();
+    assert_eq!(code, 0, "{text}");
+    let received = server.received();
+    let messages = received[0].body["messages"].as_array().expect("messages").clone();
+    let said = messages.last().expect("the user's message")["content"].as_str().unwrap_or("");
+    assert_eq!(said.len(), long.len(), "the model got {} bytes of {}", said.len(), long.len());
+    assert_eq!(said, long);
+}
+
+#[test]
+fn the_prompt_stays_below_what_the_agent_and_the_tools_print() {
+    let mut chat = Chat::start(vec![streamed("Let me think", 30_000)]);
+    chat.expect("you › ");
+    chat.type_line("tell me");
+    chat.expect("agent › Let me think");
+    // The prompt is drawn again below the agent's line: the user types on it meanwhile.
+    chat.expect("you › ");
+    chat.type_line("/quit");
+    let (code, text) = chat.end();
+    assert_eq!(code, 0, "{text}");
     assert!(text.contains("── session closed: close ──"), "{text}");
 }

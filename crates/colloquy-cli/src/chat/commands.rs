@@ -33,6 +33,8 @@ pub enum Line {
     History,
     /// `/quit`.
     Quit,
+    /// `/new` (or `/clear`): a new session, its history empty.
+    New,
     /// A command that is not one, with why.
     Invalid(String),
 }
@@ -41,12 +43,13 @@ pub enum Line {
 pub const HELP: &str = "\
 commands:
   /tools              the agent's tools, and the calls running now
-  /cancel ID          cancel a running call (its id is in the `started` line)
+  /cancel ID          cancel a running call: #N from its lines, or its id (a prefix will do)
   /approve ID         let a call that waits for approval run
   /reject ID REASON   refuse a call that waits for approval; the agent hears why
   /inspect            the session's actor tree (/inspect json: the whole snapshot as JSON)
   /timeline FILE.html write the conversation so far as a timeline page
   /history            the conversation history
+  /new                start over: a new session with the same agent, its history empty
   /quit               close the session and leave (end of input does the same)
 A line typed while the agent speaks interrupts it; Ctrl-C interrupts the agent's reply,
 and Ctrl-C twice within a second quits.";
@@ -75,6 +78,7 @@ pub fn parse(line: &str) -> Line {
         ("inspect", false) if rest == "json" => Line::Inspect { json: true },
         ("history", true) => Line::History,
         ("quit" | "exit", true) => Line::Quit,
+        ("new" | "clear", true) => Line::New,
         ("cancel", false) => Line::Cancel(rest.to_string()),
         ("cancel", true) => Line::Invalid("/cancel needs a call id (see /tools)".into()),
         ("approve", false) if !rest.contains(char::is_whitespace) => {
@@ -86,12 +90,12 @@ pub fn parse(line: &str) -> Line {
             None => Line::Invalid("/reject needs a call id and a reason".into()),
         },
         ("approve" | "reject", true) => {
-            Line::Invalid(format!("/{name} needs a call id (it is in the `waits` line)"))
+            Line::Invalid(format!("/{name} needs a call id: #N (it is in the `waits` line)"))
         }
         ("timeline", false) => Line::Timeline(rest.to_string()),
         ("timeline", true) => Line::Invalid("/timeline needs a file name".into()),
         ("inspect", false) => Line::Invalid("/inspect takes `json` or nothing".into()),
-        ("tools" | "history" | "quit" | "exit", false) => {
+        ("tools" | "history" | "quit" | "exit" | "new" | "clear", false) => {
             Line::Invalid(format!("/{name} takes no argument"))
         }
         _ => Line::Invalid(format!("unknown command /{name} (/help lists them)")),
@@ -108,6 +112,9 @@ mod tests {
         assert_eq!(parse("/tools"), Line::Tools);
         assert_eq!(parse("/timeline out.html"), Line::Timeline("out.html".into()));
         assert_eq!(parse("/quit"), Line::Quit);
+        assert_eq!(parse("/new"), Line::New);
+        assert_eq!(parse("/clear"), Line::New);
+        assert_eq!(parse("/cancel #2"), Line::Cancel("#2".into()));
         assert_eq!(parse("/inspect"), Line::Inspect { json: false });
         assert_eq!(parse("/inspect json"), Line::Inspect { json: true });
         assert!(matches!(parse("/inspect yaml"), Line::Invalid(_)));

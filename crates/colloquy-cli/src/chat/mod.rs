@@ -1,40 +1,45 @@
 //! `colloquy chat`: a conversation in the terminal with an agent whose tools run in the
 //! background. One user turn a line. Lines are read at all times, so nothing the agent, a
 //! model or a tool does can keep `/quit` from being read: in a terminal every line acts at
-//! once (a plain line interrupts the agent as speech would); piped input is a script, each
-//! line sent once the previous reply has finished, except that `/quit` and the end of input
-//! end the chat within [`SCRIPT_QUIT_WAIT`] however long the reply takes. Ctrl-C interrupts
-//! the reply, twice within [`DOUBLE_CTRL_C`] quits; SIGTERM and SIGHUP quit. Tool activity
-//! and errors show as lines between the agent's streamed text.
+//! once (a plain line interrupts the agent as speech would), typed in a line editor
+//! (`editor.rs`); piped input is a script, echoed as `you › LINE`, each line sent once the
+//! speech answering the previous one is done (deferred replies and background tools go on).
+//! Once a script's `/quit` or its end is reached, the chat leaves when the reply in progress
+//! is over, or has shown nothing for [`SCRIPT_QUIT_WAIT`]; lines it never sent are counted.
+//! Ctrl-C interrupts the reply, twice within [`DOUBLE_CTRL_C`] quits; SIGTERM and SIGHUP quit.
+//! Tool activity and errors show as lines between the agent's streamed text.
 
 pub mod clean;
 pub mod commands;
+mod editor;
 pub mod llm;
 mod remote;
 mod session;
 pub mod terminal;
 
 use std::collections::VecDeque;
-use std::io::{BufRead, Write};
+use std::io::{BufRead, IsTerminal, Write};
+use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use colloquy::chat::ChatItem;
 use colloquy::cluster::ClusterError;
-use colloquy::events::SessionEvent;
+use colloquy::events::{EventFilter, EventKind, SessionEvent};
 use colloquy::mcp::McpToolset;
 use colloquy::prelude::*;
 use colloquy::tools::ToolSource;
 use colloquy::toolsets::EndCallTool;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use crate::cluster::DEFAULT_AGENT;
 use crate::demo::{booking_tool, weather_tool};
 use crate::{ChatArgs, Provider, ServedAgentArgs};
 use commands::{HELP, Line};
-use session::{ChatSession, Reply, TurnRefused};
-use terminal::{EventLines, Style, Terminal, TerminalSink};
+pub use editor::Restore;
+use session::{ChatSession, Reply, Speeches, TurnRefused};
+use terminal::{Calls, EventLines, Style, Terminal, TerminalSink};
 
 /// How long closing waits for calls that cannot be cancelled (and for the session's actors
 /// to stop); past it the chat exits without them.
@@ -43,8 +48,8 @@ pub const CLOSE_WAIT: Duration = Duration::from_secs(3);
 /// Two Ctrl-C within this window quit.
 pub const DOUBLE_CTRL_C: Duration = Duration::from_secs(1);
 
-/// Piped input: how long `/quit` or the end of input waits for the reply in progress (and
-/// the lines queued behind it) before the chat closes anyway.
+/// Piped input: once `/quit` or the end of input is reached, how long the reply in progress
+/// may go without showing anything before the chat closes anyway.
 pub const SCRIPT_QUIT_WAIT: Duration = Duration::from_secs(10);
 
 /// How long a command (or a user turn) waits for the session to answer.
@@ -71,23 +76,50 @@ pub enum Ending {
     Signal(i32),
 }
 
+/// What the chat reads.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Input {
+    /// A line.
+    Line(String),
+    /// Ctrl-C, read by the line editor (which keeps the terminal from sending SIGINT).
+    Interrupt,
+}
+
 /// Where the chat reads and writes.
 pub struct Console {
-    /// The input, a line at a time; the channel closing is the end of input.
-    pub lines: mpsc::Receiver<String>,
+    /// The input; the channel closing is the end of input.
+    pub input: mpsc::Receiver<Input>,
     /// Where everything is written.
     pub out: Box<dyn Write + Send>,
     /// ANSI colours.
     pub color: bool,
-    /// The input is a terminal: a prompt, and every line acts at once. Otherwise the input is
-    /// a script.
+    /// The input is a terminal: every line acts at once. Otherwise the input is a script.
     pub interactive: bool,
+    /// `out` is a line editor's printer, on a terminal this many columns wide.
+    pub columns: Option<Arc<AtomicUsize>>,
+}
+
+/// The process's console: a line editor when standard input and output are both a terminal
+/// (and what puts the terminal back once the chat is over), else lines read from standard
+/// input and written to standard output.
+pub fn console(color: bool) -> (Console, Option<Restore>) {
+    let interactive = std::io::stdin().is_terminal();
+    if interactive
+        && std::io::stdout().is_terminal()
+        && let Ok(editor) = editor::LineEditor::start()
+    {
+        let editor::LineEditor { input, out, columns, restore } = editor;
+        return (Console { input, out, color, interactive, columns: Some(columns) }, Some(restore));
+    }
+    let input = read_lines(std::io::BufReader::new(std::io::stdin()));
+    let out = Box::new(std::io::stdout());
+    (Console { input, out, color, interactive, columns: None }, None)
 }
 
 /// The lines of `input`, read on a thread of their own: a read that blocks (a terminal no
 /// one types in) never holds the chat, nor the runtime's shutdown. Bytes that are not UTF-8
 /// are replaced, not a reason to stop reading.
-pub fn read_lines(input: impl BufRead + Send + 'static) -> mpsc::Receiver<String> {
+pub fn read_lines(input: impl BufRead + Send + 'static) -> mpsc::Receiver<Input> {
     let (tx, rx) = mpsc::channel(16);
     let spawned = std::thread::Builder::new().name("colloquy-input".into()).spawn(move || {
         let mut input = input;
@@ -99,7 +131,7 @@ pub fn read_lines(input: impl BufRead + Send + 'static) -> mpsc::Receiver<String
                 Ok(_) => {
                     let text = String::from_utf8_lossy(&line);
                     let text = text.trim_end_matches(['\n', '\r']).to_string();
-                    if tx.blocking_send(text).is_err() {
+                    if tx.blocking_send(Input::Line(text)).is_err() {
                         break;
                     }
                 }
@@ -222,26 +254,44 @@ pub async fn run(args: &ChatArgs, console: Console) -> Result<Ending, ChatError>
         Some(url) => Err(remote::Placement::from_args(args, url).map_err(ChatError::Usage)?),
         None => Ok(llm::choose(args.provider, &args.agent).map_err(ChatError::Usage)?),
     };
-    let terminal = Terminal::new(console.out, console.color, console.interactive);
+    let Console { mut input, out, color, interactive, columns } = console;
+    let terminal = match columns {
+        Some(columns) => Terminal::above_prompt(out, color, columns),
+        None => Terminal::new(out, color),
+    };
     let mut signals = Signals::new().map_err(|e| ChatError::Usage(e.to_string()))?;
     let seen: Arc<Mutex<Vec<SessionEvent>>> = Arc::default();
-    let opened = match place {
-        Ok((llm, about)) => open_local(args, llm, &about, &terminal, &seen).await?,
-        Err(placement) => placement.open(&terminal, &seen).await.map_err(ChatError::Cluster)?,
+    let (opened, llm) = match place {
+        Ok((llm, about)) => {
+            terminal.line(
+                Style::Dim,
+                &format!("colloquy chat with {about}: /help for commands, /quit to leave"),
+            );
+            let (agent, servers) = with_mcp_servers(
+                agent(args.agent.instructions.as_deref(), &args.agent.require_approval),
+                &args.agent.mcp,
+                &terminal,
+            );
+            let opened = open_local(Arc::clone(&llm), agent, servers, &terminal, &seen).await?;
+            report_mcp_servers(&opened.servers, &terminal);
+            (opened, Some(llm))
+        }
+        Err(placement) => {
+            (placement.open(&terminal, &seen).await.map_err(ChatError::Cluster)?, None)
+        }
     };
     let mut chat = Chat {
-        session: &opened.session,
-        agent: opened.agent.as_ref(),
-        servers: &opened.servers,
+        opened,
+        llm,
         terminal: &terminal,
         seen: &seen,
-        interactive: console.interactive,
+        interactive,
         reply: None,
         last_ctrl_c: None,
     };
-    let ending = chat.converse(console.lines, &mut signals).await;
-    terminal.waiting(false);
-    if shutdown(&opened.session, &terminal, &mut signals).await {
+    let ending = chat.converse(&mut input, &mut signals).await;
+    let opened = chat.opened;
+    if shutdown(&opened.session, &terminal, &mut signals, &mut input).await {
         // The event stream ends once the session has closed: every line is out after this.
         let _ = tokio::time::timeout(CLOSE_WAIT, opened.printer).await;
     }
@@ -256,31 +306,35 @@ struct Opened {
     agent: Option<Agent>,
     servers: Vec<McpServer>,
     printer: tokio::task::JoinHandle<()>,
+    /// The short ids of its calls.
+    calls: Calls,
 }
 
-/// Starts the session in this process, its agent with the `--mcp` servers' tools.
+/// Starts a session with `agent` in this process.
 async fn open_local(
-    args: &ChatArgs,
     llm: Arc<dyn colloquy::llm::Llm>,
-    about: &str,
+    agent: Agent,
+    servers: Vec<McpServer>,
     terminal: &Terminal,
     seen: &Arc<Mutex<Vec<SessionEvent>>>,
 ) -> Result<Opened, ChatError> {
-    terminal.line(
-        Style::Dim,
-        &format!("colloquy chat with {about}: /help for commands, /quit to leave"),
-    );
-    let (agent, servers) = with_mcp_servers(
-        agent(args.agent.instructions.as_deref(), &args.agent.require_approval),
-        &args.agent.mcp,
-        terminal,
-    );
     let mut builder = Session::builder().llm(llm).speech_sink(TerminalSink(terminal.clone()));
-    let events = builder.subscribe();
+    // Every event, the agent's text included: the sink shows the text, the text events say
+    // the reply still makes progress.
+    let events = builder.subscribe_to(EventFilter::ALL);
     let session = builder.start(agent.clone()).await.map_err(ChatError::Session)?;
-    report_mcp_servers(&servers, terminal);
-    let printer = tokio::spawn(print_events(events, terminal.clone(), Arc::clone(seen)));
-    Ok(Opened { session: ChatSession::Local(session), agent: Some(agent), servers, printer })
+    let (speeches, watched) = watch::channel(Speeches::default());
+    let calls = Calls::default();
+    let lines = EventLines::new(calls.clone());
+    let printer =
+        tokio::spawn(print_events(events, terminal.clone(), Arc::clone(seen), lines, speeches));
+    Ok(Opened {
+        session: ChatSession::local(session, watched),
+        agent: Some(agent),
+        servers,
+        printer,
+        calls,
+    })
 }
 
 /// What woke the chat.
@@ -290,10 +344,12 @@ enum Woke {
     Replied(bool),
     /// The session closed without the chat asking (its node drained).
     Ended,
+    /// The session showed something: a script's quit wait starts over.
+    Progress,
     /// Piped input's quit wait is over.
     Late,
-    /// A line, or the end of input.
-    Line(Option<String>),
+    /// Input, or its end.
+    Input(Option<Input>),
 }
 
 /// What to do after a line.
@@ -303,12 +359,11 @@ enum Flow {
 }
 
 struct Chat<'a> {
-    session: &'a ChatSession,
-    /// The agent, when it runs here.
-    agent: Option<&'a Agent>,
-    servers: &'a [McpServer],
+    opened: Opened,
+    /// The model, to start a new local session (`/new`).
+    llm: Option<Arc<dyn colloquy::llm::Llm>>,
     terminal: &'a Terminal,
-    seen: &'a Mutex<Vec<SessionEvent>>,
+    seen: &'a Arc<Mutex<Vec<SessionEvent>>>,
     interactive: bool,
     /// Set while a reply is in progress.
     reply: Option<Reply>,
@@ -319,26 +374,38 @@ impl Chat<'_> {
     /// Reads lines and signals until it is time to leave.
     async fn converse(
         &mut self,
-        mut lines: mpsc::Receiver<String>,
+        input: &mut mpsc::Receiver<Input>,
         signals: &mut Signals,
     ) -> Ending {
-        // Piped input: lines waiting for the reply in progress; and when to leave anyway.
+        // Piped input: lines waiting for the reply in progress.
         let mut queue: VecDeque<String> = VecDeque::new();
-        let mut leave_by: Option<Instant> = None;
         let mut input_open = true;
+        // Piped input, once its /quit or end is reached: when to leave without the reply.
+        let mut leave_by: Option<Instant> = None;
         loop {
             while self.reply.is_none()
                 && let Some(line) = queue.pop_front()
             {
                 if let Flow::Leave = self.handle(&line).await {
+                    self.not_sent(queue, input, "the chat ended before them");
                     return Ending::Left;
                 }
             }
-            if !self.session.is_running() {
+            let quit_next = queue.front().is_some_and(|line| commands::parse(line) == Line::Quit);
+            if !self.interactive && (quit_next || (queue.is_empty() && !input_open)) {
+                if self.reply.is_none() {
+                    self.not_sent(queue, input, "the chat ended before them");
+                    return Ending::Left;
+                }
+                leave_by.get_or_insert(Instant::now() + SCRIPT_QUIT_WAIT);
+            }
+            if !self.opened.session.is_running() {
+                self.not_sent(queue, input, "the session closed");
                 return Ending::Left;
             }
-            self.terminal.waiting(self.reply.is_none());
+            let mut progress = self.opened.session.progress();
             let reply = &mut self.reply;
+            let session = &self.opened.session;
             let woke = tokio::select! {
                 biased;
                 signal = signals.recv() => Woke::Signal(signal),
@@ -348,46 +415,83 @@ impl Chat<'_> {
                         None => std::future::pending().await,
                     }
                 } => Woke::Replied(open),
-                () = self.session.ended() => Woke::Ended,
+                () = session.ended() => Woke::Ended,
+                _ = progress.changed(), if leave_by.is_some() => Woke::Progress,
                 () = sleep_until(leave_by) => Woke::Late,
-                line = lines.recv(), if input_open => Woke::Line(line),
+                read = input.recv(), if input_open => Woke::Input(read),
             };
             match woke {
-                Woke::Signal(Signal::Interrupt) if self.ctrl_c() => return Ending::Left,
-                Woke::Signal(Signal::Interrupt) => {}
-                Woke::Signal(Signal::Terminate) => return Ending::Signal(15),
-                Woke::Signal(Signal::Hangup) => return Ending::Signal(1),
+                Woke::Signal(Signal::Interrupt) | Woke::Input(Some(Input::Interrupt)) => {
+                    if self.ctrl_c() {
+                        self.not_sent(queue, input, "the chat was interrupted");
+                        return Ending::Left;
+                    }
+                }
+                Woke::Signal(Signal::Terminate) => {
+                    self.not_sent(queue, input, "the chat was stopped");
+                    return Ending::Signal(15);
+                }
+                Woke::Signal(Signal::Hangup) => {
+                    self.not_sent(queue, input, "the chat was stopped");
+                    return Ending::Signal(1);
+                }
                 Woke::Replied(open) => {
                     self.reply = None;
                     if !open {
+                        self.not_sent(queue, input, "the session closed");
                         return Ending::Left; // the agent ended the call
                     }
                 }
-                Woke::Late | Woke::Ended => return Ending::Left,
-                Woke::Line(line) => {
-                    self.terminal.entered();
-                    let script = !self.interactive && (self.reply.is_some() || !queue.is_empty());
-                    match line {
-                        None if script => {
-                            input_open = false;
-                            queue.push_back("/quit".into());
-                            leave_by.get_or_insert(Instant::now() + SCRIPT_QUIT_WAIT);
-                        }
-                        None => return Ending::Left,
-                        Some(line) if script => {
-                            if commands::parse(&line) == Line::Quit {
-                                leave_by.get_or_insert(Instant::now() + SCRIPT_QUIT_WAIT);
-                            }
-                            queue.push_back(line);
-                        }
-                        Some(line) => {
-                            if let Flow::Leave = self.handle(&line).await {
-                                return Ending::Left;
-                            }
-                        }
+                Woke::Progress => leave_by = Some(Instant::now() + SCRIPT_QUIT_WAIT),
+                Woke::Late => {
+                    let wait = SCRIPT_QUIT_WAIT.as_secs();
+                    self.terminal.answer(
+                        Style::Dim,
+                        &format!("(the reply showed nothing for {wait} s: leaving without it)"),
+                    );
+                    self.not_sent(queue, input, "the chat ended before them");
+                    return Ending::Left;
+                }
+                Woke::Ended => {
+                    self.not_sent(queue, input, "the session closed");
+                    return Ending::Left;
+                }
+                Woke::Input(None) => {
+                    input_open = false;
+                    if self.interactive {
+                        return Ending::Left;
                     }
                 }
+                Woke::Input(Some(Input::Line(line))) if self.interactive => {
+                    if let Flow::Leave = self.handle(&line).await {
+                        return Ending::Left;
+                    }
+                }
+                Woke::Input(Some(Input::Line(line))) => queue.push_back(line),
             }
+        }
+    }
+
+    /// A script's lines that will not be sent, counted: those queued and those read already.
+    fn not_sent(&self, queue: VecDeque<String>, input: &mut mpsc::Receiver<Input>, why: &str) {
+        if self.interactive {
+            return;
+        }
+        let mut lines: Vec<String> = queue.into_iter().collect();
+        while let Ok(Input::Line(line)) = input.try_recv() {
+            lines.push(line);
+        }
+        lines.retain(|line| commands::parse(line) != Line::Nothing);
+        if let [first, ..] = lines.as_slice() {
+            let n = lines.len();
+            let (s, first) = (if n == 1 { "" } else { "s" }, clean::line(first));
+            let first = if first.chars().count() > 40 {
+                format!("{}…", first.chars().take(39).collect::<String>())
+            } else {
+                first
+            };
+            self.terminal
+                .answer(Style::Dim, &format!("({n} line{s} not sent, from `{first}`: {why})"));
         }
     }
 
@@ -398,10 +502,10 @@ impl Chat<'_> {
             return true;
         }
         self.last_ctrl_c = Some(now);
-        if self.reply.is_some() {
+        if self.reply.is_some() || self.opened.session.speaking() {
             // `interrupt` returns once the speech is done, which a blocking tool can delay:
             // it runs on its own so the chat goes on reading.
-            let session = self.session.clone();
+            let session = self.opened.session.clone();
             tokio::spawn(async move { session.interrupt().await });
         } else {
             self.terminal
@@ -412,14 +516,25 @@ impl Chat<'_> {
 
     /// Acts on one line.
     async fn handle(&mut self, line: &str) -> Flow {
-        match commands::parse(line) {
+        let parsed = commands::parse(line);
+        if !self.interactive && parsed != Line::Nothing {
+            // A script's transcript shows what was said; a user turn's echo waits, like the
+            // line itself, for the agent's open line to end.
+            let echo = format!("you › {}", clean::line(line.trim()));
+            match parsed {
+                Line::Say(_) => self.terminal.line(Style::Dim, &echo),
+                _ => self.terminal.answer(Style::Dim, &echo),
+            }
+        }
+        match parsed {
             Line::Nothing => Flow::Go,
             Line::Quit => Flow::Leave,
             Line::Say(text) => {
-                let turn = tokio::time::timeout(COMMAND_WAIT, self.session.user_turn(text)).await;
-                match turn {
-                    Ok(Ok(())) => {
-                        self.reply = Some(self.session.reply(self.terminal));
+                let queued = !self.interactive;
+                let turn = self.opened.session.user_turn(text, queued, self.terminal);
+                match tokio::time::timeout(COMMAND_WAIT, turn).await {
+                    Ok(Ok(reply)) => {
+                        self.reply = Some(reply);
                         Flow::Go
                     }
                     Ok(Err(TurnRefused::Closed)) => Flow::Leave, // the agent ended the call
@@ -441,16 +556,64 @@ impl Chat<'_> {
                     }
                 }
             }
+            Line::New => {
+                self.start_over().await;
+                Flow::Go
+            }
             command => {
-                let run = run_command(self.session, self.agent, self.servers, command, self.seen);
+                let opened = &self.opened;
+                let run = run_command(opened, command, self.seen, self.terminal);
                 let text = match tokio::time::timeout(COMMAND_WAIT, run).await {
                     Ok(text) => text,
                     Err(_) => {
                         format!("(the session did not answer within {} s)", COMMAND_WAIT.as_secs())
                     }
                 };
-                self.terminal.answer(Style::Dim, &text);
+                if !text.is_empty() {
+                    self.terminal.answer(Style::Dim, &text);
+                }
                 Flow::Go
+            }
+        }
+    }
+
+    /// `/new`: closes the session (within [`CLOSE_WAIT`], as quitting does) and starts
+    /// another with the same agent and model, its history empty.
+    async fn start_over(&mut self) {
+        let (Some(llm), Some(agent)) = (self.llm.clone(), self.opened.agent.clone()) else {
+            self.terminal.answer(
+                Style::Dim,
+                "(/new starts over in a local chat only: /quit, then `colloquy chat --nats` \
+                 again for a new session on the cluster)",
+            );
+            return;
+        };
+        self.reply = None;
+        let old = &self.opened.session;
+        let closing = async {
+            cancel_cancellable(old).await;
+            old.close().await;
+        };
+        if tokio::time::timeout(CLOSE_WAIT, closing).await.is_ok() {
+            let printer = &mut self.opened.printer;
+            let _ = tokio::time::timeout(CLOSE_WAIT, printer).await;
+        }
+        self.terminal.finish();
+        let servers = std::mem::take(&mut self.opened.servers);
+        match open_local(llm, agent, servers, self.terminal, self.seen).await {
+            Ok(opened) => {
+                let id = clean::line(opened.session.id());
+                self.opened = opened;
+                self.terminal
+                    .answer(Style::Dim, &format!("── new session {id}: the history is empty ──"));
+            }
+            Err(e) => {
+                let why = match e {
+                    ChatError::Session(e) => e.to_string(),
+                    ChatError::Usage(why) => why,
+                    ChatError::Cluster(e) => e.to_string(),
+                };
+                self.terminal.answer(Style::Error, &format!("error ! cannot start over: {why}"));
             }
         }
     }
@@ -502,36 +665,27 @@ impl Signals {
 
 /// A command's answer, as the lines to show.
 async fn run_command(
-    session: &ChatSession,
-    agent: Option<&Agent>,
-    servers: &[McpServer],
+    opened: &Opened,
     command: Line,
     seen: &Mutex<Vec<SessionEvent>>,
+    terminal: &Terminal,
 ) -> String {
+    let session = &opened.session;
     match command {
         Line::Help => HELP.to_string(),
         Line::Invalid(why) => why,
-        Line::Tools => tools(session, agent, servers).await,
-        Line::Cancel(id) => {
-            let shown = clean::line(&id);
-            match session.cancel_tool_call(id).await {
-                Ok(()) => format!("cancelling {shown}"),
-                Err(e) => format!("cannot cancel {shown}: {}", clean::line(&e)),
-            }
+        Line::Tools => tools(opened).await,
+        Line::Cancel(typed) => {
+            let act = |id| async move { session.cancel_tool_call(id).await };
+            on_call(opened, &typed, ("cancelling", "cancel"), terminal, act).await
         }
-        Line::Approve(id) => {
-            let shown = clean::line(&id);
-            match session.approve(id).await {
-                Ok(()) => format!("approved {shown}"),
-                Err(e) => format!("cannot approve {shown}: {}", clean::line(&e)),
-            }
+        Line::Approve(typed) => {
+            let act = |id| async move { session.approve(id).await };
+            on_call(opened, &typed, ("approving", "approve"), terminal, act).await
         }
-        Line::Reject { id, reason } => {
-            let shown = clean::line(&id);
-            match session.reject(id, reason).await {
-                Ok(()) => format!("rejected {shown}"),
-                Err(e) => format!("cannot reject {shown}: {}", clean::line(&e)),
-            }
+        Line::Reject { id: typed, reason } => {
+            let act = |id| async move { session.reject(id, reason).await };
+            on_call(opened, &typed, ("rejecting", "reject"), terminal, act).await
         }
         Line::Inspect { json } => match session.inspect().await {
             Ok(snapshot) if json => serde_json::to_string_pretty(&snapshot)
@@ -552,13 +706,43 @@ async fn run_command(
             Ok(items) => items.iter().filter_map(history_line).collect::<Vec<_>>().join("\n"),
             Err(e) => format!("cannot read the history: {e}"),
         },
-        Line::Say(_) | Line::Nothing | Line::Quit => String::new(),
+        Line::Say(_) | Line::Nothing | Line::Quit | Line::New => String::new(),
+    }
+}
+
+/// Acts on the call a user named (`#3`, its id, or a unique prefix of it). A call the chat
+/// saw start is acknowledged first, so the lines its events cause come after.
+async fn on_call<F, Fut>(
+    opened: &Opened,
+    typed: &str,
+    (doing, verb): (&str, &str),
+    terminal: &Terminal,
+    act: F,
+) -> String
+where
+    F: FnOnce(String) -> Fut,
+    Fut: std::future::Future<Output = Result<(), String>>,
+{
+    let id = match opened.calls.resolve(typed) {
+        Ok(id) => id,
+        Err(why) => return format!("cannot {verb} {}: {why}", clean::line(typed)),
+    };
+    let shown = opened.calls.label(&id);
+    let seen_running = opened.calls.is_running(&id);
+    if seen_running {
+        terminal.answer(Style::Dim, &format!("{doing} {shown}"));
+    }
+    match act(id).await {
+        Ok(()) if seen_running => String::new(),
+        Ok(()) => format!("{doing} {shown}"),
+        Err(e) => format!("cannot {verb} {shown}: {}", clean::line(&e)),
     }
 }
 
 /// The agent's tools (the MCP servers' as listed now) and the calls running. A node's agent
 /// is not listed: the session protocol has no command for its tools.
-async fn tools(session: &ChatSession, agent: Option<&Agent>, servers: &[McpServer]) -> String {
+async fn tools(opened: &Opened) -> String {
+    let Opened { session, agent, servers, calls, .. } = opened;
     let mut lines = vec!["tools:".to_string()];
     let Some(agent) = agent else {
         // A node's agent is not in this process: its tools are the ones its toolsets route, as
@@ -572,7 +756,7 @@ async fn tools(session: &ChatSession, agent: Option<&Agent>, servers: &[McpServe
             }
             Err(e) => lines[0] = format!("tools: not listed ({})", clean::line(&e)),
         }
-        return running_calls(session, lines).await;
+        return running_calls(session, calls, lines).await;
     };
     let learned: Vec<FunctionTool> =
         servers.iter().flat_map(|s| s.source.tools().iter().cloned().collect::<Vec<_>>()).collect();
@@ -580,7 +764,7 @@ async fn tools(session: &ChatSession, agent: Option<&Agent>, servers: &[McpServe
         let (name, about) = (clean::line(tool.name()), clean::line(tool.description().trim()));
         lines.push(format!("  {name} — {about}"));
     }
-    running_calls(session, lines).await
+    running_calls(session, calls, lines).await
 }
 
 /// Every tool name the toolsets under `node` route, once each, in tree order.
@@ -596,7 +780,7 @@ fn routed_tools(node: &ActorNode, names: &mut Vec<String>) {
 }
 
 /// `lines`, then the calls running now.
-async fn running_calls(session: &ChatSession, mut lines: Vec<String>) -> String {
+async fn running_calls(session: &ChatSession, calls: &Calls, mut lines: Vec<String>) -> String {
     match session.running_tool_calls().await {
         Ok(running) if running.is_empty() => lines.push("no call running".into()),
         Ok(running) => {
@@ -604,9 +788,9 @@ async fn running_calls(session: &ChatSession, mut lines: Vec<String>) -> String 
             for call in running {
                 let cancel = if call.cancellable { " (cancellable)" } else { "" };
                 let waits = if call.awaiting_approval { " (awaiting approval)" } else { "" };
-                let (id, name) = (clean::line(&call.call_id), clean::line(&call.name));
-                let arguments = clean::line(&call.arguments);
-                lines.push(format!("  {id} {name} {arguments}{cancel}{waits}"));
+                let (short, id) = (calls.label(&call.call_id), clean::line(&call.call_id));
+                let (name, arguments) = (clean::line(&call.name), terminal::field(&call.arguments));
+                lines.push(format!("  {short} {name} {arguments}{cancel}{waits} ({id})"));
             }
         }
         Err(e) => lines.push(format!("cannot list running calls: {e}")),
@@ -638,24 +822,43 @@ fn history_line(item: &ChatItem) -> Option<String> {
     })
 }
 
-/// Closes within [`CLOSE_WAIT`]: cancellable calls are cancelled, the others get what is
-/// left of it; another SIGINT, SIGTERM or SIGHUP meanwhile stops waiting. False when the
-/// session did not finish closing (the program then exits without it: its runtime's shutdown
-/// drops what was left, MCP server processes included).
-async fn shutdown(session: &ChatSession, terminal: &Terminal, signals: &mut Signals) -> bool {
-    let closing = async {
-        if session.is_running() {
-            for call in session.running_tool_calls().await.unwrap_or_default() {
-                if call.cancellable {
-                    let _ = session.cancel_tool_call(call.call_id).await;
-                }
+/// Cancels the calls running that can be cancelled.
+async fn cancel_cancellable(session: &ChatSession) {
+    if session.is_running() {
+        for call in session.running_tool_calls().await.unwrap_or_default() {
+            if call.cancellable {
+                let _ = session.cancel_tool_call(call.call_id).await;
             }
         }
+    }
+}
+
+/// Closes within [`CLOSE_WAIT`]: cancellable calls are cancelled, the others get what is
+/// left of it; another Ctrl-C, SIGINT, SIGTERM or SIGHUP meanwhile stops waiting. False when
+/// the session did not finish closing (the program then exits without it: its runtime's
+/// shutdown drops what was left, MCP server processes included).
+async fn shutdown(
+    session: &ChatSession,
+    terminal: &Terminal,
+    signals: &mut Signals,
+    input: &mut mpsc::Receiver<Input>,
+) -> bool {
+    let closing = async {
+        cancel_cancellable(session).await;
         session.close().await;
+    };
+    let interrupted = async {
+        while let Some(read) = input.recv().await {
+            if read == Input::Interrupt {
+                return;
+            }
+        }
+        std::future::pending::<()>().await;
     };
     let closed = tokio::select! {
         biased;
         _ = signals.recv() => false,
+        () = interrupted => false,
         closed = tokio::time::timeout(CLOSE_WAIT, closing) => closed.is_ok(),
     };
     if !closed {
@@ -668,27 +871,36 @@ async fn shutdown(session: &ChatSession, terminal: &Terminal, signals: &mut Sign
     closed
 }
 
+/// Shows a local session's events until it closes; its agent's text is the sink's to show.
 async fn print_events(
     mut events: colloquy::events::EventStream,
     terminal: Terminal,
     seen: Arc<Mutex<Vec<SessionEvent>>>,
+    mut lines: EventLines,
+    speeches: watch::Sender<Speeches>,
 ) {
-    let mut lines = EventLines::default();
     while let Some(event) = events.recv().await {
-        show_event(event, &mut lines, &terminal, &seen);
+        if let EventKind::AgentText { .. } = event.kind {
+            speeches.send_modify(|s| s.note(&event.kind));
+            continue;
+        }
+        show_event(event, &mut lines, &terminal, &seen, &speeches);
     }
+    speeches.send_modify(Speeches::end);
 }
 
-/// An event's lines, and the event kept for `/timeline`.
+/// An event's lines, the event kept for `/timeline`, and what it says of the speeches.
 fn show_event(
     event: SessionEvent,
     lines: &mut EventLines,
     terminal: &Terminal,
     seen: &Mutex<Vec<SessionEvent>>,
+    speeches: &watch::Sender<Speeches>,
 ) {
     for (style, text) in lines.lines(&event.kind) {
         terminal.line(style, &text);
     }
+    speeches.send_modify(|s| s.note(&event.kind));
     if let Ok(mut seen) = seen.lock() {
         seen.push(event);
     }

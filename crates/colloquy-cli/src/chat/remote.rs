@@ -12,8 +12,8 @@ use colloquy::cluster::{Cluster, ClusterError, NatsConfig, RemoteEvents, StartOp
 use colloquy::events::{EventKind, SessionEvent};
 use tokio::sync::watch;
 
-use super::session::ChatSession;
-use super::terminal::{EventLines, Style, Terminal};
+use super::session::{ChatSession, Speeches};
+use super::terminal::{Calls, EventLines, Style, Terminal};
 use super::{Opened, clean, show_event};
 use crate::ChatArgs;
 use crate::cluster::{DEFAULT_AGENT, nats_config};
@@ -78,17 +78,21 @@ impl Placement {
             ),
         );
         let events = session.subscribe().await?;
-        let (closing, closed) = watch::channel(false);
-        let (count, shown) = watch::channel(0);
-        let printer = tokio::spawn(print_remote_events(
-            events,
-            Printed { terminal: terminal.clone(), seen: Arc::clone(seen), closed: closing, count },
-        ));
+        let (speeches, watched) = watch::channel(Speeches::default());
+        let calls = Calls::default();
+        let printed = Printed {
+            terminal: terminal.clone(),
+            seen: Arc::clone(seen),
+            lines: EventLines::new(calls.clone()),
+            speeches,
+        };
+        let printer = tokio::spawn(print_remote_events(events, printed));
         Ok(Opened {
-            session: ChatSession::Remote { session, closed, shown },
+            session: ChatSession::remote(session, watched),
             agent: None,
             servers: Vec::new(),
             printer,
+            calls,
         })
     }
 }
@@ -98,35 +102,28 @@ struct Printed {
     terminal: Terminal,
     /// Every event, for `/timeline`.
     seen: Arc<Mutex<Vec<SessionEvent>>>,
-    /// Set once the session has closed.
-    closed: watch::Sender<bool>,
-    /// Counts the events shown.
-    count: watch::Sender<u64>,
+    lines: EventLines,
+    /// What the events say of the speeches (and of the session's end).
+    speeches: watch::Sender<Speeches>,
 }
 
-/// Shows a remote session's events until it closes (or its stream ends), then marks it closed.
+/// Shows a remote session's events until its stream ends, then marks the session closed.
 async fn print_remote_events(mut events: RemoteEvents, printed: Printed) {
-    let Printed { terminal, seen, closed, count } = printed;
-    let mut lines = EventLines::default();
+    let Printed { terminal, seen, mut lines, speeches } = printed;
     let mut text = AgentText::default();
     while let Some(event) = events.recv().await {
         match event {
             Ok(event) => {
                 let event = event.event;
                 text.show(&event.kind, &terminal);
-                let closing = matches!(event.kind, EventKind::SessionClosed { .. });
-                show_event(event, &mut lines, &terminal, &seen);
-                if closing {
-                    closed.send_replace(true);
-                }
-                count.send_modify(|n| *n += 1);
+                show_event(event, &mut lines, &terminal, &seen, &speeches);
             }
             Err(e) => {
                 terminal.line(Style::Error, &format!("error ! {}", clean::line(&e.to_string())));
             }
         }
     }
-    closed.send_replace(true);
+    speeches.send_modify(Speeches::end);
 }
 
 /// The agent's text on the terminal: as it streams once the node has sent a delta, else each

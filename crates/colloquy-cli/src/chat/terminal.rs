@@ -2,14 +2,21 @@
 //! tool and error event, written to one shared writer. A line that comes while the agent's
 //! text is still streaming waits for the end of that text, so it never splits a sentence.
 //! Text from the model and tools passes through [`clean`] on its way, so no
-//! control character reaches the terminal. In a terminal, a prompt (`you › `) is shown while
-//! the chat waits for a line; any output starts below it and the prompt comes back after.
+//! control character reaches the terminal. Above a line editor's prompt, output is written a
+//! whole row at a time (the editor draws its prompt again below each): the agent's open row is
+//! written again in place as it grows, wrapped before the terminal's width. Each tool call gets
+//! a short id (`#1`, `#2`, … in the order they start) shown on its lines and taken by the
+//! commands ([`Calls`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use unicode_width::UnicodeWidthStr;
+
 use colloquy::events::{EventKind, ToolCallStatus};
+use colloquy::llm::FinishReason;
 use colloquy::speech::{Playout, SpeechSink};
 use colloquy::toolsets::END_CALL;
 
@@ -31,47 +38,59 @@ struct Screen {
     /// An answer to a command broke the agent's open line: its text goes on, labelled
     /// again, on a line of its own.
     broken: bool,
-    /// The prompt, in a terminal.
-    prompt: Option<&'static str>,
-    /// The chat waits for a line: the prompt is wanted (after any output too).
-    want_prompt: bool,
-    /// The prompt is on screen, the cursor after it.
-    prompt_open: bool,
+    /// Output goes above a line editor's prompt, a whole row at a time: the terminal's width.
+    columns: Option<Arc<AtomicUsize>>,
+    /// Above a prompt: the open row of agent text, not yet ended.
+    row: Row,
 }
 
-/// The prompt shown in a terminal while the chat waits for a line.
-pub const PROMPT: &str = "you › ";
+/// The open row of agent text above a line editor's prompt: written again, in place, as it
+/// grows, and wrapped at a space before it reaches the terminal's width.
+#[derive(Default)]
+struct Row {
+    /// It starts with the `agent ›` label.
+    labelled: bool,
+    text: String,
+    /// It is on screen, as the last row written: the next write replaces it.
+    shown: bool,
+}
+
+const LABEL: &str = "agent ›";
 
 /// The shared output; cheap to clone.
 #[derive(Clone)]
 pub struct Terminal(Arc<Mutex<Screen>>);
 
 impl Terminal {
-    /// Output to `out`, coloured or not; with a prompt when `prompt` (input is a terminal).
-    pub fn new(out: Box<dyn Write + Send>, color: bool, prompt: bool) -> Self {
+    /// Output to `out`, coloured or not, as a stream of lines.
+    pub fn new(out: Box<dyn Write + Send>, color: bool) -> Self {
+        Self::with_columns(out, color, None)
+    }
+
+    /// Output through a line editor's printer (each write a whole row, above its prompt), on
+    /// a terminal `columns` wide.
+    pub(crate) fn above_prompt(
+        out: Box<dyn Write + Send>,
+        color: bool,
+        columns: Arc<AtomicUsize>,
+    ) -> Self {
+        Self::with_columns(out, color, Some(columns))
+    }
+
+    fn with_columns(
+        out: Box<dyn Write + Send>,
+        color: bool,
+        columns: Option<Arc<AtomicUsize>>,
+    ) -> Self {
         Terminal(Arc::new(Mutex::new(Screen {
             out,
             color,
             mid_line: false,
             held: Vec::new(),
             broken: false,
-            prompt: prompt.then_some(PROMPT),
-            want_prompt: false,
-            prompt_open: false,
+            columns,
+            row: Row::default(),
         })))
-    }
-
-    /// Whether the chat waits for a line (the prompt is shown) or not (the agent speaks).
-    pub fn waiting(&self, waiting: bool) {
-        self.with(|s| {
-            s.want_prompt = waiting;
-            s.show_prompt();
-        });
-    }
-
-    /// The user entered a line: the terminal echoed its newline, the prompt is gone.
-    pub fn entered(&self) {
-        self.with(|s| s.prompt_open = false);
     }
 
     fn with<R>(&self, f: impl FnOnce(&mut Screen) -> R) -> R {
@@ -83,10 +102,7 @@ impl Terminal {
     pub fn line(&self, style: Style, text: &str) {
         self.with(|s| match s.mid_line {
             true => s.held.push((style, text.to_string())),
-            false => {
-                s.write_line(style, text);
-                s.show_prompt();
-            }
+            false => s.write_line(style, text),
         });
     }
 
@@ -95,11 +111,10 @@ impl Terminal {
     pub fn answer(&self, style: Style, text: &str) {
         self.with(|s| {
             if std::mem::take(&mut s.mid_line) {
-                let _ = writeln!(s.out);
+                s.break_row();
                 s.broken = true;
             }
             s.write_line(style, text);
-            s.show_prompt();
         });
     }
 
@@ -119,17 +134,26 @@ impl Terminal {
     pub(crate) fn agent_text(&self, first: bool, text: &str) {
         let text = clean::text(text);
         self.with(|s| {
-            s.leave_prompt();
             if first || std::mem::take(&mut s.broken) {
-                let (on, off) = s.paint(Style::Agent);
                 if std::mem::take(&mut s.mid_line) {
-                    let _ = writeln!(s.out);
+                    s.break_row();
                 }
-                let _ = write!(s.out, "{on}agent ›{off} ");
+                match s.columns {
+                    Some(_) => s.row = Row { labelled: true, ..Row::default() },
+                    None => {
+                        let (on, off) = s.paint(Style::Agent);
+                        let _ = write!(s.out, "{on}{LABEL}{off} ");
+                    }
+                }
             }
-            let _ = write!(s.out, "{text}");
             s.mid_line = true;
-            let _ = s.out.flush();
+            match s.columns.clone() {
+                Some(columns) => s.grow_row(&text, columns.load(Ordering::Relaxed)),
+                None => {
+                    let _ = write!(s.out, "{text}");
+                    let _ = s.out.flush();
+                }
+            }
         });
     }
 
@@ -139,9 +163,15 @@ impl Terminal {
         self.with(|s| {
             if std::mem::take(&mut s.mid_line) {
                 let (on, off) = s.paint(Style::Dim);
-                match note {
-                    Some(note) => drop(writeln!(s.out, " {on}{note}{off}")),
-                    None => drop(writeln!(s.out)),
+                let note = note.map(|note| format!(" {on}{note}{off}"));
+                match (s.columns.is_some(), note) {
+                    (false, note) => drop(writeln!(s.out, "{}", note.unwrap_or_default())),
+                    (true, note) if s.row.shown || !s.row.text.is_empty() => {
+                        s.end_row(note.as_deref().unwrap_or(""));
+                    }
+                    // The text ended its own row: the note has one of its own.
+                    (true, Some(note)) => s.write_line(Style::Dim, note.trim_start()),
+                    (true, None) => s.row = Row::default(),
                 }
             } else if std::mem::take(&mut s.broken)
                 && let Some(note) = note
@@ -153,7 +183,6 @@ impl Terminal {
             for (style, text) in std::mem::take(&mut s.held) {
                 s.write_line(style, &text);
             }
-            s.show_prompt();
             let _ = s.out.flush();
         });
     }
@@ -174,31 +203,65 @@ pub enum Style {
 
 impl Screen {
     fn write_line(&mut self, style: Style, text: &str) {
-        self.leave_prompt();
         let (on, off) = self.paint(style);
         let _ = writeln!(self.out, "{on}{text}{off}");
         let _ = self.out.flush();
     }
 
-    /// Moves below an open prompt (what the user typed so far stays on its line, and in the
-    /// terminal's line buffer).
-    fn leave_prompt(&mut self) {
-        if std::mem::take(&mut self.prompt_open) {
-            let _ = writeln!(self.out);
+    /// The agent's open line stops here (another line comes below it).
+    fn break_row(&mut self) {
+        match self.columns {
+            Some(_) => self.row = Row::default(),
+            None => drop(writeln!(self.out)),
         }
     }
 
-    fn show_prompt(&mut self) {
-        if let Some(prompt) = self.prompt
-            && self.want_prompt
-            && !self.prompt_open
-            && !self.mid_line
-        {
-            let (on, off) = self.paint(Style::Dim);
-            let _ = write!(self.out, "{on}{prompt}{off}");
-            let _ = self.out.flush();
-            self.prompt_open = true;
+    /// Above a prompt: adds `text` to the open row, writing each row it ends and the open
+    /// one as it now is.
+    fn grow_row(&mut self, text: &str, columns: usize) {
+        // A row one column short of the width never wraps on its own.
+        let room = columns.saturating_sub(1).max(10);
+        for c in text.chars() {
+            if c == '\n' {
+                self.end_row("");
+                continue;
+            }
+            self.row.text.push(c);
+            let label = if self.row.labelled { LABEL.width() + 1 } else { 0 };
+            if label + self.row.text.width() > room {
+                let cut = self.row.text.trim_end().rfind(' ').filter(|&at| at > 0);
+                let rest = match cut {
+                    Some(at) => self.row.text.split_off(at + 1),
+                    None => self.row.text.pop().map(String::from).unwrap_or_default(),
+                };
+                self.end_row("");
+                self.row.text = rest;
+            }
         }
+        if !self.row.text.is_empty() {
+            self.write_row("");
+            self.row.shown = true;
+        }
+    }
+
+    /// Writes the open row with `note` after it, and ends it.
+    fn end_row(&mut self, note: &str) {
+        self.write_row(note);
+        self.row = Row::default();
+    }
+
+    fn write_row(&mut self, note: &str) {
+        // The printer clears the prompt and writes below the last row: up one, to replace it.
+        let replace = if self.row.shown { "\x1b[A\r\x1b[2K" } else { "" };
+        let label = match self.row.labelled {
+            true => {
+                let (on, off) = self.paint(Style::Agent);
+                format!("{on}{LABEL}{off} ")
+            }
+            false => String::new(),
+        };
+        let _ = writeln!(self.out, "{replace}{label}{}{note}", self.row.text);
+        let _ = self.out.flush();
     }
 
     fn paint(&self, style: Style) -> (&'static str, &'static str) {
@@ -243,52 +306,208 @@ impl SpeechSink for TerminalSink {
     }
 }
 
+/// The longest a tool's update or result is shown, in characters: a line stays one line.
+const FIELD_MAX: usize = 100;
+
+/// The chat's short ids for tool calls, `#1`, `#2`, … in the order they start, shared by the
+/// event lines and the commands that take a call id; cheap to clone.
+#[derive(Clone, Default)]
+pub struct Calls(Arc<Mutex<CallBook>>);
+
+#[derive(Default)]
+struct CallBook {
+    /// Provider call ids; `#n` is the n-th.
+    ids: Vec<String>,
+    /// Each call's short number and tool name.
+    by_id: BTreeMap<String, (usize, String)>,
+    /// The calls started and not ended.
+    running: BTreeSet<String>,
+}
+
+impl Calls {
+    fn with<R>(&self, f: impl FnOnce(&mut CallBook) -> R) -> R {
+        f(&mut self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
+
+    /// The call's short id (`#3`), given on first sight.
+    fn short(&self, call_id: &str, name: Option<&str>) -> String {
+        self.with(|book| {
+            let count = book.ids.len();
+            let entry =
+                book.by_id.entry(call_id.to_string()).or_insert_with(|| (count + 1, String::new()));
+            if let Some(name) = name {
+                entry.1 = name.to_string();
+            }
+            let n = entry.0;
+            if n > count {
+                book.ids.push(call_id.to_string());
+            }
+            format!("#{n}")
+        })
+    }
+
+    /// The tool a call runs, if known.
+    fn name(&self, call_id: &str) -> Option<String> {
+        self.with(|book| book.by_id.get(call_id).map(|(_, name)| name.clone()))
+            .filter(|name| !name.is_empty())
+    }
+
+    fn started(&self, call_id: &str, running: bool) {
+        self.with(|book| match running {
+            true => book.running.insert(call_id.to_string()),
+            false => book.running.remove(call_id),
+        });
+    }
+
+    /// Whether the chat saw the call start and not end.
+    pub fn is_running(&self, call_id: &str) -> bool {
+        self.with(|book| book.running.contains(call_id))
+    }
+
+    /// The call id a user typed: `#3`, a provider id, or a unique prefix of one (a running
+    /// call's first). Anything else is passed on as typed, for the session to answer.
+    ///
+    /// ```
+    /// use colloquy_cli::chat::terminal::Calls;
+    /// let calls = Calls::default();
+    /// assert_eq!(calls.resolve("#1"), Err("no call #1 (the `started` lines give each its #)".into()));
+    /// assert_eq!(calls.resolve("call_x"), Ok("call_x".into()));
+    /// ```
+    pub fn resolve(&self, typed: &str) -> Result<String, String> {
+        self.with(|book| {
+            if let Some(number) = typed.strip_prefix('#') {
+                let n: usize =
+                    number.parse().map_err(|_| format!("`{typed}` is not a call number"))?;
+                return n
+                    .checked_sub(1)
+                    .and_then(|i| book.ids.get(i).cloned())
+                    .ok_or_else(|| format!("no call #{n} (the `started` lines give each its #)"));
+            }
+            if book.by_id.contains_key(typed) {
+                return Ok(typed.to_string());
+            }
+            let matching: Vec<&String> =
+                book.ids.iter().filter(|id| id.starts_with(typed)).collect();
+            let running: Vec<&String> =
+                matching.iter().copied().filter(|id| book.running.contains(id.as_str())).collect();
+            match (matching.as_slice(), running.as_slice()) {
+                ([], _) => Ok(typed.to_string()),
+                ([one], _) | (_, [one]) => Ok(one.to_string()),
+                (many, _) => {
+                    let shorts: Vec<String> =
+                        many.iter().map(|id| format!("#{}", book.by_id[id.as_str()].0)).collect();
+                    Err(format!(
+                        "`{typed}` starts {} call ids: say which with {}",
+                        many.len(),
+                        shorts.join(", ")
+                    ))
+                }
+            }
+        })
+    }
+
+    /// How the chat names a call: `#3`, or its id if it never started.
+    pub fn label(&self, call_id: &str) -> String {
+        self.with(|book| book.by_id.get(call_id).map(|(n, _)| format!("#{n}")))
+            .unwrap_or_else(|| clean::line(call_id))
+    }
+}
+
+/// `text` made safe and cut to one line of at most [`FIELD_MAX`] characters.
+pub(crate) fn field(text: &str) -> String {
+    let text = clean::line(text);
+    match text.char_indices().nth(FIELD_MAX - 1) {
+        Some((at, _)) => format!("{}…", text[..at].trim_end()),
+        None => text,
+    }
+}
+
+/// What the user can do about an LLM error of `kind` (as events spell it), if anything.
+fn error_hint(kind: &str) -> &'static str {
+    match kind {
+        // The history no longer fits the model's context: only a new session helps.
+        "context_length" => " (/new starts over)",
+        _ => "",
+    }
+}
+
+/// A finish reason in words, with its name as events spell it.
+fn cut_short(reason: &FinishReason) -> String {
+    let words = match reason {
+        FinishReason::Length => "it reached its output token limit",
+        FinishReason::ContentFilter => "the provider's filter withheld content",
+        _ => "it stopped early",
+    };
+    let code = match serde_json::to_value(reason) {
+        Ok(serde_json::Value::String(code)) => code,
+        Ok(serde_json::Value::Object(other)) => {
+            other.values().next().and_then(|v| v.as_str()).unwrap_or("other").to_string()
+        }
+        _ => "other".into(),
+    };
+    format!("  (the model's reply was cut short: {words} ({}))", clean::line(&code))
+}
+
 /// Turns events into the chat's tool and error lines; every field from a model, a tool or a
 /// server is cleaned ([`clean::line`]).
 #[derive(Default)]
 pub struct EventLines {
-    /// Tool names by call id.
-    names: BTreeMap<String, String>,
+    /// The calls' short ids.
+    calls: Calls,
     /// Notes about a speech's text (it was cut short), shown once the speech is done, after
     /// the text they are about.
     after_speech: BTreeMap<String, Vec<(Style, String)>>,
 }
 
 impl EventLines {
+    /// Lines that number calls in `calls`.
+    pub fn new(calls: Calls) -> Self {
+        Self { calls, after_speech: BTreeMap::new() }
+    }
+
     /// The lines for an event (most have none).
     pub fn lines(&mut self, event: &EventKind) -> Vec<(Style, String)> {
-        let name = |names: &BTreeMap<String, String>, id: &str| {
-            clean::line(names.get(id).map_or(id, String::as_str))
+        let calls = &self.calls;
+        // A call's tool and short id, as its lines show them.
+        let tool = |id: &str| {
+            let short = calls.short(id, None);
+            let name = calls.name(id).unwrap_or_else(|| id.to_string());
+            format!("{} {short}", clean::line(&name))
         };
         let one = |style, text| vec![(style, text)];
         match event {
             EventKind::ToolCallStarted { call_id, name } => {
-                self.names.insert(call_id.clone(), name.clone());
-                let (name, call_id) = (clean::line(name), clean::line(call_id));
-                one(Style::Tool, format!("  tool ▸ {name} started ({call_id})"))
+                calls.short(call_id, Some(name));
+                calls.started(call_id, true);
+                one(
+                    Style::Tool,
+                    format!("  tool ▸ {} started ({})", tool(call_id), clean::line(call_id)),
+                )
             }
             EventKind::ToolApprovalRequested { call_id, name, arguments } => {
-                let (name, id) = (clean::line(name), clean::line(call_id));
-                let arguments = clean::line(arguments);
+                let short = calls.short(call_id, Some(name));
+                let arguments = field(arguments);
                 one(
                     Style::Tool,
                     format!(
-                        "  tool ? {name}({arguments}) waits for your approval: /approve {id} \
-                         or /reject {id} REASON"
+                        "  tool ? {} ({arguments}) waits for your approval: /approve {short} \
+                         or /reject {short} REASON",
+                        tool(call_id)
                     ),
                 )
             }
             EventKind::ToolCallApproved { call_id } => {
-                one(Style::Tool, format!("  tool ▸ {} approved", name(&self.names, call_id)))
+                one(Style::Tool, format!("  tool ▸ {} approved", tool(call_id)))
             }
             EventKind::ToolCallUpdated { call_id, message, .. } => {
-                let (tool, message) = (name(&self.names, call_id), clean::line(message));
-                one(Style::Tool, format!("  tool … {tool}: {message}"))
+                one(Style::Tool, format!("  tool … {}: {}", tool(call_id), field(message)))
             }
             EventKind::ToolCallEnded { call_id, status, message, .. } => {
-                let raw_name = self.names.get(call_id).map(String::as_str);
-                let tool = name(&self.names, call_id);
-                let message = clean::line(message.as_deref().unwrap_or(""));
+                calls.started(call_id, false);
+                let raw_name = calls.name(call_id);
+                let tool = tool(call_id);
+                let message = field(message.as_deref().unwrap_or(""));
+                let short = calls.label(call_id);
                 one(
                     match status {
                         ToolCallStatus::Error
@@ -298,22 +517,24 @@ impl EventLines {
                     },
                     match status {
                         // Its output is an instruction to the model, not news for the user.
-                        ToolCallStatus::Done if raw_name == Some(END_CALL) => {
+                        ToolCallStatus::Done if raw_name.as_deref() == Some(END_CALL) => {
                             format!("  tool ✓ {tool}: the call ends after this reply")
                         }
                         ToolCallStatus::Done => format!("  tool ✓ {tool} done: {message}"),
                         ToolCallStatus::Error => format!("  tool ✗ {tool} failed: {message}"),
                         ToolCallStatus::Cancelled => format!("  tool ✗ {tool} cancelled"),
-                        // The message says who rejected it and why.
-                        ToolCallStatus::Rejected => format!("  tool ✗ {message}"),
-                        // The message names the tool and the bound it passed.
-                        ToolCallStatus::TimedOut => format!("  tool ✗ {message}"),
+                        // The message names the tool and says who rejected it and why, or the
+                        // bound it passed.
+                        ToolCallStatus::Rejected | ToolCallStatus::TimedOut => {
+                            format!("  tool ✗ {message} ({short})")
+                        }
                         other => format!("  tool {tool} {}", other.as_str()),
                     },
                 )
             }
             EventKind::ToolCallRefused { name, reason, duplicates, .. } => {
-                let (name, running) = (clean::line(name), clean::line(&duplicates.join(", ")));
+                let running: Vec<String> = duplicates.iter().map(|id| calls.label(id)).collect();
+                let (name, running) = (clean::line(name), running.join(", "));
                 let why = reason.as_str().replace('_', " ");
                 one(
                     Style::Error,
@@ -330,14 +551,18 @@ impl EventLines {
                 let (name, reason) = (clean::line(name), clean::line(reason));
                 one(Style::Error, format!("  tool ✗ {name} dropped: {reason}"))
             }
-            EventKind::Error { source, message, .. } => {
+            EventKind::Error { source, message, llm_error } => {
                 let (source, message) = (source.as_str(), clean::line(message));
-                one(Style::Error, format!("error ! {source}: {message}"))
+                let hint = match llm_error.map(serde_json::to_value) {
+                    Some(Ok(serde_json::Value::String(kind))) => error_hint(&kind),
+                    _ => "",
+                };
+                one(Style::Error, format!("error ! {source}: {message}{hint}"))
             }
             EventKind::LlmStepEnded { speech_id, finish_reason: Some(reason), .. }
                 if reason.is_truncated() =>
             {
-                let note = format!("  (the model's reply was cut short: {reason:?})");
+                let note = cut_short(reason);
                 self.after_speech.entry(speech_id.clone()).or_default().push((Style::Error, note));
                 vec![]
             }
@@ -388,15 +613,65 @@ mod tests {
         let spent = EventKind::ToolBudgetExhausted { limit: 20 };
         let shown: Vec<(Style, String)> = lines(&[started, timed_out, refused, spent]);
         assert_eq!(
-            shown[1..],
+            shown,
             [
-                (Style::Error, "  tool ✗ Tool `book` timed out after 5 s".to_string()),
-                (Style::Error, "  tool ✗ book refused (rejected): c1 still running".into()),
+                (Style::Tool, "  tool ▸ book #1 started (c1)".to_string()),
+                (Style::Error, "  tool ✗ Tool `book` timed out after 5 s (#1)".into()),
+                (Style::Error, "  tool ✗ book refused (rejected): #1 still running".into()),
                 (
                     Style::Error,
                     "  (this turn made its 20 tool calls: the agent answers without tools)".into()
                 ),
             ]
         );
+    }
+
+    #[test]
+    fn calls_are_numbered_and_found_by_number_or_prefix() {
+        let calls = Calls::default();
+        let mut lines = EventLines::new(calls.clone());
+        for id in ["call_ab1", "call_ab2", "call_cd3"] {
+            lines.lines(&EventKind::ToolCallStarted { call_id: id.into(), name: "book".into() });
+        }
+        assert_eq!(calls.resolve("#2"), Ok("call_ab2".into()));
+        assert_eq!(calls.resolve("call_c"), Ok("call_cd3".into()));
+        assert_eq!(calls.resolve("call_ab2"), Ok("call_ab2".into()));
+        assert_eq!(calls.resolve("unknown"), Ok("unknown".into()));
+        let many = calls.resolve("call_ab").unwrap_err();
+        assert!(many.contains("#1, #2"), "{many}");
+        assert!(calls.resolve("#4").is_err() && calls.resolve("#x").is_err());
+        // Once one of two has ended, a prefix names the one still running.
+        lines
+            .lines(&EventKind::ToolCallEnded {
+                id: "call_ab1".into(),
+                call_id: "call_ab1".into(),
+                status: ToolCallStatus::Done,
+                message: Some(format!("{{\"flights\": [{}]}}", "\"CQ-1\", ".repeat(40))),
+                cached: false,
+            })
+            .into_iter()
+            .for_each(|(_, line)| {
+                assert!(line.starts_with("  tool ✓ book #1 done: {\"flights\""), "{line}");
+                assert!(line.ends_with('…') && line.chars().count() < 130, "{line}");
+            });
+        assert_eq!(calls.resolve("call_ab"), Ok("call_ab2".into()));
+    }
+
+    #[test]
+    fn a_cut_reply_says_why_in_words_and_a_full_context_suggests_new() {
+        assert_eq!(
+            cut_short(&FinishReason::Length),
+            "  (the model's reply was cut short: it reached its output token limit (length))"
+        );
+        assert!(cut_short(&FinishReason::ContentFilter).ends_with("(content_filter))"));
+        assert!(cut_short(&FinishReason::Other("max_time".into())).ends_with("(max_time))"));
+        let error = |kind| EventKind::Error {
+            source: colloquy::events::ErrorSource::Llm,
+            message: "too long".into(),
+            llm_error: Some(kind),
+        };
+        let http = lines(&[error(colloquy::llm::LlmErrorKind::Http)]);
+        assert_eq!(http[0].1, "error ! llm: too long");
+        assert_eq!(error_hint("context_length"), " (/new starts over)");
     }
 }

@@ -30,7 +30,7 @@ use crate::chat::{self, Signals, clean};
 /// Runs the node until it has drained; its lines go to `out`.
 pub async fn run(args: &NodeArgs, out: Box<dyn Write + Send>) -> Result<(), CommandError> {
     let nats = nats_config(&args.nats, &args.nats_auth).map_err(CommandError::Usage)?;
-    let terminal = Terminal::new(out, false, false);
+    let terminal = Terminal::new(out, false);
     let served = chat::Served::new(&args.served, &terminal).map_err(CommandError::Usage)?;
     let chat::Served { llm, about, agent, servers, names } = served;
     let mut signals = Signals::new().map_err(|e| CommandError::Failed(e.to_string()))?;
