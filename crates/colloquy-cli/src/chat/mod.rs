@@ -272,9 +272,10 @@ pub async fn run(args: &ChatArgs, console: Console) -> Result<Ending, ChatError>
                 &args.agent.mcp,
                 &terminal,
             );
-            let opened = open_local(Arc::clone(&llm), agent, servers, &terminal, &seen).await?;
+            let local = LocalModel { llm, settings: args.agent.clone() };
+            let opened = open_local(&local, agent, servers, &terminal, &seen).await?;
             report_mcp_servers(&opened.servers, &terminal);
-            (opened, Some(llm))
+            (opened, Some(local))
         }
         Err(placement) => {
             (placement.open(&terminal, &seen).await.map_err(ChatError::Cluster)?, None)
@@ -310,15 +311,22 @@ struct Opened {
     calls: Calls,
 }
 
+/// What starts a session in this process: the model and the agent's settings.
+struct LocalModel {
+    llm: Arc<dyn colloquy::llm::Llm>,
+    settings: crate::AgentArgs,
+}
+
 /// Starts a session with `agent` in this process.
 async fn open_local(
-    llm: Arc<dyn colloquy::llm::Llm>,
+    local: &LocalModel,
     agent: Agent,
     servers: Vec<McpServer>,
     terminal: &Terminal,
     seen: &Arc<Mutex<Vec<SessionEvent>>>,
 ) -> Result<Opened, ChatError> {
-    let mut builder = Session::builder().llm(llm).speech_sink(TerminalSink(terminal.clone()));
+    let builder = Session::builder().llm(Arc::clone(&local.llm));
+    let mut builder = local.settings.configure(builder).speech_sink(TerminalSink(terminal.clone()));
     // Every event, the agent's text included: the sink shows the text, the text events say
     // the reply still makes progress.
     let events = builder.subscribe_to(EventFilter::ALL);
@@ -361,7 +369,7 @@ enum Flow {
 struct Chat<'a> {
     opened: Opened,
     /// The model, to start a new local session (`/new`).
-    llm: Option<Arc<dyn colloquy::llm::Llm>>,
+    llm: Option<LocalModel>,
     terminal: &'a Terminal,
     seen: &'a Arc<Mutex<Vec<SessionEvent>>>,
     interactive: bool,
@@ -580,7 +588,7 @@ impl Chat<'_> {
     /// `/new`: closes the session (within [`CLOSE_WAIT`], as quitting does) and starts
     /// another with the same agent and model, its history empty.
     async fn start_over(&mut self) {
-        let (Some(llm), Some(agent)) = (self.llm.clone(), self.opened.agent.clone()) else {
+        let (Some(local), Some(agent)) = (self.llm.as_ref(), self.opened.agent.clone()) else {
             self.terminal.answer(
                 Style::Dim,
                 "(/new starts over in a local chat only: /quit, then `colloquy chat --nats` \
@@ -600,7 +608,7 @@ impl Chat<'_> {
         }
         self.terminal.finish();
         let servers = std::mem::take(&mut self.opened.servers);
-        match open_local(llm, agent, servers, self.terminal, self.seen).await {
+        match open_local(local, agent, servers, self.terminal, self.seen).await {
             Ok(opened) => {
                 let id = clean::line(opened.session.id());
                 self.opened = opened;
