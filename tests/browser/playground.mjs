@@ -211,7 +211,7 @@ try {
   await expectText(log, /Here is what I have/);
 
   check('a third booking is running, in the actor tree, when the screenshots are taken');
-  await message.fill('And book one more');
+  await message.fill('And book one more, to Rome');
   await message.press('Enter');
   await expectCount(calls.getByRole('listitem', { name: /^book_flight / }), 3);
   const third = calls.getByRole('listitem', { name: /^book_flight / }).nth(2);

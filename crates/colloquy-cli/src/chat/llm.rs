@@ -92,12 +92,14 @@ fn scripted(request: &LlmRequest) -> ScriptedResponse {
                     ),
                 )
             } else if said.contains("book") {
-                let args = r#"{"origin":"London","destination":"Paris","date":"Saturday"}"#;
-                ScriptedResponse::text("Booking a flight from London to Paris on Saturday.")
+                // The same trip again is refused while it runs and remembered once booked.
+                let to = word_after(&m.text, " to ").unwrap_or("Paris");
+                let args = serde_json::json!({ "origin": "London", "destination": to, "date": "Saturday" });
+                ScriptedResponse::text(format!("Booking a flight from London to {to} on Saturday."))
                     .with_call(ScriptedCall::new(
                         format!("call_b{}", request.items.len()),
                         "book_flight",
-                        args,
+                        args.to_string(),
                     ))
             } else if said.contains("bye") {
                 ScriptedResponse::calls([ScriptedCall::new("call_end", "end_call", "{}")])
@@ -122,7 +124,12 @@ fn scripted(request: &LlmRequest) -> ScriptedResponse {
 
 /// The word after " in " (`weather in Rome?` → `Rome`).
 fn city_in(text: &str) -> Option<&str> {
-    let at = text.find(" in ")? + 4;
+    word_after(text, " in ")
+}
+
+/// The word after `mark` (` to ` in `book a flight to Rome` → `Rome`).
+fn word_after<'a>(text: &'a str, mark: &str) -> Option<&'a str> {
+    let at = text.find(mark)? + mark.len();
     let word = text[at..].split(|c: char| !c.is_alphanumeric() && c != '-').next()?;
     (!word.is_empty()).then_some(word)
 }
@@ -151,5 +158,6 @@ mod tests {
     fn finds_the_city() {
         assert_eq!(city_in("weather in Rome?"), Some("Rome"));
         assert_eq!(city_in("weather"), None);
+        assert_eq!(word_after("book a flight to Oslo, please", " to "), Some("Oslo"));
     }
 }
