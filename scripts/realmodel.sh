@@ -77,9 +77,8 @@ check() {
   (cd "$root" && cargo build -q -p colloquy-cli)
   local colloquy="$root/target/debug/colloquy"
   serve >"$out/llama-server.log" 2>&1 &
-  local llama=$!
-  local colloquy_serve=
-  trap 'kill $llama ${colloquy_serve:-} 2>/dev/null || true' EXIT
+  llama_pid=$!
+  trap 'kill ${llama_pid:-} ${serve_pid:-} 2>/dev/null || true' EXIT
   wait_for "http://127.0.0.1:$PORT/health" 120
   export OPENAI_BASE_URL="http://127.0.0.1:$PORT/v1"
   local model=(--model qwen2.5-coder-0.5b --temperature 0 --max-context-tokens "$CTX")
@@ -105,7 +104,7 @@ EOF
   # The same agent behind `colloquy serve`, driven over its WebSocket as docs/protocol.md says.
   local addr="127.0.0.1:$((PORT + 1))"
   "$colloquy" serve --provider openai "${model[@]}" --addr "$addr" >"$out/serve.log" 2>&1 &
-  colloquy_serve=$!
+  serve_pid=$!
   wait_for "http://$addr/healthz" 60
   echo "serve: one session over the WebSocket (events: $out/serve-events.jsonl)"
   "$D/venv/bin/python" - "http://$addr" "$out/serve-events.jsonl" <<'PY'
@@ -140,8 +139,8 @@ async def main():
 
 asyncio.run(main())
 PY
-  kill "$colloquy_serve" 2>/dev/null || true
-  wait "$colloquy_serve" 2>/dev/null || true
+  kill "$serve_pid" 2>/dev/null || true
+  wait "$serve_pid" 2>/dev/null || true
   echo "done: read the transcripts in $out"
   [ "$status" -eq 0 ]
 }

@@ -609,6 +609,19 @@ async fn a_piped_script_runs_to_its_last_line_however_slow_the_model() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_script_waits_for_a_model_that_thinks_past_the_quiet_bound_on_its_last_line() {
+    // The last line's model takes 11 s to its first token (a long prompt on a small machine):
+    // the agent is thinking, so the end of input does not give up after SCRIPT_QUIT_WAIT.
+    let replies = vec![streamed("Slow answer.", 0).pause_first(Duration::from_secs(11))];
+    let server = ReplayServer::start(replies).await.unwrap();
+    let base = format!("{}/v1", server.base_url());
+    let out = colloquy(&["chat", "--base-url", &base], "only line\n").await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_lines_in_order(&out.stdout, &["you › only line\n", "agent › Slow answer.\n"]);
+    assert!(!out.stdout.contains("showed nothing"), "{}", out.stdout);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reply_that_fails_does_not_hold_the_lines_after_it() {
     let refused = Reply::status(400, r#"{"error": {"message": "bad request", "type": "x"}}"#);
     let server = ReplayServer::start(vec![refused, streamed("Second answer.", 0)]).await.unwrap();

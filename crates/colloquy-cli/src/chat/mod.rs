@@ -52,6 +52,11 @@ pub const DOUBLE_CTRL_C: Duration = Duration::from_secs(1);
 /// may go without showing anything before the chat closes anyway.
 pub const SCRIPT_QUIT_WAIT: Duration = Duration::from_secs(10);
 
+/// [`SCRIPT_QUIT_WAIT`] while the agent thinks: past the model's own 30 s wait for its first
+/// token (`llm_timeout`), so a slow model reading a long prompt is waited for, and one that
+/// never answers has ended the reply with an error by then.
+pub const SCRIPT_THINKING_WAIT: Duration = Duration::from_secs(45);
+
 /// How long a command (or a user turn) waits for the session to answer.
 pub const COMMAND_WAIT: Duration = Duration::from_secs(5);
 
@@ -405,7 +410,7 @@ impl Chat<'_> {
                     self.not_sent(queue, input, "the chat ended before them");
                     return Ending::Left;
                 }
-                leave_by.get_or_insert(Instant::now() + SCRIPT_QUIT_WAIT);
+                leave_by.get_or_insert(Instant::now() + self.opened.session.quiet_bound());
             }
             if !self.opened.session.is_running() {
                 self.not_sent(queue, input, "the session closed");
@@ -450,9 +455,11 @@ impl Chat<'_> {
                         return Ending::Left; // the agent ended the call
                     }
                 }
-                Woke::Progress => leave_by = Some(Instant::now() + SCRIPT_QUIT_WAIT),
+                Woke::Progress => {
+                    leave_by = Some(Instant::now() + self.opened.session.quiet_bound());
+                }
                 Woke::Late => {
-                    let wait = SCRIPT_QUIT_WAIT.as_secs();
+                    let wait = self.opened.session.quiet_bound().as_secs();
                     self.terminal.answer(
                         Style::Dim,
                         &format!("(the reply showed nothing for {wait} s: leaving without it)"),

@@ -8,7 +8,7 @@ use std::pin::Pin;
 
 use colloquy::chat::ChatItem;
 use colloquy::cluster::{ClusterError, ErrorKind, RemoteSession};
-use colloquy::events::{EventKind, SpeechSource};
+use colloquy::events::{AgentState, EventKind, SpeechSource};
 use colloquy::session::{RunningToolCall, SessionHandle, SessionSnapshot};
 use colloquy::toolsets::END_CALL;
 use tokio::sync::watch;
@@ -38,6 +38,8 @@ pub(crate) struct Speeches {
     ended: bool,
     /// Events seen: the session shows progress.
     events: u64,
+    /// The agent's last state was `thinking`: a model reading its prompt, or a blocking tool.
+    thinking: bool,
 }
 
 impl Speeches {
@@ -60,6 +62,7 @@ impl Speeches {
             }
             EventKind::ToolCallStarted { name, .. } if name == END_CALL => self.ending = true,
             EventKind::SessionClosed { .. } => self.ended = true,
+            EventKind::AgentState { state } => self.thinking = *state == AgentState::Thinking,
             _ => {}
         }
     }
@@ -72,6 +75,11 @@ impl Speeches {
     /// Whether the agent is speaking (or has a speech queued).
     pub(crate) fn speaking(&self) -> bool {
         !self.live.is_empty()
+    }
+
+    /// Whether the agent is thinking: its model has not answered yet (or a blocking tool runs).
+    pub(crate) fn thinking(&self) -> bool {
+        self.thinking
     }
 }
 
@@ -131,6 +139,16 @@ impl ChatSession {
     /// Whether the agent is speaking (or has a speech queued).
     pub(crate) fn speaking(&self) -> bool {
         self.speeches.borrow().speaking()
+    }
+
+    /// How long the reply in progress may show nothing before a script that has ended stops
+    /// waiting for it: longer while the agent thinks (a slow model reading a long prompt
+    /// shows nothing for seconds), [`SCRIPT_QUIT_WAIT`](super::SCRIPT_QUIT_WAIT) otherwise.
+    pub(crate) fn quiet_bound(&self) -> std::time::Duration {
+        match self.speeches.borrow().thinking() {
+            true => super::SCRIPT_THINKING_WAIT,
+            false => super::SCRIPT_QUIT_WAIT,
+        }
     }
 
     /// Changes with every event the chat shows from now on.
