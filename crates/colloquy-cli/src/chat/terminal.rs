@@ -502,7 +502,7 @@ impl EventLines {
             EventKind::ToolCallUpdated { call_id, message, .. } => {
                 one(Style::Tool, format!("  tool … {}: {}", tool(call_id), field(message)))
             }
-            EventKind::ToolCallEnded { call_id, status, message, .. } => {
+            EventKind::ToolCallEnded { call_id, status, message, cached, .. } => {
                 calls.started(call_id, false);
                 let raw_name = calls.name(call_id);
                 let tool = tool(call_id);
@@ -519,6 +519,10 @@ impl EventLines {
                         // Its output is an instruction to the model, not news for the user.
                         ToolCallStatus::Done if raw_name.as_deref() == Some(END_CALL) => {
                             format!("  tool ✓ {tool}: the call ends after this reply")
+                        }
+                        // An idempotent tool's earlier result: nothing ran again.
+                        ToolCallStatus::Done if *cached => {
+                            format!("  tool ✓ {tool} remembered, not run again: {message}")
                         }
                         ToolCallStatus::Done => format!("  tool ✓ {tool} done: {message}"),
                         ToolCallStatus::Error => format!("  tool ✗ {tool} failed: {message}"),
@@ -611,7 +615,16 @@ mod tests {
             duplicates: vec!["c1".into()],
         };
         let spent = EventKind::ToolBudgetExhausted { limit: 20 };
-        let shown: Vec<(Style, String)> = lines(&[started, timed_out, refused, spent]);
+        let remembered = EventKind::ToolCallEnded {
+            id: "c3".into(),
+            call_id: "c3".into(),
+            status: ToolCallStatus::Done,
+            message: Some("CQ-1".into()),
+            cached: true,
+        };
+        let again = EventKind::ToolCallStarted { call_id: "c3".into(), name: "book".into() };
+        let shown: Vec<(Style, String)> =
+            lines(&[started, timed_out, refused, spent, again, remembered]);
         assert_eq!(
             shown,
             [
@@ -622,6 +635,8 @@ mod tests {
                     Style::Error,
                     "  (this turn made its 20 tool calls: the agent answers without tools)".into()
                 ),
+                (Style::Tool, "  tool ▸ book #2 started (c3)".into()),
+                (Style::Tool, "  tool ✓ book #2 remembered, not run again: CQ-1".into()),
             ]
         );
     }
