@@ -681,3 +681,41 @@ async fn a_session_refuses_an_args_scope_naming_no_parameter() {
          is not one of its parameters"
     );
 }
+
+/// The deferred-reply instructions name a call by its pairs' ids (`c1_update_1`): a model
+/// that passes one to `lk_agents_cancel_task` cancels the call it derives from
+/// (docs/decisions.md#request-turns).
+#[tokio::test(start_paused = true)]
+async fn cancel_task_takes_a_pair_id_for_its_call() {
+    let chatty = FunctionTool::new("job", "A job.", |ctx: RunContext, _a: NoArgs| async move {
+        ctx.update("started").await?;
+        tokio::time::sleep(ms(10)).await;
+        ctx.update("halfway").await?;
+        tokio::time::sleep(ms(10_000)).await;
+        Ok::<_, ToolError>("job done")
+    })
+    .cancellable();
+    let mut h = Harness::start(
+        Agent::new("A", "inst").tool(chatty),
+        vec![
+            call("c1", "job", "{}"),
+            text("on it"),
+            text("halfway there"),
+            call("k1", "lk_agents_cancel_task", r#"{"call_id":"c1_update_1"}"#),
+            text("stopped"),
+        ],
+    )
+    .await;
+    h.turn("go").await;
+    tokio::time::sleep(ms(50)).await;
+    h.session.wait_for_idle().await.unwrap();
+    let reply = h.requests().last().and_then(|r| r.instructions.clone()).unwrap_or_default();
+    assert!(reply.contains(r#"["c1_update_1"]"#), "{reply}");
+    h.turn("stop it").await;
+    let ctx = h.ctx("A").await;
+    assert_eq!(output_of(&ctx, "k1"), r#"out(#k1,"Task c1 cancelled successfully.",ok,rr=T)"#);
+    let ended: Vec<String> =
+        h.tool_events().into_iter().filter(|e| e.starts_with("E(c1")).collect();
+    assert_eq!(ended, ["E(c1_final,cancelled,null)"]);
+    h.close().await;
+}
