@@ -348,40 +348,7 @@ fn ceil_char_boundary(text: &str, mut at: usize) -> usize {
 mod tests {
     use super::*;
     use crate::RequestKind;
-    use colloquy_core::{FunctionCall, FunctionCallOutput, Message, Timestamp};
-
-    fn msg(id: &str, role: Role, text: &str) -> ChatItem {
-        ChatItem::Message(Message {
-            id: id.into(),
-            role,
-            text: text.into(),
-            interrupted: false,
-            created_at: Timestamp::new(0, 0),
-        })
-    }
-
-    fn call(id: &str, call_id: &str) -> ChatItem {
-        ChatItem::FunctionCall(FunctionCall {
-            id: id.into(),
-            call_id: call_id.into(),
-            name: "book".into(),
-            arguments: r#"{"city":"Paris"}"#.into(),
-            extra: Default::default(),
-            created_at: Timestamp::new(0, 0),
-        })
-    }
-
-    fn output(call_id: &str, text: &str) -> ChatItem {
-        ChatItem::FunctionCallOutput(FunctionCallOutput {
-            id: format!("out_{call_id}"),
-            call_id: call_id.into(),
-            name: "book".into(),
-            output: text.into(),
-            is_error: false,
-            reply_required: true,
-            created_at: Timestamp::new(0, 0),
-        })
-    }
+    use crate::fixtures::{call, msg, output};
 
     fn request(items: Vec<ChatItem>) -> LlmRequest {
         LlmRequest {

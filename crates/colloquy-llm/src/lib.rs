@@ -6,6 +6,8 @@
 
 pub mod context;
 mod error;
+#[cfg(test)]
+mod fixtures;
 #[cfg(feature = "http")]
 pub mod http;
 mod request;

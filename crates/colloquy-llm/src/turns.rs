@@ -181,41 +181,10 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use colloquy_core::{Message, Timestamp};
+    use crate::fixtures::{call, msg};
 
-    /// A message under item id `id` (a step's message: the step's id).
-    fn msg(id: &str, role: Role, text: &str) -> ChatItem {
-        ChatItem::Message(Message {
-            id: id.into(),
-            role,
-            text: text.into(),
-            interrupted: false,
-            created_at: Timestamp::new(0, 0),
-        })
-    }
-
-    /// A call `call_id` under item id `id` (`<step>/fnc_<n>` for a step's call).
-    fn call(id: &str, call_id: &str) -> ChatItem {
-        ChatItem::FunctionCall(FunctionCall {
-            id: id.into(),
-            call_id: call_id.into(),
-            name: "f".into(),
-            arguments: "{}".into(),
-            extra: Default::default(),
-            created_at: Timestamp::new(0, 0),
-        })
-    }
-
-    fn output(id: &str) -> ChatItem {
-        ChatItem::FunctionCallOutput(FunctionCallOutput {
-            id: format!("out_{id}"),
-            call_id: id.into(),
-            name: "f".into(),
-            output: "ok".into(),
-            is_error: false,
-            reply_required: true,
-            created_at: Timestamp::new(0, 0),
-        })
+    fn output(call_id: &str) -> ChatItem {
+        crate::fixtures::output(call_id, "ok")
     }
 
     fn shape(turns: &[Turn]) -> Vec<String> {
