@@ -194,20 +194,20 @@ pub(super) struct StepId<'a> {
     pub authorised: Timestamp,
 }
 
-/// Streams one response, playing its text as it arrives (and sending it as `x_agent_text` if
-/// a subscriber asked for it).
+/// Streams one response to the request `request` builds, fitted to the session's context
+/// window, playing its text as it arrives (and sending it as `x_agent_text` if a subscriber
+/// asked for it). A request the provider refuses as too long before anything arrived is built
+/// again and sent once more, trimmed (docs/providers.md#a-context-that-fits).
 pub(super) async fn stream(
     env: &SpeechEnv,
     step: &StepId<'_>,
-    request: LlmRequest,
+    request: impl Fn() -> LlmRequest,
     interrupt: &CancellationToken,
 ) -> Streamed {
     let speech_id = step.speech_id;
     let context = &env.session.options.context;
-    let request = context.fit(request).await;
-    // Kept for one retry, trimmed, if the provider refuses the request as too long.
-    let mut retry = Some(request.clone());
-    let mut stream = env.session.plugins.llm.chat(request);
+    let mut retried = false;
+    let mut stream = env.session.plugins.llm.chat(context.fit(request()).await);
     let mut out = Streamed {
         text: None,
         calls: BTreeMap::new(),
@@ -255,16 +255,22 @@ pub(super) async fn stream(
             && error.kind() == LlmErrorKind::ContextLength
             && out.text.is_none()
             && out.calls.is_empty()
-            && let Some(sent) = retry.take()
+            && !std::mem::replace(&mut retried, true)
         {
-            let refit = context.refit(&sent, error);
+            // What was sent, again: a request is a few shared pointers, fitting is pure
+            // for the default policy; only a refused request pays for it.
+            let refit = async {
+                let sent = context.fit(request()).await;
+                let smaller = context.refit(&sent, error).await;
+                smaller.map(|smaller| (sent.items.len(), smaller))
+            };
             let smaller = tokio::select! {
                 biased;
                 () = interrupt.cancelled() => { out.interrupted = true; break }
                 smaller = refit => smaller,
             };
-            if let Some(smaller) = smaller {
-                let (before, after) = (sent.items.len(), smaller.items.len());
+            if let Some((before, smaller)) = smaller {
+                let after = smaller.items.len();
                 tracing::warn!(agent = %env.agent_id, %speech_id, before, after, "the request was over the model's context: retrying it trimmed");
                 stream = env.session.plugins.llm.chat(smaller);
                 continue;
