@@ -207,7 +207,13 @@ pub(super) async fn stream(
     let speech_id = step.speech_id;
     let context = &env.session.options.context;
     let mut retried = false;
-    let mut stream = env.session.plugins.llm.chat(context.fit(request()).await);
+    // Fitting and the retry are boxed: a session without a window, whose requests fit, keeps
+    // a small step future (docs/decisions.md#boxed-futures).
+    let first = match context.max_tokens() {
+        Some(_) => Box::pin(context.fit(request())).await,
+        None => request(),
+    };
+    let mut stream = env.session.plugins.llm.chat(first);
     let mut out = Streamed {
         text: None,
         calls: BTreeMap::new(),
@@ -259,11 +265,11 @@ pub(super) async fn stream(
         {
             // What was sent, again: a request is a few shared pointers, fitting is pure
             // for the default policy; only a refused request pays for it.
-            let refit = async {
+            let refit = Box::pin(async {
                 let sent = context.fit(request()).await;
                 let smaller = context.refit(&sent, error).await;
                 smaller.map(|smaller| (sent.items.len(), smaller))
-            };
+            });
             let smaller = tokio::select! {
                 biased;
                 () = interrupt.cancelled() => { out.interrupted = true; break }
