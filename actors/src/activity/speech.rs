@@ -198,14 +198,13 @@ async fn reply(
         };
         let tool_choice = between.tool_choice(env, &first);
         let first_step = between.step == 1;
-        // Built again only for a retry after a `context_length` refusal.
-        let request = || LlmRequest {
+        let request = LlmRequest {
             kind: if first_step { first.kind } else { RequestKind::ToolReply },
             agent: env.agent_id.to_string(),
             speech_id: speech_id.to_string(),
             instructions: Arc::clone(&env.instructions),
             extra_instructions: if first_step { first.extra_instructions.clone() } else { None },
-            items: Arc::clone(&items),
+            items,
             tools: visible_tools(env, first.kind),
             tool_choice: tool_choice.clone(),
         };

@@ -194,26 +194,27 @@ pub(super) struct StepId<'a> {
     pub authorised: Timestamp,
 }
 
-/// Streams one response to the request `request` builds, fitted to the session's context
-/// window, playing its text as it arrives (and sending it as `x_agent_text` if a subscriber
-/// asked for it). A request the provider refuses as too long before anything arrived is built
-/// again and sent once more, trimmed (docs/providers.md#a-context-that-fits).
+/// Streams one response to `request`, fitted to the session's context window, playing its
+/// text as it arrives (and sending it as `x_agent_text` if a subscriber asked for it). A
+/// request the provider refuses as too long before anything arrived is sent once more,
+/// trimmed (docs/providers.md#a-context-that-fits).
 pub(super) async fn stream(
     env: &SpeechEnv,
     step: &StepId<'_>,
-    request: impl Fn() -> LlmRequest,
+    request: LlmRequest,
     interrupt: &CancellationToken,
 ) -> Streamed {
     let speech_id = step.speech_id;
     let context = &env.session.options.context;
-    let mut retried = false;
     // Fitting and the retry are boxed: a session without a window, whose requests fit, keeps
     // a small step future (docs/decisions.md#boxed-futures).
-    let first = match context.max_tokens() {
-        Some(_) => Box::pin(context.fit(request())).await,
-        None => request(),
+    let request = match context.max_tokens() {
+        Some(_) => Box::pin(context.fit(request)).await,
+        None => request,
     };
-    let mut stream = env.session.plugins.llm.chat(first);
+    // Kept for one retry, trimmed, if the provider refuses the request as too long.
+    let mut retry = Some(request.clone());
+    let mut stream = env.session.plugins.llm.chat(request);
     let mut out = Streamed {
         text: None,
         calls: BTreeMap::new(),
@@ -261,12 +262,9 @@ pub(super) async fn stream(
             && error.kind() == LlmErrorKind::ContextLength
             && out.text.is_none()
             && out.calls.is_empty()
-            && !std::mem::replace(&mut retried, true)
+            && let Some(sent) = retry.take()
         {
-            // What was sent, again: a request is a few shared pointers, fitting is pure
-            // for the default policy; only a refused request pays for it.
             let refit = Box::pin(async {
-                let sent = context.fit(request()).await;
                 let smaller = context.refit(&sent, error).await;
                 smaller.map(|smaller| (sent.items.len(), smaller))
             });
