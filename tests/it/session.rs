@@ -50,6 +50,11 @@ async fn history_exports_and_restores_into_a_new_session() {
     assert_eq!(show(&history)[3], r#"handoff(Some("A")->A)"#, "resuming records who was speaking");
     let stamps: Vec<_> = history.iter().map(ChatItem::created_at).collect();
     assert!(stamps.windows(2).all(|w| w[0] < w[1]), "new items sort after the restored ones");
+    let mut ids: Vec<&str> = history.iter().map(ChatItem::id).collect();
+    ids.sort_unstable();
+    let before = ids.len();
+    ids.dedup();
+    assert_eq!(ids.len(), before, "a resumed history holds no item id twice: {history:?}");
     h.close().await;
 }
 

@@ -129,6 +129,15 @@ impl SessionClock {
         }
     }
 
+    /// Makes every later item id greater than the ids of `restored` items this clock's format
+    /// made (`item_` and twelve hex digits, a step's calls `item_…/fnc_<n>`), so a resumed
+    /// history never holds an id twice. Ids of another shape are left alone.
+    pub(crate) fn skip_item_ids<'a>(&self, restored: impl IntoIterator<Item = &'a str>) {
+        if let Some(last) = restored.into_iter().filter_map(item_number).max() {
+            self.inner.ids.fetch_max(last + 1, Ordering::Relaxed);
+        }
+    }
+
     /// A fresh item id, unique within the session and reproducible.
     pub(crate) fn item_id(&self) -> String {
         item_id(self.inner.ids.fetch_add(1, Ordering::Relaxed))
@@ -150,8 +159,31 @@ fn item_id(n: u64) -> String {
     id
 }
 
+/// The number of an id [`item_id`] made below 2^48 (twelve digits), step calls included.
+fn item_number(id: &str) -> Option<u64> {
+    let digits = id.strip_prefix("item_")?.split('/').next()?;
+    match digits.len() == 12 && digits.bytes().all(|b| b.is_ascii_hexdigit()) {
+        true => u64::from_str_radix(digits, 16).ok(),
+        false => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn restored_ids_are_read_back_and_others_ignored() {
+        assert_eq!(super::item_number(&super::item_id(0x2a)), Some(0x2a));
+        assert_eq!(super::item_number("item_00000000000b/fnc_3"), Some(11));
+        assert_eq!(super::item_number("item_ZK3m9pQ2rT7x"), None);
+        assert_eq!(super::item_number("item_ffffffffffffffff"), None);
+        assert_eq!(super::item_number("msg_000000000001"), None);
+        let clock = super::SessionClock::new(0, 20);
+        clock.skip_item_ids(["item_000000000010", "item_000000000007/fnc_0", "custom"]);
+        assert_eq!(clock.item_id(), "item_000000000011");
+        clock.skip_item_ids(["item_000000000003"]);
+        assert_eq!(clock.item_id(), "item_000000000012", "never backwards");
+    }
+
     #[test]
     fn item_ids_are_zero_padded_hex() {
         for n in [0, 1, 0xabc, 0xffff_ffff_ffff, 0x1_0000_0000_0000, u64::MAX] {
