@@ -85,3 +85,31 @@ async fn a_body_that_never_returns_cannot_hold_a_close_past_its_drain_timeout() 
     assert_eq!(start.elapsed(), ms(500));
     assert_eq!(ended_at(&events, "c1").1, "Error drain timeout");
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_interrupted_reply_waiting_on_a_call_cannot_hold_a_close_past_its_drain_timeout() {
+    // The reply waits for a blocking call that waits for a cancellation that never comes; the
+    // user interrupts the reply at 320 ms; the close is still bounded by `drain_timeout`.
+    let forever =
+        FunctionTool::new("forever", "Waits.", |ctx: RunContext, _a: NoArgs| async move {
+            ctx.cancelled().await;
+            Ok::<_, ToolError>("cancelled after all")
+        });
+    let builder = Session::builder().drain_timeout(Some(ms(500)));
+    let h = Harness::start_with(
+        builder,
+        Agent::new("A", "inst").tool(forever),
+        vec![call("c1", "forever", "{}")],
+    )
+    .await;
+    h.session.user_turn("go").await.unwrap();
+    tokio::time::sleep(ms(320)).await;
+    let session = h.session.clone();
+    tokio::spawn(async move { session.interrupt().await });
+    tokio::time::sleep(ms(10)).await;
+    let start = Instant::now();
+    let closed = tokio::time::timeout(ms(60_000), h.close()).await;
+    let events = closed.expect("the close ended within a minute");
+    assert_eq!(start.elapsed(), ms(500));
+    assert_eq!(ended_at(&events, "c1").1, "Error drain timeout");
+}
