@@ -353,8 +353,9 @@ pub mod prelude {
     pub use crate::speech::{Playout, PlayoutReport, SpeechSink};
     pub use crate::testing::{MockScope, RunResult};
     pub use crate::tools::{
-        DuplicateScope, Filler, FunctionTool, Json, OnDuplicate, RunContext, RunContextExt,
-        StopResponse, ToolError, ToolResult, Toolset, function_tool, function_tools,
+        BeforeCall, DuplicateScope, Filler, FunctionTool, Json, OnDuplicate, PendingToolCall,
+        RunContext, RunContextExt, StopResponse, ToolError, ToolResult, Toolset, function_tool,
+        function_tools,
     };
     pub use serde_json::{Value, json};
 }

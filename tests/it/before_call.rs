@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use crate::common::*;
 use colloquy::events::EventKind;
 use colloquy::prelude::*;
-use colloquy::tools::{BeforeCall, PendingToolCall};
+// `BeforeCall` and `PendingToolCall` come with the prelude.
 use serde_json::Value;
 
 #[derive(serde::Deserialize, schemars::JsonSchema)]
