@@ -9,11 +9,13 @@
 //! Ctrl-C interrupts the reply, twice within [`DOUBLE_CTRL_C`] quits; SIGTERM and SIGHUP quit.
 //! Tool activity and errors show as lines between the agent's streamed text.
 
+mod answers;
 pub mod clean;
 pub mod commands;
 mod editor;
 pub mod llm;
 mod remote;
+mod served;
 mod session;
 pub mod terminal;
 
@@ -23,21 +25,18 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use colloquy::chat::ChatItem;
 use colloquy::cluster::ClusterError;
 use colloquy::events::{EventFilter, EventKind, SessionEvent};
-use colloquy::mcp::McpToolset;
 use colloquy::prelude::*;
-use colloquy::tools::ToolSource;
-use colloquy::toolsets::EndCallTool;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
-use crate::cluster::DEFAULT_AGENT;
-use crate::demo::{booking_tool, weather_tool};
-use crate::{ChatArgs, Provider, ServedAgentArgs};
-use commands::{HELP, Line};
+use crate::ChatArgs;
+use answers::run_command;
+use commands::Line;
 pub use editor::Restore;
+pub use served::agent;
+pub(crate) use served::{McpServer, Served, report_mcp_servers, with_mcp_servers};
 use session::{ChatSession, Reply, Speeches, TurnRefused};
 use terminal::{Calls, EventLines, Style, Terminal, TerminalSink};
 
@@ -146,109 +145,6 @@ pub fn read_lines(input: impl BufRead + Send + 'static) -> mpsc::Receiver<Input>
     // Without a thread there is no input: the chat sees its end and closes.
     drop(spawned);
     rx
-}
-
-/// The chat's agent: a travel assistant with the demo's weather and booking tools (the
-/// booking narrates its progress and can be cancelled) and end_call; `instructions` replace
-/// the travel assistant's. The tools `approval` names wait for `/approve` or `/reject`.
-pub fn agent(instructions: Option<&str>, approval: &[String]) -> Agent {
-    let travel = "You are a friendly travel assistant in a terminal chat. Use get_weather for \
-                  forecasts and book_flight to book; booking runs in the background and \
-                  reports its progress, so keep talking while it works. When the user says \
-                  goodbye, say goodbye and call end_call.";
-    let approved = |tool: FunctionTool| match approval.iter().any(|name| name == tool.name()) {
-        true => tool.requires_approval(),
-        false => tool,
-    };
-    Agent::new("assistant", instructions.unwrap_or(travel))
-        .tool(approved(weather_tool(Duration::from_millis(300))))
-        .tool(approved(booking_tool(Duration::from_millis(1500)).cancellable()))
-        .toolset(EndCallTool::new().toolset())
-}
-
-/// An MCP server of `--mcp`: its command and its supervised tool source.
-pub(crate) struct McpServer {
-    command: String,
-    source: Arc<dyn ToolSource>,
-}
-
-/// `agent` with a supervised toolset for each `--mcp` server (a command run over stdio, split
-/// into words as a shell would, never run through one): started with the agent, restarted
-/// with backoff when it dies, its tools refreshed when it says they changed. A command that
-/// cannot be read is reported and left out.
-pub(crate) fn with_mcp_servers(
-    mut agent: Agent,
-    commands: &[String],
-    terminal: &Terminal,
-) -> (Agent, Vec<McpServer>) {
-    let mut servers = Vec::new();
-    for (i, command) in commands.iter().enumerate() {
-        let words = match shell_words::split(command) {
-            Ok(words) if !words.is_empty() => words,
-            _ => {
-                let command = clean::line(command);
-                terminal.line(Style::Error, &format!("mcp: cannot read the command `{command}`"));
-                continue;
-            }
-        };
-        let mut process = tokio::process::Command::new(&words[0]);
-        process.args(&words[1..]);
-        // The user may stop any call with /cancel: a chat does not know the tools in advance.
-        let toolset = McpToolset::stdio(format!("mcp{}", i + 1), process).cancellable_all().build();
-        for (source, _, _) in toolset.routed_sources() {
-            servers.push(McpServer { command: command.clone(), source: Arc::clone(source) });
-        }
-        agent = agent.toolset(toolset);
-    }
-    (agent, servers)
-}
-
-/// What `colloquy serve` and `colloquy node` serve: the chat's agent with its `--mcp` servers,
-/// on the model `--provider` names (the scripted one by default), under each `--agent` name
-/// (`demo` if none).
-pub(crate) struct Served {
-    pub(crate) llm: Arc<dyn Llm>,
-    /// The model, as the banner names it.
-    pub(crate) about: String,
-    pub(crate) agent: Agent,
-    pub(crate) servers: Vec<McpServer>,
-    pub(crate) names: Vec<String>,
-}
-
-impl Served {
-    /// The agent `args` describe; a model that cannot be set up is a usage error.
-    pub(crate) fn new(args: &ServedAgentArgs, terminal: &Terminal) -> Result<Self, String> {
-        let provider = args.provider.unwrap_or(Provider::Scripted);
-        let (llm, about) = llm::choose(provider, &args.agent)?;
-        let (agent, servers) = with_mcp_servers(
-            self::agent(args.agent.instructions.as_deref(), &args.agent.require_approval),
-            &args.agent.mcp,
-            terminal,
-        );
-        let names = match args.agent_names.is_empty() {
-            true => vec![DEFAULT_AGENT.to_owned()],
-            false => args.agent_names.clone(),
-        };
-        Ok(Self { llm, about, agent, servers, names })
-    }
-}
-
-/// Says, for each server, how many tools it listed or why it listed none, as soon as it
-/// knows (each waits at most the server's start timeout).
-pub(crate) fn report_mcp_servers(servers: &[McpServer], terminal: &Terminal) {
-    for server in servers {
-        let (source, terminal) = (Arc::clone(&server.source), terminal.clone());
-        let command = clean::line(&server.command);
-        tokio::spawn(async move {
-            match source.ready().await {
-                Ok(()) => {
-                    let count = source.tools().len();
-                    terminal.line(Style::Dim, &format!("mcp: {count} tools from `{command}`"));
-                }
-                Err(why) => terminal.line(Style::Error, &format!("mcp: {}", clean::line(&why))),
-            }
-        });
-    }
 }
 
 /// Runs the chat on `console` until `/quit`, the end of input, Ctrl-C twice, SIGTERM or
@@ -676,165 +572,6 @@ impl Signals {
             else => std::future::pending().await,
         }
     }
-}
-
-/// A command's answer, as the lines to show.
-async fn run_command(
-    opened: &Opened,
-    command: Line,
-    seen: &Mutex<Vec<SessionEvent>>,
-    terminal: &Terminal,
-) -> String {
-    let session = &opened.session;
-    match command {
-        Line::Help => HELP.to_string(),
-        Line::Invalid(why) => why,
-        Line::Tools => tools(opened).await,
-        Line::Cancel(typed) => {
-            let act = |id| async move { session.cancel_tool_call(id).await };
-            on_call(opened, &typed, ("cancelling", "cancel"), terminal, act).await
-        }
-        Line::Approve(typed) => {
-            let act = |id| async move { session.approve(id).await };
-            on_call(opened, &typed, ("approving", "approve"), terminal, act).await
-        }
-        Line::Reject { id: typed, reason } => {
-            let act = |id| async move { session.reject(id, reason).await };
-            on_call(opened, &typed, ("rejecting", "reject"), terminal, act).await
-        }
-        Line::Inspect { json } => match session.inspect().await {
-            Ok(snapshot) if json => serde_json::to_string_pretty(&snapshot)
-                .unwrap_or_else(|e| format!("cannot write the snapshot as JSON: {e}")),
-            // The runtime draws the tree; names from tools and agents are made safe to print.
-            Ok(snapshot) => clean::text(snapshot.to_string().trim_end()),
-            Err(e) => format!("cannot inspect: {e}"),
-        },
-        Line::Timeline(file) => {
-            let events = seen.lock().map(|e| e.clone()).unwrap_or_default();
-            let page = colloquy::timeline::render_html(&events, "colloquy chat");
-            match std::fs::write(&file, page) {
-                Ok(()) => format!("timeline written to {file}"),
-                Err(e) => format!("cannot write {file}: {e}"),
-            }
-        }
-        Line::History => match session.history().await {
-            Ok(items) => items.iter().filter_map(history_line).collect::<Vec<_>>().join("\n"),
-            Err(e) => format!("cannot read the history: {e}"),
-        },
-        Line::Say(_) | Line::Nothing | Line::Quit | Line::New => String::new(),
-    }
-}
-
-/// Acts on the call a user named (`#3`, its id, or a unique prefix of it). A call the chat
-/// saw start is acknowledged first, so the lines its events cause come after.
-async fn on_call<F, Fut>(
-    opened: &Opened,
-    typed: &str,
-    (doing, verb): (&str, &str),
-    terminal: &Terminal,
-    act: F,
-) -> String
-where
-    F: FnOnce(String) -> Fut,
-    Fut: std::future::Future<Output = Result<(), String>>,
-{
-    let id = match opened.calls.resolve(typed) {
-        Ok(id) => id,
-        Err(why) => return format!("cannot {verb} {}: {why}", clean::line(typed)),
-    };
-    let shown = opened.calls.label(&id);
-    let seen_running = opened.calls.is_running(&id);
-    if seen_running {
-        terminal.answer(Style::Dim, &format!("{doing} {shown}"));
-    }
-    match act(id).await {
-        Ok(()) if seen_running => String::new(),
-        Ok(()) => format!("{doing} {shown}"),
-        Err(e) => format!("cannot {verb} {shown}: {}", clean::line(&e)),
-    }
-}
-
-/// The agent's tools (the MCP servers' as listed now) and the calls running. A node's agent
-/// is not listed: the session protocol has no command for its tools.
-async fn tools(opened: &Opened) -> String {
-    let Opened { session, agent, servers, calls, .. } = opened;
-    let mut lines = vec!["tools:".to_string()];
-    let Some(agent) = agent else {
-        // A node's agent is not in this process: its tools are the ones its toolsets route, as
-        // the session's snapshot lists them (names only: descriptions do not travel).
-        match session.inspect().await {
-            Ok(snapshot) => {
-                lines[0] = "tools (on the node):".into();
-                let mut names = Vec::new();
-                routed_tools(&snapshot.tree, &mut names);
-                lines.extend(names.iter().map(|name| format!("  {}", clean::line(name))));
-            }
-            Err(e) => lines[0] = format!("tools: not listed ({})", clean::line(&e)),
-        }
-        return running_calls(session, calls, lines).await;
-    };
-    let learned: Vec<FunctionTool> =
-        servers.iter().flat_map(|s| s.source.tools().iter().cloned().collect::<Vec<_>>()).collect();
-    for tool in agent.all_tools().into_iter().chain(&learned) {
-        let (name, about) = (clean::line(tool.name()), clean::line(tool.description().trim()));
-        lines.push(format!("  {name} — {about}"));
-    }
-    running_calls(session, calls, lines).await
-}
-
-/// Every tool name the toolsets under `node` route, once each, in tree order.
-fn routed_tools(node: &ActorNode, names: &mut Vec<String>) {
-    for name in node.tools.iter().flatten() {
-        if !names.contains(name) {
-            names.push(name.clone());
-        }
-    }
-    for child in &node.children {
-        routed_tools(child, names);
-    }
-}
-
-/// `lines`, then the calls running now.
-async fn running_calls(session: &ChatSession, calls: &Calls, mut lines: Vec<String>) -> String {
-    match session.running_tool_calls().await {
-        Ok(running) if running.is_empty() => lines.push("no call running".into()),
-        Ok(running) => {
-            lines.push("running:".into());
-            for call in running {
-                let cancel = if call.cancellable { " (cancellable)" } else { "" };
-                let waits = if call.awaiting_approval { " (awaiting approval)" } else { "" };
-                let (short, id) = (calls.label(&call.call_id), clean::line(&call.call_id));
-                let (name, arguments) = (clean::line(&call.name), terminal::field(&call.arguments));
-                lines.push(format!("  {short} {name} {arguments}{cancel}{waits} ({id})"));
-            }
-        }
-        Err(e) => lines.push(format!("cannot list running calls: {e}")),
-    }
-    lines.join("\n")
-}
-
-/// One history item on one line, cleaned.
-fn history_line(item: &ChatItem) -> Option<String> {
-    Some(match item {
-        ChatItem::Message(m) => {
-            let cut = if m.interrupted { " [interrupted]" } else { "" };
-            let role = match m.role {
-                Role::User => "user",
-                Role::Assistant => "agent",
-                Role::System | Role::Developer => "system",
-            };
-            format!("{role}: {}{cut}", clean::line(&m.text))
-        }
-        ChatItem::FunctionCall(c) => {
-            let (id, name) = (clean::line(&c.call_id), clean::line(&c.name));
-            format!("call {id} {name}({})", clean::line(&c.arguments))
-        }
-        ChatItem::FunctionCallOutput(o) => {
-            format!("output {}: {}", clean::line(&o.call_id), clean::line(&o.output))
-        }
-        ChatItem::AgentHandoff(h) => format!("agent: {}", clean::line(&h.new_agent)),
-        _ => return None,
-    })
 }
 
 /// Cancels the calls running that can be cancelled.
