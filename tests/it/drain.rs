@@ -63,18 +63,20 @@ async fn a_handoff_aborts_a_blocking_call_at_its_drain_timeout() {
     h.close().await;
 }
 
+/// A blocking call that waits for a cancellation that never comes: it is not cancellable.
+fn forever() -> FunctionTool {
+    FunctionTool::new("forever", "Waits.", |ctx: RunContext, _a: NoArgs| async move {
+        ctx.cancelled().await;
+        Ok::<_, ToolError>("cancelled after all")
+    })
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_body_that_never_returns_cannot_hold_a_close_past_its_drain_timeout() {
-    // It waits for a cancellation that never comes: the tool is not cancellable.
-    let forever =
-        FunctionTool::new("forever", "Waits.", |ctx: RunContext, _a: NoArgs| async move {
-            ctx.cancelled().await;
-            Ok::<_, ToolError>("cancelled after all")
-        });
     let builder = Session::builder().drain_timeout(Some(ms(500)));
     let h = Harness::start_with(
         builder,
-        Agent::new("A", "inst").tool(forever),
+        Agent::new("A", "inst").tool(forever()),
         vec![call("c1", "forever", "{}")],
     )
     .await;
@@ -88,17 +90,12 @@ async fn a_body_that_never_returns_cannot_hold_a_close_past_its_drain_timeout() 
 
 #[tokio::test(start_paused = true)]
 async fn an_interrupted_reply_waiting_on_a_call_cannot_hold_a_close_past_its_drain_timeout() {
-    // The reply waits for a blocking call that waits for a cancellation that never comes; the
-    // user interrupts the reply at 320 ms; the close is still bounded by `drain_timeout`.
-    let forever =
-        FunctionTool::new("forever", "Waits.", |ctx: RunContext, _a: NoArgs| async move {
-            ctx.cancelled().await;
-            Ok::<_, ToolError>("cancelled after all")
-        });
+    // The user interrupts the reply waiting for the call at 320 ms: the close is still
+    // bounded by `drain_timeout`.
     let builder = Session::builder().drain_timeout(Some(ms(500)));
     let h = Harness::start_with(
         builder,
-        Agent::new("A", "inst").tool(forever),
+        Agent::new("A", "inst").tool(forever()),
         vec![call("c1", "forever", "{}")],
     )
     .await;

@@ -223,17 +223,19 @@ fn trim_oldest(request: LlmRequest, budget: usize) -> LlmRequest {
         items.iter().rposition(|i| i.as_message().is_some_and(|m| m.role == Role::User));
     let keep_units = [units.last().copied(), newest_user.map(|at| units[at])];
     let unit_count = units.iter().max().map_or(0, |u| u + 1);
+    let mut unit_cost = vec![0; unit_count];
+    for (unit, cost) in units.iter().zip(&cost) {
+        unit_cost[*unit] += cost;
+    }
     let mut dropped = vec![false; unit_count];
     for (unit, dropped) in dropped.iter_mut().enumerate() {
         if total <= budget {
             break;
         }
-        if keep_units.contains(&Some(unit)) {
-            continue;
+        if !keep_units.contains(&Some(unit)) {
+            *dropped = true;
+            total -= unit_cost[unit];
         }
-        *dropped = true;
-        total -=
-            units.iter().zip(&cost).filter(|(u, _)| **u == unit).map(|(_, c)| c).sum::<usize>();
     }
     let mut kept: Vec<Arc<ChatItem>> = items
         .iter()
