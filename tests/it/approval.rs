@@ -51,7 +51,7 @@ fn approval_events(events: &[colloquy::events::SessionEvent]) -> Vec<String> {
 }
 
 const WAITING: &str =
-    "`refund` is waiting for the user's approval; it has not run yet. Its result will follow.";
+    "`refund` needs approval before it runs; it has not run yet. Its result will follow.";
 
 async fn start_waiting(runs: &Arc<AtomicU32>, builder: SessionBuilder, last: &str) -> Harness {
     let tool = refund(Arc::clone(runs)).requires_approval();
@@ -117,7 +117,7 @@ async fn reject_ends_the_call_rejected_and_the_model_reads_the_reason() {
     let mut h = start_waiting(&runs, Session::builder(), "Understood, no refund.").await;
     h.session.reject("c1", "the customer changed their mind").await.unwrap();
     h.session.wait_for_quiet().await.unwrap();
-    let why = "The user rejected `refund`: the customer changed their mind";
+    let why = "`refund` was not approved: the customer changed their mind";
     assert_eq!(approval_events(h.events())[1..], [format!("20 E(c1_final,rejected,{why})")]);
     assert_eq!(runs.load(Ordering::SeqCst), 0, "a rejected body never runs");
     let hist = h.hist().await;
@@ -138,7 +138,7 @@ async fn an_unanswered_request_is_rejected_after_the_default_five_minutes() {
     assert!(h.session.running_tool_calls().await.unwrap()[0].awaiting_approval);
     tokio::time::sleep(ms(2_000)).await;
     h.session.wait_for_quiet().await.unwrap();
-    let why = "The user rejected `refund`: no answer within 300 s";
+    let why = "`refund` was not approved: no answer within 300 s";
     assert_eq!(approval_events(h.events())[1..], [format!("300010 E(c1_final,rejected,{why})")]);
     assert_eq!(runs.load(Ordering::SeqCst), 0);
     h.close().await;
@@ -240,7 +240,7 @@ async fn a_handoff_rejects_the_old_agent_s_waiting_calls_with_a_clear_reason() {
     let mut h = start_waiting(&runs, Session::builder(), "The refund was not approved.").await;
     h.session.update_agent(Agent::new("B", "billing")).await.unwrap();
     h.session.wait_for_quiet().await.unwrap();
-    let why = "The user rejected `refund`: the conversation moved to another agent before approval";
+    let why = "`refund` was not approved: the conversation moved to another agent before approval";
     let events = approval_events(h.events());
     assert!(
         events.iter().any(|e| e.ends_with(&format!("E(c1_final,rejected,{why})"))),
@@ -258,7 +258,7 @@ async fn closing_rejects_a_waiting_call_at_once() {
     let started = tokio::time::Instant::now();
     let events = h.close().await;
     assert!(started.elapsed() < ms(1_000), "no drain wait for a call nobody can approve");
-    let why = "The user rejected `refund`: the session closed before approval";
+    let why = "`refund` was not approved: the session closed before approval";
     let ends = approval_events(&events);
     assert!(ends.iter().any(|e| e.ends_with(&format!("E(c1_final,rejected,{why})"))), "{ends:#?}");
     assert_eq!(runs.load(Ordering::SeqCst), 0);
@@ -307,13 +307,67 @@ async fn a_cancellable_waiting_call_can_be_cancelled_and_never_runs() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_capped_tool_that_needs_approval_queues_behind_a_waiting_call() {
-    // One refund at a time: a call waiting for approval holds the place, the next one queues
-    // and asks only once it starts.
+async fn every_capped_call_is_asked_at_once_and_holds_a_place_only_while_it_runs() {
+    // One refund at a time, three in one step. Each is put to the approver at once
+    // (a waiting call holds no place), the reply goes on, and an approved call that finds the
+    // place taken waits for it, answered already.
     let runs = Arc::new(AtomicU32::new(0));
     let tool = refund(Arc::clone(&runs)).requires_approval().max_concurrent(1);
     let mut h = Harness::start(
         Agent::new("A", "inst").tool(tool),
+        vec![
+            ScriptedResponse::calls([
+                ScriptedCall::new("c1", "refund", r#"{"order_id":"A1"}"#),
+                ScriptedCall::new("c2", "refund", r#"{"order_id":"A2"}"#),
+                ScriptedCall::new("c3", "refund", r#"{"order_id":"A3"}"#),
+            ]),
+            text("All three wait."),
+        ],
+    )
+    .await;
+    h.session.user_turn("refund all three").await.unwrap();
+    tokio::time::sleep(ms(100)).await;
+    let asks =
+        |h: &mut Harness| approval_events(h.events()).iter().filter(|e| e.contains("ASK")).count();
+    assert_eq!(asks(&mut h), 3, "every call is asked at once");
+    let executed =
+        h.events().iter().any(|e| matches!(e.kind, EventKind::FunctionToolsExecuted { .. }));
+    assert!(executed, "no waiting call holds the reply");
+    // Approved at once, all three: one runs, the others wait for its place.
+    for id in ["c1", "c2", "c3"] {
+        h.session.approve(id).await.unwrap();
+    }
+    tokio::time::sleep(ms(100)).await;
+    let snap = h.session.inspect().await.unwrap();
+    let status = |id: &str| snap.tree.find(&format!("tool_call:{id}")).unwrap().status;
+    assert_eq!(
+        [status("c1"), status("c2"), status("c3")],
+        [NodeStatus::Running, NodeStatus::Queued, NodeStatus::Queued]
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    tokio::time::sleep(ms(2_000)).await;
+    assert_eq!(runs.load(Ordering::SeqCst), 3, "each ran once, one after the other");
+    let ends: Vec<String> =
+        approval_events(h.events()).into_iter().filter(|e| e.contains(" E(")).collect();
+    assert_eq!(
+        ends,
+        [
+            "600 E(c1_final,done,refunded A1 (0))",
+            "1100 E(c2_final,done,refunded A2 (0))",
+            "1600 E(c3_final,done,refunded A3 (0))"
+        ]
+    );
+    h.close().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn approve_is_accepted_for_a_call_that_waits_for_its_place() {
+    // A call approved while another holds the place is queued; a second approve says it no
+    // longer waits for one, and a cancel reaches it.
+    let runs = Arc::new(AtomicU32::new(0));
+    let capped = refund(Arc::clone(&runs)).requires_approval().cancellable().max_concurrent(1);
+    let mut h = Harness::start(
+        Agent::new("A", "inst").tool(capped),
         vec![
             ScriptedResponse::calls([
                 ScriptedCall::new("c1", "refund", r#"{"order_id":"A1"}"#),
@@ -325,18 +379,14 @@ async fn a_capped_tool_that_needs_approval_queues_behind_a_waiting_call() {
     .await;
     h.session.user_turn("refund both").await.unwrap();
     tokio::time::sleep(ms(100)).await;
-    let snap = h.session.inspect().await.unwrap();
-    assert_eq!(snap.tree.find("tool_call:c1").unwrap().status, NodeStatus::AwaitingApproval);
-    assert_eq!(snap.tree.find("tool_call:c2").unwrap().status, NodeStatus::Queued);
-    let asks =
-        |h: &mut Harness| approval_events(h.events()).iter().filter(|e| e.contains("ASK")).count();
-    assert_eq!(asks(&mut h), 1, "the queued call has not asked yet");
     h.session.approve("c1").await.unwrap();
-    tokio::time::sleep(ms(1_000)).await;
-    assert_eq!(runs.load(Ordering::SeqCst), 1);
-    assert_eq!(asks(&mut h), 2, "the second asks once the first is done");
     h.session.approve("c2").await.unwrap();
-    tokio::time::sleep(ms(1_000)).await;
-    assert_eq!(runs.load(Ordering::SeqCst), 2);
+    assert_eq!(h.session.approve("c2").await, Err(ApprovalError::NotAwaiting("c2".into())));
+    h.session.cancel_tool_call("c2").await.unwrap();
+    tokio::time::sleep(ms(2_000)).await;
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "the cancelled call never ran");
+    let ends: Vec<String> =
+        approval_events(h.events()).into_iter().filter(|e| e.contains(" E(")).collect();
+    assert_eq!(ends, ["100 E(c2_final,cancelled,)", "600 E(c1_final,done,refunded A1 (0))"]);
     h.close().await;
 }

@@ -93,16 +93,28 @@ async fn c29_allow_runs_duplicates_concurrently() {
 
 #[tokio::test(start_paused = true)]
 async fn c30_reject_by_name_answers_with_the_running_call() {
+    // Not cancellable: the model is not told to cancel it (no cancel tool is offered).
     let tool = check_order(OnDuplicate::Reject, DuplicateScope::Name, false);
     let mut h = two_turns(tool, order_call("c2", "7")).await;
     let ctx = h.ctx("A").await;
-    let expected = r#"`check_order` is already running:\n{"call_id":"c1","name":"check_order","arguments":"{\"order_id\": \"5\"}"}\nTo stop it, call `lk_agents_cancel_task` with its call_id, but only if the user explicitly asks."#;
+    let expected = r#"`check_order` is already running:\n{"call_id":"c1","name":"check_order","arguments":"{\"order_id\": \"5\"}"}"#;
     let expected = expected.replace("\\n", "\n");
     assert_eq!(output_of(&ctx, "c2"), format!("out(#c2,{expected:?},ok,rr=T)"));
     assert_eq!(started(h.events()), ["c1"], "no lifecycle events for the rejected call");
     assert_eq!(refused(h.events()), ["REFUSED(c2,check_order,rejected,[c1])"]);
     h.session.wait_for_quiet().await.unwrap();
     assert!(h.ctx("A").await.iter().any(|i| i.starts_with("out(#c1_final")));
+    h.close().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cancellable_duplicate_tells_the_model_how_to_cancel_it() {
+    let tool = check_order(OnDuplicate::Reject, DuplicateScope::Name, true);
+    let h = two_turns(tool, order_call("c2", "7")).await;
+    let ctx = h.ctx("A").await;
+    let expected = r#"`check_order` is already running:\n{"call_id":"c1","name":"check_order","arguments":"{\"order_id\": \"5\"}"}\nTo stop it, call `lk_agents_cancel_task` with its call_id, but only if the user explicitly asks."#;
+    let expected = expected.replace("\\n", "\n");
+    assert_eq!(output_of(&ctx, "c2"), format!("out(#c2,{expected:?},ok,rr=T)"));
     h.close().await;
 }
 

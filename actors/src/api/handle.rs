@@ -354,8 +354,8 @@ impl SessionHandle {
     }
 
     /// Rejects a call waiting for approval: it ends `rejected`, its body never runs, and the
-    /// model reads ``The user rejected `NAME`: REASON`` (as a deferred reply). Fails as
-    /// [`approve`](Self::approve) does.
+    /// model reads the `approval_rejected` template (``` `NAME` was not approved: REASON ```)
+    /// as a deferred reply. Fails as [`approve`](Self::approve) does.
     pub async fn reject(
         &self,
         call_id: impl Into<String>,

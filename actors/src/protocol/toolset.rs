@@ -78,6 +78,12 @@ pub(crate) enum ToolsetMsg {
     Updated { call_id: String, from: ActorId, index: u32, update: PostedUpdate },
     /// An attempt of a call marked safe to retry failed; `attempt` runs after the backoff.
     Retrying { call_id: String, from: ActorId, attempt: u32, reason: String },
+    /// The before-call hook let a call that may wait go on (from its ToolCall `from`): ask
+    /// for approval if it `needs_approval` (showing the `rewritten` arguments, if any), else
+    /// find it a place.
+    Screened { call_id: String, from: ActorId, needs_approval: bool, rewritten: Option<String> },
+    /// Places under a cap may have freed: start the waiting calls that fit.
+    GrantPlaces,
     /// The timer of a call with a deadline or heartbeat fired (from its ToolCall `from`).
     Watch { call_id: String, from: ActorId },
     /// A ToolCall's body ended (a panic arrives here as an internal error).

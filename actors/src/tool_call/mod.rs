@@ -49,9 +49,11 @@ pub(crate) struct ToolCallArgs {
     pub toolset: ActorRef<ToolsetMsg>,
     /// The call's `tracing` span; the body runs in it.
     pub span: tracing::Span,
-    /// For a call waiting for approval: the body starts once its Toolset sends on it, and
-    /// never if the sender is dropped (the call was rejected or ended otherwise).
-    pub approval: Option<tokio::sync::oneshot::Receiver<()>>,
+    /// For a call that may wait (for approval, for a place under a cap): the body starts once
+    /// its Toolset sends on it, and never if the sender is dropped (the call ended otherwise).
+    pub gate: Option<tokio::sync::oneshot::Receiver<()>>,
+    /// A remembered result the call is answered with once the hook lets it run.
+    pub recalled: Option<ToolOutput>,
 }
 
 pub(crate) struct ToolCallState {
@@ -104,6 +106,14 @@ impl Reporter {
         *updates += 1;
         let (call_id, from) = (self.call_id.clone(), self.from);
         let _ = self.toolset.cast(ToolsetMsg::Updated { call_id, from, index, update });
+    }
+
+    /// The hook let the call go on: the Toolset asks for approval (`needs_approval`, showing
+    /// `rewritten` arguments if the hook changed them) or a place, then opens the gate.
+    fn screened(&self, needs_approval: bool, rewritten: Option<String>) {
+        let (call_id, from) = (self.call_id.clone(), self.from);
+        let msg = ToolsetMsg::Screened { call_id, from, needs_approval, rewritten };
+        let _ = self.toolset.cast(msg);
     }
 
     /// An attempt failed and `attempt` runs after the backoff.
@@ -189,50 +199,104 @@ async fn attempt(
     }
 }
 
-/// A call with a `before_tool_call` hook or a retry policy
-/// (docs/decisions.md#retries-and-hook): the hook, then the body's attempts with their
-/// backoffs, all in the call's task.
+/// A call with a `before_tool_call` hook, a gate or a retry policy
+/// (docs/decisions.md#retries-and-hook, #tool-control-order): the hook, then the wait at the
+/// gate (approval, a place under a cap), then the body's attempts with their backoffs, all in
+/// the call's task.
 struct Run {
     ctx: RunContext,
     agent_id: String,
+    session_id: Arc<str>,
     reporter: Arc<Reporter>,
     /// Fired when the call is cancelled or timed out: a backoff then ends at once.
     cancel: CancellationToken,
 }
 
+/// What a call does before its body: the hook's decision, or the gate's opening.
+struct Before {
+    hook: Option<BeforeToolCall>,
+    gate: Option<tokio::sync::oneshot::Receiver<()>>,
+    recalled: Option<ToolOutput>,
+}
+
 impl Run {
+    /// `None` when the gate was dropped: the Toolset has ended the call already.
     async fn supervised(
         self,
         tool: FunctionTool,
         arguments: Map<String, Value>,
-        hook: Option<BeforeToolCall>,
-    ) -> Outcome {
+        before: Before,
+    ) -> Option<Outcome> {
         // Validated once: the hook sees what the body would get, and a bad call is never
         // retried.
-        let mut arguments = tool.validate(arguments)?;
-        if let Some(hook) = hook {
-            let pending = PendingToolCall::new(
-                self.ctx.call_id(),
-                tool.name(),
-                arguments.clone(),
-                self.agent_id.clone(),
-            );
-            let decision = match AssertUnwindSafe(hook(pending)).catch_unwind().await {
-                Ok(decision) => decision?,
-                Err(payload) => {
-                    let why = format!("before_tool_call panicked: {}", panic_text(&*payload));
-                    return Err(ToolError::internal(why));
-                }
+        let mut arguments = match tool.validate(arguments) {
+            Ok(arguments) => arguments,
+            Err(e) => return Some(Err(e)),
+        };
+        if let Some(hook) = before.hook {
+            let recalled = before.recalled.is_some();
+            let rewritten = match self.screen(&tool, &arguments, hook, recalled).await {
+                Ok(rewritten) => rewritten,
+                Err(outcome) => return Some(outcome),
             };
-            match decision {
-                BeforeCall::Run => {}
-                BeforeCall::Rewrite(rewritten) => arguments = tool.validate(rewritten)?,
-                BeforeCall::Skip(output) => return output.into_tool_output(),
-                BeforeCall::Reject(reason) => {
-                    return Err(ToolError::new(text::tool_rejected_by_host(tool.name(), &reason)));
-                }
+            if let Some(output) = before.recalled {
+                return Some(Ok(output));
+            }
+            // An approver is shown the arguments that will run.
+            let shown = rewritten.as_ref().map(|a| Value::Object(a.clone()).to_string());
+            if let Some(rewritten) = rewritten {
+                arguments = rewritten;
+            }
+            if before.gate.is_some() {
+                // The Toolset waits for the hook before it asks for approval (decision 70).
+                self.reporter.screened(tool.needs_approval(&arguments), shown);
             }
         }
+        if let Some(gate) = before.gate
+            && gate.await.is_err()
+        {
+            return None;
+        }
+        Some(self.attempts(tool, arguments).await)
+    }
+
+    /// Asks the hook: `Ok` with the arguments it rewrote, if any; `Err` with the call's outcome
+    /// when the body must not run.
+    async fn screen(
+        &self,
+        tool: &FunctionTool,
+        arguments: &Map<String, Value>,
+        hook: BeforeToolCall,
+        remembered: bool,
+    ) -> Result<Option<Map<String, Value>>, Outcome> {
+        let mut pending = PendingToolCall::new(
+            self.ctx.call_id(),
+            tool.name(),
+            arguments.clone(),
+            self.agent_id.clone(),
+        );
+        pending.session_id = self.session_id.to_string();
+        pending.needs_approval = !remembered && tool.needs_approval(arguments);
+        pending.remembered = remembered;
+        let decision = match AssertUnwindSafe(hook(pending)).catch_unwind().await {
+            Ok(decision) => decision.map_err(Err)?,
+            Err(payload) => {
+                let why = format!("before_tool_call panicked: {}", panic_text(&*payload));
+                return Err(Err(ToolError::internal(why)));
+            }
+        };
+        match decision {
+            BeforeCall::Run => Ok(None),
+            BeforeCall::Rewrite(rewritten) => tool.validate(rewritten).map(Some).map_err(Err),
+            BeforeCall::Skip(output) => Err(output.into_tool_output()),
+            BeforeCall::Reject(reason) => {
+                Err(Err(ToolError::new(text::tool_rejected_by_host(tool.name(), &reason))))
+            }
+        }
+    }
+
+    /// The body's attempts, with the tool's retry policy if it has one.
+    async fn attempts(self, tool: FunctionTool, arguments: Map<String, Value>) -> Outcome {
         let Some(policy) = tool.retry_policy() else {
             return attempt(&tool, self.ctx, arguments).await.unwrap_or_else(|e| e);
         };
@@ -310,6 +374,7 @@ impl Actor for ToolCallActor {
         });
         // The host's data and hook, from what the session shares (no copy per call).
         let plugins = &args.session.plugins;
+        let session_id = Arc::clone(&args.session.id);
         let (userdata, before_call) = (plugins.userdata.clone(), plugins.before_call.clone());
         let hooks = Arc::new(Hooks {
             reporter: Arc::clone(&reporter),
@@ -321,26 +386,31 @@ impl Actor for ToolCallActor {
         });
         let agent_id = args.agent_id.clone();
         let ctx = RunContext::with_hooks(args.call, args.speech_id, args.agent_id, userdata, hooks);
-        let (tool, arguments, approval) = (args.tool, args.arguments, args.approval);
-        let run =
-            Run { ctx, agent_id, reporter: Arc::clone(&reporter), cancel: state.cancel.clone() };
-        let body = if before_call.is_none() && tool.retry_policy().is_none() {
+        let (tool, arguments) = (args.tool, args.arguments);
+        let before = Before { hook: before_call, gate: args.gate, recalled: args.recalled };
+        let run = Run {
+            ctx,
+            agent_id,
+            session_id,
+            reporter: Arc::clone(&reporter),
+            cancel: state.cancel.clone(),
+        };
+        let plain = before.hook.is_none() && before.gate.is_none() && before.recalled.is_none();
+        let body = if plain && tool.retry_policy().is_none() {
             // The common path: one attempt, nothing validated twice.
             let ctx = run.ctx;
-            Box::pin(async move { attempt(&tool, ctx, arguments).await.unwrap_or_else(|e| e) })
-                as std::pin::Pin<Box<dyn Future<Output = _> + Send>>
+            Box::pin(
+                async move { Some(attempt(&tool, ctx, arguments).await.unwrap_or_else(|e| e)) },
+            ) as std::pin::Pin<Box<dyn Future<Output = _> + Send>>
         } else {
-            Box::pin(run.supervised(tool, arguments, before_call))
+            Box::pin(run.supervised(tool, arguments, before))
         };
         let body = tracing::Instrument::instrument(body, args.span);
         state._task = Some(OwnedTask::spawn(async move {
-            if let Some(approval) = approval
-                && approval.await.is_err()
-            {
-                return; // never approved: the Toolset has ended the call already
+            // `None`: the gate was dropped, and the Toolset has ended the call already.
+            if let Some(result) = body.await {
+                reporter.finished(&myself, result);
             }
-            let result = body.await;
-            reporter.finished(&myself, result);
         }));
         Ok(())
     }

@@ -6,14 +6,15 @@
 use colloquy_core::duplicate::{
     RunningDuplicate, Verdict, decide, running_call_json, take_confirmation,
 };
-use colloquy_core::templates::Placeholders;
+use colloquy_core::templates::{Placeholders, defaults};
 use colloquy_core::{
-    EventKind, FunctionCall, FunctionTool, OnDuplicate, RefusalReason, ToolCallStatus, text,
+    EventKind, FunctionCall, FunctionTool, OnDuplicate, RefusalReason, ToolCallStatus, ToolOutput,
+    text,
 };
 use ractor::{Actor, ActorRef, RpcReplyPort};
 use serde_json::{Map, Value};
 
-use super::{RunningCall, ToolsetState};
+use super::{RunningCall, Stage, ToolsetState};
 use crate::protocol::{CallOutcome, ChildMsg, ExecuteCall, ToolsetMsg};
 use crate::support::catalog::Scope;
 use crate::tool_call::{ToolCallActor, ToolCallArgs};
@@ -23,6 +24,8 @@ pub(super) struct Admitted {
     pub exec: ExecuteCall,
     pub keys: CallKeys,
     pub reply: RpcReplyPort<CallOutcome>,
+    /// The remembered result it gets once the before-call hook lets it go on.
+    pub recalled: Option<ToolOutput>,
 }
 
 /// What admission derived from a call's arguments, to find its equals.
@@ -57,7 +60,7 @@ impl ToolsetState {
                     .remembers_for()
                     .map(|window| (exec.tool.result_key(&exec.arguments), window));
                 let keys = CallKeys { duplicate: key, memo };
-                self.recall(myself, Admitted { exec, keys, reply })
+                self.recall(myself, Admitted { exec, keys, reply, recalled: None })
             }
             // Not registered: no lifecycle events (§6 step 2).
             Err(answer) => {
@@ -103,34 +106,28 @@ impl ToolsetState {
             _ => false,
         };
         let key = tool.duplicate_key(arguments);
-        // Queued calls have started: they are duplicates as running ones are.
+        // Waiting calls (for approval, for a place) have started: they are running here.
         let running: Vec<RunningDuplicate> = match &key {
             Some(key) => self
                 .running
                 .iter()
                 .filter(|(_, call)| call.keys.duplicate.as_ref() == Some(key))
                 .map(|(id, call)| RunningDuplicate { call_id: id, cancellable: call.cancellable })
-                .chain(
-                    self.queued
-                        .iter()
-                        .filter(|q| q.admitted.keys.duplicate.as_ref() == Some(key))
-                        .map(|q| RunningDuplicate {
-                            call_id: &q.call().call_id,
-                            cancellable: q.cancellable,
-                        }),
-                )
                 .collect(),
             None => Vec::new(),
         };
+        let cancellable = running.iter().any(|r| r.cancellable);
         let duplicates = ids(&running);
         let (answer, reason) = match decide(tool.name(), policy, confirmed, &running) {
             Verdict::Run => return Ok(key),
-            Verdict::Reject => {
-                (self.duplicate_text(tool, &duplicates, false), RefusalReason::Rejected)
-            }
-            Verdict::AskToConfirm => {
-                (self.duplicate_text(tool, &duplicates, true), RefusalReason::ConfirmationNeeded)
-            }
+            Verdict::Reject => (
+                self.duplicate_text(tool, &duplicates, false, cancellable),
+                RefusalReason::Rejected,
+            ),
+            Verdict::AskToConfirm => (
+                self.duplicate_text(tool, &duplicates, true, cancellable),
+                RefusalReason::ConfirmationNeeded,
+            ),
             Verdict::CannotReplace(text) => (self.error_outcome(&text), RefusalReason::NotReplaced),
             Verdict::Replace(to_cancel) => {
                 let failures: Vec<String> = to_cancel
@@ -170,29 +167,28 @@ impl ToolsetState {
         let _ = self.args.session.actor.cast(registered.into());
     }
 
-    /// Registers an admitted call with the Session (unless it was queued, and so registered
-    /// at admission, `queued_at`) and spawns its ToolCall actor.
-    pub(super) async fn start(
-        &mut self,
-        myself: ActorRef<ToolsetMsg>,
-        admitted: Admitted,
-        queued_at: Option<tokio::time::Instant>,
-    ) {
-        let Admitted { exec, keys, reply } = admitted;
+    /// Registers an admitted call with the Session and spawns its ToolCall. A call that may
+    /// wait (for approval, for a place under a cap) gets its body behind a gate; without a
+    /// before-call hook it is screened at once, with one when the hook is done
+    /// (docs/decisions.md#tool-control-order).
+    pub(super) async fn start(&mut self, myself: ActorRef<ToolsetMsg>, admitted: Admitted) {
+        let Admitted { exec, keys, reply, recalled } = admitted;
         let tool = exec.tool;
         let session = &self.args.session;
         let cancellable = tool.flags().cancellable;
-        if queued_at.is_none() {
-            self.register(&myself, &exec.call, cancellable);
-        }
+        self.register(&myself, &exec.call, cancellable);
         let call_id = exec.call.call_id.clone();
         let limits = tool.limits();
-        let caps = tool.concurrency_limits();
-        // A call that needs approval gets its ToolCall now, its body held behind the gate.
-        let (gate, approval) = match tool.needs_approval(&exec.arguments) {
+        let cached = recalled.is_some();
+        // A remembered result does not run: it takes no place and asks nobody.
+        let caps = if cached { Vec::new() } else { tool.concurrency_limits() };
+        let may_wait = !cached && (tool.may_need_approval() || !caps.is_empty());
+        let hooked = session.plugins.before_call.is_some();
+        let needs_approval = may_wait && !hooked && tool.needs_approval(&exec.arguments);
+        let (gate, gated) = match may_wait {
             true => {
-                let (gate, approval) = tokio::sync::oneshot::channel();
-                (Some(gate), Some(approval))
+                let (gate, gated) = tokio::sync::oneshot::channel();
+                (Some(gate), Some(gated))
             }
             false => (None, None),
         };
@@ -208,7 +204,8 @@ impl ToolsetState {
             update_template: self.args.templates.update.clone(),
             toolset: myself.clone(),
             span: exec.span,
-            approval,
+            gate: gated,
+            recalled,
         };
         // Boxed: the spawn future is large, and inlined it would size every toolset's actor
         // task (one future per actor) for it. Linked by hand once started: a relink sends no
@@ -227,21 +224,25 @@ impl ToolsetState {
                     reply: Some(reply),
                     call: exec.call,
                     updates: 0,
-                    // A queued call's deadline counts from its admission.
-                    started: queued_at.unwrap_or(now),
+                    started: now,
                     watch: super::watch::Watch::none(now),
-                    approval: None,
+                    // A call that may wait holds no place until it is let through.
+                    stage: if may_wait { Stage::Screening } else { Stage::Running },
+                    gate,
                     update_offset: 0,
                     limits: caps,
+                    cached,
                 });
                 self.running.insert(call_id.clone(), call);
-                match gate {
-                    Some(gate) => self.await_approval(&myself, &call_id, gate, limits),
-                    None => self.watch(&myself, &call_id, limits),
+                if !cached {
+                    self.watch(&myself, &call_id, limits);
+                }
+                if may_wait && !hooked {
+                    self.screened(&myself, &call_id, needs_approval, None);
                 }
             }
             Err(e) => {
-                session.emit(EventKind::ToolCallEnded {
+                self.args.session.emit(EventKind::ToolCallEnded {
                     id: call_id.clone(),
                     call_id,
                     status: ToolCallStatus::Error,
@@ -255,18 +256,18 @@ impl ToolsetState {
 
     /// The reject or confirm answer (a normal, non-error output): the running duplicates as
     /// one compact JSON object per line (decision 18).
+    /// `{cancel_hint}` tells the model how to cancel only when a duplicate can be
+    /// (`lk_agents_cancel_task` is offered only then, decision 69).
     pub(super) fn duplicate_text(
         &self,
         tool: &FunctionTool,
         duplicates: &[String],
         confirm: bool,
+        cancellable: bool,
     ) -> CallOutcome {
         let calls: Vec<Value> = duplicates
             .iter()
-            .filter_map(|id| {
-                let queued = || self.queued_index(id).map(|i| self.queued[i].call());
-                self.running.get(id).map(|c| &c.call).or_else(queued)
-            })
+            .filter_map(|id| self.running.get(id).map(|c| &c.call))
             .map(|c| running_call_json(&c.call_id, &c.name, &c.arguments))
             .collect();
         let text = calls.iter().map(Value::to_string).collect::<Vec<_>>().join("\n");
@@ -274,6 +275,13 @@ impl ToolsetState {
         values.insert("function_name", tool.name().to_string());
         values.insert("fnc_calls_json", Value::Array(calls).to_string());
         values.insert("fnc_calls_text", text);
+        let hint = match (confirm, cancellable) {
+            (false, true) => defaults::REJECT_CANCEL_HINT,
+            (false, false) => "",
+            (true, true) => defaults::CONFIRM_CANCEL_HINT,
+            (true, false) => defaults::CONFIRM_ONLY_HINT,
+        };
+        values.insert("cancel_hint", hint.to_string());
         let template = if confirm {
             &self.args.templates.duplicate_confirm
         } else {

@@ -70,15 +70,32 @@ struct RunningCall {
     call: FunctionCall,
     updates: u32,
     started: tokio::time::Instant,
-    /// Its deadline and heartbeat, if any (armed once the body may run).
+    /// Its deadline and heartbeat, if any.
     watch: watch::Watch,
-    /// Set while the call waits for the host's approval.
-    approval: Option<approval::Waiting>,
-    /// Added to the body's update numbers: 1 when the approval request already answered
-    /// dispatch provisionally (it took the place of the first update).
+    /// Where the call is on its way to its body (docs/decisions.md#tool-control-order).
+    stage: Stage,
+    /// Opens the body's gate, for a call that may wait (for approval, for a place).
+    gate: Option<tokio::sync::oneshot::Sender<()>>,
+    /// Added to the body's update numbers: 1 when dispatch was answered provisionally while
+    /// the call waited (the wait took the place of the first update).
     update_offset: u32,
-    /// The concurrency caps it counts against.
+    /// The concurrency caps it counts against while its body may run.
     limits: Vec<ConcurrencyLimit>,
+    /// Answered from memory once the hook let it go on: it ends `cached` and is not
+    /// remembered again.
+    cached: bool,
+}
+
+/// Where a started call is before it ends (decision 70): hook, approval, a place, its body.
+enum Stage {
+    /// The before-call hook decides (its ToolCall says when with `Screened`).
+    Screening,
+    /// Waits for the host's approval.
+    AwaitingApproval { _timer: approval::Waiting },
+    /// Waits for a place under its caps, in `places`.
+    Queued,
+    /// Its body may run: it holds its places.
+    Running,
 }
 
 pub(crate) struct ToolsetState {
@@ -96,8 +113,11 @@ pub(crate) struct ToolsetState {
     graceful: bool,
     /// A drain ran out of time: new calls are refused (decision 7).
     expired: bool,
-    /// Calls waiting for a place under a concurrency cap, in arrival order.
-    queued: VecDeque<Box<queue::QueuedCall>>,
+    /// Calls waiting for a place under a concurrency cap, oldest first (their ids; a call
+    /// that ended meanwhile is dropped when met).
+    places: VecDeque<String>,
+    /// A `GrantPlaces` is in this mailbox.
+    grant_pending: bool,
     /// Idempotent tools' `done` results by result key.
     remembered: BTreeMap<String, queue::Remembered>,
     lifecycle: LifecycleGuard,
@@ -108,7 +128,7 @@ impl Drop for ToolsetState {
     /// no `post_stop`, and its ToolCalls die with it; each call still running ends `error`
     /// here, exactly once, its `_final` pair delivered if it had updated.
     fn drop(&mut self) {
-        if self.graceful || (self.running.is_empty() && self.queued.is_empty()) {
+        if self.graceful || self.running.is_empty() {
             return;
         }
         let why = match (self.lifecycle.failed_in_handler(), self.args.scope) {
@@ -120,7 +140,6 @@ impl Drop for ToolsetState {
         for call_id in calls {
             self.finish(&call_id, Err(ToolError::internal(why)));
         }
-        self.end_all_queued(why);
     }
 }
 
@@ -143,7 +162,8 @@ impl Actor for ToolsetActor {
             stopping: BTreeMap::new(),
             graceful: false,
             expired: false,
-            queued: VecDeque::new(),
+            places: VecDeque::new(),
+            grant_pending: false,
             remembered: BTreeMap::new(),
             lifecycle,
         })
@@ -166,8 +186,6 @@ impl Actor for ToolsetActor {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         state.graceful = true;
-        // Stopped with calls still waiting (never, short of a failure above): each ends once.
-        state.end_all_queued("toolset stopped");
         // Calls still winding down (a cooperative grace period) stop gracefully, not killed.
         myself.stop_children_and_wait(Some("toolset stopped".into()), None).await;
         // Only its parent stops a toolset: its Activity (handoff, close) or the Session (close).
@@ -183,26 +201,22 @@ impl Actor for ToolsetActor {
     ) -> Result<(), ActorProcessingErr> {
         // Still set if this handler panics: the drop guard then knows the toolset itself failed.
         state.lifecycle.busy(true);
+        // Granting places frees none: it offers no more.
+        let may_free = !matches!(message, ToolsetMsg::GrantPlaces);
         match message {
             ToolsetMsg::Execute(call, reply) => 'execute: {
                 // A `let`, not an `if let`: the handler's future then holds no `Admitted`.
                 let Some(admitted) = state.admit(&myself, *call, reply) else { break 'execute };
-                let caps = admitted.exec.tool.concurrency_limits();
-                if state.must_wait(&caps) {
-                    state.enqueue(&myself, admitted, caps);
-                } else {
-                    // Boxed: its future holds a call's whole start, and inline it would size
-                    // every message's future (docs/decisions.md#boxed-futures).
-                    Box::pin(state.start(myself.clone(), admitted, None)).await;
-                }
+                // Boxed: its future holds a call's whole start, and inline it would size
+                // every message's future (docs/decisions.md#boxed-futures).
+                Box::pin(state.start(myself.clone(), admitted)).await;
             }
             ToolsetMsg::SetMocks(mocks) => state.mocks = mocks,
             ToolsetMsg::SetOwner { agent_id } => state.args.agent_id = agent_id,
             ToolsetMsg::Abort { call_id } => state.abort(&call_id),
             ToolsetMsg::Expire => {
                 state.expired = true;
-                let queued = state.queued.iter().map(|q| q.call().call_id.clone());
-                let calls: Vec<String> = state.running.keys().cloned().chain(queued).collect();
+                let calls: Vec<String> = state.running.keys().cloned().collect();
                 for call_id in calls {
                     state.abort(&call_id);
                 }
@@ -222,6 +236,15 @@ impl Actor for ToolsetActor {
                 if state.runs(&call_id, from) {
                     state.retrying(&call_id, attempt, reason);
                 }
+            }
+            ToolsetMsg::Screened { call_id, from, needs_approval, rewritten } => {
+                if state.runs(&call_id, from) {
+                    state.screened(&myself, &call_id, needs_approval, rewritten);
+                }
+            }
+            ToolsetMsg::GrantPlaces => {
+                state.grant_pending = false;
+                state.grant_places(&myself);
             }
             ToolsetMsg::Watch { call_id, from } => state.check_watch(&myself, &call_id, from),
             ToolsetMsg::Approve { call_id, reply } => {
@@ -250,11 +273,9 @@ impl Actor for ToolsetActor {
                 let _ = reply.send(state.inspect(&myself));
             }
         }
-        // A call that ended may have freed a place for queued ones. Boxed: only capped
-        // toolsets queue, and inlined it would double every message's future
-        // (docs/decisions.md#boxed-futures).
-        if !state.queued.is_empty() {
-            Box::pin(state.start_queued(&myself)).await;
+        // A call that ended may have freed a place for waiting ones.
+        if may_free {
+            state.offer_places(&myself);
         }
         state.lifecycle.busy(false);
         Ok(())
@@ -295,9 +316,7 @@ impl Actor for ToolsetActor {
                 ToolError::internal(format!("tool call actor ended before its call: {why}"));
             state.finish(&call_id, Err(error));
         }
-        if !state.queued.is_empty() {
-            Box::pin(state.start_queued(&myself)).await;
-        }
+        state.offer_places(&myself);
         Ok(())
     }
 }
@@ -319,14 +338,10 @@ impl ToolsetState {
     /// empty output that asks for no reply. The ToolCall winds down on its own (grace period
     /// for a cooperative body), so this mailbox never waits.
     fn cancel(&mut self, call_id: &str, drain: bool) -> Result<(), CancelError> {
-        let queued = || self.queued_index(call_id).map(|i| &self.queued[i]);
-        let (cancellable, speech) = match self.running.get(call_id) {
-            Some(call) => (call.cancellable, &call.speech),
-            None => match queued() {
-                Some(q) => (q.cancellable, &q.admitted.exec.speech),
-                None => return Err(CancelError::NotFound(call_id.to_string())),
-            },
+        let Some(call) = self.running.get(call_id) else {
+            return Err(CancelError::NotFound(call_id.to_string()));
         };
+        let (cancellable, speech) = (call.cancellable, &call.speech);
         if !cancellable {
             return Err(CancelError::NotCancellable(call_id.to_string()));
         }
@@ -353,10 +368,6 @@ impl ToolsetState {
         message: Option<String>,
         grace: Duration,
     ) {
-        // A queued call ends the same way, with no body to wind down.
-        if self.end_queued(call_id, status, message.clone(), self.silent_outcome()) {
-            return;
-        }
         let Some(mut call) = self.running.remove(call_id) else { return };
         let id = if call.updates > 0 { format!("{call_id}_final") } else { call_id.to_string() };
         self.args.session.emit(EventKind::ToolCallEnded {
@@ -383,15 +394,6 @@ impl ToolsetState {
             finished_at: self.args.session.clock.now(),
             provisional: false,
             handoff: None,
-        }
-    }
-
-    /// Ends every queued call `error` (the toolset goes away without them having run).
-    fn end_all_queued(&mut self, why: &str) {
-        let calls: Vec<String> = self.queued.iter().map(|q| q.call().call_id.clone()).collect();
-        for call_id in calls {
-            let outcome = self.error_outcome(text::INTERNAL_ERROR);
-            self.end_queued(&call_id, ToolCallStatus::Error, Some(why.to_string()), outcome);
         }
     }
 
@@ -524,7 +526,9 @@ impl ToolsetState {
             Err(e) => (ToolCallStatus::Error, Some(e.message().to_string())),
         };
         let status = status.unwrap_or(implied);
+        let cached = call.cached && status == ToolCallStatus::Done;
         if status == ToolCallStatus::Done
+            && !call.cached
             && let (Some((key, window)), Ok(out)) = (&call.keys.memo, &result)
             && out.handoff.is_none()
         {
@@ -539,7 +543,7 @@ impl ToolsetState {
             call_id: call_id.to_string(),
             status,
             message,
-            cached: false,
+            cached,
         };
         if background {
             // §6.2, after the first update: a value or an error becomes the `_final` pair;
@@ -591,8 +595,12 @@ impl ToolsetState {
         });
         node.tools = Some(self.args.catalog.routed_to(&self.args.id));
         let calls = self.running.iter().map(|c| {
-            let waiting = c.1.approval.is_some();
-            (c, if waiting { NodeStatus::AwaitingApproval } else { NodeStatus::Running })
+            let status = match c.1.stage {
+                Stage::AwaitingApproval { .. } => NodeStatus::AwaitingApproval,
+                Stage::Queued => NodeStatus::Queued,
+                Stage::Screening | Stage::Running => NodeStatus::Running,
+            };
+            (c, status)
         });
         let stopping = self.stopping.iter().map(|c| (c, NodeStatus::Stopping));
         for ((call_id, call), status) in calls.chain(stopping) {
@@ -604,20 +612,6 @@ impl ToolsetState {
             child.elapsed_ms = Some(call.started.elapsed().as_millis() as u64);
             child.updates = Some(call.updates);
             child.cancellable = Some(call.cancellable);
-            node.children.push(child);
-        }
-        for queued in &self.queued {
-            // Not spawned yet: the node carries its toolset's actor id.
-            let call = queued.call();
-            let id = format!("tool_call:{}", call.call_id);
-            let cell = myself.get_cell();
-            let mut child = ActorNode::new(ActorKind::ToolCall, id, NodeStatus::Queued, &cell);
-            child.call_id = Some(call.call_id.clone());
-            child.name = Some(call.name.clone());
-            child.arguments = Some(call.arguments.clone());
-            child.elapsed_ms = Some(queued.at.elapsed().as_millis() as u64);
-            child.updates = Some(0);
-            child.cancellable = Some(queued.cancellable);
             node.children.push(child);
         }
         node

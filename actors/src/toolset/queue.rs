@@ -1,41 +1,22 @@
-//! Concurrency caps and remembered results (docs/decisions.md#concurrency-limits). A call over
-//! one of its caps (`max_concurrent` on its tool or a toolset) waits here in arrival order: it
-//! has started (`tool_call_started`), so the Session counts it as running for cancels, drains
-//! and handoffs, but its ToolCall is not spawned until a place frees. Its deadline counts from
-//! admission. An `idempotent` tool's results that ended `done` are remembered by duplicate key
-//! for their window; a later call with the same key gets one without running. Tools with
-//! neither cost an empty `Vec` per call.
+//! Concurrency caps and remembered results (docs/decisions.md#concurrency-limits,
+//! #tool-control-order). A call holds a place under its caps (`max_concurrent` on its tool or
+//! a toolset) only while its body may run: one that waits for the hook or for approval holds
+//! none. One that finds its caps full waits here in the order it got there: it has started
+//! (`tool_call_started`, its ToolCall spawned with its body behind the gate), so cancels,
+//! drains and handoffs reach it as any running call, and dispatch is answered provisionally so
+//! it holds no reply. An `idempotent` tool's results that ended `done` are remembered by
+//! duplicate key for their window; a later call with the same key gets one without running.
+//! Tools with neither cost an empty `Vec` per call.
 
 use std::time::Duration;
 
-use colloquy_core::{ConcurrencyLimit, EventKind, FunctionCall, ToolCallStatus, text};
+use colloquy_core::{ConcurrencyLimit, EventKind, Template, ToolCallStatus, ToolOutput, text};
 use ractor::ActorRef;
 use tokio::time::Instant;
 
-use super::ToolsetState;
 use super::execute::Admitted;
-use crate::protocol::{CallOutcome, ToolsetMsg};
-use crate::support::task::OwnedTask;
-
-/// A call waiting for a place under its caps.
-pub(super) struct QueuedCall {
-    pub admitted: Admitted,
-    /// Its caps (never empty).
-    pub limits: Vec<ConcurrencyLimit>,
-    pub cancellable: bool,
-    /// Admission: its deadline and its elapsed time count from here.
-    pub at: Instant,
-    /// Its deadline, if it has one (the timer below fires then).
-    pub deadline: Option<Duration>,
-    _timer: Option<OwnedTask>,
-}
-
-impl QueuedCall {
-    /// The call's item.
-    pub(super) fn call(&self) -> &FunctionCall {
-        &self.admitted.exec.call
-    }
-}
+use super::{Stage, ToolsetState};
+use crate::protocol::{CallOutcome, ToolsetMsg, mark_non_blocking};
 
 /// A result an idempotent tool's call ended `done` with.
 pub(super) struct Remembered {
@@ -58,107 +39,103 @@ impl Remembered {
 }
 
 impl ToolsetState {
-    /// Whether a call under `limits` must wait: some cap already has as many calls running.
-    /// Calls that ended but whose body still winds down (`stopping`) no longer count.
+    /// Whether a call under `limits` must wait: some cap already has as many calls whose body
+    /// may run. Calls that ended but whose body still winds down (`stopping`) no longer count.
     pub(super) fn must_wait(&self, limits: &[ConcurrencyLimit]) -> bool {
         limits.iter().any(|limit| {
             let running = self
                 .running
                 .values()
+                .filter(|call| matches!(call.stage, Stage::Running))
                 .filter(|call| call.limits.iter().any(|l| l.group == limit.group))
                 .count();
             running >= limit.max
         })
     }
 
-    /// Puts an admitted call in the queue: it starts now (registered with the Session), and
-    /// its deadline timer runs while it waits.
-    pub(super) fn enqueue(
-        &mut self,
-        myself: &ActorRef<ToolsetMsg>,
-        admitted: Admitted,
-        limits: Vec<ConcurrencyLimit>,
-    ) {
-        let cancellable = admitted.exec.tool.flags().cancellable;
-        self.register(myself, &admitted.exec.call, cancellable);
-        let at = Instant::now();
-        let deadline =
-            admitted.exec.tool.limits().or(self.args.session.options.call_limits()).deadline;
-        let timer = deadline.and_then(|d| at.checked_add(d)).map(|due| {
-            let (toolset, call_id) = (myself.clone(), admitted.exec.call.call_id.clone());
-            // `from` is the toolset itself: the call has no ToolCall actor yet.
-            let from = myself.get_id();
-            OwnedTask::spawn(async move {
-                tokio::time::sleep_until(due).await;
-                let _ = toolset.cast(ToolsetMsg::Watch { call_id, from });
-            })
-        });
-        let queued = QueuedCall { admitted, limits, cancellable, at, deadline, _timer: timer };
-        self.queued.push_back(Box::new(queued));
-    }
-
-    /// Starts every queued call that now fits under its caps, in arrival order; a call held
-    /// back by a full cap does not hold back a later call that cap does not cover.
-    pub(super) async fn start_queued(&mut self, myself: &ActorRef<ToolsetMsg>) {
-        let mut i = 0;
-        while i < self.queued.len() {
-            if self.must_wait(&self.queued[i].limits) {
-                i += 1;
-                continue;
-            }
-            let Some(queued) = self.queued.remove(i) else { break };
-            let QueuedCall { admitted, at, .. } = *queued;
-            self.start(myself.clone(), admitted, Some(at)).await;
+    /// `call_id` may run once it has a place: it runs now, or waits in line for one (answered
+    /// provisionally, so it holds no reply).
+    pub(super) fn seek_place(&mut self, myself: &ActorRef<ToolsetMsg>, call_id: &str) {
+        let Some(call) = self.running.get(call_id) else { return };
+        if !self.must_wait(&call.limits) {
+            return self.open_gate(myself, call_id);
+        }
+        let queued = self.args.templates.queued.clone();
+        self.answer_provisionally(call_id, &queued);
+        if let Some(call) = self.running.get_mut(call_id) {
+            call.stage = Stage::Queued;
+            self.places.push_back(call_id.to_string());
         }
     }
 
-    /// The position of a queued call.
-    pub(super) fn queued_index(&self, call_id: &str) -> Option<usize> {
-        self.queued.iter().position(|q| q.call().call_id == call_id)
+    /// Lets `call_id`'s body start: it holds its place from now, and its heartbeat counts
+    /// from now.
+    fn open_gate(&mut self, myself: &ActorRef<ToolsetMsg>, call_id: &str) {
+        let Some(call) = self.running.get_mut(call_id) else { return };
+        call.stage = Stage::Running;
+        if let Some(gate) = call.gate.take() {
+            let _ = gate.send(());
+        }
+        call.watch.beat();
+        super::watch::arm(myself, call_id, call);
     }
 
-    /// Ends a queued call now (it never ran): its `tool_call_ended` with `status`, and
-    /// `outcome` to dispatch. False if it is not queued.
-    pub(super) fn end_queued(
-        &mut self,
-        call_id: &str,
-        status: ToolCallStatus,
-        message: Option<String>,
-        outcome: CallOutcome,
-    ) -> bool {
-        let Some(queued) = self.queued_index(call_id).and_then(|i| self.queued.remove(i)) else {
-            return false;
-        };
-        self.args.session.emit(EventKind::ToolCallEnded {
-            id: call_id.to_string(),
-            call_id: call_id.to_string(),
-            status,
-            message,
-            cached: false,
-        });
-        let _ = queued.admitted.reply.send(outcome);
-        true
-    }
-
-    /// A queued call's deadline timer fired: it ends `timed_out` without having run.
-    pub(super) fn time_out_queued(&mut self, call_id: &str) {
-        let Some(queued) = self.queued_index(call_id).map(|i| &self.queued[i]) else { return };
-        let Some(deadline) = queued.deadline else { return };
-        if queued.at.checked_add(deadline).is_none_or(|due| Instant::now() < due) {
+    /// Asks this mailbox to grant freed places, once what is already in it was handled: a
+    /// drain's cancels, sent together, then reach every call before a queued one would start.
+    pub(super) fn offer_places(&mut self, myself: &ActorRef<ToolsetMsg>) {
+        if self.places.is_empty() || self.grant_pending {
             return;
         }
-        let why = text::tool_timed_out(&queued.call().name, deadline);
-        tracing::warn!(toolset = %self.args.id, %call_id, "{why} (queued)");
-        let outcome = self.error_outcome(&why);
-        self.end_queued(call_id, ToolCallStatus::TimedOut, Some(why), outcome);
+        self.grant_pending = myself.cast(ToolsetMsg::GrantPlaces).is_ok();
+    }
+
+    /// Starts every waiting call that now fits under its caps, oldest first; a call held back
+    /// by a full cap does not hold back a later call that cap does not cover.
+    pub(super) fn grant_places(&mut self, myself: &ActorRef<ToolsetMsg>) {
+        let mut i = 0;
+        while i < self.places.len() {
+            let call = self.running.get(&self.places[i]);
+            match call.filter(|c| matches!(c.stage, Stage::Queued)) {
+                // Ended while it waited.
+                None => drop(self.places.remove(i)),
+                Some(call) if self.must_wait(&call.limits) => i += 1,
+                Some(_) => {
+                    let Some(call_id) = self.places.remove(i) else { break };
+                    self.open_gate(myself, &call_id);
+                }
+            }
+        }
+    }
+
+    /// Answers dispatch for `call_id` with `template`'s text, if it still waits: the call goes
+    /// on in the background and its outcome comes as its `_final` pair; its body's first update
+    /// becomes `_update_1`.
+    pub(super) fn answer_provisionally(&mut self, call_id: &str, template: &Template) {
+        let session = &self.args.session;
+        let Some(call) = self.running.get_mut(call_id) else { return };
+        let Some(reply) = call.reply.take() else { return };
+        mark_non_blocking(&mut call.call.extra);
+        call.updates = 1;
+        call.update_offset = 1;
+        let values = [("function_name", call.call.name.as_str()), ("call_id", call_id)];
+        let _ = reply.send(CallOutcome {
+            output: template.render_with(&values).unwrap_or_else(|e| e.to_string()),
+            is_error: false,
+            reply_required: true,
+            finished_at: session.clock.now(),
+            provisional: true,
+            handoff: None,
+        });
     }
 
     /// Answers a call from memory if its tool is idempotent and a call with the same key
     /// ended `done` within the window: it starts and ends at once, marked `cached`.
+    /// With a before-call hook, the call runs its ToolCall for the hook to see it, and is
+    /// answered with the remembered result if the hook lets it go on (decision 70).
     pub(super) fn recall(
         &mut self,
         myself: &ActorRef<ToolsetMsg>,
-        admitted: Admitted,
+        mut admitted: Admitted,
     ) -> Option<Admitted> {
         let Some((key, _)) = &admitted.keys.memo else { return Some(admitted) };
         let fresh = self
@@ -177,6 +154,12 @@ impl ToolsetState {
             }
             false => remembered.output.clone(),
         };
+        if self.args.session.plugins.before_call.is_some() {
+            let reply_required = remembered.reply_required;
+            admitted.recalled =
+                Some(ToolOutput { text: Some(output), reply_required, handoff: None });
+            return Some(admitted);
+        }
         let outcome = CallOutcome {
             output,
             is_error: false,

@@ -3,21 +3,22 @@
 //! update past its heartbeat. One timer per limited call, at the earlier of the two; when it
 //! fires the Toolset checks the call against the clock and re-arms it if an update moved the
 //! heartbeat on. Updates never move the deadline. A call with no limits costs nothing here.
-//! A call that waits for approval is armed when it is approved: both limits count from then.
+//! The deadline counts from admission, or from the approval of a call that waited for one; it
+//! never fires while a person is asked. The heartbeat counts from the body's start: a call
+//! waiting for the hook, approval or a place has no body to show life.
 
 use colloquy_core::{CallLimits, ToolCallStatus, ToolError, text};
 use ractor::ActorRef;
 use tokio::time::Instant;
 
-use super::{RunningCall, ToolsetState};
+use super::{RunningCall, Stage, ToolsetState};
 use crate::protocol::{ToolCallMsg, ToolsetMsg};
 use crate::support::task::OwnedTask;
 
 /// A running call's limits and when it last showed life.
 pub(super) struct Watch {
     limits: CallLimits,
-    /// When the body could start: the call's start, or its approval (the wait for a person
-    /// is not the tool's time).
+    /// Admission, or the approval (the wait for a person is not the tool's time).
     since: Instant,
     last_beat: Instant,
     _timer: Option<OwnedTask>,
@@ -29,9 +30,15 @@ impl Watch {
         Watch { limits: CallLimits::default(), since: started, last_beat: started, _timer: None }
     }
 
-    /// The body reported (an update): the heartbeat counts from now.
+    /// The body reported (an update), or may start: the heartbeat counts from now.
     pub(super) fn beat(&mut self) {
         self.last_beat = Instant::now();
+    }
+
+    /// The call was approved: the deadline counts from now.
+    pub(super) fn restart(&mut self) {
+        self.since = Instant::now();
+        self.last_beat = self.since;
     }
 }
 
@@ -43,13 +50,16 @@ fn due(from: Instant, limit: Option<std::time::Duration>) -> Option<Instant> {
 /// Why a call timed out, if it has at `now`.
 fn expired(call: &RunningCall, now: Instant) -> Option<String> {
     let watch = &call.watch;
+    if matches!(call.stage, Stage::AwaitingApproval { .. }) {
+        return None;
+    }
     if let (Some(deadline), Some(at)) =
         (watch.limits.deadline, due(watch.since, watch.limits.deadline))
         && now >= at
     {
         return Some(text::tool_timed_out(&call.call.name, deadline));
     }
-    match (watch.limits.heartbeat, due(watch.last_beat, watch.limits.heartbeat)) {
+    match (watch.limits.heartbeat, heartbeat_due(call)) {
         (Some(heartbeat), Some(at)) if now >= at => {
             Some(text::tool_heartbeat_missed(&call.call.name, heartbeat))
         }
@@ -57,11 +67,22 @@ fn expired(call: &RunningCall, now: Instant) -> Option<String> {
     }
 }
 
+/// When the heartbeat is due, if it counts now (the body may run).
+fn heartbeat_due(call: &RunningCall) -> Option<Instant> {
+    match call.stage {
+        Stage::Running => due(call.watch.last_beat, call.watch.limits.heartbeat),
+        _ => None,
+    }
+}
+
 /// When the call's watch must next look, if it has limits that can fire.
 fn next_check(call: &RunningCall) -> Option<Instant> {
     let watch = &call.watch;
+    if matches!(call.stage, Stage::AwaitingApproval { .. }) {
+        return None;
+    }
     let deadline = due(watch.since, watch.limits.deadline);
-    let heartbeat = due(watch.last_beat, watch.limits.heartbeat);
+    let heartbeat = heartbeat_due(call);
     match (deadline, heartbeat) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
@@ -70,7 +91,7 @@ fn next_check(call: &RunningCall) -> Option<Instant> {
 
 impl ToolsetState {
     /// Sets a new call's limits (its tool's, else its toolsets', else the session's) and arms
-    /// its timer.
+    /// its timer (it fires only for what counts at the call's stage).
     pub(super) fn watch(
         &mut self,
         myself: &ActorRef<ToolsetMsg>,
@@ -94,9 +115,6 @@ impl ToolsetState {
         call_id: &str,
         from: ractor::ActorId,
     ) {
-        if from == myself.get_id() {
-            return self.time_out_queued(call_id); // still waiting for a place under its cap
-        }
         if !self.runs(call_id, from) {
             return; // ended meanwhile
         }
@@ -123,7 +141,7 @@ impl ToolsetState {
 }
 
 /// Arms `call`'s timer for its next check.
-fn arm(myself: &ActorRef<ToolsetMsg>, call_id: &str, call: &mut RunningCall) {
+pub(super) fn arm(myself: &ActorRef<ToolsetMsg>, call_id: &str, call: &mut RunningCall) {
     let Some(at) = next_check(call) else { return };
     let (toolset, call_id, from) = (myself.clone(), call_id.to_string(), call.actor.get_id());
     call.watch._timer = Some(OwnedTask::spawn(async move {

@@ -295,8 +295,7 @@ async fn a_call_that_needs_approval_waits_for_approve_and_reject_tells_the_agent
     let mut chat = Driven::start(&args).await;
     chat.send("what's the weather in Rome?").await;
     chat.wait_for("waits for your approval: /approve #1 or /reject #1 REASON").await;
-    chat.wait_for("agent › Here is what I have: `get_weather` is waiting for the user's approval")
-        .await;
+    chat.wait_for("agent › Here is what I have: `get_weather` needs approval before it runs").await;
     let text = chat.text();
     let started = "tool ▸ get_weather #1 started (";
     let at = text.find(started).expect("the started line") + started.len();
@@ -314,8 +313,8 @@ async fn a_call_that_needs_approval_waits_for_approve_and_reject_tells_the_agent
     chat.wait_for(r#"get_weather #2 ({"city": "Oslo"}) waits for your approval: /approve #2"#)
         .await;
     chat.send("/reject #2 not today").await;
-    chat.wait_for("  tool ✗ The user rejected `get_weather`: not today (#2)").await;
-    chat.wait_for("agent › Here is what I have: The user rejected `get_weather`: not today").await;
+    chat.wait_for("  tool ✗ `get_weather` was not approved: not today (#2)").await;
+    chat.wait_for("agent › Here is what I have: `get_weather` was not approved: not today").await;
     chat.close_input();
     let (code, out) = chat.end().await;
     assert_eq!(code, Some(0), "{out}");
@@ -330,7 +329,7 @@ async fn a_call_that_needs_approval_waits_for_approve_and_reject_tells_the_agent
             "  tool ▸ get_weather #1 approved",
             "  tool ✓ get_weather #1 done",
             "rejecting #2\n",
-            "  tool ✗ The user rejected `get_weather`: not today (#2)",
+            "  tool ✗ `get_weather` was not approved: not today (#2)",
             "── session closed",
         ],
     );

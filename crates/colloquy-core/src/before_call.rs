@@ -1,6 +1,8 @@
-//! The host's hook before each tool call (`SessionBuilder::before_tool_call`, decision 59): what
-//! it sees of a call and what it may answer. Where hosts put guardrails and audit logging; the
-//! runtime runs it in the call's own task, so a slow hook never blocks an actor's mailbox.
+//! The host's hook before each tool call (`SessionBuilder::before_tool_call`, decisions 59 and
+//! 70): what it sees of a call and what it may answer. Where hosts put guardrails and audit
+//! logging: it sees every call that starts, before anyone is asked to approve it and before it
+//! waits for a place, remembered results included. The runtime runs it in the call's own task,
+//! so a slow hook never blocks an actor's mailbox.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -22,10 +24,19 @@ pub struct PendingToolCall {
     pub arguments: Map<String, Value>,
     /// The agent whose toolset runs the call.
     pub agent_id: String,
+    /// The session the call belongs to (one hook may serve every session of a `Host`).
+    pub session_id: String,
+    /// The call will be put to the approver if the hook lets it run (decided over these
+    /// arguments: a `Rewrite` is decided again).
+    pub needs_approval: bool,
+    /// The tool is `idempotent` and a result for these arguments is remembered: if the hook
+    /// lets it run, the call is answered from memory and its body does not run.
+    pub remembered: bool,
 }
 
 impl PendingToolCall {
-    /// A pending call (the runtime builds these; tests of a hook may too).
+    /// A pending call in no session, needing no approval, not remembered (the runtime builds
+    /// these and sets the rest; tests of a hook may too).
     pub fn new(
         call_id: impl Into<String>,
         name: impl Into<String>,
@@ -37,6 +48,9 @@ impl PendingToolCall {
             name: name.into(),
             arguments,
             agent_id: agent_id.into(),
+            session_id: String::new(),
+            needs_approval: false,
+            remembered: false,
         }
     }
 }

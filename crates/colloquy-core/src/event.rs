@@ -76,7 +76,8 @@ pub enum ToolCallStatus {
     TimedOut,
     /// The call waited for the host's approval and was rejected (by the host, the approval
     /// timeout, a handoff or a close); its body never ran, and the model reads
-    /// ``The user rejected `NAME`: REASON`` as an error output.
+    /// the `approval_rejected` template (``` `NAME` was not approved: REASON ```) as an error
+    /// output.
     Rejected,
 }
 

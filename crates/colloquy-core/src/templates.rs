@@ -10,10 +10,27 @@ use std::sync::Arc;
 pub mod defaults {
     /// Wraps a string progress update.
     pub const UPDATE: &str = "Progress from `{function_name}`: {message}\nThe tool is still working. Share only what this update says and do not guess the final result.";
-    /// Answers a rejected duplicate.
-    pub const DUPLICATE_REJECT: &str = "`{function_name}` is already running:\n{fnc_calls_text}\nTo stop it, call `lk_agents_cancel_task` with its call_id, but only if the user explicitly asks.";
-    /// Answers an unconfirmed duplicate.
-    pub const DUPLICATE_CONFIRM: &str = "`{function_name}` is already running:\n{fnc_calls_text}\nIf the user really wants another run, call it again with `lk_agents_confirm_duplicate` set to true. To stop the running one instead, call `lk_agents_cancel_task` with its call_id. Do either only when the user explicitly asks.";
+    /// Answers a rejected duplicate. `{cancel_hint}` is [`REJECT_CANCEL_HINT`] when a running
+    /// duplicate can be cancelled (the model is offered `lk_agents_cancel_task`), else empty.
+    pub const DUPLICATE_REJECT: &str =
+        "`{function_name}` is already running:\n{fnc_calls_text}{cancel_hint}";
+    /// Answers an unconfirmed duplicate. `{cancel_hint}` is [`CONFIRM_CANCEL_HINT`] when a
+    /// running duplicate can be cancelled, else [`CONFIRM_ONLY_HINT`].
+    pub const DUPLICATE_CONFIRM: &str = "`{function_name}` is already running:\n{fnc_calls_text}\nIf the user really wants another run, call it again with `lk_agents_confirm_duplicate` set to true.{cancel_hint}";
+    /// `{cancel_hint}` of a rejected duplicate that can be cancelled.
+    pub const REJECT_CANCEL_HINT: &str = "\nTo stop it, call `lk_agents_cancel_task` with its call_id, but only if the user explicitly asks.";
+    /// `{cancel_hint}` of an unconfirmed duplicate that can be cancelled.
+    pub const CONFIRM_CANCEL_HINT: &str = " To stop the running one instead, call `lk_agents_cancel_task` with its call_id. Do either only when the user explicitly asks.";
+    /// `{cancel_hint}` of an unconfirmed duplicate that cannot be cancelled.
+    pub const CONFIRM_ONLY_HINT: &str = " Do this only when the user explicitly asks.";
+    /// The provisional output of a call waiting for approval. Role-neutral: whoever approves
+    /// (an operator, a policy service, the user) is the host's business.
+    pub const APPROVAL_WAITING: &str = "`{function_name}` needs approval before it runs; it has not run yet. Its result will follow.";
+    /// What the model reads for a call that was not approved (`reason`: the approver's text, or
+    /// why nobody answered).
+    pub const APPROVAL_REJECTED: &str = "`{function_name}` was not approved: {reason}";
+    /// The provisional output of a call waiting for a place under a concurrency cap.
+    pub const QUEUED: &str = "`{function_name}` waits for other calls of its kind to finish; it has not run yet. Its result will follow.";
     /// Deferred-reply instructions when the pending items are the last ones.
     pub const REPLY_AT_TAIL: &str = "Background tool calls have new results (call ids: {call_ids}). Tell the user about them naturally, without repeating anything already said.";
     /// Deferred-reply instructions when newer items exist.
@@ -149,15 +166,24 @@ fn render_text<'v>(
     Ok(out)
 }
 
-/// The five templates of §8; `None` means "not set here".
+/// The five templates of §8 and the three of tool control (decision 69); `None` means "not
+/// set here".
 #[derive(Clone, Debug, Default)]
 pub struct Templates {
     /// Wraps string progress updates (`function_name`, `call_id`, `message`).
     pub update: Option<Template>,
-    /// Rejected duplicate (`function_name`, `fnc_calls_json`, `fnc_calls_text`).
+    /// Rejected duplicate (`function_name`, `fnc_calls_json`, `fnc_calls_text`,
+    /// `cancel_hint`).
     pub duplicate_reject: Option<Template>,
     /// Unconfirmed duplicate (same placeholders).
     pub duplicate_confirm: Option<Template>,
+    /// A call waiting for approval, its provisional output (`function_name`, `call_id`).
+    pub approval_waiting: Option<Template>,
+    /// A call that was not approved (`function_name`, `call_id`, `reason`).
+    pub approval_rejected: Option<Template>,
+    /// A call waiting for a place under its concurrency cap, its provisional output
+    /// (`function_name`, `call_id`).
+    pub queued: Option<Template>,
     /// Deferred reply at tail (`call_ids`).
     pub reply_at_tail: Option<Template>,
     /// Deferred reply maybe covered (`call_ids`).
@@ -173,6 +199,12 @@ pub struct ResolvedTemplates {
     pub duplicate_reject: Template,
     /// See [`Templates::duplicate_confirm`].
     pub duplicate_confirm: Template,
+    /// See [`Templates::approval_waiting`].
+    pub approval_waiting: Template,
+    /// See [`Templates::approval_rejected`].
+    pub approval_rejected: Template,
+    /// See [`Templates::queued`].
+    pub queued: Template,
     /// See [`Templates::reply_at_tail`].
     pub reply_at_tail: Template,
     /// See [`Templates::reply_maybe_covered`].
@@ -193,6 +225,9 @@ impl Templates {
             update: pick(&self.update, defaults::UPDATE),
             duplicate_reject: pick(&self.duplicate_reject, defaults::DUPLICATE_REJECT),
             duplicate_confirm: pick(&self.duplicate_confirm, defaults::DUPLICATE_CONFIRM),
+            approval_waiting: pick(&self.approval_waiting, defaults::APPROVAL_WAITING),
+            approval_rejected: pick(&self.approval_rejected, defaults::APPROVAL_REJECTED),
+            queued: pick(&self.queued, defaults::QUEUED),
             reply_at_tail: pick(&self.reply_at_tail, defaults::REPLY_AT_TAIL),
             reply_maybe_covered: pick(&self.reply_maybe_covered, defaults::REPLY_MAYBE_COVERED),
         }

@@ -49,20 +49,6 @@ pub fn tool_rejected_by_host(name: &str, reason: &str) -> String {
     format!("The host rejected `{name}`: {reason}")
 }
 
-/// What the model reads for a call the host rejected (or left unanswered past the approval
-/// timeout, or that a handoff or close ended while it waited): ``The user rejected `NAME`: REASON``.
-pub fn tool_rejected(name: &str, reason: &str) -> String {
-    format!("The user rejected `{name}`: {reason}")
-}
-
-/// The provisional output of a call waiting for the host's approval: the model can tell the
-/// user, and the result follows as a deferred reply.
-pub fn tool_awaiting_approval(name: &str) -> String {
-    format!(
-        "`{name}` is waiting for the user's approval; it has not run yet. Its result will follow."
-    )
-}
-
 /// Why a call waiting for approval was rejected when nobody answered in time.
 pub fn approval_timed_out(after: std::time::Duration) -> String {
     format!("no answer within {} s", seconds(after))

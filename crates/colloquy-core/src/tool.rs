@@ -264,6 +264,11 @@ impl FunctionTool {
         self
     }
 
+    /// Whether some call of this tool may wait for the host's approval.
+    pub fn may_need_approval(&self) -> bool {
+        self.controls.approval.is_some()
+    }
+
     /// Whether a call with `arguments` must wait for the host's approval.
     pub fn needs_approval(&self, arguments: &Map<String, Value>) -> bool {
         let Some(check) = &self.controls.approval else { return false };

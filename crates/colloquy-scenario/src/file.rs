@@ -155,7 +155,8 @@ pub enum Action {
     Reject {
         /// The call id.
         id: String,
-        /// What the model reads after ``The user rejected `NAME`: ``.
+        /// The `{reason}` of the `approval_rejected` template (by default ``` `NAME` was not
+        /// approved: REASON ```).
         reason: String,
     },
     /// `close`.

@@ -81,7 +81,7 @@ pub(crate) fn parse_options(mut o: Obj) -> Result<Options, ScenarioError> {
     })
 }
 
-/// `templates`: the five template texts of §8, any of them.
+/// `templates`: the template texts of §8 and of tool control (decision 69), any of them.
 pub(crate) fn parse_templates(o: &mut Obj) -> Result<Option<Templates>, ScenarioError> {
     let Some(value) = o.take("templates") else { return Ok(None) };
     let mut t = Obj::new(value, o.at("templates"))?;
@@ -92,6 +92,9 @@ pub(crate) fn parse_templates(o: &mut Obj) -> Result<Option<Templates>, Scenario
         update: read("update")?,
         duplicate_reject: read("duplicate_reject")?,
         duplicate_confirm: read("duplicate_confirm")?,
+        approval_waiting: read("approval_waiting")?,
+        approval_rejected: read("approval_rejected")?,
+        queued: read("queued")?,
         reply_at_tail: read("reply_at_tail")?,
         reply_maybe_covered: read("reply_maybe_covered")?,
     };
