@@ -13,6 +13,7 @@ use colloquy_cluster::{
     Cluster, ClusterError, NodeHandle, NodeInfo, RemoteEvents, RemoteSession, StartOptions,
 };
 use colloquy_core::EventKind;
+use futures_util::StreamExt;
 use common::{
     AT_ONCE, BOUND, LOST_AFTER, MARGIN, NatsServer, eventually, node_builder, raw_events, raw_type,
 };
@@ -242,4 +243,42 @@ async fn a_bucket_without_ttls_still_marks_records_lost() {
     })
     .await;
     assert_eq!(marked["node"], "n1");
+}
+
+/// A NATS restart shorter than the documented tolerance (docs/cluster.md#failure: about 1.8 s
+/// with the default `lost_after` of 3 s) costs no session: nodes reconnect within a fraction of
+/// a second of the server's return and renew their lease at once, before their fence.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nats_restart_of_a_second_and_a_half_costs_no_session() {
+    let mut server = NatsServer::start();
+    let n1 = node_builder(&server.url(), "n1").start().await.expect("the node");
+    let host = Cluster::connect(server.url()).await.expect("a host");
+    let mut sessions = Vec::new();
+    for _ in 0..3 {
+        let session = host.start_session("support", StartOptions::new()).await.unwrap();
+        let events = session.subscribe().await.unwrap();
+        answers(&session).await;
+        sessions.push((session, events));
+    }
+    // Down from 0.9 s after a stored heartbeat: a node that beat once a second would have to
+    // renew its lease within 1.6 s of the stop.
+    let raw = async_nats::connect(server.url()).await.expect("a raw connection");
+    let nodes = async_nats::jetstream::new(raw).get_key_value("colloquy_nodes").await.unwrap();
+    let mut writes = nodes.watch("node.n1").await.expect("a watch on the node's entry");
+    tokio::time::timeout(BOUND, writes.next()).await.expect("a heartbeat").expect("an entry");
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    drop(writes);
+    tokio::task::block_in_place(|| server.restart_after(Duration::from_millis(1500)));
+
+    for (session, events) in &mut sessions {
+        answers(session).await;
+        assert!(!session.is_node_lost(), "{}", session.id());
+        session.close().await.expect("a close");
+        let (last, _) = last_item(events).await;
+        assert_eq!(last, Ok(EventKind::SessionClosed { reason: "close".into() }));
+    }
+    eventually(BOUND, "the node lets the sessions go", || async {
+        n1.sessions().is_empty().then_some(())
+    })
+    .await;
 }

@@ -20,8 +20,9 @@ use crate::error::ClusterError;
 use crate::nats::Backend;
 use crate::wire::{CLUSTER_VERSION, NodeInfo};
 
-/// How often a node refreshes its entry at most (it also writes at once when its sessions
-/// change, and more often when the bucket's `max_age` is under 3 s).
+/// How often a node refreshes its entry at most: it writes six times per `max_age` of the
+/// nodes bucket if that is more often (every half second with the default 3 s), and also at
+/// once when its sessions change or its connection to NATS comes back.
 pub const HEARTBEAT: Duration = Duration::from_secs(1);
 
 /// Builds an agent for each new session.
@@ -153,10 +154,11 @@ impl NodeShared {
         self.lease.load(Ordering::Acquire)
     }
 
-    /// How often the node writes its entry: every second, or three times per `max_age` if
-    /// that is shorter.
+    /// How often the node writes its entry: six times per `max_age`, at most every second.
+    /// An outage that starts just before a beat costs the lease this much sooner, so it is
+    /// kept short against the fence's margin (docs/cluster.md#failure).
     pub(crate) fn heartbeat(&self) -> Duration {
-        HEARTBEAT.min(self.backend.lost_after / 3)
+        HEARTBEAT.min(self.backend.lost_after / 6)
     }
 
     /// How long after its last stored write the node gives its lease up by itself: a sixth
