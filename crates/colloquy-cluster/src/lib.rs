@@ -15,8 +15,8 @@
 //!
 //! A node that stops heartbeating is **lost** `lost_after` later (3 s by default): every host
 //! with sessions there writes `x_node_lost` into their events and fails their calls with
-//! [`ClusterError::NodeLost`]; the node, if it comes back, has already closed those sessions
-//! with reason [`NODE_LOST`] (docs/cluster.md#failure).
+//! [`ClusterError::NodeLost`]; the node has already stopped those sessions by itself, at once
+//! and publishing nothing more of theirs ([`NODE_LOST`], docs/cluster.md#fencing).
 //!
 //! NATS rather than a transport of our own, or ractor's cluster: docs/decisions.md#nats.
 

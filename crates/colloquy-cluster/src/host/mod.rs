@@ -3,7 +3,7 @@
 //! (docs/cluster.md#hosts).
 
 mod events;
-mod loss;
+pub(crate) mod loss;
 mod remote;
 mod shared;
 

@@ -280,8 +280,9 @@ impl RemoteSession {
         }
     }
 
-    /// `NodeLost` if the session's node (this boot and lease of it) is no longer live,
-    /// `NotFound` if the session has ended; `None` if both are still there.
+    /// `NodeLost` if the session's node (this boot and lease of it) is no longer live or the
+    /// session's record says it was lost, `NotFound` if the session has ended; `None` if both
+    /// are still there.
     async fn gone(&self) -> Option<ClusterError> {
         let tracked = &self.tracked;
         match self.inner.node(&tracked.node).await {
@@ -290,6 +291,12 @@ impl RemoteSession {
         }
         match self.inner.session_record(&tracked.id).await {
             Ok(None) => Some(ClusterError::NotFound(tracked.id.clone())),
+            // Declared lost: by a host, or by the node that stopped it at its fence while its
+            // entry lived on.
+            Ok(Some(record)) if record.lost && record.lease == tracked.lease => {
+                tracked.mark_lost();
+                Some(ClusterError::NodeLost { node: tracked.node.clone() })
+            }
             _ => None,
         }
     }

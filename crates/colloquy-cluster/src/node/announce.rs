@@ -1,8 +1,8 @@
 //! The node's entry in the nodes bucket and the lease it holds by it (docs/cluster.md#failure):
 //! taken at start (refused if a live node holds the name), rewritten every heartbeat and at once
-//! when its sessions or its draining flag change, removed by a drain. The entry expires the
+//! when its sessions, its draining flag or its connection change, removed by a drain. The entry expires the
 //! bucket's `max_age` after the last write, which is how a node that dies or is cut off leaves
-//! the bucket; a node that finds its entry gone has been given up, so it closes its sessions
+//! the bucket; a node that finds its entry gone has been given up, so it stops its sessions
 //! ([`fence`]) and registers again under a new lease.
 
 use std::sync::Arc;

@@ -191,9 +191,10 @@ impl NodeBuilder {
 
     /// How long after its last heartbeat the node is lost (default 3 s, at least 1 s): the
     /// `max_age` of the nodes bucket if this node creates it. An existing bucket keeps its own,
-    /// and that is what counts, here too: the node heartbeats three times per `max_age` (at
-    /// most every second) and closes its sessions by itself if none is stored for five sixths
-    /// of it (docs/cluster.md#failure).
+    /// and that is what counts, here too: the node heartbeats six times per `max_age` (at
+    /// most every second) and stops its sessions by itself if none is stored for five sixths
+    /// of it (docs/cluster.md#fencing). A NATS outage of up to about two thirds of it, less a
+    /// fifth of a second, costs no session (docs/cluster.md#outage).
     pub fn lost_after(mut self, lost_after: Duration) -> Self {
         self.config.lost_after = lost_after;
         self
@@ -293,8 +294,8 @@ impl NodeHandle {
     }
 
     /// Stops (`true`) or resumes the node's heartbeats, as a node cut off from NATS would
-    /// stop them: for tests of node loss. Its entry expires, it closes its sessions with
-    /// reason `node_lost` by itself, and once resumed it registers again under a new lease.
+    /// stop them: for tests of node loss. Its entry expires, it stops its sessions by itself
+    /// (docs/cluster.md#fencing), and once resumed it registers again under a new lease.
     #[doc(hidden)]
     pub fn pause_heartbeats(&self, paused: bool) {
         self.shared().paused.store(paused, Ordering::Release);

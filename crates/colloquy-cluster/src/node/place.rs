@@ -35,7 +35,7 @@ async fn place(shared: &Arc<NodeShared>, request: PlaceRequest) -> PlaceReply {
     let refusal = admission(&Admission {
         agent: &request.agent,
         draining: shared.is_draining(),
-        fenced: shared.is_fenced(),
+        fenced: !shared.holds_lease(),
         serves_agent: factory.is_some(),
         node_protocol: CLUSTER_VERSION,
         host_protocol: request.v,

@@ -131,6 +131,8 @@ pub(crate) struct NodeShared {
 pub(crate) struct LiveSession {
     pub(crate) handle: SessionHandle,
     pub(crate) tasks: Vec<AbortHandle>,
+    /// The node's lease when the session started, as its record says.
+    pub(crate) lease: u64,
 }
 
 impl NodeShared {
@@ -152,6 +154,14 @@ impl NodeShared {
 
     pub(crate) fn lease(&self) -> u64 {
         self.lease.load(Ordering::Acquire)
+    }
+
+    /// Whether the node may still act for its sessions: not fenced, and its last stored write
+    /// recent enough that its entry cannot have expired. Checked before each event published
+    /// and each command run, so a node resuming from a stall stops there even if its fence's
+    /// timer has not run yet (docs/cluster.md#fencing).
+    pub(crate) fn holds_lease(&self) -> bool {
+        !self.is_fenced() && Instant::now() < *self.renewed.borrow() + self.fence_after()
     }
 
     /// How often the node writes its entry: six times per `max_age`, at most every second.
@@ -199,22 +209,34 @@ impl NodeShared {
         self.lock_sessions().values().map(|s| s.handle.clone()).collect()
     }
 
-    /// Registers a session that just started, with the tasks serving it.
-    pub(crate) fn add_session(&self, handle: SessionHandle, tasks: Vec<AbortHandle>) {
+    /// Registers a session that just started under `lease`, with the tasks serving it.
+    pub(crate) fn add_session(&self, handle: SessionHandle, tasks: Vec<AbortHandle>, lease: u64) {
         let mut sessions = self.lock_sessions();
-        sessions.insert(handle.id().to_owned(), LiveSession { handle, tasks });
+        sessions.insert(handle.id().to_owned(), LiveSession { handle, tasks, lease });
         self.count.send_replace(sessions.len());
         drop(sessions);
         self.changed.notify_one();
     }
 
-    /// Forgets a session whose last event is published (its command server ends by itself).
-    pub(crate) fn remove_session(&self, id: &str) {
+    /// Forgets a session whose last event is published (its command server ends by itself);
+    /// returns it if it was still there.
+    pub(crate) fn remove_session(&self, id: &str) -> Option<LiveSession> {
         let mut sessions = self.lock_sessions();
-        sessions.remove(id);
+        let live = sessions.remove(id);
         self.count.send_replace(sessions.len());
         drop(sessions);
         self.changed.notify_one();
+        live
+    }
+
+    /// Forgets every session (a fence stops them).
+    pub(crate) fn take_sessions(&self) -> Vec<LiveSession> {
+        let mut sessions = self.lock_sessions();
+        let taken = std::mem::take(&mut *sessions);
+        self.count.send_replace(0);
+        drop(sessions);
+        self.changed.notify_one();
+        taken.into_values().collect()
     }
 
     /// Subscribes to `subject` and hands each message to `handle`, one at a time, in a task
