@@ -492,3 +492,39 @@ async fn a_reader_resumes_inside_a_message_of_several_events() {
     let messages = seen.iter().map(|e| e.seq).collect::<std::collections::BTreeSet<_>>().len();
     eprintln!("{} events in {messages} messages", seen.len());
 }
+
+/// A message on a session's events subject that is not the node's (garbage, published by
+/// anyone allowed to) is skipped: every reader's stream goes on to the session's end, with
+/// no error item that would make a relay give the session up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreadable_message_among_the_events_is_skipped() {
+    let server = NatsServer::start();
+    let _n1 = node(&server, "n1", 10).await;
+    let cluster = cluster(&server).await;
+    let session = cluster.start_session("support", StartOptions::new()).await.unwrap();
+    let mut events = session.subscribe().await.unwrap();
+    session.user_turn("Where is my order?").await.unwrap();
+    session.wait_for_idle().await.unwrap();
+
+    let raw = async_nats::connect(server.url()).await.expect("a raw connection");
+    let subject = format!("colloquy.events.{}", session.id());
+    for garbage in [&b"\xff not json"[..], b"[1, 2]", b"{\"type\": \"x_other\"}"] {
+        let js = async_nats::jetstream::new(raw.clone());
+        js.publish(subject.clone(), garbage.to_vec().into()).await.unwrap().await.unwrap();
+    }
+    session.user_turn("And my refund?").await.unwrap();
+    session.wait_for_idle().await.unwrap();
+    session.close().await.unwrap();
+
+    let mut seen = Vec::new();
+    while let Some(item) = tokio::time::timeout(BOUND, events.recv()).await.expect("events") {
+        seen.push(item.unwrap_or_else(|e| panic!("an error item: {e}")));
+    }
+    let indices: Vec<u64> = seen.iter().map(|e| e.index).collect();
+    assert_eq!(indices, (1..=seen.len() as u64).collect::<Vec<_>>());
+    assert!(seen.iter().any(|e| is_user_message(&e.event.kind, "And my refund?")));
+    assert_eq!(
+        seen.last().unwrap().event.kind,
+        EventKind::SessionClosed { reason: "close".into() }
+    );
+}
