@@ -383,7 +383,8 @@ async fn commands_past_the_in_flight_bound_are_answered_busy_at_once() {
 
 /// What NATS cannot carry (its `max_payload`, 1 MiB here) is a clear error, never a silent
 /// stall: a request is refused before it is sent, an event travels as an `error` event under
-/// its own index, a reply as a `too_large` error.
+/// its own index, a reply as a `too_large` error; a close's reply keeps what fits of the
+/// final history.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_is_over_max_payload_travels_as_a_clear_error() {
     let server = NatsServer::start();
@@ -406,8 +407,12 @@ async fn what_is_over_max_payload_travels_as_a_clear_error() {
     assert!(said.contains("max_payload"), "{said}");
     session.say("Still here.").await.unwrap();
     session.wait_for_idle().await.unwrap();
-    // The session closes; its final history is what cannot travel.
-    too_large(session.close().await.unwrap_err());
+    // The session closes as asked, and that is the answer, with the newest items of its
+    // final history that fit.
+    let kept = session.close_with_reason("done").await.expect("a close that closed succeeds");
+    let texts: Vec<&str> =
+        kept.iter().filter_map(ChatItem::as_message).map(|m| m.text.as_str()).collect();
+    assert_eq!(texts, ["Still here."]);
 
     let mut seen = Vec::new();
     while let Some(event) = tokio::time::timeout(BOUND, events.recv()).await.expect("events") {
@@ -527,4 +532,33 @@ async fn an_unreadable_message_among_the_events_is_skipped() {
         seen.last().unwrap().event.kind,
         EventKind::SessionClosed { reason: "close".into() }
     );
+}
+
+/// A start whose history NATS cannot carry is `TooLarge`, refused before any node is asked:
+/// a distinct error a relay answers with 413, since no retry can help (an `unavailable` would
+/// invite one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_whose_history_is_over_max_payload_is_too_large() {
+    let server = NatsServer::start();
+    let long = "x".repeat(400_000);
+    let llm = ScriptedLlm::new([]).with_fallback(move |_, _| ScriptedResponse::text(long.clone()));
+    let n1 = node_builder(&server.url(), "n1").llm(llm).start().await.expect("the node");
+    let cluster = cluster(&server).await;
+    let first = cluster.start_session("support", StartOptions::new()).await.unwrap();
+    first.user_turn("Tell me everything.").await.unwrap();
+    first.wait_for_idle().await.unwrap();
+    let history = first.history().await.expect("400 kB travel");
+
+    let long_history: Vec<ChatItem> =
+        history.iter().cycle().take(history.len() * 3).cloned().collect();
+    for start in [
+        cluster.start_session("support", StartOptions::new().history(long_history.clone())).await,
+        cluster.start_session_on("n1", "support", StartOptions::new().history(long_history)).await,
+    ] {
+        let err = start.expect_err("over max_payload");
+        let ClusterError::TooLarge { size, limit, .. } = &err else { panic!("{err:?}") };
+        assert!(size > limit && *limit == 1024 * 1024, "{err}");
+        assert!(err.to_string().contains("max_payload"), "{err}");
+    }
+    assert_eq!(n1.sessions().len(), 1, "no node was asked");
 }

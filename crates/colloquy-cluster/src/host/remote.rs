@@ -184,7 +184,8 @@ impl RemoteSession {
     }
 
     /// Closes the session with `reason` (carried by `session_closed`) and returns its final
-    /// history.
+    /// history: its newest items, if the whole is over the NATS server's `max_payload`
+    /// (docs/cluster.md#limits).
     pub async fn close_with_reason(
         &self,
         reason: impl Into<String>,

@@ -128,18 +128,47 @@ async fn serve_commands(
             drop(permit);
             let mut body = reply.encode();
             if body.len() > max_payload {
-                let message = format!(
-                    "the reply is {} bytes, over the NATS server's max_payload ({} bytes)",
-                    body.len(),
-                    max_payload + HEADROOM
-                );
-                body = Reply::Error(ProtocolError::new(ErrorKind::TooLarge, message)).encode();
+                body = fit(session.id(), reply, body.len(), max_payload);
             }
             if let Err(e) = client.publish(reply_to, body.into()).await {
                 tracing::warn!(session = %session.id(), error = %e, "cannot answer a command");
             }
         });
     }
+}
+
+/// A reply of `size` bytes, over `max`, as one that fits. A close's keeps the newest items of
+/// the final history that fit: the session did close as asked, which is what its host must
+/// hear (the whole history is in its events). Any other becomes a `too_large` error.
+fn fit(session: &str, reply: Reply, size: usize, max: usize) -> Vec<u8> {
+    let Reply::Closed { mut history } = reply else {
+        let message = format!(
+            "the reply is {size} bytes, over the NATS server's max_payload ({} bytes)",
+            max + HEADROOM
+        );
+        return Reply::Error(ProtocolError::new(ErrorKind::TooLarge, message)).encode();
+    };
+    let all = history.len();
+    let mut room = max.saturating_sub(Reply::Closed { history: Vec::new() }.encode().len());
+    let mut kept = 0;
+    for item in history.iter().rev() {
+        // Its JSON and the comma before it.
+        let len = serde_json::to_vec(item).map_or(usize::MAX, |b| b.len()).saturating_add(1);
+        if len > room {
+            break;
+        }
+        room -= len;
+        kept += 1;
+    }
+    history.drain(..all - kept);
+    tracing::warn!(
+        session,
+        kept,
+        of = all,
+        "the final history is over the NATS server's max_payload: the close's reply carries \
+         its newest items"
+    );
+    Reply::Closed { history }.encode()
 }
 
 /// Publishes one session's events.
