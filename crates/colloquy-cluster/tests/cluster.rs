@@ -562,3 +562,45 @@ async fn a_start_whose_history_is_over_max_payload_is_too_large() {
     }
     assert_eq!(n1.sessions().len(), 1, "no node was asked");
 }
+
+/// A node holds a lease on the hosts of its sessions: once every host that started or
+/// commanded a session has stopped beating for `host_lost_after`, the node closes the session
+/// with `host_lost` and its room comes back; a live host's idle session stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_whose_hosts_went_silent_is_closed_and_its_room_comes_back() {
+    let server = NatsServer::start();
+    let n1 = node_builder(&server.url(), "n1")
+        .max_sessions(2)
+        .load_threshold(1.0)
+        .host_lost_after(colloquy_cluster::MIN_HOST_LOST_AFTER)
+        .start()
+        .await
+        .unwrap();
+    let stays = cluster(&server).await;
+    let kept = stays.start_session("support", StartOptions::new()).await.unwrap();
+    let dies = cluster(&server).await;
+    let orphan = dies.start_session("support", StartOptions::new()).await.unwrap();
+    orphan.user_turn("Where is my order?").await.unwrap();
+    orphan.wait_for_idle().await.unwrap();
+    // Another host reads the session's events, which does not make it hold the session.
+    let mut events = stays.session(orphan.id()).await.unwrap().subscribe().await.unwrap();
+    let full = stays.start_session("support", StartOptions::new()).await.unwrap_err();
+    assert!(matches!(full, ClusterError::NoNode { .. }), "{full:?}");
+
+    // The host dies: it beats no more, and nothing closes its session but the node.
+    drop((orphan, dies));
+    let mut last = None;
+    while let Some(item) = tokio::time::timeout(BOUND, events.recv()).await.expect("an end") {
+        last = Some(item.expect("no error").event.kind);
+    }
+    assert_eq!(last, Some(EventKind::SessionClosed { reason: "host_lost".into() }));
+    let again = eventually(BOUND, "the node takes a session again", || async {
+        stays.start_session("support", StartOptions::new()).await.ok()
+    })
+    .await;
+    again.user_turn("Hello?").await.unwrap();
+    // The live host's session, idle all along, is still there.
+    kept.user_turn("Where is my order?").await.unwrap();
+    kept.wait_for_idle().await.unwrap();
+    assert_eq!(n1.sessions().len(), 2);
+}

@@ -80,8 +80,10 @@ impl ClusterBuilder {
         let backend = Backend::open(&self.server, "colloquy-host", self.lost_after).await?;
         let tracker = Arc::new(Tracker::default());
         let watch = tokio::spawn(loss::watch_nodes(backend.clone(), Arc::clone(&tracker)));
-        let watch = watch.abort_handle();
-        let inner = ClusterInner { backend, timeouts: self.timeouts, tracker, watch };
+        let host_id = uuid::Uuid::new_v4().to_string();
+        let beat = tokio::spawn(shared::beat(backend.clone(), host_id.clone()));
+        let tasks = [watch.abort_handle(), beat.abort_handle()];
+        let inner = ClusterInner { backend, timeouts: self.timeouts, tracker, host_id, tasks };
         Ok(Cluster { inner: Arc::new(inner) })
     }
 }
@@ -234,7 +236,8 @@ impl Cluster {
     /// The placement request for an `agent` session, refused before any node is asked if NATS
     /// cannot carry it: no node could take it, and a retry would not help.
     fn place_request(&self, agent: &str, options: StartOptions) -> Result<Vec<u8>, ClusterError> {
-        let request = PlaceRequest { v: CLUSTER_VERSION, agent: agent.to_owned(), options };
+        let host = Some(self.inner.host_id.clone());
+        let request = PlaceRequest { v: CLUSTER_VERSION, agent: agent.to_owned(), options, host };
         let body = serde_json::to_vec(&request).map_err(ClusterError::nats)?;
         let limit = payload_limit(&self.inner.backend.client);
         if body.len() > limit {

@@ -6,11 +6,12 @@
 mod announce;
 mod drain;
 mod fence;
+mod hosts;
 mod place;
 mod serve;
 mod shared;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -22,6 +23,7 @@ use tokio::sync::{Notify, OnceCell, watch};
 
 pub use drain::NODE_DRAINING;
 pub use fence::NODE_LOST;
+pub use hosts::HOST_LOST;
 pub use shared::{
     DrainReport, EVENT_TIMEOUT, EVENTS_UNSTORED, HEARTBEAT, MAX_IN_FLIGHT, NodeLoad, SessionStart,
 };
@@ -37,7 +39,8 @@ pub struct Node;
 
 impl Node {
     /// A node with no agent yet, 100 sessions at most, a load threshold of 0.7, a drain
-    /// timeout of 30 minutes, lost 3 s after its last heartbeat, publishing every event but
+    /// timeout of 30 minutes, lost 3 s after its last heartbeat, closing a session 10 s after
+    /// its hosts went silent, publishing every event but
     /// the agent's text deltas, running 32 commands of a session at once at most, giving a
     /// session up when one of its events cannot be stored in 30 s.
     pub fn builder() -> NodeBuilder {
@@ -57,6 +60,7 @@ impl Node {
                 load_fn: None,
                 drain_timeout: Duration::from_secs(30 * 60),
                 lost_after: names::NODE_TTL,
+                host_lost_after: names::HOST_LOST_AFTER,
             },
         }
     }
@@ -200,6 +204,19 @@ impl NodeBuilder {
         self
     }
 
+    /// How long the node keeps a session once every host that holds it (the host that started
+    /// it, and any that sent it a command) has gone silent: default [`HOST_LOST_AFTER`]
+    /// (10 s), at least [`MIN_HOST_LOST_AFTER`] (3 s). Hosts beat every second; past this the
+    /// node closes the session with reason [`HOST_LOST`], so a host that dies does not leave
+    /// its sessions holding the node's room for ever (docs/cluster.md#host-lease).
+    ///
+    /// [`HOST_LOST_AFTER`]: crate::HOST_LOST_AFTER
+    /// [`MIN_HOST_LOST_AFTER`]: crate::MIN_HOST_LOST_AFTER
+    pub fn host_lost_after(mut self, after: Duration) -> Self {
+        self.config.host_lost_after = after;
+        self
+    }
+
     /// Connects, announces the node and starts serving; returns once hosts can place
     /// sessions here. Fails if the name is invalid or held by another live node, if no agent is
     /// registered, or if NATS cannot be reached or set up.
@@ -210,6 +227,13 @@ impl NodeBuilder {
         }
         if let Some(bad) = self.config.agents.keys().find(|a| !names::is_valid_name(a)) {
             return Err(ClusterError::InvalidName(bad.clone()));
+        }
+        if self.config.host_lost_after < names::MIN_HOST_LOST_AFTER {
+            return Err(ClusterError::Config(format!(
+                "host_lost_after is {:?}: it must be at least {:?}",
+                self.config.host_lost_after,
+                names::MIN_HOST_LOST_AFTER
+            )));
         }
         if self.config.agents.is_empty() {
             return Err(ClusterError::Config(format!(
@@ -237,6 +261,7 @@ impl NodeBuilder {
             fenced: AtomicBool::new(false),
             renewed: watch::channel(tokio::time::Instant::now()).0,
             paused: AtomicBool::new(false),
+            hosts: Mutex::new(HashMap::new()),
         });
         let revision = announce::register(&shared).await?;
         let tasks = [
@@ -244,6 +269,7 @@ impl NodeBuilder {
             tokio::spawn(fence::watch(Arc::clone(&shared))).abort_handle(),
             place::serve(&shared).await?,
             drain::serve(&shared).await?,
+            hosts::watch(&shared).await?,
         ];
         shared.lock_tasks().extend(tasks);
         Ok(NodeHandle { shared: Arc::new(Stopper(shared)) })

@@ -77,7 +77,8 @@ async fn place(shared: &Arc<NodeShared>, request: PlaceRequest) -> PlaceReply {
     let session_id = session.id().to_owned();
     // Read once: the record and the answer name the same lease.
     let lease = shared.lease();
-    match serve::start(shared, session.clone(), events, &request.agent, lease).await {
+    let host = request.host.as_deref();
+    match serve::start(shared, session.clone(), events, &request.agent, lease, host).await {
         Ok(()) => PlaceReply::Placed {
             session_id,
             node: shared.name.clone(),

@@ -18,8 +18,8 @@ use colloquy_protocol::{ErrorKind, EventFrame, ProtocolError, Reply, Request, ex
 use futures_util::StreamExt;
 use tokio::sync::{Semaphore, oneshot};
 
-use super::fence;
 use super::shared::{EVENTS_UNSTORED, NodeShared};
+use super::{fence, hosts};
 use crate::error::ClusterError;
 use crate::names;
 use crate::nats::{HEADROOM, payload_limit, store};
@@ -39,6 +39,7 @@ pub(super) async fn start(
     events: EventStream,
     agent: &str,
     lease: u64,
+    host: Option<&str>,
 ) -> Result<(), ClusterError> {
     let id = session.id().to_owned();
     let record = SessionRecord {
@@ -69,6 +70,9 @@ pub(super) async fn start(
     let publishing = tokio::spawn(publisher.run(events, ended));
     let tasks = vec![serving.abort_handle(), publishing.abort_handle()];
     shared.add_session(session.clone(), tasks, lease);
+    if let Some(host) = host {
+        hosts::hold(shared, session.id(), host);
+    }
     // A fence between the admission and now did not see this session.
     if shared.is_fenced() {
         fence::stop(shared, shared.remove_session(session.id()).into_iter().collect());
@@ -108,6 +112,9 @@ async fn serve_commands(
             return;
         }
         let Some(reply_to) = message.reply else { continue };
+        if let Some(host) = message.headers.as_ref().and_then(|h| h.get(names::HOST_HEADER)) {
+            hosts::hold(&shared, session.id(), host.as_str());
+        }
         let Ok(permit) = Arc::clone(&in_flight).try_acquire_owned() else {
             let busy = ProtocolError::new(
                 ErrorKind::Busy,

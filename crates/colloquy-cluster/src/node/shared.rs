@@ -2,7 +2,7 @@
 //! (from their start until their last event is stored), the draining flag, and the tasks to
 //! end when it stops.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -95,6 +95,8 @@ pub(crate) struct NodeConfig {
     pub(crate) drain_timeout: Duration,
     /// Asked for; the nodes bucket's `max_age` is what counts (`Backend::lost_after`).
     pub(crate) lost_after: Duration,
+    /// How long a session outlives the last beat of every host that holds it.
+    pub(crate) host_lost_after: Duration,
 }
 
 /// What a node's tasks share.
@@ -125,6 +127,8 @@ pub(crate) struct NodeShared {
     pub(crate) renewed: watch::Sender<Instant>,
     /// Heartbeats stopped by `NodeHandle::pause_heartbeats`.
     pub(crate) paused: AtomicBool,
+    /// When each host that holds a session here was last heard from (`hosts.rs`).
+    pub(crate) hosts: Mutex<HashMap<String, Instant>>,
 }
 
 /// A session of the node and the tasks that serve it.
@@ -133,11 +137,17 @@ pub(crate) struct LiveSession {
     pub(crate) tasks: Vec<AbortHandle>,
     /// The node's lease when the session started, as its record says.
     pub(crate) lease: u64,
+    /// The hosts that started or commanded it: it is closed once all are silent.
+    pub(crate) holders: BTreeSet<String>,
 }
 
 impl NodeShared {
     pub(crate) fn lock_sessions(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, LiveSession>> {
         self.sessions.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn lock_hosts(&self) -> std::sync::MutexGuard<'_, HashMap<String, Instant>> {
+        self.hosts.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     pub(crate) fn lock_tasks(&self) -> std::sync::MutexGuard<'_, Vec<AbortHandle>> {
@@ -212,7 +222,8 @@ impl NodeShared {
     /// Registers a session that just started under `lease`, with the tasks serving it.
     pub(crate) fn add_session(&self, handle: SessionHandle, tasks: Vec<AbortHandle>, lease: u64) {
         let mut sessions = self.lock_sessions();
-        sessions.insert(handle.id().to_owned(), LiveSession { handle, tasks, lease });
+        let holders = BTreeSet::new();
+        sessions.insert(handle.id().to_owned(), LiveSession { handle, tasks, lease, holders });
         self.count.send_replace(sessions.len());
         drop(sessions);
         self.changed.notify_one();
