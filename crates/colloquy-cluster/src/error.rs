@@ -112,6 +112,17 @@ pub enum ClusterError {
         /// The last missing index.
         last: u64,
     },
+    /// A request bigger than NATS carries (the server's `max_payload`): a start whose
+    /// history is too long, say. Sending it again cannot help; send less.
+    #[error("{what} is {size} bytes, over the NATS server's max_payload ({limit} bytes)")]
+    TooLarge {
+        /// The request.
+        what: String,
+        /// Its size in bytes.
+        size: usize,
+        /// The server's `max_payload`.
+        limit: usize,
+    },
     /// Something on the way failed: NATS, or a message neither side could read.
     #[error("NATS: {0}")]
     Nats(String),

@@ -15,8 +15,8 @@
 //!
 //! A node that stops heartbeating is **lost** `lost_after` later (3 s by default): every host
 //! with sessions there writes `x_node_lost` into their events and fails their calls with
-//! [`ClusterError::NodeLost`]; the node, if it comes back, has already closed those sessions
-//! with reason [`NODE_LOST`] (docs/cluster.md#failure).
+//! [`ClusterError::NodeLost`]; the node has already stopped those sessions by itself, at once
+//! and publishing nothing more of theirs ([`NODE_LOST`], docs/cluster.md#fencing).
 //!
 //! NATS rather than a transport of our own, or ractor's cluster: docs/decisions.md#nats.
 
@@ -35,12 +35,12 @@ pub use host::{
 };
 pub use names::{
     EVENTS_DUPLICATE_WINDOW, EVENTS_MAX_AGE, EVENTS_MAX_BYTES, EVENTS_MAX_READERS,
-    EVENTS_PER_SESSION, EVENTS_STREAM, EVENTS_SUBJECTS, MIN_LOST_AFTER, NODE_MARKER_TTL, NODE_TTL,
-    NODES_BUCKET, SESSIONS_BUCKET,
+    EVENTS_PER_SESSION, EVENTS_STREAM, EVENTS_SUBJECTS, HOST_HEARTBEAT, HOST_LOST_AFTER,
+    MIN_HOST_LOST_AFTER, MIN_LOST_AFTER, NODE_MARKER_TTL, NODE_TTL, NODES_BUCKET, SESSIONS_BUCKET,
 };
 pub use nats::{CONNECT_TIMEOUT, NatsConfig};
 pub use node::{
-    DrainReport, EVENT_TIMEOUT, EVENTS_UNSTORED, HEARTBEAT, MAX_IN_FLIGHT, NODE_DRAINING,
-    NODE_LOST, Node, NodeBuilder, NodeHandle, NodeLoad, SessionStart,
+    DrainReport, EVENT_TIMEOUT, EVENTS_UNSTORED, HEARTBEAT, HOST_LOST, MAX_IN_FLIGHT,
+    NODE_DRAINING, NODE_LOST, Node, NodeBuilder, NodeHandle, NodeLoad, SessionStart,
 };
 pub use wire::{CLUSTER_VERSION, NodeInfo, Refusal, SessionRecord, StartOptions};

@@ -37,6 +37,28 @@ pub const EVENTS_MAX_READERS: i32 = 100_000;
 /// acknowledgement is stored once.
 pub const EVENTS_DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
 
+/// How often a host tells the nodes it is alive, on [`host_beat_subject`].
+pub const HOST_HEARTBEAT: Duration = Duration::from_secs(1);
+/// How long a node keeps a session after the last sign of life of every host that holds it,
+/// by default ([`NodeBuilder::host_lost_after`](crate::NodeBuilder::host_lost_after)).
+pub const HOST_LOST_AFTER: Duration = Duration::from_secs(10);
+/// The shortest `host_lost_after` a node accepts: three of a host's beats.
+pub const MIN_HOST_LOST_AFTER: Duration = Duration::from_secs(3);
+/// Where hosts beat: `colloquy.host.<host id>.beat`, one token per host.
+pub(crate) const HOST_BEATS: &str = "colloquy.host.*.beat";
+/// The header that names the host a command comes from.
+pub(crate) const HOST_HEADER: &str = "Colloquy-Host";
+
+/// Where host `id` beats.
+pub(crate) fn host_beat_subject(id: &str) -> String {
+    format!("colloquy.host.{id}.beat")
+}
+
+/// The host id in a beat's subject.
+pub(crate) fn beat_host(subject: &str) -> Option<&str> {
+    subject.strip_prefix("colloquy.host.")?.strip_suffix(".beat").filter(|id| is_valid_name(id))
+}
+
 /// The key of node `name` in [`NODES_BUCKET`].
 pub(crate) fn node_key(name: &str) -> String {
     format!("node.{name}")
@@ -100,5 +122,7 @@ mod tests {
         assert_eq!(command_subject("s1"), "colloquy.session.s1.cmd");
         assert_eq!(events_subject("s1"), "colloquy.events.s1");
         assert_eq!(node_key("n1"), "node.n1");
+        assert_eq!(beat_host(&host_beat_subject("h-1")), Some("h-1"));
+        assert_eq!(beat_host("colloquy.host.a.b.beat"), None);
     }
 }

@@ -19,6 +19,24 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const PING_INTERVAL: Duration = Duration::from_secs(2);
 /// The bound on each JetStream call (a key-value write, a publish's acknowledgement).
 const JETSTREAM_TIMEOUT: Duration = Duration::from_secs(5);
+/// The pause between attempts to reconnect while a server is away, for about the first five
+/// seconds of an outage: a restarted server is found again within this of its return, well
+/// inside a node's fence (the client's own back-off waits 1 s and more after one second).
+const RECONNECT_PAUSE: Duration = Duration::from_millis(100);
+/// The attempts made [`RECONNECT_PAUSE`] apart before the pause grows to [`RECONNECT_PAUSE_LONG`].
+const QUICK_RECONNECTS: usize = 50;
+/// The pause between attempts to reconnect once an outage has lasted seconds.
+const RECONNECT_PAUSE_LONG: Duration = Duration::from_secs(1);
+
+/// The pause before reconnect attempt `attempts` (1 for the first after a disconnection):
+/// none, then [`RECONNECT_PAUSE`], then [`RECONNECT_PAUSE_LONG`] (docs/cluster.md#failure).
+fn reconnect_delay(attempts: usize) -> Duration {
+    match attempts {
+        0 | 1 => Duration::ZERO,
+        n if n <= QUICK_RECONNECTS => RECONNECT_PAUSE,
+        _ => RECONNECT_PAUSE_LONG,
+    }
+}
 
 /// Room left under the server's `max_payload` for a message's headers (an event's id, a reply
 /// subject).
@@ -214,6 +232,7 @@ impl NatsConfig {
             .name(name)
             .connection_timeout(CONNECT_TIMEOUT)
             .ping_interval(PING_INTERVAL)
+            .reconnect_delay_callback(reconnect_delay)
             .event_callback(move |event| {
                 match &event {
                     Event::Connected => {
@@ -369,6 +388,17 @@ async fn events_stream(js: &jetstream::Context) -> Result<stream::Stream, Cluste
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reconnects_come_quickly_for_the_first_seconds_then_each_second() {
+        assert_eq!(reconnect_delay(1), Duration::ZERO);
+        assert_eq!(reconnect_delay(2), RECONNECT_PAUSE);
+        assert_eq!(reconnect_delay(QUICK_RECONNECTS), RECONNECT_PAUSE);
+        assert_eq!(reconnect_delay(QUICK_RECONNECTS + 1), RECONNECT_PAUSE_LONG);
+        assert_eq!(reconnect_delay(usize::MAX), RECONNECT_PAUSE_LONG);
+        let quick: Duration = (1..=QUICK_RECONNECTS).map(reconnect_delay).sum();
+        assert!(quick >= Duration::from_secs(4), "{quick:?}");
+    }
 
     #[test]
     fn a_shown_url_hides_its_credentials() {

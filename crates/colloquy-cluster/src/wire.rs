@@ -90,6 +90,10 @@ pub(crate) struct PlaceRequest {
     pub(crate) v: u32,
     pub(crate) agent: String,
     pub(crate) options: StartOptions,
+    /// The host asking, which holds the session from then on (docs/cluster.md#host-lease);
+    /// none from hosts before host leases, whose sessions no node closes for their silence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) host: Option<String>,
 }
 
 /// A node's answer to a [`PlaceRequest`].

@@ -383,7 +383,8 @@ async fn commands_past_the_in_flight_bound_are_answered_busy_at_once() {
 
 /// What NATS cannot carry (its `max_payload`, 1 MiB here) is a clear error, never a silent
 /// stall: a request is refused before it is sent, an event travels as an `error` event under
-/// its own index, a reply as a `too_large` error.
+/// its own index, a reply as a `too_large` error; a close's reply keeps what fits of the
+/// final history.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_is_over_max_payload_travels_as_a_clear_error() {
     let server = NatsServer::start();
@@ -406,8 +407,12 @@ async fn what_is_over_max_payload_travels_as_a_clear_error() {
     assert!(said.contains("max_payload"), "{said}");
     session.say("Still here.").await.unwrap();
     session.wait_for_idle().await.unwrap();
-    // The session closes; its final history is what cannot travel.
-    too_large(session.close().await.unwrap_err());
+    // The session closes as asked, and that is the answer, with the newest items of its
+    // final history that fit.
+    let kept = session.close_with_reason("done").await.expect("a close that closed succeeds");
+    let texts: Vec<&str> =
+        kept.iter().filter_map(ChatItem::as_message).map(|m| m.text.as_str()).collect();
+    assert_eq!(texts, ["Still here."]);
 
     let mut seen = Vec::new();
     while let Some(event) = tokio::time::timeout(BOUND, events.recv()).await.expect("events") {
@@ -491,4 +496,111 @@ async fn a_reader_resumes_inside_a_message_of_several_events() {
     assert_eq!(rest, seen[at + 1..], "the rest, from the next event in the same message");
     let messages = seen.iter().map(|e| e.seq).collect::<std::collections::BTreeSet<_>>().len();
     eprintln!("{} events in {messages} messages", seen.len());
+}
+
+/// A message on a session's events subject that is not the node's (garbage, published by
+/// anyone allowed to) is skipped: every reader's stream goes on to the session's end, with
+/// no error item that would make a relay give the session up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreadable_message_among_the_events_is_skipped() {
+    let server = NatsServer::start();
+    let _n1 = node(&server, "n1", 10).await;
+    let cluster = cluster(&server).await;
+    let session = cluster.start_session("support", StartOptions::new()).await.unwrap();
+    let mut events = session.subscribe().await.unwrap();
+    session.user_turn("Where is my order?").await.unwrap();
+    session.wait_for_idle().await.unwrap();
+
+    let raw = async_nats::connect(server.url()).await.expect("a raw connection");
+    let subject = format!("colloquy.events.{}", session.id());
+    for garbage in [&b"\xff not json"[..], b"[1, 2]", b"{\"type\": \"x_other\"}"] {
+        let js = async_nats::jetstream::new(raw.clone());
+        js.publish(subject.clone(), garbage.to_vec().into()).await.unwrap().await.unwrap();
+    }
+    session.user_turn("And my refund?").await.unwrap();
+    session.wait_for_idle().await.unwrap();
+    session.close().await.unwrap();
+
+    let mut seen = Vec::new();
+    while let Some(item) = tokio::time::timeout(BOUND, events.recv()).await.expect("events") {
+        seen.push(item.unwrap_or_else(|e| panic!("an error item: {e}")));
+    }
+    let indices: Vec<u64> = seen.iter().map(|e| e.index).collect();
+    assert_eq!(indices, (1..=seen.len() as u64).collect::<Vec<_>>());
+    assert!(seen.iter().any(|e| is_user_message(&e.event.kind, "And my refund?")));
+    assert_eq!(
+        seen.last().unwrap().event.kind,
+        EventKind::SessionClosed { reason: "close".into() }
+    );
+}
+
+/// A start whose history NATS cannot carry is `TooLarge`, refused before any node is asked:
+/// a distinct error a relay answers with 413, since no retry can help (an `unavailable` would
+/// invite one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_whose_history_is_over_max_payload_is_too_large() {
+    let server = NatsServer::start();
+    let long = "x".repeat(400_000);
+    let llm = ScriptedLlm::new([]).with_fallback(move |_, _| ScriptedResponse::text(long.clone()));
+    let n1 = node_builder(&server.url(), "n1").llm(llm).start().await.expect("the node");
+    let cluster = cluster(&server).await;
+    let first = cluster.start_session("support", StartOptions::new()).await.unwrap();
+    first.user_turn("Tell me everything.").await.unwrap();
+    first.wait_for_idle().await.unwrap();
+    let history = first.history().await.expect("400 kB travel");
+
+    let long_history: Vec<ChatItem> =
+        history.iter().cycle().take(history.len() * 3).cloned().collect();
+    for start in [
+        cluster.start_session("support", StartOptions::new().history(long_history.clone())).await,
+        cluster.start_session_on("n1", "support", StartOptions::new().history(long_history)).await,
+    ] {
+        let err = start.expect_err("over max_payload");
+        let ClusterError::TooLarge { size, limit, .. } = &err else { panic!("{err:?}") };
+        assert!(size > limit && *limit == 1024 * 1024, "{err}");
+        assert!(err.to_string().contains("max_payload"), "{err}");
+    }
+    assert_eq!(n1.sessions().len(), 1, "no node was asked");
+}
+
+/// A node holds a lease on the hosts of its sessions: once every host that started or
+/// commanded a session has stopped beating for `host_lost_after`, the node closes the session
+/// with `host_lost` and its room comes back; a live host's idle session stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_whose_hosts_went_silent_is_closed_and_its_room_comes_back() {
+    let server = NatsServer::start();
+    let n1 = node_builder(&server.url(), "n1")
+        .max_sessions(2)
+        .load_threshold(1.0)
+        .host_lost_after(colloquy_cluster::MIN_HOST_LOST_AFTER)
+        .start()
+        .await
+        .unwrap();
+    let stays = cluster(&server).await;
+    let kept = stays.start_session("support", StartOptions::new()).await.unwrap();
+    let dies = cluster(&server).await;
+    let orphan = dies.start_session("support", StartOptions::new()).await.unwrap();
+    orphan.user_turn("Where is my order?").await.unwrap();
+    orphan.wait_for_idle().await.unwrap();
+    // Another host reads the session's events, which does not make it hold the session.
+    let mut events = stays.session(orphan.id()).await.unwrap().subscribe().await.unwrap();
+    let full = stays.start_session("support", StartOptions::new()).await.unwrap_err();
+    assert!(matches!(full, ClusterError::NoNode { .. }), "{full:?}");
+
+    // The host dies: it beats no more, and nothing closes its session but the node.
+    drop((orphan, dies));
+    let mut last = None;
+    while let Some(item) = tokio::time::timeout(BOUND, events.recv()).await.expect("an end") {
+        last = Some(item.expect("no error").event.kind);
+    }
+    assert_eq!(last, Some(EventKind::SessionClosed { reason: "host_lost".into() }));
+    let again = eventually(BOUND, "the node takes a session again", || async {
+        stays.start_session("support", StartOptions::new()).await.ok()
+    })
+    .await;
+    again.user_turn("Hello?").await.unwrap();
+    // The live host's session, idle all along, is still there.
+    kept.user_turn("Where is my order?").await.unwrap();
+    kept.wait_for_idle().await.unwrap();
+    assert_eq!(n1.sessions().len(), 2);
 }

@@ -2,7 +2,8 @@
 //! (docs/cluster.md#failure): two node processes and a host (this test), sessions on both;
 //! `kill -9` of one, and only its sessions report `x_node_lost` within `lost_after` and a
 //! margin, the other's carry on, nothing of the killed one is left running; `SIGSTOP` of one
-//! past `lost_after`, and once continued it closes the sessions its hosts gave up.
+//! past `lost_after` with work under way, and once continued it stops the sessions its hosts
+//! gave up without a word: nothing of theirs is published after the loss marker.
 //!
 //! A node process is this test binary run again on its ignored test [`node_process`] with the
 //! node's settings in its environment: no other binary to build, and a node with a scripted
@@ -18,12 +19,15 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use colloquy_cluster::{Cluster, ClusterError, RemoteEvents, RemoteSession, StartOptions};
+use colloquy_core::{Agent, EventKind, FunctionTool, RunContext, ToolError};
+use colloquy_llm::{ScriptedCall, ScriptedLlm, ScriptedResponse, ToolChoice};
 use common::{
     AT_ONCE, BOUND, LOST_AFTER, MARGIN, NatsServer, eventually, node_builder, raw_events, raw_type,
 };
 use group::group_members;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
+use serde_json::Value;
 
 const NATS_VAR: &str = "COLLOQUY_TEST_NODE_NATS";
 const NAME_VAR: &str = "COLLOQUY_TEST_NODE_NAME";
@@ -40,9 +44,37 @@ async fn node_process() {
         return;
     };
     let lost_after = Duration::from_millis(lost_after.parse().expect("milliseconds"));
-    let report =
-        node_builder(&url, &name).lost_after(lost_after).run().await.expect("the node runs");
+    let report = node_builder(&url, &name)
+        .lost_after(lost_after)
+        .agent("busy", busy)
+        .session(
+            |builder, start| if start.agent == "busy" { builder.llm(busy_llm()) } else { builder },
+        )
+        .run()
+        .await
+        .expect("the node runs");
     eprintln!("node drained: {report:?}");
+}
+
+/// An agent always at work: its model calls `lookup` at every step it may (three a turn),
+/// and each call takes 700 ms.
+fn busy() -> Agent {
+    let lookup =
+        FunctionTool::new("lookup", "Looks the order up.", |_ctx: RunContext, _: Value| async {
+            tokio::time::sleep(Duration::from_millis(700)).await;
+            Ok::<_, ToolError>("still looking".to_owned())
+        });
+    Agent::new("busy", "You look orders up.").tool(lookup)
+}
+
+fn busy_llm() -> ScriptedLlm {
+    ScriptedLlm::new([]).with_fallback(|index, request| {
+        let reply = ScriptedResponse::text("Looking.");
+        if request.tool_choice == Some(ToolChoice::None) {
+            return reply;
+        }
+        reply.with_call(ScriptedCall::new(format!("c{index}"), "lookup", "{}"))
+    })
 }
 
 /// A node process, killed (and reaped) on drop if it still runs.
@@ -178,7 +210,7 @@ async fn kill_9_of_a_node_loses_its_sessions_only_and_leaves_nothing_running() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_stopped_node_that_continues_closes_the_sessions_its_hosts_gave_up() {
+async fn a_stopped_node_that_continues_stops_the_sessions_its_hosts_gave_up() {
     let server = NatsServer::start();
     let host = host(&server).await;
     let stalled = NodeProcess::start(&server, "stalled");
@@ -186,6 +218,16 @@ async fn a_stopped_node_that_continues_closes_the_sessions_its_hosts_gave_up() {
     both_nodes_live(&host).await;
     let lease = host.nodes().await.unwrap().into_iter().find(|n| n.name == "stalled").unwrap();
     let mut sessions = sessions_on(&host, "stalled").await;
+    // Work under way when the node stops: a turn whose tool calls run for seconds.
+    let mut busy = Vec::new();
+    for _ in 0..2 {
+        let session = host.start_session_on("stalled", "busy", StartOptions::new()).await.unwrap();
+        let mut events = session.subscribe().await.unwrap();
+        session.user_turn("Where is my order?").await.unwrap();
+        tool_running(&mut events).await;
+        busy.push((session, events));
+    }
+    sessions.extend(busy);
 
     stalled.signal(Signal::SIGSTOP);
     for (session, events) in &mut sessions {
@@ -200,21 +242,31 @@ async fn a_stopped_node_that_continues_closes_the_sessions_its_hosts_gave_up() {
         (back.sessions == 0).then_some(())
     })
     .await;
+    // Whatever it still had under way would have landed by now: its tools' waits ran out
+    // while it was stopped.
+    tokio::time::sleep(Duration::from_millis(500)).await;
     for (session, _) in &sessions {
-        let err = session.user_turn("hello?").await.unwrap_err();
-        assert_eq!(err, ClusterError::NodeLost { node: "stalled".into() });
-        eventually(BOUND, "the node lets the session go", || async {
-            matches!(host.session(session.id()).await, Err(ClusterError::NotFound(_))).then_some(())
-        })
-        .await;
-        // Its own last word comes after the host's marker, past where readers stop.
+        // Nothing of the session after the host's marker: no tool result, no reply, no close.
         let raw = raw_events(&server.url(), session.id()).await;
         let types: Vec<&str> = raw.iter().map(raw_type).collect();
         let marker = types.iter().position(|t| *t == "x_node_lost").expect("the marker");
-        let closed = &raw[marker + 1..];
-        assert!(
-            closed.iter().any(|m| m["event"]["reason"] == "node_lost"),
-            "the node closed it with node_lost: {types:?}"
-        );
+        assert_eq!(marker + 1, types.len(), "events after the marker: {types:?}");
+        let err = session.user_turn("hello?").await.unwrap_err();
+        assert_eq!(err, ClusterError::NodeLost { node: "stalled".into() });
+        let found = host.session(session.id()).await.expect("a lost session is still found");
+        assert!(found.is_node_lost());
     }
+}
+
+/// Reads `events` until a tool call has started.
+async fn tool_running(events: &mut RemoteEvents) {
+    let read = async {
+        while let Some(Ok(event)) = events.recv().await {
+            if matches!(event.event.kind, EventKind::ToolCallStarted { .. }) {
+                return;
+            }
+        }
+        panic!("the events ended before a tool call started");
+    };
+    tokio::time::timeout(BOUND, read).await.expect("a tool call starts");
 }

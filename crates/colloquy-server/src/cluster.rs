@@ -35,10 +35,12 @@ impl ClusterBackend {
     }
 }
 
-/// A cluster's failure as a refusal of the server's.
+/// A cluster's failure as a refusal of the server's: a start NATS cannot carry is
+/// `too_large` (413), which no retry mends, not `unavailable`.
 fn refusal(e: &ClusterError) -> ServerError {
     let code = match e {
         ClusterError::NoNode { .. } => ErrorCode::TooManySessions,
+        ClusterError::TooLarge { .. } => ErrorCode::TooLarge,
         ClusterError::Timeout { .. } | ClusterError::Nats(_) | ClusterError::Connect { .. } => {
             ErrorCode::Unavailable
         }
@@ -140,6 +142,21 @@ fn error(e: ClusterError) -> ProtocolError {
         e @ (ClusterError::NodeLost { .. } | ClusterError::NotFound(_)) => {
             ProtocolError::new(ErrorKind::Closed, e.to_string())
         }
+        e @ ClusterError::TooLarge { .. } => ProtocolError::new(ErrorKind::TooLarge, e.to_string()),
         e => ProtocolError::new(ErrorKind::Unavailable, e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_nats_cannot_carry_is_too_large_not_unavailable() {
+        let e = ClusterError::TooLarge { what: "a start".into(), size: 2_000_000, limit: 1 << 20 };
+        assert_eq!(refusal(&e).code, ErrorCode::TooLarge);
+        assert_eq!(error(e).kind, ErrorKind::TooLarge);
+        let timeout = ClusterError::Timeout { what: "placement".into(), after: Default::default() };
+        assert_eq!(refusal(&timeout).code, ErrorCode::Unavailable);
     }
 }

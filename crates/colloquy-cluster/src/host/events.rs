@@ -69,9 +69,11 @@ impl EventCursor {
 }
 
 /// A remote session's events, in order. `recv` gives `None` after `session_closed`; an
-/// `Err` item says events were lost to the stream's retention (or one could not be read), and
-/// the stream goes on after it, except [`ClusterError::NodeLost`]: the `x_node_lost` marker a
-/// host wrote when it found the session's node lost, the last item (docs/cluster.md#failure).
+/// `Err` item says events were lost to the stream's retention, and the stream goes on after
+/// it, except [`ClusterError::NodeLost`]: the `x_node_lost` marker a host wrote when it found
+/// the session's node lost, the last item (docs/cluster.md#failure). A message on the
+/// session's subject that holds neither events nor a marker is skipped with a warning in the
+/// log; if it stood for events, the next event's index shows them as lost.
 #[derive(Debug)]
 pub struct RemoteEvents {
     rx: mpsc::Receiver<Result<RemoteEvent, ClusterError>>,
@@ -209,9 +211,13 @@ impl Reader {
                                 let _ = self.tx.send(Err(ClusterError::NodeLost { node })).await;
                                 return;
                             }
-                            if self.tx.send(Err(ClusterError::Session(e))).await.is_err() {
-                                return;
-                            }
+                            // Not the nodes' (anyone allowed to publish on the subject could
+                            // have): skipped, so it costs no reader its stream. Events it
+                            // stood for show as a gap at the next index.
+                            tracing::warn!(
+                                session = %self.session, seq, error = %e.message,
+                                "an unreadable message among the session's events: skipped"
+                            );
                         }
                     }
                 }

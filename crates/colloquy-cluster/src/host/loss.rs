@@ -44,6 +44,17 @@ pub(crate) struct Tracked {
 }
 
 impl Tracked {
+    /// Session `id`, placed on `node` (that boot, under that lease), not lost yet.
+    pub(crate) fn new(id: &str, node: &str, boot_id: &str, lease: u64) -> Self {
+        Self {
+            id: id.to_owned(),
+            node: node.to_owned(),
+            boot_id: boot_id.to_owned(),
+            lease,
+            lost: watch::channel(false).0,
+        }
+    }
+
     pub(crate) fn is_lost(&self) -> bool {
         *self.lost.borrow()
     }
@@ -93,13 +104,7 @@ impl Tracker {
             sessions.by_id.retain(|_, t| t.strong_count() > 0);
             sessions.prune_at = (sessions.by_id.len() * 2).max(64);
         }
-        let tracked = Arc::new(Tracked {
-            id: id.to_owned(),
-            node: node.to_owned(),
-            boot_id: boot_id.to_owned(),
-            lease,
-            lost: watch::channel(false).0,
-        });
+        let tracked = Arc::new(Tracked::new(id, node, boot_id, lease));
         sessions.by_id.insert(id.to_owned(), Arc::downgrade(&tracked));
         tracked
     }

@@ -3,7 +3,7 @@
 //! (docs/cluster.md#hosts).
 
 mod events;
-mod loss;
+pub(crate) mod loss;
 mod remote;
 mod shared;
 
@@ -18,7 +18,7 @@ pub use shared::Timeouts;
 
 use crate::error::ClusterError;
 use crate::names;
-use crate::nats::{Backend, NatsConfig};
+use crate::nats::{Backend, HEADROOM, NatsConfig, payload_limit};
 use crate::wire::{CLUSTER_VERSION, NodeInfo, PlaceReply, PlaceRequest, StartOptions, rank};
 use loss::Tracker;
 use shared::{ClusterInner, Holder};
@@ -80,8 +80,10 @@ impl ClusterBuilder {
         let backend = Backend::open(&self.server, "colloquy-host", self.lost_after).await?;
         let tracker = Arc::new(Tracker::default());
         let watch = tokio::spawn(loss::watch_nodes(backend.clone(), Arc::clone(&tracker)));
-        let watch = watch.abort_handle();
-        let inner = ClusterInner { backend, timeouts: self.timeouts, tracker, watch };
+        let host_id = uuid::Uuid::new_v4().to_string();
+        let beat = tokio::spawn(shared::beat(backend.clone(), host_id.clone()));
+        let tasks = [watch.abort_handle(), beat.abort_handle()];
+        let inner = ClusterInner { backend, timeouts: self.timeouts, tracker, host_id, tasks };
         Ok(Cluster { inner: Arc::new(inner) })
     }
 }
@@ -147,10 +149,11 @@ impl Cluster {
         agent: &str,
         options: StartOptions,
     ) -> Result<RemoteSession, ClusterError> {
+        let body = self.place_request(agent, options)?;
         let nodes = self.nodes().await?;
         let mut passed = Vec::new();
         for node in rank(&nodes, agent) {
-            match self.place(&node.name, agent, &options).await {
+            match self.place(&node.name, &body).await {
                 Ok(session) => return Ok(session),
                 Err(ClusterError::Refused { node, refusal }) => {
                     passed.push(format!("{node}: {refusal}"));
@@ -177,7 +180,8 @@ impl Cluster {
         agent: &str,
         options: StartOptions,
     ) -> Result<RemoteSession, ClusterError> {
-        self.place(node, agent, &options).await.map_err(|e| match e {
+        let body = self.place_request(agent, options)?;
+        self.place(node, &body).await.map_err(|e| match e {
             ClusterError::NodeLost { node } => ClusterError::NoNode {
                 agent: agent.to_owned(),
                 detail: format!("node `{node}` is not live"),
@@ -229,23 +233,29 @@ impl Cluster {
         Ok(())
     }
 
-    async fn place(
-        &self,
-        node: &str,
-        agent: &str,
-        options: &StartOptions,
-    ) -> Result<RemoteSession, ClusterError> {
+    /// The placement request for an `agent` session, refused before any node is asked if NATS
+    /// cannot carry it: no node could take it, and a retry would not help.
+    fn place_request(&self, agent: &str, options: StartOptions) -> Result<Vec<u8>, ClusterError> {
+        let host = Some(self.inner.host_id.clone());
+        let request = PlaceRequest { v: CLUSTER_VERSION, agent: agent.to_owned(), options, host };
+        let body = serde_json::to_vec(&request).map_err(ClusterError::nats)?;
+        let limit = payload_limit(&self.inner.backend.client);
+        if body.len() > limit {
+            let what = format!("the start of a `{agent}` session (its history)");
+            return Err(ClusterError::TooLarge { what, size: body.len(), limit: limit + HEADROOM });
+        }
+        Ok(body)
+    }
+
+    async fn place(&self, node: &str, body: &[u8]) -> Result<RemoteSession, ClusterError> {
         if !names::is_valid_name(node) {
             return Err(ClusterError::InvalidName(node.to_owned()));
         }
-        let request =
-            PlaceRequest { v: CLUSTER_VERSION, agent: agent.to_owned(), options: options.clone() };
-        let body = serde_json::to_vec(&request).map_err(ClusterError::nats)?;
         let subject = names::place_subject(node);
-        let answer =
-            self.inner.request(subject, body, self.inner.timeouts.place).await.map_err(|e| {
-                e.into_error(|| ClusterError::NodeLost { node: node.to_owned() }, "placement")
-            })?;
+        let answer = self.inner.request(subject, body.to_vec(), self.inner.timeouts.place).await;
+        let answer = answer.map_err(|e| {
+            e.into_error(|| ClusterError::NodeLost { node: node.to_owned() }, "placement")
+        })?;
         match serde_json::from_slice(&answer).map_err(ClusterError::nats)? {
             PlaceReply::Placed { session_id, node, boot_id, lease } => {
                 let tracked = self.inner.tracker.track(&session_id, &node, &boot_id, lease);

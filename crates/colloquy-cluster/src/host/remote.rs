@@ -184,7 +184,8 @@ impl RemoteSession {
     }
 
     /// Closes the session with `reason` (carried by `session_closed`) and returns its final
-    /// history.
+    /// history: its newest items, if the whole is over the NATS server's `max_payload`
+    /// (docs/cluster.md#limits).
     pub async fn close_with_reason(
         &self,
         reason: impl Into<String>,
@@ -280,8 +281,9 @@ impl RemoteSession {
         }
     }
 
-    /// `NodeLost` if the session's node (this boot and lease of it) is no longer live,
-    /// `NotFound` if the session has ended; `None` if both are still there.
+    /// `NodeLost` if the session's node (this boot and lease of it) is no longer live or the
+    /// session's record says it was lost, `NotFound` if the session has ended; `None` if both
+    /// are still there.
     async fn gone(&self) -> Option<ClusterError> {
         let tracked = &self.tracked;
         match self.inner.node(&tracked.node).await {
@@ -290,6 +292,12 @@ impl RemoteSession {
         }
         match self.inner.session_record(&tracked.id).await {
             Ok(None) => Some(ClusterError::NotFound(tracked.id.clone())),
+            // Declared lost: by a host, or by the node that stopped it at its fence while its
+            // entry lived on.
+            Ok(Some(record)) if record.lost && record.lease == tracked.lease => {
+                tracked.mark_lost();
+                Some(ClusterError::NodeLost { node: tracked.node.clone() })
+            }
             _ => None,
         }
     }

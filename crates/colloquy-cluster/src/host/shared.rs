@@ -10,7 +10,7 @@ use tokio::task::AbortHandle;
 
 use super::loss::Tracker;
 use crate::error::ClusterError;
-use crate::names;
+use crate::names::{self, HOST_HEARTBEAT};
 use crate::nats::Backend;
 use crate::wire::{NodeInfo, SessionRecord};
 
@@ -43,13 +43,39 @@ pub(crate) struct ClusterInner {
     pub(crate) timeouts: Timeouts,
     /// The sessions this host drives, for the loss detection.
     pub(crate) tracker: Arc<Tracker>,
-    /// The watch on the nodes bucket, ended with the cluster.
-    pub(crate) watch: AbortHandle,
+    /// Drawn at connect: the nodes hold the sessions this host starts or commands on it.
+    pub(crate) host_id: String,
+    /// The watch on the nodes bucket and the host's beat, ended with the cluster.
+    pub(crate) tasks: [AbortHandle; 2],
 }
 
 impl Drop for ClusterInner {
     fn drop(&mut self) {
-        self.watch.abort();
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+/// Tells the nodes this host is alive, every [`HOST_HEARTBEAT`] and at once after a
+/// reconnect, so that they keep its sessions (docs/cluster.md#host-lease).
+pub(crate) async fn beat(backend: Backend, host_id: String) {
+    let subject = names::host_beat_subject(&host_id);
+    let mut connections = backend.connections.clone();
+    loop {
+        connections.borrow_and_update();
+        if let Err(e) = backend.client.publish(subject.clone(), bytes::Bytes::new()).await {
+            tracing::debug!(host = %host_id, error = %e, "cannot beat");
+        }
+        tokio::select! {
+            biased;
+            changed = connections.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+            }
+            () = tokio::time::sleep(HOST_HEARTBEAT) => {}
+        }
     }
 }
 
@@ -96,7 +122,12 @@ impl ClusterInner {
         body: Vec<u8>,
         timeout: Duration,
     ) -> Result<bytes::Bytes, NoAnswer> {
-        let request = async_nats::Request::new().payload(body.into()).timeout(Some(timeout));
+        // Every request names this host: a node keeps a session while a host that starts or
+        // commands it beats.
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert(names::HOST_HEADER, self.host_id.as_str());
+        let request =
+            async_nats::Request::new().payload(body.into()).headers(headers).timeout(Some(timeout));
         match self.backend.client.send_request(subject, request).await {
             Ok(message) => Ok(message.payload),
             Err(e) => Err(match e.kind() {

@@ -1,12 +1,13 @@
 //! The node's entry in the nodes bucket and the lease it holds by it (docs/cluster.md#failure):
 //! taken at start (refused if a live node holds the name), rewritten every heartbeat and at once
-//! when its sessions or its draining flag change, removed by a drain. The entry expires the
+//! when its sessions, its draining flag or its connection change, removed by a drain. The entry expires the
 //! bucket's `max_age` after the last write, which is how a node that dies or is cut off leaves
-//! the bucket; a node that finds its entry gone has been given up, so it closes its sessions
+//! the bucket; a node that finds its entry gone has been given up, so it stops its sessions
 //! ([`fence`]) and registers again under a new lease.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use async_nats::jetstream::kv::{CreateErrorKind, Operation, UpdateErrorKind};
 use tokio::time::Instant;
@@ -45,23 +46,41 @@ async fn take_lease(shared: &NodeShared) -> Result<u64, async_nats::jetstream::k
     Ok(nodes.update(&key, entry(shared), lease).await.unwrap_or(lease))
 }
 
-/// Refreshes the entry for as long as the node runs.
+/// The pause before a failed write of the entry is tried again: much less than a beat, so a
+/// node back on NATS renews its lease well before its fence.
+const RETRY: Duration = Duration::from_millis(100);
+
+/// Refreshes the entry for as long as the node runs: every beat, at once when its sessions
+/// change or its connection comes back, and soon again after a write that failed.
 pub(super) async fn run(shared: Arc<NodeShared>, mut revision: u64) {
+    let mut connections = shared.backend.connections.clone();
+    connections.borrow_and_update();
+    let mut pause = shared.heartbeat();
     loop {
         tokio::select! {
             biased;
             () = shared.changed.notified() => {}
-            () = tokio::time::sleep(shared.heartbeat()) => {}
+            changed = connections.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+            }
+            () = tokio::time::sleep(pause) => {}
         }
-        if !shared.paused.load(Ordering::Acquire) {
-            revision = refresh(&shared, revision).await;
+        if shared.paused.load(Ordering::Acquire) {
+            pause = shared.heartbeat();
+            continue;
         }
+        let stored;
+        (revision, stored) = refresh(&shared, revision).await;
+        pause = if stored { shared.heartbeat() } else { RETRY.min(shared.heartbeat()) };
     }
 }
 
-/// Writes the entry over `revision`; returns the new revision, or `revision` if the write
-/// failed (NATS away: the next beat tries again, and the fence watches the time).
-async fn refresh(shared: &Arc<NodeShared>, revision: u64) -> u64 {
+/// Writes the entry over `revision`; returns the new revision and whether the write was
+/// stored, or `revision` if it failed (NATS away: the caller tries again soon, and the fence
+/// watches the time).
+async fn refresh(shared: &Arc<NodeShared>, revision: u64) -> (u64, bool) {
     let key = names::node_key(&shared.name);
     let sent = Instant::now();
     // Bounded by a beat, so a slow server does not hold the next beats back.
@@ -69,18 +88,18 @@ async fn refresh(shared: &Arc<NodeShared>, revision: u64) -> u64 {
     match tokio::time::timeout(shared.heartbeat(), write).await {
         Ok(Ok(revision)) => {
             renewed(shared, sent);
-            revision
+            (revision, true)
         }
         Ok(Err(e)) if e.kind() == UpdateErrorKind::WrongLastRevision => {
             lapsed(shared, revision).await
         }
         Ok(Err(e)) => {
             tracing::debug!(node = %shared.name, error = %e, "node heartbeat failed");
-            revision
+            (revision, false)
         }
         Err(_) => {
             tracing::debug!(node = %shared.name, "node heartbeat timed out");
-            revision
+            (revision, false)
         }
     }
 }
@@ -88,17 +107,17 @@ async fn refresh(shared: &Arc<NodeShared>, revision: u64) -> u64 {
 /// The entry is not at `revision`. Either a write that timed out was stored after all (the
 /// entry is still this lease's: carry on from it), or the entry expired and hosts have given
 /// the node up: its sessions are closed and it registers again, under a new lease.
-async fn lapsed(shared: &Arc<NodeShared>, revision: u64) -> u64 {
+async fn lapsed(shared: &Arc<NodeShared>, revision: u64) -> (u64, bool) {
     let key = names::node_key(&shared.name);
     let nodes = &shared.backend.nodes;
     match nodes.entry(&key).await {
         Ok(Some(entry)) if entry.operation == Operation::Put && is_ours(shared, &entry.value) => {
-            return entry.revision;
+            return (entry.revision, false);
         }
         Ok(_) => {}
         Err(e) => {
             tracing::debug!(node = %shared.name, error = %e, "cannot read the node's entry");
-            return revision;
+            return (revision, false);
         }
     }
     fence::fence(shared, "its entry expired: hosts have given it up");
@@ -107,12 +126,12 @@ async fn lapsed(shared: &Arc<NodeShared>, revision: u64) -> u64 {
         Ok(revision) => {
             renewed(shared, sent);
             tracing::warn!(node = %shared.name, lease = shared.lease(), "registered again");
-            revision
+            (revision, true)
         }
         Err(e) => {
-            // Another live node holds the name, or NATS is away: try again next beat.
+            // Another live node holds the name, or NATS is away: try again soon.
             tracing::warn!(node = %shared.name, error = %e, "cannot register the node again");
-            revision
+            (revision, false)
         }
     }
 }

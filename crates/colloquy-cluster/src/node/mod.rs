@@ -6,11 +6,12 @@
 mod announce;
 mod drain;
 mod fence;
+mod hosts;
 mod place;
 mod serve;
 mod shared;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -22,6 +23,7 @@ use tokio::sync::{Notify, OnceCell, watch};
 
 pub use drain::NODE_DRAINING;
 pub use fence::NODE_LOST;
+pub use hosts::HOST_LOST;
 pub use shared::{
     DrainReport, EVENT_TIMEOUT, EVENTS_UNSTORED, HEARTBEAT, MAX_IN_FLIGHT, NodeLoad, SessionStart,
 };
@@ -37,7 +39,8 @@ pub struct Node;
 
 impl Node {
     /// A node with no agent yet, 100 sessions at most, a load threshold of 0.7, a drain
-    /// timeout of 30 minutes, lost 3 s after its last heartbeat, publishing every event but
+    /// timeout of 30 minutes, lost 3 s after its last heartbeat, closing a session 10 s after
+    /// its hosts went silent, publishing every event but
     /// the agent's text deltas, running 32 commands of a session at once at most, giving a
     /// session up when one of its events cannot be stored in 30 s.
     pub fn builder() -> NodeBuilder {
@@ -57,6 +60,7 @@ impl Node {
                 load_fn: None,
                 drain_timeout: Duration::from_secs(30 * 60),
                 lost_after: names::NODE_TTL,
+                host_lost_after: names::HOST_LOST_AFTER,
             },
         }
     }
@@ -191,11 +195,25 @@ impl NodeBuilder {
 
     /// How long after its last heartbeat the node is lost (default 3 s, at least 1 s): the
     /// `max_age` of the nodes bucket if this node creates it. An existing bucket keeps its own,
-    /// and that is what counts, here too: the node heartbeats three times per `max_age` (at
-    /// most every second) and closes its sessions by itself if none is stored for five sixths
-    /// of it (docs/cluster.md#failure).
+    /// and that is what counts, here too: the node heartbeats six times per `max_age` (at
+    /// most every second) and stops its sessions by itself if none is stored for five sixths
+    /// of it (docs/cluster.md#fencing). A NATS outage of up to about two thirds of it, less a
+    /// fifth of a second, costs no session (docs/cluster.md#outage).
     pub fn lost_after(mut self, lost_after: Duration) -> Self {
         self.config.lost_after = lost_after;
+        self
+    }
+
+    /// How long the node keeps a session once every host that holds it (the host that started
+    /// it, and any that sent it a command) has gone silent: default [`HOST_LOST_AFTER`]
+    /// (10 s), at least [`MIN_HOST_LOST_AFTER`] (3 s). Hosts beat every second; past this the
+    /// node closes the session with reason [`HOST_LOST`], so a host that dies does not leave
+    /// its sessions holding the node's room for ever (docs/cluster.md#host-lease).
+    ///
+    /// [`HOST_LOST_AFTER`]: crate::HOST_LOST_AFTER
+    /// [`MIN_HOST_LOST_AFTER`]: crate::MIN_HOST_LOST_AFTER
+    pub fn host_lost_after(mut self, after: Duration) -> Self {
+        self.config.host_lost_after = after;
         self
     }
 
@@ -209,6 +227,13 @@ impl NodeBuilder {
         }
         if let Some(bad) = self.config.agents.keys().find(|a| !names::is_valid_name(a)) {
             return Err(ClusterError::InvalidName(bad.clone()));
+        }
+        if self.config.host_lost_after < names::MIN_HOST_LOST_AFTER {
+            return Err(ClusterError::Config(format!(
+                "host_lost_after is {:?}: it must be at least {:?}",
+                self.config.host_lost_after,
+                names::MIN_HOST_LOST_AFTER
+            )));
         }
         if self.config.agents.is_empty() {
             return Err(ClusterError::Config(format!(
@@ -236,6 +261,7 @@ impl NodeBuilder {
             fenced: AtomicBool::new(false),
             renewed: watch::channel(tokio::time::Instant::now()).0,
             paused: AtomicBool::new(false),
+            hosts: Mutex::new(HashMap::new()),
         });
         let revision = announce::register(&shared).await?;
         let tasks = [
@@ -243,6 +269,7 @@ impl NodeBuilder {
             tokio::spawn(fence::watch(Arc::clone(&shared))).abort_handle(),
             place::serve(&shared).await?,
             drain::serve(&shared).await?,
+            hosts::watch(&shared).await?,
         ];
         shared.lock_tasks().extend(tasks);
         Ok(NodeHandle { shared: Arc::new(Stopper(shared)) })
@@ -293,8 +320,8 @@ impl NodeHandle {
     }
 
     /// Stops (`true`) or resumes the node's heartbeats, as a node cut off from NATS would
-    /// stop them: for tests of node loss. Its entry expires, it closes its sessions with
-    /// reason `node_lost` by itself, and once resumed it registers again under a new lease.
+    /// stop them: for tests of node loss. Its entry expires, it stops its sessions by itself
+    /// (docs/cluster.md#fencing), and once resumed it registers again under a new lease.
     #[doc(hidden)]
     pub fn pause_heartbeats(&self, paused: bool) {
         self.shared().paused.store(paused, Ordering::Release);

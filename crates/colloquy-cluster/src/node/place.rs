@@ -35,7 +35,7 @@ async fn place(shared: &Arc<NodeShared>, request: PlaceRequest) -> PlaceReply {
     let refusal = admission(&Admission {
         agent: &request.agent,
         draining: shared.is_draining(),
-        fenced: shared.is_fenced(),
+        fenced: !shared.holds_lease(),
         serves_agent: factory.is_some(),
         node_protocol: CLUSTER_VERSION,
         host_protocol: request.v,
@@ -77,7 +77,8 @@ async fn place(shared: &Arc<NodeShared>, request: PlaceRequest) -> PlaceReply {
     let session_id = session.id().to_owned();
     // Read once: the record and the answer name the same lease.
     let lease = shared.lease();
-    match serve::start(shared, session.clone(), events, &request.agent, lease).await {
+    let host = request.host.as_deref();
+    match serve::start(shared, session.clone(), events, &request.agent, lease, host).await {
         Ok(()) => PlaceReply::Placed {
             session_id,
             node: shared.name.clone(),

@@ -11,15 +11,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_nats::jetstream::{self, message::PublishMessage};
+use async_nats::jetstream::message::PublishMessage;
 use colloquy_actors::{EventStream, SessionHandle};
 use colloquy_core::{ErrorSource, EventKind, SessionEvent};
 use colloquy_protocol::{ErrorKind, EventFrame, ProtocolError, Reply, Request, execute};
 use futures_util::StreamExt;
 use tokio::sync::{Semaphore, oneshot};
 
-use super::fence::NODE_LOST;
 use super::shared::{EVENTS_UNSTORED, NodeShared};
+use super::{fence, hosts};
 use crate::error::ClusterError;
 use crate::names;
 use crate::nats::{HEADROOM, payload_limit, store};
@@ -39,6 +39,7 @@ pub(super) async fn start(
     events: EventStream,
     agent: &str,
     lease: u64,
+    host: Option<&str>,
 ) -> Result<(), ClusterError> {
     let id = session.id().to_owned();
     let record = SessionRecord {
@@ -63,15 +64,18 @@ pub(super) async fn start(
         .await
         .map_err(ClusterError::nats)?;
     let (ended, on_end) = oneshot::channel();
-    let client = shared.backend.client.clone();
-    let limit = shared.config.max_in_flight;
-    let serving = tokio::spawn(serve_commands(client, session.clone(), commands, limit, on_end));
+    let serving =
+        tokio::spawn(serve_commands(Arc::clone(shared), session.clone(), commands, on_end));
     let publisher = Publisher { shared: Arc::clone(shared), session: session.clone(), id };
     let publishing = tokio::spawn(publisher.run(events, ended));
-    shared.add_session(session.clone(), vec![serving.abort_handle(), publishing.abort_handle()]);
+    let tasks = vec![serving.abort_handle(), publishing.abort_handle()];
+    shared.add_session(session.clone(), tasks, lease);
+    if let Some(host) = host {
+        hosts::hold(shared, session.id(), host);
+    }
     // A fence between the admission and now did not see this session.
     if shared.is_fenced() {
-        tokio::spawn(async move { session.close_with_reason(NODE_LOST).await });
+        fence::stop(shared, shared.remove_session(session.id()).into_iter().collect());
     }
     Ok(())
 }
@@ -79,12 +83,13 @@ pub(super) async fn start(
 /// Answers each command until the session has ended; then unsubscribes by draining, so a
 /// command already on its way is still answered (`closed`) rather than lost to a timeout.
 async fn serve_commands(
-    client: async_nats::Client,
+    shared: Arc<NodeShared>,
     session: SessionHandle,
     mut commands: async_nats::Subscriber,
-    limit: usize,
     mut ended: oneshot::Receiver<()>,
 ) {
+    let client = shared.backend.client.clone();
+    let limit = shared.config.max_in_flight;
     let in_flight = Arc::new(Semaphore::new(limit));
     let max_payload = payload_limit(&client);
     let mut draining = false;
@@ -101,7 +106,15 @@ async fn serve_commands(
             message = commands.next() => message,
         };
         let Some(message) = message else { return };
+        // A node back from a stall runs nothing its hosts may have given up on.
+        if !shared.holds_lease() {
+            fence::fence(&shared, "a command came after its lease lapsed");
+            return;
+        }
         let Some(reply_to) = message.reply else { continue };
+        if let Some(host) = message.headers.as_ref().and_then(|h| h.get(names::HOST_HEADER)) {
+            hosts::hold(&shared, session.id(), host.as_str());
+        }
         let Ok(permit) = Arc::clone(&in_flight).try_acquire_owned() else {
             let busy = ProtocolError::new(
                 ErrorKind::Busy,
@@ -122,18 +135,47 @@ async fn serve_commands(
             drop(permit);
             let mut body = reply.encode();
             if body.len() > max_payload {
-                let message = format!(
-                    "the reply is {} bytes, over the NATS server's max_payload ({} bytes)",
-                    body.len(),
-                    max_payload + HEADROOM
-                );
-                body = Reply::Error(ProtocolError::new(ErrorKind::TooLarge, message)).encode();
+                body = fit(session.id(), reply, body.len(), max_payload);
             }
             if let Err(e) = client.publish(reply_to, body.into()).await {
                 tracing::warn!(session = %session.id(), error = %e, "cannot answer a command");
             }
         });
     }
+}
+
+/// A reply of `size` bytes, over `max`, as one that fits. A close's keeps the newest items of
+/// the final history that fit: the session did close as asked, which is what its host must
+/// hear (the whole history is in its events). Any other becomes a `too_large` error.
+fn fit(session: &str, reply: Reply, size: usize, max: usize) -> Vec<u8> {
+    let Reply::Closed { mut history } = reply else {
+        let message = format!(
+            "the reply is {size} bytes, over the NATS server's max_payload ({} bytes)",
+            max + HEADROOM
+        );
+        return Reply::Error(ProtocolError::new(ErrorKind::TooLarge, message)).encode();
+    };
+    let all = history.len();
+    let mut room = max.saturating_sub(Reply::Closed { history: Vec::new() }.encode().len());
+    let mut kept = 0;
+    for item in history.iter().rev() {
+        // Its JSON and the comma before it.
+        let len = serde_json::to_vec(item).map_or(usize::MAX, |b| b.len()).saturating_add(1);
+        if len > room {
+            break;
+        }
+        room -= len;
+        kept += 1;
+    }
+    history.drain(..all - kept);
+    tracing::warn!(
+        session,
+        kept,
+        of = all,
+        "the final history is over the NATS server's max_payload: the close's reply carries \
+         its newest items"
+    );
+    Reply::Closed { history }.encode()
 }
 
 /// Publishes one session's events.
@@ -177,8 +219,13 @@ impl Publisher {
             let first_index = index + 1 - frames.len() as u64;
             for (at, body) in batches(&frames, max_payload) {
                 let id = format!("{}:{}", self.id, first_index + at as u64);
-                let store = publish(&self.shared.backend.js, &subject, &id, body);
-                if tokio::time::timeout(timeout, store).await.is_err() {
+                let store = publish(&self.shared, &subject, &id, body);
+                let stored = tokio::time::timeout(timeout, store).await;
+                if stored == Ok(Err(Fenced)) {
+                    // Stopped by the fence: nothing more of this session leaves the node.
+                    return;
+                }
+                if stored.is_err() {
                     tracing::error!(
                         session = %self.id, index = first_index + at as u64, ?timeout,
                         "events could not be stored: closing the session, dropping its others"
@@ -253,16 +300,30 @@ fn batches(frames: &[Vec<u8>], max: usize) -> Vec<(usize, Vec<u8>)> {
     out
 }
 
+/// The node lost its lease: the message was not sent.
+#[derive(Debug, PartialEq)]
+struct Fenced;
+
 /// Publishes one event and waits until the stream has stored it, retrying while NATS is away
 /// or refuses it (the caller bounds the wait); the event's id makes a retry after a lost
-/// acknowledgement a no-op.
-async fn publish(js: &jetstream::Context, subject: &str, id: &str, body: Vec<u8>) {
+/// acknowledgement a no-op. Each attempt first checks the node's lease: a node back from a
+/// stall past it fences itself instead of publishing (docs/cluster.md#fencing).
+async fn publish(
+    shared: &Arc<NodeShared>,
+    subject: &str,
+    id: &str,
+    body: Vec<u8>,
+) -> Result<(), Fenced> {
     let body = bytes::Bytes::from(body);
     let mut delay = Duration::from_millis(50);
     loop {
+        if !shared.holds_lease() {
+            fence::fence(shared, "an event was to be published after its lease lapsed");
+            return Err(Fenced);
+        }
         let message = PublishMessage::build().payload(body.clone()).message_id(id);
-        match store(js, subject.to_owned(), message).await {
-            Ok(()) => return,
+        match store(&shared.backend.js, subject.to_owned(), message).await {
+            Ok(()) => return Ok(()),
             Err(e) => {
                 tracing::debug!(event = id, error = %e, "event not stored yet; retrying");
                 tokio::time::sleep(delay).await;

@@ -2,7 +2,7 @@
 //! (from their start until their last event is stored), the draining flag, and the tasks to
 //! end when it stops.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -20,8 +20,9 @@ use crate::error::ClusterError;
 use crate::nats::Backend;
 use crate::wire::{CLUSTER_VERSION, NodeInfo};
 
-/// How often a node refreshes its entry at most (it also writes at once when its sessions
-/// change, and more often when the bucket's `max_age` is under 3 s).
+/// How often a node refreshes its entry at most: it writes six times per `max_age` of the
+/// nodes bucket if that is more often (every half second with the default 3 s), and also at
+/// once when its sessions change or its connection to NATS comes back.
 pub const HEARTBEAT: Duration = Duration::from_secs(1);
 
 /// Builds an agent for each new session.
@@ -94,6 +95,8 @@ pub(crate) struct NodeConfig {
     pub(crate) drain_timeout: Duration,
     /// Asked for; the nodes bucket's `max_age` is what counts (`Backend::lost_after`).
     pub(crate) lost_after: Duration,
+    /// How long a session outlives the last beat of every host that holds it.
+    pub(crate) host_lost_after: Duration,
 }
 
 /// What a node's tasks share.
@@ -124,17 +127,27 @@ pub(crate) struct NodeShared {
     pub(crate) renewed: watch::Sender<Instant>,
     /// Heartbeats stopped by `NodeHandle::pause_heartbeats`.
     pub(crate) paused: AtomicBool,
+    /// When each host that holds a session here was last heard from (`hosts.rs`).
+    pub(crate) hosts: Mutex<HashMap<String, Instant>>,
 }
 
 /// A session of the node and the tasks that serve it.
 pub(crate) struct LiveSession {
     pub(crate) handle: SessionHandle,
     pub(crate) tasks: Vec<AbortHandle>,
+    /// The node's lease when the session started, as its record says.
+    pub(crate) lease: u64,
+    /// The hosts that started or commanded it: it is closed once all are silent.
+    pub(crate) holders: BTreeSet<String>,
 }
 
 impl NodeShared {
     pub(crate) fn lock_sessions(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, LiveSession>> {
         self.sessions.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn lock_hosts(&self) -> std::sync::MutexGuard<'_, HashMap<String, Instant>> {
+        self.hosts.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     pub(crate) fn lock_tasks(&self) -> std::sync::MutexGuard<'_, Vec<AbortHandle>> {
@@ -153,10 +166,19 @@ impl NodeShared {
         self.lease.load(Ordering::Acquire)
     }
 
-    /// How often the node writes its entry: every second, or three times per `max_age` if
-    /// that is shorter.
+    /// Whether the node may still act for its sessions: not fenced, and its last stored write
+    /// recent enough that its entry cannot have expired. Checked before each event published
+    /// and each command run, so a node resuming from a stall stops there even if its fence's
+    /// timer has not run yet (docs/cluster.md#fencing).
+    pub(crate) fn holds_lease(&self) -> bool {
+        !self.is_fenced() && Instant::now() < *self.renewed.borrow() + self.fence_after()
+    }
+
+    /// How often the node writes its entry: six times per `max_age`, at most every second.
+    /// An outage that starts just before a beat costs the lease this much sooner, so it is
+    /// kept short against the fence's margin (docs/cluster.md#failure).
     pub(crate) fn heartbeat(&self) -> Duration {
-        HEARTBEAT.min(self.backend.lost_after / 3)
+        HEARTBEAT.min(self.backend.lost_after / 6)
     }
 
     /// How long after its last stored write the node gives its lease up by itself: a sixth
@@ -197,22 +219,35 @@ impl NodeShared {
         self.lock_sessions().values().map(|s| s.handle.clone()).collect()
     }
 
-    /// Registers a session that just started, with the tasks serving it.
-    pub(crate) fn add_session(&self, handle: SessionHandle, tasks: Vec<AbortHandle>) {
+    /// Registers a session that just started under `lease`, with the tasks serving it.
+    pub(crate) fn add_session(&self, handle: SessionHandle, tasks: Vec<AbortHandle>, lease: u64) {
         let mut sessions = self.lock_sessions();
-        sessions.insert(handle.id().to_owned(), LiveSession { handle, tasks });
+        let holders = BTreeSet::new();
+        sessions.insert(handle.id().to_owned(), LiveSession { handle, tasks, lease, holders });
         self.count.send_replace(sessions.len());
         drop(sessions);
         self.changed.notify_one();
     }
 
-    /// Forgets a session whose last event is published (its command server ends by itself).
-    pub(crate) fn remove_session(&self, id: &str) {
+    /// Forgets a session whose last event is published (its command server ends by itself);
+    /// returns it if it was still there.
+    pub(crate) fn remove_session(&self, id: &str) -> Option<LiveSession> {
         let mut sessions = self.lock_sessions();
-        sessions.remove(id);
+        let live = sessions.remove(id);
         self.count.send_replace(sessions.len());
         drop(sessions);
         self.changed.notify_one();
+        live
+    }
+
+    /// Forgets every session (a fence stops them).
+    pub(crate) fn take_sessions(&self) -> Vec<LiveSession> {
+        let mut sessions = self.lock_sessions();
+        let taken = std::mem::take(&mut *sessions);
+        self.count.send_replace(0);
+        drop(sessions);
+        self.changed.notify_one();
+        taken.into_values().collect()
     }
 
     /// Subscribes to `subject` and hands each message to `handle`, one at a time, in a task

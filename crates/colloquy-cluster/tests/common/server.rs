@@ -71,6 +71,14 @@ impl NatsServer {
         self.spawn();
     }
 
+    /// Kills it, leaves it down for `down`, then starts it again on the same port and store:
+    /// an operator's restart, or a crash and a supervisor's.
+    pub(crate) fn restart_after(&mut self, down: Duration) {
+        self.kill();
+        std::thread::sleep(down);
+        self.spawn();
+    }
+
     fn spawn(&mut self) {
         let binary = binary();
         let ports = self.dir.join("ports");
