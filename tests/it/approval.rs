@@ -344,6 +344,8 @@ async fn every_capped_call_is_asked_at_once_and_holds_a_place_only_while_it_runs
         [status("c1"), status("c2"), status("c3")],
         [NodeStatus::Running, NodeStatus::Queued, NodeStatus::Queued]
     );
+    let updates = snap.tree.find("tool_call:c2").unwrap().updates;
+    assert_eq!(updates, Some(0), "the provisional answer is not one of the body's updates");
     assert_eq!(runs.load(Ordering::SeqCst), 1);
     tokio::time::sleep(ms(2_000)).await;
     assert_eq!(runs.load(Ordering::SeqCst), 3, "each ran once, one after the other");

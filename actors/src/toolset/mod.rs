@@ -610,7 +610,8 @@ impl ToolsetState {
             child.name = Some(call.call.name.clone());
             child.arguments = Some(call.call.arguments.clone());
             child.elapsed_ms = Some(call.started.elapsed().as_millis() as u64);
-            child.updates = Some(call.updates);
+            // The body's own updates: a provisional answer while it waited is not one.
+            child.updates = Some(call.updates.saturating_sub(call.update_offset));
             child.cancellable = Some(call.cancellable);
             node.children.push(child);
         }
