@@ -42,6 +42,10 @@ pub(crate) const CONTROL_FRAMES: usize = 64;
 /// session's events are ending, and past it the reply goes without one.
 const MARK_TIMEOUT: Duration = Duration::from_secs(1);
 
+/// How long the answer to `close` waits for the session's last events to reach the buffer
+/// (10 s: over a cluster they travel apart from the answer); past it, it goes as it is.
+const CLOSED_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// A frame queued for the writer, with the event number that orders it: an event's own, the
 /// watermark a reply waits for, or 0 for neither.
 struct Queued {
@@ -169,7 +173,13 @@ pub(crate) async fn run(socket: WebSocket, live: Arc<Live>, after: u64, cx: Cont
                                 let id = request.id;
                                 let reply = live.driver.execute(request).await;
                                 drop(permit);
-                                let mark = live.watermark(MARK_TIMEOUT).await;
+                                let mark = match reply {
+                                    // Every client has the session's last events before
+                                    // `closed`, wherever the session ran
+                                    // (docs/protocol.md#ordering).
+                                    Reply::Closed { .. } => live.final_seq(CLOSED_TIMEOUT).await,
+                                    _ => live.watermark(MARK_TIMEOUT).await,
+                                };
                                 (ServerMessage::Reply { id, reply }, mark)
                             });
                             continue;

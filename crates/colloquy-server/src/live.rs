@@ -125,6 +125,23 @@ impl Live {
         tokio::time::timeout(bound, asked).await.ok().flatten()
     }
 
+    /// The number of the session's last event once its events have ended (every one of them
+    /// in the buffer), waiting at most `bound` for that; `None` past it.
+    pub(crate) async fn final_seq(&self, bound: Duration) -> Option<u64> {
+        // Subscribed before the first look, so the end cannot slip between the two.
+        let mut news = self.watch();
+        let ended = async {
+            while !self.replay().ended {
+                if news.changed().await.is_err() {
+                    break;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(bound, ended).await;
+        let replay = self.replay();
+        replay.ended.then_some(replay.last_seq)
+    }
+
     fn replay(&self) -> std::sync::MutexGuard<'_, Replay> {
         self.replay.lock().unwrap_or_else(PoisonError::into_inner)
     }

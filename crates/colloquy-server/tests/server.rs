@@ -867,3 +867,78 @@ async fn the_session_hook_sees_the_agent_and_the_metadata_a_client_sent() {
     assert_eq!(metadata, [("demo", &customer), ("demo", &serde_json::Value::Null)]);
     server.shutdown().await;
 }
+
+fn event(json: &str) -> StreamItem {
+    StreamItem::Event(serde_json::from_str(json).unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_answer_to_close_waits_for_the_session_s_last_events() {
+    let (backend, feed, driver) = Fed::new();
+    let server = serve(colloquy_server::Server::builder().backend(backend)).await;
+    let id = start(&server).await.session_id;
+    let mut closer = Client::connect(&server, &id, 0).await;
+    let mut other = Client::connect(&server, &id, 0).await;
+    closer.next().await;
+    other.next().await;
+    closer.send(r#"{"v":1,"id":1,"type":"close","reason":"done"}"#).await;
+    eventually("the session is asked to close", || async { driver.closes().len() == 1 }).await;
+    // The session has answered `closed`, and its last events have yet to come: a request sent
+    // now is answered while that answer waits for them.
+    closer.send(r#"{"v":1,"id":2,"type":"history"}"#).await;
+    let early = closer.until(|f| matches!(f, ServerMessage::Reply { id: Some(2), .. })).await;
+    let closed = |f: &ServerMessage| matches!(f, ServerMessage::Reply { id: Some(1), .. });
+    assert!(!early.iter().any(closed), "`closed` before the last events: {early:#?}");
+    let ended = r#"{"at_ms":5,"type":"tool_call_ended","id":"c1","call_id":"c1","status":"cancelled","message":null}"#;
+    feed.send(event(ended)).unwrap();
+    feed.send(event(r#"{"at_ms":5,"type":"session_closed","reason":"done"}"#)).unwrap();
+    drop(feed);
+    let frames = closer.until(|f| matches!(f, ServerMessage::Closing { .. })).await;
+    let at = |wanted: &dyn Fn(&ServerMessage) -> bool| frames.iter().position(wanted);
+    let order = [
+        at(&|f| is_event(f, "tool_call_ended")),
+        at(&|f| is_event(f, "session_closed")),
+        at(&closed),
+        at(&|f| matches!(f, ServerMessage::Closing { .. })),
+    ];
+    assert!(order.iter().all(Option::is_some), "{frames:#?}");
+    assert!(order.is_sorted(), "{frames:#?}");
+    let frames = other.until(|f| matches!(f, ServerMessage::Closing { .. })).await;
+    assert_eq!(seqs(&frames), [1, 2], "{frames:#?}");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_process_every_client_gets_the_last_events_before_closed() {
+    // Every session's turn starts the background call.
+    let llm = ScriptedLlm::new([]).with_fallback(|_, request| {
+        let last = request.items.items().last().map(|item| &**item);
+        match last {
+            Some(colloquy_core::ChatItem::Message(m)) if m.role == colloquy_core::Role::User => {
+                ScriptedResponse::text("Starting it.")
+                    .with_call(colloquy_llm::ScriptedCall::new("c1", "slow", "{}"))
+            }
+            _ => ScriptedResponse::text("It runs in the background."),
+        }
+    });
+    let server = serve(Server::builder().llm(llm).agent("demo", common::agent)).await;
+    for round in 0..20 {
+        let id = start(&server).await.session_id;
+        let mut closer = Client::connect(&server, &id, 0).await;
+        let mut other = Client::connect(&server, &id, 0).await;
+        closer.send(r#"{"v":1,"id":1,"type":"user_turn","text":"go"}"#).await;
+        // The background call runs: the close ends it, one of the session's last events.
+        closer.until(|f| is_event(f, "tool_call_updated")).await;
+        closer.send(r#"{"v":1,"id":2,"type":"close","reason":"done"}"#).await;
+        for client in [&mut closer, &mut other] {
+            let frames = client.until(|f| matches!(f, ServerMessage::Closing { .. })).await;
+            let last = frames.iter().rposition(|f| is_event(f, "session_closed"));
+            let ended = frames.iter().rposition(|f| is_event(f, "tool_call_ended"));
+            let reply =
+                frames.iter().position(|f| matches!(f, ServerMessage::Reply { id: Some(2), .. }));
+            assert!(last.is_some() && ended < last, "round {round}: {frames:#?}");
+            assert!(reply.is_none_or(|reply| reply > last.unwrap()), "round {round}: {frames:#?}");
+        }
+    }
+    server.shutdown().await;
+}
