@@ -101,6 +101,7 @@ pub(crate) async fn run(socket: WebSocket, live: Arc<Live>, after: u64, cx: Cont
     ping.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut heard = Instant::now();
     let mut client_closed = false;
+    let mut too_big = false;
     let reason = loop {
         tokio::select! {
             biased;
@@ -162,6 +163,11 @@ pub(crate) async fn run(socket: WebSocket, live: Arc<Live>, after: u64, cx: Cont
                         client_closed = true;
                         break None;
                     }
+                    // A frame over the hard limit, refused unread: the client hears why.
+                    Some(Err(e)) if is_over_limit(&e) => {
+                        too_big = true;
+                        break None;
+                    }
                     // The socket failed: nobody to say goodbye to.
                     Some(Err(_)) | None => break None,
                 };
@@ -215,12 +221,15 @@ pub(crate) async fn run(socket: WebSocket, live: Arc<Live>, after: u64, cx: Cont
     };
     match reason {
         Some(reason) => {
-            let _ = finish.send(Some(reason));
+            let _ = finish.send(Farewell::Closing(reason));
         }
         // The client closed: its close frame is answered (the closing handshake,
         // docs/protocol.md#closing), nothing more.
         None if client_closed => {
-            let _ = finish.send(None);
+            let _ = finish.send(Farewell::Answer);
+        }
+        None if too_big => {
+            let _ = finish.send(Farewell::TooBig);
         }
         // The client went silent or its socket failed: the writer stops without a word.
         None => drop(finish),
@@ -489,14 +498,32 @@ impl Queues {
     }
 }
 
-/// Writes queued frames until told to finish; then, within `close_timeout`, either the frames
-/// still queued (only the control frames for a client too slow for its events), the `closing`
-/// frame and the close frame, or (told `None`: the client closed) the answer to the client's
-/// close frame.
+/// How a connection's writer ends it.
+enum Farewell {
+    /// The server closes: the frames still queued (only the control frames for a client too
+    /// slow for its events), the `closing` frame and a close frame of the same reason.
+    Closing(ClosingReason),
+    /// The client began the closing handshake: the answer to its close frame.
+    Answer,
+    /// The client sent a frame over the hard limit: a close frame 1009, and nothing else
+    /// (docs/protocol.md#closing).
+    TooBig,
+}
+
+/// Whether a read failed on a frame over the hard limit (tungstenite refuses it from its
+/// header, before reading it).
+fn is_over_limit(e: &axum::Error) -> bool {
+    std::error::Error::source(e)
+        .and_then(|source| source.downcast_ref::<tungstenite::Error>())
+        .is_some_and(|e| matches!(e, tungstenite::Error::Capacity(_)))
+}
+
+/// Writes queued frames until told to finish, then says goodbye as told, within
+/// `close_timeout`.
 async fn write(
     mut sink: SplitSink<WebSocket, Message>,
     mut frames: Queues,
-    mut finish: oneshot::Receiver<Option<ClosingReason>>,
+    mut finish: oneshot::Receiver<Farewell>,
     close_timeout: Duration,
 ) {
     let reason = loop {
@@ -518,11 +545,17 @@ async fn write(
         }
     };
     let reason = match reason {
-        Ok(Some(reason)) => reason,
-        Ok(None) => {
+        Ok(Farewell::Closing(reason)) => reason,
+        Ok(Farewell::Answer) => {
             // The WebSocket layer queued the echo of the client's close frame when it read
             // it: closing the sink sends it and ends the handshake.
             let _ = tokio::time::timeout(close_timeout, sink.close()).await;
+            return;
+        }
+        Ok(Farewell::TooBig) => {
+            let reason = Utf8Bytes::from_static("message too big");
+            let frame = Message::Close(Some(CloseFrame { code: close_code::SIZE, reason }));
+            let _ = tokio::time::timeout(close_timeout, sink.send(frame)).await;
             return;
         }
         Err(_) => return,
