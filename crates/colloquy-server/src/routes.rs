@@ -11,7 +11,10 @@ use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::{DefaultBodyLimit, FromRequest, Path, Query, Request, State};
-use axum::http::header::{AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE};
+use axum::http::header::{
+    AUTHORIZATION, CONTENT_SECURITY_POLICY, CONTENT_TYPE, WWW_AUTHENTICATE, X_CONTENT_TYPE_OPTIONS,
+    X_FRAME_OPTIONS,
+};
 use axum::http::{HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -157,9 +160,19 @@ async fn method_not_allowed(method: Method, uri: axum::http::Uri) -> Response {
     error(ServerError::new(ErrorCode::MethodNotAllowed, message))
 }
 
+/// The page and its files, which no other site may frame (clickjacking: a page of another
+/// origin showing this one under its own controls) and no browser may read as another type.
 fn asset(name: &str) -> Response {
     match assets::get(name) {
-        Some((bytes, kind)) => ([(CONTENT_TYPE, kind)], bytes).into_response(),
+        Some((bytes, kind)) => {
+            let headers = [
+                (CONTENT_TYPE, kind),
+                (X_FRAME_OPTIONS, "DENY"),
+                (CONTENT_SECURITY_POLICY, "frame-ancestors 'none'"),
+                (X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            ];
+            (headers, bytes).into_response()
+        }
         None => error(ServerError::new(ErrorCode::NotFound, format!("no asset `{name}`"))),
     }
 }

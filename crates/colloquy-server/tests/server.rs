@@ -944,3 +944,19 @@ async fn in_process_every_client_gets_the_last_events_before_closed() {
     }
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_and_its_files_may_not_be_framed_or_sniffed() {
+    let server = serve(builder()).await;
+    for path in ["", "assets/index.html", "assets/app.js"] {
+        let response = http().get(format!("{}{path}", server.url())).send().await.unwrap();
+        assert_eq!(response.status().as_u16(), 200, "/{path}");
+        let header =
+            |name: &str| response.headers().get(name).map(|v| v.to_str().unwrap().to_owned());
+        assert_eq!(header("x-frame-options").as_deref(), Some("DENY"), "/{path}");
+        let policy = header("content-security-policy");
+        assert_eq!(policy.as_deref(), Some("frame-ancestors 'none'"), "/{path}");
+        assert_eq!(header("x-content-type-options").as_deref(), Some("nosniff"), "/{path}");
+    }
+    server.shutdown().await;
+}
