@@ -25,12 +25,13 @@ use colloquy_protocol::{
 };
 use futures_util::stream::SplitSink;
 use futures_util::{SinkExt, StreamExt};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
+use tokio::sync::{Semaphore, mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 use tokio::time::{Duration, Instant, MissedTickBehavior};
 
 use crate::limits::Limits;
 use crate::live::{Attached, Batch, Live, Registry};
+use crate::sockets::SocketPlace;
 
 /// Frames the forwarder takes from the buffer at a time.
 const BATCH: usize = 64;
@@ -53,19 +54,6 @@ struct Queued {
     message: Message,
 }
 
-/// A connection's place among the [`Limits::max_connections`]: held by its HTTP task and, once
-/// it becomes a WebSocket, by the socket's task.
-#[derive(Clone)]
-pub(crate) struct Slot {
-    _place: Arc<OwnedSemaphorePermit>,
-}
-
-impl Slot {
-    pub(crate) fn new(place: OwnedSemaphorePermit) -> Self {
-        Self { _place: Arc::new(place) }
-    }
-}
-
 /// What a connection needs besides its session.
 pub(crate) struct Context {
     pub(crate) limits: Limits,
@@ -73,14 +61,14 @@ pub(crate) struct Context {
     pub(crate) shutdown: watch::Receiver<bool>,
     /// The connection counted in its session until it ends.
     pub(crate) attached: Attached,
-    /// Its place among the server's connections, held until it ends.
-    pub(crate) slot: Slot,
+    /// Its place among the server's WebSockets, held until it ends.
+    pub(crate) place: SocketPlace,
 }
 
 /// Serves one connection until the client leaves, the session ends, the client is too slow
 /// or the server shuts down.
 pub(crate) async fn run(socket: WebSocket, live: Arc<Live>, after: u64, cx: Context) {
-    let Context { limits, registry, mut shutdown, attached: _attached, slot: _slot } = cx;
+    let Context { limits, registry, mut shutdown, attached: _attached, place: _place } = cx;
     let grace = limits.slow_client_grace;
     let (sink, mut stream) = socket.split();
     let (control, control_frames) = mpsc::channel(CONTROL_FRAMES);

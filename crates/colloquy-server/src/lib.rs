@@ -37,6 +37,7 @@ mod limits;
 mod live;
 mod routes;
 mod server;
+mod sockets;
 
 pub use backend::{Backend, LocalBackend, SessionDriver, SessionStart, StartedSession, StreamItem};
 #[cfg(feature = "cluster")]

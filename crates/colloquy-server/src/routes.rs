@@ -30,12 +30,13 @@ use tower_http::cors::{AllowOrigin, CorsLayer};
 
 use crate::auth::{Origin, Token, check_host, check_origin, check_token, is_allowed};
 use crate::backend::Backend;
-use crate::connection::{self, Context, Slot};
+use crate::connection::{self, Context};
 use crate::limits::Limits;
 
 /// The read buffer of each WebSocket: a frame over it is read in several pieces.
 const READ_BUFFER: usize = 4 * 1024;
 use crate::live::{self, Live, Refused, Registry};
+use crate::sockets::{self, Peer, Sockets};
 use crate::{SUBPROTOCOL, assets};
 
 /// The reason a session closes with when a client deletes it (`DELETE /v1/sessions/{id}`).
@@ -45,6 +46,8 @@ pub const CLIENT_CLOSED: &str = "client_closed";
 pub(crate) struct Shared {
     pub(crate) backend: Arc<dyn Backend>,
     pub(crate) registry: Arc<Registry>,
+    /// The WebSockets open, in all and by client.
+    pub(crate) sockets: Arc<Sockets>,
     pub(crate) limits: Limits,
     pub(crate) token: Option<Token>,
     pub(crate) allowed_origins: Arc<[Origin]>,
@@ -133,6 +136,7 @@ fn error(e: ServerError) -> Response {
             StatusCode::BAD_REQUEST
         }
         ErrorCode::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        ErrorCode::TooManyConnections => StatusCode::TOO_MANY_REQUESTS,
         ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
         ErrorCode::UnknownAgent | ErrorCode::UnknownSession | ErrorCode::NotFound => {
             StatusCode::NOT_FOUND
@@ -322,7 +326,7 @@ struct Attach {
 
 async fn attach(
     State(shared): AppState,
-    Extension(slot): Extension<Slot>,
+    Extension(Peer(peer)): Extension<Peer>,
     Path(id): Path<String>,
     query: Result<Query<Attach>, axum::extract::rejection::QueryRejection>,
     upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
@@ -355,6 +359,25 @@ async fn attach(
     if shared.registry.is_shutting_down() {
         return error(ServerError::new(ErrorCode::ShuttingDown, "the server is shutting down"));
     }
+    let limits = &shared.limits;
+    let (per_client, total) = (limits.max_websockets_per_client, limits.max_websockets);
+    let place = match shared.sockets.open(peer, per_client, total) {
+        Ok(place) => place,
+        Err(sockets::Refused::Client) => {
+            let message = format!(
+                "{peer} has its maximum of {per_client} WebSockets open on this server: close \
+                 one first"
+            );
+            return error(ServerError::new(ErrorCode::TooManyConnections, message));
+        }
+        Err(sockets::Refused::Server) => {
+            let message =
+                format!("the server has its maximum of {total} WebSockets open: try again later");
+            let mut refused = error(ServerError::new(ErrorCode::TooManyConnections, message));
+            *refused.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+            return refused;
+        }
+    };
     let max = shared.limits.max_clients_per_session;
     let Some(attached) = live.attach(max) else {
         let message = format!(
@@ -368,7 +391,7 @@ async fn attach(
         registry: Arc::clone(&shared.registry),
         shutdown: shared.shutdown.clone(),
         attached,
-        slot,
+        place,
     };
     let tasks = shared.tasks.clone();
     upgrade

@@ -18,10 +18,11 @@ use tokio_util::task::TaskTracker;
 
 use crate::auth::{Origin, Token};
 use crate::backend::{Backend, LocalBackend, SessionStart};
-use crate::connection::{Slot, stopping};
+use crate::connection::stopping;
 use crate::limits::Limits;
 use crate::live::{Registry, SERVER_SHUTDOWN};
 use crate::routes::{Shared, router};
+use crate::sockets::Peer;
 
 /// The server's entry point.
 #[derive(Debug)]
@@ -179,6 +180,20 @@ impl ServerBuilder {
         self
     }
 
+    /// [`Limits::max_websockets`] (1,024).
+    #[must_use]
+    pub fn max_websockets(mut self, sockets: usize) -> Self {
+        self.limits.max_websockets = sockets;
+        self
+    }
+
+    /// [`Limits::max_websockets_per_client`] (128).
+    #[must_use]
+    pub fn max_websockets_per_client(mut self, sockets: usize) -> Self {
+        self.limits.max_websockets_per_client = sockets;
+        self
+    }
+
     /// [`Limits::max_clients_per_session`] (32).
     #[must_use]
     pub fn max_clients_per_session(mut self, clients: usize) -> Self {
@@ -282,6 +297,7 @@ impl ServerBuilder {
         let shared = Arc::new(Shared {
             backend,
             registry: Arc::new(Registry::default()),
+            sockets: Arc::default(),
             limits: self.limits,
             token: self.token,
             allowed_origins,
@@ -370,10 +386,15 @@ async fn accept(
             () = stopping(&mut stop) => break,
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
             (place, accepted) = next() => match (place, accepted) {
-                (Ok(place), Ok((stream, _))) => {
-                    let router = router.clone().layer(Extension(Slot::new(place)));
+                (Ok(place), Ok((stream, peer))) => {
+                    let router = router.clone().layer(Extension(Peer(peer.ip())));
                     let serving = connection(stream, router, limits.header_read_timeout, shutdown.clone());
-                    connections.spawn(serving);
+                    // The place is the HTTP connection's: given back once it ends, or once it
+                    // becomes a WebSocket, which holds one of its own (`Sockets`).
+                    connections.spawn(async move {
+                        serving.await;
+                        drop(place);
+                    });
                 }
                 (Err(_), _) => break,
                 (_, Err(e)) => {

@@ -754,19 +754,56 @@ async fn a_session_takes_so_many_clients_and_the_server_so_many_connections() {
         panic!("a second client is refused")
     };
     assert!(body.contains(r#""code":"too_many_clients""#), "{body}");
-    // Two sockets hold the two places; a third connection waits until one ends.
-    let other = start(&server).await.session_id;
-    let mut second = Client::connect(&server, &other, 0).await;
-    second.next().await;
+    // Two silent HTTP connections hold the two places; a third connection waits until one
+    // ends.
+    let silent = || tokio::net::TcpStream::connect(server.local_addr());
+    let (one, _two) = (silent().await.unwrap(), silent().await.unwrap());
     let url = format!("{}healthz", server.url());
     let waiting = tokio::spawn(async move { http().get(url).send().await.map(|r| r.status()) });
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!waiting.is_finished(), "answered past the bound on connections");
-    drop(first);
+    drop(one);
     let status = tokio::time::timeout(common::WAIT, waiting).await.unwrap().unwrap().unwrap();
     assert_eq!(status.as_u16(), 200);
     // The place the first client left is free for another client of its session.
+    drop(first);
     eventually("the first client leaves", || async {
+        matches!(Client::try_connect(&server, &path, &[]).await, Attempt::Open(_))
+    })
+    .await;
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn websockets_take_no_place_of_plain_requests_and_one_client_has_so_many() {
+    let builder = builder().max_connections(2).max_websockets_per_client(2);
+    let server = serve(builder).await;
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let id = start(&server).await.session_id;
+        let mut client = Client::connect(&server, &id, 0).await;
+        client.next().await;
+        held.push(client);
+    }
+    // Two WebSockets open, as many as the HTTP connections' places: requests still come in.
+    let (status, body) = get(&server, "/healthz", &[]).await;
+    assert_eq!(status, 200, "{body}");
+    let id = start(&server).await.session_id;
+    let path = format!("/v1/sessions/{id}/ws");
+    let Attempt::Refused(429, body) = Client::try_connect(&server, &path, &[]).await else {
+        panic!("a third WebSocket of one client is refused")
+    };
+    let Ok(ServerMessage::Error(refused)) = ServerMessage::decode(&body) else { panic!("{body}") };
+    assert_eq!(refused.code, ErrorCode::TooManyConnections, "{body}");
+    assert!(refused.message.contains("maximum of 2 WebSockets"), "{body}");
+    // Another client, from another address, has places of its own.
+    let Attempt::Open(mut other) = Client::connect_from(&server, &id, "127.0.0.2").await else {
+        panic!("another client attaches")
+    };
+    assert!(matches!(other.next().await, Some(ServerMessage::Hello { .. })));
+    // A socket closed gives its place back.
+    drop(held.pop());
+    eventually("the place is given back", || async {
         matches!(Client::try_connect(&server, &path, &[]).await, Attempt::Open(_))
     })
     .await;
