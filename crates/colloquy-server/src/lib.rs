@@ -33,6 +33,7 @@ mod backend;
 #[cfg(feature = "cluster")]
 mod cluster;
 mod connection;
+mod history;
 mod limits;
 mod live;
 mod routes;

@@ -19,6 +19,7 @@ use axum::http::{HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get};
+use colloquy_core::ChatItem;
 use colloquy_protocol::{
     Command, ErrorCode, ErrorKind, PROTOCOL_VERSION, Reply, ServerError, SessionClosed,
     SessionList, SessionStarted, StartSession,
@@ -37,7 +38,7 @@ use crate::limits::Limits;
 const READ_BUFFER: usize = 4 * 1024;
 use crate::live::{self, Live, Refused, Registry};
 use crate::sockets::{self, Peer, Sockets};
-use crate::{SUBPROTOCOL, assets};
+use crate::{SUBPROTOCOL, assets, history};
 
 /// The reason a session closes with when a client deletes it (`DELETE /v1/sessions/{id}`).
 pub const CLIENT_CLOSED: &str = "client_closed";
@@ -49,6 +50,8 @@ pub(crate) struct Shared {
     /// The WebSockets open, in all and by client.
     pub(crate) sockets: Arc<Sockets>,
     pub(crate) limits: Limits,
+    /// A start's history may hold `system` and `developer` messages.
+    pub(crate) history_instructions: bool,
     pub(crate) token: Option<Token>,
     pub(crate) allowed_origins: Arc<[Origin]>,
     /// The address the server listens on.
@@ -249,6 +252,16 @@ async fn start_session(
             ),
         ));
     }
+    let history = &request.options.history;
+    // The agents only where a handoff needs them: a local backend makes one of each to learn
+    // their ids.
+    let handoffs = history.iter().any(|item| matches!(item, ChatItem::AgentHandoff(_)));
+    let agents = handoffs.then(|| shared.backend.known_agents()).flatten();
+    let rules =
+        history::Rules { instructions: shared.history_instructions, agents: agents.as_ref() };
+    history::check(history, &rules).map_err(|message| {
+        ServerError::new(ErrorCode::BadRequest, format!("a history the server refuses: {message}"))
+    })?;
     let agent = match request.agent {
         Some(agent) => agent,
         None => shared.backend.agents().await?.default.ok_or_else(|| {

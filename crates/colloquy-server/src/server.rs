@@ -43,6 +43,7 @@ pub struct ServerBuilder {
     token: Option<Token>,
     allowed_origins: Vec<String>,
     limits: Limits,
+    history_instructions: bool,
 }
 
 impl std::fmt::Debug for ServerBuilder {
@@ -52,6 +53,7 @@ impl std::fmt::Debug for ServerBuilder {
             .field("token", &self.token)
             .field("allowed_origins", &self.allowed_origins)
             .field("limits", &self.limits)
+            .field("history_instructions", &self.history_instructions)
             .finish_non_exhaustive()
     }
 }
@@ -149,6 +151,15 @@ impl ServerBuilder {
     #[must_use]
     pub fn allow_origin(mut self, origin: impl Into<String>) -> Self {
         self.allowed_origins.push(origin.into());
+        self
+    }
+
+    /// Takes `system` and `developer` messages in a start's history (refused by default: a
+    /// client's history is prompt content, and these instruct the model,
+    /// docs/protocol.md#history).
+    #[must_use]
+    pub fn history_instructions(mut self, allowed: bool) -> Self {
+        self.history_instructions = allowed;
         self
     }
 
@@ -299,6 +310,7 @@ impl ServerBuilder {
             registry: Arc::new(Registry::default()),
             sockets: Arc::default(),
             limits: self.limits,
+            history_instructions: self.history_instructions,
             token: self.token,
             allowed_origins,
             addr: local,

@@ -9,7 +9,9 @@ use std::time::Duration;
 use colloquy_core::Agent;
 use colloquy_llm::{ScriptedLlm, ScriptedResponse};
 use colloquy_protocol::{AgentList, ClosingReason, ErrorCode, Reply, ServerMessage};
-use colloquy_server::{Backend, Limits, Server, SessionDriver, StartedSession, StreamItem};
+use colloquy_server::{
+    Backend, Limits, Server, ServerHandle, SessionDriver, StartedSession, StreamItem,
+};
 use common::{
     Attempt, Client, attached, builder, eventually, get, http, is_event, post, seqs, serve,
     sessions, start,
@@ -995,5 +997,102 @@ async fn the_page_and_its_files_may_not_be_framed_or_sniffed() {
         assert_eq!(policy.as_deref(), Some("frame-ancestors 'none'"), "/{path}");
         assert_eq!(header("x-content-type-options").as_deref(), Some("nosniff"), "/{path}");
     }
+    server.shutdown().await;
+}
+
+/// A history item's JSON: `kind` and its own fields, with `id` and `created_at.micros`.
+fn item(kind: &str, id: &str, micros: u64, fields: serde_json::Value) -> serde_json::Value {
+    let mut item =
+        serde_json::json!({"type": kind, "id": id, "created_at": {"micros": micros, "seq": 0}});
+    item.as_object_mut().unwrap().extend(fields.as_object().unwrap().clone());
+    item
+}
+
+fn message(id: &str, micros: u64, role: &str) -> serde_json::Value {
+    item("message", id, micros, serde_json::json!({"role": role, "text": "hi"}))
+}
+
+fn call(id: &str, micros: u64, call_id: &str) -> serde_json::Value {
+    let fields = serde_json::json!({"call_id": call_id, "name": "slow", "arguments": "{}"});
+    item("function_call", id, micros, fields)
+}
+
+fn output(id: &str, micros: u64, call_id: &str) -> serde_json::Value {
+    let fields = serde_json::json!({"call_id": call_id, "name": "slow", "output": "done",
+                                    "is_error": false, "reply_required": false});
+    item("function_call_output", id, micros, fields)
+}
+
+fn handoff(id: &str, micros: u64, to: &str) -> serde_json::Value {
+    item("agent_handoff", id, micros, serde_json::json!({"old_agent": null, "new_agent": to}))
+}
+
+/// Starts a session with `history`: the status and the answer.
+async fn start_with(
+    server: &ServerHandle,
+    history: &[serde_json::Value],
+) -> (u16, serde_json::Value) {
+    let body = serde_json::json!({"v": 1, "options": {"history": history}});
+    post(server, &body.to_string(), None).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_history_is_taken_only_as_a_session_could_have_written_it() {
+    let helper = || Agent::new("assistant", "You help.");
+    let server = serve(builder().agent("helper", helper)).await;
+    // A conversation moved from elsewhere: a handoff names an agent by its id or its name.
+    let good = [
+        handoff("h1", 1, "assistant"),
+        message("m1", 2, "user"),
+        message("m2", 3, "assistant"),
+        call("m2/fnc_0", 3, "c1"),
+        output("o1", 4, "c1"),
+        handoff("h2", 5, "helper"),
+    ];
+    let (status, body) = start_with(&server, &good).await;
+    assert_eq!(status, 201, "{body}");
+    // Past ten years of session time.
+    let far = 315_576_000_000_001;
+    let refused: [(Vec<serde_json::Value>, &str); 9] = [
+        (
+            vec![message("m1", 1, "user"), message("m1", 2, "user")],
+            "[1] (id `m1`): its id is also options.history[0]",
+        ),
+        (vec![message("m1", 1, "system")], "[0] (id `m1`): a `system` message"),
+        (vec![message("m1", 1, "developer")], "[0] (id `m1`): a `developer` message"),
+        (
+            vec![message("m1", 1, "user"), call("c", 2, "c1")],
+            "[1] (id `c`): a function call without its output",
+        ),
+        (
+            vec![output("o", 2, "c1"), message("m1", 3, "user")],
+            "[0] (id `o`): a function call output without its call",
+        ),
+        (
+            vec![call("c", 1, "c1"), call("d", 1, "c1"), output("o", 2, "c1")],
+            "[1] (id `d`): its call_id `c1`",
+        ),
+        (vec![handoff("h", 1, "ghost")], "[0] (id `h`): a handoff to `ghost`"),
+        (
+            vec![message("m1", far, "user"), message("m2", far + 1, "user")],
+            "[0] (id `m1`): created_at.micros",
+        ),
+        (
+            vec![message("m1", 5, "user"), message("m2", 4, "user")],
+            "[1] (id `m2`): its created_at is before",
+        ),
+    ];
+    for (history, says) in refused {
+        let (status, body) = start_with(&server, &history).await;
+        assert_eq!((status, body["code"].as_str()), (400, Some("bad_request")), "{body}");
+        let message = body["message"].as_str().unwrap();
+        assert!(message.contains(&format!("options.history{says}")), "{says}: {message}");
+    }
+    assert_eq!(sessions(&server).await.sessions.len(), 1, "no refused history started");
+    server.shutdown().await;
+    // A server may take instructions in a history.
+    let server = serve(builder().history_instructions(true)).await;
+    let (status, body) = start_with(&server, &[message("m1", 1, "system")]).await;
+    assert_eq!(status, 201, "{body}");
     server.shutdown().await;
 }
