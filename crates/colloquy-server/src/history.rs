@@ -50,14 +50,14 @@ pub(crate) fn check(items: &[ChatItem], rules: &Rules<'_>) -> Result<(), String>
         }
         previous = Some(created);
         match item {
-            ChatItem::Message(m) if matches!(m.role, Role::System | Role::Developer) => {
-                if !rules.instructions {
-                    let role = if m.role == Role::System { "system" } else { "developer" };
-                    return wrong(format!(
-                        "a `{role}` message is an instruction to the model, and this server \
-                         takes none from a client's history"
-                    ));
-                }
+            ChatItem::Message(m)
+                if matches!(m.role, Role::System | Role::Developer) && !rules.instructions =>
+            {
+                let role = if m.role == Role::System { "system" } else { "developer" };
+                return wrong(format!(
+                    "a `{role}` message is an instruction to the model, and this server takes \
+                     none from a client's history"
+                ));
             }
             ChatItem::FunctionCall(call) => {
                 if let Some(first) = calls.insert(&call.call_id, at) {
@@ -77,13 +77,13 @@ pub(crate) fn check(items: &[ChatItem], rules: &Rules<'_>) -> Result<(), String>
                     ));
                 }
             }
-            ChatItem::AgentHandoff(handoff) => {
-                if rules.agents.is_some_and(|agents| !agents.contains(&handoff.new_agent)) {
-                    return wrong(format!(
-                        "a handoff to `{}`, an agent this server does not offer",
-                        handoff.new_agent
-                    ));
-                }
+            ChatItem::AgentHandoff(handoff)
+                if rules.agents.is_some_and(|agents| !agents.contains(&handoff.new_agent)) =>
+            {
+                return wrong(format!(
+                    "a handoff to `{}`, an agent this server does not offer",
+                    handoff.new_agent
+                ));
             }
             _ => {}
         }
