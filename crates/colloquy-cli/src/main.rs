@@ -56,6 +56,10 @@ fn main() -> ExitCode {
                     eprintln!("colloquy chat: {e}");
                     ExitCode::FAILURE
                 }
+                Err(ChatError::Lost(e)) => {
+                    eprintln!("colloquy chat: the session is lost: {e}");
+                    ExitCode::FAILURE
+                }
             }
         }
         Command::Node(args) => {

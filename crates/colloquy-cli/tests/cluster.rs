@@ -406,3 +406,27 @@ async fn kill_9_of_a_node_process_loses_its_sessions_only_and_leaves_nothing_run
     assert_eq!(code, Some(0), "{out}");
     assert!(group_members(group.as_raw()).is_empty(), "nothing of the spared node runs");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chat_whose_node_is_lost_says_so_and_exits_1() {
+    let server = NatsServer::start();
+    let url = server.url();
+    let node = NodeProcess::start(&server, "n1", &["--lost-after", "2s"]).await;
+    // A chat holds a session on the node: its input stays open.
+    let mut command = common::colloquy();
+    command.args(["chat", "--nats", &url, "--lost-after", "2s"]);
+    let mut chat = common::spawn(command);
+    let mut input = chat.stdin.take().expect("stdin is piped");
+    input.write_all(b"hello\n").await.unwrap();
+    node.wait_for("started").await;
+    node.signal(Signal::SIGKILL);
+    let out = tokio::time::timeout(BOUND, chat.wait_with_output())
+        .await
+        .expect("the chat ends once its node is lost")
+        .expect("the chat ran");
+    let (stdout, stderr) =
+        (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(stderr.contains("colloquy chat: the session is lost: node `n1` is lost"), "{stderr}");
+    drop(input);
+}

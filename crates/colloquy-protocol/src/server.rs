@@ -127,6 +127,9 @@ pub enum ErrorCode {
     TooManySessions,
     /// The session has its maximum of clients attached (HTTP 503).
     TooManyClients,
+    /// The client (its IP address) has its maximum of WebSockets open (HTTP 429), or the
+    /// server has its own (HTTP 503).
+    TooManyConnections,
     /// A token is required and was missing or wrong (HTTP 401).
     Unauthorized,
     /// The request's `Origin` is not allowed (HTTP 403).

@@ -4,6 +4,7 @@
 //! on a session — so a backend over a cluster places sessions on nodes and runs requests there,
 //! while [`LocalBackend`] runs them in this process.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use colloquy_actors::{Session, SessionBuilder, SessionHandle};
@@ -26,6 +27,13 @@ pub trait Backend: Send + Sync + 'static {
         agent: String,
         options: StartOptions,
     ) -> BoxFuture<'static, Result<StartedSession, ServerError>>;
+
+    /// The agents a start's history may hand off to (the names [`agents`](Self::agents)
+    /// lists, and their agents' own ids, which a history's handoffs carry); `None`, the
+    /// default, where the backend cannot tell: handoffs in a history are then not checked.
+    fn known_agents(&self) -> Option<BTreeSet<String>> {
+        None
+    }
 }
 
 /// A session a backend started.
@@ -170,6 +178,13 @@ impl LocalBackend {
 }
 
 impl Backend for LocalBackend {
+    /// Each name and the id of the agent its factory makes.
+    fn known_agents(&self) -> Option<BTreeSet<String>> {
+        let names = self.agents.iter().map(|(name, _)| name.clone());
+        let ids = self.agents.iter().map(|(_, factory)| factory().id().to_owned());
+        Some(names.chain(ids).collect())
+    }
+
     fn agents(&self) -> BoxFuture<'static, Result<AgentList, ServerError>> {
         let agents: Vec<String> = self.agents.iter().map(|(name, _)| name.clone()).collect();
         let list = AgentList { default: agents.first().cloned(), agents };

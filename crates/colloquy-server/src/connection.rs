@@ -25,12 +25,13 @@ use colloquy_protocol::{
 };
 use futures_util::stream::SplitSink;
 use futures_util::{SinkExt, StreamExt};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
+use tokio::sync::{Semaphore, mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 use tokio::time::{Duration, Instant, MissedTickBehavior};
 
 use crate::limits::Limits;
 use crate::live::{Attached, Batch, Live, Registry};
+use crate::sockets::SocketPlace;
 
 /// Frames the forwarder takes from the buffer at a time.
 const BATCH: usize = 64;
@@ -42,24 +43,15 @@ pub(crate) const CONTROL_FRAMES: usize = 64;
 /// session's events are ending, and past it the reply goes without one.
 const MARK_TIMEOUT: Duration = Duration::from_secs(1);
 
+/// How long the answer to `close` waits for the session's last events to reach the buffer
+/// (10 s: over a cluster they travel apart from the answer); past it, it goes as it is.
+const CLOSED_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// A frame queued for the writer, with the event number that orders it: an event's own, the
 /// watermark a reply waits for, or 0 for neither.
 struct Queued {
     seq: u64,
     message: Message,
-}
-
-/// A connection's place among the [`Limits::max_connections`]: held by its HTTP task and, once
-/// it becomes a WebSocket, by the socket's task.
-#[derive(Clone)]
-pub(crate) struct Slot {
-    _place: Arc<OwnedSemaphorePermit>,
-}
-
-impl Slot {
-    pub(crate) fn new(place: OwnedSemaphorePermit) -> Self {
-        Self { _place: Arc::new(place) }
-    }
 }
 
 /// What a connection needs besides its session.
@@ -69,14 +61,14 @@ pub(crate) struct Context {
     pub(crate) shutdown: watch::Receiver<bool>,
     /// The connection counted in its session until it ends.
     pub(crate) attached: Attached,
-    /// Its place among the server's connections, held until it ends.
-    pub(crate) slot: Slot,
+    /// Its place among the server's WebSockets, held until it ends.
+    pub(crate) place: SocketPlace,
 }
 
 /// Serves one connection until the client leaves, the session ends, the client is too slow
 /// or the server shuts down.
 pub(crate) async fn run(socket: WebSocket, live: Arc<Live>, after: u64, cx: Context) {
-    let Context { limits, registry, mut shutdown, attached: _attached, slot: _slot } = cx;
+    let Context { limits, registry, mut shutdown, attached: _attached, place: _place } = cx;
     let grace = limits.slow_client_grace;
     let (sink, mut stream) = socket.split();
     let (control, control_frames) = mpsc::channel(CONTROL_FRAMES);
@@ -97,6 +89,7 @@ pub(crate) async fn run(socket: WebSocket, live: Arc<Live>, after: u64, cx: Cont
     ping.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut heard = Instant::now();
     let mut client_closed = false;
+    let mut too_big = false;
     let reason = loop {
         tokio::select! {
             biased;
@@ -158,6 +151,11 @@ pub(crate) async fn run(socket: WebSocket, live: Arc<Live>, after: u64, cx: Cont
                         client_closed = true;
                         break None;
                     }
+                    // A frame over the hard limit, refused unread: the client hears why.
+                    Some(Err(e)) if is_over_limit(&e) => {
+                        too_big = true;
+                        break None;
+                    }
                     // The socket failed: nobody to say goodbye to.
                     Some(Err(_)) | None => break None,
                 };
@@ -169,7 +167,13 @@ pub(crate) async fn run(socket: WebSocket, live: Arc<Live>, after: u64, cx: Cont
                                 let id = request.id;
                                 let reply = live.driver.execute(request).await;
                                 drop(permit);
-                                let mark = live.watermark(MARK_TIMEOUT).await;
+                                let mark = match reply {
+                                    // Every client has the session's last events before
+                                    // `closed`, wherever the session ran
+                                    // (docs/protocol.md#ordering).
+                                    Reply::Closed { .. } => live.final_seq(CLOSED_TIMEOUT).await,
+                                    _ => live.watermark(MARK_TIMEOUT).await,
+                                };
                                 (ServerMessage::Reply { id, reply }, mark)
                             });
                             continue;
@@ -205,12 +209,15 @@ pub(crate) async fn run(socket: WebSocket, live: Arc<Live>, after: u64, cx: Cont
     };
     match reason {
         Some(reason) => {
-            let _ = finish.send(Some(reason));
+            let _ = finish.send(Farewell::Closing(reason));
         }
         // The client closed: its close frame is answered (the closing handshake,
         // docs/protocol.md#closing), nothing more.
         None if client_closed => {
-            let _ = finish.send(None);
+            let _ = finish.send(Farewell::Answer);
+        }
+        None if too_big => {
+            let _ = finish.send(Farewell::TooBig);
         }
         // The client went silent or its socket failed: the writer stops without a word.
         None => drop(finish),
@@ -479,14 +486,32 @@ impl Queues {
     }
 }
 
-/// Writes queued frames until told to finish; then, within `close_timeout`, either the frames
-/// still queued (only the control frames for a client too slow for its events), the `closing`
-/// frame and the close frame, or (told `None`: the client closed) the answer to the client's
-/// close frame.
+/// How a connection's writer ends it.
+enum Farewell {
+    /// The server closes: the frames still queued (only the control frames for a client too
+    /// slow for its events), the `closing` frame and a close frame of the same reason.
+    Closing(ClosingReason),
+    /// The client began the closing handshake: the answer to its close frame.
+    Answer,
+    /// The client sent a frame over the hard limit: a close frame 1009, and nothing else
+    /// (docs/protocol.md#closing).
+    TooBig,
+}
+
+/// Whether a read failed on a frame over the hard limit (tungstenite refuses it from its
+/// header, before reading it).
+fn is_over_limit(e: &axum::Error) -> bool {
+    std::error::Error::source(e)
+        .and_then(|source| source.downcast_ref::<tungstenite::Error>())
+        .is_some_and(|e| matches!(e, tungstenite::Error::Capacity(_)))
+}
+
+/// Writes queued frames until told to finish, then says goodbye as told, within
+/// `close_timeout`.
 async fn write(
     mut sink: SplitSink<WebSocket, Message>,
     mut frames: Queues,
-    mut finish: oneshot::Receiver<Option<ClosingReason>>,
+    mut finish: oneshot::Receiver<Farewell>,
     close_timeout: Duration,
 ) {
     let reason = loop {
@@ -508,11 +533,17 @@ async fn write(
         }
     };
     let reason = match reason {
-        Ok(Some(reason)) => reason,
-        Ok(None) => {
+        Ok(Farewell::Closing(reason)) => reason,
+        Ok(Farewell::Answer) => {
             // The WebSocket layer queued the echo of the client's close frame when it read
             // it: closing the sink sends it and ends the handshake.
             let _ = tokio::time::timeout(close_timeout, sink.close()).await;
+            return;
+        }
+        Ok(Farewell::TooBig) => {
+            let reason = Utf8Bytes::from_static("message too big");
+            let frame = Message::Close(Some(CloseFrame { code: close_code::SIZE, reason }));
+            let _ = tokio::time::timeout(close_timeout, sink.send(frame)).await;
             return;
         }
         Err(_) => return,

@@ -33,10 +33,12 @@ mod backend;
 #[cfg(feature = "cluster")]
 mod cluster;
 mod connection;
+mod history;
 mod limits;
 mod live;
 mod routes;
 mod server;
+mod sockets;
 
 pub use backend::{Backend, LocalBackend, SessionDriver, SessionStart, StartedSession, StreamItem};
 #[cfg(feature = "cluster")]

@@ -18,9 +18,16 @@ pub struct Limits {
     pub max_body_bytes: usize,
     /// Live sessions at most (100); one more is refused with `503 too_many_sessions`.
     pub max_sessions: usize,
-    /// TCP connections open at once, WebSockets included (1,024); past it the server accepts
-    /// no more until one ends (the kernel's backlog holds them).
+    /// HTTP connections open at once (1,024), not counting those that became WebSockets;
+    /// past it the server accepts no more until one ends (the kernel's backlog holds them).
     pub max_connections: usize,
+    /// WebSockets open at once (1,024), apart from the HTTP connections; one more is refused
+    /// with `503 too_many_connections`.
+    pub max_websockets: usize,
+    /// WebSockets open at once from one client, by IP address (128); one more is refused with
+    /// `429 too_many_connections`. Behind a proxy every client has the proxy's address: raise
+    /// it there.
+    pub max_websockets_per_client: usize,
     /// Clients attached to one session at once (32); one more is refused with `503
     /// too_many_clients`.
     pub max_clients_per_session: usize,
@@ -70,6 +77,8 @@ impl Default for Limits {
             max_body_bytes: 1024 * 1024,
             max_sessions: 100,
             max_connections: 1024,
+            max_websockets: 1024,
+            max_websockets_per_client: 128,
             max_clients_per_session: 32,
             body_timeout: Duration::from_secs(10),
             max_unread_frames: 1024,

@@ -125,6 +125,23 @@ impl Live {
         tokio::time::timeout(bound, asked).await.ok().flatten()
     }
 
+    /// The number of the session's last event once its events have ended (every one of them
+    /// in the buffer), waiting at most `bound` for that; `None` past it.
+    pub(crate) async fn final_seq(&self, bound: Duration) -> Option<u64> {
+        // Subscribed before the first look, so the end cannot slip between the two.
+        let mut news = self.watch();
+        let ended = async {
+            while !self.replay().ended {
+                if news.changed().await.is_err() {
+                    break;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(bound, ended).await;
+        let replay = self.replay();
+        replay.ended.then_some(replay.last_seq)
+    }
+
     fn replay(&self) -> std::sync::MutexGuard<'_, Replay> {
         self.replay.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -325,7 +342,9 @@ pub(crate) async fn pump(
     idle: Duration,
 ) {
     let mut clients = live.clients.subscribe();
-    let mut alone_since = Some(Instant::now());
+    // A client may attach between the session's registration and this task's first poll: the
+    // count now, not "alone", is where the idle timer starts from.
+    let mut alone_since = (*clients.borrow_and_update() == 0).then(Instant::now);
     let mut closing: Option<JoinHandle<bool>> = None;
     let mut closed = false;
     loop {
@@ -531,6 +550,38 @@ mod tests {
             Batch::Frames(frames) => frames.into_iter().map(|(seq, _)| seq).collect(),
             _ => panic!("expected frames"),
         }
+    }
+
+    /// A session that records the reasons it is asked to close with, and closes.
+    #[derive(Default)]
+    struct Closes(Mutex<Vec<String>>);
+
+    impl SessionDriver for Closes {
+        fn execute(&self, request: Request) -> futures_util::future::BoxFuture<'static, Reply> {
+            if let Command::Close { reason } = request.command {
+                self.0.lock().unwrap().push(reason);
+            }
+            std::future::ready(Reply::Closed { history: Vec::new() }).boxed()
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_client_attached_before_the_feeder_first_runs_keeps_the_session_open() {
+        let driver = Arc::new(Closes::default());
+        let (live, marks) =
+            Live::new("s".into(), "a".into(), None, Arc::clone(&driver) as _, 10, 1 << 20);
+        let live = Arc::new(live);
+        // Attached once the session is registered, before its feeder's first poll.
+        let attached = live.attach(1).expect("room for a client");
+        let idle = Duration::from_secs(60);
+        let events = futures_util::stream::pending().boxed();
+        let feeder = tokio::spawn(pump(Arc::clone(&live), events, marks, Arc::default(), idle));
+        tokio::time::sleep(idle * 10).await;
+        assert!(driver.0.lock().unwrap().is_empty(), "closed with a client attached");
+        drop(attached);
+        tokio::time::sleep(idle * 2).await;
+        assert_eq!(*driver.0.lock().unwrap(), [CLIENT_GONE]);
+        feeder.abort();
     }
 
     #[test]

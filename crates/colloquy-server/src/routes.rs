@@ -11,11 +11,15 @@ use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::{DefaultBodyLimit, FromRequest, Path, Query, Request, State};
-use axum::http::header::{AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE};
+use axum::http::header::{
+    AUTHORIZATION, CONTENT_SECURITY_POLICY, CONTENT_TYPE, WWW_AUTHENTICATE, X_CONTENT_TYPE_OPTIONS,
+    X_FRAME_OPTIONS,
+};
 use axum::http::{HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get};
+use colloquy_core::ChatItem;
 use colloquy_protocol::{
     Command, ErrorCode, ErrorKind, PROTOCOL_VERSION, Reply, ServerError, SessionClosed,
     SessionList, SessionStarted, StartSession,
@@ -27,13 +31,14 @@ use tower_http::cors::{AllowOrigin, CorsLayer};
 
 use crate::auth::{Origin, Token, check_host, check_origin, check_token, is_allowed};
 use crate::backend::Backend;
-use crate::connection::{self, Context, Slot};
+use crate::connection::{self, Context};
 use crate::limits::Limits;
 
 /// The read buffer of each WebSocket: a frame over it is read in several pieces.
 const READ_BUFFER: usize = 4 * 1024;
 use crate::live::{self, Live, Refused, Registry};
-use crate::{SUBPROTOCOL, assets};
+use crate::sockets::{self, Peer, Sockets};
+use crate::{SUBPROTOCOL, assets, history};
 
 /// The reason a session closes with when a client deletes it (`DELETE /v1/sessions/{id}`).
 pub const CLIENT_CLOSED: &str = "client_closed";
@@ -42,7 +47,11 @@ pub const CLIENT_CLOSED: &str = "client_closed";
 pub(crate) struct Shared {
     pub(crate) backend: Arc<dyn Backend>,
     pub(crate) registry: Arc<Registry>,
+    /// The WebSockets open, in all and by client.
+    pub(crate) sockets: Arc<Sockets>,
     pub(crate) limits: Limits,
+    /// A start's history may hold `system` and `developer` messages.
+    pub(crate) history_instructions: bool,
     pub(crate) token: Option<Token>,
     pub(crate) allowed_origins: Arc<[Origin]>,
     /// The address the server listens on.
@@ -130,6 +139,7 @@ fn error(e: ServerError) -> Response {
             StatusCode::BAD_REQUEST
         }
         ErrorCode::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        ErrorCode::TooManyConnections => StatusCode::TOO_MANY_REQUESTS,
         ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
         ErrorCode::UnknownAgent | ErrorCode::UnknownSession | ErrorCode::NotFound => {
             StatusCode::NOT_FOUND
@@ -157,9 +167,19 @@ async fn method_not_allowed(method: Method, uri: axum::http::Uri) -> Response {
     error(ServerError::new(ErrorCode::MethodNotAllowed, message))
 }
 
+/// The page and its files, which no other site may frame (clickjacking: a page of another
+/// origin showing this one under its own controls) and no browser may read as another type.
 fn asset(name: &str) -> Response {
     match assets::get(name) {
-        Some((bytes, kind)) => ([(CONTENT_TYPE, kind)], bytes).into_response(),
+        Some((bytes, kind)) => {
+            let headers = [
+                (CONTENT_TYPE, kind),
+                (X_FRAME_OPTIONS, "DENY"),
+                (CONTENT_SECURITY_POLICY, "frame-ancestors 'none'"),
+                (X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            ];
+            (headers, bytes).into_response()
+        }
         None => error(ServerError::new(ErrorCode::NotFound, format!("no asset `{name}`"))),
     }
 }
@@ -232,6 +252,16 @@ async fn start_session(
             ),
         ));
     }
+    let history = &request.options.history;
+    // The agents only where a handoff needs them: a local backend makes one of each to learn
+    // their ids.
+    let handoffs = history.iter().any(|item| matches!(item, ChatItem::AgentHandoff(_)));
+    let agents = handoffs.then(|| shared.backend.known_agents()).flatten();
+    let rules =
+        history::Rules { instructions: shared.history_instructions, agents: agents.as_ref() };
+    history::check(history, &rules).map_err(|message| {
+        ServerError::new(ErrorCode::BadRequest, format!("a history the server refuses: {message}"))
+    })?;
     let agent = match request.agent {
         Some(agent) => agent,
         None => shared.backend.agents().await?.default.ok_or_else(|| {
@@ -309,7 +339,7 @@ struct Attach {
 
 async fn attach(
     State(shared): AppState,
-    Extension(slot): Extension<Slot>,
+    Extension(Peer(peer)): Extension<Peer>,
     Path(id): Path<String>,
     query: Result<Query<Attach>, axum::extract::rejection::QueryRejection>,
     upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
@@ -342,6 +372,25 @@ async fn attach(
     if shared.registry.is_shutting_down() {
         return error(ServerError::new(ErrorCode::ShuttingDown, "the server is shutting down"));
     }
+    let limits = &shared.limits;
+    let (per_client, total) = (limits.max_websockets_per_client, limits.max_websockets);
+    let place = match shared.sockets.open(peer, per_client, total) {
+        Ok(place) => place,
+        Err(sockets::Refused::Client) => {
+            let message = format!(
+                "{peer} has its maximum of {per_client} WebSockets open on this server: close \
+                 one first"
+            );
+            return error(ServerError::new(ErrorCode::TooManyConnections, message));
+        }
+        Err(sockets::Refused::Server) => {
+            let message =
+                format!("the server has its maximum of {total} WebSockets open: try again later");
+            let mut refused = error(ServerError::new(ErrorCode::TooManyConnections, message));
+            *refused.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+            return refused;
+        }
+    };
     let max = shared.limits.max_clients_per_session;
     let Some(attached) = live.attach(max) else {
         let message = format!(
@@ -355,7 +404,7 @@ async fn attach(
         registry: Arc::clone(&shared.registry),
         shutdown: shared.shutdown.clone(),
         attached,
-        slot,
+        place,
     };
     let tasks = shared.tasks.clone();
     upgrade

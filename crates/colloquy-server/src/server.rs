@@ -18,10 +18,11 @@ use tokio_util::task::TaskTracker;
 
 use crate::auth::{Origin, Token};
 use crate::backend::{Backend, LocalBackend, SessionStart};
-use crate::connection::{Slot, stopping};
+use crate::connection::stopping;
 use crate::limits::Limits;
 use crate::live::{Registry, SERVER_SHUTDOWN};
 use crate::routes::{Shared, router};
+use crate::sockets::Peer;
 
 /// The server's entry point.
 #[derive(Debug)]
@@ -42,6 +43,7 @@ pub struct ServerBuilder {
     token: Option<Token>,
     allowed_origins: Vec<String>,
     limits: Limits,
+    history_instructions: bool,
 }
 
 impl std::fmt::Debug for ServerBuilder {
@@ -51,6 +53,7 @@ impl std::fmt::Debug for ServerBuilder {
             .field("token", &self.token)
             .field("allowed_origins", &self.allowed_origins)
             .field("limits", &self.limits)
+            .field("history_instructions", &self.history_instructions)
             .finish_non_exhaustive()
     }
 }
@@ -151,6 +154,15 @@ impl ServerBuilder {
         self
     }
 
+    /// Takes `system` and `developer` messages in a start's history (refused by default: a
+    /// client's history is prompt content, and these instruct the model,
+    /// docs/protocol.md#history).
+    #[must_use]
+    pub fn history_instructions(mut self, allowed: bool) -> Self {
+        self.history_instructions = allowed;
+        self
+    }
+
     /// Every limit at once.
     #[must_use]
     pub fn limits(mut self, limits: Limits) -> Self {
@@ -176,6 +188,20 @@ impl ServerBuilder {
     #[must_use]
     pub fn max_connections(mut self, connections: usize) -> Self {
         self.limits.max_connections = connections;
+        self
+    }
+
+    /// [`Limits::max_websockets`] (1,024).
+    #[must_use]
+    pub fn max_websockets(mut self, sockets: usize) -> Self {
+        self.limits.max_websockets = sockets;
+        self
+    }
+
+    /// [`Limits::max_websockets_per_client`] (128).
+    #[must_use]
+    pub fn max_websockets_per_client(mut self, sockets: usize) -> Self {
+        self.limits.max_websockets_per_client = sockets;
         self
     }
 
@@ -282,7 +308,9 @@ impl ServerBuilder {
         let shared = Arc::new(Shared {
             backend,
             registry: Arc::new(Registry::default()),
+            sockets: Arc::default(),
             limits: self.limits,
+            history_instructions: self.history_instructions,
             token: self.token,
             allowed_origins,
             addr: local,
@@ -370,10 +398,15 @@ async fn accept(
             () = stopping(&mut stop) => break,
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
             (place, accepted) = next() => match (place, accepted) {
-                (Ok(place), Ok((stream, _))) => {
-                    let router = router.clone().layer(Extension(Slot::new(place)));
+                (Ok(place), Ok((stream, peer))) => {
+                    let router = router.clone().layer(Extension(Peer(peer.ip())));
                     let serving = connection(stream, router, limits.header_read_timeout, shutdown.clone());
-                    connections.spawn(serving);
+                    // The place is the HTTP connection's: given back once it ends, or once it
+                    // becomes a WebSocket, which holds one of its own (`Sockets`).
+                    connections.spawn(async move {
+                        serving.await;
+                        drop(place);
+                    });
                 }
                 (Err(_), _) => break,
                 (_, Err(e)) => {

@@ -68,6 +68,9 @@ pub enum ChatError {
     Session(SessionError),
     /// With `--nats`: the cluster could not be reached, or no node took the session.
     Cluster(ClusterError),
+    /// With `--nats`: the node that ran the session was lost, and the session with it (exit
+    /// status 1, whatever ended the chat after that).
+    Lost(ClusterError),
 }
 
 /// How the chat ended.
@@ -198,7 +201,11 @@ pub async fn run(args: &ChatArgs, console: Console) -> Result<Ending, ChatError>
         let _ = tokio::time::timeout(CLOSE_WAIT, opened.printer).await;
     }
     terminal.finish();
-    Ok(ending)
+    match (ending, opened.session.lost()) {
+        // The conversation did not end: it was cut off, and a script must hear of it.
+        (Ending::Left, Some(lost)) => Err(ChatError::Lost(lost)),
+        _ => Ok(ending),
+    }
 }
 
 /// The session the chat talks to, and the task that shows its events.
@@ -522,7 +529,7 @@ impl Chat<'_> {
                 let why = match e {
                     ChatError::Session(e) => e.to_string(),
                     ChatError::Usage(why) => why,
-                    ChatError::Cluster(e) => e.to_string(),
+                    ChatError::Cluster(e) | ChatError::Lost(e) => e.to_string(),
                 };
                 self.terminal.answer(Style::Error, &format!("error ! cannot start over: {why}"));
             }

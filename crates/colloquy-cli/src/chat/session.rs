@@ -136,6 +136,16 @@ impl ChatSession {
         }
     }
 
+    /// Why the session is gone without closing: a remote one whose node this host found lost.
+    pub(crate) fn lost(&self) -> Option<ClusterError> {
+        match &self.target {
+            Target::Remote(session) if session.is_node_lost() => {
+                Some(ClusterError::NodeLost { node: session.node().to_owned() })
+            }
+            _ => None,
+        }
+    }
+
     /// Whether the agent is speaking (or has a speech queued).
     pub(crate) fn speaking(&self) -> bool {
         self.speeches.borrow().speaking()

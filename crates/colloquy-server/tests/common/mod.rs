@@ -234,6 +234,28 @@ impl Client {
     }
 }
 
+impl Client {
+    /// Attaches to session `id` from the local address `from` (`127.0.0.2`: another client to
+    /// the server, still on the loopback interface).
+    pub async fn connect_from(server: &ServerHandle, id: &str, from: &str) -> Attempt {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(format!("{from}:0").parse().unwrap()).unwrap();
+        let stream = socket.connect(server.local_addr()).await.unwrap();
+        let url = format!("ws://{}/v1/sessions/{id}/ws", server.local_addr());
+        let connecting =
+            tokio_tungstenite::client_async(url, tokio_tungstenite::MaybeTlsStream::Plain(stream));
+        match tokio::time::timeout(WAIT, connecting).await.expect("the upgrade is answered") {
+            Ok((socket, _)) => Attempt::Open(Box::new(Self { socket })),
+            Err(tungstenite::Error::Http(response)) => {
+                let body =
+                    response.body().clone().map(|b| String::from_utf8_lossy(&b).into_owned());
+                Attempt::Refused(response.status().as_u16(), body.unwrap_or_default())
+            }
+            Err(e) => panic!("the upgrade failed: {e}"),
+        }
+    }
+}
+
 /// `GET` a path: the status and the body.
 pub async fn get(server: &ServerHandle, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
     let mut request = http().get(format!("{}{}", server.url(), path.trim_start_matches('/')));
