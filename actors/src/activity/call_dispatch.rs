@@ -4,11 +4,13 @@
 
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use colloquy_core::{
     Agent, ChatItem, EventKind, FunctionCall, FunctionCallOutput, Timestamp, parse_arguments, text,
 };
 use futures_util::stream::{FuturesUnordered, StreamExt};
+use ractor::ActorRef;
 use serde_json::Map;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
@@ -45,24 +47,57 @@ type Pending = Pin<Box<dyn Future<Output = CallResult> + Send>>;
 /// The calls of one step, running.
 pub(crate) struct StepCalls {
     pending: FuturesUnordered<Pending>,
-    /// How many calls went to a toolset (the others were answered at once).
-    executing: usize,
+    /// The calls that went to a toolset (the others were answered at once), by call id.
+    executing: Vec<(String, ActorRef<ToolsetMsg>)>,
 }
 
 impl StepCalls {
     /// True when some call runs in a toolset.
     pub(super) fn executing(&self) -> bool {
-        self.executing > 0
+        !self.executing.is_empty()
     }
 
     /// Waits for every output (tool bodies are never cancelled by an interruption), in the
-    /// order they become available.
-    pub(super) async fn collect(mut self) -> Vec<CallResult> {
+    /// order they become available; once `interrupt` fired, for `bound` at most: the calls
+    /// still running are then released to the background (docs/decisions.md#interrupt-bound).
+    pub(super) async fn collect(
+        mut self,
+        interrupt: &CancellationToken,
+        bound: Option<Duration>,
+    ) -> Vec<CallResult> {
         let mut done = Vec::with_capacity(self.pending.len());
-        while let Some(result) = self.pending.next().await {
-            done.push(result);
+        let expired = async {
+            let Some(bound) = bound else { return std::future::pending().await };
+            interrupt.cancelled().await;
+            tokio::time::sleep(bound).await;
+        };
+        tokio::pin!(expired);
+        let mut released = false;
+        loop {
+            let next = tokio::select! {
+                biased;
+                next = self.pending.next() => next,
+                () = &mut expired, if !released => {
+                    released = true;
+                    self.release(&done);
+                    continue;
+                }
+            };
+            match next {
+                Some(result) => done.push(result),
+                None => return done,
+            }
         }
-        done
+    }
+
+    /// Asks the toolsets of the calls not `done` to answer them now: they go on in the
+    /// background, and the answer comes at once (or their result, if it was on its way).
+    fn release(&self, done: &[CallResult]) {
+        for (call_id, toolset) in &self.executing {
+            if !done.iter().any(|r| &r.call.call_id == call_id) {
+                let _ = toolset.cast(ToolsetMsg::Release { call_id: call_id.clone() });
+            }
+        }
     }
 }
 
@@ -91,7 +126,7 @@ pub(crate) fn dispatch(
     let allowed = clock.claim_tool_calls(calls.len());
     env.announce_tool_budget();
     let pending = FuturesUnordered::new();
-    let mut executing = 0;
+    let mut executing = Vec::new();
     for (index, streamed) in calls.into_iter().enumerate() {
         let item_id = format!("{}/fnc_{index}", step.id);
         if index >= allowed {
@@ -101,7 +136,7 @@ pub(crate) fn dispatch(
         }
         let (future, executes) =
             dispatch_one(env, step, (index, item_id), streamed, playout_done, control);
-        executing += usize::from(executes);
+        executing.extend(executes);
         pending.push(future);
     }
     StepCalls { pending, executing }
@@ -132,21 +167,21 @@ fn dispatch_one(
     streamed: StreamedCall,
     playout_done: &CancellationToken,
     control: &SpeechControl,
-) -> (Pending, bool) {
+) -> (Pending, Option<(String, ActorRef<ToolsetMsg>)>) {
     let clock = &env.session.clock;
     let Some((tool, toolset)) = env.catalog.resolve(&streamed.name) else {
         let visible = env.catalog.visible_schemas();
         let names: Vec<&str> = visible.iter().map(|s| s.name.as_str()).collect();
         let output = text::unknown_function(&streamed.name, &names);
-        return (refuse(env, (index, item_id), streamed, output), false);
+        return (refuse(env, (index, item_id), streamed, output), None);
     };
     let parsed = match parse_arguments(&streamed.name, &streamed.arguments) {
         Ok(parsed) => parsed,
         Err(_) if step.truncated => {
             let output = text::call_cut_off(&streamed.name);
-            return (refuse(env, (index, item_id), streamed, output), false);
+            return (refuse(env, (index, item_id), streamed, output), None);
         }
-        Err(e) => return (refuse(env, (index, item_id), streamed, e.to_string()), false),
+        Err(e) => return (refuse(env, (index, item_id), streamed, e.to_string()), None),
     };
     let speech_id = step.speech_id;
     let StreamedCall { call_id, name, .. } = streamed;
@@ -175,10 +210,12 @@ fn dispatch_one(
     };
     let (tx, rx) = oneshot::channel::<CallOutcome>();
     // Routed by name to the toolset that runs the tool (§4 step 7).
-    if let Some(toolset) = env.toolsets.get(&toolset) {
+    let toolset = env.toolsets.get(&toolset).cloned();
+    if let Some(toolset) = &toolset {
         let _ = toolset.cast(ToolsetMsg::Execute(Box::new(exec), tx.into()));
     }
-    (outcome(call, rx, env.session.clock.clone(), index), true)
+    let executes = toolset.map(|toolset| (call.call_id.clone(), toolset));
+    (outcome(call, rx, env.session.clock.clone(), index), executes)
 }
 
 /// A call answered at once with an error `output`, never reaching a toolset (an unknown name,

@@ -270,7 +270,8 @@ async fn await_tools(
         let _ = env.session.actor.cast(waiting.into());
         env.wake_activity_if_waiting();
     }
-    let mut results = running.collect().await;
+    let bound = env.session.options.interrupt_timeout;
+    let mut results = running.collect(interrupt, bound).await;
     let interrupted = interrupted_in_playout || interrupt.is_cancelled();
     let handoff = match choose_handoff {
         true => self::choose_handoff(&mut results, interrupted_in_playout),

@@ -140,6 +140,13 @@ impl SessionBuilder {
         self
     }
 
+    /// How long an interrupted speech still waits for its blocking calls (default 5 s; `None`
+    /// waits for them; see [`SessionOptions::interrupt_timeout`]).
+    pub fn interrupt_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.options.interrupt_timeout = timeout;
+        self
+    }
+
     /// The heartbeat of calls whose tool and toolsets set none (default none; see
     /// [`FunctionTool::heartbeat`](colloquy_core::FunctionTool::heartbeat)).
     pub fn tool_heartbeat(mut self, heartbeat: Option<Duration>) -> Self {

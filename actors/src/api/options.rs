@@ -56,6 +56,13 @@ pub struct SessionOptions {
     /// request does not hold its duplicate key and a handoff's drain for ever. `None` waits
     /// until the host answers, the call is cancelled, or the session closes.
     pub approval_timeout: Option<Duration>,
+    /// How long an interrupted speech still waits for its blocking calls before it lets them
+    /// go on in the background (default 5 s, LiveKit's bound on an interrupted speech). Each
+    /// is then answered `The tool call is still in progress.`, asking for no reply, and its
+    /// result comes later as its `_final` pair; so `interrupt()`, and a user turn that
+    /// interrupts, never wait for a slow tool longer than this. `None` waits for the calls
+    /// (docs/decisions.md#interrupt-bound).
+    pub interrupt_timeout: Option<Duration>,
     /// The model's context size and the policy that keeps each request within it
     /// (docs/providers.md#a-context-that-fits). By default no size: requests go as they are,
     /// and one a provider refuses as too long is retried once with its oldest items left out.
@@ -78,6 +85,7 @@ impl Default for SessionOptions {
             llm_timeout: Some(Duration::from_secs(30)),
             playout_timeout: Some(Duration::from_secs(60)),
             approval_timeout: Some(Duration::from_secs(300)),
+            interrupt_timeout: Some(Duration::from_secs(5)),
             context: ContextWindow::default(),
         }
     }

@@ -27,7 +27,7 @@ use crate::support::task::OwnedTask;
 const PLACEHOLDER: &str = "__colloquy_running_call_placeholder";
 
 /// The output a running call shows in requests made while it runs (§16).
-const STILL_RUNNING: &str = "The tool call is still in progress.";
+use colloquy_core::text::STILL_RUNNING;
 
 /// A running call, as the Session knows it.
 pub(super) struct Running {

@@ -242,6 +242,9 @@ impl Actor for ToolsetActor {
                     state.screened(&myself, &call_id, needs_approval, rewritten);
                 }
             }
+            ToolsetMsg::Release { call_id } => {
+                state.answer_early(&call_id, |_| text::STILL_RUNNING.to_string(), false);
+            }
             ToolsetMsg::GrantPlaces => {
                 state.grant_pending = false;
                 state.grant_places(&myself);

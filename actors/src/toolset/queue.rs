@@ -107,21 +107,35 @@ impl ToolsetState {
         }
     }
 
-    /// Answers dispatch for `call_id` with `template`'s text, if it still waits: the call goes
-    /// on in the background and its outcome comes as its `_final` pair; its body's first update
-    /// becomes `_update_1`.
+    /// Answers dispatch for `call_id` with `template`'s text, if it still waits (see
+    /// [`answer_early`](Self::answer_early)).
     pub(super) fn answer_provisionally(&mut self, call_id: &str, template: &Template) {
+        let render = |name: &str| {
+            let values = [("function_name", name), ("call_id", call_id)];
+            template.render_with(&values).unwrap_or_else(|e| e.to_string())
+        };
+        self.answer_early(call_id, render, true);
+    }
+
+    /// Answers dispatch for `call_id` with `output(name)`, if it still waits: the call goes on
+    /// in the background and its outcome comes as its `_final` pair; its body's first update
+    /// becomes `_update_1`.
+    pub(super) fn answer_early(
+        &mut self,
+        call_id: &str,
+        output: impl FnOnce(&str) -> String,
+        reply_required: bool,
+    ) {
         let session = &self.args.session;
         let Some(call) = self.running.get_mut(call_id) else { return };
         let Some(reply) = call.reply.take() else { return };
         mark_non_blocking(&mut call.call.extra);
         call.updates = 1;
         call.update_offset = 1;
-        let values = [("function_name", call.call.name.as_str()), ("call_id", call_id)];
         let _ = reply.send(CallOutcome {
-            output: template.render_with(&values).unwrap_or_else(|e| e.to_string()),
+            output: output(&call.call.name),
             is_error: false,
-            reply_required: true,
+            reply_required,
             finished_at: session.clock.now(),
             provisional: true,
             handoff: None,

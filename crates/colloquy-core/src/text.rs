@@ -49,6 +49,10 @@ pub fn tool_rejected_by_host(name: &str, reason: &str) -> String {
     format!("The host rejected `{name}`: {reason}")
 }
 
+/// What the model reads for a running call: the placeholder of a blocking call in another
+/// reply's request (§16), and the output of a call an interrupted speech stopped waiting for.
+pub const STILL_RUNNING: &str = "The tool call is still in progress.";
+
 /// Why a call waiting for approval was rejected when nobody answered in time.
 pub fn approval_timed_out(after: std::time::Duration) -> String {
     format!("no answer within {} s", seconds(after))

@@ -27,6 +27,8 @@ pub struct Options {
     pub cancel_grace: Option<Duration>,
     /// `drain_timeout_ms` (absent: the session's default; `null`: no timeout).
     pub drain_timeout: Option<Duration>,
+    /// `interrupt_timeout_ms` (absent: the session's default; `null`: no bound).
+    pub interrupt_timeout: Option<Duration>,
     /// `max_tool_calls_per_turn`.
     pub max_tool_calls_per_turn: Option<u32>,
     /// `deadline_ms`: the session's default tool deadline.
@@ -57,6 +59,7 @@ pub(crate) fn parse_options(mut o: Obj) -> Result<Options, ScenarioError> {
     let cancel_grace = o.millis("cancel_grace_ms")?;
     let defaults = colloquy::session::SessionOptions::default();
     let drain_timeout = o.millis_or_null("drain_timeout_ms", defaults.drain_timeout)?;
+    let interrupt_timeout = o.millis_or_null("interrupt_timeout_ms", defaults.interrupt_timeout)?;
     let max_tool_calls_per_turn = match o.u64("max_tool_calls_per_turn")? {
         Some(n) => Some(
             u32::try_from(n).map_err(|_| invalid(&o.at("max_tool_calls_per_turn"), "too large"))?,
@@ -75,6 +78,7 @@ pub(crate) fn parse_options(mut o: Obj) -> Result<Options, ScenarioError> {
         templates,
         cancel_grace,
         drain_timeout,
+        interrupt_timeout,
         max_tool_calls_per_turn,
         tool_deadline,
         tool_heartbeat,

@@ -155,6 +155,7 @@ async fn play_async(scenario: &Scenario) -> Result<Trace, ScenarioError> {
     }
     builder = builder
         .drain_timeout(options.drain_timeout)
+        .interrupt_timeout(options.interrupt_timeout)
         .tool_deadline(options.tool_deadline)
         .tool_heartbeat(options.tool_heartbeat);
     if options.playout_ms_per_char > 0 {

@@ -47,7 +47,10 @@ pub(crate) fn spawn(command: std::process::Command) -> tokio::process::Child {
 pub(crate) async fn piped(command: std::process::Command, input: &str, bound: Duration) -> Output {
     let mut child = spawn(command);
     let mut stdin = child.stdin.take().expect("stdin is piped");
-    stdin.write_all(input.as_bytes()).await.expect("stdin takes the input");
+    // A command that refuses to start (a wrong token) may exit before it reads its input.
+    if let Err(e) = stdin.write_all(input.as_bytes()).await {
+        assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe, "stdin takes the input: {e}");
+    }
     drop(stdin);
     let out = tokio::time::timeout(bound, child.wait_with_output())
         .await
