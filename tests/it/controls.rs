@@ -187,3 +187,43 @@ async fn an_approver_is_shown_the_arguments_the_hook_rewrote() {
     assert!(done, "the rewrite ran");
     h.close().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_approved_call_can_time_out_while_it_waits_for_a_place() {
+    // The deadline counts from the approval, the queue included: the call ends unrun. It is
+    // approved after the deadline counted from admission would have passed.
+    let runs = Arc::new(AtomicU32::new(0));
+    let quick = FunctionTool::new("quick", "Quick.", {
+        let runs = Arc::clone(&runs);
+        move |_c: RunContext, _a: NoArgs| {
+            let runs = Arc::clone(&runs);
+            async move {
+                runs.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, ToolError>("quick done")
+            }
+        }
+    })
+    .requires_approval()
+    .deadline(ms(1_000));
+    let api = Toolset::new_async("api")
+        .max_concurrent(1)
+        .tool(sleeper("slow", 5_000, "slow"))
+        .tool(quick);
+    let script = vec![
+        ScriptedResponse::calls([
+            ScriptedCall::new("c1", "slow", "{}"),
+            ScriptedCall::new("c2", "quick", "{}"),
+        ]),
+        text("Working."),
+    ];
+    let mut h = Harness::start(Agent::new("A", "inst").toolset(api), script).await;
+    h.session.user_turn("go").await.unwrap();
+    tokio::time::sleep(ms(1_500)).await;
+    h.session.approve("c2").await.unwrap();
+    tokio::time::sleep(ms(6_000)).await;
+    let ended: Vec<(u64, String)> = ended_at(h.events());
+    let why = "Tool `quick` timed out after 1 s";
+    assert_eq!(ended[0], (2_500, format!("c2_final timed_out {why}")));
+    assert_eq!(runs.load(Ordering::SeqCst), 0, "it never ran");
+    h.close().await;
+}

@@ -80,7 +80,10 @@ impl ToolsetState {
             return Err(ApprovalError::NotAwaiting(call_id.to_string()));
         }
         call.stage = Stage::Screening;
+        // The deadline counts from now, queue included (the timer is not armed while a person
+        // is asked).
         call.watch.restart();
+        super::watch::arm(myself, call_id, call);
         // The event first: the body's first report then always follows it.
         self.args.session.emit(EventKind::ToolCallApproved { call_id: call_id.to_string() });
         self.seek_place(myself, call_id);
