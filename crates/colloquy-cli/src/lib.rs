@@ -100,6 +100,13 @@ pub struct ServeArgs {
     /// yet to read leave the replay buffer (then it is closed as too slow).
     #[arg(long, value_name = "N", default_value_t = 1024)]
     pub max_unread_frames: usize,
+    /// The most WebSockets open at once from one client IP address (behind a proxy every
+    /// client has the proxy's: raise it there).
+    #[arg(long, value_name = "N", default_value_t = 128)]
+    pub max_websockets_per_client: usize,
+    /// The most WebSockets open at once, apart from the plain HTTP requests.
+    #[arg(long, value_name = "N", default_value_t = 1024)]
+    pub max_websockets: usize,
     /// How long a session lives with no client attached (`5m`, `30s`).
     #[arg(long, value_name = "TIME", default_value = "5m", value_parser = duration)]
     pub idle_session: Duration,
@@ -415,6 +422,10 @@ mod tests {
                 assert_eq!(args.addr, "127.0.0.1:8080".parse().unwrap());
                 assert_eq!((args.max_sessions, args.replay_events), (100, 10_000));
                 assert_eq!(args.idle_session, Duration::from_secs(300));
+                // The flags' defaults are the server's.
+                let limits = colloquy_server::Limits::default();
+                let sockets = (args.max_websockets, args.max_websockets_per_client);
+                assert_eq!(sockets, (limits.max_websockets, limits.max_websockets_per_client));
                 assert!(args.token_env.is_none() && args.served.provider.is_none());
             }
             other => panic!("{other:?}"),

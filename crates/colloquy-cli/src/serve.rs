@@ -37,6 +37,8 @@ pub async fn run(args: &ServeArgs, out: Box<dyn Write + Send>) -> Result<(), Com
     limits.max_sessions = args.max_sessions;
     limits.replay_events = args.replay_events;
     limits.max_unread_frames = args.max_unread_frames;
+    limits.max_websockets = args.max_websockets;
+    limits.max_websockets_per_client = args.max_websockets_per_client;
     limits.idle_session = args.idle_session;
     let mut builder = Server::builder().limits(limits);
     let mut servers = Vec::new();
