@@ -54,10 +54,17 @@ impl ToolsetState {
     }
 
     /// `call_id` may run once it has a place: it runs now, or waits in line for one (answered
-    /// provisionally, so it holds no reply).
+    /// provisionally, so it holds no reply) — behind any call already waiting under one of its
+    /// caps, though a place freed for that one is not granted yet.
     pub(super) fn seek_place(&mut self, myself: &ActorRef<ToolsetMsg>, call_id: &str) {
         let Some(call) = self.running.get(call_id) else { return };
-        if !self.must_wait(&call.limits) {
+        let shares_cap = |other: &super::RunningCall| {
+            matches!(other.stage, Stage::Queued)
+                && other.limits.iter().any(|o| call.limits.iter().any(|l| l.group == o.group))
+        };
+        let behind =
+            self.places.iter().any(|id| self.running.get(id).is_some_and(|c| shares_cap(c)));
+        if !behind && !self.must_wait(&call.limits) {
             return self.open_gate(myself, call_id);
         }
         let queued = self.args.templates.queued.clone();
