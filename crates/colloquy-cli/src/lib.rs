@@ -285,6 +285,10 @@ pub struct NodeArgs {
     /// bucket (at least 1s; an existing bucket keeps its own).
     #[arg(long, value_name = "TIME", default_value = "3s", value_parser = duration)]
     pub lost_after: Duration,
+    /// How long the node keeps a session whose hosts (a chat, a `serve --nats`) have all gone
+    /// silent, before it closes it `host_lost` and frees its room (at least 3s).
+    #[arg(long, value_name = "TIME", default_value = "10s", value_parser = duration)]
+    pub host_lost_after: Duration,
     /// Publish the agent's text as a whole message only, not as it streams (fewer stored
     /// events; `colloquy chat --nats` then shows each reply once it is complete).
     #[arg(long)]
@@ -464,6 +468,7 @@ mod tests {
                 assert_eq!(args.drain_timeout, Duration::from_millis(500));
                 assert_eq!((args.max_sessions, args.load_threshold), (100, 0.7));
                 assert_eq!(args.lost_after, Duration::from_secs(3));
+                assert_eq!(args.host_lost_after, colloquy::cluster::HOST_LOST_AFTER);
                 assert!(!args.no_agent_text);
             }
             other => panic!("{other:?}"),

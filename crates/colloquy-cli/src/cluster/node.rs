@@ -46,7 +46,8 @@ pub async fn run(args: &NodeArgs, out: Box<dyn Write + Send>) -> Result<(), Comm
         .max_sessions(args.max_sessions)
         .load_threshold(args.load_threshold)
         .drain_timeout(args.drain_timeout)
-        .lost_after(args.lost_after);
+        .lost_after(args.lost_after)
+        .host_lost_after(args.host_lost_after);
     let settings = args.served.agent.clone();
     builder = builder.session(move |session, _| settings.configure(session));
     if !args.no_agent_text {
