@@ -10,6 +10,7 @@ use std::time::Duration;
 use crate::common::*;
 use colloquy::events::EventKind;
 use colloquy::prelude::*;
+use colloquy::tools::{DuplicateScope, OnDuplicate};
 use serde_json::Value;
 
 #[derive(serde::Deserialize, schemars::JsonSchema)]
@@ -273,8 +274,7 @@ async fn a_refused_duplicate_never_reaches_the_hook() {
     // Admission (the duplicate policy) comes before `tool_call_started` and the hook.
     let runs = Arc::new(AtomicU32::new(0));
     let (builder, seen) = slow_hook(0);
-    let tool = job("sync", 1_000, &runs)
-        .on_duplicate(colloquy::tools::OnDuplicate::Reject, colloquy::tools::DuplicateScope::Name);
+    let tool = job("sync", 1_000, &runs).on_duplicate(OnDuplicate::Reject, DuplicateScope::Name);
     let script = vec![
         ScriptedResponse::calls([
             ScriptedCall::new("c1", "sync", "{}"),
@@ -453,6 +453,194 @@ async fn a_drain_still_ends_an_awaited_call_at_its_deadline() {
     assert_eq!(ends(&events), [(2_010, "c1 timed_out".to_string())]);
     let closed = events.last().map(|e| e.at_ms);
     assert_eq!(closed, Some(2_010), "the close ends with its last call");
+}
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct Keyed {
+    key: String,
+}
+
+/// `name`: takes `ms_`, then answers `done KEY`.
+fn keyed(name: &'static str, ms_: u64) -> FunctionTool {
+    FunctionTool::new(name, "Keyed.", move |_c: RunContext, a: Keyed| async move {
+        tokio::time::sleep(ms(ms_)).await;
+        Ok::<_, ToolError>(format!("done {}", a.key))
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_queued_call_counts_as_running_for_the_duplicate_policy() {
+    // One place, duplicates by `key`: k2 waits for the place, and a second k2 is refused.
+    let tool = keyed("sync", 1_000)
+        .max_concurrent(1)
+        .on_duplicate(OnDuplicate::Reject, DuplicateScope::args(["key"]));
+    let script = vec![
+        ScriptedResponse::calls([
+            ScriptedCall::new("c1", "sync", r#"{"key":"k1"}"#),
+            ScriptedCall::new("c2", "sync", r#"{"key":"k2"}"#),
+            ScriptedCall::new("c3", "sync", r#"{"key":"k2"}"#),
+        ]),
+        text("Syncing."),
+    ];
+    let mut h = Harness::start(Agent::new("A", "inst").tool(tool), script).await;
+    h.turn("go").await;
+    tokio::time::sleep(ms(3_000)).await;
+    let refused: Vec<(String, Vec<String>)> = h
+        .events()
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::ToolCallRefused { call_id, duplicates, .. } => {
+                Some((call_id.clone(), duplicates.clone()))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(refused, [("c3".to_string(), vec!["c2".to_string()])]);
+    assert_eq!(
+        ends(h.events()),
+        [(1_010, "c1 done".to_string()), (2_010, "c2_final done".to_string())]
+    );
+    h.close().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_the_hook_still_decides_holds_no_place() {
+    // One place; the hook takes 1 s over c1 and no time over c2, so c2 takes the place first.
+    let builder = Session::builder().before_tool_call(|call: PendingToolCall| async move {
+        if call.call_id == "c1" {
+            tokio::time::sleep(ms(1_000)).await;
+        }
+        Ok::<_, ToolError>(BeforeCall::Run)
+    });
+    let tool = keyed("sync", 500).max_concurrent(1);
+    let script = vec![
+        ScriptedResponse::calls([
+            ScriptedCall::new("c1", "sync", r#"{"key":"k1"}"#),
+            ScriptedCall::new("c2", "sync", r#"{"key":"k2"}"#),
+        ]),
+        text("Synced."),
+    ];
+    let mut h = Harness::start_with(builder, Agent::new("A", "inst").tool(tool), script).await;
+    h.turn("go").await;
+    // c1's hook answered at 1010, when c2 (ending at 510) had freed the place.
+    assert_eq!(ends(h.events()), [(510, "c2 done".to_string()), (1_510, "c1 done".to_string())]);
+    h.close().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_timed_out_call_no_longer_counts_as_a_duplicate() {
+    // Its end is at its deadline; its body's wind-down does not keep the key taken.
+    let tool = keyed("sync", 5_000)
+        .deadline(ms(1_000))
+        .on_duplicate(OnDuplicate::Reject, DuplicateScope::Name);
+    let script = vec![
+        call("c1", "sync", r#"{"key":"k1"}"#),
+        text("Too slow."),
+        call("c2", "sync", r#"{"key":"k1"}"#),
+        text("Again."),
+    ];
+    let mut h = Harness::start(Agent::new("A", "inst").tool(tool), script).await;
+    h.turn("go").await;
+    h.turn("again").await;
+    let refused = h.events().iter().any(|e| matches!(e.kind, EventKind::ToolCallRefused { .. }));
+    assert!(!refused, "c2 runs: c1 ended when it timed out");
+    assert_eq!(
+        ends(h.events()),
+        [(1_010, "c1 timed_out".to_string()), (2_030, "c2 timed_out".to_string())]
+    );
+    h.close().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_a_name_scope_a_remembered_result_answers_any_arguments() {
+    // Memory is keyed by the duplicate key (decision 60): a `name` scope says every call of
+    // the tool is the same call, so the window's result answers a call for another key.
+    let tool = keyed("sync", 100)
+        .idempotent(ms(600_000))
+        .on_duplicate(OnDuplicate::Reject, DuplicateScope::Name);
+    let script = vec![
+        call("c1", "sync", r#"{"key":"k1"}"#),
+        text("Synced."),
+        call("c2", "sync", r#"{"key":"k2"}"#),
+        text("Synced k2?"),
+    ];
+    let mut h = Harness::start(Agent::new("A", "inst").tool(tool), script).await;
+    h.turn("sync k1").await;
+    h.turn("sync k2").await;
+    assert_eq!(ends(h.events())[1], (130, "c2 done cached".to_string()));
+    assert!(h.hist().await.contains(&r#"out(#c2,"done k1",ok,rr=T)"#.to_string()));
+    h.close().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_is_a_sign_of_life_for_the_heartbeat() {
+    // A 1 s heartbeat; the first attempt fails after 600 ms, the retry 300 ms later takes
+    // 600 ms more. No update at all, yet the retry at 610 moved the heartbeat on.
+    let attempts = Arc::new(AtomicU32::new(0));
+    let counter = Arc::clone(&attempts);
+    let tool = FunctionTool::new("fetch", "Fetch.", move |_c: RunContext, _a: NoArgs| {
+        let counter = Arc::clone(&counter);
+        async move {
+            let n = counter.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep(ms(600)).await;
+            match n {
+                0 => Err(ToolError::new("busy")),
+                _ => Ok::<_, ToolError>("fetched"),
+            }
+        }
+    })
+    .heartbeat(ms(1_000))
+    .retry(colloquy::tools::RetryPolicy::new(2, ms(300)));
+    let script = vec![call("c1", "fetch", "{}"), text("Fetched.")];
+    let mut h = Harness::start(Agent::new("A", "inst").tool(tool), script).await;
+    h.turn("go").await;
+    assert_eq!(ends(h.events()), [(1_510, "c1 done".to_string())]);
+    h.close().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_handoff_waits_for_the_hook_then_rejects_the_waiting_call() {
+    // The hook holds its step's reply as a body would; the drain waits for the old agent's
+    // speech, then rejects the call that now waits for approval.
+    let runs = Arc::new(AtomicU32::new(0));
+    let (builder, _) = slow_hook(1_000);
+    let tool = job("refund", 100, &runs).requires_approval();
+    let script = vec![call("c1", "refund", "{}"), text("Asked."), text("B here.")];
+    let mut h = Harness::start_with(builder, Agent::new("A", "inst").tool(tool), script).await;
+    h.session.user_turn("go").await.unwrap();
+    tokio::time::sleep(ms(500)).await;
+    h.session.update_agent(Agent::new("B", "b")).await.unwrap();
+    h.session.wait_for_quiet().await.unwrap();
+    assert_eq!(asked(&mut h), ["c1"]);
+    assert_eq!(ends(h.events()), [(1_020, "c1_final rejected".to_string())]);
+    let to_b = at_ms(
+        h.events(),
+        |k| matches!(k, EventKind::AgentHandoff { new_agent, .. } if new_agent == "B"),
+    );
+    assert_eq!(to_b, 1_020);
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    h.close().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_close_during_a_handoff_wins_and_the_handoff_never_happens() {
+    // A call that cannot be cancelled holds the handoff's drain; the close takes over and
+    // awaits it (within its own drain timeout), and agent B never starts.
+    let runs = Arc::new(AtomicU32::new(0));
+    let tool = job("sync", 2_000, &runs);
+    let script = vec![call("c1", "sync", "{}"), text("Synced.")];
+    let h = Harness::start(Agent::new("A", "inst").tool(tool), script).await;
+    h.session.user_turn("go").await.unwrap();
+    tokio::time::sleep(ms(500)).await;
+    h.session.update_agent(Agent::new("B", "b")).await.unwrap();
+    tokio::time::sleep(ms(500)).await;
+    let events = h.close().await;
+    let to_b = events
+        .iter()
+        .any(|e| matches!(&e.kind, EventKind::AgentHandoff { new_agent, .. } if new_agent == "B"));
+    assert!(!to_b, "the close cancelled the handoff");
+    assert_eq!(ends(&events), [(2_010, "c1 done".to_string())]);
+    assert_eq!(events.last().map(|e| e.at_ms), Some(2_010));
 }
 
 // Pairs whose behaviour contradicts decision 70 (the runtime is not changed here).
