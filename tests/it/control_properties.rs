@@ -15,7 +15,7 @@
 //!
 //! A failure prints the seed and the drawn case; `COLLOQUY_SEED=<n>` replays case `n` alone.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -206,11 +206,11 @@ impl Case {
     }
 }
 
-/// What the bodies and the hook saw, in virtual ms since the session started.
+/// What the bodies and the hook saw (times in virtual ms since the session started).
 #[derive(Default)]
 struct Log {
-    /// Call ids whose body started (first attempt), with when.
-    bodies: BTreeMap<String, u64>,
+    /// Call ids whose body started.
+    bodies: BTreeSet<String>,
     /// Attempts per call id.
     attempts: BTreeMap<String, u32>,
     /// The hook's answers: call id → (let it go on, remembered, when).
@@ -223,7 +223,7 @@ fn since(origin: Instant) -> u64 {
     origin.elapsed().as_millis() as u64
 }
 
-fn tool(name: &'static str, c: &Controls, log: &Shared, origin: Instant) -> FunctionTool {
+fn tool(name: &'static str, c: &Controls, log: &Shared) -> FunctionTool {
     let log = Arc::clone(log);
     let mut tool = FunctionTool::new(name, "Works.", move |ctx: RunContext, plan: Plan| {
         let log = Arc::clone(&log);
@@ -231,7 +231,7 @@ fn tool(name: &'static str, c: &Controls, log: &Shared, origin: Instant) -> Func
             let attempt = {
                 let mut log = log.lock().unwrap();
                 let id = ctx.call_id().to_string();
-                log.bodies.entry(id.clone()).or_insert_with(|| since(origin));
+                log.bodies.insert(id.clone());
                 let n = log.attempts.entry(id).or_default();
                 *n += 1;
                 *n
@@ -287,12 +287,11 @@ fn tool(name: &'static str, c: &Controls, log: &Shared, origin: Instant) -> Func
     tool.on_duplicate(c.on_duplicate, scope)
 }
 
-fn agent(id: &str, case: &Case, log: &Shared, origin: Instant) -> Agent {
-    Agent::new(id, "inst").tool(tool(TOOLS[0], &case.tools[0], log, origin)).tool(tool(
+fn agent(id: &str, case: &Case, log: &Shared) -> Agent {
+    Agent::new(id, "inst").tool(tool(TOOLS[0], &case.tools[0], log)).tool(tool(
         TOOLS[1],
         &case.tools[1],
         log,
-        origin,
     ))
 }
 
@@ -324,8 +323,7 @@ async fn play(case: &Case) -> Result<Tally, String> {
             _ => ScriptedResponse::text("ok"),
         }
     });
-    let mut shared =
-        Toolset::new_async("shared").tool(tool(TOOLS[2], &case.tools[2], &log, origin));
+    let mut shared = Toolset::new_async("shared").tool(tool(TOOLS[2], &case.tools[2], &log));
     if let Some(n) = case.shared_cap {
         shared = shared.max_concurrent(n);
     }
@@ -362,7 +360,7 @@ async fn play(case: &Case) -> Result<Tally, String> {
         });
     }
     let mut events = builder.subscribe();
-    let session = builder.start(agent("A", case, &log, origin)).await.map_err(|e| e.to_string())?;
+    let session = builder.start(agent("A", case, &log)).await.map_err(|e| e.to_string())?;
     let (mut turn, mut current) = (0, "A");
     for op in &case.ops {
         match op {
@@ -399,7 +397,7 @@ async fn play(case: &Case) -> Result<Tally, String> {
             }
             Op::Handoff => {
                 current = if current == "A" { "B" } else { "A" };
-                let next = agent(current, case, &log, origin);
+                let next = agent(current, case, &log);
                 let _ = bounded("a handoff", session.update_agent(next)).await?;
             }
             Op::Interrupt => {
@@ -573,7 +571,7 @@ fn check(
                     ));
                 }
             }
-            if log.bodies.contains_key(id) && !seen.approved {
+            if log.bodies.contains(id) && !seen.approved {
                 return Err(format!("the body of {id} ran without an approval"));
             }
         }
