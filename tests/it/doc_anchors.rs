@@ -3,6 +3,7 @@
 //! docs/scenarios.md, `docs/ractor-notes.md §2.3` and `docs/decisions.md#boxed-futures` to those
 //! pages (docs/semantics.md says how). And no comment cites an issue number: the tracker's
 //! numbers say nothing to a reader of the code, and a reason worth keeping is a decision.
+//! Every test docs/tool-controls.md cites as evidence exists.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -49,7 +50,14 @@ fn is_rust(path: &Path) -> bool {
 /// The Rust sources and the docs that cite the specification.
 fn sources() -> Vec<PathBuf> {
     let mut out = source_files(is_rust);
-    for page in ["README.md", "docs/ARCHITECTURE.md", "docs/decisions.md", "docs/testing.md"] {
+    let pages = [
+        "README.md",
+        "docs/ARCHITECTURE.md",
+        "docs/decisions.md",
+        "docs/testing.md",
+        "docs/tool-controls.md",
+    ];
+    for page in pages {
         out.push(root().join(page));
     }
     out
@@ -131,6 +139,30 @@ fn every_cited_rule_has_an_anchor_in_docs() {
     }
     assert!(cited > 300, "the scan found only {cited} citations: is it reading the sources?");
     assert!(missing.is_empty(), "citations without an anchor in docs/:\n{}", missing.join("\n"));
+}
+
+#[test]
+fn every_test_the_controls_table_cites_exists() {
+    // docs/tool-controls.md names its evidence `module::test`: a renamed or deleted test must
+    // not leave a cell citing nothing.
+    let page = std::fs::read_to_string(root().join("docs/tool-controls.md")).unwrap();
+    let cited = Regex::new(r"`([a-z_]+)::([a-z0-9_]+)`").unwrap();
+    let mut missing = Vec::new();
+    let mut found = 0;
+    for c in cited.captures_iter(&page) {
+        let file = root().join("tests/it").join(format!("{}.rs", &c[1]));
+        let text = std::fs::read_to_string(&file).unwrap_or_default();
+        found += 1;
+        if !text.contains(&format!("fn {}()", &c[2])) {
+            missing.push(format!("{}::{}", &c[1], &c[2]));
+        }
+    }
+    assert!(found > 40, "the scan found only {found} tests: is it reading the table?");
+    assert!(
+        missing.is_empty(),
+        "docs/tool-controls.md cites missing tests:\n{}",
+        missing.join("\n")
+    );
 }
 
 #[test]

@@ -16,6 +16,10 @@ mod handoff;
 #[allow(dead_code)]
 mod tool_search;
 
+#[path = "../../examples/audit_hook.rs"]
+#[allow(dead_code)]
+mod audit_hook;
+
 #[path = "../../examples/openai.rs"]
 #[allow(dead_code)]
 mod openai;
@@ -83,6 +87,20 @@ async fn handoff_keeps_the_session_scoped_lookup_and_billing_reports_it() {
             "user: I have a question about an invoice.",
             "billing: Hi, billing here. Let me see your account.",
             "billing: Your account has two unpaid invoices, 120 EUR in total.",
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn audit_hook_logs_each_call_with_its_session() {
+    let (lines, [a, b]) = audit_hook::run().await.expect("audit_hook example runs");
+    assert_ne!(a, b);
+    // The same call id in both sessions: the session id tells them apart.
+    assert_eq!(
+        lines,
+        [
+            format!(r#"{a} c1 order_status {{"order_id":"A-1"}}"#),
+            format!(r#"{b} c1 order_status {{"order_id":"B-2"}}"#),
         ]
     );
 }

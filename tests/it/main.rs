@@ -15,6 +15,7 @@ mod before_call;
 mod call_ids;
 mod cancel_properties;
 mod context;
+mod control_properties;
 mod controls;
 mod deadlines;
 mod dispatch;

@@ -331,3 +331,45 @@ mod mocks {
         h.close().await;
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_waiting_calls_output_in_a_run_is_its_provisional_text_and_its_end_follows_the_reply() {
+    // docs/testing.md: a call that waits (a place, approval) is answered at once with its
+    // template, before its siblings' results; its result comes after the step's reply.
+    let mut h = Harness::start(
+        Agent::new("A", "inst")
+            .tool(sleeper("fetch", 1_000, "fetched").max_concurrent(1))
+            .tool(sleeper("refund", 100, "refunded").requires_approval()),
+        vec![
+            ScriptedResponse::calls([
+                ScriptedCall::new("c1", "fetch", "{}"),
+                ScriptedCall::new("c2", "fetch", "{}"),
+                ScriptedCall::new("c3", "refund", "{}"),
+            ]),
+            text("Fetching; the refund waits for approval."),
+        ],
+    )
+    .await;
+    let result = h.session.run("go").await.unwrap();
+    let mut expect = result.expect();
+    expect.skip_next(3); // the three calls, in call order
+    expect.next_event().is_function_call_output().containing("waits for other calls");
+    expect.next_event().is_function_call_output().containing("needs approval");
+    expect.next_event().is_function_call_output().with_output("fetched");
+    expect.next_event().is_message(Role::Assistant).containing("waits for approval");
+    expect.no_more_events();
+    h.session.approve("c3").await.unwrap();
+    h.session.wait_for_quiet().await.unwrap();
+    let reply = at_ms(h.events(), |k| matches!(k, EventKind::FunctionToolsExecuted { .. }));
+    let ends: Vec<(u64, String)> = ended_at(h.events());
+    assert_eq!(reply, 1_010);
+    assert_eq!(
+        ends,
+        [
+            (1_010, "c1 done fetched".to_string()),
+            (1_120, "c3_final done refunded".to_string()),
+            (2_010, "c2_final done fetched".to_string())
+        ]
+    );
+    h.close().await;
+}

@@ -123,22 +123,19 @@ impl RunningCalls {
         }
     }
 
-    /// Cancels, as a drain does (even where the speech disallows interruptions), every
-    /// cancellable call `which` selects, and rejects with `rejected_because` every one of them
-    /// that waits for approval (cancellable or not: nobody would be left to approve it).
+    /// Tells the Toolset of every call `which` selects that a drain began: it cancels the
+    /// cancellable ones (even where the speech disallows interruptions), rejects with
+    /// `rejected_because` every one that waits for approval, or would once its before-call
+    /// hook lets it go (cancellable or not: nobody would be left to approve it), and leaves the
+    /// others to finish.
     pub(super) fn drain(&self, which: impl Fn(&Running) -> bool, rejected_because: &str) {
-        for running in self.iter().filter(|r| (r.cancellable || r.awaiting_approval) && which(r)) {
-            let call_id = running.call.call_id.clone();
-            let message = match running.awaiting_approval {
-                true => ToolsetMsg::Reject {
-                    call_id,
-                    reason: rejected_because.to_string(),
-                    reply: None,
-                    drain: true,
-                },
-                false => ToolsetMsg::Cancel { call_id, reply: None, drain: true },
-            };
-            let _ = running.toolset.cast(message);
+        for running in self.iter().filter(|r| which(r)) {
+            let _ = running.toolset.cast(ToolsetMsg::Reject {
+                call_id: running.call.call_id.clone(),
+                reason: rejected_because.to_string(),
+                reply: None,
+                drain: true,
+            });
         }
     }
 

@@ -32,9 +32,16 @@ impl ToolsetState {
         needs_approval: bool,
         rewritten: Option<String>,
     ) {
-        match needs_approval {
-            true => self.await_approval(myself, call_id, rewritten),
-            false => self.seek_place(myself, call_id),
+        let drained = match self.running.get_mut(call_id).map(|c| &mut c.stage) {
+            Some(Stage::Screening { drained }) => drained.take(),
+            _ => None,
+        };
+        match (needs_approval, drained) {
+            // A drain began while the hook decided: the call is rejected as it would have
+            // been had it waited already (decision 58).
+            (true, Some(reason)) => self.end_rejected(call_id, &reason),
+            (true, None) => self.await_approval(myself, call_id, rewritten),
+            (false, _) => self.seek_place(myself, call_id),
         }
     }
 
@@ -79,7 +86,7 @@ impl ToolsetState {
         if !matches!(call.stage, Stage::AwaitingApproval { .. }) {
             return Err(ApprovalError::NotAwaiting(call_id.to_string()));
         }
-        call.stage = Stage::Screening;
+        call.stage = Stage::Screening { drained: None };
         // The deadline counts from now, queue included (the timer is not armed while a person
         // is asked).
         call.watch.restart();
@@ -101,6 +108,11 @@ impl ToolsetState {
     ) -> Result<(), ApprovalError> {
         let waits = |call: &RunningCall| matches!(call.stage, Stage::AwaitingApproval { .. });
         if drain && self.running.get(call_id).is_some_and(|c| !waits(c)) {
+            if let Some(Stage::Screening { drained }) =
+                self.running.get_mut(call_id).map(|c| &mut c.stage)
+            {
+                *drained = Some(reason.to_string());
+            }
             let _ = self.cancel(call_id, true);
             return Ok(());
         }
@@ -108,6 +120,13 @@ impl ToolsetState {
         if !waits(call) {
             return Err(ApprovalError::NotAwaiting(call_id.to_string()));
         }
+        self.end_rejected(call_id, reason);
+        Ok(())
+    }
+
+    /// Ends `call_id` `rejected` with `reason`, its body never run.
+    fn end_rejected(&mut self, call_id: &str, reason: &str) {
+        let Some(call) = self.running.get(call_id) else { return };
         let name = call.call.name.clone();
         let values = [("function_name", name.as_str()), ("call_id", call_id), ("reason", reason)];
         let template = &self.args.templates.approval_rejected;
@@ -122,7 +141,6 @@ impl ToolsetState {
             }
             call.actor.stop(Some("rejected".into()));
         }
-        Ok(())
     }
 
     /// The approval timer of `call_id` fired: reject it if it still waits.

@@ -182,8 +182,9 @@ impl ToolsetState {
         let cached = recalled.is_some();
         // A remembered result does not run: it takes no place and asks nobody.
         let caps = if cached { Vec::new() } else { tool.concurrency_limits() };
-        let may_wait = !cached && (tool.may_need_approval() || !caps.is_empty());
         let hooked = session.plugins.before_call.is_some();
+        // With a hook every call is screened first, so its heartbeat counts from its body.
+        let may_wait = !cached && (hooked || tool.may_need_approval() || !caps.is_empty());
         let needs_approval = may_wait && !hooked && tool.needs_approval(&exec.arguments);
         let (gate, gated) = match may_wait {
             true => {
@@ -226,17 +227,19 @@ impl ToolsetState {
                     updates: 0,
                     started: now,
                     watch: super::watch::Watch::none(now),
-                    // A call that may wait holds no place until it is let through.
-                    stage: if may_wait { Stage::Screening } else { Stage::Running },
+                    // A call that may wait holds no place until it is let through; a
+                    // remembered one waits for the hook only.
+                    stage: match may_wait || cached {
+                        true => Stage::Screening { drained: None },
+                        false => Stage::Running,
+                    },
                     gate,
                     update_offset: 0,
                     limits: caps,
                     cached,
                 });
                 self.running.insert(call_id.clone(), call);
-                if !cached {
-                    self.watch(&myself, &call_id, limits);
-                }
+                self.watch(&myself, &call_id, limits);
                 if may_wait && !hooked {
                     self.screened(&myself, &call_id, needs_approval, None);
                 }

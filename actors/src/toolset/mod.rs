@@ -88,8 +88,10 @@ struct RunningCall {
 
 /// Where a started call is before it ends (decision 70): hook, approval, a place, its body.
 enum Stage {
-    /// The before-call hook decides (its ToolCall says when with `Screened`).
-    Screening,
+    /// The before-call hook decides (its ToolCall says when with `Screened`). `drained`: a
+    /// drain (handoff, close) asked meanwhile, with its reason — nobody will be asked to
+    /// approve the call then.
+    Screening { drained: Option<String> },
     /// Waits for the host's approval.
     AwaitingApproval { _timer: approval::Waiting },
     /// Waits for a place under its caps, in `places`.
@@ -601,7 +603,7 @@ impl ToolsetState {
             let status = match c.1.stage {
                 Stage::AwaitingApproval { .. } => NodeStatus::AwaitingApproval,
                 Stage::Queued => NodeStatus::Queued,
-                Stage::Screening | Stage::Running => NodeStatus::Running,
+                Stage::Screening { .. } | Stage::Running => NodeStatus::Running,
             };
             (c, status)
         });
