@@ -47,14 +47,16 @@ type Pending = Pin<Box<dyn Future<Output = CallResult> + Send>>;
 /// The calls of one step, running.
 pub(crate) struct StepCalls {
     pending: FuturesUnordered<Pending>,
-    /// The calls that went to a toolset (the others were answered at once), by call id.
-    executing: Vec<(String, ActorRef<ToolsetMsg>)>,
+    /// The step's item id: its calls' item ids start with it.
+    step_id: String,
+    /// The toolsets its calls went to (the others were answered at once), each once.
+    toolsets: Vec<ActorRef<ToolsetMsg>>,
 }
 
 impl StepCalls {
     /// True when some call runs in a toolset.
     pub(super) fn executing(&self) -> bool {
-        !self.executing.is_empty()
+        !self.toolsets.is_empty()
     }
 
     /// Waits for every output (tool bodies are never cancelled by an interruption), in the
@@ -79,7 +81,7 @@ impl StepCalls {
                 next = self.pending.next() => next,
                 () = &mut expired, if !released => {
                     released = true;
-                    self.release(&done);
+                    self.release();
                     continue;
                 }
             };
@@ -90,13 +92,11 @@ impl StepCalls {
         }
     }
 
-    /// Asks the toolsets of the calls not `done` to answer them now: they go on in the
-    /// background, and the answer comes at once (or their result, if it was on its way).
-    fn release(&self, done: &[CallResult]) {
-        for (call_id, toolset) in &self.executing {
-            if !done.iter().any(|r| &r.call.call_id == call_id) {
-                let _ = toolset.cast(ToolsetMsg::Release { call_id: call_id.clone() });
-            }
+    /// Asks the toolsets to answer now the step's calls they have not answered: those go on in
+    /// the background, and the answer comes at once (or their result, if it was on its way).
+    fn release(&self) {
+        for toolset in &self.toolsets {
+            let _ = toolset.cast(ToolsetMsg::Release { step_id: self.step_id.clone() });
         }
     }
 }
@@ -126,7 +126,7 @@ pub(crate) fn dispatch(
     let allowed = clock.claim_tool_calls(calls.len());
     env.announce_tool_budget();
     let pending = FuturesUnordered::new();
-    let mut executing = Vec::new();
+    let mut toolsets: Vec<ActorRef<ToolsetMsg>> = Vec::new();
     for (index, streamed) in calls.into_iter().enumerate() {
         let item_id = format!("{}/fnc_{index}", step.id);
         if index >= allowed {
@@ -136,10 +136,14 @@ pub(crate) fn dispatch(
         }
         let (future, executes) =
             dispatch_one(env, step, (index, item_id), streamed, playout_done, control);
-        executing.extend(executes);
+        if let Some(toolset) = executes
+            && !toolsets.iter().any(|t| t.get_id() == toolset.get_id())
+        {
+            toolsets.push(toolset);
+        }
         pending.push(future);
     }
-    StepCalls { pending, executing }
+    StepCalls { pending, step_id: step.id.to_string(), toolsets }
 }
 
 /// Drops the calls of a step requested with `tool_choice = none` (decision 10).
@@ -167,7 +171,7 @@ fn dispatch_one(
     streamed: StreamedCall,
     playout_done: &CancellationToken,
     control: &SpeechControl,
-) -> (Pending, Option<(String, ActorRef<ToolsetMsg>)>) {
+) -> (Pending, Option<ActorRef<ToolsetMsg>>) {
     let clock = &env.session.clock;
     let Some((tool, toolset)) = env.catalog.resolve(&streamed.name) else {
         let visible = env.catalog.visible_schemas();
@@ -214,8 +218,7 @@ fn dispatch_one(
     if let Some(toolset) = &toolset {
         let _ = toolset.cast(ToolsetMsg::Execute(Box::new(exec), tx.into()));
     }
-    let executes = toolset.map(|toolset| (call.call_id.clone(), toolset));
-    (outcome(call, rx, env.session.clock.clone(), index), executes)
+    (outcome(call, rx, env.session.clock.clone(), index), toolset)
 }
 
 /// A call answered at once with an error `output`, never reaching a toolset (an unknown name,

@@ -82,9 +82,9 @@ pub(crate) enum ToolsetMsg {
     /// for approval if it `needs_approval` (showing the `rewritten` arguments, if any), else
     /// find it a place.
     Screened { call_id: String, from: ActorId, needs_approval: bool, rewritten: Option<String> },
-    /// The interrupted speech that waits for this call stops waiting: answer it now, if it
-    /// still waits, and let it go on in the background.
-    Release { call_id: String },
+    /// The interrupted speech that waits for the calls of step `step_id` stops waiting:
+    /// answer now those not answered yet, and let them go on in the background.
+    Release { step_id: String },
     /// Places under a cap may have freed: start the waiting calls that fit.
     GrantPlaces,
     /// The timer of a call with a deadline or heartbeat fired (from its ToolCall `from`).

@@ -244,9 +244,7 @@ impl Actor for ToolsetActor {
                     state.screened(&myself, &call_id, needs_approval, rewritten);
                 }
             }
-            ToolsetMsg::Release { call_id } => {
-                state.answer_early(&call_id, |_| text::STILL_RUNNING.to_string(), false);
-            }
+            ToolsetMsg::Release { step_id } => state.release(&step_id),
             ToolsetMsg::GrantPlaces => {
                 state.grant_pending = false;
                 state.grant_places(&myself);
@@ -388,6 +386,20 @@ impl ToolsetState {
         let why = if status == ToolCallStatus::Cancelled { "cancelled" } else { "aborted" };
         let _ = call.actor.cast(ToolCallMsg::Cancel { grace, why });
         self.stopping.insert(call_id.to_string(), call);
+    }
+
+    /// Answers every call of step `step_id` still unanswered with "still in progress",
+    /// asking for no reply (docs/decisions.md#interrupt-bound): they go on in the background.
+    fn release(&mut self, step_id: &str) {
+        let of_step = |call: &RunningCall| {
+            call.reply.is_some()
+                && call.call.id.strip_prefix(step_id).is_some_and(|rest| rest.starts_with('/'))
+        };
+        let calls: Vec<String> =
+            self.running.iter().filter(|(_, c)| of_step(c)).map(|(id, _)| id.clone()).collect();
+        for call_id in calls {
+            self.answer_early(&call_id, |_| text::STILL_RUNNING.to_string(), false);
+        }
     }
 
     /// The empty output that asks for no reply: what a call ended early gives dispatch.
