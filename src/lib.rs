@@ -89,7 +89,7 @@ pub mod agent {
     //! An agent: its instructions, tools and toolsets; and the [`Handoff`] a tool returns to
     //! hand the conversation to another agent.
 
-    pub use colloquy_core::{Agent, Handoff};
+    pub use colloquy_model::{Agent, Handoff};
 }
 
 pub mod tools {
@@ -100,16 +100,16 @@ pub mod tools {
     //! (duplicates, retries, approval) and the host's hook before each call ([`BeforeCall`]).
 
     pub use colloquy_actors::{Filler, FillerGuard, Foreground, RunContextExt};
-    pub use colloquy_core::tool::NoArgs;
-    pub use colloquy_core::{
+    /// `#[function_tool]`: a tool from a plain async function, and `#[function_tools]`: tools
+    /// from the methods of an agent type (see the `colloquy_macros` docs).
+    pub use colloquy_macros::{function_tool, function_tools};
+    pub use colloquy_model::tool::NoArgs;
+    pub use colloquy_model::{
         BeforeCall, BeforeCallFuture, BeforeToolCall, DuplicateScope, FunctionTool, IntoToolOutput,
         Json, OnDuplicate, PendingToolCall, PostedUpdate, RetryPolicy, RunContext, StopResponse,
         ToolDeclarationError, ToolError, ToolErrorKind, ToolFlags, ToolOutput, ToolResult,
         ToolSchema, ToolSource, ToolVisibility, Toolset, UpdateMessage, UpdateOptions,
     };
-    /// `#[function_tool]`: a tool from a plain async function, and `#[function_tools]`: tools
-    /// from the methods of an agent type (see the `colloquy_macros` docs).
-    pub use colloquy_macros::{function_tool, function_tools};
 }
 
 pub mod toolsets {
@@ -134,7 +134,7 @@ pub mod events {
     //! it receives them on.
 
     pub use colloquy_actors::EventStream;
-    pub use colloquy_core::{
+    pub use colloquy_model::{
         AgentState, ErrorSource, EventFilter, EventKind, EventType, RefusalReason, ReplyStatus,
         SessionEvent, SpeechSource, ToolCallStatus, UserState,
     };
@@ -144,7 +144,7 @@ pub mod chat {
     //! The conversation as items: messages, function calls and their outputs, agent handoffs, in
     //! a [`ChatContext`] ordered by [`Timestamp`].
 
-    pub use colloquy_core::{
+    pub use colloquy_model::{
         AgentHandoff, ChatContext, ChatItem, FunctionCall, FunctionCallOutput, Message, Role,
         Timestamp,
     };
@@ -262,7 +262,7 @@ pub mod templates {
     //! deferred reply's instruction): [`Templates`] replaces any of them for a session or an
     //! agent; [`defaults`] holds the built-in ones.
 
-    pub use colloquy_core::templates::{
+    pub use colloquy_model::templates::{
         Placeholders, Template, TemplateError, Templates, defaults,
     };
 }
@@ -274,7 +274,7 @@ pub mod testing {
     //! `docs/testing.md` is the guide.
 
     pub use colloquy_actors::MockScope;
-    pub use colloquy_core::run_result::{
+    pub use colloquy_model::run_result::{
         CallExpect, EventExpect, MessageExpect, OutputExpect, RunExpect, RunResult,
     };
 }
@@ -283,7 +283,7 @@ pub mod timeline {
     //! A session's events as a self-contained HTML page: a timeline of speeches and tool calls
     //! (what `colloquy run FILE --timeline` writes).
 
-    pub use colloquy_core::timeline::render_html;
+    pub use colloquy_model::timeline::render_html;
 }
 
 /// What the code `#[function_tool]` writes refers to; not an API.

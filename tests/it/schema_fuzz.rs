@@ -4,8 +4,8 @@
 
 use std::time::Instant;
 
-use colloquy_core::schema_check::{SchemaError, check_schema};
-use colloquy_core::{
+use colloquy_model::schema_check::{SchemaError, check_schema};
+use colloquy_model::{
     FunctionTool, RunContext, ToolDeclarationError, ToolError, parse_arguments, validate_arguments,
 };
 use proptest::prelude::*;

@@ -99,7 +99,7 @@ async fn calls_of_one_response_past_the_budget_are_answered_and_not_run() {
     h.session.wait_for_idle().await.unwrap();
     assert_eq!(started(h.events()), 3);
     assert_eq!(exhausted(h.events()), [3]);
-    let refused = colloquy_core::text::tool_budget_exhausted(3);
+    let refused = colloquy_model::text::tool_budget_exhausted(3);
     let hist = h.hist().await;
     for id in ["c4", "c5"] {
         assert!(hist.contains(&format!("out(#{id},{refused:?},ERR,rr=T)")), "{hist:#?}");

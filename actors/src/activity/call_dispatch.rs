@@ -6,7 +6,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use colloquy_core::{
+use colloquy_model::{
     Agent, ChatItem, EventKind, FunctionCall, FunctionCallOutput, Timestamp, parse_arguments, text,
 };
 use futures_util::stream::{FuturesUnordered, StreamExt};

@@ -28,7 +28,7 @@ impl SpeechEnv {
     pub(super) fn announce_tool_budget(&self) {
         if let Some(limit) = self.session.clock.announce_tool_budget() {
             tracing::warn!(agent = %self.agent_id, limit, "the turn has made its tool calls");
-            self.session.emit(colloquy_core::EventKind::ToolBudgetExhausted { limit });
+            self.session.emit(colloquy_model::EventKind::ToolBudgetExhausted { limit });
         }
     }
 

@@ -18,8 +18,8 @@ use std::collections::{BTreeMap, VecDeque};
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
-use colloquy_core::{Agent, ErrorSource, EventKind, Templates};
 use colloquy_llm::RequestKind;
+use colloquy_model::{Agent, ErrorSource, EventKind, Templates};
 use futures_util::FutureExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 

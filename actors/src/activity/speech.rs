@@ -10,8 +10,8 @@
 
 use std::sync::Arc;
 
-use colloquy_core::{Agent, ChatContext, ErrorSource, EventKind};
 use colloquy_llm::{LlmRequest, RequestKind, ToolChoice};
+use colloquy_model::{Agent, ChatContext, ErrorSource, EventKind};
 use tokio_util::sync::CancellationToken;
 
 use super::call_dispatch::{self, StepCalls};
@@ -291,7 +291,7 @@ async fn await_tools(
 
 /// The tools of a request: all of them, except `ignore_on_enter` ones in an `on_enter` reply
 /// (including its tool-reply steps, C-78).
-fn visible_tools(env: &SpeechEnv, kind: RequestKind) -> Arc<[colloquy_core::ToolSchema]> {
+fn visible_tools(env: &SpeechEnv, kind: RequestKind) -> Arc<[colloquy_model::ToolSchema]> {
     let all = env.catalog.visible_schemas();
     if kind != RequestKind::OnEnter {
         return all;

@@ -3,8 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use colloquy_core::{AgentState, ChatItem, ErrorSource, EventKind, Message, Role, Timestamp};
 use colloquy_llm::{FinishReason, LlmChunk, LlmError, LlmErrorKind, LlmRequest, ToolChoice, Usage};
+use colloquy_model::{AgentState, ChatItem, ErrorSource, EventKind, Message, Role, Timestamp};
 use futures_util::{FutureExt, StreamExt};
 use tokio_util::sync::CancellationToken;
 

@@ -4,9 +4,9 @@ use std::any::Any;
 use std::sync::Arc;
 use std::time::Duration;
 
-use colloquy_core::{Agent, ChatItem, EventFilter, FunctionTool, Templates, Toolset};
 use colloquy_llm::Llm;
 use colloquy_llm::context::ContextPolicy;
+use colloquy_model::{Agent, ChatItem, EventFilter, FunctionTool, Templates, Toolset};
 use ractor::Actor;
 use tokio::sync::mpsc;
 
@@ -35,7 +35,7 @@ impl Session {
 ///
 /// ```
 /// use colloquy_actors::Session;
-/// use colloquy_core::Agent;
+/// use colloquy_model::Agent;
 /// use colloquy_llm::{ScriptedLlm, ScriptedResponse};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -63,7 +63,7 @@ pub struct SessionBuilder {
     lifecycle: Option<mpsc::Sender<LifecycleEvent>>,
     host: Option<Host>,
     on_close: Option<CloseCallback>,
-    before_call: Option<colloquy_core::BeforeToolCall>,
+    before_call: Option<colloquy_model::BeforeToolCall>,
 }
 
 impl SessionBuilder {
@@ -127,7 +127,7 @@ impl SessionBuilder {
     }
 
     /// The deadline of calls whose tool and toolsets set none (default none; see
-    /// [`FunctionTool::deadline`](colloquy_core::FunctionTool::deadline)).
+    /// [`FunctionTool::deadline`](colloquy_model::FunctionTool::deadline)).
     pub fn tool_deadline(mut self, deadline: Option<Duration>) -> Self {
         self.options.tool_deadline = deadline;
         self
@@ -148,7 +148,7 @@ impl SessionBuilder {
     }
 
     /// The heartbeat of calls whose tool and toolsets set none (default none; see
-    /// [`FunctionTool::heartbeat`](colloquy_core::FunctionTool::heartbeat)).
+    /// [`FunctionTool::heartbeat`](colloquy_model::FunctionTool::heartbeat)).
     pub fn tool_heartbeat(mut self, heartbeat: Option<Duration>) -> Self {
         self.options.tool_heartbeat = heartbeat;
         self
@@ -238,7 +238,7 @@ impl SessionBuilder {
     ///
     /// ```
     /// # use colloquy_actors::Session;
-    /// use colloquy_core::EventFilter;
+    /// use colloquy_model::EventFilter;
     /// let mut builder = Session::builder();
     /// let tool_events = builder.subscribe_to(EventFilter::tool_execution());
     /// # drop(tool_events);
@@ -286,7 +286,7 @@ impl SessionBuilder {
     ///
     /// ```
     /// use colloquy_actors::Session;
-    /// use colloquy_core::{BeforeCall, PendingToolCall, ToolError};
+    /// use colloquy_model::{BeforeCall, PendingToolCall, ToolError};
     ///
     /// let builder = Session::builder().before_tool_call(|call: PendingToolCall| async move {
     ///     if call.name == "refund" && call.arguments["amount_cents"].as_u64() > Some(10_000) {
@@ -297,12 +297,12 @@ impl SessionBuilder {
     /// # drop(builder);
     /// ```
     ///
-    /// [`BeforeCall`]: colloquy_core::BeforeCall
+    /// [`BeforeCall`]: colloquy_model::BeforeCall
     pub fn before_tool_call<F, Fut>(mut self, hook: F) -> Self
     where
-        F: Fn(colloquy_core::PendingToolCall) -> Fut + Send + Sync + 'static,
+        F: Fn(colloquy_model::PendingToolCall) -> Fut + Send + Sync + 'static,
         Fut: std::future::Future<
-                Output = Result<colloquy_core::BeforeCall, colloquy_core::ToolError>,
+                Output = Result<colloquy_model::BeforeCall, colloquy_model::ToolError>,
             > + Send
             + 'static,
     {

@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use colloquy_core::{
+use colloquy_llm::ToolChoice;
+use colloquy_model::{
     Agent, AgentState, ChatItem, EventFilter, FunctionTool, RunResult, SessionEvent, UserState,
 };
-use colloquy_llm::ToolChoice;
 use futures_core::Stream;
 use ractor::rpc::CallResult;
 use ractor::{ActorRef, RpcReplyPort};
@@ -127,7 +127,7 @@ impl SessionHandle {
     ///
     /// ```
     /// use colloquy_actors::Session;
-    /// use colloquy_core::{Agent, Role};
+    /// use colloquy_model::{Agent, Role};
     /// use colloquy_llm::{ScriptedLlm, ScriptedResponse};
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() -> Result<(), colloquy_actors::SessionError> {
@@ -247,7 +247,7 @@ impl SessionHandle {
     ///
     /// ```
     /// use colloquy_actors::Session;
-    /// use colloquy_core::Agent;
+    /// use colloquy_model::Agent;
     /// use colloquy_llm::ScriptedLlm;
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -418,7 +418,7 @@ impl SessionHandle {
 /// [`EventKind::StreamOverflowed`] item if its reader falls
 /// [`SessionOptions::max_unread_events`](crate::SessionOptions::max_unread_events) behind.
 ///
-/// [`EventKind::StreamOverflowed`]: colloquy_core::EventKind::StreamOverflowed
+/// [`EventKind::StreamOverflowed`]: colloquy_model::EventKind::StreamOverflowed
 #[derive(Debug)]
 pub struct EventStream {
     rx: mpsc::Receiver<SessionEvent>,

@@ -27,7 +27,7 @@ use crate::support::lifecycle_sink::{LifecycleHub, LifecycleSink};
 ///
 /// ```
 /// use colloquy_actors::{Host, Lifecycle, Session};
-/// use colloquy_core::Agent;
+/// use colloquy_model::Agent;
 /// use colloquy_llm::ScriptedLlm;
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use colloquy_core::Templates;
 use colloquy_llm::context::ContextWindow;
+use colloquy_model::Templates;
 
 /// Session-wide options.
 #[derive(Clone, Debug)]
@@ -33,7 +33,7 @@ pub struct SessionOptions {
     /// every deferred reply can then never loop for ever.
     pub max_tool_calls_per_turn: u32,
     /// The deadline of a call whose tool and toolsets set none (default `None`: a tool runs
-    /// until it ends, is cancelled, or its drain runs out). See [`colloquy_core::CallLimits`].
+    /// until it ends, is cancelled, or its drain runs out). See [`colloquy_model::CallLimits`].
     pub tool_deadline: Option<Duration>,
     /// The heartbeat of a call whose tool and toolsets set none (default `None`).
     pub tool_heartbeat: Option<Duration>,
@@ -93,8 +93,8 @@ impl Default for SessionOptions {
 
 impl SessionOptions {
     /// The limits of a call whose tool and toolsets set none.
-    pub(crate) fn call_limits(&self) -> colloquy_core::CallLimits {
-        let mut limits = colloquy_core::CallLimits::default();
+    pub(crate) fn call_limits(&self) -> colloquy_model::CallLimits {
+        let mut limits = colloquy_model::CallLimits::default();
         limits.deadline = self.tool_deadline;
         limits.heartbeat = self.tool_heartbeat;
         limits

@@ -14,7 +14,7 @@
 
 use std::fmt;
 
-use colloquy_core::{AgentState, UserState};
+use colloquy_model::{AgentState, UserState};
 use ractor::{ActorCell, ActorId};
 use serde::{Deserialize, Serialize};
 

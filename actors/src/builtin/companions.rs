@@ -1,9 +1,9 @@
 //! The companion tools (§12.3, decisions 14 and 18): listed after every other
 //! tool whenever a cancellable tool is registered, so the model can see and stop running work.
 
-use colloquy_core::call_ids::derived_base;
-use colloquy_core::duplicate::running_call_json;
-use colloquy_core::{FunctionTool, Json, RunContext, ToolError, tool::NoArgs};
+use colloquy_model::call_ids::derived_base;
+use colloquy_model::duplicate::running_call_json;
+use colloquy_model::{FunctionTool, Json, RunContext, ToolError, tool::NoArgs};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;

@@ -7,8 +7,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use colloquy_core::tool::NoArgs;
-use colloquy_core::{FunctionTool, RunContext, ToolError, ToolOutput, Toolset};
+use colloquy_model::tool::NoArgs;
+use colloquy_model::{FunctionTool, RunContext, ToolError, ToolOutput, Toolset};
 use futures_util::FutureExt;
 
 use crate::builtin::tool_context::RunContextExt;
@@ -43,7 +43,7 @@ type BoxFut<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 ///
 /// ```
 /// use colloquy_actors::EndCallTool;
-/// use colloquy_core::Agent;
+/// use colloquy_model::Agent;
 /// let agent = Agent::new("receptionist", "Help, then end the call politely.")
 ///     .toolset(EndCallTool::new().extra_description("Never end the call during a payment.").toolset());
 /// ```

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use colloquy_core::{AgentState, EventKind, UserState};
+use colloquy_model::{AgentState, EventKind, UserState};
 use tokio::time::Instant;
 
 use crate::api::handle::SessionHandle;

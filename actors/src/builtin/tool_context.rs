@@ -4,7 +4,7 @@
 
 use std::future::Future;
 
-use colloquy_core::RunContext;
+use colloquy_model::RunContext;
 
 use crate::api::error::SessionError;
 use crate::api::handle::SessionHandle;
@@ -14,7 +14,7 @@ use crate::builtin::filler::{Filler, FillerGuard};
 ///
 /// ```
 /// use colloquy_actors::RunContextExt;
-/// use colloquy_core::{FunctionTool, RunContext, ToolError, tool::NoArgs};
+/// use colloquy_model::{FunctionTool, RunContext, ToolError, tool::NoArgs};
 /// let announce = FunctionTool::new("announce", "Announces.", |ctx: RunContext, _a: NoArgs| async move {
 ///     if let Some(session) = ctx.session() {
 ///         session.say("One moment, please.").await.map_err(ToolError::internal)?;

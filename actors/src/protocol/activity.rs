@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use colloquy_core::FunctionTool;
 use colloquy_llm::{RequestKind, ToolChoice};
+use colloquy_model::FunctionTool;
 use ractor::RpcReplyPort;
 
 /// What a speech does.

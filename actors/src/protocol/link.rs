@@ -6,8 +6,8 @@ use std::any::Any;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use colloquy_core::{BeforeToolCall, ChatContext, ChatItem, EventKind, SessionEvent};
 use colloquy_llm::Llm;
+use colloquy_model::{BeforeToolCall, ChatContext, ChatItem, EventKind, SessionEvent};
 use ractor::ActorRef;
 
 use super::coalescer::{CoalescerMsg, CoalescerSlot, PendingReply};

@@ -3,11 +3,11 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use colloquy_core::{
+use colloquy_llm::ToolChoice;
+use colloquy_model::{
     Agent, AgentState, ChatContext, ChatItem, EventFilter, FunctionCall, FunctionTool, RunResult,
     SessionEvent, UserState,
 };
-use colloquy_llm::ToolChoice;
 use ractor::{ActorRef, RpcReplyPort};
 use tokio::sync::{broadcast, mpsc};
 

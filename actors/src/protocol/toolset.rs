@@ -7,7 +7,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api::error::{ApprovalError, CancelError};
 use crate::support::speech_control::SpeechControl;
-use colloquy_core::{
+use colloquy_model::{
     Agent, FunctionCall, FunctionTool, PostedUpdate, Timestamp, ToolError, ToolOutput,
 };
 use ractor::{ActorId, RpcReplyPort};

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use colloquy_core::{Agent, FunctionTool, Templates, Toolset};
+use colloquy_model::{Agent, FunctionTool, Templates, Toolset};
 use ractor::{Actor, ActorCell, ActorRef, SpawnErr};
 
 use crate::activity::{ActivityActor, ActivityArgs};

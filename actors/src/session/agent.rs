@@ -10,9 +10,9 @@
 
 use std::sync::Arc;
 
-use colloquy_core::chat::AgentHandoff;
-use colloquy_core::{Agent, ChatItem, EventKind, ResolvedTemplates, SpeechSource, Templates};
 use colloquy_llm::RequestKind;
+use colloquy_model::chat::AgentHandoff;
+use colloquy_model::{Agent, ChatItem, EventKind, ResolvedTemplates, SpeechSource, Templates};
 use ractor::ActorRef;
 
 use super::activity_factory::ActivityFactory;
@@ -133,7 +133,7 @@ impl SessionState {
             new_agent: self.current.id.clone(),
         });
         self.emit_now(EventKind::ConversationItemAdded { item });
-        self.set_agent_state(colloquy_core::AgentState::Listening);
+        self.set_agent_state(colloquy_model::AgentState::Listening);
         if let Some(instructions) = self.current.agent.on_enter_instructions() {
             self.start_on_enter(instructions.to_string());
         }

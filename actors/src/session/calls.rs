@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use colloquy_core::{ChatContext, ChatItem, EventKind, FunctionCall, FunctionCallOutput};
+use colloquy_model::{ChatContext, ChatItem, EventKind, FunctionCall, FunctionCallOutput};
 use ractor::{ActorRef, RpcReplyPort};
 
 use super::state::SessionState;
@@ -27,7 +27,7 @@ use crate::support::task::OwnedTask;
 const PLACEHOLDER: &str = "__colloquy_running_call_placeholder";
 
 /// The output a running call shows in requests made while it runs (§16).
-use colloquy_core::text::STILL_RUNNING;
+use colloquy_model::text::STILL_RUNNING;
 
 /// A running call, as the Session knows it.
 pub(super) struct Running {

@@ -13,7 +13,7 @@
 
 use std::time::Duration;
 
-use colloquy_core::{ErrorSource, EventKind};
+use colloquy_model::{ErrorSource, EventKind};
 use ractor::{ActorRef, RpcReplyPort};
 
 use super::state::SessionState;
@@ -163,7 +163,7 @@ impl SessionState {
         // Pending deferred replies are dropped at close (§9.3); cancellable calls are
         // cancelled, the others awaited (decision 7).
         self.replies.drop_pending();
-        self.calls.drain(|_| true, colloquy_core::text::APPROVAL_CLOSED);
+        self.calls.drain(|_| true, colloquy_model::text::APPROVAL_CLOSED);
         if self.current.activity().cast(ActivityMsg::Close).is_err() {
             // No activity to wind down: finish at once.
             let _ = self.link.actor.cast(ChildMsg::ActivityClosed.into());

@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use colloquy_core::{ChatContext, ChatItem, EventKind, EventType};
+use colloquy_model::{ChatContext, ChatItem, EventKind, EventType};
 
 use super::state::SessionState;
 use crate::protocol::ClosedSession;

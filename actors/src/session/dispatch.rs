@@ -6,8 +6,8 @@
 
 use std::collections::BTreeMap;
 
-use colloquy_core::{AgentState, EventKind, SpeechSource};
 use colloquy_llm::RequestKind;
+use colloquy_model::{AgentState, EventKind, SpeechSource};
 use ractor::ActorRef;
 
 use super::state::SessionState;

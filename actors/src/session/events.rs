@@ -14,7 +14,7 @@
 //! Reads: `link`. Writes: `events`, `testing` (an LLM error fails the run). Hands every other
 //! event to the running-call index first (`note_call_event`, calls).
 
-use colloquy_core::{ErrorSource, EventFilter, EventKind, EventType, SessionEvent};
+use colloquy_model::{ErrorSource, EventFilter, EventKind, EventType, SessionEvent};
 use tokio::sync::broadcast;
 
 use super::state::SessionState;

@@ -14,8 +14,8 @@
 
 use std::collections::{BTreeSet, VecDeque};
 
-use colloquy_core::{AgentState, ChatItem, EventKind, Message, Role, SpeechSource, UserState};
 use colloquy_llm::RequestKind;
+use colloquy_model::{AgentState, ChatItem, EventKind, Message, Role, SpeechSource, UserState};
 use ractor::RpcReplyPort;
 
 use super::state::SessionState;

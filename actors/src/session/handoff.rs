@@ -22,8 +22,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use colloquy_core::chat::AgentHandoff;
-use colloquy_core::{Agent, ChatItem, ErrorSource, EventKind, EventType, SpeechSource, text};
+use colloquy_model::chat::AgentHandoff;
+use colloquy_model::{Agent, ChatItem, ErrorSource, EventKind, EventType, SpeechSource, text};
 use ractor::ActorRef;
 
 use super::calls::Running;

@@ -8,7 +8,7 @@
 //! Reads: `floor`, `presence`, `handoff`, `replies`, `calls`, `close`, `testing`. Writes:
 //! `idle`. Invites the coalescer (replies), grants a hold (floor), finishes a run (testing).
 
-use colloquy_core::UserState;
+use colloquy_model::UserState;
 use ractor::RpcReplyPort;
 
 use super::state::SessionState;

@@ -18,7 +18,7 @@
 //! (floor); an away user listens again (presence); the turn's tool-call budget starts over
 //! when the reply begins.
 
-use colloquy_core::SpeechSource;
+use colloquy_model::SpeechSource;
 
 use super::floor::USER_REPLY;
 use super::state::SessionState;

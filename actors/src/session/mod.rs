@@ -32,7 +32,7 @@ mod supervision;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use colloquy_core::{Agent, ChatContext, ChatItem, EventKind, FunctionTool, Toolset};
+use colloquy_model::{Agent, ChatContext, ChatItem, EventKind, FunctionTool, Toolset};
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 
 use activity_factory::ActivityFactory;
@@ -193,7 +193,7 @@ impl Actor for SessionActor {
                     state.link.lifecycle.failed(kind, id, &err);
                 }
                 state.emit_now(EventKind::error(
-                    colloquy_core::ErrorSource::Session,
+                    colloquy_model::ErrorSource::Session,
                     format!("actor failed: {err}"),
                 ));
                 if cell.get_id() == current {

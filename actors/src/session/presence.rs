@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use colloquy_core::{AgentState, EventKind, UserState};
+use colloquy_model::{AgentState, EventKind, UserState};
 use ractor::ActorRef;
 
 use super::state::SessionState;

@@ -13,9 +13,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use colloquy_core::templates::call_ids_json;
-use colloquy_core::{ErrorSource, EventKind, ReplyStatus, SpeechSource};
 use colloquy_llm::{RequestKind, ToolChoice};
+use colloquy_model::templates::call_ids_json;
+use colloquy_model::{ErrorSource, EventKind, ReplyStatus, SpeechSource};
 use ractor::{ActorCell, ActorRef};
 
 use super::state::SessionState;

@@ -10,8 +10,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use colloquy_core::run_result::validated_arguments;
-use colloquy_core::{ChatItem, FunctionTool, RunResult};
+use colloquy_model::run_result::validated_arguments;
+use colloquy_model::{ChatItem, FunctionTool, RunResult};
 use ractor::RpcReplyPort;
 use serde_json::Value;
 

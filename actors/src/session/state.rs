@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use colloquy_core::{Agent, ChatContext};
+use colloquy_model::{Agent, ChatContext};
 use ractor::ActorRef;
 
 use super::activity_factory::ActivityFactory;

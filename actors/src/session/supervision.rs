@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use colloquy_core::{AgentState, ErrorSource, EventKind};
+use colloquy_model::{AgentState, ErrorSource, EventKind};
 use ractor::ActorRef;
 
 use super::state::SessionState;

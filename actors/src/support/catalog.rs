@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use colloquy_core::{Agent, FunctionTool, Templates, ToolSchema, ToolVisibility, Toolset};
+use colloquy_model::{Agent, FunctionTool, Templates, ToolSchema, ToolVisibility, Toolset};
 
 /// The companion tools' names: listed last, after any tool a source adds.
 const COMPANIONS: [&str; 2] = [companions::CANCEL_TASK, companions::GET_RUNNING_TASKS];

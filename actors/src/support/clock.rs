@@ -8,7 +8,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use colloquy_core::{CallIds, Timestamp};
+use colloquy_model::{CallIds, Timestamp};
 use tokio::time::Instant;
 
 /// A session's clock and id source. Cheap to clone.

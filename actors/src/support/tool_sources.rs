@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use colloquy_core::{CallLimits, FunctionTool, ToolSchema, ToolSource};
+use colloquy_model::{CallLimits, FunctionTool, ToolSchema, ToolSource};
 
 /// A source and the id of the toolset actor that runs its tools.
 #[derive(Debug)]

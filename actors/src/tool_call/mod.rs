@@ -14,7 +14,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use colloquy_core::{
+use colloquy_model::{
     BeforeCall, BeforeToolCall, CallHooks, FunctionCall, FunctionTool, IntoToolOutput,
     PendingToolCall, PostedUpdate, RunContext, Template, ToolError, ToolOutput, text,
 };
@@ -130,7 +130,7 @@ impl Reporter {
     fn finished(
         &self,
         actor: &ActorRef<ToolCallMsg>,
-        result: Result<colloquy_core::ToolOutput, ToolError>,
+        result: Result<colloquy_model::ToolOutput, ToolError>,
     ) {
         self.flags.done.store(true, Ordering::SeqCst);
         if self.flags.cancelled.load(Ordering::SeqCst) {

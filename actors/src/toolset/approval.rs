@@ -10,7 +10,7 @@
 //! restarts its deadline; `reject`, the approval timeout, or a drain ends it `rejected` and the
 //! body never runs.
 
-use colloquy_core::{EventKind, ToolCallStatus, ToolError, text};
+use colloquy_model::{EventKind, ToolCallStatus, ToolError, text};
 use ractor::ActorRef;
 
 use super::{RunningCall, Stage, ToolsetState};

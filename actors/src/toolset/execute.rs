@@ -3,11 +3,11 @@
 //! Admission is synchronous, so the handler's future holds only `start`'s
 //! (docs/decisions.md#boxed-futures).
 
-use colloquy_core::duplicate::{
+use colloquy_model::duplicate::{
     RunningDuplicate, Verdict, decide, running_call_json, take_confirmation,
 };
-use colloquy_core::templates::{Placeholders, defaults};
-use colloquy_core::{
+use colloquy_model::templates::{Placeholders, defaults};
+use colloquy_model::{
     EventKind, FunctionCall, FunctionTool, OnDuplicate, RefusalReason, ToolCallStatus, ToolOutput,
     text,
 };

@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use std::time::Duration;
 
-use colloquy_core::{
+use colloquy_model::{
     ChatItem, ConcurrencyLimit, EventKind, FunctionCall, FunctionTool, PostedUpdate,
     ResolvedTemplates, ToolCallStatus, ToolError, ToolErrorKind, ToolOutput, text,
 };

@@ -1,7 +1,7 @@
 //! The synthetic `function_call` / `function_call_output` pairs a background call's later
 //! updates and its final result become (`<id>_update_<n>`, `<id>_final`).
 
-use colloquy_core::{FunctionCall, FunctionCallOutput};
+use colloquy_model::{FunctionCall, FunctionCallOutput};
 
 use crate::support::clock::SessionClock;
 

@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use colloquy_core::{ConcurrencyLimit, EventKind, Template, ToolCallStatus, ToolOutput, text};
+use colloquy_model::{ConcurrencyLimit, EventKind, Template, ToolCallStatus, ToolOutput, text};
 use ractor::ActorRef;
 use tokio::time::Instant;
 

@@ -7,7 +7,7 @@
 //! never fires while a person is asked. The heartbeat counts from the body's start: a call
 //! waiting for the hook, approval or a place has no body to show life.
 
-use colloquy_core::{CallLimits, ToolCallStatus, ToolError, text};
+use colloquy_model::{CallLimits, ToolCallStatus, ToolError, text};
 use ractor::ActorRef;
 use tokio::time::Instant;
 

@@ -8,9 +8,9 @@
 
 use std::borrow::Cow;
 
-use colloquy_core::{FinishReason, Usage};
 use colloquy_llm::http::SseDecoder;
 use colloquy_llm::{LlmChunk, LlmError, ToolCallDelta, excerpt};
+use colloquy_model::{FinishReason, Usage};
 use serde::Deserialize;
 use serde_json::Value;
 

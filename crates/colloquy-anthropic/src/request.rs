@@ -7,9 +7,9 @@
 //! `tool_use` input is an object. Instructions, and a reply's extra instructions, go in the
 //! `system` field.
 
-use colloquy_core::ToolSchema;
 use colloquy_llm::turns::{Turn, provider_call_id, sendable_arguments, turns};
 use colloquy_llm::{LlmRequest, ToolChoice};
+use colloquy_model::ToolSchema;
 use serde_json::{Map, Value, json};
 
 /// Settings of every request, beside the model.

@@ -37,7 +37,7 @@ pub const EVENTS_MAX_READERS: i32 = 100_000;
 /// acknowledgement is stored once.
 pub const EVENTS_DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
 
-/// How often a host tells the nodes it is alive, on [`host_beat_subject`].
+/// How often a host tells the nodes it is alive, on `colloquy.host.<host id>.beat`.
 pub const HOST_HEARTBEAT: Duration = Duration::from_secs(1);
 /// How long a node keeps a session after the last sign of life of every host that holds it,
 /// by default ([`NodeBuilder::host_lost_after`](crate::NodeBuilder::host_lost_after)).

@@ -10,8 +10,8 @@ use std::time::Duration;
 use colloquy_cluster::{
     Cluster, ClusterError, Node, NodeHandle, NodeInfo, Refusal, StartOptions, Timeouts,
 };
-use colloquy_core::{ChatItem, EventFilter, EventKind};
 use colloquy_llm::{ScriptedLlm, ScriptedResponse};
+use colloquy_model::{ChatItem, EventFilter, EventKind};
 use colloquy_protocol::ErrorKind;
 use common::{BOUND, NatsServer, REPLY, eventually, node_builder, raw_events, raw_type, support};
 

@@ -8,7 +8,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use colloquy_cluster::{Cluster, ClusterError, NatsConfig, StartOptions};
-use colloquy_core::ChatItem;
+use colloquy_model::ChatItem;
 use common::{NatsServer, REPLY, node_builder};
 use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
 

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use colloquy_cluster::{
     Cluster, ClusterError, NodeHandle, NodeInfo, RemoteEvents, RemoteSession, StartOptions,
 };
-use colloquy_core::EventKind;
+use colloquy_model::EventKind;
 use common::{
     AT_ONCE, BOUND, LOST_AFTER, MARGIN, NatsServer, eventually, node_builder, raw_events, raw_type,
 };

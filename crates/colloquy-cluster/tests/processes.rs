@@ -19,8 +19,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use colloquy_cluster::{Cluster, ClusterError, RemoteEvents, RemoteSession, StartOptions};
-use colloquy_core::{Agent, EventKind, FunctionTool, RunContext, ToolError};
 use colloquy_llm::{ScriptedCall, ScriptedLlm, ScriptedResponse, ToolChoice};
+use colloquy_model::{Agent, EventKind, FunctionTool, RunContext, ToolError};
 use common::{
     AT_ONCE, BOUND, LOST_AFTER, MARGIN, NatsServer, eventually, node_builder, raw_events, raw_type,
 };

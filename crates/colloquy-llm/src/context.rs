@@ -17,7 +17,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use colloquy_core::{ChatContext, ChatItem, Role};
+use colloquy_model::{ChatContext, ChatItem, Role};
 
 use crate::turns::step_of;
 use crate::{LlmError, LlmRequest};

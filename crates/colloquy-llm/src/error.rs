@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use colloquy_core::LlmErrorKind;
+use colloquy_model::LlmErrorKind;
 
 /// Longest body excerpt an error keeps: enough to read the provider's message, short enough
 /// for a log line.
@@ -13,7 +13,7 @@ pub const BODY_EXCERPT: usize = 300;
 ///
 /// ```
 /// use colloquy_llm::LlmError;
-/// use colloquy_core::LlmErrorKind;
+/// use colloquy_model::LlmErrorKind;
 /// let e = LlmError::Http { status: 503, body: "overloaded".into() };
 /// assert_eq!(e.kind(), LlmErrorKind::Http);
 /// assert_eq!(e.to_string(), "the LLM server answered HTTP 503: overloaded");

@@ -1,6 +1,6 @@
 //! Chat items for this crate's unit tests, stamped at zero.
 
-use colloquy_core::{ChatItem, FunctionCall, FunctionCallOutput, Message, Role, Timestamp};
+use colloquy_model::{ChatItem, FunctionCall, FunctionCallOutput, Message, Role, Timestamp};
 
 /// A message under item id `id` (a step's message: the step's id).
 pub(crate) fn msg(id: &str, role: Role, text: &str) -> ChatItem {

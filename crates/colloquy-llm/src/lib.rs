@@ -14,7 +14,7 @@ mod request;
 mod scripted;
 pub mod turns;
 
-pub use colloquy_core::{FinishReason, LlmErrorKind, Usage};
+pub use colloquy_model::{FinishReason, LlmErrorKind, Usage};
 pub use error::{BODY_EXCERPT, LlmError, excerpt};
 pub use request::{LlmChunk, LlmRequest, LlmStream, RequestKind, ToolCallDelta, ToolChoice};
 pub use scripted::{RecordedRequest, ScriptedCall, ScriptedLlm, ScriptedResponse};

@@ -3,7 +3,7 @@
 use std::pin::Pin;
 use std::sync::Arc;
 
-use colloquy_core::{ChatContext, FinishReason, ToolSchema, Usage};
+use colloquy_model::{ChatContext, FinishReason, ToolSchema, Usage};
 use futures_core::Stream;
 use serde::{Deserialize, Serialize};
 

@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use colloquy_core::ChatItem;
+use colloquy_model::ChatItem;
 use futures_util::{StreamExt, stream};
 
 use crate::{

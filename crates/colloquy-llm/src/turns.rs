@@ -14,7 +14,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use colloquy_core::{ChatItem, FunctionCall, FunctionCallOutput, Role};
+use colloquy_model::{ChatItem, FunctionCall, FunctionCallOutput, Role};
 use serde_json::{Map, Value};
 
 /// One turn of a conversation as a provider sees it.

@@ -5,7 +5,7 @@ mod common;
 
 use colloquy::prelude::*;
 use colloquy::tools::{DuplicateScope, OnDuplicate};
-use colloquy_core::tool::parameters_schema;
+use colloquy_model::tool::parameters_schema;
 use schemars::JsonSchema;
 use serde::Deserialize;
 

@@ -6,7 +6,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use colloquy_core::{RunContext, ToolError};
+use colloquy_model::{RunContext, ToolError};
 use futures_util::{FutureExt, StreamExt};
 use rmcp::handler::client::progress::ProgressDispatcher;
 use rmcp::model::{

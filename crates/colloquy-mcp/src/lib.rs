@@ -16,7 +16,7 @@
 //! npx.args(["-y", "@modelcontextprotocol/server-filesystem", "/srv/docs"]);
 //! let files = McpToolset::stdio("files", npx).cancellable(["search_files"]).build();
 //! let web = McpToolset::http("search", "http://127.0.0.1:9000/mcp").build();
-//! let agent = colloquy_core::Agent::new("helper", "…").toolset(files).toolset(web);
+//! let agent = colloquy_model::Agent::new("helper", "…").toolset(files).toolset(web);
 //! # drop(agent);
 //! ```
 //!
@@ -66,7 +66,7 @@ mod tools;
 use std::sync::Arc;
 use std::time::Duration;
 
-use colloquy_core::Toolset;
+use colloquy_model::Toolset;
 use tokio::process::Command;
 
 pub use content::render;
@@ -121,7 +121,7 @@ pub struct McpToolset {
     spec: Spec,
     options: Options,
     start_timeout: Duration,
-    limits: colloquy_core::CallLimits,
+    limits: colloquy_model::CallLimits,
 }
 
 impl McpToolset {
@@ -139,7 +139,7 @@ impl McpToolset {
     }
 
     fn new(id: impl Into<String>, spec: Spec) -> Self {
-        let mut limits = colloquy_core::CallLimits::default();
+        let mut limits = colloquy_model::CallLimits::default();
         limits.deadline = Some(DEFAULT_DEADLINE);
         let options = Options::default();
         Self { id: id.into(), spec, options, start_timeout: START_TIMEOUT, limits }
@@ -198,8 +198,8 @@ impl McpToolset {
     pub fn on_duplicate(
         mut self,
         name: impl Into<String>,
-        policy: colloquy_core::OnDuplicate,
-        scope: colloquy_core::DuplicateScope,
+        policy: colloquy_model::OnDuplicate,
+        scope: colloquy_model::DuplicateScope,
     ) -> Self {
         self.options.on_duplicate.insert(name.into(), (policy, scope));
         self

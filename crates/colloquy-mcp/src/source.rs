@@ -6,7 +6,7 @@
 use std::sync::{Arc, Mutex, Once, PoisonError};
 use std::time::Duration;
 
-use colloquy_core::{FunctionTool, ToolSource};
+use colloquy_model::{FunctionTool, ToolSource};
 use tokio::sync::watch;
 
 use crate::client::{Connection, Handler};

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use colloquy_core::{DuplicateScope, FunctionTool, OnDuplicate, RunContext, ToolError};
+use colloquy_model::{DuplicateScope, FunctionTool, OnDuplicate, RunContext, ToolError};
 use serde_json::{Map, Value};
 
 use crate::client::{Bounds, Connection};

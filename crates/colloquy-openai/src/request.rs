@@ -5,9 +5,9 @@
 //! `tool` messages follow one assistant message, in call order); every call is answered;
 //! call ids are at most 40 characters ([`call_id`], the same mapping in every request).
 
-use colloquy_core::ToolSchema;
 use colloquy_llm::turns::{Turn, provider_call_id, sendable_arguments, turns};
 use colloquy_llm::{LlmRequest, ToolChoice};
+use colloquy_model::ToolSchema;
 use serde_json::{Map, Value, json};
 
 /// Settings of every request, beside the model.

@@ -8,9 +8,9 @@
 use std::time::Duration;
 
 use colloquy_actors::{Session, SessionError};
-use colloquy_core::tool::NoArgs;
-use colloquy_core::{Agent, FunctionTool, RunContext, ToolError};
 use colloquy_llm::{ScriptedCall, ScriptedLlm, ScriptedResponse};
+use colloquy_model::tool::NoArgs;
+use colloquy_model::{Agent, FunctionTool, RunContext, ToolError};
 use colloquy_ops::Metrics;
 
 /// Runs the session and returns the exposition.

@@ -54,7 +54,7 @@ pub(crate) fn spelled(value: &impl Serialize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use colloquy_core::{FinishReason, LlmErrorKind};
+    use colloquy_model::{FinishReason, LlmErrorKind};
 
     #[test]
     fn a_label_keeps_its_first_names_and_counts_the_rest_as_other() {

@@ -27,7 +27,7 @@ pub const DEFAULT_MAX_CLOSE_REASONS: usize = 16;
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
 /// use colloquy_actors::Session;
-/// use colloquy_core::Agent;
+/// use colloquy_model::Agent;
 /// use colloquy_llm::{ScriptedLlm, ScriptedResponse};
 /// use colloquy_ops::Metrics;
 ///

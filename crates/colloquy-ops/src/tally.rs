@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use colloquy_actors::EventStream;
-use colloquy_core::{ErrorSource, EventFilter, EventKind, EventType, SessionEvent};
+use colloquy_model::{ErrorSource, EventFilter, EventKind, EventType, SessionEvent};
 
 use crate::figures::Figures;
 use crate::labels::{UNKNOWN_TOOL, spelled};
@@ -144,7 +144,7 @@ impl Tally {
 
 #[cfg(test)]
 mod tests {
-    use colloquy_core::{FinishReason, LlmErrorKind, RefusalReason, ToolCallStatus, Usage};
+    use colloquy_model::{FinishReason, LlmErrorKind, RefusalReason, ToolCallStatus, Usage};
 
     use super::*;
     use crate::metrics::Metrics;

@@ -8,9 +8,9 @@ mod example;
 use std::time::Duration;
 
 use colloquy_actors::{Session, SessionHandle};
-use colloquy_core::tool::NoArgs;
-use colloquy_core::{Agent, FunctionTool, RunContext, ToolError};
 use colloquy_llm::{ScriptedCall, ScriptedLlm, ScriptedResponse};
+use colloquy_model::tool::NoArgs;
+use colloquy_model::{Agent, FunctionTool, RunContext, ToolError};
 use colloquy_ops::Metrics;
 
 /// The exposition's lines that start with `prefix`, sorted (a family's series come in no fixed

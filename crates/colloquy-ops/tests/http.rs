@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use colloquy_actors::Session;
-use colloquy_core::tool::NoArgs;
-use colloquy_core::{Agent, FunctionTool, RunContext, ToolError};
 use colloquy_llm::{ScriptedCall, ScriptedLlm, ScriptedResponse};
+use colloquy_model::tool::NoArgs;
+use colloquy_model::{Agent, FunctionTool, RunContext, ToolError};
 use colloquy_ops::{
     Health, Metrics, OPENMETRICS_CONTENT_TYPE, OpsServer, ServeOptions, router, serve, serve_with,
 };

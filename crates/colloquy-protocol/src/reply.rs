@@ -1,7 +1,7 @@
 //! What a session answers, the errors it can answer with, and the frame events travel in.
 
 use colloquy_actors::{ApprovalError, CancelError, RunningToolCall, SessionError, SessionSnapshot};
-use colloquy_core::{AgentState, ChatItem, SessionEvent, UserState};
+use colloquy_model::{AgentState, ChatItem, SessionEvent, UserState};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

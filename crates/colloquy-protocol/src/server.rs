@@ -3,7 +3,7 @@
 //! frames it could not read or run, and a last word before it closes the socket. The HTTP
 //! side answers its errors with the same [`ServerError`].
 
-use colloquy_core::SessionEvent;
+use colloquy_model::SessionEvent;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

@@ -1,7 +1,7 @@
 //! Starting a session and listing what a server holds: the bodies of the HTTP side of the
 //! protocol (docs/protocol.md), and the options a cluster host sends a node.
 
-use colloquy_core::ChatItem;
+use colloquy_model::ChatItem;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

@@ -2,9 +2,9 @@
 //! with `execute`, and its reply read back as a client would.
 
 use colloquy_actors::{Session, SessionHandle};
-use colloquy_core::tool::NoArgs;
-use colloquy_core::{Agent, AgentState, ChatItem, FunctionTool, RunContext, ToolError};
 use colloquy_llm::{ScriptedCall, ScriptedLlm, ScriptedResponse};
+use colloquy_model::tool::NoArgs;
+use colloquy_model::{Agent, AgentState, ChatItem, FunctionTool, RunContext, ToolError};
 use colloquy_protocol::{
     Command, ErrorKind, EventFrame, PROTOCOL_VERSION, ProtocolError, Reply, Request, execute,
 };

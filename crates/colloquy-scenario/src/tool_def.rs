@@ -169,7 +169,7 @@ pub(crate) fn parse_tool(name: String, mut o: Obj) -> Result<ToolDef, ScenarioEr
         }
     };
     // Refused here, before anything runs, like every other mistake a file can make.
-    if let Err(e) = colloquy_core::schema_check::check_schema(&parameters) {
+    if let Err(e) = colloquy_model::schema_check::check_schema(&parameters) {
         return Err(invalid(&o.at("parameters"), e.to_string()));
     }
     let declared: Vec<String> = parameters

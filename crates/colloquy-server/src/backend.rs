@@ -8,8 +8,8 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use colloquy_actors::{Session, SessionBuilder, SessionHandle};
-use colloquy_core::{Agent, EventFilter, SessionEvent};
 use colloquy_llm::Llm;
+use colloquy_model::{Agent, EventFilter, SessionEvent};
 use colloquy_protocol::{AgentList, ErrorCode, Reply, Request, ServerError, StartOptions, execute};
 use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use colloquy_core::{ChatItem, Role, Timestamp};
+use colloquy_model::{ChatItem, Role, Timestamp};
 
 /// The latest session time an item of a history may carry: ten years, in microseconds. A
 /// session's clock starts after its history's latest item, so a larger one would bring the

@@ -12,7 +12,7 @@
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-//! use colloquy_core::Agent;
+//! use colloquy_model::Agent;
 //! use colloquy_llm::ScriptedLlm;
 //! use colloquy_server::Server;
 //!

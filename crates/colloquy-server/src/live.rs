@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use axum::extract::ws::Utf8Bytes;
-use colloquy_core::{EventKind, SessionEvent};
+use colloquy_model::{EventKind, SessionEvent};
 use colloquy_protocol::{
     Command, ErrorCode, ErrorKind, Reply, Request, ServerError, ServerMessage, SessionInfo,
 };

@@ -19,7 +19,7 @@ use axum::http::{HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get};
-use colloquy_core::ChatItem;
+use colloquy_model::ChatItem;
 use colloquy_protocol::{
     Command, ErrorCode, ErrorKind, PROTOCOL_VERSION, Reply, ServerError, SessionClosed,
     SessionList, SessionStarted, StartSession,

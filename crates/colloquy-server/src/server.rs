@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use axum::{Extension, Router};
 use colloquy_actors::SessionBuilder;
-use colloquy_core::Agent;
 use colloquy_llm::Llm;
+use colloquy_model::Agent;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};

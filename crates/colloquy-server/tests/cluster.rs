@@ -7,7 +7,7 @@ mod common;
 mod nats;
 
 use colloquy_cluster::{Cluster, Node};
-use colloquy_core::EventFilter;
+use colloquy_model::EventFilter;
 use colloquy_protocol::{ClosingReason, Reply, ServerMessage};
 use colloquy_server::{ClusterBackend, Server};
 use common::{Client, is_event, post, serve};

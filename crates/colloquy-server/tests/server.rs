@@ -6,8 +6,8 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use colloquy_core::Agent;
 use colloquy_llm::{ScriptedLlm, ScriptedResponse};
+use colloquy_model::Agent;
 use colloquy_protocol::{AgentList, ClosingReason, ErrorCode, Reply, ServerMessage};
 use colloquy_server::{
     Backend, Limits, Server, ServerHandle, SessionDriver, StartedSession, StreamItem,
@@ -955,7 +955,7 @@ async fn in_process_every_client_gets_the_last_events_before_closed() {
     let llm = ScriptedLlm::new([]).with_fallback(|_, request| {
         let last = request.items.items().last().map(|item| &**item);
         match last {
-            Some(colloquy_core::ChatItem::Message(m)) if m.role == colloquy_core::Role::User => {
+            Some(colloquy_model::ChatItem::Message(m)) if m.role == colloquy_model::Role::User => {
                 ScriptedResponse::text("Starting it.")
                     .with_call(colloquy_llm::ScriptedCall::new("c1", "slow", "{}"))
             }

@@ -1,6 +1,6 @@
 //! What a search strategy indexes: one [`SearchItem`] per tool (§19.2).
 
-use colloquy_core::{FunctionTool, Toolset};
+use colloquy_model::{FunctionTool, Toolset};
 use serde_json::Value;
 
 /// One searchable tool.

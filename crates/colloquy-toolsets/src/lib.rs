@@ -2,7 +2,7 @@
 //! with BM25, keyword or custom strategies, the prompt-cache-friendly tool proxy, and the
 //! end-call tool. The search code here is pure; the runtime only sees ordinary tools and a
 //! toolset whose visible tools change as the model loads them
-//! ([`colloquy_core::ToolVisibility`]).
+//! ([`colloquy_model::ToolVisibility`]).
 
 mod item;
 mod proxy;

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use colloquy_core::{FunctionTool, ToolError, ToolOutput, Toolset, parse_arguments};
+use colloquy_model::{FunctionTool, ToolError, ToolOutput, Toolset, parse_arguments};
 use serde_json::{Map, Value, json};
 
 use crate::search::{Core, SEARCH_TOOL, ToolSearch, query_parameters, text_arg};
@@ -34,7 +34,7 @@ impl ToolSearch {
 /// A tool proxy over a catalogue; built with [`ToolSearch::build_proxy`](crate::ToolSearch).
 ///
 /// ```
-/// use colloquy_core::{Agent, FunctionTool};
+/// use colloquy_model::{Agent, FunctionTool};
 /// use colloquy_toolsets::ToolSearch;
 /// # let tool = FunctionTool::raw("calculator", "Calculate a math expression.",
 /// #     serde_json::json!({"type": "object"}), |_ctx, _args| async { Ok("42") }).unwrap();
@@ -129,7 +129,7 @@ async fn schemas(core: &Core, query: &str) -> Result<String, ToolError> {
 /// the `call_tool` call, and its errors come back unchanged.
 async fn call_tool(
     core: &Core,
-    ctx: colloquy_core::RunContext,
+    ctx: colloquy_model::RunContext,
     args: Map<String, Value>,
 ) -> Result<ToolOutput, ToolError> {
     let name = text_arg(&args, "name");

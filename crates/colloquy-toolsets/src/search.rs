@@ -3,7 +3,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use colloquy_core::{FunctionTool, ToolError, ToolVisibility, Toolset};
+use colloquy_model::{FunctionTool, ToolError, ToolVisibility, Toolset};
 use serde_json::{Map, Value, json};
 
 use crate::item::{SearchEntry, SearchItem, items};
@@ -24,7 +24,7 @@ are matched against tool names and descriptions.";
 /// Builds a [`ToolSearchToolset`].
 ///
 /// ```
-/// use colloquy_core::{Agent, FunctionTool, Toolset};
+/// use colloquy_model::{Agent, FunctionTool, Toolset};
 /// use colloquy_toolsets::ToolSearch;
 /// # let tool = |name: &str| FunctionTool::raw(name, "A tool.", serde_json::json!({"type": "object"}),
 /// #     |_ctx, _args| async { Ok("ok") }).unwrap();

@@ -1,6 +1,6 @@
 //! The strategies, number for number against the reference (docs/scenarios.md C-83, C-85).
 
-use colloquy_core::{FunctionTool, Toolset};
+use colloquy_model::{FunctionTool, Toolset};
 use colloquy_toolsets::{
     Bm25Strategy, KeywordStrategy, SearchEntry, SearchItem, SyncSearchStrategy, items,
 };

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::consumer::{DeliverPolicy, pull};
 use async_nats::jetstream::stream::Stream as JsStream;
-use colloquy_core::{EventKind, SessionEvent};
+use colloquy_model::{EventKind, SessionEvent};
 use colloquy_protocol::EventFrame;
 use futures_util::StreamExt;
 use tokio::sync::{mpsc, watch};

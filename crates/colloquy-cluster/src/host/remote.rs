@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use colloquy_actors::{RunningToolCall, SessionSnapshot};
-use colloquy_core::{AgentState, ChatItem, UserState};
 use colloquy_llm::ToolChoice;
+use colloquy_model::{AgentState, ChatItem, UserState};
 use colloquy_protocol::{Command, ErrorKind, ProtocolError, Reply, Request};
 use tokio::time::Instant;
 

@@ -17,8 +17,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use colloquy_actors::{Host, SessionBuilder, SessionHandle};
-use colloquy_core::{Agent, EventFilter, EventType};
 use colloquy_llm::Llm;
+use colloquy_model::{Agent, EventFilter, EventType};
 use tokio::sync::{Notify, OnceCell, watch};
 
 pub use drain::NODE_DRAINING;

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::message::PublishMessage;
 use colloquy_actors::{EventStream, SessionHandle};
-use colloquy_core::{ErrorSource, EventKind, SessionEvent};
+use colloquy_model::{ErrorSource, EventKind, SessionEvent};
 use colloquy_protocol::{ErrorKind, EventFrame, ProtocolError, Reply, Request, execute};
 use futures_util::StreamExt;
 use tokio::sync::{Semaphore, oneshot};

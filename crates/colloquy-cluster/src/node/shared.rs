@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use colloquy_actors::{Host, SessionBuilder, SessionHandle};
-use colloquy_core::{Agent, EventFilter};
 use colloquy_llm::Llm;
+use colloquy_model::{Agent, EventFilter};
 use futures_util::StreamExt;
 use tokio::sync::{Notify, OnceCell, watch};
 use tokio::task::AbortHandle;

@@ -19,8 +19,8 @@ pub(crate) const AT_ONCE: Duration = Duration::from_millis(500);
 /// What the scripted model answers.
 pub(crate) const REPLY: &str = "Your order ships tomorrow.";
 
-pub(crate) fn support() -> colloquy_core::Agent {
-    colloquy_core::Agent::new("support", "You help with orders.")
+pub(crate) fn support() -> colloquy_model::Agent {
+    colloquy_model::Agent::new("support", "You help with orders.")
 }
 
 pub(crate) fn llm() -> colloquy_llm::ScriptedLlm {

@@ -4,7 +4,7 @@
 use std::sync::Once;
 use std::time::Duration;
 
-use colloquy_core::text::error_chain;
+use colloquy_model::text::error_chain;
 use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 use reqwest::header::{CONTENT_TYPE, HeaderMap};

@@ -6,9 +6,9 @@
 
 use std::time::Duration;
 
-use colloquy_core::tool::NoArgs;
-use colloquy_core::{Agent, FunctionTool, RunContext, ToolError};
 use colloquy_llm::{ScriptedCall, ScriptedLlm, ScriptedResponse};
+use colloquy_model::tool::NoArgs;
+use colloquy_model::{Agent, FunctionTool, RunContext, ToolError};
 use colloquy_protocol::{ServerMessage, SessionStarted};
 use colloquy_server::{Server, ServerBuilder, ServerHandle};
 use futures_util::{SinkExt, StreamExt};

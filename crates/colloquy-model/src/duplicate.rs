@@ -30,7 +30,7 @@ pub enum OnDuplicate {
 /// "one refund per `order_id` at a time, whatever the amount".
 ///
 /// ```
-/// use colloquy_core::DuplicateScope;
+/// use colloquy_model::DuplicateScope;
 /// let scope = DuplicateScope::args(["order_id"]);
 /// assert_eq!(scope.arg_names(), Some(&["order_id".to_string()][..]));
 /// assert_eq!(DuplicateScope::Name.arg_names(), None);
@@ -167,8 +167,8 @@ pub enum Verdict {
 /// confirmed, and the running duplicates (found by [`FunctionTool::duplicate_key`](crate::FunctionTool::duplicate_key)).
 ///
 /// ```
-/// use colloquy_core::duplicate::{RunningDuplicate, Verdict, decide};
-/// use colloquy_core::OnDuplicate;
+/// use colloquy_model::duplicate::{RunningDuplicate, Verdict, decide};
+/// use colloquy_model::OnDuplicate;
 /// let running = [RunningDuplicate { call_id: "c1", cancellable: true }];
 /// assert_eq!(decide("book", OnDuplicate::Replace, false, &running), Verdict::Replace(vec!["c1".into()]));
 /// assert_eq!(decide("book", OnDuplicate::Reject, false, &[]), Verdict::Run);

@@ -24,7 +24,7 @@ fn is_zero(n: &u64) -> bool {
 /// Why a model stopped generating.
 ///
 /// ```
-/// use colloquy_core::FinishReason;
+/// use colloquy_model::FinishReason;
 /// assert!(FinishReason::Length.is_truncated());
 /// assert!(!FinishReason::ToolCalls.is_truncated());
 /// ```

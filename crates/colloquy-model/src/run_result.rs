@@ -9,7 +9,7 @@
 //! `with_validated_args` what the tool got.
 //!
 //! ```
-//! use colloquy_core::{ChatItem, FunctionCall, FunctionCallOutput, Message, Role, RunResult, Timestamp};
+//! use colloquy_model::{ChatItem, FunctionCall, FunctionCallOutput, Message, Role, RunResult, Timestamp};
 //! use serde_json::json;
 //! let at = Timestamp::default();
 //! let mut result = RunResult::new(vec![

@@ -2,7 +2,7 @@
 //! parse, canonical text, lax schema validation. Typed tools then deserialize with serde.
 //!
 //! ```
-//! use colloquy_core::{parse_arguments, validate_arguments};
+//! use colloquy_model::{parse_arguments, validate_arguments};
 //! use serde_json::json;
 //! let parsed = parse_arguments("get_weather", r#"{"location":"Tokyo","days":"2"}"#).unwrap();
 //! assert_eq!(parsed.canonical, r#"{"location": "Tokyo", "days": "2"}"#);

@@ -56,7 +56,7 @@ const DEFINITIONS: [&str; 2] = ["$defs", "definitions"];
 /// Checks a tool's parameters schema; see the module comment.
 ///
 /// ```
-/// use colloquy_core::schema_check::check_schema;
+/// use colloquy_model::schema_check::check_schema;
 /// use serde_json::json;
 /// assert!(check_schema(&json!({"$ref": "#"})).is_err());
 /// let tree = json!({"$ref": "#/$defs/Node", "$defs": {"Node": {"type": "object",

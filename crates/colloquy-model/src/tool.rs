@@ -85,7 +85,7 @@ pub struct NoArgs {}
 /// A function tool: metadata plus an async body.
 ///
 /// ```
-/// use colloquy_core::{FunctionTool, RunContext, ToolError};
+/// use colloquy_model::{FunctionTool, RunContext, ToolError};
 /// use schemars::JsonSchema;
 /// use serde::Deserialize;
 ///
@@ -484,7 +484,7 @@ impl FunctionTool {
     /// arguments are validated against it, then deserialized into the mock's own argument type.
     ///
     /// ```
-    /// # use colloquy_core::{FunctionTool, RunContext, ToolError};
+    /// # use colloquy_model::{FunctionTool, RunContext, ToolError};
     /// # #[derive(serde::Deserialize, schemars::JsonSchema)] struct City { city: String }
     /// let real = FunctionTool::new("get_weather", "Weather.", |_c: RunContext, a: City| async move {
     ///     Ok::<_, ToolError>(format!("calling the weather service for {}", a.city))

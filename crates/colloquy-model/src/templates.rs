@@ -45,7 +45,7 @@ type Render = dyn Fn(&Placeholders) -> String + Send + Sync;
 /// A template: a format string or a closure.
 ///
 /// ```
-/// use colloquy_core::templates::{Template, Placeholders};
+/// use colloquy_model::templates::{Template, Placeholders};
 /// let t = Template::text("[{function_name}] {message}");
 /// let mut p = Placeholders::new();
 /// p.insert("function_name", "book".into());
@@ -86,7 +86,7 @@ impl Template {
     /// renders an update template for every progress update).
     ///
     /// ```
-    /// use colloquy_core::templates::Template;
+    /// use colloquy_model::templates::Template;
     /// let t = Template::text("[{function_name}] {message}");
     /// let out = t.render_with(&[("function_name", "book"), ("message", "searching")]);
     /// assert_eq!(out.unwrap(), "[book] searching");

@@ -15,11 +15,11 @@
 //! seconds, by the session's span.
 //!
 //! ```
-//! use colloquy_core::{EventKind, SessionEvent, timeline};
+//! use colloquy_model::{EventKind, SessionEvent, timeline};
 //! let events = vec![
 //!     SessionEvent { at_ms: 0, kind: EventKind::ToolCallStarted { call_id: "c1".into(), name: "book".into() } },
 //!     SessionEvent { at_ms: 400, kind: EventKind::ToolCallEnded {
-//!         id: "c1".into(), call_id: "c1".into(), status: colloquy_core::ToolCallStatus::Done, message: None, cached: false } },
+//!         id: "c1".into(), call_id: "c1".into(), status: colloquy_model::ToolCallStatus::Done, message: None, cached: false } },
 //! ];
 //! let html = timeline::render_html(&events, "booking");
 //! assert!(html.contains(r#"data-call-id="c1""#) && html.contains("status-done"));

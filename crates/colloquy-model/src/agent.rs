@@ -7,7 +7,7 @@ use crate::toolset::Toolset;
 /// An agent: id, instructions, tools. The session runs one agent at a time in an Activity.
 ///
 /// ```
-/// use colloquy_core::Agent;
+/// use colloquy_model::Agent;
 /// let agent = Agent::new("travel", "You are a travel agent.").allow_interruptions(false);
 /// assert_eq!(agent.id(), "travel");
 /// ```

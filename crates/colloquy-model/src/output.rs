@@ -61,7 +61,7 @@ pub struct ToolResult {
 /// (with `tool_choice = none`) before the switch (C-92).
 ///
 /// ```
-/// use colloquy_core::{Agent, Handoff, IntoToolOutput};
+/// use colloquy_model::{Agent, Handoff, IntoToolOutput};
 /// let out = Handoff::to(Agent::new("billing", "You handle billing.")).with_result("transferring you")
 ///     .into_tool_output().unwrap();
 /// assert_eq!(out.output_text(), "transferring you");
@@ -96,7 +96,7 @@ impl IntoToolOutput for Handoff {
 /// Wraps any serializable value so it renders as compact JSON.
 ///
 /// ```
-/// use colloquy_core::{IntoToolOutput, Json};
+/// use colloquy_model::{IntoToolOutput, Json};
 /// #[derive(serde::Serialize)]
 /// struct Booking { confirmation: &'static str }
 /// let out = Json(Booking { confirmation: "FL-1" }).into_tool_output().unwrap();

@@ -82,7 +82,7 @@ pub trait CallHooks: Send + Sync {
 /// the agent, and the session's user data. Cheap to clone.
 ///
 /// ```
-/// use colloquy_core::{FunctionCall, RunContext, Timestamp};
+/// use colloquy_model::{FunctionCall, RunContext, Timestamp};
 /// let call = FunctionCall { id: "g/fnc_0".into(), call_id: "c1".into(), name: "t".into(),
 ///     arguments: "{}".into(), extra: Default::default(), created_at: Timestamp::default() };
 /// let ctx = RunContext::new(call, "s1", "travel", Some(std::sync::Arc::new(7u32)));
@@ -146,7 +146,7 @@ impl RunContext {
     /// rendered is an error here, at the point of use.
     ///
     /// ```
-    /// # use colloquy_core::{FunctionCall, RunContext, Timestamp};
+    /// # use colloquy_model::{FunctionCall, RunContext, Timestamp};
     /// # let call = FunctionCall { id: "i".into(), call_id: "c1".into(), name: "book".into(),
     /// #     arguments: "{}".into(), extra: Default::default(), created_at: Timestamp::default() };
     /// let ctx = RunContext::new(call, "s1", "travel", None); // standalone: updates are recorded

@@ -162,7 +162,7 @@ impl ChatItem {
 /// An ordered list of chat items, kept in timestamp order.
 ///
 /// ```
-/// use colloquy_core::{ChatContext, ChatItem, Message, Role, Timestamp};
+/// use colloquy_model::{ChatContext, ChatItem, Message, Role, Timestamp};
 /// let msg = |text: &str, micros| ChatItem::Message(Message {
 ///     id: text.into(), role: Role::User, text: text.into(), interrupted: false,
 ///     created_at: Timestamp::new(micros, micros),

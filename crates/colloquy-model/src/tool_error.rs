@@ -16,7 +16,7 @@ pub enum ToolErrorKind {
 /// A failed tool call.
 ///
 /// ```
-/// use colloquy_core::ToolError;
+/// use colloquy_model::ToolError;
 /// let declined = ToolError::new("card declined");            // the model reads this
 /// let broken = ToolError::internal("db timeout on shard 3"); // the model reads a generic text
 /// assert_eq!(declined.model_text(), "card declined");
@@ -70,7 +70,7 @@ impl fmt::Display for ToolError {
 /// `anyhow::Error` does not); [`ToolError::message`] and `Display` give its text.
 ///
 /// ```
-/// use colloquy_core::ToolError;
+/// use colloquy_model::ToolError;
 /// fn parse(text: &str) -> Result<u32, ToolError> {
 ///     Ok(text.parse::<u32>()?)
 /// }

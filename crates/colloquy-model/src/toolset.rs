@@ -20,7 +20,7 @@ use crate::tool::FunctionTool;
 /// reach whichever agent is current); placed on an agent it is agent-scoped (decision 16).
 ///
 /// ```
-/// use colloquy_core::{Templates, Toolset};
+/// use colloquy_model::{Templates, Toolset};
 /// let shared = Toolset::new_async("shared")
 ///     .templates(Templates { update: Some("Still on it: {message}".into()), ..Default::default() });
 /// assert!(shared.is_async());

@@ -479,7 +479,7 @@ impl EventKind {
 /// session where no subscriber asked sends no message per text delta.
 ///
 /// ```
-/// use colloquy_core::{EventFilter, EventType};
+/// use colloquy_model::{EventFilter, EventType};
 /// let tools = EventFilter::tool_execution();
 /// assert!(tools.contains(EventType::ToolCallEnded));
 /// assert!(!tools.contains(EventType::AgentState));

@@ -45,7 +45,7 @@ impl CallLimits {
 /// on the tool bounds the whole call, every attempt and backoff included.
 ///
 /// ```
-/// # use colloquy_core::RetryPolicy;
+/// # use colloquy_model::RetryPolicy;
 /// # use std::time::Duration;
 /// let policy = RetryPolicy::new(4, Duration::from_millis(200)).max_backoff(Duration::from_millis(500));
 /// assert_eq!(policy.delay(1), Duration::from_millis(200)); // before the 2nd attempt

@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 /// The call ids a session has handed out.
 ///
 /// ```
-/// use colloquy_core::CallIds;
+/// use colloquy_model::CallIds;
 /// let mut ids = CallIds::default();
 /// assert_eq!(ids.claim("call_0"), "call_0");
 /// assert_eq!(ids.claim("call_0"), "call_0_2"); // reused by the next response
@@ -86,7 +86,7 @@ impl CallIds {
 /// (suffix checks only: this runs for every call).
 ///
 /// ```
-/// use colloquy_core::call_ids::derived_base;
+/// use colloquy_model::call_ids::derived_base;
 /// assert_eq!(derived_base("call_7_update_12"), Some("call_7"));
 /// assert_eq!(derived_base("call_7_final"), Some("call_7"));
 /// assert_eq!(derived_base("call_7"), None);
