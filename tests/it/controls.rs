@@ -319,15 +319,13 @@ async fn replace_cancels_a_call_waiting_for_approval_and_the_new_one_is_asked() 
     h.close().await;
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_waiting_call_has_no_heartbeat_until_its_body_starts() {
-    // Five seconds waiting for approval, then for a place, with a one-second heartbeat: the
-    // heartbeat counts from the body's start (decision 70).
-    let runs = Arc::new(AtomicU32::new(0));
+/// A session whose toolset runs one call at a time: `slow` (c1, `slow_ms`) and `refund` (c2)
+/// are called in one step, so c2 waits for c1's place once it may run.
+async fn behind_a_slow_call(slow_ms: u64, refund: FunctionTool) -> Harness {
     let api = Toolset::new_async("api")
         .max_concurrent(1)
-        .tool(sleeper("slow", 10_000, "slow done"))
-        .tool(job("refund", 500, &runs).requires_approval().heartbeat(ms(1_000)));
+        .tool(sleeper("slow", slow_ms, "slow done"))
+        .tool(refund);
     let script = vec![
         ScriptedResponse::calls([
             ScriptedCall::new("c1", "slow", "{}"),
@@ -335,8 +333,18 @@ async fn a_waiting_call_has_no_heartbeat_until_its_body_starts() {
         ]),
         text("Ok."),
     ];
-    let mut h = Harness::start(Agent::new("A", "inst").toolset(api), script).await;
+    let h = Harness::start(Agent::new("A", "inst").toolset(api), script).await;
     h.session.user_turn("go").await.unwrap();
+    h
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_waiting_call_has_no_heartbeat_until_its_body_starts() {
+    // Five seconds waiting for approval, then for a place, with a one-second heartbeat: the
+    // heartbeat counts from the body's start (decision 70).
+    let runs = Arc::new(AtomicU32::new(0));
+    let refund = job("refund", 500, &runs).requires_approval().heartbeat(ms(1_000));
+    let mut h = behind_a_slow_call(10_000, refund).await;
     tokio::time::sleep(ms(5_000)).await;
     h.session.approve("c2").await.unwrap();
     tokio::time::sleep(ms(10_000)).await;
@@ -667,19 +675,8 @@ async fn closing_while_the_hook_decides_rejects_a_call_that_needs_approval() {
 #[tokio::test(start_paused = true)]
 async fn a_call_approved_late_then_queued_times_out_unrun_at_its_deadline() {
     let runs = Arc::new(AtomicU32::new(0));
-    let api = Toolset::new_async("api")
-        .max_concurrent(1)
-        .tool(sleeper("slow", 5_000, "slow done"))
-        .tool(job("refund", 100, &runs).requires_approval().deadline(ms(1_000)));
-    let script = vec![
-        ScriptedResponse::calls([
-            ScriptedCall::new("c1", "slow", "{}"),
-            ScriptedCall::new("c2", "refund", "{}"),
-        ]),
-        text("Ok."),
-    ];
-    let mut h = Harness::start(Agent::new("A", "inst").toolset(api), script).await;
-    h.session.user_turn("go").await.unwrap();
+    let refund = job("refund", 100, &runs).requires_approval().deadline(ms(1_000));
+    let mut h = behind_a_slow_call(5_000, refund).await;
     // Approved past admission + deadline: the deadline counts from here (decision 58).
     tokio::time::sleep(ms(2_000)).await;
     h.session.approve("c2").await.unwrap();
