@@ -11,12 +11,12 @@
 //! Requests go to `{base}/v1/messages` (the base has no `/v1`, as in Anthropic's SDKs) with
 //! the `x-api-key` and `anthropic-version` headers; see [`request`] for the mapping of the
 //! chat context and [`decode`] for the stream. Retries and timeouts are the shared
-//! transport's ([`HttpOptions`]).
+//! transport's ([`HttpOptions`](colloquy_llm::http::HttpOptions)).
 
 pub mod decode;
 pub mod request;
 
-use colloquy_llm::http::{ConfigError, Endpoint, HttpOptions, HttpProvider, StreamRequest};
+use colloquy_llm::http::{ConfigError, Endpoint, HttpProvider, KeyHeader, StreamRequest};
 use colloquy_llm::{Llm, LlmError, LlmRequest, LlmStream};
 
 pub use request::RequestOptions;
@@ -56,23 +56,10 @@ impl Anthropic {
         Self::configured_from_env()
     }
 
-    /// The API key (sent as `x-api-key`).
-    pub fn api_key(mut self, key: impl Into<String>) -> Self {
-        self.endpoint.set_key(key);
-        self
-    }
-
-    /// The base URL, without `/v1` (`http://127.0.0.1:8080`).
-    pub fn base_url(mut self, url: impl Into<String>) -> Self {
-        self.endpoint.set_base_url(url);
-        self
-    }
-
-    /// The model.
-    pub fn model(mut self, model: impl Into<String>) -> Self {
-        self.endpoint.set_model(model);
-        self
-    }
+    colloquy_llm::endpoint_builder!(
+        key = "The API key (sent as `x-api-key`).",
+        base_url = "The base URL, without `/v1` (`http://127.0.0.1:8080`)."
+    );
 
     /// `max_tokens` (default 4096).
     pub fn max_tokens(mut self, tokens: u32) -> Self {
@@ -92,31 +79,15 @@ impl Anthropic {
         self
     }
 
-    /// Timeouts and retries.
-    pub fn http_options(mut self, options: HttpOptions) -> Self {
-        self.endpoint.set_options(options);
-        self
-    }
-
-    /// The model's name.
-    pub fn model_name(&self) -> &str {
-        self.endpoint.model()
-    }
-
-    /// The base URL as set, credentials included: show
-    /// [`Endpoint::redacted_base_url`] instead (through [`HttpProvider::endpoint`]).
-    pub fn url(&self) -> &str {
-        self.endpoint.base_url()
-    }
-
     fn stream_request(&self, request: &LlmRequest) -> Result<StreamRequest, LlmError> {
         let body = request::body(self.endpoint.model(), request, &self.options);
-        let url = self.endpoint.url(&["v1", "messages"])?;
-        let request = StreamRequest::json(url, &body).header("anthropic-version", API_VERSION)?;
-        match self.endpoint.key() {
-            Some(key) => request.header("x-api-key", key.expose()),
-            None => Ok(request),
-        }
+        let headers = [("anthropic-version", API_VERSION)];
+        self.endpoint.json_request(
+            &["v1", "messages"],
+            &body,
+            &headers,
+            KeyHeader::Named("x-api-key"),
+        )
     }
 }
 

@@ -12,12 +12,12 @@
 //! Requests go to `{base}/chat/completions` (the base includes `/v1`, as in OpenAI's SDKs)
 //! with `stream: true` and usage requested; see [`request`] for the mapping of the chat
 //! context and [`decode`] for the stream. Retries and timeouts are the shared transport's
-//! ([`HttpOptions`]).
+//! ([`HttpOptions`](colloquy_llm::http::HttpOptions)).
 
 pub mod decode;
 pub mod request;
 
-use colloquy_llm::http::{ConfigError, Endpoint, HttpOptions, HttpProvider, StreamRequest};
+use colloquy_llm::http::{ConfigError, Endpoint, HttpProvider, KeyHeader, StreamRequest};
 use colloquy_llm::{Llm, LlmError, LlmRequest, LlmStream};
 
 pub use request::RequestOptions;
@@ -55,23 +55,10 @@ impl OpenAi {
         Self::configured_from_env()
     }
 
-    /// The API key (sent as `Authorization: Bearer …`).
-    pub fn api_key(mut self, key: impl Into<String>) -> Self {
-        self.endpoint.set_key(key);
-        self
-    }
-
-    /// The base URL, including `/v1` (`http://127.0.0.1:8000/v1`).
-    pub fn base_url(mut self, url: impl Into<String>) -> Self {
-        self.endpoint.set_base_url(url);
-        self
-    }
-
-    /// The model.
-    pub fn model(mut self, model: impl Into<String>) -> Self {
-        self.endpoint.set_model(model);
-        self
-    }
+    colloquy_llm::endpoint_builder!(
+        key = "The API key (sent as `Authorization: Bearer …`).",
+        base_url = "The base URL, including `/v1` (`http://127.0.0.1:8000/v1`)."
+    );
 
     /// `parallel_tool_calls` (unset: the server's default).
     pub fn parallel_tool_calls(mut self, parallel: bool) -> Self {
@@ -97,31 +84,9 @@ impl OpenAi {
         self
     }
 
-    /// Timeouts and retries.
-    pub fn http_options(mut self, options: HttpOptions) -> Self {
-        self.endpoint.set_options(options);
-        self
-    }
-
-    /// The model's name.
-    pub fn model_name(&self) -> &str {
-        self.endpoint.model()
-    }
-
-    /// The base URL as set, credentials included: show
-    /// [`Endpoint::redacted_base_url`] instead (through [`HttpProvider::endpoint`]).
-    pub fn url(&self) -> &str {
-        self.endpoint.base_url()
-    }
-
     fn stream_request(&self, request: &LlmRequest) -> Result<StreamRequest, LlmError> {
         let body = request::body(self.endpoint.model(), request, &self.options);
-        let url = self.endpoint.url(&["chat", "completions"])?;
-        let request = StreamRequest::json(url, &body);
-        match self.endpoint.key() {
-            Some(key) => request.header("authorization", &format!("Bearer {}", key.expose())),
-            None => Ok(request),
-        }
+        self.endpoint.json_request(&["chat", "completions"], &body, &[], KeyHeader::Bearer)
     }
 }
 

@@ -183,6 +183,93 @@ impl fmt::Debug for Endpoint {
     }
 }
 
+/// How a provider sends its API key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyHeader {
+    /// `Authorization: Bearer <key>` (OpenAI and the servers compatible with it).
+    Bearer,
+    /// The key as this header's value (Anthropic's `x-api-key`).
+    Named(&'static str),
+}
+
+impl Endpoint {
+    /// The streaming request of a provider: `body` as JSON to `path` under the base URL, with
+    /// `headers` and the key (if one is set) sent as `key` says. The key's header is marked
+    /// sensitive, so it never prints.
+    pub fn json_request(
+        &self,
+        path: &[&str],
+        body: &serde_json::Value,
+        headers: &[(&'static str, &str)],
+        key: KeyHeader,
+    ) -> Result<StreamRequest, LlmError> {
+        let mut request = StreamRequest::json(self.url(path)?, body);
+        for (name, value) in headers {
+            request = request.header(name, value)?;
+        }
+        match (self.key(), key) {
+            (None, _) => Ok(request),
+            (Some(k), KeyHeader::Bearer) => {
+                request.header("authorization", &format!("Bearer {}", k.expose()))
+            }
+            (Some(k), KeyHeader::Named(name)) => request.header(name, k.expose()),
+        }
+    }
+}
+
+/// The builder methods every HTTP provider has, over its `endpoint: Endpoint` field: the key,
+/// the base URL, the model, the transport's options, and the model's name and URL as set. Used
+/// inside the provider's `impl` block, with what differs between providers as docs:
+///
+/// ```ignore
+/// impl OpenAi {
+///     colloquy_llm::endpoint_builder!(
+///         key = "The API key (sent as `Authorization: Bearer …`).",
+///         base_url = "The base URL, including `/v1` (`http://127.0.0.1:8000/v1`)."
+///     );
+/// }
+/// ```
+#[macro_export]
+macro_rules! endpoint_builder {
+    (key = $key_doc:literal, base_url = $base_doc:literal) => {
+        #[doc = $key_doc]
+        pub fn api_key(mut self, key: impl Into<String>) -> Self {
+            self.endpoint.set_key(key);
+            self
+        }
+
+        #[doc = $base_doc]
+        pub fn base_url(mut self, url: impl Into<String>) -> Self {
+            self.endpoint.set_base_url(url);
+            self
+        }
+
+        /// The model.
+        pub fn model(mut self, model: impl Into<String>) -> Self {
+            self.endpoint.set_model(model);
+            self
+        }
+
+        /// Timeouts and retries.
+        pub fn http_options(mut self, options: $crate::http::HttpOptions) -> Self {
+            self.endpoint.set_options(options);
+            self
+        }
+
+        /// The model's name.
+        pub fn model_name(&self) -> &str {
+            self.endpoint.model()
+        }
+
+        /// The base URL as set, credentials included: show
+        /// [`Endpoint::redacted_base_url`]($crate::http::Endpoint::redacted_base_url) instead
+        /// (through [`HttpProvider::endpoint`]($crate::http::HttpProvider::endpoint)).
+        pub fn url(&self) -> &str {
+            self.endpoint.base_url()
+        }
+    };
+}
+
 /// A provider configured through an [`Endpoint`]: what code that picks a provider at run
 /// time (a CLI flag, a config file) needs, whichever provider it is.
 pub trait HttpProvider: Llm + Sized {

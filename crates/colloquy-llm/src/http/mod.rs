@@ -14,7 +14,7 @@ mod request;
 mod transport;
 mod utf8;
 
-pub use endpoint::{ConfigError, Endpoint, HttpProvider};
+pub use endpoint::{ConfigError, Endpoint, HttpProvider, KeyHeader};
 pub use key::ApiKey;
 pub use options::HttpOptions;
 pub use request::{SseDecoder, StreamRequest};
