@@ -2,16 +2,21 @@
 //! included) over HTTP and a WebSocket with colloquy-server, under one or more names, until
 //! SIGTERM or SIGINT. It prints the page's URL when ready and a line when it stops. The token
 //! comes from an environment variable, never from the command line, and is never printed.
+//! With `--metrics-addr` it serves colloquy-ops' `/metrics` and `/healthz` (`503 stopping`
+//! while it stops) and counts every session it runs from its first event.
 
 use std::io::Write;
+use std::sync::{Arc, Mutex};
 
 use colloquy::cluster::Cluster;
+use colloquy::ops::Health;
 use colloquy_server::{BindError, ClusterBackend, Limits, Server};
 
 use crate::ServeArgs;
 use crate::chat::terminal::{Style, Terminal};
 use crate::chat::{self, Signals};
 use crate::cluster::{CommandError, nats_config};
+use crate::ops::Ops;
 
 /// Serves until a signal; its lines go to `out`.
 pub async fn run(args: &ServeArgs, out: Box<dyn Write + Send>) -> Result<(), CommandError> {
@@ -33,6 +38,11 @@ pub async fn run(args: &ServeArgs, out: Box<dyn Write + Send>) -> Result<(), Com
     };
     let terminal = Terminal::new(out, false);
     let mut signals = Signals::new().map_err(|e| CommandError::Failed(e.to_string()))?;
+    let health = Arc::new(Mutex::new(Health::not_ready("starting")));
+    let ops = match args.metrics_addr {
+        Some(addr) => Some(Ops::serve(addr, &health).await?),
+        None => None,
+    };
     let mut limits = Limits::default();
     limits.max_sessions = args.max_sessions;
     limits.replay_events = args.replay_events;
@@ -62,6 +72,9 @@ pub async fn run(args: &ServeArgs, out: Box<dyn Write + Send>) -> Result<(), Com
             servers = mcp;
             let settings = args.served.agent.clone();
             builder = builder.llm(llm).session(move |session, _| settings.configure(session));
+            if let Some(metrics) = ops.as_ref().map(|ops| ops.metrics.clone()) {
+                builder = builder.on_session(move |session, _| drop(metrics.watch(session)));
+            }
             for name in &names {
                 let agent = agent.clone();
                 builder = builder.agent(name.as_str(), move || agent.clone());
@@ -90,8 +103,15 @@ pub async fn run(args: &ServeArgs, out: Box<dyn Write + Send>) -> Result<(), Com
         Some(name) => format!("; a bearer token is required (the value of ${name})"),
         None => String::new(),
     };
-    terminal.line(Style::Dim, &format!("serving on {}: {names} on {about}{auth}", server.url()));
+    let metrics = ops.as_ref().map(|ops| format!("; metrics on http://{}/metrics", ops.addr));
+    let metrics = metrics.unwrap_or_default();
+    crate::ops::set(&health, Health::Ready);
+    terminal.line(
+        Style::Dim,
+        &format!("serving on {}: {names} on {about}{auth}{metrics}", server.url()),
+    );
     signals.recv().await;
+    crate::ops::set(&health, Health::not_ready("stopping"));
     let live = server.sessions();
     terminal.line(Style::Dim, &format!("stopping: closing {live} sessions"));
     // A second signal stops waiting for the sessions and the connections.
@@ -101,6 +121,9 @@ pub async fn run(args: &ServeArgs, out: Box<dyn Write + Send>) -> Result<(), Com
         _ = signals.recv() => {
             return Err(CommandError::Failed("stopped by a second signal before its sessions closed".into()));
         }
+    }
+    if let Some(ops) = ops {
+        ops.server.stop().await;
     }
     terminal.line(Style::Dim, "stopped");
     Ok(())

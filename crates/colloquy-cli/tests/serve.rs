@@ -112,6 +112,30 @@ async fn serve_prints_its_url_runs_a_turn_and_stops_on_sigterm() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_with_a_metrics_address_counts_its_sessions() {
+    let mut command = common::colloquy();
+    command.args(["serve", "--addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0"]);
+    let mut child = common::spawn(command);
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout is piped")).lines();
+    let ready = tokio::time::timeout(BOUND, lines.next_line()).await.expect("a ready line");
+    let ready = ready.unwrap().expect("serve prints a line");
+    let urls: Vec<&str> = ready.split_whitespace().filter(|w| w.starts_with("http://")).collect();
+    let (page, metrics) = match urls[..] {
+        [page, metrics] => (page.trim_end_matches(':'), metrics),
+        _ => panic!("a page and a metrics URL in `{ready}`"),
+    };
+    assert!(metrics.ends_with("/metrics"), "{ready}");
+    let (socket, _) = one_turn(page).await;
+    let http = reqwest::Client::builder().timeout(BOUND).build().unwrap();
+    let text = http.get(metrics).send().await.unwrap().text().await.unwrap();
+    let started = text.lines().find(|l| l.starts_with("colloquy_sessions_started_total"));
+    assert_eq!(started, Some("colloquy_sessions_started_total 1"), "{text}");
+    let healthz = metrics.replace("/metrics", "/healthz");
+    assert_eq!(http.get(&healthz).send().await.unwrap().status().as_u16(), 200);
+    stop(child, socket).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_with_nats_places_sessions_on_a_node() {
     let nats = nats::NatsServer::start();
     let node = colloquy::cluster::Node::builder()

@@ -108,6 +108,9 @@ type AgentFactory = Arc<dyn Fn() -> Agent + Send + Sync>;
 /// Configures each session's builder, knowing what the client asked for.
 type SessionHook = Arc<dyn Fn(SessionBuilder, &SessionStart) -> SessionBuilder + Send + Sync>;
 
+/// Hears of each session once it has started.
+type StartedHook = Arc<dyn Fn(&SessionHandle, &SessionStart) + Send + Sync>;
+
 /// What a client asked for when it started a session, as [`LocalBackend::session`]'s hook
 /// sees it (a cluster node's own hook sees the same).
 #[derive(Clone, Debug, PartialEq)]
@@ -125,6 +128,7 @@ pub struct LocalBackend {
     agents: Vec<(String, AgentFactory)>,
     llm: Option<Arc<dyn Llm>>,
     hook: Option<SessionHook>,
+    started: Option<StartedHook>,
 }
 
 impl std::fmt::Debug for LocalBackend {
@@ -175,6 +179,17 @@ impl LocalBackend {
         self.hook = Some(Arc::new(hook));
         self
     }
+
+    /// Hears of each session once it has started, before its client does: where a host counts
+    /// it (`colloquy_ops::Metrics::watch`) or logs it, as a cluster node's `on_session` does.
+    #[must_use]
+    pub fn on_session(
+        mut self,
+        started: impl Fn(&SessionHandle, &SessionStart) + Send + Sync + 'static,
+    ) -> Self {
+        self.started = Some(Arc::new(started));
+        self
+    }
 }
 
 impl Backend for LocalBackend {
@@ -199,7 +214,7 @@ impl Backend for LocalBackend {
         let factory =
             self.agents.iter().find(|(name, _)| *name == agent).map(|(_, f)| Arc::clone(f));
         let llm = self.llm.clone();
-        let hook = self.hook.clone();
+        let (hook, started) = (self.hook.clone(), self.started.clone());
         async move {
             let Some(factory) = factory else {
                 return Err(ServerError::new(
@@ -211,8 +226,8 @@ impl Backend for LocalBackend {
             if let Some(llm) = llm {
                 builder = builder.llm(llm);
             }
+            let start = SessionStart { agent: agent.clone(), metadata: options.metadata };
             if let Some(hook) = hook {
-                let start = SessionStart { agent: agent.clone(), metadata: options.metadata };
                 builder = hook(builder, &start);
             }
             if !options.history.is_empty() {
@@ -224,6 +239,9 @@ impl Backend for LocalBackend {
                 .start(factory())
                 .await
                 .map_err(|e| ServerError::new(ErrorCode::StartFailed, e.to_string()))?;
+            if let Some(started) = started {
+                started(&session, &start);
+            }
             Ok(StartedSession {
                 session_id: session.id().to_owned(),
                 agent,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::{Extension, Router};
-use colloquy_actors::SessionBuilder;
+use colloquy_actors::{SessionBuilder, SessionHandle};
 use colloquy_llm::Llm;
 use colloquy_model::Agent;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -124,6 +124,17 @@ impl ServerBuilder {
         hook: impl Fn(SessionBuilder, &SessionStart) -> SessionBuilder + Send + Sync + 'static,
     ) -> Self {
         self.local = self.local.session(hook);
+        self
+    }
+
+    /// Hears of each session that runs in this process once it has started
+    /// ([`LocalBackend::on_session`]).
+    #[must_use]
+    pub fn on_session(
+        mut self,
+        started: impl Fn(&SessionHandle, &SessionStart) + Send + Sync + 'static,
+    ) -> Self {
+        self.local = self.local.on_session(started);
         self
     }
 

@@ -6,13 +6,12 @@
 //! first event. Its sessions publish the agent's text as it streams unless `--no-agent-text`.
 
 use std::io::Write;
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use colloquy::cluster::{DrainReport, Node, NodeHandle};
 use colloquy::events::{EventFilter, EventKind, EventType};
-use colloquy::ops::{Health, Metrics, OpsServer, router, serve};
+use colloquy::ops::{Health, Metrics};
 use colloquy::session::SessionHandle;
 
 use super::{CommandError, nats_config};
@@ -26,6 +25,7 @@ type CloseLines = Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>;
 use crate::NodeArgs;
 use crate::chat::terminal::{Style, Terminal};
 use crate::chat::{self, Signals, clean};
+use crate::ops::Ops;
 
 /// Runs the node until it has drained; its lines go to `out`.
 pub async fn run(args: &NodeArgs, out: Box<dyn Write + Send>) -> Result<(), CommandError> {
@@ -75,7 +75,7 @@ pub async fn run(args: &NodeArgs, out: Box<dyn Write + Send>) -> Result<(), Comm
             return Err(CommandError::Cluster(e));
         }
     };
-    set(&health, Health::Ready);
+    crate::ops::set(&health, Health::Ready);
     chat::report_mcp_servers(&servers, &terminal);
     let metrics = ops.as_ref().map(|ops| format!("; metrics on http://{}/metrics", ops.addr));
     terminal.line(
@@ -94,7 +94,7 @@ pub async fn run(args: &NodeArgs, out: Box<dyn Write + Send>) -> Result<(), Comm
         _ = signals.recv() => {}
         () = node.drain_requested() => {}
     }
-    set(&health, Health::not_ready("draining"));
+    crate::ops::set(&health, Health::not_ready("draining"));
     let (live, wait) = (node.info().sessions, args.drain_timeout);
     terminal.line(
         Style::Dim,
@@ -134,32 +134,6 @@ async fn drain(node: &NodeHandle, signals: &mut Signals) -> Option<DrainReport> 
         biased;
         report = node.drain() => Some(report),
         _ = signals.recv() => None,
-    }
-}
-
-fn set(health: &Mutex<Health>, now: Health) {
-    *health.lock().unwrap_or_else(PoisonError::into_inner) = now;
-}
-
-/// The metrics and the server that shows them.
-struct Ops {
-    metrics: Metrics,
-    addr: SocketAddr,
-    server: OpsServer,
-}
-
-impl Ops {
-    /// Serves `/metrics` and `/healthz` (what `health` says) on `addr`.
-    async fn serve(addr: SocketAddr, health: &Arc<Mutex<Health>>) -> Result<Self, CommandError> {
-        let metrics = Metrics::new();
-        let health = Arc::clone(health);
-        let routes = router(metrics.clone(), move || {
-            health.lock().unwrap_or_else(PoisonError::into_inner).clone()
-        });
-        match serve(addr, routes).await {
-            Ok((addr, server)) => Ok(Self { metrics, addr, server }),
-            Err(e) => Err(CommandError::Failed(format!("cannot serve metrics on {addr}: {e}"))),
-        }
     }
 }
 
