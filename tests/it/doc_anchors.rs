@@ -56,6 +56,9 @@ fn sources() -> Vec<PathBuf> {
         "docs/decisions.md",
         "docs/testing.md",
         "docs/tool-controls.md",
+        "docs/tools.md",
+        "docs/sessions.md",
+        "docs/crates.md",
     ];
     for page in pages {
         out.push(root().join(page));

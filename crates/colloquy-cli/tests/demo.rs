@@ -45,7 +45,7 @@ async fn the_coloured_transcript_uses_ansi_styles() {
     assert!(text.contains("\x1b[33m  tool ▸ book_flight\x1b[0m"));
 }
 
-/// The demo's booking does what the README preaches: the same trip asked twice at once runs
+/// The demo's booking does what docs/tools.md preaches: the same trip asked twice at once runs
 /// once (the second call is refused while the first runs), and asked again after it ended the
 /// remembered confirmation answers without a second booking.
 #[tokio::test(start_paused = true)]

@@ -339,7 +339,7 @@ async fn any_serializable_value_and_any_error_type_can_be_returned() {
     session.close().await.unwrap();
 }
 
-/// Refund part of an order (the README's block of every option).
+/// Refund part of an order (the block of every option in docs/tools.md).
 ///
 /// * `order_id` - The order's number.
 /// * `amount` - How much to refund, in euros.
@@ -368,7 +368,7 @@ async fn every_option(
 }
 
 #[test]
-fn every_option_of_the_readme_sets_its_builder() {
+fn every_option_of_the_tools_page_sets_its_builder() {
     let tool = every_option();
     assert_eq!(tool.name(), "refund_order");
     assert!(tool.flags().cancellable && tool.flags().ignore_on_enter);
