@@ -135,8 +135,8 @@ pub mod events {
 
     pub use colloquy_actors::EventStream;
     pub use colloquy_model::{
-        AgentState, ErrorSource, EventFilter, EventKind, EventType, RefusalReason, ReplyStatus,
-        SessionEvent, SpeechSource, ToolCallStatus, UserState,
+        AgentState, CloseReason, ErrorSource, EventFilter, EventKind, EventType, RefusalReason,
+        ReplyStatus, SessionEvent, SpeechSource, ToolCallStatus, UserState,
     };
 }
 

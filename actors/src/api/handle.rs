@@ -393,7 +393,7 @@ impl SessionHandle {
     /// `session_closed`. Returns once the session actor has stopped. Closing a closed session
     /// is a no-op.
     pub async fn close(&self) -> Result<(), SessionError> {
-        match self.close_with_reason("close").await {
+        match self.close_with_reason(colloquy_model::CloseReason::Close.name()).await {
             Ok(_) | Err(SessionError::Closed) => Ok(()),
             Err(e) => Err(e),
         }

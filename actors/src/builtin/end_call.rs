@@ -17,7 +17,7 @@ use crate::support::task::panic_text;
 /// The tool's (and its toolset's) name.
 pub const END_CALL: &str = "end_call";
 /// The close reason of a session the tool ended.
-pub const END_CALL_REASON: &str = "end_call";
+pub const END_CALL_REASON: &str = colloquy_model::CloseReason::EndCall.name();
 /// The fixed part of the tool's description (decision 18).
 pub const END_CALL_DESCRIPTION: &str = "End the call. Use it when the user says goodbye or asks \
 to hang up, or when the conversation is clearly over.";

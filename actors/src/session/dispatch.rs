@@ -17,7 +17,7 @@ use crate::protocol::{
 };
 
 /// The close reason of a host-less session whose handles were all dropped.
-const RELEASED: &str = "handles_dropped";
+const RELEASED: &str = colloquy_model::CloseReason::HandlesDropped.name();
 
 /// What a child's message leaves the handler to await.
 pub(super) enum FollowUp {

@@ -11,6 +11,7 @@ pub mod args;
 pub mod before_call;
 pub mod call_ids;
 pub mod chat;
+pub mod close_reason;
 pub mod controls;
 pub mod duplicate;
 pub mod event;
@@ -37,6 +38,7 @@ pub use call_ids::CallIds;
 pub use chat::{
     AgentHandoff, ChatContext, ChatItem, FunctionCall, FunctionCallOutput, Message, Role,
 };
+pub use close_reason::CloseReason;
 pub use controls::{CallLimits, ConcurrencyLimit, RetryPolicy};
 pub use duplicate::{DuplicateScope, OnDuplicate};
 pub use event::{

@@ -16,7 +16,7 @@ pub const PREFIX: &str = "colloquy";
 /// How many distinct tool names keep their own label by default.
 pub const DEFAULT_MAX_TOOL_NAMES: usize = 64;
 
-/// How many distinct close reasons keep their own label by default.
+/// How many distinct close reasons of a host's own keep their own label by default.
 pub const DEFAULT_MAX_CLOSE_REASONS: usize = 16;
 
 /// The figures of the sessions a process runs, for Prometheus. Cheap to clone: clones share
@@ -72,8 +72,10 @@ impl MetricsBuilder {
         self
     }
 
-    /// The first `limit` distinct close reasons keep their own `reason` label; later ones are
-    /// counted as `_other` ([`DEFAULT_MAX_CLOSE_REASONS`] unless set).
+    /// The first `limit` distinct close reasons of the host's own keep their own `reason`
+    /// label; later ones are counted as `_other` ([`DEFAULT_MAX_CLOSE_REASONS`] unless set).
+    /// The reasons colloquy names ([`CloseReason`](colloquy_model::CloseReason)) always keep
+    /// theirs.
     pub fn max_close_reasons(mut self, limit: usize) -> Self {
         self.max_close_reasons = limit;
         self

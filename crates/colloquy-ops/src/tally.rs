@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use colloquy_actors::EventStream;
-use colloquy_model::{ErrorSource, EventFilter, EventKind, EventType, SessionEvent};
+use colloquy_model::{CloseReason, ErrorSource, EventFilter, EventKind, EventType, SessionEvent};
 
 use crate::figures::Figures;
 use crate::labels::{UNKNOWN_TOOL, spelled};
@@ -113,7 +113,11 @@ impl Tally {
                 }
             }
             EventKind::SessionClosed { reason } => {
-                let reason = f.close_reasons.admit(reason);
+                // The runtime's own reasons are a closed set; only a host's are bounded.
+                let reason = match CloseReason::parse(reason).is_known() {
+                    true => reason.clone(),
+                    false => f.close_reasons.admit(reason),
+                };
                 f.sessions_closed.get_or_create(&[("reason", reason)]).inc();
                 self.end();
             }
@@ -344,12 +348,19 @@ mod tests {
                 r#"colloquy_tool_calls_started_total{tool="lookup"} 1"#,
             ]
         );
+        // The runtime's own reasons are a closed set: named whatever the bound; a host's count
+        // against it.
         let metrics2 = Metrics::builder().max_close_reasons(0).build();
-        let mut other = watching(&metrics2);
-        other.observe(&at(5, EventKind::SessionClosed { reason: "close".into() }));
+        for reason in ["node_lost", "shift over"] {
+            let mut other = watching(&metrics2);
+            other.observe(&at(5, EventKind::SessionClosed { reason: reason.into() }));
+        }
         assert_eq!(
             lines(&metrics2, "colloquy_sessions_closed_total"),
-            [r#"colloquy_sessions_closed_total{reason="_other"} 1"#]
+            [
+                r#"colloquy_sessions_closed_total{reason="_other"} 1"#,
+                r#"colloquy_sessions_closed_total{reason="node_lost"} 1"#
+            ]
         );
     }
 }

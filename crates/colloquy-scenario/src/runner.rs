@@ -244,7 +244,12 @@ async fn play_async(scenario: &Scenario) -> Result<Trace, ScenarioError> {
                 refused_answer(&mut events, &mut traced, &mut session_events, start, id, answer);
             }
             Action::Close => {
-                closed = Some(session.close_with_reason("close").await.map_err(failed)?);
+                closed = Some(
+                    session
+                        .close_with_reason(colloquy::events::CloseReason::Close.name())
+                        .await
+                        .map_err(failed)?,
+                );
             }
             Action::Inspect => {
                 let snapshot = session.inspect().await.map_err(failed)?;

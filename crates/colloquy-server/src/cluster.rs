@@ -83,7 +83,9 @@ impl Backend for ClusterBackend {
             let events = match session.subscribe().await {
                 Ok(events) => events,
                 Err(e) => {
-                    let _ = session.close_with_reason("server_error").await;
+                    let _ = session
+                        .close_with_reason(colloquy_model::CloseReason::ServerError.name())
+                        .await;
                     return Err(refusal(&e));
                 }
             };

@@ -24,15 +24,15 @@ use crate::backend::{SessionDriver, StreamItem};
 
 /// The reason a session closes with when no client has been attached for
 /// [`Limits::idle_session`](crate::Limits::idle_session).
-pub const CLIENT_GONE: &str = "client_gone";
+pub const CLIENT_GONE: &str = colloquy_model::CloseReason::ClientGone.name();
 
 /// Why the sessions close when the server shuts down.
-pub const SERVER_SHUTDOWN: &str = "server_shutdown";
+pub const SERVER_SHUTDOWN: &str = colloquy_model::CloseReason::ServerShutdown.name();
 
 /// The reason a session is closed with when its event stream ends without `session_closed`
 /// (where it ran was lost, or its events could no longer be read): the server lets it go, so
 /// it must not run on unseen.
-pub const EVENTS_ENDED: &str = "events_ended";
+pub const EVENTS_ENDED: &str = colloquy_model::CloseReason::EventsEnded.name();
 
 /// Attempts at closing an idle session before waiting for another idle period.
 const CLOSE_TRIES: u32 = 5;

@@ -41,7 +41,7 @@ use crate::sockets::{self, Peer, Sockets};
 use crate::{SUBPROTOCOL, assets, history};
 
 /// The reason a session closes with when a client deletes it (`DELETE /v1/sessions/{id}`).
-pub const CLIENT_CLOSED: &str = "client_closed";
+pub const CLIENT_CLOSED: &str = colloquy_model::CloseReason::ClientClosed.name();
 
 /// What every route shares.
 pub(crate) struct Shared {

@@ -16,7 +16,7 @@ use crate::error::ClusterError;
 use crate::names;
 
 /// The reason sessions closed by a drain carry in `session_closed`.
-pub const NODE_DRAINING: &str = "node_draining";
+pub const NODE_DRAINING: &str = colloquy_model::CloseReason::NodeDraining.name();
 
 /// How long a drain waits for the last events of the sessions it closed to be stored.
 const FLUSH_TIMEOUT: Duration = Duration::from_secs(10);

@@ -15,7 +15,7 @@ use crate::host::loss::{self, Tracked};
 /// Why a fence stopped a node's sessions, as its log says. No `session_closed` is published
 /// for them (a fenced node publishes nothing of theirs): their readers end with the
 /// `x_node_lost` marker, which the node writes itself once NATS takes it, as a host would.
-pub const NODE_LOST: &str = "node_lost";
+pub const NODE_LOST: &str = colloquy_model::CloseReason::NodeLost.name();
 
 /// Gives the lease up: every session is stopped ([`stop`]), and the node takes none until
 /// it has written its entry again. Does nothing if the node is already fenced.

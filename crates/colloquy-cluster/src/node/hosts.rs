@@ -16,7 +16,7 @@ use crate::error::ClusterError;
 use crate::names::{self, HOST_HEARTBEAT};
 
 /// The reason a session closes with when every host that held it went silent.
-pub const HOST_LOST: &str = "host_lost";
+pub const HOST_LOST: &str = colloquy_model::CloseReason::HostLost.name();
 
 /// Records that `host` holds session `id` (it started or commanded it) and is alive.
 pub(super) fn hold(shared: &NodeShared, id: &str, host: &str) {

@@ -45,7 +45,7 @@ pub const EVENT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The reason a session closes with when its events cannot be stored
 /// (docs/cluster.md#failure).
-pub const EVENTS_UNSTORED: &str = "events_unstored";
+pub const EVENTS_UNSTORED: &str = colloquy_model::CloseReason::EventsUnstored.name();
 
 /// What a node's session hook learns of the session it configures.
 #[derive(Clone, Debug)]
