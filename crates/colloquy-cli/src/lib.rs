@@ -122,23 +122,9 @@ pub struct ServeArgs {
     /// token is read from COLLOQUY_NATS_TOKEN.
     #[arg(long, value_name = "URL")]
     pub nats: Option<String>,
-    /// With --nats: a NATS credentials file (user JWT and nkey seed) instead of a token.
-    #[arg(long, value_name = "FILE", requires = "nats")]
-    pub nats_creds: Option<std::path::PathBuf>,
-    /// With --nats: require TLS, trusting the certificate authority in this PEM file.
-    #[arg(long, value_name = "PEM", requires = "nats")]
-    pub nats_tls_ca: Option<std::path::PathBuf>,
-}
-
-impl ServeArgs {
-    /// How `--nats` authenticates: a credentials file or COLLOQUY_NATS_TOKEN, and TLS.
-    pub fn nats_auth(&self) -> NatsAuthArgs {
-        NatsAuthArgs {
-            creds: self.nats_creds.clone(),
-            tls_ca: self.nats_tls_ca.clone(),
-            ..NatsAuthArgs::default()
-        }
-    }
+    /// With --nats: how to authenticate to NATS (the flags `node`, `nodes` and `chat` take).
+    #[command(flatten)]
+    pub nats_auth: NatsAuthArgs,
 }
 
 /// `colloquy chat` options.
@@ -174,32 +160,58 @@ pub struct ChatArgs {
     pub lost_after: Option<Duration>,
 }
 
-/// How `colloquy node`, `colloquy nodes` and `colloquy chat --nats` authenticate to NATS:
+/// How `colloquy node`, `colloquy nodes`, `colloquy chat --nats` and `colloquy serve --nats`
+/// authenticate to NATS, with the same `--nats-*` flags everywhere:
 /// secrets come from environment variables, never from the command line.
 #[derive(Debug, clap::Args, Clone, Default, PartialEq)]
 pub struct NatsAuthArgs {
     /// The environment variable that holds the NATS token [default: COLLOQUY_NATS_TOKEN, if
     /// set].
-    #[arg(long, value_name = "VAR")]
+    #[arg(id = "nats_token_env", long = "nats-token-env", value_name = "VAR")]
     pub token_env: Option<String>,
-    /// The NATS user; its password is in the variable --password-env names.
-    #[arg(long, value_name = "NAME", requires = "password_env")]
+    /// The NATS user; its password is in the variable --nats-password-env names.
+    #[arg(
+        id = "nats_user",
+        long = "nats-user",
+        value_name = "NAME",
+        requires = "nats_password_env"
+    )]
     pub user: Option<String>,
     /// The environment variable that holds the NATS user's password.
-    #[arg(long, value_name = "VAR", requires = "user")]
+    #[arg(
+        id = "nats_password_env",
+        long = "nats-password-env",
+        value_name = "VAR",
+        requires = "nats_user"
+    )]
     pub password_env: Option<String>,
     /// A NATS credentials file (user JWT and nkey seed, from `nsc generate creds`), for a
     /// server in operator mode.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["token_env", "user"])]
+    #[arg(
+        id = "nats_creds",
+        long = "nats-creds",
+        value_name = "FILE",
+        conflicts_with_all = ["nats_token_env", "nats_user"]
+    )]
     pub creds: Option<std::path::PathBuf>,
     /// Require TLS, trusting the certificate authority in this PEM file besides the system's.
-    #[arg(long, value_name = "PEM")]
+    #[arg(id = "nats_tls_ca", long = "nats-tls-ca", value_name = "PEM")]
     pub tls_ca: Option<std::path::PathBuf>,
-    /// A client certificate (PEM) for a server that verifies its clients; with --tls-key.
-    #[arg(long, value_name = "PEM", requires = "tls_key")]
+    /// A client certificate (PEM) for a server that verifies its clients; with --nats-tls-key.
+    #[arg(
+        id = "nats_tls_cert",
+        long = "nats-tls-cert",
+        value_name = "PEM",
+        requires = "nats_tls_key"
+    )]
     pub tls_cert: Option<std::path::PathBuf>,
-    /// The client certificate's key (PEM); with --tls-cert.
-    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    /// The client certificate's key (PEM); with --nats-tls-cert.
+    #[arg(
+        id = "nats_tls_key",
+        long = "nats-tls-key",
+        value_name = "PEM",
+        requires = "nats_tls_cert"
+    )]
     pub tls_key: Option<std::path::PathBuf>,
 }
 
@@ -267,7 +279,7 @@ pub struct ServedAgentArgs {
 /// `colloquy node` options.
 #[derive(Debug, clap::Args, Clone, PartialEq)]
 pub struct NodeArgs {
-    /// The NATS server (nats://HOST:PORT; a token goes in --token-env's variable, not here).
+    /// The NATS server (nats://HOST:PORT; a token goes in --nats-token-env's variable, not here).
     #[arg(long, value_name = "URL")]
     pub nats: String,
     /// The node's name, unique among live nodes: letters, digits, `-` and `_`.
@@ -311,7 +323,7 @@ pub struct NodeArgs {
 /// `colloquy nodes` options.
 #[derive(Debug, clap::Args, Clone, PartialEq)]
 pub struct NodesArgs {
-    /// The NATS server (nats://HOST:PORT; a token goes in --token-env's variable, not here).
+    /// The NATS server (nats://HOST:PORT; a token goes in --nats-token-env's variable, not here).
     #[arg(long, value_name = "URL")]
     pub nats: String,
     /// The nodes as a JSON array (every field of their announcements) instead of a table.
@@ -453,16 +465,20 @@ mod tests {
         );
         match parse(&["serve", "--nats", "u", "--nats-creds", "n.creds", "--nats-tls-ca", "ca"]) {
             Ok(Command::Serve(args)) => {
-                let auth = args.nats_auth();
+                let auth = args.nats_auth;
                 assert_eq!(auth.creds.as_deref(), Some(std::path::Path::new("n.creds")));
                 assert_eq!(auth.tls_ca.as_deref(), Some(std::path::Path::new("ca")));
             }
             other => panic!("{other:?}"),
         }
-        assert_eq!(
-            parse(&["serve", "--nats-creds", "n.creds"]),
-            Err(clap::error::ErrorKind::MissingRequiredArgument)
-        );
+        // The server's own token and NATS's are two flags.
+        match parse(&["serve", "--token-env", "T", "--nats", "u", "--nats-token-env", "N"]) {
+            Ok(Command::Serve(args)) => {
+                assert_eq!(args.token_env.as_deref(), Some("T"));
+                assert_eq!(args.nats_auth.token_env.as_deref(), Some("N"));
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

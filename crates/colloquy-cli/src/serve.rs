@@ -54,7 +54,7 @@ pub async fn run(args: &ServeArgs, out: Box<dyn Write + Send>) -> Result<(), Com
     let mut servers = Vec::new();
     let (names, about) = match &args.nats {
         Some(url) => {
-            let nats = nats_config(url, &args.nats_auth()).map_err(CommandError::Usage)?;
+            let nats = nats_config(url, &args.nats_auth).map_err(CommandError::Usage)?;
             let cluster = Cluster::connect(nats).await.map_err(CommandError::Cluster)?;
             let default = args.served.agent_names.first().cloned();
             builder = builder.backend(ClusterBackend::new(cluster, default));

@@ -223,7 +223,7 @@ async fn a_wrong_token_is_refused_clearly_and_never_printed() {
     let server = NatsServer::start_with(&["--auth", TOKEN]);
     let url = server.url();
 
-    let node = NodeProcess::spawn(&url, "n1", &["--token-env", "TOKEN"], &[("TOKEN", WRONG)]);
+    let node = NodeProcess::spawn(&url, "n1", &["--nats-token-env", "TOKEN"], &[("TOKEN", WRONG)]);
     let (code, stdout, stderr) = node.exit(BOUND).await;
     assert_eq!(code, Some(1), "{stdout}\n{stderr}");
     assert!(stderr.contains("refused the credentials"), "{stderr}");
@@ -244,7 +244,7 @@ async fn a_wrong_token_is_refused_clearly_and_never_printed() {
     let in_url = url.replace("nats://", &format!("nats://{TOKEN}@"));
     let refused = colloquy(&["nodes", "--nats", &in_url], "", &[]).await;
     assert_eq!(refused.code, Some(2));
-    assert!(refused.stderr.contains("--token-env") && !refused.stderr.contains(TOKEN));
+    assert!(refused.stderr.contains("--nats-token-env") && !refused.stderr.contains(TOKEN));
 
     // The right token, from the default variable.
     let node = NodeProcess::spawn(&url, "n1", &[], &[("COLLOQUY_NATS_TOKEN", TOKEN)]);
@@ -261,7 +261,7 @@ async fn a_user_and_password_from_the_environment_reach_nats_and_never_show() {
     const WRONG: &str = "wr0ng-pa55";
     let server = NatsServer::start_with(&["--user", "node", "--pass", PASSWORD]);
     let url = server.url();
-    let user = ["--user", "node", "--password-env", "NATS_PASSWORD"];
+    let user = ["--nats-user", "node", "--nats-password-env", "NATS_PASSWORD"];
 
     let node = NodeProcess::spawn(&url, "n1", &user, &[("NATS_PASSWORD", PASSWORD)]);
     node.wait_for("node n1 ready").await;

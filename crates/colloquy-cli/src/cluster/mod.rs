@@ -53,7 +53,7 @@ pub(crate) fn nats_config(url: &str, auth: &NatsAuthArgs) -> Result<NatsConfig, 
     if has_credentials {
         return Err(format!(
             "the NATS URL holds credentials: put a token in an environment variable and name it \
-             with --token-env (default {TOKEN_VARIABLE}), or use --user and --password-env"
+             with --nats-token-env (default {TOKEN_VARIABLE}), or use --nats-user and --nats-password-env"
         ));
     }
     let variable = |name: &str, flag: &str| match std::env::var(name) {
@@ -63,12 +63,12 @@ pub(crate) fn nats_config(url: &str, auth: &NatsAuthArgs) -> Result<NatsConfig, 
     let mut config = NatsConfig::new(url);
     match (&auth.creds, &auth.token_env, &auth.user, &auth.password_env) {
         (Some(_), Some(_), _, _) | (Some(_), _, Some(_), _) | (None, Some(_), Some(_), _) => {
-            return Err("--creds, --token-env and --user: choose one".into());
+            return Err("--nats-creds, --nats-token-env and --nats-user: choose one".into());
         }
         (Some(creds), None, None, _) => config = config.credentials_file(creds),
-        (None, Some(name), None, _) => config = config.token(variable(name, "--token-env")?),
+        (None, Some(name), None, _) => config = config.token(variable(name, "--nats-token-env")?),
         (None, None, Some(user), Some(name)) => {
-            config = config.user_password(user, variable(name, "--password-env")?);
+            config = config.user_password(user, variable(name, "--nats-password-env")?);
         }
         _ => {
             if let Some(token) = std::env::var(TOKEN_VARIABLE).ok().filter(|t| !t.is_empty()) {
