@@ -3,9 +3,12 @@
 
 pub mod chat;
 pub mod cluster;
+pub mod command;
+pub mod console;
 pub mod demo;
 mod ops;
 pub mod serve;
+pub mod served;
 pub mod transcript;
 
 use std::net::SocketAddr;

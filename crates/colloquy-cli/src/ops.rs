@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use colloquy::ops::{Health, Metrics, OpsServer, router, serve};
 
-use crate::cluster::CommandError;
+use crate::command::CommandError;
 
 /// The metrics and the server that shows them.
 pub(crate) struct Ops {

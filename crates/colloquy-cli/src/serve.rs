@@ -13,10 +13,11 @@ use colloquy::ops::Health;
 use colloquy_server::{BindError, ClusterBackend, Limits, Server};
 
 use crate::ServeArgs;
-use crate::chat::terminal::{Style, Terminal};
-use crate::chat::{self, Signals};
-use crate::cluster::{CommandError, nats_config};
+use crate::command::{CommandError, nats_config};
+use crate::console::Signals;
+use crate::console::terminal::{Style, Terminal};
 use crate::ops::Ops;
+use crate::served::{self, Served};
 
 /// Serves until a signal; its lines go to `out`.
 pub async fn run(args: &ServeArgs, out: Box<dyn Write + Send>) -> Result<(), CommandError> {
@@ -67,8 +68,8 @@ pub async fn run(args: &ServeArgs, out: Box<dyn Write + Send>) -> Result<(), Com
             (names, format!("the cluster at {url}"))
         }
         None => {
-            let served = chat::Served::new(&args.served, &terminal).map_err(CommandError::Usage)?;
-            let chat::Served { llm, about, agent, servers: mcp, names } = served;
+            let served = Served::new(&args.served, &terminal).map_err(CommandError::Usage)?;
+            let Served { llm, about, agent, servers: mcp, names } = served;
             servers = mcp;
             let settings = args.served.agent.clone();
             builder = builder.llm(llm).session(move |session, _| settings.configure(session));
@@ -98,7 +99,7 @@ pub async fn run(args: &ServeArgs, out: Box<dyn Write + Send>) -> Result<(), Com
         }
         other => CommandError::Failed(other.to_string()),
     })?;
-    chat::report_mcp_servers(&servers, &terminal);
+    served::report_mcp_servers(&servers, &terminal);
     let auth = match &args.token_env {
         Some(name) => format!("; a bearer token is required (the value of ${name})"),
         None => String::new(),

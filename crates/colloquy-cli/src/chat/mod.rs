@@ -10,14 +10,10 @@
 //! Tool activity and errors show as lines between the agent's streamed text.
 
 mod answers;
-pub mod clean;
 pub mod commands;
 mod editor;
-pub mod llm;
 mod remote;
-mod served;
 mod session;
-pub mod terminal;
 
 use std::collections::VecDeque;
 use std::io::{BufRead, IsTerminal, Write};
@@ -32,13 +28,13 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use crate::ChatArgs;
+use crate::console::terminal::{self, Calls, EventLines, Style, Terminal, TerminalSink};
+use crate::console::{Signal, Signals, clean};
+use crate::served::{McpServer, agent, llm, report_mcp_servers, with_mcp_servers};
 use answers::run_command;
 use commands::Line;
 pub use editor::Restore;
-pub use served::agent;
-pub(crate) use served::{McpServer, Served, report_mcp_servers, with_mcp_servers};
 use session::{ChatSession, Reply, Speeches, TurnRefused};
-use terminal::{Calls, EventLines, Style, Terminal, TerminalSink};
 
 /// How long closing waits for calls that cannot be cancelled (and for the session's actors
 /// to stop); past it the chat exits without them.
@@ -542,42 +538,6 @@ async fn sleep_until(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
-    }
-}
-
-/// The signals the chat (and a node) answers.
-pub(crate) enum Signal {
-    Interrupt,
-    Terminate,
-    Hangup,
-}
-
-/// SIGINT, SIGTERM and SIGHUP, as a stream. Once listened for, a signal no longer ends the
-/// process by itself: the chat closes its session first.
-pub(crate) struct Signals {
-    interrupt: tokio::signal::unix::Signal,
-    terminate: tokio::signal::unix::Signal,
-    hangup: tokio::signal::unix::Signal,
-}
-
-impl Signals {
-    pub(crate) fn new() -> std::io::Result<Self> {
-        use tokio::signal::unix::{SignalKind, signal};
-        Ok(Self {
-            interrupt: signal(SignalKind::interrupt())?,
-            terminate: signal(SignalKind::terminate())?,
-            hangup: signal(SignalKind::hangup())?,
-        })
-    }
-
-    pub(crate) async fn recv(&mut self) -> Signal {
-        tokio::select! {
-            biased;
-            Some(()) = self.terminate.recv() => Signal::Terminate,
-            Some(()) = self.hangup.recv() => Signal::Hangup,
-            Some(()) = self.interrupt.recv() => Signal::Interrupt,
-            else => std::future::pending().await,
-        }
     }
 }
 

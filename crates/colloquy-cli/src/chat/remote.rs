@@ -16,7 +16,8 @@ use super::session::{ChatSession, Speeches};
 use super::terminal::{Calls, EventLines, Style, Terminal};
 use super::{Opened, clean, show_event};
 use crate::ChatArgs;
-use crate::cluster::{DEFAULT_AGENT, nats_config};
+use crate::command::nats_config;
+use crate::served::DEFAULT_AGENT;
 
 /// Where to place the session, from the chat's options.
 pub(super) struct Placement {

@@ -14,7 +14,7 @@ use colloquy::events::{EventFilter, EventKind, EventType};
 use colloquy::ops::{Health, Metrics};
 use colloquy::session::SessionHandle;
 
-use super::{CommandError, nats_config};
+use crate::command::{CommandError, nats_config};
 
 /// How long the node waits, once drained, for its sessions' closing lines to be printed.
 const CLOSE_LINES_BOUND: Duration = Duration::from_secs(1);
@@ -23,16 +23,17 @@ const CLOSE_LINES_BOUND: Duration = Duration::from_secs(1);
 /// close is never lost to the process's exit. Finished ones are dropped as sessions start.
 type CloseLines = Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>;
 use crate::NodeArgs;
-use crate::chat::terminal::{Style, Terminal};
-use crate::chat::{self, Signals, clean};
+use crate::console::terminal::{Style, Terminal};
+use crate::console::{Signals, clean};
 use crate::ops::Ops;
+use crate::served::{self, Served};
 
 /// Runs the node until it has drained; its lines go to `out`.
 pub async fn run(args: &NodeArgs, out: Box<dyn Write + Send>) -> Result<(), CommandError> {
     let nats = nats_config(&args.nats, &args.nats_auth).map_err(CommandError::Usage)?;
     let terminal = Terminal::new(out, false);
-    let served = chat::Served::new(&args.served, &terminal).map_err(CommandError::Usage)?;
-    let chat::Served { llm, about, agent, servers, names } = served;
+    let served = Served::new(&args.served, &terminal).map_err(CommandError::Usage)?;
+    let Served { llm, about, agent, servers, names } = served;
     let mut signals = Signals::new().map_err(|e| CommandError::Failed(e.to_string()))?;
     let health = Arc::new(Mutex::new(Health::not_ready("starting")));
     let ops = match args.metrics_addr {
@@ -76,7 +77,7 @@ pub async fn run(args: &NodeArgs, out: Box<dyn Write + Send>) -> Result<(), Comm
         }
     };
     crate::ops::set(&health, Health::Ready);
-    chat::report_mcp_servers(&servers, &terminal);
+    served::report_mcp_servers(&servers, &terminal);
     let metrics = ops.as_ref().map(|ops| format!("; metrics on http://{}/metrics", ops.addr));
     terminal.line(
         Style::Dim,

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use colloquy::cluster::{Cluster, NodeInfo, Timeouts};
 
-use super::{CommandError, nats_config};
 use crate::NodesArgs;
-use crate::chat::clean;
+use crate::command::{CommandError, nats_config};
+use crate::console::clean;
 
 /// The longest `colloquy nodes` waits for NATS and the nodes' announcements.
 pub const NODES_WAIT: Duration = Duration::from_secs(10);

@@ -57,7 +57,7 @@ fn configure<P: HttpProvider>(
 /// may hold a key) and without a fragment; a URL that does not parse is not shown at all.
 ///
 /// ```
-/// use colloquy_cli::chat::llm::shown_url;
+/// use colloquy_cli::served::llm::shown_url;
 /// assert_eq!(shown_url("http://me:sk-1@127.0.0.1:8000/v1?key=sk-1"), "http://127.0.0.1:8000/v1");
 /// ```
 pub fn shown_url(base_url: &str) -> String {

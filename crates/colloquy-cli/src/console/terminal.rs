@@ -368,7 +368,7 @@ impl Calls {
     /// call's first). Anything else is passed on as typed, for the session to answer.
     ///
     /// ```
-    /// use colloquy_cli::chat::terminal::Calls;
+    /// use colloquy_cli::console::terminal::Calls;
     /// let calls = Calls::default();
     /// assert_eq!(calls.resolve("#1"), Err("no call #1 (the `started` lines give each its #)".into()));
     /// assert_eq!(calls.resolve("call_x"), Ok("call_x".into()));

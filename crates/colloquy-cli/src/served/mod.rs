@@ -1,6 +1,6 @@
 //! What the chat talks to and what `colloquy serve` and `colloquy node` serve: the travel
 //! assistant (its instructions, the demo's tools, end_call), its `--mcp` servers' toolsets, and
-//! the model `--provider` names.
+//! the model `--provider` names (`llm`). Below the commands, above the console.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,12 +10,16 @@ use colloquy::prelude::*;
 use colloquy::tools::ToolSource;
 use colloquy::toolsets::EndCallTool;
 
-use super::clean;
-use super::llm;
-use super::terminal::{Style, Terminal};
-use crate::cluster::DEFAULT_AGENT;
-use crate::demo::{booking_tool, weather_tool};
+pub mod llm;
+pub mod tools;
+
+use crate::console::clean;
+use crate::console::terminal::{Style, Terminal};
 use crate::{Provider, ServedAgentArgs};
+use tools::{booking_tool, weather_tool};
+
+/// The agent a node serves, and a chat asks for, when no `--agent` names one.
+pub const DEFAULT_AGENT: &str = "demo";
 
 /// The chat's agent: a travel assistant with the demo's weather and booking tools (the
 /// booking narrates its progress and can be cancelled) and end_call; `instructions` replace

@@ -11,7 +11,7 @@
 /// a newline; a lone CR would overwrite the line); every other control is made visible.
 ///
 /// ```
-/// use colloquy_cli::chat::clean::text;
+/// use colloquy_cli::console::clean::text;
 /// assert_eq!(text("hi\r\n\x1b[2Jthere\t!"), "hi\n␛[2Jthere\t!");
 /// ```
 pub fn text(raw: &str) -> String {
@@ -31,7 +31,7 @@ pub fn text(raw: &str) -> String {
 /// field can never start a line that looks like the chat's own.
 ///
 /// ```
-/// use colloquy_cli::chat::clean::line;
+/// use colloquy_cli::console::clean::line;
 /// assert_eq!(line("done\nagent › fake\x07"), "done↵agent › fake␇");
 /// ```
 pub fn line(raw: &str) -> String {
