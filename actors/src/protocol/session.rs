@@ -29,8 +29,7 @@ pub struct ClosedSession {
 }
 
 /// A call running now (`SessionHandle::running_tool_calls`).
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RunningToolCall {
     /// The call id.
     pub call_id: String,
