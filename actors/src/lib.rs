@@ -19,29 +19,31 @@
 mod activity;
 mod api;
 mod builtin;
+mod catalog;
 mod coalescer;
-mod protocol;
+mod messages;
 mod session;
 mod support;
 mod tool_call;
 mod toolset;
+mod types;
 
 pub use api::builder::{Session, SessionBuilder};
-pub use api::error::{ApprovalError, CancelError, SessionError};
-pub use api::handle::{BROADCAST_CAPACITY, EventStream, SessionHandle};
 pub use api::host::Host;
-pub use api::lifecycle::{ActorKind, Lifecycle, LifecycleEvent, MAX_UNREAD_LIFECYCLE};
-pub use api::options::SessionOptions;
-pub use api::snapshot::{
-    ActorNode, CoalescerSnapshot, NodeStatus, SessionSnapshot, SpeechSnapshot, SpeechStatus,
-    ToolsetScope,
-};
-pub use api::speech_sink::{InterruptSignal, PacedSink, Playout, PlayoutReport, SpeechSink};
 pub use builtin::end_call::{
     END_CALL, END_CALL_DESCRIPTION, END_CALL_REASON, END_INSTRUCTIONS, EndCallTool,
 };
 pub use builtin::filler::{Filler, FillerGuard};
 pub use builtin::tool_context::{Foreground, RunContextExt};
-pub use protocol::{ClosedSession, MockScope, RunningToolCall};
+pub use messages::handle::{BROADCAST_CAPACITY, EventStream, SessionHandle};
+pub use messages::{ClosedSession, MockScope, RunningToolCall};
 /// The ractor crate colloquy runs on (the version [`SessionHandle::actor_cell`] returns).
 pub use ractor;
+pub use types::error::{ApprovalError, CancelError, SessionError};
+pub use types::lifecycle::{ActorKind, Lifecycle, LifecycleEvent, MAX_UNREAD_LIFECYCLE};
+pub use types::options::SessionOptions;
+pub use types::snapshot::{
+    ActorNode, CoalescerSnapshot, NodeStatus, SessionSnapshot, SpeechSnapshot, SpeechStatus,
+    ToolsetScope,
+};
+pub use types::speech_sink::{InterruptSignal, PacedSink, Playout, PlayoutReport, SpeechSink};

@@ -16,7 +16,7 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::env::SpeechEnv;
-use crate::protocol::{CallOutcome, ExecuteCall, ToolsetMsg, mark_non_blocking};
+use crate::messages::{CallOutcome, ExecuteCall, ToolsetMsg, mark_non_blocking};
 use crate::support::clock::SessionClock;
 use crate::support::speech_control::SpeechControl;
 

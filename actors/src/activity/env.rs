@@ -6,8 +6,8 @@ use std::sync::Arc;
 use ractor::ActorRef;
 
 use super::lending::Attention;
-use crate::protocol::{ActivityMsg, Report, SessionLink, ToolsetMsg};
-use crate::support::catalog::ToolCatalog;
+use crate::catalog::ToolCatalog;
+use crate::messages::{ActivityMsg, Report, SessionLink, ToolsetMsg};
 
 /// What every speech of one Activity shares.
 pub(crate) struct SpeechEnv {

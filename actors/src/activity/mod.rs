@@ -26,16 +26,16 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent
 use env::{SpeechEnd, SpeechEnv};
 use lending::{Attention, FloorLease};
 
-use crate::api::lifecycle::ActorKind;
-use crate::api::snapshot::{ActorNode, NodeStatus, SpeechSnapshot, SpeechStatus};
-use crate::protocol::{
+use crate::catalog::{Scope, ToolCatalog, implicit_toolset};
+use crate::messages::{
     ActivityMsg, ActivityPart, ChildMsg, Report, SessionLink, SpeechContent, SpeechJob, ToolsetMsg,
 };
-use crate::support::catalog::{Scope, ToolCatalog, implicit_toolset};
 use crate::support::lifecycle_sink::LifecycleGuard;
 use crate::support::speech_control::SpeechControl;
 use crate::support::task::{OwnedTask, panic_text};
 use crate::toolset::{ToolsetActor, ToolsetArgs};
+use crate::types::lifecycle::ActorKind;
+use crate::types::snapshot::{ActorNode, NodeStatus, SpeechSnapshot, SpeechStatus};
 
 pub(crate) struct ActivityActor;
 

@@ -18,9 +18,9 @@ use super::call_dispatch::{self, StepCalls};
 use super::env::{SpeechEnd, SpeechEnv};
 use super::lending::FloorLease;
 use super::step::{self, Held, Played, StepId};
-use crate::api::speech_sink::PlayoutDriver;
-use crate::protocol::{ActivityMsg, ChildMsg, Report, SessionLink, SpeechContent, SpeechJob};
+use crate::messages::{ActivityMsg, ChildMsg, Report, SessionLink, SpeechContent, SpeechJob};
 use crate::support::speech_control::SpeechControl;
+use crate::types::speech_sink::PlayoutDriver;
 
 /// Runs one speech to its end.
 pub(crate) async fn run(

@@ -10,9 +10,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::call_dispatch::{self, StepCalls, StreamedCall};
 use super::env::SpeechEnv;
-use crate::api::speech_sink::{PlayoutDriver, PlayoutEnd};
-use crate::protocol::{Report, SessionLink};
+use crate::messages::{Report, SessionLink};
 use crate::support::speech_control::SpeechControl;
+use crate::types::speech_sink::{PlayoutDriver, PlayoutEnd};
 
 /// What a step holds back while nothing suspends: its `speaking` state and, when a subscriber
 /// asked for the agent's text, the text that arrived since the last `x_agent_text`. Text that

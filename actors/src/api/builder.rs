@@ -10,16 +10,16 @@ use colloquy_model::{Agent, ChatItem, EventFilter, FunctionTool, Templates, Tool
 use ractor::Actor;
 use tokio::sync::mpsc;
 
-use crate::api::error::SessionError;
-use crate::api::handle::{EventStream, SessionHandle};
 use crate::api::host::Host;
-use crate::api::lifecycle::LifecycleEvent;
-use crate::api::options::SessionOptions;
-use crate::api::speech_sink::SpeechSink;
-use crate::protocol::{CloseCallback, Plugins, Subscriber};
+use crate::catalog::ToolCatalog;
+use crate::messages::handle::{EventStream, SessionHandle};
+use crate::messages::{CloseCallback, Plugins, Subscriber};
 use crate::session::{SessionActor, SessionArgs};
-use crate::support::catalog::ToolCatalog;
 use crate::support::lifecycle_sink::LifecycleSink;
+use crate::types::error::SessionError;
+use crate::types::lifecycle::LifecycleEvent;
+use crate::types::options::SessionOptions;
+use crate::types::speech_sink::SpeechSink;
 
 /// Entry point: `Session::builder()`.
 pub struct Session;
@@ -252,7 +252,7 @@ impl SessionBuilder {
     /// Lifecycle records of every actor of the session (started, stopped gracefully): an actor
     /// that was killed never reports `Stopped`.
     pub fn lifecycle_events(&mut self) -> mpsc::Receiver<LifecycleEvent> {
-        let (tx, rx) = crate::api::lifecycle::lifecycle_channel();
+        let (tx, rx) = crate::types::lifecycle::lifecycle_channel();
         self.lifecycle = Some(tx);
         rx
     }

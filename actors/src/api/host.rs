@@ -17,10 +17,10 @@ use ractor::ActorId;
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tokio::sync::mpsc;
 
-use crate::api::error::SessionError;
-use crate::api::handle::SessionHandle;
-use crate::api::lifecycle::{ActorKind, LifecycleEvent, MAX_UNREAD_LIFECYCLE};
+use crate::messages::handle::SessionHandle;
 use crate::support::lifecycle_sink::{LifecycleHub, LifecycleSink};
+use crate::types::error::SessionError;
+use crate::types::lifecycle::{ActorKind, LifecycleEvent, MAX_UNREAD_LIFECYCLE};
 
 /// Supervises sessions for the host app. Cheap to clone; the sessions are closed when the last
 /// clone is dropped (or at [`Host::close_all`]).

@@ -8,8 +8,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::api::error::CancelError;
 use crate::builtin::tool_context::RunContextExt;
+use crate::types::error::CancelError;
 
 /// Name of the cancel companion.
 pub(crate) const CANCEL_TASK: &str = "lk_agents_cancel_task";

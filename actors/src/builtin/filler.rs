@@ -12,7 +12,7 @@ use std::time::Duration;
 use colloquy_model::{AgentState, EventKind, UserState};
 use tokio::time::Instant;
 
-use crate::api::handle::SessionHandle;
+use crate::messages::handle::SessionHandle;
 use crate::support::task::OwnedTask;
 
 type Source = dyn Fn(u32) -> Option<String> + Send + Sync;
@@ -98,7 +98,7 @@ impl Filler {
 
 async fn run(
     session: SessionHandle,
-    mut events: crate::api::handle::EventStream,
+    mut events: crate::messages::handle::EventStream,
     filler: Filler,
     call_id: String,
     speech_id: String,

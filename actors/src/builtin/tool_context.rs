@@ -6,9 +6,9 @@ use std::future::Future;
 
 use colloquy_model::RunContext;
 
-use crate::api::error::SessionError;
-use crate::api::handle::SessionHandle;
 use crate::builtin::filler::{Filler, FillerGuard};
+use crate::messages::handle::SessionHandle;
+use crate::types::error::SessionError;
 
 /// Runtime abilities of a tool's `RunContext`.
 ///

@@ -15,10 +15,10 @@ use std::sync::Arc;
 
 use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SpawnErr};
 
-use crate::api::lifecycle::ActorKind;
-use crate::api::snapshot::CoalescerSnapshot;
-use crate::protocol::{ChildMsg, CoalescerMsg, PendingReply, SessionLink, SessionMsg};
+use crate::messages::{ChildMsg, CoalescerMsg, PendingReply, SessionLink, SessionMsg};
 use crate::support::lifecycle_sink::LifecycleGuard;
+use crate::types::lifecycle::ActorKind;
+use crate::types::snapshot::CoalescerSnapshot;
 
 pub(crate) struct CoalescerActor;
 

@@ -13,8 +13,8 @@ use colloquy_model::{Agent, FunctionTool, Templates, Toolset};
 use ractor::{Actor, ActorCell, ActorRef, SpawnErr};
 
 use crate::activity::{ActivityActor, ActivityArgs};
-use crate::protocol::{ActivityMsg, SessionLink, ToolsetMsg};
-use crate::support::catalog::{Scope, ToolCatalog};
+use crate::catalog::{Scope, ToolCatalog};
+use crate::messages::{ActivityMsg, SessionLink, ToolsetMsg};
 use crate::toolset::{ToolsetActor, ToolsetArgs};
 
 /// Everything needed to start an Activity for an agent, kept by the Session for handoffs.

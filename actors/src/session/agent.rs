@@ -17,9 +17,9 @@ use ractor::ActorRef;
 
 use super::activity_factory::ActivityFactory;
 use super::state::SessionState;
-use crate::api::options::SessionOptions;
-use crate::protocol::{ActivityMsg, SpeechContent};
-use crate::support::catalog::ToolCatalog;
+use crate::catalog::ToolCatalog;
+use crate::messages::{ActivityMsg, SpeechContent};
+use crate::types::options::SessionOptions;
 
 pub(super) struct CurrentAgent {
     id: String,

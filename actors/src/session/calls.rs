@@ -19,9 +19,9 @@ use colloquy_model::{ChatContext, ChatItem, EventKind, FunctionCall, FunctionCal
 use ractor::{ActorRef, RpcReplyPort};
 
 use super::state::SessionState;
-use crate::api::error::{ApprovalError, CancelError};
-use crate::protocol::{ActivityMsg, RunningToolCall, TimerMsg, ToolsetMsg};
+use crate::messages::{ActivityMsg, RunningToolCall, TimerMsg, ToolsetMsg};
 use crate::support::task::OwnedTask;
+use crate::types::error::{ApprovalError, CancelError};
 
 /// Marks a placeholder copy of a running call in an LLM request (§16).
 const PLACEHOLDER: &str = "__colloquy_running_call_placeholder";

@@ -17,9 +17,9 @@ use colloquy_model::{ErrorSource, EventKind};
 use ractor::{ActorRef, RpcReplyPort};
 
 use super::state::SessionState;
-use crate::api::error::SessionError;
-use crate::protocol::{ActivityMsg, ChildMsg, CloseCallback, ClosedSession, SessionMsg, TimerMsg};
+use crate::messages::{ActivityMsg, ChildMsg, CloseCallback, ClosedSession, SessionMsg, TimerMsg};
 use crate::support::task::OwnedTask;
+use crate::types::error::SessionError;
 
 /// A close in progress.
 struct Closing {

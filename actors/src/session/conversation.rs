@@ -16,7 +16,7 @@ use std::sync::Arc;
 use colloquy_model::{ChatContext, ChatItem, EventKind, EventType};
 
 use super::state::SessionState;
-use crate::protocol::ClosedSession;
+use crate::messages::ClosedSession;
 
 pub(super) struct Conversation {
     history: ChatContext,

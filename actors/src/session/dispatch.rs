@@ -11,7 +11,7 @@ use colloquy_model::{AgentState, EventKind, SpeechSource};
 use ractor::ActorRef;
 
 use super::state::SessionState;
-use crate::protocol::{
+use crate::messages::{
     ActivityMsg, ChildMsg, HostMsg, ObserveMsg, PendingReply, Report, SpeechContent, TimerMsg,
     ToolMsg, ToolsetMsg,
 };

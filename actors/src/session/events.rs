@@ -18,7 +18,7 @@ use colloquy_model::{ErrorSource, EventFilter, EventKind, EventType, SessionEven
 use tokio::sync::broadcast;
 
 use super::state::SessionState;
-use crate::protocol::{Subscriber, TextWanted};
+use crate::messages::{Subscriber, TextWanted};
 use crate::support::clock::SessionClock;
 
 pub(super) struct Fanout {

@@ -19,8 +19,8 @@ use colloquy_model::{AgentState, ChatItem, EventKind, Message, Role, SpeechSourc
 use ractor::RpcReplyPort;
 
 use super::state::SessionState;
-use crate::api::error::SessionError;
-use crate::protocol::{ActivityMsg, SpeechContent, SpeechJob};
+use crate::messages::{ActivityMsg, SpeechContent, SpeechJob};
+use crate::types::error::SessionError;
 
 /// The speech that replies to a user message.
 pub(super) const USER_REPLY: SpeechContent = SpeechContent::Reply {

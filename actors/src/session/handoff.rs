@@ -28,9 +28,9 @@ use ractor::ActorRef;
 
 use super::calls::Running;
 use super::state::SessionState;
-use crate::api::error::SessionError;
-use crate::protocol::{ActivityMsg, SessionMsg, SpeechContent, ToolsetMsg};
-use crate::support::catalog::{Scope, ToolCatalog};
+use crate::catalog::{Scope, ToolCatalog};
+use crate::messages::{ActivityMsg, SessionMsg, SpeechContent, ToolsetMsg};
+use crate::types::error::SessionError;
 
 /// Work that arrives while a handoff is in progress, for the new agent.
 enum Queued {

@@ -12,7 +12,7 @@ use colloquy_model::UserState;
 use ractor::RpcReplyPort;
 
 use super::state::SessionState;
-use crate::api::error::SessionError;
+use crate::types::error::SessionError;
 
 /// A `wait_for_idle` (`quiet: false`) or `wait_for_quiet` (`quiet: true`) caller.
 struct IdleWaiter {

@@ -22,7 +22,7 @@ use colloquy_model::SpeechSource;
 
 use super::floor::USER_REPLY;
 use super::state::SessionState;
-use crate::api::error::SessionError;
+use crate::types::error::SessionError;
 
 /// Accepted inputs waiting for their reply speech to begin: that speech's id and the text,
 /// in the order accepted.

@@ -39,15 +39,15 @@ use activity_factory::ActivityFactory;
 use dispatch::FollowUp;
 use state::SessionState;
 
-use crate::api::lifecycle::{ActorKind, Lifecycle};
-use crate::api::options::SessionOptions;
-use crate::protocol::{
+use crate::catalog::ToolCatalog;
+use crate::messages::{
     CloseCallback, ClosedSession, CoalescerSlot, Plugins, SessionLink, SessionMsg, SessionShared,
     Subscriber,
 };
-use crate::support::catalog::ToolCatalog;
 use crate::support::clock::SessionClock;
 use crate::support::lifecycle_sink::LifecycleSink;
+use crate::types::lifecycle::{ActorKind, Lifecycle};
+use crate::types::options::SessionOptions;
 
 pub(crate) struct SessionActor;
 

@@ -14,7 +14,7 @@ use colloquy_model::{AgentState, EventKind, UserState};
 use ractor::ActorRef;
 
 use super::state::SessionState;
-use crate::protocol::{ActivityMsg, SessionMsg, TimerMsg};
+use crate::messages::{ActivityMsg, SessionMsg, TimerMsg};
 use crate::support::task::OwnedTask;
 
 pub(super) struct Presence {

@@ -19,7 +19,7 @@ use colloquy_model::{ErrorSource, EventKind, ReplyStatus, SpeechSource};
 use ractor::{ActorCell, ActorRef};
 
 use super::state::SessionState;
-use crate::protocol::{CoalescerMsg, CoalescerSlot, PendingReply, SpeechContent};
+use crate::messages::{CoalescerMsg, CoalescerSlot, PendingReply, SpeechContent};
 
 /// A speech delivering a deferred reply.
 struct ReplySpeech {

@@ -16,9 +16,9 @@ use ractor::RpcReplyPort;
 use serde_json::Value;
 
 use super::state::SessionState;
-use crate::api::error::SessionError;
-use crate::protocol::{ActivityMsg, MockScope};
-use crate::support::catalog::ToolCatalog;
+use crate::catalog::ToolCatalog;
+use crate::messages::{ActivityMsg, MockScope};
+use crate::types::error::SessionError;
 
 /// The testing API's state: the run in progress, if any, and the mocks.
 #[derive(Default)]

@@ -23,8 +23,8 @@ use super::inputs::QueuedInputs;
 use super::presence::Presence;
 use super::replies::Replies;
 use super::run::Testing;
-use crate::protocol::{ActivityMsg, CloseCallback, SessionLink, SessionPart, Subscriber};
-use crate::support::catalog::ToolCatalog;
+use crate::catalog::ToolCatalog;
+use crate::messages::{ActivityMsg, CloseCallback, SessionLink, SessionPart, Subscriber};
 
 /// Everything the Session starts with.
 pub(super) struct Init {

@@ -17,9 +17,9 @@ use colloquy_model::{AgentState, ErrorSource, EventKind};
 use ractor::ActorRef;
 
 use super::state::SessionState;
-use crate::api::error::SessionError;
-use crate::api::lifecycle::ActorKind;
-use crate::protocol::SessionMsg;
+use crate::messages::SessionMsg;
+use crate::types::error::SessionError;
+use crate::types::lifecycle::ActorKind;
 
 impl SessionState {
     /// The current Activity ended without being asked to (it failed, or something stopped
@@ -99,7 +99,7 @@ impl SessionState {
     /// Test hook: makes the actor with inspection id `target` panic.
     #[cfg(feature = "test-hooks")]
     pub(super) fn inject_failure(&self, target: &str) {
-        use crate::protocol::{ActivityMsg, ToolsetMsg};
+        use crate::messages::{ActivityMsg, ToolsetMsg};
         if target == "session" {
             panic!("injected failure");
         }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
-use crate::api::lifecycle::{
+use crate::types::lifecycle::{
     ActorKind, Lifecycle, LifecycleEvent, MAX_UNREAD_LIFECYCLE, lifecycle_channel,
 };
 

@@ -26,12 +26,12 @@ use std::pin::Pin;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::api::handle::SessionHandle;
-use crate::api::lifecycle::ActorKind;
-use crate::protocol::{SessionLink, ToolCallMsg, ToolsetMsg};
+use crate::messages::handle::SessionHandle;
+use crate::messages::{SessionLink, ToolCallMsg, ToolsetMsg};
 use crate::support::lifecycle_sink::LifecycleGuard;
 use crate::support::speech_control::SpeechControl;
 use crate::support::task::{OwnedTask, panic_text};
+use crate::types::lifecycle::ActorKind;
 
 pub(crate) struct ToolCallActor;
 

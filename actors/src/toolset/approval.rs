@@ -14,9 +14,9 @@ use colloquy_model::{EventKind, ToolCallStatus, ToolError, text};
 use ractor::ActorRef;
 
 use super::{RunningCall, Stage, ToolsetState};
-use crate::api::error::ApprovalError;
-use crate::protocol::ToolsetMsg;
+use crate::messages::ToolsetMsg;
 use crate::support::task::OwnedTask;
+use crate::types::error::ApprovalError;
 
 /// A call waiting for approval: the timer that rejects it if nobody answers.
 pub(super) struct Waiting {

@@ -15,8 +15,8 @@ use ractor::{Actor, ActorRef, RpcReplyPort};
 use serde_json::{Map, Value};
 
 use super::{RunningCall, Stage, ToolsetState};
-use crate::protocol::{CallOutcome, ChildMsg, ExecuteCall, ToolsetMsg};
-use crate::support::catalog::Scope;
+use crate::catalog::Scope;
+use crate::messages::{CallOutcome, ChildMsg, ExecuteCall, ToolsetMsg};
 use crate::tool_call::{ToolCallActor, ToolCallArgs};
 
 /// A call that may run (its tool with a mock's body, if set) and its keys.

@@ -33,15 +33,15 @@ use colloquy_model::{
 };
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 
-use crate::api::error::CancelError;
-use crate::api::lifecycle::ActorKind;
-use crate::api::snapshot::{ActorNode, NodeStatus, ToolsetScope};
-use crate::protocol::{
+use crate::catalog::{Scope, ToolCatalog};
+use crate::messages::{
     CallOutcome, PendingReply, Report, SessionLink, ToolCallMsg, ToolsetMsg, mark_non_blocking,
 };
-use crate::support::catalog::{Scope, ToolCatalog};
 use crate::support::lifecycle_sink::LifecycleGuard;
 use crate::support::speech_control::SpeechControl;
+use crate::types::error::CancelError;
+use crate::types::lifecycle::ActorKind;
+use crate::types::snapshot::{ActorNode, NodeStatus, ToolsetScope};
 use pair::Pair;
 
 pub(crate) struct ToolsetActor;

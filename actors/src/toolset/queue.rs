@@ -16,7 +16,7 @@ use tokio::time::Instant;
 
 use super::execute::Admitted;
 use super::{Stage, ToolsetState};
-use crate::protocol::{CallOutcome, ToolsetMsg, mark_non_blocking};
+use crate::messages::{CallOutcome, ToolsetMsg, mark_non_blocking};
 
 /// A result an idempotent tool's call ended `done` with.
 pub(super) struct Remembered {

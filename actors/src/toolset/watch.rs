@@ -12,7 +12,7 @@ use ractor::ActorRef;
 use tokio::time::Instant;
 
 use super::{RunningCall, Stage, ToolsetState};
-use crate::protocol::{ToolCallMsg, ToolsetMsg};
+use crate::messages::{ToolCallMsg, ToolsetMsg};
 use crate::support::task::OwnedTask;
 
 /// A running call's limits and when it last showed life.

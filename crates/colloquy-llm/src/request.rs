@@ -28,7 +28,6 @@ pub enum RequestKind {
 
 /// The `tool_choice` of a request; `None` in [`LlmRequest::tool_choice`] means unset.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ToolChoice {
     /// The model decides.

@@ -1,7 +1,6 @@
 //! What a client asks of a session: one variant per `SessionHandle` method a remote client can
 //! call (methods that take code, such as mocks or a new agent, stay local).
 
-use colloquy_llm::ToolChoice;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -144,4 +143,24 @@ impl Command {
             Self::Close { .. } => "close",
         }
     }
+}
+
+/// The `tool_choice` of a request; `None` in `LlmRequest::tool_choice` means unset (the
+/// protocol's counterpart of the LLM crate's `ToolChoice`).
+// The schema keeps the LLM type's description, link and all, so the committed schema stays as
+// it was; the doc comment cannot link to a crate this one does not depend on.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[schemars(
+    description = "The `tool_choice` of a request; `None` in [`LlmRequest::tool_choice`] means unset."
+)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolChoice {
+    /// The model decides.
+    Auto,
+    /// The model must not call tools (calls it still emits are dropped).
+    None,
+    /// The model must call a tool.
+    Required,
+    /// The model must call this tool.
+    Named(String),
 }

@@ -1,7 +1,15 @@
 //! colloquy's session protocol: what a client in another process asks of a session, and what it
 //! gets back, as plain serde types with a version. It is transport-agnostic: the cluster carries
-//! it over NATS requests, and a server can carry it over a WebSocket; both run [`execute`] on the
-//! side that holds the session, so a command means the same thing whichever way it came.
+//! it over NATS requests, and a server can carry it over a WebSocket; both run the same
+//! `colloquy_edge::execute` on the side that holds the session, so a command means the same
+//! thing whichever way it came.
+//!
+//! The types are plain data over the data model (`colloquy-model`) and nothing else: no actor,
+//! no async runtime, so a Rust client of the protocol does not pull in the runtime, and a change
+//! to the runtime's types does not change the protocol. What the runtime returns (a snapshot, a
+//! running call, an error) has its own counterpart here ([`SessionSnapshot`],
+//! [`RunningToolCall`], [`ProtocolError`]); the edge that holds both sides (`colloquy-edge`,
+//! shared by the server and the cluster) converts.
 //!
 //! A [`Request`] is `{"v": 1, "id": 3, "type": "user_turn", "text": "…"}` (the `id` optional);
 //! its [`Reply`] is
@@ -22,15 +30,18 @@
 //! ```
 
 mod command;
-mod execute;
 mod reply;
 mod server;
+mod snapshot;
 mod start;
 
-pub use command::{Command, Request};
-pub use execute::execute;
+pub use command::{Command, Request, ToolChoice};
 pub use reply::{ErrorKind, EventFrame, ProtocolError, Reply};
 pub use server::{ClosingReason, ErrorCode, ServerError, ServerMessage};
+pub use snapshot::{
+    ActorKind, ActorNode, CoalescerSnapshot, NodeStatus, RunningToolCall, SessionSnapshot,
+    SpeechSnapshot, SpeechStatus, ToolsetScope,
+};
 pub use start::{
     AgentList, SessionClosed, SessionInfo, SessionList, SessionStarted, StartOptions, StartSession,
 };

@@ -1,9 +1,10 @@
 //! What a session answers, the errors it can answer with, and the frame events travel in.
 
-use colloquy_actors::{ApprovalError, CancelError, RunningToolCall, SessionError, SessionSnapshot};
 use colloquy_model::{AgentState, ChatItem, SessionEvent, UserState};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+
+use crate::snapshot::{RunningToolCall, SessionSnapshot};
 
 /// The answer to one [`Request`](crate::Request).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -144,43 +145,6 @@ pub enum ErrorKind {
     /// Where the session runs could not be reached, or did not answer in time (a cluster
     /// node): the command may or may not have run.
     Unavailable,
-}
-
-impl From<SessionError> for ProtocolError {
-    fn from(e: SessionError) -> Self {
-        let kind = match &e {
-            SessionError::Closed => ErrorKind::Closed,
-            SessionError::NestedRun => ErrorKind::NestedRun,
-            SessionError::RunFailed(_) => ErrorKind::RunFailed,
-            SessionError::Config(_) => ErrorKind::Config,
-            // Spawn, and whatever a later version adds: the message says what it was.
-            _ => ErrorKind::Spawn,
-        };
-        Self::new(kind, e.to_string())
-    }
-}
-
-impl From<CancelError> for ProtocolError {
-    fn from(e: CancelError) -> Self {
-        let kind = match &e {
-            CancelError::NotFound(_) => ErrorKind::NotFound,
-            CancelError::NotCancellable(_) => ErrorKind::NotCancellable,
-            CancelError::InterruptionsDisallowed(_) => ErrorKind::InterruptionsDisallowed,
-            _ => ErrorKind::Closed,
-        };
-        Self::new(kind, e.to_string())
-    }
-}
-
-impl From<ApprovalError> for ProtocolError {
-    fn from(e: ApprovalError) -> Self {
-        let kind = match &e {
-            ApprovalError::NotFound(_) => ErrorKind::NotFound,
-            ApprovalError::NotAwaiting(_) => ErrorKind::NotAwaiting,
-            _ => ErrorKind::Closed,
-        };
-        Self::new(kind, e.to_string())
-    }
 }
 
 /// One event of one session as it travels, numbered from 1 in the order the session emitted

@@ -8,9 +8,10 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use colloquy_actors::{Session, SessionBuilder, SessionHandle};
+use colloquy_edge::execute;
 use colloquy_llm::Llm;
 use colloquy_model::{Agent, EventFilter, SessionEvent};
-use colloquy_protocol::{AgentList, ErrorCode, Reply, Request, ServerError, StartOptions, execute};
+use colloquy_protocol::{AgentList, ErrorCode, Reply, Request, ServerError, StartOptions};
 use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;
 use futures_util::{FutureExt, StreamExt};
@@ -77,7 +78,7 @@ impl std::fmt::Debug for StartedSession {
 
 /// Runs protocol requests on one session, where it lives.
 pub trait SessionDriver: Send + Sync + 'static {
-    /// Runs `request` and answers it, as `colloquy_protocol::execute` does; a transport's own
+    /// Runs `request` and answers it, as `colloquy_edge::execute` does; a transport's own
     /// failure is an error reply.
     fn execute(&self, request: Request) -> BoxFuture<'static, Reply>;
 

@@ -7,7 +7,7 @@
 //! by name with [`ServerBuilder::agent`], on one model), or anywhere a backend of the host's
 //! own reaches. Each session has one task that reads its lossless event stream from its start
 //! into a bounded replay buffer; each connection has one writer task behind a bounded queue,
-//! and runs its requests with the protocol's `execute` where the session lives. Every limit
+//! and runs its requests with `colloquy_edge::execute` where the session lives. Every limit
 //! is a [`Limits`] field with a documented default.
 //!
 //! ```no_run

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use colloquy_actors::{RunningToolCall, SessionSnapshot};
+use colloquy_edge::{from_proto, to_proto};
 use colloquy_llm::ToolChoice;
 use colloquy_model::{AgentState, ChatItem, UserState};
 use colloquy_protocol::{Command, ErrorKind, ProtocolError, Reply, Request};
@@ -95,7 +96,8 @@ impl RemoteSession {
         tool_choice: ToolChoice,
     ) -> Result<(), ClusterError> {
         let instructions = instructions.into();
-        self.unit(Command::GenerateReply { instructions, tool_choice: Some(tool_choice) }).await
+        let tool_choice = Some(to_proto::tool_choice(tool_choice));
+        self.unit(Command::GenerateReply { instructions, tool_choice }).await
     }
 
     /// Speaks a fixed text.
@@ -135,7 +137,7 @@ impl RemoteSession {
     /// The calls running now.
     pub async fn running_tool_calls(&self) -> Result<Vec<RunningToolCall>, ClusterError> {
         match self.call(Command::RunningToolCalls).await? {
-            Reply::Calls { calls } => Ok(calls),
+            Reply::Calls { calls } => Ok(calls.into_iter().map(from_proto::running_call).collect()),
             other => Err(unexpected(other, "calls")),
         }
     }
@@ -148,10 +150,11 @@ impl RemoteSession {
         }
     }
 
-    /// A snapshot of the session (its actor ids are the node's).
+    /// A snapshot of the session (its actor ids are all `ActorId::Local(0)`: the node's are
+    /// local to it).
     pub async fn inspect(&self) -> Result<SessionSnapshot, ClusterError> {
         match self.call(Command::Inspect).await? {
-            Reply::Snapshot { snapshot } => Ok(*snapshot),
+            Reply::Snapshot { snapshot } => Ok(from_proto::snapshot(*snapshot)),
             other => Err(unexpected(other, "snapshot")),
         }
     }

@@ -1,5 +1,5 @@
 //! Serving one session of the node: its commands (NATS requests on its command subject, each
-//! run by the protocol's `execute` in a task of its own, so a long `wait_for_idle` holds no
+//! run by the edge's `execute` in a task of its own, so a long `wait_for_idle` holds no
 //! other command back; at most `max_in_flight` at once, the rest answered `busy`) and its
 //! events (published to the events stream in order, numbered from 1, the events ready at once
 //! in one message, retried until stored for at most `event_timeout`). The session leaves the node once its last event is
@@ -13,8 +13,9 @@ use std::time::Duration;
 
 use async_nats::jetstream::message::PublishMessage;
 use colloquy_actors::{EventStream, SessionHandle};
+use colloquy_edge::execute;
 use colloquy_model::{ErrorSource, EventKind, SessionEvent};
-use colloquy_protocol::{ErrorKind, EventFrame, ProtocolError, Reply, Request, execute};
+use colloquy_protocol::{ErrorKind, EventFrame, ProtocolError, Reply, Request};
 use futures_util::StreamExt;
 use tokio::sync::{Semaphore, oneshot};
 

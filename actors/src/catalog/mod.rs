@@ -1,5 +1,9 @@
 //! The tools one agent can call: schemas in the order the model sees them, lookup by name, and
-//! which toolset actor runs each (§1.5, §4 step 7, decision 16).
+//! which toolset actor runs each (§1.5, §4 step 7, decision 16); the tools learned while the
+//! session runs are `sources.rs`. Above `builtin/` (the companion tools join here), below every
+//! actor.
+
+pub(crate) mod sources;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -10,7 +14,7 @@ use colloquy_model::{Agent, FunctionTool, Templates, ToolSchema, ToolVisibility,
 const COMPANIONS: [&str; 2] = [companions::CANCEL_TASK, companions::GET_RUNNING_TASKS];
 
 use crate::builtin::companions;
-use crate::support::tool_sources::Sources;
+use sources::Sources;
 
 /// Whether an async toolset lives with the session or with the agent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

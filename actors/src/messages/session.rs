@@ -14,7 +14,7 @@ use tokio::sync::{broadcast, mpsc};
 use super::activity::ActivityMsg;
 use super::coalescer::{CoalescerMsg, PendingReply};
 use super::toolset::ToolsetMsg;
-use crate::api::error::{CancelError, SessionError};
+use crate::types::error::{CancelError, SessionError};
 
 /// What a session held when it closed.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -29,8 +29,7 @@ pub struct ClosedSession {
 }
 
 /// A call running now (`SessionHandle::running_tool_calls`).
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RunningToolCall {
     /// The call id.
     pub call_id: String,
@@ -145,7 +144,7 @@ pub(crate) enum ToolMsg {
     AnswerApproval {
         call_id: String,
         reason: Option<String>,
-        reply: RpcReplyPort<Result<(), crate::api::error::ApprovalError>>,
+        reply: RpcReplyPort<Result<(), crate::types::error::ApprovalError>>,
     },
 }
 

@@ -12,10 +12,10 @@ use ractor::ActorRef;
 
 use super::coalescer::{CoalescerMsg, CoalescerSlot, PendingReply};
 use super::session::{ChildMsg, ClosedSession, Report, SessionMsg};
-use crate::api::options::SessionOptions;
-use crate::api::speech_sink::SpeechSink;
 use crate::support::clock::SessionClock;
 use crate::support::lifecycle_sink::LifecycleSink;
+use crate::types::options::SessionOptions;
+use crate::types::speech_sink::SpeechSink;
 
 /// A session as its own actors and tasks see it: the way to the Session (events, commits and
 /// LLM steps all go through its mailbox, so their order is the order they were sent in), and

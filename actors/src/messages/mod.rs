@@ -1,11 +1,14 @@
-//! The runtime's protocols: every actor's messages, and the link a child uses to reach the
-//! Session (with what every actor of the session shares). This layer sits below every actor
-//! module: it imports core, llm, `support/` and the host-facing types of `api/` (options,
-//! errors, snapshots, the speech sink), never an actor, so an actor module depends on the
-//! protocols it speaks rather than on its parent or its siblings.
+//! The actors' messages: what each actor is sent, the link a child uses to reach the Session
+//! (with what every actor of the session shares), and the `SessionHandle` a host or a tool
+//! drives a session with (`handle.rs`, `inspect.rs`). This layer sits below every actor
+//! module: it imports the model, llm, `types/` and `support/`, never an actor, so an actor
+//! module depends on the messages it speaks rather than on its parent or its siblings. (The
+//! wire protocol is the `colloquy-protocol` crate.)
 
 mod activity;
 mod coalescer;
+pub(crate) mod handle;
+mod inspect;
 mod link;
 mod session;
 mod tool_call;

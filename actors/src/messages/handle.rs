@@ -15,12 +15,12 @@ use ractor::rpc::CallResult;
 use ractor::{ActorRef, RpcReplyPort};
 use tokio::sync::{broadcast, mpsc};
 
-use crate::api::error::{ApprovalError, CancelError, SessionError};
-use crate::api::snapshot::SessionSnapshot;
-use crate::protocol::{
+use crate::messages::{
     ClosedSession, HostMsg, MockScope, ObserveMsg, RunningToolCall, SessionLink, SessionMsg,
     Subscriber, ToolMsg,
 };
+use crate::types::error::{ApprovalError, CancelError, SessionError};
+use crate::types::snapshot::SessionSnapshot;
 
 /// Capacity of each [`SessionHandle::events`] channel before a slow receiver lags.
 pub const BROADCAST_CAPACITY: usize = 1024;
@@ -264,7 +264,7 @@ impl SessionHandle {
     /// ```
     pub async fn inspect(&self) -> Result<SessionSnapshot, SessionError> {
         let part = self.ask(ObserveMsg::Inspect).await?;
-        Ok(crate::api::inspect::assemble(&self.actor.get_cell(), part).await)
+        Ok(crate::messages::inspect::assemble(&self.actor.get_cell(), part).await)
     }
 
     /// Makes the actor with inspection id `target` (`session`, `activity:<agent>`,

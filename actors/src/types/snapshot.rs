@@ -10,19 +10,21 @@
 //! things move may show a call in one part and not in the next. Once the session is quiet the
 //! tree is exactly ractor's supervision tree under the session (a test compares both).
 //!
+//! They serialize for hosts (`colloquy chat`'s `/inspect --json`, scenario traces); the session
+//! protocol has counterparts of its own, which the edge (`colloquy-edge`) converts these to.
+//!
 //! [`SessionHandle::inspect`]: crate::SessionHandle::inspect
 
 use std::fmt;
 
 use colloquy_model::{AgentState, UserState};
 use ractor::{ActorCell, ActorId};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-use crate::api::lifecycle::ActorKind;
+use crate::types::lifecycle::ActorKind;
 
 /// A session at one instant.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct SessionSnapshot {
     /// Virtual milliseconds since the session started (as events' `at_ms`).
     pub at_ms: u64,
@@ -44,8 +46,7 @@ pub struct SessionSnapshot {
 }
 
 /// One speech of the current Activity.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct SpeechSnapshot {
     /// `s1`, `s2`… as in events.
     pub speech_id: String,
@@ -54,8 +55,7 @@ pub struct SpeechSnapshot {
 }
 
 /// Where a speech is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum SpeechStatus {
@@ -68,8 +68,7 @@ pub enum SpeechStatus {
 }
 
 /// The ReplyCoalescer's state.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct CoalescerSnapshot {
     /// Update ids waiting for a deferred reply, in enqueue order.
     pub pending: Vec<String>,
@@ -78,8 +77,7 @@ pub struct CoalescerSnapshot {
 }
 
 /// What an actor is doing.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum NodeStatus {
@@ -99,8 +97,7 @@ pub enum NodeStatus {
 }
 
 /// Whether a toolset lives with the session or with the agent.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ToolsetScope {
     /// A child of the Session; survives handoffs.
@@ -111,8 +108,7 @@ pub enum ToolsetScope {
 
 /// One actor and its children. Kind-specific fields are `None` (and not serialized) on the
 /// other kinds.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ActorNode {
     /// The actor's kind.
     pub kind: ActorKind,
@@ -151,15 +147,10 @@ pub struct ActorNode {
     /// Children, sorted by kind name then id.
     pub children: Vec<ActorNode>,
     /// The ractor actor id (to match a node with ractor's own tree; not serialized: it is not
-    /// stable from run to run). A snapshot read back from JSON (a remote session's) has
-    /// `ActorId::Local(0)` everywhere.
-    #[serde(skip, default = "no_actor_id")]
+    /// stable from run to run). A snapshot taken elsewhere (a remote session's) has
+    /// `ActorId::Local(0)` everywhere: ids are local to the process that took it.
+    #[serde(skip)]
     pub actor_id: ActorId,
-}
-
-/// The actor id of a node read from elsewhere: ids are local to the process that took it.
-fn no_actor_id() -> ActorId {
-    ActorId::Local(0)
 }
 
 impl ActorNode {

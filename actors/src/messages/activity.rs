@@ -61,8 +61,8 @@ pub(crate) enum ActivityMsg {
 
 /// The Activity's answer.
 pub(crate) struct ActivityPart {
-    pub node: crate::api::snapshot::ActorNode,
-    pub speeches: Vec<crate::api::snapshot::SpeechSnapshot>,
+    pub node: crate::types::snapshot::ActorNode,
+    pub speeches: Vec<crate::types::snapshot::SpeechSnapshot>,
     /// The toolsets it supervises.
     pub toolsets: Vec<ractor::ActorRef<super::toolset::ToolsetMsg>>,
 }

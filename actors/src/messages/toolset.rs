@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::error::{ApprovalError, CancelError};
 use crate::support::speech_control::SpeechControl;
+use crate::types::error::{ApprovalError, CancelError};
 use colloquy_model::{
     Agent, FunctionCall, FunctionTool, PostedUpdate, Timestamp, ToolError, ToolOutput,
 };
@@ -95,7 +95,7 @@ pub(crate) enum ToolsetMsg {
     #[cfg(feature = "test-hooks")]
     InjectFailure,
     /// Describe this toolset and its calls (`SessionHandle::inspect`).
-    Inspect(RpcReplyPort<crate::api::snapshot::ActorNode>),
+    Inspect(RpcReplyPort<crate::types::snapshot::ActorNode>),
 }
 
 /// The mark a call's item gets once it has posted its first update (§7 step 6): part of what

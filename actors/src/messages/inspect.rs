@@ -5,9 +5,9 @@
 
 use ractor::{ActorCell, ActorRef};
 
-use crate::api::lifecycle::ActorKind;
-use crate::api::snapshot::{ActorNode, NodeStatus, SessionSnapshot};
-use crate::protocol::{ActivityMsg, CoalescerMsg, SessionPart, ToolsetMsg};
+use crate::messages::{ActivityMsg, CoalescerMsg, SessionPart, ToolsetMsg};
+use crate::types::lifecycle::ActorKind;
+use crate::types::snapshot::{ActorNode, NodeStatus, SessionSnapshot};
 
 /// Asks `actor` with `build`; `None` if it has stopped meanwhile.
 async fn ask<M: ractor::Message, T: Send + 'static>(

@@ -30,7 +30,7 @@ pub(crate) enum CoalescerMsg {
     /// once it is free.
     Busy,
     /// Describe what is pending (`SessionHandle::inspect`).
-    Inspect(ractor::RpcReplyPort<crate::api::snapshot::CoalescerSnapshot>),
+    Inspect(ractor::RpcReplyPort<crate::types::snapshot::CoalescerSnapshot>),
 }
 
 /// Where the session's coalescer is, once spawned. Shared by the Session and its toolsets; only
