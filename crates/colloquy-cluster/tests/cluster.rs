@@ -370,7 +370,7 @@ async fn commands_past_the_in_flight_bound_are_answered_busy_at_once() {
         match result {
             Ok(()) => waited += 1,
             Err(ClusterError::Session(e)) if e.kind == ErrorKind::Busy => {
-                assert!(e.message.contains("4 commands"), "{e}");
+                assert!(e.message.contains("4 requests of this session"), "{e}");
                 assert!(after < Duration::from_secs(1), "busy at once, not after {after:?}");
             }
             Err(e) => panic!("{e}"),

@@ -103,25 +103,8 @@ impl SessionDriver for SessionHandle {
     }
 }
 
-/// Makes the agent a session starts with.
-type AgentFactory = Arc<dyn Fn() -> Agent + Send + Sync>;
-
-/// Configures each session's builder, knowing what the client asked for.
-type SessionHook = Arc<dyn Fn(SessionBuilder, &SessionStart) -> SessionBuilder + Send + Sync>;
-
-/// Hears of each session once it has started.
-type StartedHook = Arc<dyn Fn(&SessionHandle, &SessionStart) + Send + Sync>;
-
-/// What a client asked for when it started a session, as [`LocalBackend::session`]'s hook
-/// sees it (a cluster node's own hook sees the same).
-#[derive(Clone, Debug, PartialEq)]
-#[non_exhaustive]
-pub struct SessionStart {
-    /// The agent asked for.
-    pub agent: String,
-    /// What the client passed as `options.metadata` (`null` when nothing).
-    pub metadata: serde_json::Value,
-}
+pub use colloquy_edge::SessionStart;
+use colloquy_edge::hosting::{AgentFactory, SessionHook, StartedHook};
 
 /// Sessions in this process: agents registered by name, one model for all.
 #[derive(Clone, Default)]
@@ -227,7 +210,7 @@ impl Backend for LocalBackend {
             if let Some(llm) = llm {
                 builder = builder.llm(llm);
             }
-            let start = SessionStart { agent: agent.clone(), metadata: options.metadata };
+            let start = SessionStart::new(agent.clone(), options.metadata);
             if let Some(hook) = hook {
                 builder = hook(builder, &start);
             }

@@ -20,18 +20,18 @@ use std::sync::Arc;
 use axum::body::Bytes;
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, close_code};
 use colloquy_protocol::{
-    ClosingReason, ErrorCode, ErrorKind, PROTOCOL_VERSION, ProtocolError, Reply, Request,
-    ServerError, ServerMessage,
+    ClosingReason, ErrorCode, PROTOCOL_VERSION, Reply, Request, ServerError, ServerMessage,
 };
 use futures_util::stream::SplitSink;
 use futures_util::{SinkExt, StreamExt};
-use tokio::sync::{Semaphore, mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 use tokio::time::{Duration, Instant, MissedTickBehavior};
 
 use crate::limits::Limits;
 use crate::live::{Attached, Batch, Live, Registry};
 use crate::sockets::SocketPlace;
+use colloquy_edge::hosting::InFlight;
 
 /// Frames the forwarder takes from the buffer at a time.
 const BATCH: usize = 64;
@@ -81,7 +81,7 @@ pub(crate) async fn run(socket: WebSocket, live: Arc<Live>, after: u64, cx: Cont
         Queues { control: control_frames, events: event_frames, held: None, written: cursor };
     let writer = tokio::spawn(write(sink, queues, finished, limits.close_timeout));
     let mut forwarder = tokio::spawn(forward(Arc::clone(&live), cursor, events.clone()));
-    let in_flight = Arc::new(Semaphore::new(limits.max_in_flight));
+    let in_flight = InFlight::new(limits.max_in_flight, "this connection");
     let mut commands: JoinSet<(ServerMessage, Option<u64>)> = JoinSet::new();
     // A client whose network vanished sends no close: pings find it out.
     let every = limits.ping_interval.max(Duration::from_millis(1));
@@ -160,7 +160,7 @@ pub(crate) async fn run(socket: WebSocket, live: Arc<Live>, after: u64, cx: Cont
                     Some(Err(_)) | None => break None,
                 };
                 let answer = match read_request(&text, limits.max_frame_bytes) {
-                    Ok(request) => match Arc::clone(&in_flight).try_acquire_owned() {
+                    Ok(request) => match in_flight.admit() {
                         Ok(permit) => {
                             let live = Arc::clone(&live);
                             commands.spawn(async move {
@@ -178,15 +178,7 @@ pub(crate) async fn run(socket: WebSocket, live: Arc<Live>, after: u64, cx: Cont
                             });
                             continue;
                         }
-                        Err(_) => {
-                            let busy = ProtocolError::new(
-                                ErrorKind::Busy,
-                                format!(
-                                    "{} requests of this connection are running: send this one \
-                                     again once one is answered",
-                                    limits.max_in_flight
-                                ),
-                            );
+                        Err(busy) => {
                             ServerMessage::Reply { id: request.id, reply: Reply::Error(busy) }
                         }
                     },

@@ -57,7 +57,7 @@ async fn place(shared: &Arc<NodeShared>, request: PlaceRequest) -> PlaceReply {
     if let Some(llm) = &shared.config.llm {
         builder = builder.llm(Arc::clone(llm));
     }
-    let start = SessionStart { agent: request.agent.clone(), metadata: request.options.metadata };
+    let start = SessionStart::new(request.agent.clone(), request.options.metadata);
     if let Some(hook) = &shared.config.hook {
         builder = hook(builder, &start);
     }

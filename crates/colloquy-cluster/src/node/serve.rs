@@ -14,10 +14,11 @@ use std::time::Duration;
 use async_nats::jetstream::message::PublishMessage;
 use colloquy_actors::{EventStream, SessionHandle};
 use colloquy_edge::execute;
+use colloquy_edge::hosting::InFlight;
 use colloquy_model::{ErrorSource, EventKind, SessionEvent};
 use colloquy_protocol::{ErrorKind, EventFrame, ProtocolError, Reply, Request};
 use futures_util::StreamExt;
-use tokio::sync::{Semaphore, oneshot};
+use tokio::sync::oneshot;
 
 use super::shared::{EVENTS_UNSTORED, NodeShared};
 use super::{fence, hosts};
@@ -90,8 +91,7 @@ async fn serve_commands(
     mut ended: oneshot::Receiver<()>,
 ) {
     let client = shared.backend.client.clone();
-    let limit = shared.config.max_in_flight;
-    let in_flight = Arc::new(Semaphore::new(limit));
+    let in_flight = InFlight::new(shared.config.max_in_flight, "this session");
     let max_payload = payload_limit(&client);
     let mut draining = false;
     loop {
@@ -116,15 +116,15 @@ async fn serve_commands(
         if let Some(host) = message.headers.as_ref().and_then(|h| h.get(names::HOST_HEADER)) {
             hosts::hold(&shared, session.id(), host.as_str());
         }
-        let Ok(permit) = Arc::clone(&in_flight).try_acquire_owned() else {
-            let busy = ProtocolError::new(
-                ErrorKind::Busy,
-                format!("the session runs {limit} commands already: try again once one ends"),
-            );
-            if let Err(e) = client.publish(reply_to, Reply::Error(busy).encode().into()).await {
-                tracing::warn!(session = %session.id(), error = %e, "cannot answer a command");
+        let permit = match in_flight.admit() {
+            Ok(permit) => permit,
+            Err(busy) => {
+                let answer = Reply::Error(busy).encode().into();
+                if let Err(e) = client.publish(reply_to, answer).await {
+                    tracing::warn!(session = %session.id(), error = %e, "cannot answer a command");
+                }
+                continue;
             }
-            continue;
         };
         let session = session.clone();
         let client = client.clone();

@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use colloquy_actors::{Host, SessionBuilder, SessionHandle};
+use colloquy_actors::{Host, SessionHandle};
 use colloquy_llm::Llm;
-use colloquy_model::{Agent, EventFilter};
+use colloquy_model::EventFilter;
 use futures_util::StreamExt;
 use tokio::sync::{Notify, OnceCell, watch};
 use tokio::task::AbortHandle;
@@ -25,13 +25,10 @@ use crate::wire::{CLUSTER_VERSION, NodeInfo};
 /// once when its sessions change or its connection to NATS comes back.
 pub const HEARTBEAT: Duration = Duration::from_secs(1);
 
-/// Builds an agent for each new session.
-pub(crate) type AgentFactory = Arc<dyn Fn() -> Agent + Send + Sync>;
-/// The node's hook on each session's builder.
-pub(crate) type SessionHook =
-    Arc<dyn Fn(SessionBuilder, &SessionStart) -> SessionBuilder + Send + Sync>;
-/// The node's hook on each session it starts.
-pub(crate) type SessionObserver = Arc<dyn Fn(&SessionHandle, &SessionStart) + Send + Sync>;
+pub use colloquy_edge::SessionStart;
+pub(crate) use colloquy_edge::hosting::{
+    AgentFactory, SessionHook, StartedHook as SessionObserver,
+};
 /// A node's load from its sessions.
 pub(crate) type LoadFn = Arc<dyn Fn(&NodeLoad) -> f64 + Send + Sync>;
 
@@ -46,16 +43,6 @@ pub const EVENT_TIMEOUT: Duration = Duration::from_secs(30);
 /// The reason a session closes with when its events cannot be stored
 /// (docs/cluster.md#failure).
 pub const EVENTS_UNSTORED: &str = colloquy_model::CloseReason::EventsUnstored.name();
-
-/// What a node's session hook learns of the session it configures.
-#[derive(Clone, Debug)]
-#[non_exhaustive]
-pub struct SessionStart {
-    /// The agent asked for.
-    pub agent: String,
-    /// What the host passed in [`StartOptions::metadata`](crate::StartOptions::metadata).
-    pub metadata: serde_json::Value,
-}
 
 /// What a load function reads.
 #[derive(Clone, Copy, Debug)]
