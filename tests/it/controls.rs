@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::common::*;
+use crate::limits::ended as ends;
 use colloquy::events::EventKind;
 use colloquy::prelude::*;
 use colloquy::tools::{DuplicateScope, OnDuplicate};
@@ -220,20 +221,6 @@ fn slow_hook(delay: u64) -> (colloquy::session::SessionBuilder, Ids) {
         }
     });
     (builder, seen)
-}
-
-/// `(at_ms, "id status")` of each `tool_call_ended`, ` cached` when remembered.
-fn ends(events: &[colloquy::events::SessionEvent]) -> Vec<(u64, String)> {
-    events
-        .iter()
-        .filter_map(|e| match &e.kind {
-            EventKind::ToolCallEnded { id, status, cached, .. } => Some((
-                e.at_ms,
-                format!("{id} {}{}", status.as_str(), if *cached { " cached" } else { "" }),
-            )),
-            _ => None,
-        })
-        .collect()
 }
 
 #[tokio::test(start_paused = true)]

@@ -12,7 +12,7 @@ use colloquy::prelude::*;
 use serde_json::{Map, Value, json};
 
 /// `(at_ms, "id status")` for each `tool_call_ended`, with ` cached` when it was remembered.
-fn ended(events: &[SessionEvent]) -> Vec<(u64, String)> {
+pub(crate) fn ended(events: &[SessionEvent]) -> Vec<(u64, String)> {
     events
         .iter()
         .filter_map(|e| match &e.kind {
