@@ -604,3 +604,32 @@ async fn a_session_whose_hosts_went_silent_is_closed_and_its_room_comes_back() {
     kept.wait_for_idle().await.unwrap();
     assert_eq!(n1.sessions().len(), 2);
 }
+
+/// A start's history may hand off only to an agent the node offers, by name or by id: the host
+/// cannot tell, so the node refuses, naming the item, and starts nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_history_handing_off_to_an_agent_the_node_lacks_is_refused() {
+    let server = NatsServer::start();
+    let _n1 = node(&server, "n1", 10).await;
+    let cluster = cluster(&server).await;
+    let handoff = |id: &str, to: &str| {
+        ChatItem::AgentHandoff(colloquy_model::AgentHandoff {
+            id: id.into(),
+            old_agent: None,
+            new_agent: to.into(),
+            created_at: colloquy_model::Timestamp::new(1, 0),
+        })
+    };
+    let refused = cluster
+        .start_session("support", StartOptions::new().history(vec![handoff("h1", "billing")]))
+        .await
+        .expect_err("no node offers billing");
+    let message = refused.to_string();
+    assert!(matches!(refused, ClusterError::StartFailed { .. }), "{refused:?}");
+    assert!(message.contains("options.history[0] (id `h1`)"), "{message}");
+    assert!(message.contains("`billing`"), "{message}");
+    // A handoff to the agent it runs is taken.
+    let options = StartOptions::new().history(vec![handoff("h1", "support")]);
+    let session = cluster.start_session("support", options).await.expect("support is offered");
+    session.close().await.unwrap();
+}

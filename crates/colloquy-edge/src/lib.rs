@@ -12,6 +12,7 @@
 
 mod execute;
 pub mod from_proto;
+pub mod history;
 pub mod hosting;
 pub mod to_proto;
 

@@ -33,7 +33,6 @@ mod backend;
 #[cfg(feature = "cluster")]
 mod cluster;
 mod connection;
-mod history;
 mod limits;
 mod live;
 mod routes;

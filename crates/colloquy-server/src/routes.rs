@@ -38,7 +38,8 @@ use crate::limits::Limits;
 const READ_BUFFER: usize = 4 * 1024;
 use crate::live::{self, Live, Refused, Registry};
 use crate::sockets::{self, Peer, Sockets};
-use crate::{SUBPROTOCOL, assets, history};
+use crate::{SUBPROTOCOL, assets};
+use colloquy_edge::history;
 
 /// The reason a session closes with when a client deletes it (`DELETE /v1/sessions/{id}`).
 pub const CLIENT_CLOSED: &str = colloquy_model::CloseReason::ClientClosed.name();

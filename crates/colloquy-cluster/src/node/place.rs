@@ -2,9 +2,11 @@
 //! from announcements up to a second old), then the session's start. Requests are taken one
 //! at a time, so two cannot both pass the threshold.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use colloquy_actors::Session;
+use colloquy_edge::history;
 use tokio::task::AbortHandle;
 
 use super::serve;
@@ -53,6 +55,21 @@ async fn place(shared: &Arc<NodeShared>, request: PlaceRequest) -> PlaceReply {
             return PlaceReply::Refused { refusal };
         }
     };
+    // The host checked the history already, but only the node knows the agents a handoff in
+    // it may name, by name or by id (docs/protocol.md#history).
+    if !request.options.history.is_empty() {
+        let agents: BTreeSet<String> = shared
+            .config
+            .agents
+            .iter()
+            .flat_map(|(name, factory)| [name.clone(), factory().id().to_owned()])
+            .collect();
+        let rules = history::Rules { instructions: true, agents: Some(&agents) };
+        if let Err(why) = history::check(&request.options.history, &rules) {
+            let message = format!("a history the node refuses: {why}");
+            return PlaceReply::Failed { message };
+        }
+    }
     let mut builder = Session::builder().host(&shared.host);
     if let Some(llm) = &shared.config.llm {
         builder = builder.llm(Arc::clone(llm));

@@ -1,6 +1,8 @@
 //! What a start's history may hold (docs/protocol.md#history). A client's history is prompt
-//! content: the model reads it as the conversation so far, so the server takes from a client
-//! only what a session of its own could have written, and says which item is not.
+//! content: the model reads it as the conversation so far, so a host takes from a client only
+//! what a session of its own could have written, and says which item is not. The server checks
+//! a start before it reaches a session; a cluster node checks again what only it knows, the
+//! agents a handoff may name.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -9,21 +11,21 @@ use colloquy_model::{ChatItem, Role, Timestamp};
 /// The latest session time an item of a history may carry: ten years, in microseconds. A
 /// session's clock starts after its history's latest item, so a larger one would bring the
 /// new session's clock near its end (and its items would no longer sort after the history's).
-pub(crate) const MAX_HISTORY_MICROS: u64 = 10 * 36_525 * 24 * 3_600 * 1_000_000 / 100;
+pub const MAX_HISTORY_MICROS: u64 = 10 * 36_525 * 24 * 3_600 * 1_000_000 / 100;
 
-/// What a server takes in a history besides the conversation itself.
-pub(crate) struct Rules<'a> {
+/// What a host takes in a history besides the conversation itself.
+pub struct Rules<'a> {
     /// `system` and `developer` messages (instructions to the model), refused unless the
-    /// server allows them.
-    pub(crate) instructions: bool,
-    /// The agents a handoff may name; `None` where the server cannot tell (handoffs are then
+    /// host allows them.
+    pub instructions: bool,
+    /// The agents a handoff may name; `None` where the host cannot tell (handoffs are then
     /// not checked).
-    pub(crate) agents: Option<&'a BTreeSet<String>>,
+    pub agents: Option<&'a BTreeSet<String>>,
 }
 
 /// Checks `items` against `rules`: the first problem, naming its item, as a message for the
 /// client.
-pub(crate) fn check(items: &[ChatItem], rules: &Rules<'_>) -> Result<(), String> {
+pub fn check(items: &[ChatItem], rules: &Rules<'_>) -> Result<(), String> {
     let mut ids: HashMap<&str, usize> = HashMap::new();
     let mut calls: HashMap<&str, usize> = HashMap::new();
     let mut outputs: HashMap<&str, usize> = HashMap::new();
@@ -81,7 +83,7 @@ pub(crate) fn check(items: &[ChatItem], rules: &Rules<'_>) -> Result<(), String>
                 if rules.agents.is_some_and(|agents| !agents.contains(&handoff.new_agent)) =>
             {
                 return wrong(format!(
-                    "a handoff to `{}`, an agent this server does not offer",
+                    "a handoff to `{}`, an agent this host does not offer",
                     handoff.new_agent
                 ));
             }
