@@ -122,10 +122,12 @@ impl ScriptedResponse {
     }
 }
 
-/// A request as the scripted LLM recorded it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct RecordedRequest {
+/// A request as the scripted LLM recorded it; with other items (`I`), the same request in
+/// another form (a scenario trace's, which serializes it without its index).
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct RecordedRequest<I = ChatItem> {
     /// Index of the request (0-based).
+    #[serde(skip)]
     pub index: usize,
     /// Why it was made.
     pub kind: RequestKind,
@@ -140,7 +142,23 @@ pub struct RecordedRequest {
     /// Extra instructions of this reply.
     pub instructions: Option<String>,
     /// The context items sent.
-    pub items: Vec<ChatItem>,
+    pub items: Vec<I>,
+}
+
+impl<I> RecordedRequest<I> {
+    /// The same request with its items as `items` makes them.
+    pub fn map_items<J>(&self, items: impl FnOnce(&[I]) -> Vec<J>) -> RecordedRequest<J> {
+        RecordedRequest {
+            index: self.index,
+            kind: self.kind,
+            agent: self.agent.clone(),
+            speech_id: self.speech_id.clone(),
+            tools: self.tools.clone(),
+            tool_choice: self.tool_choice.clone(),
+            instructions: self.instructions.clone(),
+            items: items(&self.items),
+        }
+    }
 }
 
 type Responder = dyn Fn(usize, &LlmRequest) -> ScriptedResponse + Send + Sync;

@@ -276,7 +276,7 @@ async fn play_async(scenario: &Scenario) -> Result<Trace, ScenarioError> {
             .map(|(id, items)| (id.clone(), trace::items(items.iter())))
             .collect(),
         events: traced,
-        llm_requests: recorded_requests.iter().map(trace::TraceRequest::from).collect(),
+        llm_requests: recorded_requests.iter().map(trace::trace_request).collect(),
         snapshots,
         session_events,
         recorded_requests,

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use colloquy::chat::{ChatItem, Role};
 use colloquy::events::{EventKind, SessionEvent};
-use colloquy::llm::{RecordedRequest, RequestKind, ToolChoice};
+use colloquy::llm::RecordedRequest;
 use serde::Serialize;
 
 /// The whole trace.
@@ -153,37 +153,13 @@ pub fn items<'a>(items: impl IntoIterator<Item = &'a ChatItem>) -> Vec<TraceItem
         .collect()
 }
 
-/// An LLM request in trace form.
-#[derive(Clone, Debug, Serialize)]
-pub struct TraceRequest {
-    /// Why it was made.
-    pub kind: RequestKind,
-    /// The agent.
-    pub agent: String,
-    /// The speech.
-    pub speech_id: String,
-    /// Tool names in the order sent.
-    pub tools: Vec<String>,
-    /// `null` when unset.
-    pub tool_choice: Option<ToolChoice>,
-    /// Extra instructions of the reply, or null.
-    pub instructions: Option<String>,
-    /// The context sent.
-    pub items: Vec<TraceItem>,
-}
+/// An LLM request in trace form: the recorded request with its items as a trace shows them
+/// (its index is not serialized).
+pub type TraceRequest = RecordedRequest<TraceItem>;
 
-impl From<&RecordedRequest> for TraceRequest {
-    fn from(r: &RecordedRequest) -> Self {
-        Self {
-            kind: r.kind,
-            agent: r.agent.clone(),
-            speech_id: r.speech_id.clone(),
-            tools: r.tools.clone(),
-            tool_choice: r.tool_choice.clone(),
-            instructions: r.instructions.clone(),
-            items: items(&r.items),
-        }
-    }
+/// `request` in trace form.
+pub fn trace_request(request: &RecordedRequest) -> TraceRequest {
+    request.map_items(|sent| items(sent))
 }
 
 /// Whether an event belongs in a trace (colloquy's own `x_` events do not).
