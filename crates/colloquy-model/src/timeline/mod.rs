@@ -25,13 +25,13 @@
 //! assert!(html.contains(r#"data-call-id="c1""#) && html.contains("status-done"));
 //! ```
 
+mod model;
+
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use serde::Serialize;
-
-use crate::chat::{ChatItem, Role};
-use crate::event::{EventKind, ReplyStatus, SessionEvent, ToolCallStatus, UserState};
+use crate::event::SessionEvent;
+use model::{Model, name};
 
 const WIDTH: f64 = 1200.0;
 /// The label column's width at least and at most; the bars get the rest.
@@ -49,131 +49,6 @@ const RIGHT: f64 = 30.0;
 const TOP: f64 = 60.0;
 const ROW_H: f64 = 34.0;
 const BAR_H: f64 = 18.0;
-
-/// One tool call's lane.
-#[derive(Debug)]
-struct Call {
-    call_id: String,
-    name: String,
-    start: u64,
-    end: Option<(u64, ToolCallStatus, Option<String>)>,
-    /// (update id, at, message)
-    updates: Vec<(String, u64, String)>,
-}
-
-#[derive(Debug)]
-struct Speech {
-    speech_id: String,
-    source: String,
-    start: u64,
-    end: Option<(u64, bool)>,
-}
-
-/// What the page draws, gathered from the events.
-#[derive(Debug, Default)]
-struct Model {
-    end_ms: u64,
-    user_messages: Vec<(u64, String)>,
-    /// Spells of user speech (start, end).
-    user_speaking: Vec<(u64, Option<u64>)>,
-    speeches: Vec<Speech>,
-    calls: Vec<Call>,
-    /// (update id, speech id) for each pair a scheduled deferred reply carries.
-    replies: Vec<(String, String)>,
-    /// (at, old agent, new agent) for handoffs after the first agent.
-    handoffs: Vec<(u64, String, String)>,
-    errors: Vec<(u64, String, String)>,
-    first_agent: Option<String>,
-}
-
-fn name<T: Serialize>(value: &T) -> String {
-    serde_json::to_value(value)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default()
-}
-
-impl Model {
-    fn build(events: &[SessionEvent]) -> Self {
-        let mut m = Model::default();
-        let mut calls: BTreeMap<String, usize> = BTreeMap::new();
-        let mut speeches: BTreeMap<String, usize> = BTreeMap::new();
-        for event in events {
-            let at = event.at_ms;
-            m.end_ms = m.end_ms.max(at);
-            match &event.kind {
-                EventKind::ConversationItemAdded { item } => {
-                    if let ChatItem::Message(msg) = &**item
-                        && msg.role == Role::User
-                    {
-                        m.user_messages.push((at, msg.text.clone()));
-                    }
-                }
-                EventKind::UserState { state } => match state {
-                    UserState::Speaking => m.user_speaking.push((at, None)),
-                    _ => {
-                        if let Some(last) = m.user_speaking.last_mut()
-                            && last.1.is_none()
-                        {
-                            last.1 = Some(at);
-                        }
-                    }
-                },
-                EventKind::SpeechCreated { speech_id, source } => {
-                    speeches.insert(speech_id.clone(), m.speeches.len());
-                    m.speeches.push(Speech {
-                        speech_id: speech_id.clone(),
-                        source: name(source),
-                        start: at,
-                        end: None,
-                    });
-                }
-                EventKind::SpeechDone { speech_id, interrupted } => {
-                    if let Some(&i) = speeches.get(speech_id) {
-                        m.speeches[i].end = Some((at, *interrupted));
-                    }
-                }
-                EventKind::ToolCallStarted { call_id, name } => {
-                    calls.insert(call_id.clone(), m.calls.len());
-                    m.calls.push(Call {
-                        call_id: call_id.clone(),
-                        name: name.clone(),
-                        start: at,
-                        end: None,
-                        updates: Vec::new(),
-                    });
-                }
-                EventKind::ToolCallUpdated { id, call_id, message, .. } => {
-                    if let Some(&i) = calls.get(call_id) {
-                        m.calls[i].updates.push((id.clone(), at, message.clone()));
-                    }
-                }
-                EventKind::ToolCallEnded { call_id, status, message, .. } => {
-                    if let Some(&i) = calls.get(call_id) {
-                        m.calls[i].end = Some((at, *status, message.clone()));
-                    }
-                }
-                EventKind::ToolReplyUpdated { update_ids, status, speech_id, .. }
-                    if *status == ReplyStatus::Scheduled =>
-                {
-                    for id in update_ids {
-                        m.replies.push((id.clone(), speech_id.clone()));
-                    }
-                }
-                EventKind::AgentHandoff { old_agent, new_agent } => match old_agent {
-                    Some(old) => m.handoffs.push((at, old.clone(), new_agent.clone())),
-                    None => m.first_agent = Some(new_agent.clone()),
-                },
-                EventKind::Error { source, message, .. } => {
-                    m.errors.push((at, name(source), message.clone()));
-                }
-                _ => {}
-            }
-        }
-        m.end_ms = m.end_ms.max(1);
-        m
-    }
-}
 
 /// Escapes text for XML content and attribute values.
 fn esc(text: &str) -> String {
@@ -653,6 +528,7 @@ svg text { font: 12px system-ui, sans-serif; fill: #1d232b; }
 mod tests {
     use super::*;
     use crate::event::ErrorSource;
+    use crate::event::{EventKind, ToolCallStatus};
 
     fn at(at_ms: u64, kind: EventKind) -> SessionEvent {
         SessionEvent { at_ms, kind }
