@@ -18,11 +18,6 @@ use crate::messages::ToolsetMsg;
 use crate::support::task::OwnedTask;
 use crate::types::error::ApprovalError;
 
-/// A call waiting for approval: the timer that rejects it if nobody answers.
-pub(super) struct Waiting {
-    _timer: Option<OwnedTask>,
-}
-
 impl ToolsetState {
     /// The hook let `call_id` go on (or it has none): ask for approval, else find a place.
     pub(super) fn screened(
@@ -73,7 +68,7 @@ impl ToolsetState {
                 let _ = toolset.cast(ToolsetMsg::ApprovalTimeout { call_id, from });
             })
         });
-        call.stage = Stage::AwaitingApproval { _timer: Waiting { _timer: timer } };
+        call.stage = Stage::AwaitingApproval { _timer: timer };
     }
 
     /// The host approved `call_id`: it looks for a place, and its limits count from now.

@@ -92,8 +92,8 @@ enum Stage {
     /// drain (handoff, close) asked meanwhile, with its reason — nobody will be asked to
     /// approve the call then.
     Screening { drained: Option<String> },
-    /// Waits for the host's approval.
-    AwaitingApproval { _timer: approval::Waiting },
+    /// Waits for the host's approval; the timer rejects it if nobody answers.
+    AwaitingApproval { _timer: Option<crate::support::task::OwnedTask> },
     /// Waits for a place under its caps, in `places`.
     Queued,
     /// Its body may run: it holds its places.
