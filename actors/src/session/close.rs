@@ -1,117 +1,22 @@
 //! Closing a session (decision 7): from the request, through the Activity winding down and
 //! the last calls ending, to `session_closed` and the actor's stop; and ending it after a
-//! speech (the end-call tool).
+//! speech (the end-call tool). The state is `parts/close.rs`'s.
 //!
-//! Invariants: a close starts once and finishes once; every `close` caller is answered with
-//! the same `ClosedSession`; the host's close callback is called at most once.
-//!
-//! Reads: `link`, `current` (its Activity), `conversation` (the final history), `calls`.
-//! Writes: `close`, `handoff` (a close wins over it), `presence` (the away timer stops),
-//! `idle` and `floor` (waiters and holds refused), `replies` (pending ones dropped), `events`
-//! (streams end). Emits `session_closed`; fails a run (testing), drains every call and starts the
-//! drain timer (calls).
+//! Decides `CloseBegan` (a close wins over a handoff: `HandoffEnded`; pending replies are
+//! dropped: `RepliesDropped`), `ActivityQuiet`, `CloseFinished`, `EndAfterSpeech`,
+//! `EndAfterTaken`. Emits `session_closed`; fails a run, refuses idle waiters and holds,
+//! drains every call and starts the drain timer.
 
 use std::time::Duration;
 
 use colloquy_model::{ErrorSource, EventKind};
 use ractor::{ActorRef, RpcReplyPort};
 
+use super::parts::fact::Fact;
 use super::state::SessionState;
-use crate::messages::{ActivityMsg, ChildMsg, CloseCallback, ClosedSession, SessionMsg, TimerMsg};
+use crate::messages::{ActivityMsg, ChildMsg, ClosedSession, SessionMsg, TimerMsg};
 use crate::support::task::OwnedTask;
 use crate::types::error::SessionError;
-
-/// A close in progress.
-struct Closing {
-    reason: String,
-    waiters: Vec<RpcReplyPort<ClosedSession>>,
-    /// The activity has no speech left; the close completes once no call runs either.
-    activity_quiet: bool,
-    /// The tree is stopped and `session_closed` emitted.
-    finished: bool,
-}
-
-/// End the session once this speech is done (the end-call tool).
-struct EndAfter {
-    speech_id: String,
-    reason: String,
-    /// Ends the session anyway if the speech never finishes.
-    _watchdog: Option<OwnedTask>,
-}
-
-#[derive(Default)]
-pub(super) struct CloseState {
-    closing: Option<Closing>,
-    end_after: Option<EndAfter>,
-    /// The host's close callback, called once after `session_closed`.
-    on_close: Option<CloseCallback>,
-}
-
-impl CloseState {
-    pub(super) fn new(on_close: Option<CloseCallback>) -> Self {
-        Self { on_close, ..Self::default() }
-    }
-
-    pub(super) fn is_closing(&self) -> bool {
-        self.closing.is_some()
-    }
-
-    /// Why the session is closing, once it is.
-    pub(super) fn reason(&self) -> Option<String> {
-        self.closing.as_ref().map(|c| c.reason.clone())
-    }
-
-    /// The session ends once speech `speech_id` is done.
-    pub(super) fn ends_after(&self, speech_id: &str) -> bool {
-        self.end_after.as_ref().is_some_and(|end| end.speech_id == speech_id)
-    }
-
-    /// Starts closing with `reason`; false (and `reply` joins the waiters) if already closing.
-    fn begin(&mut self, reason: String, reply: Option<RpcReplyPort<ClosedSession>>) -> bool {
-        if let Some(closing) = &mut self.closing {
-            closing.waiters.extend(reply);
-            return false;
-        }
-        let waiters = reply.into_iter().collect();
-        self.closing = Some(Closing { reason, waiters, activity_quiet: false, finished: false });
-        true
-    }
-
-    /// The Activity has no speech left.
-    fn activity_quiet(&mut self) {
-        if let Some(closing) = &mut self.closing {
-            closing.activity_quiet = true;
-        }
-    }
-
-    /// Closing, and the Activity has no speech left.
-    fn is_quiet(&self) -> bool {
-        self.closing.as_ref().is_some_and(|c| c.activity_quiet)
-    }
-
-    /// Marks the close finished: its reason and waiters, the first time only. The session
-    /// stays closing (it refuses new work) until its actor has stopped.
-    fn finish(&mut self) -> Option<(String, Vec<RpcReplyPort<ClosedSession>>)> {
-        let closing = self.closing.as_mut().filter(|c| !c.finished)?;
-        closing.finished = true;
-        Some((closing.reason.clone(), std::mem::take(&mut closing.waiters)))
-    }
-
-    /// The host's close callback, once.
-    fn take_on_close(&mut self) -> Option<CloseCallback> {
-        self.on_close.take()
-    }
-
-    /// End the session once `speech_id` is done; `watchdog` ends it anyway.
-    fn end_after(&mut self, speech_id: String, reason: String, watchdog: Option<OwnedTask>) {
-        self.end_after = Some(EndAfter { speech_id, reason, _watchdog: watchdog });
-    }
-
-    /// The end-after-speech request, once: its close reason.
-    fn take_end_after(&mut self) -> Option<String> {
-        self.end_after.take().map(|end| end.reason)
-    }
-}
 
 impl SessionState {
     /// Ends the session (gracefully, with `reason`) once speech `speech_id` is done — played
@@ -122,7 +27,7 @@ impl SessionState {
         reason: String,
         watchdog: Option<Duration>,
     ) {
-        if self.close.is_closing() {
+        if self.host.close.is_closing() {
             return;
         }
         let watchdog = watchdog.map(|limit| {
@@ -132,15 +37,17 @@ impl SessionState {
                 let _ = session.cast(TimerMsg::EndNow.into());
             })
         });
-        self.close.end_after(speech_id, reason, watchdog);
+        self.apply(Fact::EndAfterSpeech { speech_id, reason });
+        self.host.close.watch(watchdog);
     }
 
     /// The speech before the end is done, or (`watchdog`) it never finished in time.
     pub(super) fn end_now(&mut self, watchdog: bool) {
-        if self.close.is_closing() {
+        if self.host.close.is_closing() {
             return;
         }
-        let Some(reason) = self.close.take_end_after() else { return };
+        let Some(reason) = self.host.close.end_reason().map(str::to_string) else { return };
+        self.apply(Fact::EndAfterTaken);
         if watchdog {
             let message =
                 format!("the speech before the end ({reason}) never finished: ending now");
@@ -152,19 +59,24 @@ impl SessionState {
 
     /// Starts closing (or, already closing, adds `reply` to those told when it is done).
     pub(super) fn close(&mut self, reason: String, reply: Option<RpcReplyPort<ClosedSession>>) {
-        if !self.close.begin(reason, reply) {
+        if self.host.close.is_closing() {
+            self.host.close.join(reply);
             return;
         }
-        self.handoff = None; // a close wins over a handoff in progress
-        self.presence.stop_away_timer();
+        self.apply(Fact::CloseBegan { reason });
+        self.host.close.join(reply);
+        if self.agent.handoff.is_some() {
+            self.apply(Fact::HandoffEnded); // a close wins over a handoff in progress
+        }
+        self.floor.presence.stop_away_timer();
         self.finish_run(Some(SessionError::Closed));
-        self.idle.refuse();
+        self.floor.idle.refuse();
         self.floor.refuse_holds();
         // Pending deferred replies are dropped at close (§9.3); cancellable calls are
         // cancelled, the others awaited (decision 7).
-        self.replies.drop_pending();
-        self.calls.drain(|_| true, colloquy_model::text::APPROVAL_CLOSED);
-        if self.current.activity().cast(ActivityMsg::Close).is_err() {
+        self.apply(Fact::RepliesDropped);
+        self.tools.calls.drain(|_| true, colloquy_model::text::APPROVAL_CLOSED);
+        if self.agent.current.activity().cast(ActivityMsg::Close).is_err() {
             // No activity to wind down: finish at once.
             let _ = self.link.actor.cast(ChildMsg::ActivityClosed.into());
         }
@@ -176,13 +88,13 @@ impl SessionState {
     /// (the cancellable ones were cancelled), so each still ends exactly once and its result
     /// lands in the history; then the close completes.
     pub(super) async fn activity_closed(&mut self, myself: &ActorRef<SessionMsg>) {
-        self.close.activity_quiet();
+        self.apply(Fact::ActivityQuiet);
         self.close_if_quiet(myself).await;
     }
 
     /// Completes a close whose activity is quiet once no call runs.
     pub(super) async fn close_if_quiet(&mut self, myself: &ActorRef<SessionMsg>) {
-        if self.close.is_quiet() && self.calls.is_empty() {
+        if self.host.close.is_quiet() && self.tools.calls.is_empty() {
             // Boxed, like every rare heavy path the Session awaits in a handler: inlined, it
             // would size every session's actor task for it (docs/decisions.md#boxed-futures).
             Box::pin(self.finish_close(myself)).await;
@@ -191,15 +103,18 @@ impl SessionState {
 
     /// Stop the tree, tell everyone, stop.
     pub(super) async fn finish_close(&mut self, myself: &ActorRef<SessionMsg>) {
-        let Some((reason, waiters)) = self.close.finish() else { return };
+        let Some(reason) = self.host.close.unfinished().map(str::to_string) else { return };
+        let waiters = self.host.close.take_waiters();
+        self.apply(Fact::CloseFinished);
         // The activity has no speech left and its toolset no call: a graceful stop is short.
-        if let Err(e) = self.current.activity().stop_and_wait(Some(reason.clone()), None).await {
+        let activity = self.agent.current.activity();
+        if let Err(e) = activity.stop_and_wait(Some(reason.clone()), None).await {
             tracing::warn!(session = %self.link.id, "activity did not stop cleanly: {e}");
         }
         // Normally none is left (the Activity's speeches ended first); never lose one.
         self.inputs_unanswered();
         self.emit_now(EventKind::SessionClosed { reason: reason.clone() });
-        if let Some(on_close) = self.close.take_on_close() {
+        if let Some(on_close) = self.host.close.take_on_close() {
             // The host's hook (hang up the phone line, close the socket): a panic in it is
             // reported, never stops the close.
             if let Err(panic) =
@@ -212,7 +127,7 @@ impl SessionState {
                 tracing::error!(session = %self.link.id, "{message}");
             }
         }
-        self.events.clear();
+        self.host.events.clear();
         let closed = self.conversation.closed(reason.clone());
         for waiter in waiters {
             let _ = waiter.send(closed.clone());

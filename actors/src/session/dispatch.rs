@@ -1,15 +1,18 @@
-//! The Session's handler, one function per sender: each message goes to the transition that
-//! owns it, in its concern's file.
+//! The Session's router. Commands: one function per sender sends each message to the
+//! transition that decides it (in the file of its concern). Facts: [`SessionState::apply`]
+//! sends each fact a transition decided to the concerns (`parts/`) whose state it changes,
+//! the one way that state changes (docs/decisions.md#session-facts). Events: `emit` applies
+//! what an event going out says about the session, then fans it out.
 //!
-//! Reads (to answer questions): `conversation`, `presence`, `calls`, `current`. Writes:
-//! `events` (subscribers join). Everything else goes through the transitions.
+//! Answers questions from the concerns' state; subscribers join the fan-out (a handle).
 
 use std::collections::BTreeMap;
 
 use colloquy_llm::RequestKind;
-use colloquy_model::{AgentState, EventKind, SpeechSource};
+use colloquy_model::{AgentState, ErrorSource, EventKind, SessionEvent, SpeechSource};
 use ractor::ActorRef;
 
+use super::parts::fact::Fact;
 use super::state::SessionState;
 use crate::messages::{
     ActivityMsg, ChildMsg, HostMsg, ObserveMsg, PendingReply, Report, SpeechContent, TimerMsg,
@@ -62,7 +65,8 @@ impl SessionState {
                 let _ = reply.send(self.create_speech(SpeechSource::Say, content));
             }
             HostMsg::Interrupt { reply } => {
-                let _ = self.current.activity().cast(ActivityMsg::Interrupt { reply: Some(reply) });
+                let interrupt = ActivityMsg::Interrupt { reply: Some(reply) };
+                let _ = self.agent.current.activity().cast(interrupt);
             }
             HostMsg::SetUserSpeaking(speaking) => self.set_user_speaking(speaking),
             HostMsg::MockTools { scope, mocks, reply } => {
@@ -81,17 +85,17 @@ impl SessionState {
             ToolMsg::EndAfterSpeech { speech_id, reason, watchdog } => {
                 self.end_after_speech(speech_id, reason, watchdog);
             }
-            ToolMsg::CancelCall { call_id, reply } => self.calls.cancel(call_id, reply),
+            ToolMsg::CancelCall { call_id, reply } => self.tools.calls.cancel(call_id, reply),
             ToolMsg::AnswerApproval { call_id, reason, reply } => {
-                self.calls.answer(call_id, reason, reply);
+                self.tools.calls.answer(call_id, reason, reply);
             }
         }
     }
 
     pub(super) fn on_observe(&mut self, message: ObserveMsg) {
         match message {
-            ObserveMsg::Subscribe(subscriber) => self.events.subscribe(subscriber),
-            ObserveMsg::AddBroadcast(tx) => self.events.add_broadcast(tx),
+            ObserveMsg::Subscribe(subscriber) => self.host.events.subscribe(subscriber),
+            ObserveMsg::AddBroadcast(tx) => self.host.events.add_broadcast(tx),
             ObserveMsg::History(reply) => {
                 let _ = reply.send(self.conversation.history_items());
             }
@@ -102,10 +106,11 @@ impl SessionState {
                 let _ = reply.send(self.inspect());
             }
             ObserveMsg::States(reply) => {
-                let _ = reply.send((self.presence.agent(), self.presence.user()));
+                let presence = &self.floor.presence;
+                let _ = reply.send((presence.agent(), presence.user()));
             }
             ObserveMsg::RunningCalls(reply) => {
-                let _ = reply.send(self.calls.list());
+                let _ = reply.send(self.tools.calls.list());
             }
             ObserveMsg::WaitForIdle { quiet, reply } => self.wait_for_idle(reply, quiet),
         }
@@ -116,7 +121,7 @@ impl SessionState {
     /// message across its awaits and grow every session's task (docs/decisions.md#boxed-futures).
     pub(super) fn on_child(&mut self, message: ChildMsg) -> FollowUp {
         match message {
-            ChildMsg::Report(report) => FollowUp::ended(self.apply(report)),
+            ChildMsg::Report(report) => FollowUp::ended(self.apply_report(report)),
             ChildMsg::Reports(reports) => FollowUp::ended(self.apply_all(reports)),
             ChildMsg::BeginLlmStep { agent, speech_id, resumed, reports, reply } => {
                 let ended = self.apply_all(reports);
@@ -167,13 +172,13 @@ impl SessionState {
     fn apply_all(&mut self, reports: Vec<Report>) -> bool {
         let mut ended = false;
         for report in reports {
-            ended |= self.apply(report);
+            ended |= self.apply_report(report);
         }
         ended
     }
 
     /// Applies one report of the session's own actors; true when it ended a tool call.
-    fn apply(&mut self, report: Report) -> bool {
+    fn apply_report(&mut self, report: Report) -> bool {
         match report {
             Report::Emit(event) => {
                 let ended = matches!(event.kind, EventKind::ToolCallEnded { .. });
@@ -196,5 +201,84 @@ impl SessionState {
                 false
             }
         }
+    }
+
+    /// Sends `fact` to the concerns whose state it changes: the one way the Session's state
+    /// changes (its handles aside).
+    pub(super) fn apply(&mut self, fact: Fact) {
+        tracing::trace!(session = %self.link.id, ?fact, "fact");
+        match &fact {
+            Fact::Committed { .. } => {
+                self.conversation.apply(&fact);
+                self.tools.apply(&fact); // a reply speech said something
+            }
+            Fact::AgentEntered { .. } => {
+                self.conversation.apply(&fact);
+                self.agent.apply(&fact);
+                self.host.apply(&fact); // a run lists the marker
+            }
+            Fact::PairMoved { .. } | Fact::InputQueued { .. } | Fact::InputTaken { .. } => {
+                self.conversation.apply(&fact);
+            }
+            Fact::TurnBegan
+            | Fact::SpeechWaiting { .. }
+            | Fact::SpeechesLost
+            | Fact::HoldAsked
+            | Fact::AgentStateChanged(_)
+            | Fact::UserStateChanged(_) => self.floor.apply(&fact),
+            Fact::SpeechCreated { .. } | Fact::HoldGranted { .. } | Fact::HoldReleased { .. } => {
+                self.floor.apply(&fact);
+                self.host.apply(&fact); // a run watches them
+            }
+            Fact::SpeechDone { .. } => {
+                self.floor.apply(&fact);
+                self.tools.apply(&fact); // a reply speech ended
+                self.host.apply(&fact);
+            }
+            Fact::CallStarted { .. }
+            | Fact::ApprovalAsked { .. }
+            | Fact::CallApproved { .. }
+            | Fact::CallEnded { .. }
+            | Fact::CoalescerInvited
+            | Fact::CoalescerOffered
+            | Fact::ReplySpeechStarted { .. }
+            | Fact::RepliesDropped => self.tools.apply(&fact),
+            Fact::ReplyAwaited { .. } | Fact::RepliesTaken { .. } => {
+                self.tools.apply(&fact);
+                self.host.apply(&fact); // a run waits for the reply
+            }
+            Fact::HandoffBegan { .. }
+            | Fact::WorkQueued(_)
+            | Fact::OldAgentDrained
+            | Fact::HandoffEnded => self.agent.apply(&fact),
+            Fact::RunStarted
+            | Fact::RunRecorded { .. }
+            | Fact::RunFailed { .. }
+            | Fact::RunEnded
+            | Fact::CloseBegan { .. }
+            | Fact::ActivityQuiet
+            | Fact::CloseFinished
+            | Fact::EndAfterSpeech { .. }
+            | Fact::EndAfterTaken => self.host.apply(&fact),
+        }
+    }
+
+    pub(super) fn emit_now(&mut self, kind: EventKind) {
+        let event = SessionEvent { at_ms: self.link.clock.elapsed_ms(), kind };
+        self.emit(event);
+    }
+
+    /// Fans an event out, after what it says about the session: an LLM error fails the run
+    /// in progress, and the running-call index follows the calls' events (calls.rs).
+    pub(super) fn emit(&mut self, event: SessionEvent) {
+        match &event.kind {
+            EventKind::Error { source: ErrorSource::Llm, message, .. } => {
+                if self.host.testing.running() {
+                    self.apply(Fact::RunFailed { message: message.clone() });
+                }
+            }
+            kind => self.note_call_event(kind),
+        }
+        self.host.events.send(event, &self.link.id, &self.link.clock);
     }
 }

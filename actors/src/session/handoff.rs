@@ -10,81 +10,22 @@
 //!    target agent; the new agent's `on_enter` reply is queued.
 //! 5. Queued turns, then pending deferred replies, go to the new agent.
 //!
-//! Invariant: work that arrives during a handoff is queued in arrival order and replayed, in
-//! that order, to the new agent.
-//!
-//! Reads: `link`, `close`, `events` (who listens). Writes: `handoff`, `current` (the new agent
-//! and its Activity), `conversation` (the `agent_handoff` marker), `calls` (the old agent's
-//! are drained; the drain timer stops), `presence` (the away timer stops), `testing` (the run
-//! lists the marker). Emits `agent_handoff` and its item; starts the drain timer (calls);
-//! replays the queued work (floor).
+//! The handoff's state is `parts/handoff.rs`'s. Decides `WorkQueued`, `HandoffBegan`,
+//! `OldAgentDrained`, `HandoffEnded` and `AgentEntered`; emits `agent_handoff` and its item;
+//! starts the drain timer; replays the queued work.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use colloquy_model::chat::AgentHandoff;
-use colloquy_model::{Agent, ChatItem, ErrorSource, EventKind, EventType, SpeechSource, text};
+use colloquy_model::{Agent, ChatItem, ErrorSource, EventKind, EventType, text};
 use ractor::ActorRef;
 
-use super::calls::Running;
+use super::parts::fact::{Fact, QueuedWork};
 use super::state::SessionState;
-use crate::catalog::{Scope, ToolCatalog};
-use crate::messages::{ActivityMsg, SessionMsg, SpeechContent, ToolsetMsg};
+use crate::catalog::Scope;
+use crate::messages::{ActivityMsg, SessionMsg, ToolsetMsg};
 use crate::types::error::SessionError;
-
-/// Work that arrives while a handoff is in progress, for the new agent.
-enum Queued {
-    /// A user turn (its message is committed when replayed, to the new agent).
-    UserTurn(String),
-    /// A queued user input (its message is committed when its reply begins).
-    UserInput(String),
-    /// Any other speech.
-    Speech(SpeechSource, SpeechContent),
-}
-
-/// A handoff in progress.
-pub(super) struct PendingHandoff {
-    agent: Arc<Agent>,
-    catalog: Arc<ToolCatalog>,
-    /// The old Activity has no speech left.
-    drained: bool,
-    /// Async toolsets both agents list, handed over by the old Activity: they move to the new
-    /// agent with their calls running.
-    kept: BTreeMap<String, ActorRef<ToolsetMsg>>,
-    queued: Vec<Queued>,
-}
-
-impl PendingHandoff {
-    fn new(agent: Arc<Agent>, catalog: Arc<ToolCatalog>) -> Self {
-        Self { agent, catalog, drained: false, kept: BTreeMap::new(), queued: Vec::new() }
-    }
-
-    pub(super) fn queue_speech(&mut self, source: SpeechSource, content: SpeechContent) {
-        self.queued.push(Queued::Speech(source, content));
-    }
-
-    /// The toolsets the old Activity handed over (the Session supervises them meanwhile).
-    pub(super) fn kept(&self) -> &BTreeMap<String, ActorRef<ToolsetMsg>> {
-        &self.kept
-    }
-
-    /// The old Activity has no speech left.
-    pub(super) fn is_drained(&self) -> bool {
-        self.drained
-    }
-
-    /// The old Activity is gone (it drained, or it failed): the handoff goes ahead.
-    pub(super) fn set_drained(&mut self) {
-        self.drained = true;
-    }
-
-    /// Whether this handoff drains `running`: the old agent's call, unless its toolset moves
-    /// to the new agent.
-    pub(super) fn drains(&self, running: &Running) -> bool {
-        let toolset = running.toolset().get_id();
-        running.agent_scoped() && !self.kept.values().any(|t| t.get_id() == toolset)
-    }
-}
 
 impl SessionState {
     /// What the user said, to act on now (`Some`); refused once the session is closing; or,
@@ -95,26 +36,29 @@ impl SessionState {
         text: String,
         input: bool,
     ) -> Result<Option<String>, SessionError> {
-        if self.close.is_closing() {
+        if self.host.close.is_closing() {
             return Err(SessionError::Closed);
         }
-        let Some(handoff) = &mut self.handoff else { return Ok(Some(text)) };
-        handoff.queued.push(if input { Queued::UserInput(text) } else { Queued::UserTurn(text) });
+        if self.agent.handoff.is_none() {
+            return Ok(Some(text));
+        }
+        let work = if input { QueuedWork::UserInput(text) } else { QueuedWork::UserTurn(text) };
+        self.apply(Fact::WorkQueued(work));
         Ok(None)
     }
 
     /// Starts a handoff to `agent` (a tool returned it, or the host asked).
     pub(super) fn request_handoff(&mut self, agent: Arc<Agent>) {
-        if self.close.is_closing() {
+        if self.host.close.is_closing() {
             return;
         }
-        if self.handoff.is_some() {
+        if self.agent.handoff.is_some() {
             let message =
                 format!("a handoff is already in progress; `{}` was not entered", agent.id());
             self.emit_now(EventKind::error(ErrorSource::Session, message));
             return;
         }
-        let catalog = match self.current.factory().catalog(&agent) {
+        let catalog = match self.agent.current.factory().catalog(&agent) {
             Ok(catalog) => catalog,
             Err(e) => {
                 let message = format!("cannot hand off to `{}`: {e}", agent.id());
@@ -127,15 +71,19 @@ impl SessionState {
         let next: Vec<String> =
             catalog.async_toolsets(Scope::Agent).map(|a| a.id.clone()).collect();
         let keep: Vec<String> = self
+            .agent
             .current
             .catalog()
             .async_toolsets(Scope::Agent)
             .map(|a| a.id.clone())
             .filter(|id| next.contains(id))
             .collect();
-        self.handoff = Some(PendingHandoff::new(agent, catalog));
-        self.presence.stop_away_timer();
-        let _ = self.current.activity().cast(ActivityMsg::Drain { keep });
+        self.apply(Fact::HandoffBegan { agent: agent.id().to_string() });
+        if let Some(handoff) = &mut self.agent.handoff {
+            handoff.install(agent, catalog);
+        }
+        self.floor.presence.stop_away_timer();
+        let _ = self.agent.current.activity().cast(ActivityMsg::Drain { keep });
         // The bound counts from now: a blocking call keeps its speech (and so the Activity's
         // wind-down) open, and must end by it too (decision 7).
         self.start_drain_timer();
@@ -147,19 +95,23 @@ impl SessionState {
         kept: BTreeMap<String, ActorRef<ToolsetMsg>>,
         myself: &ActorRef<SessionMsg>,
     ) {
-        let Some(handoff) = &mut self.handoff else { return };
-        handoff.drained = true;
-        handoff.kept = kept;
-        self.calls.drain(|running| handoff.drains(running), text::APPROVAL_HANDOFF);
+        let Some(handoff) = &mut self.agent.handoff else { return };
+        handoff.keep(kept);
+        self.apply(Fact::OldAgentDrained);
+        if let Some(handoff) = &self.agent.handoff {
+            self.tools.calls.drain(|running| handoff.drains(running), text::APPROVAL_HANDOFF);
+        }
         self.complete_handoff_if_drained(myself).await;
     }
 
     /// Completes the handoff once the old agent's calls have all ended.
     pub(super) async fn complete_handoff_if_drained(&mut self, myself: &ActorRef<SessionMsg>) {
+        let calls = &self.tools.calls;
         let ready = self
+            .agent
             .handoff
             .as_ref()
-            .is_some_and(|h| h.drained && !self.calls.iter().any(|r| h.drains(r)));
+            .is_some_and(|h| h.is_drained() && !calls.iter().any(|r| h.drains(r)));
         if ready {
             Box::pin(self.complete_handoff(myself)).await;
         }
@@ -168,63 +120,62 @@ impl SessionState {
     /// The second half of [`complete_handoff_if_drained`](Self::complete_handoff_if_drained):
     /// the old Activity stops, the new agent enters and gets the work queued meanwhile.
     async fn complete_handoff(&mut self, myself: &ActorRef<SessionMsg>) {
-        let Some(handoff) = self.handoff.take() else { return };
-        self.calls.stop_drain_timer();
-        if let Err(e) = self.current.activity().stop_and_wait(Some("handoff".into()), None).await {
+        let Some(handoff) = &self.agent.handoff else { return };
+        let Some((agent, catalog)) = handoff.next().cloned() else { return };
+        let (queued, kept) = (handoff.queued().to_vec(), handoff.kept().clone());
+        self.apply(Fact::HandoffEnded);
+        self.tools.calls.stop_drain_timer();
+        let old = self.agent.current.activity();
+        if let Err(e) = old.stop_and_wait(Some("handoff".into()), None).await {
             tracing::warn!(session = %self.link.id, "old activity did not stop cleanly: {e}");
         }
-        let agent = Agent::clone(&handoff.agent);
-        let old_agent =
-            self.current.enter(agent.clone(), Arc::clone(&handoff.catalog), &self.link.options);
-        self.record_handoff(old_agent);
+        let agent = Agent::clone(&agent);
+        let old_agent = self.agent.current.id().to_string();
+        self.agent.current.install(agent.clone(), Arc::clone(&catalog), &self.link.options);
+        self.record_handoff(old_agent, agent.id().to_string());
         let on_enter = agent.on_enter_instructions().map(str::to_string);
-        let kept = handoff.kept.clone();
-        let factory = self.current.factory();
-        match factory.spawn(agent, handoff.catalog, kept.clone(), myself.get_cell()).await {
-            Ok(activity) => self.current.set_activity(activity),
+        let factory = self.agent.current.factory();
+        match factory.spawn(agent, catalog, kept.clone(), myself.get_cell()).await {
+            Ok(activity) => self.agent.current.set_activity(activity),
             Err(e) => {
-                let message = format!("cannot start agent `{}`: {e}", self.current.id());
+                let message = format!("cannot start agent `{}`: {e}", self.agent.current.id());
                 self.emit_now(EventKind::error(ErrorSource::Session, message));
                 return;
             }
         }
         // Session-scoped and handed-over toolsets now report to the new agent (decision 16).
-        let agent_id: Arc<str> = self.current.id().into();
-        for toolset in self.current.factory().session_toolsets().values().chain(kept.values()) {
+        let current = &self.agent.current;
+        let agent_id: Arc<str> = current.id().into();
+        for toolset in current.factory().session_toolsets().values().chain(kept.values()) {
             let _ = toolset.cast(ToolsetMsg::SetOwner { agent_id: Arc::clone(&agent_id) });
         }
         let _ = self.mock_tools_refresh();
         if let Some(instructions) = on_enter {
             self.start_on_enter(instructions);
         }
-        for queued in handoff.queued {
+        for queued in queued {
             let _ = match queued {
-                Queued::UserTurn(text) => self.user_turn(text),
-                Queued::UserInput(text) => self.queue_input(text),
-                Queued::Speech(source, content) => self.create_speech(source, content),
+                QueuedWork::UserTurn(text) => self.user_turn(text),
+                QueuedWork::UserInput(text) => self.queue_input(text),
+                QueuedWork::Speech(source, content) => self.create_speech(source, content),
             };
         }
         self.floor_changed();
     }
 
-    /// Commits the `agent_handoff` item from `old_agent` to the current one and emits its
-    /// events.
-    fn record_handoff(&mut self, old_agent: String) {
-        let item = ChatItem::AgentHandoff(AgentHandoff {
+    /// Commits the `agent_handoff` item from `old_agent` to `new_agent` (who is current from
+    /// then on) and emits its events.
+    fn record_handoff(&mut self, old_agent: String, new_agent: String) {
+        let item = Arc::new(ChatItem::AgentHandoff(AgentHandoff {
             id: self.link.clock.item_id(),
             old_agent: Some(old_agent.clone()),
-            new_agent: self.current.id().to_string(),
+            new_agent: new_agent.clone(),
             created_at: self.link.clock.now(),
-        });
-        self.testing.record_handoff(&item);
-        let item = self.conversation.mark_handoff(item);
-        self.emit_now(EventKind::AgentHandoff {
-            old_agent: Some(old_agent),
-            new_agent: self.current.id().to_string(),
-        });
-        if self.events.wants(EventType::ConversationItemAdded) {
+        }));
+        self.apply(Fact::AgentEntered { item: Arc::clone(&item) });
+        self.emit_now(EventKind::AgentHandoff { old_agent: Some(old_agent), new_agent });
+        if self.host.events.wants(EventType::ConversationItemAdded) {
             self.emit_now(EventKind::ConversationItemAdded { item });
         }
-        self.conversation.open(self.current.id());
     }
 }

@@ -2,11 +2,8 @@
 //! what follows each time the floor may have changed hands: a deferred reply is offered, a
 //! hold granted, a run finished, idle waiters released.
 //!
-//! Invariant: each waiter is answered once: released when the session is idle (`quiet` ones
-//! once no call runs either), or refused when it closes.
-//!
-//! Reads: `floor`, `presence`, `handoff`, `replies`, `calls`, `close`, `testing`. Writes:
-//! `idle`. Invites the coalescer (replies), grants a hold (floor), finishes a run (testing).
+//! Decides nothing of its own: it reads the floor, the agent, the tools and the close, and
+//! answers the idle waiters (`parts/idle.rs`).
 
 use colloquy_model::UserState;
 use ractor::RpcReplyPort;
@@ -14,46 +11,14 @@ use ractor::RpcReplyPort;
 use super::state::SessionState;
 use crate::types::error::SessionError;
 
-/// A `wait_for_idle` (`quiet: false`) or `wait_for_quiet` (`quiet: true`) caller.
-struct IdleWaiter {
-    reply: RpcReplyPort<Result<(), SessionError>>,
-    quiet: bool,
-}
-
-#[derive(Default)]
-pub(super) struct IdleWaiters(Vec<IdleWaiter>);
-
-impl IdleWaiters {
-    /// Refuses every waiter (the session is closing).
-    pub(super) fn refuse(&mut self) {
-        for waiter in self.0.drain(..) {
-            let _ = waiter.reply.send(Err(SessionError::Closed));
-        }
-    }
-
-    pub(super) fn push(&mut self, reply: RpcReplyPort<Result<(), SessionError>>, quiet: bool) {
-        self.0.push(IdleWaiter { reply, quiet });
-    }
-
-    /// Answers the waiters the session satisfies now: all but `quiet` ones unless `quiet_now`.
-    pub(super) fn release(&mut self, quiet_now: bool) {
-        let (ready, waiting): (Vec<_>, Vec<_>) =
-            std::mem::take(&mut self.0).into_iter().partition(|w| !w.quiet || quiet_now);
-        self.0 = waiting;
-        for waiter in ready {
-            let _ = waiter.reply.send(Ok(()));
-        }
-    }
-}
-
 impl SessionState {
     /// Nobody holds or waits for the floor: no speech is queued, playing or waiting for
     /// blocking tools, the user is not speaking, and no handoff is under way. A deferred reply
     /// may start.
     pub(super) fn floor_free(&self) -> bool {
         self.floor.no_speech()
-            && self.presence.user() != UserState::Speaking
-            && self.handoff.is_none()
+            && self.floor.presence.user() != UserState::Speaking
+            && self.agent.handoff.is_none()
     }
 
     /// Idle (decision 8): the floor is free and no deferred reply is pending; `quiet` also
@@ -61,8 +26,8 @@ impl SessionState {
     fn is_idle(&self, quiet: bool) -> bool {
         self.floor_free()
             && !self.floor.is_held()
-            && !self.replies.pending()
-            && (!quiet || self.calls.is_empty())
+            && !self.tools.replies.pending()
+            && (!quiet || self.tools.calls.is_empty())
     }
 
     pub(super) fn wait_for_idle(
@@ -70,12 +35,12 @@ impl SessionState {
         reply: RpcReplyPort<Result<(), SessionError>>,
         quiet: bool,
     ) {
-        if self.close.is_closing() {
+        if self.host.close.is_closing() {
             let _ = reply.send(Err(SessionError::Closed));
         } else if self.is_idle(quiet) {
             let _ = reply.send(Ok(()));
         } else {
-            self.idle.push(reply, quiet);
+            self.floor.idle.push(reply, quiet);
         }
     }
 
@@ -84,18 +49,18 @@ impl SessionState {
             return;
         }
         let quiet_now = self.is_idle(true);
-        self.idle.release(quiet_now);
+        self.floor.idle.release(quiet_now);
     }
 
     /// After anything that may free the floor: offer pending replies, grant a hold, finish a
     /// run, release idle waiters.
     pub(super) fn floor_changed(&mut self) {
-        if self.floor_free() && !self.floor.is_held() && self.replies.pending() {
+        if self.floor_free() && !self.floor.is_held() && self.tools.replies.pending() {
             self.invite_coalescer();
         } else {
             self.grant_hold();
         }
-        let run_done = self.handoff.is_none() && self.testing.run_done();
+        let run_done = self.agent.handoff.is_none() && self.host.testing.run_done();
         if run_done {
             self.finish_run(None);
         }

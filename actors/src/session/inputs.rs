@@ -13,31 +13,16 @@
 //! Invariant: every accepted input is committed exactly once; an input that could not be
 //! accepted is refused with an error.
 //!
-//! Reads: `close`, `handoff`, `current`, `floor` (the next speech's id). Writes: `inputs`,
-//! `conversation`, `handoff` (inputs queued for the next agent). Starts the reply speech
-//! (floor); an away user listens again (presence); the turn's tool-call budget starts over
-//! when the reply begins.
+//! Decides `InputQueued` and `InputTaken` (the inputs wait in the conversation, parts/); starts
+//! the reply speech; an away user listens again; the turn's tool-call budget starts over when
+//! the reply begins.
 
 use colloquy_model::SpeechSource;
 
-use super::floor::USER_REPLY;
+use super::parts::fact::Fact;
+use super::parts::floor::USER_REPLY;
 use super::state::SessionState;
 use crate::types::error::SessionError;
-
-/// Accepted inputs waiting for their reply speech to begin: that speech's id and the text,
-/// in the order accepted.
-#[derive(Default)]
-pub(super) struct QueuedInputs {
-    waiting: Vec<(String, String)>,
-}
-
-impl QueuedInputs {
-    /// The text of the input speech `speech_id` replies to, if it still waits.
-    fn take(&mut self, speech_id: &str) -> Option<String> {
-        let at = self.waiting.iter().position(|(id, _)| id == speech_id)?;
-        Some(self.waiting.remove(at).1)
-    }
-}
 
 impl SessionState {
     /// Accepts a queued user input: its reply waits for the speeches before it.
@@ -51,7 +36,7 @@ impl SessionState {
         self.user_is_back();
         self.begin_turn();
         let speech_id = self.floor.upcoming_speech_id();
-        self.inputs.waiting.push((speech_id.clone(), text));
+        self.apply(Fact::InputQueued { speech_id: speech_id.clone(), text });
         let created = self.create_speech(SpeechSource::UserTurn, USER_REPLY);
         if created.is_err() {
             // Refused before the speech existed (the session is closing): nothing to answer.
@@ -64,7 +49,7 @@ impl SessionState {
     /// the message is committed now, before the request's context is built, and the user
     /// turn (its tool-call budget) starts.
     pub(super) fn input_taken(&mut self, speech_id: &str, agent: &str) {
-        if let Some(text) = self.inputs.take(speech_id) {
+        if let Some(text) = self.take_input(speech_id) {
             let message = self.user_message(text);
             self.commit(agent, None, vec![message]);
             self.link.clock.new_turn();
@@ -73,8 +58,8 @@ impl SessionState {
 
     /// Speech `speech_id` ended: if it never began, its input is committed unanswered.
     pub(super) fn input_unanswered(&mut self, speech_id: &str) {
-        if let Some(text) = self.inputs.take(speech_id) {
-            let agent = self.current.id().to_string();
+        if let Some(text) = self.take_input(speech_id) {
+            let agent = self.agent.current.id().to_string();
             let message = self.user_message(text);
             self.commit(&agent, None, vec![message]);
         }
@@ -83,14 +68,22 @@ impl SessionState {
     /// Every input still waiting is committed unanswered, in the order accepted (a user
     /// turn drops their replies, the session closes, or its Activity was lost with them).
     pub(super) fn inputs_unanswered(&mut self) {
-        let agent = self.current.id().to_string();
-        let waiting = std::mem::take(&mut self.inputs.waiting);
+        let agent = self.agent.current.id().to_string();
+        let waiting = self.conversation.inputs().to_vec();
         let mut messages = Vec::with_capacity(waiting.len());
-        for (_, text) in waiting {
+        for (speech_id, text) in waiting {
+            self.apply(Fact::InputTaken { speech_id });
             messages.push(self.user_message(text));
         }
         if !messages.is_empty() {
             self.commit(&agent, None, messages);
         }
+    }
+
+    /// The text of the input speech `speech_id` replies to, if it still waits: taken.
+    fn take_input(&mut self, speech_id: &str) -> Option<String> {
+        let text = self.conversation.input(speech_id)?.to_string();
+        self.apply(Fact::InputTaken { speech_id: speech_id.to_string() });
+        Some(text)
     }
 }

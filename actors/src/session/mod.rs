@@ -7,22 +7,22 @@
 //! asks a child and waits for the answer (children ask the Session, never the reverse); it
 //! only awaits a child's spawn, or its stop once the child has nothing left to do.
 //!
-//! One file per concern holds its state (fields private: other files change it only through
-//! its methods, which keep its invariant) and the transitions that own it; its header lists
-//! what it reads and writes of the others. `state.rs` gathers the concerns, `dispatch.rs` routes each message to
-//! the transition that owns it, and `activity_factory.rs` starts Activities.
+//! Command, fact, apply (docs/decisions.md#session-facts): a message is a command; the
+//! transition it goes to (one file per concern here) reads the state and decides; what it
+//! changes is a typed [`Fact`](parts::fact::Fact) that `dispatch.rs` routes to the concerns
+//! owning that state (`parts/`, one file each, fields private). `parts/` imports nothing from
+//! this folder, so the files layer: parts → `state.rs` → transitions → `dispatch.rs` → here.
 
-mod activity_factory;
 mod agent;
 mod calls;
 mod close;
 mod conversation;
 mod dispatch;
-mod events;
 mod floor;
 mod handoff;
 mod idle;
 mod inputs;
+mod parts;
 mod presence;
 mod replies;
 mod run;
@@ -35,8 +35,8 @@ use std::sync::Arc;
 use colloquy_model::{Agent, ChatContext, ChatItem, EventKind, FunctionTool, Toolset};
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 
-use activity_factory::ActivityFactory;
 use dispatch::FollowUp;
+use parts::activity_factory::ActivityFactory;
 use state::SessionState;
 
 use crate::catalog::ToolCatalog;
@@ -140,7 +140,7 @@ impl Actor for SessionActor {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         myself.stop_children_and_wait(Some("session closed".into()), None).await;
-        let reason = state.close.reason();
+        let reason = state.host.close.reason();
         state.link.lifecycle.report_why(ActorKind::Session, "session", Lifecycle::Stopped, reason);
         Ok(())
     }
@@ -185,7 +185,7 @@ impl Actor for SessionActor {
     ) -> Result<(), ActorProcessingErr> {
         // The default would stop the session when any child ends; report failures instead.
         // Only the current Activity matters: an old one ends on purpose at a handoff.
-        let current = state.current.activity().get_id();
+        let current = state.agent.current.activity().get_id();
         match event {
             SupervisionEvent::ActorFailed(cell, err) => {
                 tracing::error!(session = %state.link.id, actor = %cell.get_id(), "actor failed: {err}");
@@ -201,7 +201,7 @@ impl Actor for SessionActor {
                 }
             }
             SupervisionEvent::ActorTerminated(cell, _, reason)
-                if !state.close.is_closing() && cell.get_id() == current =>
+                if !state.host.close.is_closing() && cell.get_id() == current =>
             {
                 tracing::warn!(session = %state.link.id, actor = %cell.get_id(), ?reason, "activity stopped");
                 Box::pin(state.activity_lost(&myself, reason.or(Some("stopped".into())))).await;

@@ -1,16 +1,11 @@
-//! Deferred replies (§9, decisions 4, 15 and 17): the pairs that wait for a reply, the
-//! handshake with the ReplyCoalescer (forwarding pairs, inviting its offer when the floor is
-//! free, admitting an offer as one reply speech), and the speeches that deliver replies.
+//! Deferred replies (§9, decisions 4, 15 and 17), as the Session runs them: forwarding pairs
+//! to the ReplyCoalescer, inviting its offer when the floor is free, admitting an offer as one
+//! reply speech. The state is `parts/replies.rs`'s.
 //!
-//! Invariants: an update id is unreplied from its eager insert until a reply speech takes it
-//! (or the session closes); the coalescer is invited (`SessionIdle`) at most once per offer;
-//! a reply speech reports `tool_reply_updated` once when scheduled and once when done.
-//!
-//! Reads: `link`, `current` (its id and templates), `floor`, `close`. Writes: `replies`,
-//! `conversation` (a pair moves to the agent that replies), `testing` (the run waits for
-//! replies). Emits `tool_reply_updated`; starts the reply speech (floor).
+//! Decides `ReplyAwaited`, `CoalescerInvited`, `CoalescerOffered`, `RepliesTaken`,
+//! `PairMoved` (a pair moves to the agent that replies) and `ReplySpeechStarted`; emits
+//! `tool_reply_updated` (scheduled); starts the reply speech.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use colloquy_llm::{RequestKind, ToolChoice};
@@ -18,97 +13,9 @@ use colloquy_model::templates::call_ids_json;
 use colloquy_model::{ErrorSource, EventKind, ReplyStatus, SpeechSource};
 use ractor::{ActorCell, ActorRef};
 
+use super::parts::fact::Fact;
 use super::state::SessionState;
-use crate::messages::{CoalescerMsg, CoalescerSlot, PendingReply, SpeechContent};
-
-/// A speech delivering a deferred reply.
-struct ReplySpeech {
-    update_ids: Vec<String>,
-    /// It committed something (else it counts as skipped).
-    said: bool,
-    /// Another agent than the one that received the pairs delivers them.
-    handoff: bool,
-}
-
-#[derive(Default)]
-pub(super) struct Replies {
-    /// Update ids of inserted pairs still waiting for their deferred reply to be admitted.
-    unreplied: BTreeSet<String>,
-    /// The coalescer was told the floor is free (`SessionIdle`) and has not offered since.
-    invited: bool,
-    /// Reply speeches in flight, by speech id.
-    speaking: BTreeMap<String, ReplySpeech>,
-}
-
-impl Replies {
-    /// Some pair waits for its reply.
-    pub(super) fn pending(&self) -> bool {
-        !self.unreplied.is_empty()
-    }
-
-    /// A speech committed items: a reply speech that did has said something.
-    pub(super) fn said(&mut self, speech_id: &str) {
-        if let Some(speech) = self.speaking.get_mut(speech_id) {
-            speech.said = true;
-        }
-    }
-
-    /// A speech ended: the `tool_reply_updated` event that closes a reply speech.
-    pub(super) fn speech_done(&mut self, speech_id: &str, interrupted: bool) -> Option<EventKind> {
-        let (speech_id, speech) = self.speaking.remove_entry(speech_id)?;
-        let status = match (interrupted, speech.said) {
-            (true, _) => ReplyStatus::Interrupted,
-            (false, true) => ReplyStatus::Completed,
-            (false, false) => ReplyStatus::Skipped,
-        };
-        let ReplySpeech { update_ids, handoff, .. } = speech;
-        Some(EventKind::ToolReplyUpdated { update_ids, status, speech_id, handoff })
-    }
-
-    /// A pair was inserted and waits for a deferred reply.
-    pub(super) fn await_reply(&mut self, update_id: String) {
-        self.unreplied.insert(update_id);
-    }
-
-    /// Invites the coalescer (in `slot`, once spawned) to offer what it holds, unless it was
-    /// invited already.
-    fn invite(&mut self, slot: &CoalescerSlot) {
-        if self.invited {
-            return;
-        }
-        if let Some(coalescer) = slot.get() {
-            self.invited = coalescer.cast(CoalescerMsg::SessionIdle).is_ok();
-        }
-    }
-
-    /// The coalescer offered: the next invitation is a new one.
-    fn offered(&mut self) {
-        self.invited = false;
-    }
-
-    /// The offered pairs still unreplied, now taken by a reply (in offer order).
-    pub(super) fn take<'a>(
-        &mut self,
-        batch: &'a [Arc<PendingReply>],
-    ) -> Vec<&'a Arc<PendingReply>> {
-        batch.iter().filter(|p| self.unreplied.remove(&p.update_id)).collect()
-    }
-
-    /// Speech `speech_id` delivers the reply to `update_ids`.
-    fn speaking_started(&mut self, speech_id: String, update_ids: Vec<String>, handoff: bool) {
-        self.speaking.insert(speech_id, ReplySpeech { update_ids, said: false, handoff });
-    }
-
-    /// The reply speeches in flight (an Activity that failed took them with it).
-    pub(super) fn speaking(&self) -> Vec<String> {
-        self.speaking.keys().cloned().collect()
-    }
-
-    /// Pending replies are dropped at close (§9.3).
-    pub(super) fn drop_pending(&mut self) {
-        self.unreplied.clear();
-    }
-}
+use crate::messages::{CoalescerMsg, PendingReply, SpeechContent};
 
 impl SessionState {
     /// Forwards a toolset's pair to the coalescer, spawning it first if need be.
@@ -124,22 +31,24 @@ impl SessionState {
     /// now, unless it was told already: it offers what it holds once, when told (decision 17).
     /// Pairs that land while the session is busy wait for the floor and go out together.
     pub(super) fn invite_coalescer(&mut self) {
-        if self.replies.pending()
-            && !self.close.is_closing()
+        if self.tools.replies.pending()
+            && !self.tools.replies.invited()
+            && !self.host.close.is_closing()
             && !self.floor.is_held()
             && self.floor_free()
+            && let Some(coalescer) = self.link.coalescer.get()
+            && coalescer.cast(CoalescerMsg::SessionIdle).is_ok()
         {
-            self.replies.invite(&self.link.coalescer);
+            self.apply(Fact::CoalescerInvited);
         }
     }
 
     /// A pair was inserted and waits for a deferred reply.
     pub(super) fn await_reply(&mut self, update_id: String) {
-        if self.close.is_closing() {
+        if self.host.close.is_closing() {
             return; // replies pending at close are dropped (§9.3)
         }
-        self.testing.awaits_reply(&update_id);
-        self.replies.await_reply(update_id);
+        self.apply(Fact::ReplyAwaited { update_id });
         self.invite_coalescer();
     }
 
@@ -151,7 +60,7 @@ impl SessionState {
         batch: &[Arc<PendingReply>],
         coalescer: &ActorRef<CoalescerMsg>,
     ) {
-        self.replies.offered();
+        self.apply(Fact::CoalescerOffered);
         let answer = match self.admit_reply(batch) {
             true => CoalescerMsg::Admitted,
             false => CoalescerMsg::Busy,
@@ -164,15 +73,16 @@ impl SessionState {
     /// Starts the reply speech for the offered pairs still unreplied; false when the floor
     /// was taken meanwhile (the offer is turned down).
     fn admit_reply(&mut self, batch: &[Arc<PendingReply>]) -> bool {
-        if self.close.is_closing() {
+        if self.host.close.is_closing() {
             return true; // pending replies are dropped at close (§9.3)
         }
         if !self.floor_free() || self.floor.is_held() {
             return false;
         }
-        let batch = self.replies.take(batch);
+        let batch = self.tools.replies.unreplied(batch);
         let Some(last) = batch.last() else { return true };
         let update_ids: Vec<String> = batch.iter().map(|p| p.update_id.clone()).collect();
+        self.apply(Fact::RepliesTaken { update_ids: update_ids.clone() });
         let instructions = match self.reply_instructions(last, &update_ids) {
             Ok(text) => text,
             Err(message) => {
@@ -182,21 +92,23 @@ impl SessionState {
         };
         // Decision 15: only updates → `none`; at least one final → unset.
         let tool_choice = (!batch.iter().any(|p| p.is_final)).then_some(ToolChoice::None);
-        let handoff = batch.iter().any(|p| *p.agent != *self.current.id());
-        for pending in batch.iter().filter(|p| *p.agent != *self.current.id()) {
-            self.conversation.move_pair(&pending.agent, self.current.id(), &pending.update_id);
+        let current = self.agent.current.id().to_string();
+        let handoff = batch.iter().any(|p| *p.agent != *current);
+        for pending in batch.iter().filter(|p| *p.agent != *current) {
+            let (from, update_id) = (pending.agent.to_string(), pending.update_id.clone());
+            self.apply(Fact::PairMoved { from, to: current.clone(), update_id });
         }
         let content = SpeechContent::Reply {
             kind: RequestKind::DeferredReply,
             extra_instructions: Some(instructions),
             tool_choice,
         };
-        self.testing.replied(&update_ids);
         let speech_id = self.floor.upcoming_speech_id();
         if self.create_speech(SpeechSource::DeferredReply, content).is_err() {
             return true;
         }
-        self.replies.speaking_started(speech_id.clone(), update_ids.clone(), handoff);
+        let (id, ids) = (speech_id.clone(), update_ids.clone());
+        self.apply(Fact::ReplySpeechStarted { speech_id: id, update_ids: ids, handoff });
         self.emit_now(EventKind::ToolReplyUpdated {
             update_ids,
             status: ReplyStatus::Scheduled,
@@ -213,8 +125,9 @@ impl SessionState {
         last: &PendingReply,
         update_ids: &[String],
     ) -> Result<String, String> {
-        let templates = self.current.templates();
-        let template = if self.conversation.is_last(self.current.id(), &last.output_item_id) {
+        let current = &self.agent.current;
+        let templates = current.templates();
+        let template = if self.conversation.is_last(current.id(), &last.output_item_id) {
             &templates.reply_at_tail
         } else {
             &templates.reply_maybe_covered

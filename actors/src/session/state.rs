@@ -1,8 +1,6 @@
-//! The Session's state: one field per concern, each a type defined (with its fields private)
-//! in its own file beside this one — named after the field, except `current` (agent.rs) and
-//! `testing` (run.rs) — with the transitions that own it. Other files change a concern only
-//! through its methods, which keep its invariant; each file's header says what it reads and
-//! writes.
+//! The Session's state: its link and five concerns, each a group defined (with its fields
+//! private) in `parts/`, changed only by the [`Fact`]s `dispatch.rs` routes to it, and by
+//! installing or taking the handles it keeps (docs/decisions.md#session-facts).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -10,21 +8,19 @@ use std::sync::Arc;
 use colloquy_model::{Agent, ChatContext};
 use ractor::ActorRef;
 
-use super::activity_factory::ActivityFactory;
-use super::agent::CurrentAgent;
-use super::calls::RunningCalls;
-use super::close::CloseState;
-use super::conversation::Conversation;
-use super::events::Fanout;
-use super::floor::Floor;
-use super::handoff::PendingHandoff;
-use super::idle::IdleWaiters;
-use super::inputs::QueuedInputs;
-use super::presence::Presence;
-use super::replies::Replies;
-use super::run::Testing;
+use super::parts::activity_factory::ActivityFactory;
+use super::parts::agent::{AgentSlot, CurrentAgent};
+use super::parts::close::CloseState;
+use super::parts::conversation::Conversation;
+use super::parts::events::Fanout;
+use super::parts::floor::Floor;
+use super::parts::host::HostSide;
+use super::parts::tools::Tools;
 use crate::catalog::ToolCatalog;
 use crate::messages::{ActivityMsg, CloseCallback, SessionLink, SessionPart, Subscriber};
+
+#[cfg(doc)]
+use super::parts::fact::Fact;
 
 /// Everything the Session starts with.
 pub(super) struct Init {
@@ -45,18 +41,16 @@ pub(super) struct Init {
 pub(crate) struct SessionState {
     /// The session's id, options and address, as every child shares them.
     pub(super) link: SessionLink,
+    /// The history, every agent's context, the queued inputs.
     pub(super) conversation: Conversation,
-    pub(super) current: CurrentAgent,
-    pub(super) handoff: Option<PendingHandoff>,
-    pub(super) presence: Presence,
+    /// The current agent, and a handoff in progress.
+    pub(super) agent: AgentSlot,
+    /// Speeches, holds, agent and user state, idle waiters.
     pub(super) floor: Floor,
-    pub(super) inputs: QueuedInputs,
-    pub(super) idle: IdleWaiters,
-    pub(super) calls: RunningCalls,
-    pub(super) replies: Replies,
-    pub(super) events: Fanout,
-    pub(super) testing: Testing,
-    pub(super) close: CloseState,
+    /// Running calls and deferred replies.
+    pub(super) tools: Tools,
+    /// Event fan-out, the testing API, the close.
+    pub(super) host: HostSide,
 }
 
 impl SessionState {
@@ -74,33 +68,31 @@ impl SessionState {
         let events = Fanout::new(init.subscribers, options.max_unread_events, text_wanted);
         Self {
             link: init.link,
-            events,
             conversation: Conversation::new(init.history, init.contexts),
-            current,
-            handoff: None,
-            presence: Presence::default(),
+            agent: AgentSlot { current, handoff: None },
             floor: Floor::default(),
-            inputs: QueuedInputs::default(),
-            idle: IdleWaiters::default(),
-            calls: RunningCalls::default(),
-            replies: Replies::default(),
-            testing: Testing::default(),
-            close: CloseState::new(init.on_close),
+            tools: Tools::default(),
+            host: HostSide {
+                events,
+                testing: Default::default(),
+                close: CloseState::new(init.on_close),
+            },
         }
     }
 
     /// The Session's part of a snapshot (`SessionHandle::inspect`).
     pub(super) fn inspect(&self) -> SessionPart {
-        let kept = self.handoff.iter().flat_map(|h| h.kept().values());
-        let session_toolsets = self.current.factory().session_toolsets().values();
+        let kept = self.agent.handoff.iter().flat_map(|h| h.kept().values());
+        let current = &self.agent.current;
+        let session_toolsets = current.factory().session_toolsets().values();
         SessionPart {
             at_ms: self.link.clock.elapsed_ms(),
             session_id: self.link.id.to_string(),
-            agent: self.current.id().to_string(),
-            agent_state: self.presence.agent(),
-            user_state: self.presence.user(),
-            closing: self.close.is_closing(),
-            activity: self.current.activity().clone(),
+            agent: current.id().to_string(),
+            agent_state: self.floor.presence.agent(),
+            user_state: self.floor.presence.user(),
+            closing: self.host.close.is_closing(),
+            activity: current.activity().clone(),
             coalescer: self.link.coalescer.get().cloned(),
             toolsets: session_toolsets.chain(kept).cloned().collect(),
         }

@@ -4,11 +4,10 @@
 //! Invariant: the conversation survives its Activity: a new one starts for the same agent
 //! over the same context, and nothing that waited on the lost one waits for ever.
 //!
-//! Reads: `link`, `current`, `handoff`, `replies` (the reply speeches lost), `close`. Writes:
-//! `floor` (the lost speeches), `current` (the new Activity), `handoff` (it goes ahead).
-//! Emits a `session` error; sets the agent listening (presence); ends the lost speeches and a
-//! run (floor, testing), finishes a close or a handoff waiting on the lost Activity, releases
-//! idle waiters.
+//! Decides `SpeechesLost` (and the lost reply speeches' `SpeechDone`), `OldAgentDrained` (a
+//! handoff goes ahead); installs the new Activity. Emits a `session` error; sets the agent
+//! listening; fails a run, finishes a close or a handoff waiting on the lost Activity,
+//! releases idle waiters.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -16,6 +15,7 @@ use std::sync::Arc;
 use colloquy_model::{AgentState, ErrorSource, EventKind};
 use ractor::ActorRef;
 
+use super::parts::fact::Fact;
 use super::state::SessionState;
 use crate::messages::SessionMsg;
 use crate::types::error::SessionError;
@@ -32,22 +32,22 @@ impl SessionState {
         myself: &ActorRef<SessionMsg>,
         why: Option<String>,
     ) {
-        for speech_id in self.replies.speaking() {
+        for speech_id in self.tools.replies.speaking() {
             self.speech_done(speech_id, true);
         }
-        self.floor.speeches_lost();
+        self.apply(Fact::SpeechesLost);
         self.inputs_unanswered();
         let why = why.unwrap_or_else(|| "stopped".into());
         self.finish_run(Some(SessionError::RunFailed(format!("the activity failed: {why}"))));
         self.set_agent_state(AgentState::Listening);
-        if self.close.is_closing() {
+        if self.host.close.is_closing() {
             self.release_idle_waiters();
             self.finish_close(myself).await;
             return;
         }
-        if let Some(handoff) = &mut self.handoff {
+        if self.agent.handoff.is_some() {
             // The old agent is gone anyway: the handoff goes ahead.
-            handoff.set_drained();
+            self.apply(Fact::OldAgentDrained);
             self.complete_handoff_if_drained(myself).await;
             self.release_idle_waiters();
             return;
@@ -59,19 +59,19 @@ impl SessionState {
 
     /// A new Activity for the current agent, reported as a `session` error event.
     async fn restart_activity(&mut self, myself: &ActorRef<SessionMsg>, why: &str) {
-        let (agent, catalog) = (self.current.agent().clone(), Arc::clone(self.current.catalog()));
-        match self.current.factory().spawn(agent, catalog, BTreeMap::new(), myself.get_cell()).await
-        {
+        let current = &self.agent.current;
+        let (agent, catalog) = (current.agent().clone(), Arc::clone(current.catalog()));
+        match current.factory().spawn(agent, catalog, BTreeMap::new(), myself.get_cell()).await {
             Ok(activity) => {
-                self.current.set_activity(activity);
+                self.agent.current.set_activity(activity);
                 let _ = self.mock_tools_refresh();
-                let message =
-                    format!("agent `{}` restarted: its activity failed: {why}", self.current.id());
+                let id = self.agent.current.id();
+                let message = format!("agent `{id}` restarted: its activity failed: {why}");
                 tracing::warn!(session = %self.link.id, "{message}");
                 self.emit_now(EventKind::error(ErrorSource::Session, message));
             }
             Err(e) => {
-                let message = format!("cannot restart agent `{}`: {e}", self.current.id());
+                let message = format!("cannot restart agent `{}`: {e}", self.agent.current.id());
                 self.emit_now(EventKind::error(ErrorSource::Session, message));
             }
         }
@@ -80,14 +80,15 @@ impl SessionState {
     /// The stable inspection id and kind of a child of the Session, by its actor id.
     pub(super) fn child_name(&self, cell: &ractor::ActorCell) -> Option<(ActorKind, String)> {
         let id = cell.get_id();
-        if self.current.activity().get_id() == id {
-            return Some((ActorKind::Activity, format!("activity:{}", self.current.id())));
+        let current = &self.agent.current;
+        if current.activity().get_id() == id {
+            return Some((ActorKind::Activity, format!("activity:{}", current.id())));
         }
         if self.link.coalescer.get().is_some_and(|c| c.get_id() == id) {
             return Some((ActorKind::Coalescer, "coalescer".into()));
         }
-        let kept = self.handoff.iter().flat_map(|h| h.kept().iter());
-        self.current
+        let kept = self.agent.handoff.iter().flat_map(|h| h.kept().iter());
+        current
             .factory()
             .session_toolsets()
             .iter()
@@ -103,11 +104,11 @@ impl SessionState {
         if target == "session" {
             panic!("injected failure");
         }
-        let activity = self.current.activity();
+        let activity = self.agent.current.activity();
         if target.starts_with("activity:") {
             let _ = activity.cast(ActivityMsg::InjectFailure);
         } else if let Some(id) = target.strip_prefix("toolset:") {
-            match self.current.factory().session_toolsets().get(id) {
+            match self.agent.current.factory().session_toolsets().get(id) {
                 Some(toolset) => {
                     let _ = toolset.cast(ToolsetMsg::InjectFailure);
                 }

@@ -1,6 +1,5 @@
 //! Event fan-out: the one place a session's events leave it, so every subscriber sees them in
-//! the order the Session's mailbox received them; and what an event says about the session
-//! before it leaves (an LLM error fails the run, a call's end leaves the running-call index).
+//! the order the Session's mailbox received them.
 //!
 //! Invariant: a lossless subscriber gets every event its filter passes, in order, until it
 //! leaves `max_unread` events unread; then it gets one `x_stream_overflowed` item and is
@@ -11,17 +10,16 @@
 //! the fan-out keeps [`TextWanted`] true exactly while one of its subscribers' filters passes
 //! them (broadcasts get [`EventFilter::DEFAULT`], without them).
 //!
-//! Reads: `link`. Writes: `events`, `testing` (an LLM error fails the run). Hands every other
-//! event to the running-call index first (`note_call_event`, calls).
+//! Handles only: the subscribers' channels (an event is an output, not a fact; what an event
+//! says about the session is applied as facts before it leaves, in `events.rs` above).
 
-use colloquy_model::{ErrorSource, EventFilter, EventKind, EventType, SessionEvent};
+use colloquy_model::{EventFilter, EventKind, EventType, SessionEvent};
 use tokio::sync::broadcast;
 
-use super::state::SessionState;
 use crate::messages::{Subscriber, TextWanted};
 use crate::support::clock::SessionClock;
 
-pub(super) struct Fanout {
+pub(crate) struct Fanout {
     subscribers: Vec<Subscriber>,
     broadcasts: Vec<broadcast::Sender<SessionEvent>>,
     max_unread: usize,
@@ -32,7 +30,7 @@ pub(super) struct Fanout {
 }
 
 impl Fanout {
-    pub(super) fn new(
+    pub(crate) fn new(
         subscribers: Vec<Subscriber>,
         max_unread: usize,
         text_wanted: TextWanted,
@@ -43,7 +41,7 @@ impl Fanout {
         fanout
     }
 
-    pub(super) fn subscribe(&mut self, subscriber: Subscriber) {
+    pub(crate) fn subscribe(&mut self, subscriber: Subscriber) {
         self.subscribers.push(subscriber);
         self.refresh_text_wanted();
     }
@@ -54,20 +52,20 @@ impl Fanout {
         self.text_wanted.set(wanted);
     }
 
-    pub(super) fn add_broadcast(&mut self, tx: broadcast::Sender<SessionEvent>) {
+    pub(crate) fn add_broadcast(&mut self, tx: broadcast::Sender<SessionEvent>) {
         self.broadcasts.push(tx);
     }
 
     /// Whether anyone listens to events of this type (an event nobody wants need not be
     /// built).
-    pub(super) fn wants(&self, event_type: EventType) -> bool {
+    pub(crate) fn wants(&self, event_type: EventType) -> bool {
         (!self.broadcasts.is_empty() && EventFilter::DEFAULT.contains(event_type))
             || self.subscribers.iter().any(|s| s.filter.contains(event_type))
     }
 
     /// Sends `event` to everyone who wants it: every recipient but the last gets a copy, the
     /// last one the event itself.
-    pub(super) fn send(&mut self, mut event: SessionEvent, session_id: &str, clock: &SessionClock) {
+    pub(crate) fn send(&mut self, mut event: SessionEvent, session_id: &str, clock: &SessionClock) {
         event.at_ms = event.at_ms.max(self.latest_ms);
         self.latest_ms = event.at_ms;
         self.broadcasts.retain(|tx| tx.receiver_count() > 0);
@@ -110,29 +108,10 @@ impl Fanout {
     }
 
     /// Ends every stream (the session closed).
-    pub(super) fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.subscribers.clear();
         self.broadcasts.clear();
         self.text_wanted.set(false);
-    }
-}
-
-impl SessionState {
-    pub(super) fn emit_now(&mut self, kind: EventKind) {
-        let event = SessionEvent { at_ms: self.link.clock.elapsed_ms(), kind };
-        self.emit(event);
-    }
-
-    /// Fans an event out, after what it says about the session: an LLM error fails the run
-    /// in progress, and the running-call index follows the calls' events (calls.rs).
-    pub(super) fn emit(&mut self, event: SessionEvent) {
-        match &event.kind {
-            EventKind::Error { source: ErrorSource::Llm, message, .. } => {
-                self.testing.llm_failed(message);
-            }
-            kind => self.note_call_event(kind),
-        }
-        self.events.send(event, &self.link.id, &self.link.clock);
     }
 }
 

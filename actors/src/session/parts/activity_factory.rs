@@ -18,7 +18,7 @@ use crate::messages::{ActivityMsg, SessionLink, ToolsetMsg};
 use crate::toolset::{ToolsetActor, ToolsetArgs};
 
 /// Everything needed to start an Activity for an agent, kept by the Session for handoffs.
-pub(super) struct ActivityFactory {
+pub(crate) struct ActivityFactory {
     link: SessionLink,
     /// The session-scoped async toolsets, by id (children of the Session).
     session_toolsets: BTreeMap<String, ActorRef<ToolsetMsg>>,
@@ -30,7 +30,7 @@ pub(super) struct ActivityFactory {
 impl ActivityFactory {
     /// A factory for the session of `link`; spawns the session-scoped async toolsets that
     /// `catalog` (the first agent's) lists under `supervisor`, reporting to `agent_id`.
-    pub(super) async fn new(
+    pub(crate) async fn new(
         link: SessionLink,
         catalog: &Arc<ToolCatalog>,
         session_tools: Vec<FunctionTool>,
@@ -58,18 +58,18 @@ impl ActivityFactory {
     }
 
     /// The session-scoped async toolsets, by id.
-    pub(super) fn session_toolsets(&self) -> &BTreeMap<String, ActorRef<ToolsetMsg>> {
+    pub(crate) fn session_toolsets(&self) -> &BTreeMap<String, ActorRef<ToolsetMsg>> {
         &self.session_toolsets
     }
 
     /// The tools `agent` would see.
-    pub(super) fn catalog(&self, agent: &Agent) -> Result<Arc<ToolCatalog>, String> {
+    pub(crate) fn catalog(&self, agent: &Agent) -> Result<Arc<ToolCatalog>, String> {
         ToolCatalog::build(&self.session_tools, &self.session_toolset_decls, agent).map(Arc::new)
     }
 
     /// Starts an Activity for `agent` under `supervisor`; `adopted_toolsets` are agent-scoped
     /// toolsets handed over by the previous agent, with their calls running.
-    pub(super) async fn spawn(
+    pub(crate) async fn spawn(
         &self,
         agent: Agent,
         catalog: Arc<ToolCatalog>,

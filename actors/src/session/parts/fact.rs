@@ -1,0 +1,123 @@
+//! What a Session's transitions change, as plain data: each fact names something that happened
+//! to the session, and the concern that owns the state it changes applies it (`dispatch.rs`
+//! routes each fact to its concerns). Applying a fact decides nothing and sends nothing: a
+//! decider has already chosen, and the events and messages that follow are its own.
+//!
+//! A fact carries no actor address, reply port, timer, span or agent code: those handles live
+//! beside the state they serve, installed and taken by name in the decider
+//! (docs/decisions.md#session-facts). The next step, a journal of facts, stores them alone.
+
+use std::sync::Arc;
+
+use colloquy_model::{AgentState, ChatItem, FunctionCall, SpeechSource, UserState};
+use serde_json::Value;
+
+use crate::messages::SpeechContent;
+
+/// Work that arrives while a handoff is in progress, for the new agent (decision 22).
+#[derive(Clone, Debug)]
+pub(crate) enum QueuedWork {
+    /// A user turn (its message is committed when replayed, to the new agent).
+    UserTurn(String),
+    /// A queued user input (its message is committed when its reply begins).
+    UserInput(String),
+    /// Any other speech.
+    Speech(SpeechSource, SpeechContent),
+}
+
+/// One change to a Session's state.
+///
+/// A fact says all that happened, even what no concern keeps today (a speech's source, whether
+/// it was interrupted, the agent a handoff goes to): the trace shows it, and a journal needs it.
+#[derive(Clone, Debug)]
+#[expect(dead_code, reason = "some fields are for the trace and the journal only")]
+pub(crate) enum Fact {
+    // The conversation.
+    /// Items a speech (`speech_id`), the host or a toolset produced, committed to `agent`'s
+    /// context and the history.
+    Committed { agent: String, speech_id: Option<String>, items: Vec<Arc<ChatItem>> },
+    /// An agent entered: `item` is its `agent_handoff` marker (the history only).
+    AgentEntered { item: Arc<ChatItem> },
+    /// The pair `update_id` was copied from `from`'s context into `to`'s (decision 4).
+    PairMoved { from: String, to: String, update_id: String },
+    /// A queued user input waits for its reply speech `speech_id` to begin.
+    InputQueued { speech_id: String, text: String },
+    /// The input speech `speech_id` replies to was committed.
+    InputTaken { speech_id: String },
+
+    // The floor.
+    /// A user turn began (a new turn's span).
+    TurnBegan,
+    /// Speech `speech_id` was created (numbered in creation order).
+    SpeechCreated { speech_id: String, source: SpeechSource },
+    /// Speech `speech_id` lent the floor to wait for its blocking tools, or took it back.
+    SpeechWaiting { speech_id: String, waiting: bool },
+    /// Speech `speech_id` is done.
+    SpeechDone { speech_id: String, interrupted: bool },
+    /// The Activity was lost with every speech it had.
+    SpeechesLost,
+    /// A tool asked to hold the floor: its hold is the next number.
+    HoldAsked,
+    /// Hold `hold` is in force.
+    HoldGranted { hold: u64 },
+    /// Hold `hold` ended.
+    HoldReleased { hold: u64 },
+    /// The agent state changed.
+    AgentStateChanged(AgentState),
+    /// The user state changed.
+    UserStateChanged(UserState),
+
+    // The tools.
+    /// A toolset registered a call.
+    CallStarted { call: FunctionCall, cancellable: bool, agent_scoped: bool },
+    /// Call `call_id` waits for the host's approval.
+    ApprovalAsked { call_id: String },
+    /// Call `call_id` was approved.
+    CallApproved { call_id: String },
+    /// Call `call_id` ended.
+    CallEnded { call_id: String },
+    /// An inserted pair waits for its deferred reply.
+    ReplyAwaited { update_id: String },
+    /// The ReplyCoalescer was told the floor is free.
+    CoalescerInvited,
+    /// The ReplyCoalescer offered what it held.
+    CoalescerOffered,
+    /// A reply takes these pairs.
+    RepliesTaken { update_ids: Vec<String> },
+    /// Speech `speech_id` delivers the reply to `update_ids` (`handoff`: another agent than
+    /// the one that received them).
+    ReplySpeechStarted { speech_id: String, update_ids: Vec<String>, handoff: bool },
+    /// Pending replies were dropped (the session closes, §9.3).
+    RepliesDropped,
+
+    // The agent.
+    /// A handoff to `agent` began: the old Activity drains.
+    HandoffBegan { agent: String },
+    /// Work arrived during the handoff, for the new agent.
+    WorkQueued(QueuedWork),
+    /// The old Activity has no speech left (or it is gone).
+    OldAgentDrained,
+    /// The handoff is over: the new agent entered, or a close won over it.
+    HandoffEnded,
+
+    // The host's side.
+    /// The testing API's `run` began.
+    RunStarted,
+    /// A speech the run watches committed `items`; `validated` holds what each call's tool
+    /// received, by call id.
+    RunRecorded { items: Vec<Arc<ChatItem>>, validated: Vec<(String, Value)> },
+    /// The run failed with an LLM error (the first one counts).
+    RunFailed { message: String },
+    /// The run was answered.
+    RunEnded,
+    /// The session began closing.
+    CloseBegan { reason: String },
+    /// The closing Activity has no speech left.
+    ActivityQuiet,
+    /// The close finished: the tree stopped and `session_closed` went out.
+    CloseFinished,
+    /// The session ends once speech `speech_id` is done (the end-call tool).
+    EndAfterSpeech { speech_id: String, reason: String },
+    /// The end-after-speech request was taken (to close, or by a close).
+    EndAfterTaken,
+}
