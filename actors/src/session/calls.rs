@@ -6,6 +6,8 @@
 //! `tool_call_started`; restarts the away timer and releases idle waiters when a call ends;
 //! at the drain timeout, tells the Activity and the toolsets to expire.
 
+use std::sync::Arc;
+
 use colloquy_model::{EventKind, FunctionCall};
 use ractor::ActorRef;
 
@@ -37,12 +39,13 @@ impl SessionState {
     /// A toolset registered a call.
     pub(super) fn call_registered(
         &mut self,
-        call: FunctionCall,
+        call: Box<FunctionCall>,
         toolset: ActorRef<ToolsetMsg>,
         cancellable: bool,
         agent_scoped: bool,
     ) {
         let (call_id, name) = (call.call_id.clone(), call.name.clone());
+        let call = Arc::from(call);
         self.apply(Fact::CallStarted { call, cancellable, agent_scoped });
         self.tools.calls.route(&call_id, toolset);
         self.update_away_timer(false);

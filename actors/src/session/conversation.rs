@@ -14,13 +14,18 @@ use super::state::SessionState;
 impl SessionState {
     /// Commits items a speech (`speech_id`) or a toolset produced to `agent`'s context and
     /// the history.
-    pub(super) fn commit(&mut self, agent: &str, speech_id: Option<&str>, items: Vec<ChatItem>) {
+    pub(super) fn commit(
+        &mut self,
+        agent: Arc<str>,
+        speech_id: Option<String>,
+        items: Vec<ChatItem>,
+    ) {
         let items: Vec<Arc<ChatItem>> = items.into_iter().map(Arc::new).collect();
-        if let Some(speech_id) = speech_id
+        if let Some(speech_id) = &speech_id
             && self.host.testing.watches(speech_id)
         {
             let current = &self.agent.current;
-            let validated = match agent == current.id() {
+            let validated = match *agent == *current.id() {
                 true => validated(&items, current.catalog()),
                 false => Vec::new(),
             };
@@ -28,8 +33,7 @@ impl SessionState {
         }
         let notify = self.host.events.wants(EventType::ConversationItemAdded);
         let added = notify.then(|| items.clone());
-        let speech_id = speech_id.map(str::to_string);
-        self.apply(Fact::Committed { agent: agent.to_string(), speech_id, items });
+        self.apply(Fact::Committed { agent, speech_id, items });
         for item in added.into_iter().flatten() {
             self.emit_now(EventKind::ConversationItemAdded { item });
         }

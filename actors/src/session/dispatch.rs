@@ -141,7 +141,7 @@ impl SessionState {
                 FollowUp::None
             }
             ChildMsg::CallRegistered { call, toolset, cancellable, agent_scoped } => {
-                self.call_registered(*call, toolset, cancellable, agent_scoped);
+                self.call_registered(call, toolset, cancellable, agent_scoped);
                 FollowUp::None
             }
             ChildMsg::AdmitReply { batch, coalescer } => {
@@ -186,7 +186,7 @@ impl SessionState {
                 ended
             }
             Report::Commit { agent, speech_id, items, awaits_reply } => {
-                self.commit(&agent, speech_id.as_deref(), items);
+                self.commit(agent, speech_id, items);
                 if let Some(update_id) = awaits_reply {
                     self.await_reply(update_id);
                 }

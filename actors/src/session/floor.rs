@@ -7,6 +7,8 @@
 //! `speech_done` and a reply speech's end; commits the user's message, sets agent and user
 //! states, may end the session after its last speech.
 
+use std::sync::Arc;
+
 use colloquy_model::{AgentState, ChatItem, EventKind, Message, Role, SpeechSource, UserState};
 use ractor::RpcReplyPort;
 
@@ -32,8 +34,8 @@ impl SessionState {
             }
         }
         let message = self.user_message(text);
-        let agent = self.agent.current.id().to_string();
-        self.commit(&agent, None, vec![message]);
+        let agent = Arc::clone(self.agent.current.shared_id());
+        self.commit(agent, None, vec![message]);
         self.link.clock.new_turn();
         self.begin_turn();
         self.create_speech(SpeechSource::UserTurn, USER_REPLY)

@@ -17,6 +17,8 @@
 //! the reply speech; an away user listens again; the turn's tool-call budget starts over when
 //! the reply begins.
 
+use std::sync::Arc;
+
 use colloquy_model::SpeechSource;
 
 use super::parts::fact::Fact;
@@ -48,10 +50,10 @@ impl SessionState {
     /// Speech `speech_id` begins an LLM step for `agent`: if it replies to a queued input,
     /// the message is committed now, before the request's context is built, and the user
     /// turn (its tool-call budget) starts.
-    pub(super) fn input_taken(&mut self, speech_id: &str, agent: &str) {
+    pub(super) fn input_taken(&mut self, speech_id: &str, agent: &Arc<str>) {
         if let Some(text) = self.take_input(speech_id) {
             let message = self.user_message(text);
-            self.commit(agent, None, vec![message]);
+            self.commit(Arc::clone(agent), None, vec![message]);
             self.link.clock.new_turn();
         }
     }
@@ -59,16 +61,16 @@ impl SessionState {
     /// Speech `speech_id` ended: if it never began, its input is committed unanswered.
     pub(super) fn input_unanswered(&mut self, speech_id: &str) {
         if let Some(text) = self.take_input(speech_id) {
-            let agent = self.agent.current.id().to_string();
+            let agent = Arc::clone(self.agent.current.shared_id());
             let message = self.user_message(text);
-            self.commit(&agent, None, vec![message]);
+            self.commit(agent, None, vec![message]);
         }
     }
 
     /// Every input still waiting is committed unanswered, in the order accepted (a user
     /// turn drops their replies, the session closes, or its Activity was lost with them).
     pub(super) fn inputs_unanswered(&mut self) {
-        let agent = self.agent.current.id().to_string();
+        let agent = Arc::clone(self.agent.current.shared_id());
         let waiting = self.conversation.inputs().to_vec();
         let mut messages = Vec::with_capacity(waiting.len());
         for (speech_id, text) in waiting {
@@ -76,7 +78,7 @@ impl SessionState {
             messages.push(self.user_message(text));
         }
         if !messages.is_empty() {
-            self.commit(&agent, None, messages);
+            self.commit(agent, None, messages);
         }
     }
 

@@ -43,7 +43,8 @@ impl AgentSlot {
 }
 
 pub(crate) struct CurrentAgent {
-    id: String,
+    /// Shared with every fact and commit that names it.
+    id: Arc<str>,
     /// Kept to restart its Activity after a failure.
     agent: Agent,
     catalog: Arc<ToolCatalog>,
@@ -72,7 +73,7 @@ impl CurrentAgent {
         let allow_interruptions =
             agent.interruptions_override().unwrap_or(options.allow_interruptions);
         Self {
-            id: agent.id().to_string(),
+            id: Arc::from(agent.id()),
             agent,
             catalog,
             templates,
@@ -85,6 +86,11 @@ impl CurrentAgent {
 
     /// The current agent's id.
     pub(crate) fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The current agent's id, shared.
+    pub(crate) fn shared_id(&self) -> &Arc<str> {
         &self.id
     }
 
@@ -123,7 +129,7 @@ impl CurrentAgent {
     /// An agent entered (`item` is its marker): it is the current one.
     fn apply(&mut self, item: &ChatItem) {
         if let ChatItem::AgentHandoff(entered) = item {
-            self.id.clone_from(&entered.new_agent);
+            self.id = Arc::from(entered.new_agent.as_str());
             self.previous = None;
         }
     }

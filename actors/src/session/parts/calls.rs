@@ -30,7 +30,7 @@ use colloquy_model::text::STILL_RUNNING;
 
 /// A running call, as the Session knows it.
 pub(crate) struct Running {
-    call: FunctionCall,
+    call: Arc<FunctionCall>,
     /// Installed with the call's start (a handle: the fact holds the call only).
     toolset: Option<ActorRef<ToolsetMsg>>,
     cancellable: bool,
@@ -66,7 +66,7 @@ impl RunningCalls {
         match fact {
             Fact::CallStarted { call, cancellable, agent_scoped } => {
                 let running = Running {
-                    call: call.clone(),
+                    call: Arc::clone(call),
                     toolset: None,
                     cancellable: *cancellable,
                     agent_scoped: *agent_scoped,
@@ -204,13 +204,13 @@ impl RunningCalls {
             })
         };
         let missing: Vec<&FunctionCall> =
-            self.iter().map(|r| &r.call).filter(|c| !mentions(&c.call_id)).collect();
+            self.iter().map(|r| &*r.call).filter(|c| !mentions(&c.call_id)).collect();
         if missing.is_empty() {
             return Arc::clone(context);
         }
         let mut with_placeholders = ChatContext::clone(context);
         for call in missing {
-            let mut copy = call.clone();
+            let mut copy = FunctionCall::clone(call);
             copy.extra.insert(PLACEHOLDER.into(), serde_json::Value::Bool(true));
             let output = FunctionCallOutput {
                 id: format!("{}/placeholder", call.id),

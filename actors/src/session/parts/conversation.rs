@@ -131,3 +131,94 @@ impl Conversation {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use colloquy_model::chat::AgentHandoff;
+    use colloquy_model::{FunctionCall, FunctionCallOutput, Message, Role, Timestamp};
+
+    use super::*;
+
+    fn at(seq: u64) -> Timestamp {
+        Timestamp { micros: seq, seq }
+    }
+
+    fn said(id: &str, seq: u64) -> Arc<ChatItem> {
+        let (id, text) = (id.to_string(), "hi".to_string());
+        let message =
+            Message { id, role: Role::User, text, interrupted: false, created_at: at(seq) };
+        Arc::new(ChatItem::Message(message))
+    }
+
+    fn pair(call_id: &str, seq: u64) -> Vec<Arc<ChatItem>> {
+        let call = FunctionCall {
+            id: format!("{call_id}/call"),
+            call_id: call_id.into(),
+            name: "lookup".into(),
+            arguments: "{}".into(),
+            extra: Default::default(),
+            created_at: at(seq),
+        };
+        let output = FunctionCallOutput {
+            id: format!("{call_id}/output"),
+            call_id: call_id.into(),
+            name: "lookup".into(),
+            output: "42".into(),
+            is_error: false,
+            reply_required: true,
+            created_at: at(seq + 1),
+        };
+        vec![Arc::new(ChatItem::FunctionCall(call)), Arc::new(ChatItem::FunctionCallOutput(output))]
+    }
+
+    fn committed(agent: &str, items: Vec<Arc<ChatItem>>) -> Fact {
+        Fact::Committed { agent: agent.into(), speech_id: None, items }
+    }
+
+    fn ids(context: &ChatContext) -> Vec<&str> {
+        context.iter().map(ChatItem::id).collect()
+    }
+
+    /// The facts of a handoff, applied in order, give what the Session kept before them: the
+    /// marker in the history only, the new agent's context open, a moved pair in both contexts.
+    #[test]
+    fn facts_rebuild_the_history_and_every_context() {
+        let mut conversation = Conversation::new(ChatContext::default(), BTreeMap::new());
+        conversation.apply(&committed("triage", vec![said("m1", 1)]));
+        conversation.apply(&committed("triage", pair("c1", 2)));
+        let marker = AgentHandoff {
+            id: "h1".into(),
+            old_agent: Some("triage".into()),
+            new_agent: "billing".into(),
+            created_at: at(4),
+        };
+        conversation.apply(&Fact::AgentEntered { item: Arc::new(ChatItem::AgentHandoff(marker)) });
+        assert!(conversation.context("billing").is_some_and(|c| c.items().is_empty()));
+        let (from, to, update_id) = ("triage".into(), "billing".into(), "c1".into());
+        conversation.apply(&Fact::PairMoved { from, to, update_id });
+
+        let history = conversation.history_items();
+        let history: Vec<&str> = history.iter().map(ChatItem::id).collect();
+        assert_eq!(history, ["m1", "c1/call", "c1/output", "h1"]);
+        let triage = conversation.context("triage").expect("triage's context");
+        assert_eq!(ids(triage), ["m1", "c1/call", "c1/output"]);
+        let billing = conversation.context("billing").expect("billing's context");
+        assert_eq!(ids(billing), ["c1/call", "c1/output"]);
+        assert!(conversation.is_last("triage", "c1/output"));
+    }
+
+    /// A queued input waits from `InputQueued` to `InputTaken`, each taken once, in order.
+    #[test]
+    fn an_input_waits_until_taken() {
+        let mut conversation = Conversation::new(ChatContext::default(), BTreeMap::new());
+        for (speech_id, text) in [("s2", "first"), ("s3", "second")] {
+            let (speech_id, text) = (speech_id.into(), text.into());
+            conversation.apply(&Fact::InputQueued { speech_id, text });
+        }
+        assert_eq!(conversation.input("s3"), Some("second"));
+        conversation.apply(&Fact::InputTaken { speech_id: "s2".into() });
+        assert_eq!(conversation.input("s2"), None);
+        let waiting: Vec<&str> = conversation.inputs().iter().map(|(id, _)| id.as_str()).collect();
+        assert_eq!(waiting, ["s3"]);
+    }
+}

@@ -35,7 +35,7 @@ pub(crate) enum Fact {
     // The conversation.
     /// Items a speech (`speech_id`), the host or a toolset produced, committed to `agent`'s
     /// context and the history.
-    Committed { agent: String, speech_id: Option<String>, items: Vec<Arc<ChatItem>> },
+    Committed { agent: Arc<str>, speech_id: Option<String>, items: Vec<Arc<ChatItem>> },
     /// An agent entered: `item` is its `agent_handoff` marker (the history only).
     AgentEntered { item: Arc<ChatItem> },
     /// The pair `update_id` was copied from `from`'s context into `to`'s (decision 4).
@@ -69,7 +69,7 @@ pub(crate) enum Fact {
 
     // The tools.
     /// A toolset registered a call.
-    CallStarted { call: FunctionCall, cancellable: bool, agent_scoped: bool },
+    CallStarted { call: Arc<FunctionCall>, cancellable: bool, agent_scoped: bool },
     /// Call `call_id` waits for the host's approval.
     ApprovalAsked { call_id: String },
     /// Call `call_id` was approved.

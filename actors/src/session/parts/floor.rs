@@ -168,3 +168,37 @@ impl Default for Turn {
         Self { seq: 0, span: tracing::Span::none() }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use colloquy_model::SpeechSource;
+
+    use super::*;
+
+    fn created(speech_id: &str) -> Fact {
+        Fact::SpeechCreated { speech_id: speech_id.into(), source: SpeechSource::UserTurn }
+    }
+
+    /// A speech waiting for its blocking tools lends the floor; one done leaves it; a hold is in
+    /// force from `HoldGranted` until its own `HoldReleased`.
+    #[test]
+    fn speeches_and_holds_follow_their_facts() {
+        let mut floor = Floor::default();
+        assert_eq!(floor.upcoming_speech_id(), "s1");
+        floor.apply(&created("s1"));
+        floor.apply(&created("s2"));
+        assert_eq!(floor.upcoming_speech_id(), "s3");
+        assert!(floor.speaking());
+        floor.apply(&Fact::SpeechWaiting { speech_id: "s1".into(), waiting: true });
+        floor.apply(&Fact::SpeechDone { speech_id: "s2".into(), interrupted: false });
+        assert!(!floor.speaking() && !floor.no_speech() && floor.tools_running());
+        floor.apply(&Fact::SpeechDone { speech_id: "s1".into(), interrupted: true });
+        assert!(floor.no_speech() && !floor.tools_running());
+
+        floor.apply(&Fact::HoldGranted { hold: 1 });
+        floor.apply(&Fact::HoldReleased { hold: 2 });
+        assert!(floor.is_held(), "only the hold in force ends it");
+        floor.apply(&Fact::HoldReleased { hold: 1 });
+        assert!(!floor.is_held());
+    }
+}
