@@ -243,10 +243,10 @@ pub mod cluster {
     //! ```
 
     pub use colloquy_cluster::{
-        CLUSTER_VERSION, Cluster, ClusterBuilder, ClusterError, DrainReport, ErrorKind, HOST_LOST,
-        HOST_LOST_AFTER, MIN_HOST_LOST_AFTER, NODE_DRAINING, NatsConfig, Node, NodeBuilder,
-        NodeHandle, NodeInfo, NodeLoad, ProtocolError, Refusal, RemoteEvent, RemoteEvents,
-        RemoteSession, SessionRecord, SessionStart, StartOptions, Timeouts,
+        Agents, CLUSTER_VERSION, Cluster, ClusterBuilder, ClusterError, DrainReport, ErrorKind,
+        HOST_LOST, HOST_LOST_AFTER, MIN_HOST_LOST_AFTER, NODE_DRAINING, NatsConfig, Node,
+        NodeBuilder, NodeHandle, NodeInfo, NodeLoad, ProtocolError, Refusal, RemoteEvent,
+        RemoteEvents, RemoteSession, SessionRecord, SessionStart, StartOptions, Timeouts,
     };
 }
 

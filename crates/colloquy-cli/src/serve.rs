@@ -69,18 +69,14 @@ pub async fn run(args: &ServeArgs, out: Box<dyn Write + Send>) -> Result<(), Com
         }
         None => {
             let served = Served::new(&args.served, &terminal).map_err(CommandError::Usage)?;
-            let Served { llm, about, agent, servers: mcp, names } = served;
+            let names = format!("agents {}", served.names());
+            let Served { agents, about, servers: mcp } = served;
             servers = mcp;
-            let settings = args.served.agent.clone();
-            builder = builder.llm(llm).session(move |session, _| settings.configure(session));
+            builder = builder.agents(agents);
             if let Some(metrics) = ops.as_ref().map(|ops| ops.metrics.clone()) {
                 builder = builder.on_session(move |session, _| drop(metrics.watch(session)));
             }
-            for name in &names {
-                let agent = agent.clone();
-                builder = builder.agent(name.as_str(), move || agent.clone());
-            }
-            (format!("agents {}", names.join(", ")), about)
+            (names, about)
         }
     };
     for origin in &args.allow_origins {

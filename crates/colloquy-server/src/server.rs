@@ -17,7 +17,7 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::task::TaskTracker;
 
 use crate::auth::{Origin, Token};
-use crate::backend::{Backend, LocalBackend, SessionStart};
+use crate::backend::{Agents, Backend, LocalBackend, SessionStart};
 use crate::connection::stopping;
 use crate::limits::Limits;
 use crate::live::{Registry, SERVER_SHUTDOWN};
@@ -104,6 +104,16 @@ impl ServerBuilder {
         factory: impl Fn() -> Agent + Send + Sync + 'static,
     ) -> Self {
         self.local = self.local.agent(name, factory);
+        self
+    }
+
+    /// The agents of the sessions that run in this process, their model and hooks, all at
+    /// once: replaces what [`agent`](Self::agent), [`llm`](Self::llm),
+    /// [`session`](Self::session) and [`on_session`](Self::on_session) set before. Not used
+    /// once [`backend`](Self::backend) is set.
+    #[must_use]
+    pub fn agents(mut self, agents: Agents) -> Self {
+        self.local = LocalBackend::from(agents);
         self
     }
 
