@@ -205,8 +205,8 @@ pub mod ops {
 
     pub use colloquy_ops::{
         DEFAULT_ADDR, DEFAULT_MAX_CLOSE_REASONS, DEFAULT_MAX_TOOL_NAMES, DURATION_BUCKETS, Health,
-        Metrics, MetricsBuilder, OPENMETRICS_CONTENT_TYPE, OTHER_LABEL, OpsServer, PREFIX,
-        ServeOptions, router, serve, serve_with,
+        Listener, Metrics, MetricsBuilder, OPENMETRICS_CONTENT_TYPE, OTHER_LABEL, OpsServer,
+        PREFIX, ServeOptions, router, serve, serve_with,
     };
 }
 

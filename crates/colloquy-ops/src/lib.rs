@@ -5,9 +5,11 @@
 //!   and their durations; LLM responses, errors and tokens; errors by source) in a
 //!   `prometheus-client` registry. [`Metrics::watch`] follows one session's events in a task
 //!   until it closes; [`Metrics::render`] writes the OpenMetrics text.
-//! - [`router`] serves `GET /metrics` and `GET /healthz` (a [`Health`] the host computes);
-//!   [`serve`] binds an address ([`DEFAULT_ADDR`] is `127.0.0.1:9464`) with every wait
-//!   bounded ([`ServeOptions`]) and returns an [`OpsServer`] to stop.
+//! - [`router`] serves `GET /metrics` and `GET /healthz` (a [`Health`] the host computes).
+//! - [`serve`] binds an address ([`DEFAULT_ADDR`] is `127.0.0.1:9464`) with every wait
+//!   bounded ([`ServeOptions`]) and returns an [`OpsServer`] to stop; [`Listener`] binds first
+//!   and serves later. It is the one HTTP serve loop of colloquy's hosts: colloquy-server
+//!   serves its API and WebSockets with it too.
 //!
 //! The metric names, labels and what each counts: docs/operations.md.
 //!
@@ -27,14 +29,13 @@ mod figures;
 mod http;
 mod labels;
 mod metrics;
+mod serve;
 mod tally;
 
 pub use figures::DURATION_BUCKETS;
-pub use http::{
-    DEFAULT_ADDR, Health, OPENMETRICS_CONTENT_TYPE, OpsServer, ServeOptions, router, serve,
-    serve_with,
-};
+pub use http::{DEFAULT_ADDR, Health, OPENMETRICS_CONTENT_TYPE, router};
 pub use labels::OTHER_LABEL;
 pub use metrics::{
     DEFAULT_MAX_CLOSE_REASONS, DEFAULT_MAX_TOOL_NAMES, Metrics, MetricsBuilder, PREFIX,
 };
+pub use serve::{Listener, OpsServer, ServeOptions, serve, serve_with};

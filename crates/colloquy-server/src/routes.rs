@@ -5,12 +5,11 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::Extension;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::ws::WebSocketUpgrade;
-use axum::extract::{DefaultBodyLimit, FromRequest, Path, Query, Request, State};
+use axum::extract::{ConnectInfo, DefaultBodyLimit, FromRequest, Path, Query, Request, State};
 use axum::http::header::{
     AUTHORIZATION, CONTENT_SECURITY_POLICY, CONTENT_TYPE, WWW_AUTHENTICATE, X_CONTENT_TYPE_OPTIONS,
     X_FRAME_OPTIONS,
@@ -37,7 +36,7 @@ use crate::limits::Limits;
 /// The read buffer of each WebSocket: a frame over it is read in several pieces.
 const READ_BUFFER: usize = 4 * 1024;
 use crate::live::{self, Live, Refused, Registry};
-use crate::sockets::{self, Peer, Sockets};
+use crate::sockets::{self, Sockets};
 use crate::{SUBPROTOCOL, assets};
 use colloquy_edge::history;
 
@@ -340,7 +339,7 @@ struct Attach {
 
 async fn attach(
     State(shared): AppState,
-    Extension(Peer(peer)): Extension<Peer>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
     Path(id): Path<String>,
     query: Result<Query<Attach>, axum::extract::rejection::QueryRejection>,
     upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
@@ -375,6 +374,7 @@ async fn attach(
     }
     let limits = &shared.limits;
     let (per_client, total) = (limits.max_websockets_per_client, limits.max_websockets);
+    let peer = client.ip();
     let place = match shared.sockets.open(peer, per_client, total) {
         Ok(place) => place,
         Err(sockets::Refused::Client) => {
