@@ -206,7 +206,7 @@ pub mod ops {
     pub use colloquy_ops::{
         DEFAULT_ADDR, DEFAULT_MAX_CLOSE_REASONS, DEFAULT_MAX_TOOL_NAMES, DURATION_BUCKETS, Health,
         Listener, Metrics, MetricsBuilder, OPENMETRICS_CONTENT_TYPE, OTHER_LABEL, OpsServer,
-        PREFIX, ServeOptions, router, serve, serve_with,
+        PREFIX, ServeOptions, health_router, metrics_router, router, serve, serve_with,
     };
 }
 

@@ -1,4 +1,5 @@
-//! The routes on axum: `GET /metrics` and `GET /healthz`; `serve.rs` serves them.
+//! The routes on axum: `GET /metrics` and `GET /healthz`, alone or beside a host's own
+//! (colloquy-server mounts them on its router); `serve.rs` serves them.
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::sync::Arc;
@@ -34,27 +35,43 @@ impl Health {
     }
 }
 
-/// The routes: `GET /metrics` (the exposition of `metrics`) and `GET /healthz` (what `health`
-/// says, asked on each request; keep it quick, it runs on the request's task). Any other path
-/// is a `404`.
+/// The routes: `GET /metrics` ([`metrics_router`]) and `GET /healthz` ([`health_router`]).
+/// Any other path is a `404`.
 pub fn router(metrics: Metrics, health: impl Fn() -> Health + Send + Sync + 'static) -> Router {
+    metrics_router(metrics).merge(health_router(health))
+}
+
+/// `GET /metrics`: the exposition of `metrics`. Of any state, to sit beside a host's own
+/// routes (colloquy-server's).
+pub fn metrics_router<S>(metrics: Metrics) -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+{
+    Router::new().route(
+        "/metrics",
+        get(move || {
+            let text = metrics.render();
+            async move { ([(header::CONTENT_TYPE, OPENMETRICS_CONTENT_TYPE)], text) }
+        }),
+    )
+}
+
+/// `GET /healthz`: `200 ok` or `503` and the reason, as `health` says, asked on each request
+/// (keep it quick, it runs on the request's task). Of any state, to sit beside a host's own
+/// routes: every host of colloquy answers its health the same way.
+pub fn health_router<S>(health: impl Fn() -> Health + Send + Sync + 'static) -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+{
     let health = Arc::new(health);
-    Router::new()
-        .route(
-            "/metrics",
-            get(move || {
-                let text = metrics.render();
-                async move { ([(header::CONTENT_TYPE, OPENMETRICS_CONTENT_TYPE)], text) }
-            }),
-        )
-        .route(
-            "/healthz",
-            get(move || {
-                let answer = match health() {
-                    Health::Ready => (StatusCode::OK, "ok".to_string()),
-                    Health::NotReady(reason) => (StatusCode::SERVICE_UNAVAILABLE, reason),
-                };
-                async move { answer.into_response() }
-            }),
-        )
+    Router::new().route(
+        "/healthz",
+        get(move || {
+            let answer = match health() {
+                Health::Ready => (StatusCode::OK, "ok".to_string()),
+                Health::NotReady(reason) => (StatusCode::SERVICE_UNAVAILABLE, reason),
+            };
+            async move { answer.into_response() }
+        }),
+    )
 }

@@ -19,6 +19,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get};
 use colloquy_model::ChatItem;
+use colloquy_ops::{Health, health_router};
 use colloquy_protocol::{
     Command, ErrorCode, ErrorKind, PROTOCOL_VERSION, Reply, ServerError, SessionClosed,
     SessionList, SessionStarted, StartSession,
@@ -77,7 +78,7 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
     let app = Router::new()
         .route("/", get(|| async { asset("index.html") }))
         .route("/assets/{file}", get(|Path(file): Path<String>| async move { asset(&file) }))
-        .route("/healthz", get(health))
+        .merge(health_router(health(Arc::clone(&shared.registry))))
         .nest("/v1", api)
         .fallback(|| async { error(ServerError::new(ErrorCode::NotFound, "no such route")) })
         .method_not_allowed_fallback(method_not_allowed)
@@ -184,19 +185,11 @@ fn asset(name: &str) -> Response {
     }
 }
 
-#[derive(Serialize)]
-struct Health {
-    status: &'static str,
-    sessions: usize,
-}
-
-async fn health(State(shared): AppState) -> Response {
-    let sessions = shared.registry.list().len();
-    match shared.registry.is_shutting_down() {
-        false => json(StatusCode::OK, &Health { status: "ok", sessions }),
-        true => {
-            json(StatusCode::SERVICE_UNAVAILABLE, &Health { status: "shutting_down", sessions })
-        }
+/// What `/healthz` says: not ready once the server stops.
+fn health(registry: Arc<Registry>) -> impl Fn() -> Health + Send + Sync + 'static {
+    move || match registry.is_shutting_down() {
+        false => Health::Ready,
+        true => Health::not_ready("shutting_down"),
     }
 }
 

@@ -451,7 +451,7 @@ async fn the_agents_health_and_page_answer() {
     let server = serve(builder().agent("other", common::agent)).await;
     let (status, body) = get(&server, "/v1/agents", &[]).await;
     assert_eq!((status, body.as_str()), (200, r#"{"agents":["demo","other"],"default":"demo"}"#));
-    assert_eq!(get(&server, "/healthz", &[]).await.0, 200);
+    assert_eq!(get(&server, "/healthz", &[]).await, (200, "ok".to_owned()));
     assert!(get(&server, "/assets/index.html", &[]).await.1.contains("<html"));
     assert_eq!(get(&server, "/assets/nope.js", &[]).await.0, 404);
     let (status, body) = post(&server, r#"{"v":1,"agent":"other"}"#, None).await;
