@@ -12,6 +12,7 @@ use colloquy_edge::execute;
 use colloquy_edge::hosting::{Hosted, StartError};
 use colloquy_llm::Llm;
 use colloquy_model::{Agent, EventFilter, SessionEvent};
+use colloquy_ops::Metrics;
 use colloquy_protocol::{AgentList, ErrorCode, Reply, Request, ServerError, StartOptions};
 use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;
@@ -110,11 +111,13 @@ pub use colloquy_edge::{Agents, SessionStart};
 #[derive(Clone, Debug, Default)]
 pub struct LocalBackend {
     agents: Agents,
+    /// Counts each session from its start (`ServerBuilder::metrics`).
+    metrics: Option<Metrics>,
 }
 
 impl From<Agents> for LocalBackend {
     fn from(agents: Agents) -> Self {
-        Self { agents }
+        Self { agents, metrics: None }
     }
 }
 
@@ -166,6 +169,13 @@ impl LocalBackend {
         self.agents = self.agents.on_session(started);
         self
     }
+
+    /// Counts each session into `metrics` from its start (right after the started hook),
+    /// before its client hears of it.
+    pub(crate) fn watched_by(mut self, metrics: Option<Metrics>) -> Self {
+        self.metrics = metrics;
+        self
+    }
 }
 
 impl Backend for LocalBackend {
@@ -189,6 +199,7 @@ impl Backend for LocalBackend {
         // Every event: the replay buffer holds the session's from its first.
         let starting =
             self.agents.start(Session::builder(), start, options.history, EventFilter::ALL);
+        let metrics = self.metrics.clone();
         async move {
             let Hosted { session, events, .. } = starting.await.map_err(|e| match e {
                 StartError::UnknownAgent(_) => {
@@ -196,6 +207,9 @@ impl Backend for LocalBackend {
                 }
                 _ => ServerError::new(ErrorCode::StartFailed, e.to_string()),
             })?;
+            if let Some(metrics) = metrics {
+                metrics.watch(&session);
+            }
             Ok(StartedSession {
                 session_id: session.id().to_owned(),
                 agent,

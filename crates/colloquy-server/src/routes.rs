@@ -19,7 +19,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get};
 use colloquy_model::ChatItem;
-use colloquy_ops::{Health, health_router};
+use colloquy_ops::{Health, Metrics, health_router, metrics_router};
 use colloquy_protocol::{
     Command, ErrorCode, ErrorKind, PROTOCOL_VERSION, Reply, ServerError, SessionClosed,
     SessionList, SessionStarted, StartSession,
@@ -64,8 +64,8 @@ pub(crate) struct Shared {
 
 type AppState = State<Arc<Shared>>;
 
-/// The server's routes.
-pub(crate) fn router(shared: Arc<Shared>) -> Router {
+/// The server's routes; `/metrics` with `metrics`.
+pub(crate) fn router(shared: Arc<Shared>, metrics: Option<Metrics>) -> Router {
     let body_limit = shared.limits.max_body_bytes;
     let api = Router::new()
         .route("/agents", get(agents))
@@ -79,6 +79,7 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .route("/", get(|| async { asset("index.html") }))
         .route("/assets/{file}", get(|Path(file): Path<String>| async move { asset(&file) }))
         .merge(health_router(health(Arc::clone(&shared.registry))))
+        .merge(metrics.map(metrics_router).unwrap_or_default())
         .nest("/v1", api)
         .fallback(|| async { error(ServerError::new(ErrorCode::NotFound, "no such route")) })
         .method_not_allowed_fallback(method_not_allowed)

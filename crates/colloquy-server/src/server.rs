@@ -8,7 +8,7 @@ use std::time::Duration;
 use colloquy_actors::{SessionBuilder, SessionHandle};
 use colloquy_llm::Llm;
 use colloquy_model::Agent;
-use colloquy_ops::{Listener, OpsServer, ServeOptions};
+use colloquy_ops::{Listener, Metrics, OpsServer, ServeOptions};
 use tokio::sync::watch;
 use tokio_util::task::TaskTracker;
 
@@ -38,6 +38,7 @@ pub struct ServerBuilder {
     allowed_origins: Vec<String>,
     limits: Limits,
     history_instructions: bool,
+    metrics: Option<Metrics>,
 }
 
 impl std::fmt::Debug for ServerBuilder {
@@ -48,6 +49,7 @@ impl std::fmt::Debug for ServerBuilder {
             .field("allowed_origins", &self.allowed_origins)
             .field("limits", &self.limits)
             .field("history_instructions", &self.history_instructions)
+            .field("metrics", &self.metrics.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -175,6 +177,16 @@ impl ServerBuilder {
     #[must_use]
     pub fn history_instructions(mut self, allowed: bool) -> Self {
         self.history_instructions = allowed;
+        self
+    }
+
+    /// Serves `metrics` at `GET /metrics` on the server's own address, beside `/healthz`
+    /// (colloquy-ops' route), and counts into it each session that runs in this process from
+    /// its start. A [`backend`](Self::backend) of its own counts its sessions where they run
+    /// (a cluster's nodes): the server does not count them.
+    #[must_use]
+    pub fn metrics(mut self, metrics: Metrics) -> Self {
+        self.metrics = Some(metrics);
         self
     }
 
@@ -319,7 +331,10 @@ impl ServerBuilder {
             Listener::bind(addr).await.map_err(|source| BindError::Listen { addr, source })?;
         let local = listener.local_addr();
         let (stop, shutdown) = watch::channel(false);
-        let backend = self.backend.unwrap_or_else(|| Arc::new(self.local));
+        let backend = match self.backend {
+            Some(backend) => backend,
+            None => Arc::new(self.local.watched_by(self.metrics.clone())),
+        };
         let shared = Arc::new(Shared {
             backend,
             registry: Arc::new(Registry::default()),
@@ -332,7 +347,7 @@ impl ServerBuilder {
             shutdown,
             tasks: TaskTracker::new(),
         });
-        let app = router(Arc::clone(&shared));
+        let app = router(Arc::clone(&shared), self.metrics);
         let limits = &shared.limits;
         // A connection holds its place until it ends or becomes a WebSocket, which holds one
         // of its own (`Sockets`); plain requests are short, so a connection has no lifetime.

@@ -38,7 +38,7 @@ pub async fn run(args: &NodeArgs, out: Box<dyn Write + Send>) -> Result<(), Comm
     let mut signals = Signals::new().map_err(|e| CommandError::Failed(e.to_string()))?;
     let health = Arc::new(Mutex::new(Health::not_ready("starting")));
     let ops = match args.metrics_addr {
-        Some(addr) => Some(Ops::serve(addr, &health).await?),
+        Some(addr) => Some(Ops::serve(addr, Metrics::new(), &health).await?),
         None => None,
     };
     let mut builder = Node::builder()
