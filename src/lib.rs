@@ -205,8 +205,8 @@ pub mod ops {
 
     pub use colloquy_ops::{
         DEFAULT_ADDR, DEFAULT_MAX_CLOSE_REASONS, DEFAULT_MAX_TOOL_NAMES, DURATION_BUCKETS, Health,
-        Metrics, MetricsBuilder, OPENMETRICS_CONTENT_TYPE, OTHER_LABEL, OpsServer, PREFIX,
-        ServeOptions, router, serve, serve_with,
+        Listener, Metrics, MetricsBuilder, OPENMETRICS_CONTENT_TYPE, OTHER_LABEL, OpsServer,
+        PREFIX, ServeOptions, health_router, metrics_router, router, serve, serve_with,
     };
 }
 
@@ -243,10 +243,10 @@ pub mod cluster {
     //! ```
 
     pub use colloquy_cluster::{
-        CLUSTER_VERSION, Cluster, ClusterBuilder, ClusterError, DrainReport, ErrorKind, HOST_LOST,
-        HOST_LOST_AFTER, MIN_HOST_LOST_AFTER, NODE_DRAINING, NatsConfig, Node, NodeBuilder,
-        NodeHandle, NodeInfo, NodeLoad, ProtocolError, Refusal, RemoteEvent, RemoteEvents,
-        RemoteSession, SessionRecord, SessionStart, StartOptions, Timeouts,
+        Agents, CLUSTER_VERSION, Cluster, ClusterBuilder, ClusterError, DrainReport, ErrorKind,
+        HOST_LOST, HOST_LOST_AFTER, MIN_HOST_LOST_AFTER, NODE_DRAINING, NatsConfig, Node,
+        NodeBuilder, NodeHandle, NodeInfo, NodeLoad, ProtocolError, Refusal, RemoteEvent,
+        RemoteEvents, RemoteSession, SessionRecord, SessionStart, StartOptions, Timeouts,
     };
 }
 

@@ -111,9 +111,9 @@ pub struct ServeArgs {
     /// The most WebSockets open at once, apart from the plain HTTP requests.
     #[arg(long, value_name = "N", default_value_t = 1024)]
     pub max_websockets: usize,
-    /// Serve Prometheus /metrics and /healthz for the sessions this process runs on this
-    /// address (`127.0.0.1:9464`; port 0 picks a free one). Not with --nats: the nodes count
-    /// their sessions (`colloquy node --metrics-addr`).
+    /// Also serve Prometheus /metrics and /healthz for the sessions this process runs on this
+    /// address, besides --addr's port (`127.0.0.1:9464`; port 0 picks a free one). Not with
+    /// --nats: the nodes count their sessions (`colloquy node --metrics-addr`).
     #[arg(long, value_name = "ADDR", conflicts_with = "nats")]
     pub metrics_addr: Option<std::net::SocketAddr>,
     /// How long a session lives with no client attached (`5m`, `30s`).

@@ -16,12 +16,12 @@ pub(crate) struct Ops {
 }
 
 impl Ops {
-    /// Serves `/metrics` and `/healthz` (what `health` says) on `addr`.
+    /// Serves `/metrics` (of `metrics`) and `/healthz` (what `health` says) on `addr`.
     pub(crate) async fn serve(
         addr: SocketAddr,
+        metrics: Metrics,
         health: &Arc<Mutex<Health>>,
     ) -> Result<Self, CommandError> {
-        let metrics = Metrics::new();
         let health = Arc::clone(health);
         let routes = router(metrics.clone(), move || {
             health.lock().unwrap_or_else(PoisonError::into_inner).clone()

@@ -2,14 +2,15 @@
 //! included) over HTTP and a WebSocket with colloquy-server, under one or more names, until
 //! SIGTERM or SIGINT. It prints the page's URL when ready and a line when it stops. The token
 //! comes from an environment variable, never from the command line, and is never printed.
-//! With `--metrics-addr` it serves colloquy-ops' `/metrics` and `/healthz` (`503 stopping`
-//! while it stops) and counts every session it runs from its first event.
+//! It serves colloquy-ops' `/metrics` on its own address, counting every session it runs from
+//! its start (not with `--nats`: the nodes count theirs), and with `--metrics-addr` on that
+//! address too, beside a `/healthz` of its own (`503 stopping` while it stops).
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 use colloquy::cluster::Cluster;
-use colloquy::ops::Health;
+use colloquy::ops::{Health, Metrics};
 use colloquy_server::{BindError, ClusterBackend, Limits, Server};
 
 use crate::ServeArgs;
@@ -40,8 +41,10 @@ pub async fn run(args: &ServeArgs, out: Box<dyn Write + Send>) -> Result<(), Com
     let terminal = Terminal::new(out, false);
     let mut signals = Signals::new().map_err(|e| CommandError::Failed(e.to_string()))?;
     let health = Arc::new(Mutex::new(Health::not_ready("starting")));
+    // One set of figures, on the server's own address and on `--metrics-addr`'s.
+    let metrics = Metrics::new();
     let ops = match args.metrics_addr {
-        Some(addr) => Some(Ops::serve(addr, &health).await?),
+        Some(addr) => Some(Ops::serve(addr, metrics.clone(), &health).await?),
         None => None,
     };
     let mut limits = Limits::default();
@@ -69,18 +72,11 @@ pub async fn run(args: &ServeArgs, out: Box<dyn Write + Send>) -> Result<(), Com
         }
         None => {
             let served = Served::new(&args.served, &terminal).map_err(CommandError::Usage)?;
-            let Served { llm, about, agent, servers: mcp, names } = served;
+            let names = format!("agents {}", served.names());
+            let Served { agents, about, servers: mcp } = served;
             servers = mcp;
-            let settings = args.served.agent.clone();
-            builder = builder.llm(llm).session(move |session, _| settings.configure(session));
-            if let Some(metrics) = ops.as_ref().map(|ops| ops.metrics.clone()) {
-                builder = builder.on_session(move |session, _| drop(metrics.watch(session)));
-            }
-            for name in &names {
-                let agent = agent.clone();
-                builder = builder.agent(name.as_str(), move || agent.clone());
-            }
-            (format!("agents {}", names.join(", ")), about)
+            builder = builder.agents(agents).metrics(metrics);
+            (names, about)
         }
     };
     for origin in &args.allow_origins {

@@ -112,7 +112,7 @@ async fn serve_prints_its_url_runs_a_turn_and_stops_on_sigterm() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn serve_with_a_metrics_address_counts_its_sessions() {
+async fn serve_counts_its_sessions_on_its_own_port_and_a_metrics_address() {
     let mut command = common::colloquy();
     command.args(["serve", "--addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0"]);
     let mut child = common::spawn(command);
@@ -132,6 +132,9 @@ async fn serve_with_a_metrics_address_counts_its_sessions() {
     assert_eq!(started, Some("colloquy_sessions_started_total 1"), "{text}");
     let healthz = metrics.replace("/metrics", "/healthz");
     assert_eq!(http.get(&healthz).send().await.unwrap().status().as_u16(), 200);
+    // The same figures on the serve port.
+    let own = http.get(format!("{page}metrics")).send().await.unwrap().text().await.unwrap();
+    assert!(own.lines().any(|l| l == "colloquy_sessions_started_total 1"), "{own}");
     stop(child, socket).await;
 }
 

@@ -40,7 +40,7 @@ pub use names::{
 };
 pub use nats::{CONNECT_TIMEOUT, NatsConfig};
 pub use node::{
-    DrainReport, EVENT_TIMEOUT, EVENTS_UNSTORED, HEARTBEAT, HOST_LOST, MAX_IN_FLIGHT,
+    Agents, DrainReport, EVENT_TIMEOUT, EVENTS_UNSTORED, HEARTBEAT, HOST_LOST, MAX_IN_FLIGHT,
     NODE_DRAINING, NODE_LOST, Node, NodeBuilder, NodeHandle, NodeLoad, SessionStart,
 };
 pub use wire::{CLUSTER_VERSION, NodeInfo, Refusal, SessionRecord, StartOptions};

@@ -17,4 +17,4 @@ pub mod hosting;
 pub mod to_proto;
 
 pub use execute::execute;
-pub use hosting::SessionStart;
+pub use hosting::{Agents, SessionStart};

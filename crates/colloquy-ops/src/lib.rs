@@ -6,8 +6,12 @@
 //!   `prometheus-client` registry. [`Metrics::watch`] follows one session's events in a task
 //!   until it closes; [`Metrics::render`] writes the OpenMetrics text.
 //! - [`router`] serves `GET /metrics` and `GET /healthz` (a [`Health`] the host computes);
-//!   [`serve`] binds an address ([`DEFAULT_ADDR`] is `127.0.0.1:9464`) with every wait
-//!   bounded ([`ServeOptions`]) and returns an [`OpsServer`] to stop.
+//!   [`metrics_router`] and [`health_router`] are each alone, to mount beside a host's own
+//!   routes (colloquy-server's).
+//! - [`serve`] binds an address ([`DEFAULT_ADDR`] is `127.0.0.1:9464`) with every wait
+//!   bounded ([`ServeOptions`]) and returns an [`OpsServer`] to stop; [`Listener`] binds first
+//!   and serves later. It is the one HTTP serve loop of colloquy's hosts: colloquy-server
+//!   serves its API and WebSockets with it too.
 //!
 //! The metric names, labels and what each counts: docs/operations.md.
 //!
@@ -27,14 +31,15 @@ mod figures;
 mod http;
 mod labels;
 mod metrics;
+mod serve;
 mod tally;
 
 pub use figures::DURATION_BUCKETS;
 pub use http::{
-    DEFAULT_ADDR, Health, OPENMETRICS_CONTENT_TYPE, OpsServer, ServeOptions, router, serve,
-    serve_with,
+    DEFAULT_ADDR, Health, OPENMETRICS_CONTENT_TYPE, health_router, metrics_router, router,
 };
 pub use labels::OTHER_LABEL;
 pub use metrics::{
     DEFAULT_MAX_CLOSE_REASONS, DEFAULT_MAX_TOOL_NAMES, Metrics, MetricsBuilder, PREFIX,
 };
+pub use serve::{Listener, OpsServer, ServeOptions, serve, serve_with};

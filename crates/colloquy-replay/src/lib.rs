@@ -25,6 +25,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::Response;
+use colloquy_ops::{Listener, OpsServer, ServeOptions};
 use futures_util::stream;
 
 /// One step of a reply's body.
@@ -170,21 +171,21 @@ struct Log {
 pub struct ReplayServer {
     addr: SocketAddr,
     log: Arc<Mutex<Log>>,
-    task: tokio::task::JoinHandle<()>,
+    /// Stops in the background when dropped.
+    _server: OpsServer,
 }
 
 impl ReplayServer {
     /// Listens on 127.0.0.1 (a free port) and answers requests with `replies` in order; a
     /// request past the end gets a 500 that says so.
     pub async fn start(replies: Vec<Reply>) -> std::io::Result<Self> {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let addr = listener.local_addr()?;
+        let listener = Listener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
+        let addr = listener.local_addr();
         let log = Arc::new(Mutex::new(Log { replies, received: Vec::new() }));
         let app = axum::Router::new().fallback(answer).with_state(Arc::clone(&log));
-        let task = tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
-        Ok(Self { addr, log, task })
+        // A recording's pauses may outlast a scrape: no connection lifetime.
+        let server = listener.serve(app, ServeOptions::default().connection_timeout(None));
+        Ok(Self { addr, log, _server: server })
     }
 
     /// `http://127.0.0.1:PORT`.
@@ -195,12 +196,6 @@ impl ReplayServer {
     /// Every request received so far, in order.
     pub fn received(&self) -> Vec<Received> {
         self.log.lock().map(|l| l.received.clone()).unwrap_or_default()
-    }
-}
-
-impl Drop for ReplayServer {
-    fn drop(&mut self) {
-        self.task.abort();
     }
 }
 

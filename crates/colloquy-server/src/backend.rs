@@ -9,8 +9,10 @@ use std::sync::Arc;
 
 use colloquy_actors::{Session, SessionBuilder, SessionHandle};
 use colloquy_edge::execute;
+use colloquy_edge::hosting::{Hosted, StartError};
 use colloquy_llm::Llm;
 use colloquy_model::{Agent, EventFilter, SessionEvent};
+use colloquy_ops::Metrics;
 use colloquy_protocol::{AgentList, ErrorCode, Reply, Request, ServerError, StartOptions};
 use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;
@@ -103,22 +105,19 @@ impl SessionDriver for SessionHandle {
     }
 }
 
-pub use colloquy_edge::SessionStart;
-use colloquy_edge::hosting::{AgentFactory, SessionHook, StartedHook};
+pub use colloquy_edge::{Agents, SessionStart};
 
-/// Sessions in this process: agents registered by name, one model for all.
-#[derive(Clone, Default)]
+/// Sessions in this process: the agents of an [`Agents`] registry, by name, on its model.
+#[derive(Clone, Debug, Default)]
 pub struct LocalBackend {
-    agents: Vec<(String, AgentFactory)>,
-    llm: Option<Arc<dyn Llm>>,
-    hook: Option<SessionHook>,
-    started: Option<StartedHook>,
+    agents: Agents,
+    /// Counts each session from its start (`ServerBuilder::metrics`).
+    metrics: Option<Metrics>,
 }
 
-impl std::fmt::Debug for LocalBackend {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let names: Vec<&str> = self.agents.iter().map(|(name, _)| name.as_str()).collect();
-        f.debug_struct("LocalBackend").field("agents", &names).finish_non_exhaustive()
+impl From<Agents> for LocalBackend {
+    fn from(agents: Agents) -> Self {
+        Self { agents, metrics: None }
     }
 }
 
@@ -129,49 +128,52 @@ impl LocalBackend {
     }
 
     /// Offers `factory`'s agent under `name` (the first registered is the default; a name
-    /// registered again replaces the earlier factory).
+    /// registered again replaces the earlier factory): [`Agents::agent`].
     #[must_use]
     pub fn agent(
         mut self,
         name: impl Into<String>,
         factory: impl Fn() -> Agent + Send + Sync + 'static,
     ) -> Self {
-        let name = name.into();
-        let factory: AgentFactory = Arc::new(factory);
-        match self.agents.iter_mut().find(|(n, _)| *n == name) {
-            Some(entry) => entry.1 = factory,
-            None => self.agents.push((name, factory)),
-        }
+        self.agents = self.agents.agent(name, factory);
         self
     }
 
-    /// The model every session talks to.
+    /// The model every session talks to: [`Agents::llm`].
     #[must_use]
     pub fn llm(mut self, llm: impl Llm) -> Self {
-        self.llm = Some(Arc::new(llm));
+        self.agents = self.agents.llm(llm);
         self
     }
 
     /// Configures each session's builder (options, speech sink, userdata, the before-call
     /// hook, another model), knowing which agent and `metadata` the client asked for. It runs
-    /// after the model is set and before the client's history is.
+    /// after the model is set and before the client's history is: [`Agents::session`].
     #[must_use]
     pub fn session(
         mut self,
         hook: impl Fn(SessionBuilder, &SessionStart) -> SessionBuilder + Send + Sync + 'static,
     ) -> Self {
-        self.hook = Some(Arc::new(hook));
+        self.agents = self.agents.session(hook);
         self
     }
 
     /// Hears of each session once it has started, before its client does: where a host counts
-    /// it (`colloquy_ops::Metrics::watch`) or logs it, as a cluster node's `on_session` does.
+    /// it (`colloquy_ops::Metrics::watch`) or logs it, as a cluster node's `on_session` does
+    /// ([`Agents::on_session`]).
     #[must_use]
     pub fn on_session(
         mut self,
         started: impl Fn(&SessionHandle, &SessionStart) + Send + Sync + 'static,
     ) -> Self {
-        self.started = Some(Arc::new(started));
+        self.agents = self.agents.on_session(started);
+        self
+    }
+
+    /// Counts each session into `metrics` from its start (right after the started hook),
+    /// before its client hears of it.
+    pub(crate) fn watched_by(mut self, metrics: Option<Metrics>) -> Self {
+        self.metrics = metrics;
         self
     }
 }
@@ -179,13 +181,11 @@ impl LocalBackend {
 impl Backend for LocalBackend {
     /// Each name and the id of the agent its factory makes.
     fn known_agents(&self) -> Option<BTreeSet<String>> {
-        let names = self.agents.iter().map(|(name, _)| name.clone());
-        let ids = self.agents.iter().map(|(_, factory)| factory().id().to_owned());
-        Some(names.chain(ids).collect())
+        Some(self.agents.known())
     }
 
     fn agents(&self) -> BoxFuture<'static, Result<AgentList, ServerError>> {
-        let agents: Vec<String> = self.agents.iter().map(|(name, _)| name.clone()).collect();
+        let agents: Vec<String> = self.agents.names().map(str::to_owned).collect();
         let list = AgentList { default: agents.first().cloned(), agents };
         std::future::ready(Ok(list)).boxed()
     }
@@ -195,36 +195,20 @@ impl Backend for LocalBackend {
         agent: String,
         options: StartOptions,
     ) -> BoxFuture<'static, Result<StartedSession, ServerError>> {
-        let factory =
-            self.agents.iter().find(|(name, _)| *name == agent).map(|(_, f)| Arc::clone(f));
-        let llm = self.llm.clone();
-        let (hook, started) = (self.hook.clone(), self.started.clone());
+        let start = SessionStart::new(agent.clone(), options.metadata);
+        // Every event: the replay buffer holds the session's from its first.
+        let starting =
+            self.agents.start(Session::builder(), start, options.history, EventFilter::ALL);
+        let metrics = self.metrics.clone();
         async move {
-            let Some(factory) = factory else {
-                return Err(ServerError::new(
-                    ErrorCode::UnknownAgent,
-                    format!("no agent `{agent}`"),
-                ));
-            };
-            let mut builder = Session::builder();
-            if let Some(llm) = llm {
-                builder = builder.llm(llm);
-            }
-            let start = SessionStart::new(agent.clone(), options.metadata);
-            if let Some(hook) = hook {
-                builder = hook(builder, &start);
-            }
-            if !options.history.is_empty() {
-                builder = builder.history(options.history);
-            }
-            // Subscribed before the start: the replay buffer holds the session's first events.
-            let events = builder.subscribe_to(EventFilter::ALL);
-            let session = builder
-                .start(factory())
-                .await
-                .map_err(|e| ServerError::new(ErrorCode::StartFailed, e.to_string()))?;
-            if let Some(started) = started {
-                started(&session, &start);
+            let Hosted { session, events, .. } = starting.await.map_err(|e| match e {
+                StartError::UnknownAgent(_) => {
+                    ServerError::new(ErrorCode::UnknownAgent, e.to_string())
+                }
+                _ => ServerError::new(ErrorCode::StartFailed, e.to_string()),
+            })?;
+            if let Some(metrics) = metrics {
+                metrics.watch(&session);
             }
             Ok(StartedSession {
                 session_id: session.id().to_owned(),

@@ -39,7 +39,9 @@ mod routes;
 mod server;
 mod sockets;
 
-pub use backend::{Backend, LocalBackend, SessionDriver, SessionStart, StartedSession, StreamItem};
+pub use backend::{
+    Agents, Backend, LocalBackend, SessionDriver, SessionStart, StartedSession, StreamItem,
+};
 #[cfg(feature = "cluster")]
 pub use cluster::ClusterBackend;
 pub use limits::Limits;

@@ -5,12 +5,11 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::Extension;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::ws::WebSocketUpgrade;
-use axum::extract::{DefaultBodyLimit, FromRequest, Path, Query, Request, State};
+use axum::extract::{ConnectInfo, DefaultBodyLimit, FromRequest, Path, Query, Request, State};
 use axum::http::header::{
     AUTHORIZATION, CONTENT_SECURITY_POLICY, CONTENT_TYPE, WWW_AUTHENTICATE, X_CONTENT_TYPE_OPTIONS,
     X_FRAME_OPTIONS,
@@ -20,6 +19,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get};
 use colloquy_model::ChatItem;
+use colloquy_ops::{Health, Metrics, health_router, metrics_router};
 use colloquy_protocol::{
     Command, ErrorCode, ErrorKind, PROTOCOL_VERSION, Reply, ServerError, SessionClosed,
     SessionList, SessionStarted, StartSession,
@@ -37,7 +37,7 @@ use crate::limits::Limits;
 /// The read buffer of each WebSocket: a frame over it is read in several pieces.
 const READ_BUFFER: usize = 4 * 1024;
 use crate::live::{self, Live, Refused, Registry};
-use crate::sockets::{self, Peer, Sockets};
+use crate::sockets::{self, Sockets};
 use crate::{SUBPROTOCOL, assets};
 use colloquy_edge::history;
 
@@ -64,8 +64,8 @@ pub(crate) struct Shared {
 
 type AppState = State<Arc<Shared>>;
 
-/// The server's routes.
-pub(crate) fn router(shared: Arc<Shared>) -> Router {
+/// The server's routes; `/metrics` with `metrics`.
+pub(crate) fn router(shared: Arc<Shared>, metrics: Option<Metrics>) -> Router {
     let body_limit = shared.limits.max_body_bytes;
     let api = Router::new()
         .route("/agents", get(agents))
@@ -78,7 +78,8 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
     let app = Router::new()
         .route("/", get(|| async { asset("index.html") }))
         .route("/assets/{file}", get(|Path(file): Path<String>| async move { asset(&file) }))
-        .route("/healthz", get(health))
+        .merge(health_router(health(Arc::clone(&shared.registry))))
+        .merge(metrics.map(metrics_router).unwrap_or_default())
         .nest("/v1", api)
         .fallback(|| async { error(ServerError::new(ErrorCode::NotFound, "no such route")) })
         .method_not_allowed_fallback(method_not_allowed)
@@ -185,19 +186,11 @@ fn asset(name: &str) -> Response {
     }
 }
 
-#[derive(Serialize)]
-struct Health {
-    status: &'static str,
-    sessions: usize,
-}
-
-async fn health(State(shared): AppState) -> Response {
-    let sessions = shared.registry.list().len();
-    match shared.registry.is_shutting_down() {
-        false => json(StatusCode::OK, &Health { status: "ok", sessions }),
-        true => {
-            json(StatusCode::SERVICE_UNAVAILABLE, &Health { status: "shutting_down", sessions })
-        }
+/// What `/healthz` says: not ready once the server stops.
+fn health(registry: Arc<Registry>) -> impl Fn() -> Health + Send + Sync + 'static {
+    move || match registry.is_shutting_down() {
+        false => Health::Ready,
+        true => Health::not_ready("shutting_down"),
     }
 }
 
@@ -340,7 +333,7 @@ struct Attach {
 
 async fn attach(
     State(shared): AppState,
-    Extension(Peer(peer)): Extension<Peer>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
     Path(id): Path<String>,
     query: Result<Query<Attach>, axum::extract::rejection::QueryRejection>,
     upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
@@ -375,6 +368,7 @@ async fn attach(
     }
     let limits = &shared.limits;
     let (per_client, total) = (limits.max_websockets_per_client, limits.max_websockets);
+    let peer = client.ip();
     let place = match shared.sockets.open(peer, per_client, total) {
         Ok(place) => place,
         Err(sockets::Refused::Client) => {

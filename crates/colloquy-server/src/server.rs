@@ -5,24 +5,18 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::{Extension, Router};
 use colloquy_actors::{SessionBuilder, SessionHandle};
 use colloquy_llm::Llm;
 use colloquy_model::Agent;
-use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::service::TowerToHyperService;
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, watch};
-use tokio::task::{JoinHandle, JoinSet};
+use colloquy_ops::{Listener, Metrics, OpsServer, ServeOptions};
+use tokio::sync::watch;
 use tokio_util::task::TaskTracker;
 
 use crate::auth::{Origin, Token};
-use crate::backend::{Backend, LocalBackend, SessionStart};
-use crate::connection::stopping;
+use crate::backend::{Agents, Backend, LocalBackend, SessionStart};
 use crate::limits::Limits;
 use crate::live::{Registry, SERVER_SHUTDOWN};
 use crate::routes::{Shared, router};
-use crate::sockets::Peer;
 
 /// The server's entry point.
 #[derive(Debug)]
@@ -44,6 +38,7 @@ pub struct ServerBuilder {
     allowed_origins: Vec<String>,
     limits: Limits,
     history_instructions: bool,
+    metrics: Option<Metrics>,
 }
 
 impl std::fmt::Debug for ServerBuilder {
@@ -54,6 +49,7 @@ impl std::fmt::Debug for ServerBuilder {
             .field("allowed_origins", &self.allowed_origins)
             .field("limits", &self.limits)
             .field("history_instructions", &self.history_instructions)
+            .field("metrics", &self.metrics.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -104,6 +100,16 @@ impl ServerBuilder {
         factory: impl Fn() -> Agent + Send + Sync + 'static,
     ) -> Self {
         self.local = self.local.agent(name, factory);
+        self
+    }
+
+    /// The agents of the sessions that run in this process, their model and hooks, all at
+    /// once: replaces what [`agent`](Self::agent), [`llm`](Self::llm),
+    /// [`session`](Self::session) and [`on_session`](Self::on_session) set before. Not used
+    /// once [`backend`](Self::backend) is set.
+    #[must_use]
+    pub fn agents(mut self, agents: Agents) -> Self {
+        self.local = LocalBackend::from(agents);
         self
     }
 
@@ -171,6 +177,16 @@ impl ServerBuilder {
     #[must_use]
     pub fn history_instructions(mut self, allowed: bool) -> Self {
         self.history_instructions = allowed;
+        self
+    }
+
+    /// Serves `metrics` at `GET /metrics` on the server's own address, beside `/healthz`
+    /// (colloquy-ops' route), and counts into it each session that runs in this process from
+    /// its start. A [`backend`](Self::backend) of its own counts its sessions where they run
+    /// (a cluster's nodes): the server does not count them.
+    #[must_use]
+    pub fn metrics(mut self, metrics: Metrics) -> Self {
+        self.metrics = Some(metrics);
         self
     }
 
@@ -312,10 +328,13 @@ impl ServerBuilder {
             return Err(BindError::TokenRequired(addr));
         }
         let listener =
-            TcpListener::bind(addr).await.map_err(|source| BindError::Listen { addr, source })?;
-        let local = listener.local_addr().map_err(|source| BindError::Listen { addr, source })?;
+            Listener::bind(addr).await.map_err(|source| BindError::Listen { addr, source })?;
+        let local = listener.local_addr();
         let (stop, shutdown) = watch::channel(false);
-        let backend = self.backend.unwrap_or_else(|| Arc::new(self.local));
+        let backend = match self.backend {
+            Some(backend) => backend,
+            None => Arc::new(self.local.watched_by(self.metrics.clone())),
+        };
         let shared = Arc::new(Shared {
             backend,
             registry: Arc::new(Registry::default()),
@@ -325,12 +344,20 @@ impl ServerBuilder {
             token: self.token,
             allowed_origins,
             addr: local,
-            shutdown: shutdown.clone(),
+            shutdown,
             tasks: TaskTracker::new(),
         });
-        let app = router(Arc::clone(&shared));
-        let serve = tokio::spawn(accept(listener, app, shared.limits.clone(), shutdown));
-        Ok(ServerHandle { addr: local, shared, stop, serve })
+        let app = router(Arc::clone(&shared), self.metrics);
+        let limits = &shared.limits;
+        // A connection holds its place until it ends or becomes a WebSocket, which holds one
+        // of its own (`Sockets`); plain requests are short, so a connection has no lifetime.
+        let options = ServeOptions::default()
+            .header_read_timeout(limits.header_read_timeout)
+            .connection_timeout(None)
+            .shutdown_timeout(limits.shutdown_timeout)
+            .max_connections(limits.max_connections);
+        let http = listener.serve(app, options);
+        Ok(ServerHandle { addr: local, shared, stop, http })
     }
 }
 
@@ -339,8 +366,10 @@ impl ServerBuilder {
 pub struct ServerHandle {
     addr: SocketAddr,
     shared: Arc<Shared>,
+    /// Tells the sessions' tasks and the WebSockets to stop.
     stop: watch::Sender<bool>,
-    serve: JoinHandle<()>,
+    /// The HTTP connections: stopped with the rest, or when the handle is dropped.
+    http: OpsServer,
 }
 
 impl std::fmt::Debug for Shared {
@@ -377,91 +406,12 @@ impl ServerHandle {
         }
         let _ = self.stop.send(true);
         self.shared.tasks.close();
-        if tokio::time::timeout(timeout, self.shared.tasks.wait()).await.is_err() {
-            tracing::warn!(?timeout, "connections still open at the shutdown's bound");
-        }
-        let mut serve = self.serve;
-        if tokio::time::timeout(timeout, &mut serve).await.is_err() {
-            serve.abort();
-        }
-    }
-}
-
-/// Accepts connections until the shutdown, then gives the HTTP ones the shutdown's bound to
-/// finish (the WebSocket connections are the server's tasks, which the shutdown waits for).
-async fn accept(
-    listener: TcpListener,
-    router: Router,
-    limits: Limits,
-    shutdown: watch::Receiver<bool>,
-) {
-    let mut connections = JoinSet::new();
-    let mut stop = shutdown.clone();
-    let places = Arc::new(Semaphore::new(limits.max_connections.max(1)));
-    // A place first, then a connection: past the bound they wait in the kernel's backlog.
-    let next = || async {
-        let place = Arc::clone(&places).acquire_owned().await;
-        (place, listener.accept().await)
-    };
-    loop {
-        tokio::select! {
-            biased;
-            () = stopping(&mut stop) => break,
-            Some(_) = connections.join_next(), if !connections.is_empty() => {}
-            (place, accepted) = next() => match (place, accepted) {
-                (Ok(place), Ok((stream, peer))) => {
-                    let router = router.clone().layer(Extension(Peer(peer.ip())));
-                    let serving = connection(stream, router, limits.header_read_timeout, shutdown.clone());
-                    // The place is the HTTP connection's: given back once it ends, or once it
-                    // becomes a WebSocket, which holds one of its own (`Sockets`).
-                    connections.spawn(async move {
-                        serving.await;
-                        drop(place);
-                    });
-                }
-                (Err(_), _) => break,
-                (_, Err(e)) => {
-                    // Out of file descriptors, most likely: wait a little rather than spin.
-                    tracing::warn!(error = %e, "cannot accept a connection");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            },
-        }
-    }
-    drop(listener);
-    let drained = async { while connections.join_next().await.is_some() {} };
-    let _ = tokio::time::timeout(limits.shutdown_timeout, drained).await;
-    connections.abort_all();
-    while connections.join_next().await.is_some() {}
-}
-
-/// Serves one HTTP connection (upgrades included) until it ends or the server stops.
-async fn connection(
-    stream: TcpStream,
-    router: Router,
-    header_read_timeout: Duration,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    // Frames are small and a client waits on each: without TCP_NODELAY, Nagle's algorithm and
-    // the peer's delayed acknowledgement hold a frame back some 40 ms.
-    if let Err(e) = stream.set_nodelay(true) {
-        tracing::debug!(error = %e, "cannot set TCP_NODELAY on a connection");
-    }
-    let mut http = hyper::server::conn::http1::Builder::new();
-    http.timer(TokioTimer::new()).header_read_timeout(header_read_timeout);
-    let service = TowerToHyperService::new(router);
-    let conn = http.serve_connection(TokioIo::new(stream), service).with_upgrades();
-    tokio::pin!(conn);
-    tokio::select! {
-        biased;
-        result = conn.as_mut() => {
-            if let Err(e) = result {
-                tracing::debug!(error = %e, "a connection ended");
+        let tasks = async {
+            if tokio::time::timeout(timeout, self.shared.tasks.wait()).await.is_err() {
+                tracing::warn!(?timeout, "connections still open at the shutdown's bound");
             }
-            return;
-        }
-        () = stopping(&mut shutdown) => {}
+        };
+        // The HTTP connections' stop is bounded by the same timeout (`ServeOptions`).
+        tokio::join!(tasks, self.http.stop());
     }
-    conn.as_mut().graceful_shutdown();
-    let _ = conn.await;
 }

@@ -6,10 +6,6 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 
-/// The address a connection came from, set on each request by the accept loop.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Peer(pub(crate) IpAddr);
-
 /// The open WebSockets, counted.
 #[derive(Default)]
 pub(crate) struct Sockets {

@@ -447,11 +447,40 @@ async fn one_session_over_the_limit_is_a_503_until_one_closes() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_are_served_on_the_servers_own_port_and_count_its_sessions() {
+    let server = serve(builder().metrics(colloquy_ops::Metrics::new())).await;
+    let started = start(&server).await;
+    let mut client = Client::connect(&server, &started.session_id, 0).await;
+    client.send(r#"{"v":1,"id":1,"type":"user_turn","text":"start it"}"#).await;
+    client.until(|f| is_event(f, "tool_call_started")).await;
+    let url = format!("{}v1/sessions/{}", server.url(), started.session_id);
+    assert_eq!(http().delete(url).send().await.unwrap().status().as_u16(), 200);
+    let response = http().get(format!("{}metrics", server.url())).send().await.unwrap();
+    let content_type = response.headers()["content-type"].to_str().unwrap().to_owned();
+    assert_eq!(content_type, colloquy_ops::OPENMETRICS_CONTENT_TYPE);
+    let text = response.text().await.unwrap();
+    assert!(text.lines().any(|l| l == "colloquy_sessions_started_total 1"), "{text}");
+    assert!(
+        text.lines().any(|l| l.starts_with(r#"colloquy_tool_calls_started_total{tool="slow"} 1"#)),
+        "{text}"
+    );
+    eventually("the closed session is counted", || async {
+        let (_, text) = get(&server, "/metrics", &[]).await;
+        text.lines().any(|l| l == r#"colloquy_sessions_closed_total{reason="client_closed"} 1"#)
+    })
+    .await;
+    assert_eq!(get(&server, "/healthz", &[]).await, (200, "ok".to_owned()));
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agents_health_and_page_answer() {
     let server = serve(builder().agent("other", common::agent)).await;
     let (status, body) = get(&server, "/v1/agents", &[]).await;
     assert_eq!((status, body.as_str()), (200, r#"{"agents":["demo","other"],"default":"demo"}"#));
-    assert_eq!(get(&server, "/healthz", &[]).await.0, 200);
+    assert_eq!(get(&server, "/healthz", &[]).await, (200, "ok".to_owned()));
+    // Without `ServerBuilder::metrics`, no `/metrics`.
+    assert_eq!(get(&server, "/metrics", &[]).await.0, 404);
     assert!(get(&server, "/assets/index.html", &[]).await.1.contains("<html"));
     assert_eq!(get(&server, "/assets/nope.js", &[]).await.0, 404);
     let (status, body) = post(&server, r#"{"v":1,"agent":"other"}"#, None).await;

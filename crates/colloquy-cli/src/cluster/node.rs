@@ -33,24 +33,23 @@ pub async fn run(args: &NodeArgs, out: Box<dyn Write + Send>) -> Result<(), Comm
     let nats = nats_config(&args.nats, &args.nats_auth).map_err(CommandError::Usage)?;
     let terminal = Terminal::new(out, false);
     let served = Served::new(&args.served, &terminal).map_err(CommandError::Usage)?;
-    let Served { llm, about, agent, servers, names } = served;
+    let names = served.names();
+    let Served { agents, about, servers } = served;
     let mut signals = Signals::new().map_err(|e| CommandError::Failed(e.to_string()))?;
     let health = Arc::new(Mutex::new(Health::not_ready("starting")));
     let ops = match args.metrics_addr {
-        Some(addr) => Some(Ops::serve(addr, &health).await?),
+        Some(addr) => Some(Ops::serve(addr, Metrics::new(), &health).await?),
         None => None,
     };
     let mut builder = Node::builder()
         .nats(nats)
         .name(args.name.as_str())
-        .llm(llm)
+        .agents(agents)
         .max_sessions(args.max_sessions)
         .load_threshold(args.load_threshold)
         .drain_timeout(args.drain_timeout)
         .lost_after(args.lost_after)
         .host_lost_after(args.host_lost_after);
-    let settings = args.served.agent.clone();
-    builder = builder.session(move |session, _| settings.configure(session));
     if !args.no_agent_text {
         builder = builder.events(EventFilter::ALL);
     }
@@ -63,10 +62,6 @@ pub async fn run(args: &NodeArgs, out: Box<dyn Write + Send>) -> Result<(), Comm
         watchers.retain(|w| !w.is_finished());
         watchers.push(watcher);
     });
-    for name in &names {
-        let agent = agent.clone();
-        builder = builder.agent(name.as_str(), move || agent.clone());
-    }
     let node = match builder.start().await {
         Ok(node) => node,
         Err(e) => {
@@ -85,7 +80,7 @@ pub async fn run(args: &NodeArgs, out: Box<dyn Write + Send>) -> Result<(), Comm
             "node {} ready on {}: agents {} on {about}{}",
             node.name(),
             args.nats,
-            names.join(", "),
+            names,
             metrics.unwrap_or_default()
         ),
     );

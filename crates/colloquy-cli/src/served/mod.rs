@@ -9,6 +9,7 @@ use colloquy::mcp::McpToolset;
 use colloquy::prelude::*;
 use colloquy::tools::ToolSource;
 use colloquy::toolsets::EndCallTool;
+use colloquy_server::Agents;
 
 pub mod llm;
 pub mod tools;
@@ -78,14 +79,14 @@ pub(crate) fn with_mcp_servers(
 
 /// What `colloquy serve` and `colloquy node` serve: the chat's agent with its `--mcp` servers,
 /// on the model `--provider` names (the scripted one by default), under each `--agent` name
-/// (`demo` if none).
+/// (`demo` if none), every session configured by the model and tool options.
 pub(crate) struct Served {
-    pub(crate) llm: Arc<dyn Llm>,
+    /// The one registry both commands hand on (`ServerBuilder::agents`,
+    /// `NodeBuilder::agents`), each adding its own started hook.
+    pub(crate) agents: Agents,
     /// The model, as the banner names it.
     pub(crate) about: String,
-    pub(crate) agent: Agent,
     pub(crate) servers: Vec<McpServer>,
-    pub(crate) names: Vec<String>,
 }
 
 impl Served {
@@ -102,7 +103,19 @@ impl Served {
             true => vec![DEFAULT_AGENT.to_owned()],
             false => args.agent_names.clone(),
         };
-        Ok(Self { llm, about, agent, servers, names })
+        let settings = args.agent.clone();
+        let mut agents =
+            Agents::new().llm(llm).session(move |session, _| settings.configure(session));
+        for name in names {
+            let agent = agent.clone();
+            agents = agents.agent(name, move || agent.clone());
+        }
+        Ok(Self { agents, about, servers })
+    }
+
+    /// The names the agent is served under, for the banner.
+    pub(crate) fn names(&self) -> String {
+        self.agents.names().collect::<Vec<_>>().join(", ")
     }
 }
 

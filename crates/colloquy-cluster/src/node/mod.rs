@@ -25,7 +25,8 @@ pub use drain::NODE_DRAINING;
 pub use fence::NODE_LOST;
 pub use hosts::HOST_LOST;
 pub use shared::{
-    DrainReport, EVENT_TIMEOUT, EVENTS_UNSTORED, HEARTBEAT, MAX_IN_FLIGHT, NodeLoad, SessionStart,
+    Agents, DrainReport, EVENT_TIMEOUT, EVENTS_UNSTORED, HEARTBEAT, MAX_IN_FLIGHT, NodeLoad,
+    SessionStart,
 };
 
 use crate::error::ClusterError;
@@ -48,10 +49,7 @@ impl Node {
             server: NatsConfig::new("nats://127.0.0.1:4222"),
             name: None,
             config: NodeConfig {
-                agents: BTreeMap::new(),
-                llm: None,
-                hook: None,
-                observer: None,
+                agents: Agents::new(),
                 events: EventFilter::DEFAULT,
                 max_in_flight: MAX_IN_FLIGHT,
                 event_timeout: EVENT_TIMEOUT,
@@ -72,7 +70,8 @@ impl Node {
 /// under the node's own [`Host`]: first [`llm`](Self::llm)'s model, then the
 /// [`session`](Self::session) hook (which may set anything else a `SessionBuilder` takes,
 /// the model included), then the history the host sent, then started with a fresh agent from
-/// the factory registered under the name the host asked for.
+/// the factory registered under the name the host asked for: the order of every host of
+/// agents by name ([`Agents::start`]).
 #[must_use]
 pub struct NodeBuilder {
     server: NatsConfig,
@@ -100,40 +99,51 @@ impl NodeBuilder {
         self
     }
 
-    /// Registers an agent: `factory` builds one for each session a host starts with `name`.
+    /// Registers an agent: `factory` builds one for each session a host starts with `name`
+    /// (a name registered again replaces the earlier factory): [`Agents::agent`].
     pub fn agent(
         mut self,
         name: impl Into<String>,
         factory: impl Fn() -> Agent + Send + Sync + 'static,
     ) -> Self {
-        self.config.agents.insert(name.into(), Arc::new(factory));
+        self.config.agents = self.config.agents.agent(name, factory);
         self
     }
 
-    /// The model every session of this node talks to.
+    /// The model every session of this node talks to: [`Agents::llm`].
     pub fn llm(mut self, llm: impl Llm) -> Self {
-        self.config.llm = Some(Arc::new(llm));
+        self.config.agents = self.config.agents.llm(llm);
         self
     }
 
     /// Configures each session's builder (options, speech sink, userdata, the before-call
-    /// hook, a model per session), knowing which agent and metadata the host asked for.
+    /// hook, a model per session), knowing which agent and metadata the host asked for:
+    /// [`Agents::session`].
     pub fn session(
         mut self,
         hook: impl Fn(SessionBuilder, &SessionStart) -> SessionBuilder + Send + Sync + 'static,
     ) -> Self {
-        self.config.hook = Some(Arc::new(hook));
+        self.config.agents = self.config.agents.session(hook);
         self
     }
 
     /// Called with each session the node starts, once it has started and before the host
     /// that asked for it is answered, so nothing the host does precedes it: to watch the
-    /// session (metrics, logs) from its first event. Keep it quick: placements wait on it.
+    /// session (metrics, logs) from its first event. Keep it quick: placements wait on it
+    /// ([`Agents::on_session`]).
     pub fn on_session(
         mut self,
         observer: impl Fn(&SessionHandle, &SessionStart) + Send + Sync + 'static,
     ) -> Self {
-        self.config.observer = Some(Arc::new(observer));
+        self.config.agents = self.config.agents.on_session(observer);
+        self
+    }
+
+    /// The agents, their model and both hooks at once: replaces what
+    /// [`agent`](Self::agent), [`llm`](Self::llm), [`session`](Self::session) and
+    /// [`on_session`](Self::on_session) set before.
+    pub fn agents(mut self, agents: Agents) -> Self {
+        self.config.agents = agents;
         self
     }
 
@@ -225,8 +235,8 @@ impl NodeBuilder {
         if !names::is_valid_name(&name) {
             return Err(ClusterError::InvalidName(name));
         }
-        if let Some(bad) = self.config.agents.keys().find(|a| !names::is_valid_name(a)) {
-            return Err(ClusterError::InvalidName(bad.clone()));
+        if let Some(bad) = self.config.agents.names().find(|a| !names::is_valid_name(a)) {
+            return Err(ClusterError::InvalidName(bad.to_owned()));
         }
         if self.config.host_lost_after < names::MIN_HOST_LOST_AFTER {
             return Err(ClusterError::Config(format!(

@@ -2,11 +2,11 @@
 //! from announcements up to a second old), then the session's start. Requests are taken one
 //! at a time, so two cannot both pass the threshold.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use colloquy_actors::Session;
 use colloquy_edge::history;
+use colloquy_edge::hosting::{Hosted, StartError};
 use tokio::task::AbortHandle;
 
 use super::serve;
@@ -33,12 +33,12 @@ pub(super) async fn serve(shared: &Arc<NodeShared>) -> Result<AbortHandle, Clust
 /// Admits and starts one session.
 async fn place(shared: &Arc<NodeShared>, request: PlaceRequest) -> PlaceReply {
     let sessions = shared.lock_sessions().len();
-    let factory = shared.config.agents.get(&request.agent).cloned();
+    let agents = &shared.config.agents;
     let refusal = admission(&Admission {
         agent: &request.agent,
         draining: shared.is_draining(),
         fenced: !shared.holds_lease(),
-        serves_agent: factory.is_some(),
+        serves_agent: agents.offers(&request.agent),
         node_protocol: CLUSTER_VERSION,
         host_protocol: request.v,
         sessions,
@@ -46,51 +46,33 @@ async fn place(shared: &Arc<NodeShared>, request: PlaceRequest) -> PlaceReply {
         load: shared.load(sessions),
         load_threshold: shared.config.load_threshold,
     });
-    let factory = match (refusal, factory) {
-        (None, Some(factory)) => factory,
-        (Some(refusal), _) => return PlaceReply::Refused { refusal },
-        // Admission refuses an agent the node lacks: this arm only satisfies the types.
-        (None, None) => {
-            let refusal = Refusal::UnknownAgent { agent: request.agent };
-            return PlaceReply::Refused { refusal };
-        }
-    };
+    if let Some(refusal) = refusal {
+        return PlaceReply::Refused { refusal };
+    }
     // The host checked the history already, but only the node knows the agents a handoff in
     // it may name, by name or by id (docs/protocol.md#history).
     if !request.options.history.is_empty() {
-        let agents: BTreeSet<String> = shared
-            .config
-            .agents
-            .iter()
-            .flat_map(|(name, factory)| [name.clone(), factory().id().to_owned()])
-            .collect();
-        let rules = history::Rules { instructions: true, agents: Some(&agents) };
+        let known = agents.known();
+        let rules = history::Rules { instructions: true, agents: Some(&known) };
         if let Err(why) = history::check(&request.options.history, &rules) {
             let message = format!("a history the node refuses: {why}");
             return PlaceReply::Failed { message };
         }
     }
-    let mut builder = Session::builder().host(&shared.host);
-    if let Some(llm) = &shared.config.llm {
-        builder = builder.llm(Arc::clone(llm));
-    }
     let start = SessionStart::new(request.agent.clone(), request.options.metadata);
-    if let Some(hook) = &shared.config.hook {
-        builder = hook(builder, &start);
-    }
-    if !request.options.history.is_empty() {
-        builder = builder.history(request.options.history);
-    }
-    // Subscribed before the start, so the session's first events are published too.
-    let events = builder.subscribe_to(shared.config.events);
-    let session = match builder.start(factory()).await {
-        Ok(session) => session,
+    // Subscribed before the start, so the session's first events are published too; the
+    // started hook runs before the answer, so the host cannot reach the session before it.
+    let builder = Session::builder().host(&shared.host);
+    let history = request.options.history;
+    let (session, events) = match agents.start(builder, start, history, shared.config.events).await
+    {
+        Ok(Hosted { session, events, .. }) => (session, events),
+        // Admission refuses an agent the node lacks: this arm only satisfies the types.
+        Err(StartError::UnknownAgent(agent)) => {
+            return PlaceReply::Refused { refusal: Refusal::UnknownAgent { agent } };
+        }
         Err(e) => return PlaceReply::Failed { message: e.to_string() },
     };
-    // Before the answer: the host cannot reach the session before the observer has seen it.
-    if let Some(observer) = &shared.config.observer {
-        observer(&session, &start);
-    }
     let session_id = session.id().to_owned();
     // Read once: the record and the answer name the same lease.
     let lease = shared.lease();

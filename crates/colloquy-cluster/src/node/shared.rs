@@ -9,7 +9,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use colloquy_actors::{Host, SessionHandle};
-use colloquy_llm::Llm;
 use colloquy_model::EventFilter;
 use futures_util::StreamExt;
 use tokio::sync::{Notify, OnceCell, watch};
@@ -25,10 +24,7 @@ use crate::wire::{CLUSTER_VERSION, NodeInfo};
 /// once when its sessions change or its connection to NATS comes back.
 pub const HEARTBEAT: Duration = Duration::from_secs(1);
 
-pub use colloquy_edge::SessionStart;
-pub(crate) use colloquy_edge::hosting::{
-    AgentFactory, SessionHook, StartedHook as SessionObserver,
-};
+pub use colloquy_edge::{Agents, SessionStart};
 /// A node's load from its sessions.
 pub(crate) type LoadFn = Arc<dyn Fn(&NodeLoad) -> f64 + Send + Sync>;
 
@@ -66,10 +62,8 @@ pub struct DrainReport {
 
 /// How the node runs its sessions, as its builder set it.
 pub(crate) struct NodeConfig {
-    pub(crate) agents: BTreeMap<String, AgentFactory>,
-    pub(crate) llm: Option<Arc<dyn Llm>>,
-    pub(crate) hook: Option<SessionHook>,
-    pub(crate) observer: Option<SessionObserver>,
+    /// The agents by name, their model and the hooks around each start.
+    pub(crate) agents: Agents,
     /// The events each session publishes (`session_closed` always among them).
     pub(crate) events: EventFilter,
     /// The most commands of one session the node runs at once.
@@ -190,7 +184,15 @@ impl NodeShared {
             name: self.name.clone(),
             boot_id: self.boot_id.clone(),
             lease: self.lease(),
-            agents: self.config.agents.keys().cloned().collect(),
+            // In name order, as hosts list them, whatever order the node registered them in.
+            agents: self
+                .config
+                .agents
+                .names()
+                .map(str::to_owned)
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect(),
             sessions,
             max_sessions: self.config.max_sessions,
             load: self.load(sessions),
