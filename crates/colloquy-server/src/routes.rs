@@ -75,11 +75,15 @@ pub(crate) fn router(shared: Arc<Shared>, metrics: Option<Metrics>) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(Arc::clone(&shared), guard));
     let cors = cors(Arc::clone(&shared.allowed_origins));
+    // The figures name tools and close reasons: whoever may not use the API may not read them
+    // (a scraper sends the token as a bearer header).
+    let guarded = middleware::from_fn_with_state(Arc::clone(&shared), guard);
+    let metrics = metrics.map(|m| metrics_router(m).route_layer(guarded)).unwrap_or_default();
     let app = Router::new()
         .route("/", get(|| async { asset("index.html") }))
         .route("/assets/{file}", get(|Path(file): Path<String>| async move { asset(&file) }))
         .merge(health_router(health(Arc::clone(&shared.registry))))
-        .merge(metrics.map(metrics_router).unwrap_or_default())
+        .merge(metrics)
         .nest("/v1", api)
         .fallback(|| async { error(ServerError::new(ErrorCode::NotFound, "no such route")) })
         .method_not_allowed_fallback(method_not_allowed)

@@ -317,6 +317,20 @@ async fn a_token_is_required_on_the_api_from_a_header_or_a_subprotocol() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_metrics_take_the_token_the_api_takes_and_a_probe_does_not() {
+    let server = serve(builder().token("s3cret").metrics(colloquy_ops::Metrics::new())).await;
+    let (status, body) = get(&server, "/metrics", &[]).await;
+    assert_eq!(status, 401);
+    assert!(!body.contains("colloquy_"), "no figure without the token: {body}");
+    assert_eq!(get(&server, "/metrics", &[("authorization", "Bearer wrong")]).await.0, 401);
+    let (status, body) = get(&server, "/metrics", &[("authorization", "Bearer s3cret")]).await;
+    assert_eq!(status, 200);
+    assert!(body.contains("colloquy_sessions_started_total 0"), "{body}");
+    assert_eq!(get(&server, "/healthz", &[]).await, (200, "ok".to_owned()));
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_token_a_browser_cannot_send_is_refused_at_bind() {
     for bad in ["", "two words", "a,b", "naïve"] {
         for addr in ["127.0.0.1:0", "0.0.0.0:0"] {
