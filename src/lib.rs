@@ -135,8 +135,9 @@ pub mod events {
 
     pub use colloquy_actors::EventStream;
     pub use colloquy_model::{
-        AgentState, CloseReason, ErrorSource, EventFilter, EventKind, EventType, RefusalReason,
-        ReplyStatus, SessionEvent, SpeechSource, ToolCallStatus, UserState,
+        AgentState, CloseReason, ErrorSource, EventFilter, EventKind, EventType, InDoubtOutcome,
+        RefusalReason, ReplyStatus, ResumedCall, SessionEvent, SpeechSource, ToolCallStatus,
+        UserState,
     };
 }
 
@@ -247,6 +248,36 @@ pub mod cluster {
         HOST_LOST, HOST_LOST_AFTER, MIN_HOST_LOST_AFTER, NODE_DRAINING, NatsConfig, Node,
         NodeBuilder, NodeHandle, NodeInfo, NodeLoad, ProtocolError, Refusal, RemoteEvent,
         RemoteEvents, RemoteSession, SessionRecord, SessionStart, StartOptions, Timeouts,
+    };
+}
+
+pub mod store {
+    //! Durable sessions (docs/durability.md): a [`SessionStore`] keeps each session's journal,
+    //! so that [`SessionBuilder::resume`](crate::session::SessionBuilder::resume) continues a
+    //! conversation its process lost — [`SqliteStore`] in one file (feature `sqlite`, on by
+    //! default), [`MemoryStore`] in memory, or a store of the host's own.
+    //!
+    //! ```no_run
+    //! use std::sync::Arc;
+    //! use colloquy::prelude::*;
+    //! use colloquy::store::SqliteStore;
+    //!
+    //! # async fn run(llm: ScriptedLlm) -> Result<(), Box<dyn std::error::Error>> {
+    //! let store = Arc::new(SqliteStore::open("sessions.db")?);
+    //! let agent = || Agent::new("support", "Help the user.");
+    //! let session = Session::builder().llm(llm.clone()).store(store.clone()).start(agent()).await?;
+    //! let id = session.id().to_owned();
+    //! // … the process is killed; later, in another one with the same file:
+    //! let agents = |name: &str| (name == "support").then(agent);
+    //! let session = Session::builder().llm(llm).store(store).resume(&id, agents).await?;
+    //! # drop(session); Ok(()) }
+    //! ```
+
+    #[cfg(feature = "sqlite")]
+    pub use colloquy_store::SqliteStore;
+    pub use colloquy_store::{
+        CallInDoubt, Entry, Journal, MemoryStore, Record, SCHEMA_VERSION, SessionStore,
+        SessionSummary, StoreError,
     };
 }
 

@@ -22,6 +22,7 @@ mod dispatch;
 mod doc_anchors;
 mod drain;
 mod duplicates;
+mod durable;
 mod end_call;
 mod event_times;
 mod examples;

@@ -7,6 +7,7 @@ use std::time::Duration;
 use colloquy_llm::Llm;
 use colloquy_llm::context::ContextPolicy;
 use colloquy_model::{Agent, ChatItem, EventFilter, FunctionTool, Templates, Toolset};
+use colloquy_store::{Journal, SessionStore};
 use ractor::Actor;
 use tokio::sync::mpsc;
 
@@ -14,7 +15,7 @@ use crate::api::host::Host;
 use crate::catalog::ToolCatalog;
 use crate::messages::handle::{EventStream, SessionHandle};
 use crate::messages::{CloseCallback, Plugins, Subscriber};
-use crate::session::{SessionActor, SessionArgs};
+use crate::session::{Resume, SessionActor, SessionArgs};
 use crate::support::lifecycle_sink::LifecycleSink;
 use crate::types::error::SessionError;
 use crate::types::lifecycle::LifecycleEvent;
@@ -55,7 +56,7 @@ pub struct SessionBuilder {
     llm: Option<Arc<dyn Llm>>,
     sink: Option<Arc<dyn SpeechSink>>,
     options: SessionOptions,
-    history: Vec<ChatItem>,
+    memory: Memory,
     tools: Vec<FunctionTool>,
     toolsets: Vec<Toolset>,
     userdata: Option<Arc<dyn Any + Send + Sync>>,
@@ -64,6 +65,15 @@ pub struct SessionBuilder {
     host: Option<Host>,
     on_close: Option<CloseCallback>,
     before_call: Option<colloquy_model::BeforeToolCall>,
+}
+
+/// Where a session's conversation comes from and where it is kept.
+#[derive(Default)]
+struct Memory {
+    /// A stored history to start from.
+    history: Vec<ChatItem>,
+    /// Where the journal goes (docs/durability.md).
+    store: Option<Arc<dyn SessionStore>>,
 }
 
 impl SessionBuilder {
@@ -202,7 +212,37 @@ impl SessionBuilder {
     /// Starts from a stored history (as exported by [`SessionHandle::history`]); its messages
     /// and tool items also seed the first agent's chat context.
     pub fn history(mut self, items: Vec<ChatItem>) -> Self {
-        self.history = items;
+        self.memory.history = items;
+        self
+    }
+
+    /// Keeps the session's journal in `store`, so that it survives its process:
+    /// [`resume`](Self::resume) continues it, from this process or another with the same store
+    /// (docs/durability.md says what is kept, and when).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use colloquy_actors::Session;
+    /// # use colloquy_llm::{ScriptedLlm, ScriptedResponse};
+    /// # use colloquy_model::Agent;
+    /// # use colloquy_store::MemoryStore;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), colloquy_actors::SessionError> {
+    /// let store = Arc::new(MemoryStore::new()); // or SqliteStore::open("sessions.db")
+    /// let llm = ScriptedLlm::new([ScriptedResponse::text("Hi!"), ScriptedResponse::text("Again.")]);
+    /// let session = Session::builder().llm(llm.clone()).store(store.clone());
+    /// let session = session.start(Agent::new("greeter", "Greet the user.")).await?;
+    /// session.user_turn("hello").await?;
+    /// session.wait_for_idle().await?;
+    /// let id = session.id().to_owned();
+    /// drop(session); // … the process ends; later, with the same store:
+    /// let agents = |name: &str| (name == "greeter").then(|| Agent::new("greeter", "Greet."));
+    /// let session = Session::builder().llm(llm).store(store).resume(&id, agents).await?;
+    /// assert_eq!(session.history().await?.len(), 4); // handoff, user, assistant, handoff
+    /// # Ok(()) }
+    /// ```
+    pub fn store(mut self, store: Arc<dyn SessionStore>) -> Self {
+        self.memory.store = Some(store);
         self
     }
 
@@ -312,12 +352,66 @@ impl SessionBuilder {
 
     /// Spawns the session's actors with `agent` as the first agent.
     pub async fn start(self, agent: Agent) -> Result<SessionHandle, SessionError> {
+        let id = uuid::Uuid::new_v4().to_string();
+        self.spawn(id, agent, None).await
+    }
+
+    /// Continues stored session `id` from the [`store`](Self::store) (required), on the agent
+    /// it was on last, which `agents` makes by name (every agent it may be on after handoffs).
+    ///
+    /// Its history and every agent's context come back as they were stored; the calls that
+    /// were running when its process ended are settled by the `fail` policy — each ends as an
+    /// error that says it may or may not have completed, and nothing runs again — and the
+    /// first event after the agent's entry, `x_session_resumed`, names them. The agent does
+    /// not greet again. An unknown id, a session that closed, an agent `agents` does not make,
+    /// or a store that fails is a [`SessionError::Resume`] naming what is wrong; nothing
+    /// stored is changed then.
+    pub async fn resume(
+        mut self,
+        id: &str,
+        agents: impl Fn(&str) -> Option<Agent>,
+    ) -> Result<SessionHandle, SessionError> {
+        let store = self.memory.store.clone().ok_or_else(|| {
+            SessionError::Resume("no store to resume from: call SessionBuilder::store".into())
+        })?;
+        let session = id.to_owned();
+        let entries = tokio::task::spawn_blocking(move || store.load(&session))
+            .await
+            .map_err(|e| SessionError::Resume(format!("the store's reader failed: {e}")))?
+            .map_err(|e| SessionError::Resume(e.to_string()))?;
+        let journal = Journal::fold(&entries);
+        if let Some(reason) = &journal.closed {
+            let why = format!("session `{id}` closed ({reason}): start a new one from its history");
+            return Err(SessionError::Resume(why));
+        }
+        let name = journal.agent.clone().ok_or_else(|| {
+            SessionError::Resume(format!("session `{id}` has no agent in its journal"))
+        })?;
+        let agent = agents(&name).ok_or_else(|| {
+            SessionError::Resume(format!(
+                "session `{id}` was on agent `{name}`, which is not registered"
+            ))
+        })?;
+        self.memory.history = journal.history;
+        let resume = Resume {
+            contexts: journal.contexts,
+            last_seq: journal.last_seq,
+            in_doubt: journal.running,
+        };
+        self.spawn(id.to_owned(), agent, Some(resume)).await
+    }
+
+    async fn spawn(
+        self,
+        id: String,
+        agent: Agent,
+        resume: Option<Resume>,
+    ) -> Result<SessionHandle, SessionError> {
         let llm = self
             .llm
             .ok_or_else(|| SessionError::Config("no LLM: call SessionBuilder::llm".into()))?;
         let catalog = ToolCatalog::build(&self.tools, &self.toolsets, &agent)
             .map_err(SessionError::Config)?;
-        let id = uuid::Uuid::new_v4().to_string();
         let closed = Arc::new(std::sync::OnceLock::new());
         let plugins = Plugins {
             llm,
@@ -333,11 +427,13 @@ impl SessionBuilder {
             session_toolsets: self.toolsets,
             options: self.options,
             plugins,
-            history: self.history,
+            history: self.memory.history,
             subscribers: self.subscribers,
             lifecycle: LifecycleSink::new(&id, self.lifecycle, self.host.as_ref().map(Host::hub)),
             on_close: self.on_close,
             closed: Arc::clone(&closed),
+            store: self.memory.store,
+            resume,
         };
         let spawned = match &self.host {
             Some(host) => Actor::spawn_linked(None, SessionActor, args, host.actor_cell()).await,

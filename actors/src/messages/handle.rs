@@ -412,6 +412,16 @@ impl SessionHandle {
         let _ = self.actor.wait(None).await;
         closed
     }
+
+    /// Stops the session in this process but keeps it open in its store, so that
+    /// [`SessionBuilder::resume`](crate::SessionBuilder::resume) continues it later (a deploy,
+    /// a terminal chat that quits): it winds down as a close does — its calls drained
+    /// (cancellable ones cancelled, the others awaited within `drain_timeout`), every record
+    /// written — and ends with `session_closed` `suspended`, but its journal records no
+    /// close (docs/durability.md). Without a store it is a close with reason `suspended`.
+    pub async fn suspend(&self) -> Result<ClosedSession, SessionError> {
+        self.close_with_reason(colloquy_model::CloseReason::Suspended.name()).await
+    }
 }
 
 /// A lossless stream of session events; ends when the session closes, or after an

@@ -96,6 +96,9 @@ pub(crate) enum SessionMsg {
 
 /// The conversation, as the host app drives it.
 pub(crate) enum HostMsg {
+    /// The session resumed from its store: settle the calls that were running when its
+    /// process ended (sent by the Session to itself as it starts).
+    Resumed(Vec<colloquy_store::CallInDoubt>),
     /// Commit a user message and start a reply to it.
     UserTurn { text: String, reply: RpcReplyPort<Result<(), SessionError>> },
     /// Queue a user message behind the current speech and reply to it when its turn comes
@@ -199,8 +202,9 @@ pub(crate) enum ChildMsg {
     ActivityClosed,
     /// A toolset registered and started a call (emits `tool_call_started`).
     CallRegistered {
-        /// Boxed: the largest field of any message, it would size every Session message.
-        call: Box<FunctionCall>,
+        /// Shared with the Session's running-call index (and boxed so: the largest field of
+        /// any message, it would size every Session message).
+        call: Arc<FunctionCall>,
         toolset: ActorRef<ToolsetMsg>,
         cancellable: bool,
         agent_scoped: bool,
@@ -220,6 +224,8 @@ pub(crate) enum TimerMsg {
     DrainTimeout,
     /// The user-away timer of this generation fired.
     AwayTimeout(u64),
+    /// The store failed to keep the journal (why).
+    StoreFailed(String),
 }
 
 impl From<HostMsg> for SessionMsg {

@@ -24,11 +24,14 @@ impl SessionState {
             new_agent: new_agent.clone(),
             created_at: self.link.clock.now(),
         }));
-        self.apply(Fact::AgentEntered { item: Arc::clone(&item) });
+        self.apply(Fact::AgentEntered { item: &item });
         self.emit_now(EventKind::AgentHandoff { old_agent: previous_agent, new_agent });
         self.emit_now(EventKind::ConversationItemAdded { item });
         self.set_agent_state(AgentState::Listening);
-        if let Some(instructions) = self.agent.current.agent().on_enter_instructions() {
+        let current = &self.agent.current;
+        if let Some(instructions) =
+            current.agent().on_enter_instructions().filter(|_| current.greets())
+        {
             self.start_on_enter(instructions.to_string());
         }
     }

@@ -21,13 +21,13 @@ impl SessionState {
     pub(super) fn note_call_event(&mut self, kind: &EventKind) {
         match kind {
             EventKind::ToolApprovalRequested { call_id, .. } => {
-                self.apply(Fact::ApprovalAsked { call_id: call_id.clone() });
+                self.apply(Fact::ApprovalAsked { call_id });
             }
             EventKind::ToolCallApproved { call_id } => {
-                self.apply(Fact::CallApproved { call_id: call_id.clone() });
+                self.apply(Fact::CallApproved { call_id });
             }
             EventKind::ToolCallEnded { call_id, .. } => {
-                self.apply(Fact::CallEnded { call_id: call_id.clone() });
+                self.apply(Fact::CallEnded { call_id });
                 // The last tool to land restarts the away window in full (§10.4).
                 self.update_away_timer(true);
                 self.release_idle_waiters();
@@ -39,16 +39,15 @@ impl SessionState {
     /// A toolset registered a call.
     pub(super) fn call_registered(
         &mut self,
-        call: Box<FunctionCall>,
+        call: Arc<FunctionCall>,
         toolset: ActorRef<ToolsetMsg>,
         cancellable: bool,
         agent_scoped: bool,
     ) {
-        let (call_id, name) = (call.call_id.clone(), call.name.clone());
-        let call = Arc::from(call);
-        self.apply(Fact::CallStarted { call, cancellable, agent_scoped });
-        self.tools.calls.route(&call_id, toolset);
+        self.apply(Fact::CallStarted { call: &call, cancellable, agent_scoped });
+        self.tools.calls.route(&call.call_id, toolset);
         self.update_away_timer(false);
+        let (call_id, name) = (call.call_id.clone(), call.name.clone());
         self.emit_now(EventKind::ToolCallStarted { call_id, name });
     }
 

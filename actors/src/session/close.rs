@@ -37,7 +37,7 @@ impl SessionState {
                 let _ = session.cast(TimerMsg::EndNow.into());
             })
         });
-        self.apply(Fact::EndAfterSpeech { speech_id, reason });
+        self.apply(Fact::EndAfterSpeech { speech_id: &speech_id, reason: &reason });
         self.host.close.watch(watchdog);
     }
 
@@ -63,7 +63,7 @@ impl SessionState {
             self.host.close.join(reply);
             return;
         }
-        self.apply(Fact::CloseBegan { reason });
+        self.apply(Fact::CloseBegan { reason: &reason });
         self.host.close.join(reply);
         if self.agent.handoff.is_some() {
             self.apply(Fact::HandoffEnded); // a close wins over a handoff in progress

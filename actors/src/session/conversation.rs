@@ -29,13 +29,18 @@ impl SessionState {
                 true => validated(&items, current.catalog()),
                 false => Vec::new(),
             };
-            self.apply(Fact::RunRecorded { items: items.clone(), validated });
+            self.apply(Fact::RunRecorded { items: &items, validated: &validated });
         }
         let notify = self.host.events.wants(EventType::ConversationItemAdded);
-        let added = notify.then(|| items.clone());
-        self.apply(Fact::Committed { agent, speech_id, items });
-        for item in added.into_iter().flatten() {
-            self.emit_now(EventKind::ConversationItemAdded { item });
+        self.apply(Fact::Committed {
+            agent: &agent,
+            speech_id: speech_id.as_deref(),
+            items: &items,
+        });
+        if notify {
+            for item in items {
+                self.emit_now(EventKind::ConversationItemAdded { item });
+            }
         }
     }
 

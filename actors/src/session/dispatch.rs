@@ -75,6 +75,7 @@ impl SessionState {
             HostMsg::Handoff { agent } => self.request_handoff(agent),
             HostMsg::Close { reason, reply } => self.close(reason, Some(reply)),
             HostMsg::Released => self.close(RELEASED.into(), None),
+            HostMsg::Resumed(in_doubt) => self.resumed(in_doubt),
         }
     }
 
@@ -163,6 +164,7 @@ impl SessionState {
             TimerMsg::EndNow => self.end_now(true),
             TimerMsg::DrainTimeout => self.drain_timeout(),
             TimerMsg::AwayTimeout(generation) => self.away_timeout(generation),
+            TimerMsg::StoreFailed(why) => self.store_failed(why),
         }
     }
 
@@ -205,35 +207,38 @@ impl SessionState {
 
     /// Sends `fact` to the concerns whose state it changes: the one way the Session's state
     /// changes (its handles aside).
-    pub(super) fn apply(&mut self, fact: Fact) {
+    pub(super) fn apply(&mut self, fact: Fact<'_>) {
         tracing::trace!(session = %self.link.id, ?fact, "fact");
-        match &fact {
+        if let Some(journal) = &mut self.host.journal {
+            journal.record(fact, self.link.clock.elapsed_ms());
+        }
+        match fact {
             Fact::Committed { .. } => {
-                self.conversation.apply(&fact);
-                self.tools.apply(&fact); // a reply speech said something
+                self.conversation.apply(fact);
+                self.tools.apply(fact); // a reply speech said something
             }
             Fact::AgentEntered { .. } => {
-                self.conversation.apply(&fact);
-                self.agent.apply(&fact);
-                self.host.apply(&fact); // a run lists the marker
+                self.conversation.apply(fact);
+                self.agent.apply(fact);
+                self.host.apply(fact); // a run lists the marker
             }
             Fact::PairMoved { .. } | Fact::InputQueued { .. } | Fact::InputTaken { .. } => {
-                self.conversation.apply(&fact);
+                self.conversation.apply(fact);
             }
             Fact::TurnBegan
             | Fact::SpeechWaiting { .. }
             | Fact::SpeechesLost
             | Fact::HoldAsked
             | Fact::AgentStateChanged(_)
-            | Fact::UserStateChanged(_) => self.floor.apply(&fact),
+            | Fact::UserStateChanged(_) => self.floor.apply(fact),
             Fact::SpeechCreated { .. } | Fact::HoldGranted { .. } | Fact::HoldReleased { .. } => {
-                self.floor.apply(&fact);
-                self.host.apply(&fact); // a run watches them
+                self.floor.apply(fact);
+                self.host.apply(fact); // a run watches them
             }
             Fact::SpeechDone { .. } => {
-                self.floor.apply(&fact);
-                self.tools.apply(&fact); // a reply speech ended
-                self.host.apply(&fact);
+                self.floor.apply(fact);
+                self.tools.apply(fact); // a reply speech ended
+                self.host.apply(fact);
             }
             Fact::CallStarted { .. }
             | Fact::ApprovalAsked { .. }
@@ -242,15 +247,15 @@ impl SessionState {
             | Fact::CoalescerInvited
             | Fact::CoalescerOffered
             | Fact::ReplySpeechStarted { .. }
-            | Fact::RepliesDropped => self.tools.apply(&fact),
+            | Fact::RepliesDropped => self.tools.apply(fact),
             Fact::ReplyAwaited { .. } | Fact::RepliesTaken { .. } => {
-                self.tools.apply(&fact);
-                self.host.apply(&fact); // a run waits for the reply
+                self.tools.apply(fact);
+                self.host.apply(fact); // a run waits for the reply
             }
             Fact::HandoffBegan { .. }
             | Fact::WorkQueued(_)
             | Fact::OldAgentDrained
-            | Fact::HandoffEnded => self.agent.apply(&fact),
+            | Fact::HandoffEnded => self.agent.apply(fact),
             Fact::RunStarted
             | Fact::RunRecorded { .. }
             | Fact::RunFailed { .. }
@@ -259,7 +264,9 @@ impl SessionState {
             | Fact::ActivityQuiet
             | Fact::CloseFinished
             | Fact::EndAfterSpeech { .. }
-            | Fact::EndAfterTaken => self.host.apply(&fact),
+            | Fact::EndAfterTaken => self.host.apply(fact),
+            // Only the journal keeps it: the calls in doubt were never in the running index.
+            Fact::Resumed { .. } => {}
         }
     }
 
@@ -274,7 +281,7 @@ impl SessionState {
         match &event.kind {
             EventKind::Error { source: ErrorSource::Llm, message, .. } => {
                 if self.host.testing.running() {
-                    self.apply(Fact::RunFailed { message: message.clone() });
+                    self.apply(Fact::RunFailed { message });
                 }
             }
             kind => self.note_call_event(kind),

@@ -75,11 +75,11 @@ impl SessionState {
             return Err(SessionError::Closed);
         }
         if self.agent.handoff.is_some() {
-            self.apply(Fact::WorkQueued(QueuedWork::Speech(source, content)));
+            self.apply(Fact::WorkQueued(&QueuedWork::Speech(source, content)));
             return Ok(());
         }
         let speech_id = self.floor.upcoming_speech_id();
-        self.apply(Fact::SpeechCreated { speech_id: speech_id.clone(), source });
+        self.apply(Fact::SpeechCreated { speech_id: &speech_id, source });
         self.update_away_timer(false);
         self.emit_now(EventKind::SpeechCreated { speech_id: speech_id.clone(), source });
         let parent = match source {
@@ -112,7 +112,7 @@ impl SessionState {
         self.input_unanswered(&speech_id);
         let ends_session = self.host.close.ends_after(&speech_id);
         let reply_ended = self.tools.replies.ending(&speech_id, interrupted);
-        self.apply(Fact::SpeechDone { speech_id: speech_id.clone(), interrupted });
+        self.apply(Fact::SpeechDone { speech_id: &speech_id, interrupted });
         self.emit_now(EventKind::SpeechDone { speech_id, interrupted });
         if let Some(event) = reply_ended {
             self.emit_now(event);
@@ -141,7 +141,7 @@ impl SessionState {
     /// A speech waiting for its blocking tools does not hold the floor (§10.1): a hold may
     /// start while such a tool runs — the tool itself may be the one asking.
     pub(super) fn speech_waiting(&mut self, speech_id: String, waiting: bool) {
-        self.apply(Fact::SpeechWaiting { speech_id, waiting });
+        self.apply(Fact::SpeechWaiting { speech_id: &speech_id, waiting });
         self.floor_changed();
     }
 

@@ -43,7 +43,7 @@ impl SessionState {
             return Ok(Some(text));
         }
         let work = if input { QueuedWork::UserInput(text) } else { QueuedWork::UserTurn(text) };
-        self.apply(Fact::WorkQueued(work));
+        self.apply(Fact::WorkQueued(&work));
         Ok(None)
     }
 
@@ -78,7 +78,7 @@ impl SessionState {
             .map(|a| a.id.clone())
             .filter(|id| next.contains(id))
             .collect();
-        self.apply(Fact::HandoffBegan { agent: agent.id().to_string() });
+        self.apply(Fact::HandoffBegan { agent: agent.id() });
         if let Some(handoff) = &mut self.agent.handoff {
             handoff.install(agent, catalog);
         }
@@ -172,7 +172,7 @@ impl SessionState {
             new_agent: new_agent.clone(),
             created_at: self.link.clock.now(),
         }));
-        self.apply(Fact::AgentEntered { item: Arc::clone(&item) });
+        self.apply(Fact::AgentEntered { item: &item });
         self.emit_now(EventKind::AgentHandoff { old_agent: Some(old_agent), new_agent });
         if self.host.events.wants(EventType::ConversationItemAdded) {
             self.emit_now(EventKind::ConversationItemAdded { item });

@@ -38,7 +38,7 @@ impl SessionState {
         self.user_is_back();
         self.begin_turn();
         let speech_id = self.floor.upcoming_speech_id();
-        self.apply(Fact::InputQueued { speech_id: speech_id.clone(), text });
+        self.apply(Fact::InputQueued { speech_id: &speech_id, text: &text });
         let created = self.create_speech(SpeechSource::UserTurn, USER_REPLY);
         if created.is_err() {
             // Refused before the speech existed (the session is closing): nothing to answer.
@@ -74,7 +74,7 @@ impl SessionState {
         let waiting = self.conversation.inputs().to_vec();
         let mut messages = Vec::with_capacity(waiting.len());
         for (speech_id, text) in waiting {
-            self.apply(Fact::InputTaken { speech_id });
+            self.apply(Fact::InputTaken { speech_id: &speech_id });
             messages.push(self.user_message(text));
         }
         if !messages.is_empty() {
@@ -85,7 +85,7 @@ impl SessionState {
     /// The text of the input speech `speech_id` replies to, if it still waits: taken.
     fn take_input(&mut self, speech_id: &str) -> Option<String> {
         let text = self.conversation.input(speech_id)?.to_string();
-        self.apply(Fact::InputTaken { speech_id: speech_id.to_string() });
+        self.apply(Fact::InputTaken { speech_id });
         Some(text)
     }
 }

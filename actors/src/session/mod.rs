@@ -25,6 +25,7 @@ mod inputs;
 mod parts;
 mod presence;
 mod replies;
+mod resume;
 mod run;
 mod state;
 mod supervision;
@@ -33,16 +34,18 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use colloquy_model::{Agent, ChatContext, ChatItem, EventKind, FunctionTool, Toolset};
+use colloquy_store::SessionStore;
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 
 use dispatch::FollowUp;
 use parts::activity_factory::ActivityFactory;
+use parts::journal::JournalOut;
 use state::SessionState;
 
 use crate::catalog::ToolCatalog;
 use crate::messages::{
-    CloseCallback, ClosedSession, CoalescerSlot, Plugins, SessionLink, SessionMsg, SessionShared,
-    Subscriber,
+    CloseCallback, ClosedSession, CoalescerSlot, HostMsg, Plugins, SessionLink, SessionMsg,
+    SessionShared, Subscriber,
 };
 use crate::support::clock::SessionClock;
 use crate::support::lifecycle_sink::LifecycleSink;
@@ -71,6 +74,18 @@ pub(crate) struct SessionArgs {
     pub on_close: Option<CloseCallback>,
     /// Where the final history goes when the session closes (shared with its handles).
     pub closed: Arc<std::sync::OnceLock<ClosedSession>>,
+    /// Where its journal goes, if anywhere (docs/durability.md).
+    pub store: Option<Arc<dyn SessionStore>>,
+    /// What it resumes from, when it resumes.
+    pub resume: Option<Resume>,
+}
+
+/// What a resumed session starts from, besides its history: every agent's context, where its
+/// journal goes on, and the calls that were running when its process ended.
+pub(crate) struct Resume {
+    pub contexts: BTreeMap<String, Vec<ChatItem>>,
+    pub last_seq: u64,
+    pub in_doubt: Vec<colloquy_store::CallInDoubt>,
 }
 
 impl Actor for SessionActor {
@@ -89,14 +104,24 @@ impl Actor for SessionActor {
             ChatItem::AgentHandoff(h) => Some(h.new_agent.clone()),
             _ => None,
         });
-        let restored: Vec<ChatItem> = args
-            .history
-            .iter()
-            .filter(|i| !matches!(i, ChatItem::AgentHandoff(_)))
-            .cloned()
-            .collect();
         let mut contexts = BTreeMap::new();
-        contexts.insert(agent_id.clone(), Arc::new(ChatContext::from_items(restored)));
+        match &mut args.resume {
+            Some(resume) => {
+                for (agent, items) in std::mem::take(&mut resume.contexts) {
+                    contexts.insert(agent, Arc::new(ChatContext::from_items(items)));
+                }
+                contexts.entry(agent_id.clone()).or_default();
+            }
+            None => {
+                let restored: Vec<ChatItem> = args
+                    .history
+                    .iter()
+                    .filter(|i| !matches!(i, ChatItem::AgentHandoff(_)))
+                    .cloned()
+                    .collect();
+                contexts.insert(agent_id.clone(), Arc::new(ChatContext::from_items(restored)));
+            }
+        }
         let (tools, toolsets) = (args.session_tools, args.session_toolsets);
         let factory = ActivityFactory::new(
             link.clone(),
@@ -110,6 +135,16 @@ impl Actor for SessionActor {
         let catalog = Arc::clone(&args.catalog);
         let activity =
             factory.spawn(args.agent.clone(), catalog, BTreeMap::new(), myself.get_cell()).await?;
+        let last_seq = args.resume.as_ref().map_or(0, |r| r.last_seq);
+        let journal = args
+            .store
+            .take()
+            .map(|store| JournalOut::spawn(store, Arc::clone(&link.id), last_seq, myself.clone()));
+        if let Some(resume) = args.resume.take() {
+            // Its first message: processed after `post_start`, before anything a host sends.
+            myself.cast(HostMsg::Resumed(resume.in_doubt).into())?;
+        }
+        let greets = last_seq == 0;
         Ok(SessionState::new(state::Init {
             link,
             history: ChatContext::from_items(args.history),
@@ -121,6 +156,8 @@ impl Actor for SessionActor {
             factory,
             subscribers: args.subscribers,
             on_close: args.on_close,
+            greets,
+            journal,
         }))
     }
 
@@ -131,6 +168,7 @@ impl Actor for SessionActor {
     ) -> Result<(), ActorProcessingErr> {
         state.link.lifecycle.report(ActorKind::Session, "session", Lifecycle::Started);
         state.start();
+        state.flush_journal();
         Ok(())
     }
 
@@ -140,6 +178,9 @@ impl Actor for SessionActor {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         myself.stop_children_and_wait(Some("session closed".into()), None).await;
+        if let Some(journal) = &mut state.host.journal {
+            journal.finish().await;
+        }
         let reason = state.host.close.reason();
         state.link.lifecycle.report_why(ActorKind::Session, "session", Lifecycle::Stopped, reason);
         Ok(())
@@ -174,6 +215,7 @@ impl Actor for SessionActor {
             #[cfg(feature = "test-hooks")]
             SessionMsg::InjectFailure(target) => state.inject_failure(&target),
         }
+        state.flush_journal();
         Ok(())
     }
 
@@ -208,6 +250,7 @@ impl Actor for SessionActor {
             }
             _ => {}
         }
+        state.flush_journal();
         Ok(())
     }
 }

@@ -48,7 +48,7 @@ impl SessionState {
         if self.host.close.is_closing() {
             return; // replies pending at close are dropped (§9.3)
         }
-        self.apply(Fact::ReplyAwaited { update_id });
+        self.apply(Fact::ReplyAwaited { update_id: &update_id });
         self.invite_coalescer();
     }
 
@@ -82,7 +82,7 @@ impl SessionState {
         let batch = self.tools.replies.unreplied(batch);
         let Some(last) = batch.last() else { return true };
         let update_ids: Vec<String> = batch.iter().map(|p| p.update_id.clone()).collect();
-        self.apply(Fact::RepliesTaken { update_ids: update_ids.clone() });
+        self.apply(Fact::RepliesTaken { update_ids: &update_ids });
         let instructions = match self.reply_instructions(last, &update_ids) {
             Ok(text) => text,
             Err(message) => {
@@ -95,8 +95,8 @@ impl SessionState {
         let current = self.agent.current.id().to_string();
         let handoff = batch.iter().any(|p| *p.agent != *current);
         for pending in batch.iter().filter(|p| *p.agent != *current) {
-            let (from, update_id) = (pending.agent.to_string(), pending.update_id.clone());
-            self.apply(Fact::PairMoved { from, to: current.clone(), update_id });
+            let (from, update_id) = (&*pending.agent, &*pending.update_id);
+            self.apply(Fact::PairMoved { from, to: &current, update_id });
         }
         let content = SpeechContent::Reply {
             kind: RequestKind::DeferredReply,
@@ -107,7 +107,7 @@ impl SessionState {
         if self.create_speech(SpeechSource::DeferredReply, content).is_err() {
             return true;
         }
-        let (id, ids) = (speech_id.clone(), update_ids.clone());
+        let (id, ids) = (&*speech_id, &*update_ids);
         self.apply(Fact::ReplySpeechStarted { speech_id: id, update_ids: ids, handoff });
         self.emit_now(EventKind::ToolReplyUpdated {
             update_ids,

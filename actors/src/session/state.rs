@@ -15,6 +15,7 @@ use super::parts::conversation::Conversation;
 use super::parts::events::Fanout;
 use super::parts::floor::Floor;
 use super::parts::host::HostSide;
+use super::parts::journal::JournalOut;
 use super::parts::tools::Tools;
 use crate::catalog::ToolCatalog;
 use crate::messages::{ActivityMsg, CloseCallback, SessionLink, SessionPart, Subscriber};
@@ -36,6 +37,10 @@ pub(super) struct Init {
     pub factory: ActivityFactory,
     pub subscribers: Vec<Subscriber>,
     pub on_close: Option<CloseCallback>,
+    /// Whether the first agent greets (not on a resume).
+    pub greets: bool,
+    /// With a store: the journal.
+    pub journal: Option<JournalOut>,
 }
 
 pub(crate) struct SessionState {
@@ -61,6 +66,7 @@ impl SessionState {
             init.catalog,
             init.activity,
             init.previous_agent,
+            init.greets,
             init.factory,
             options,
         );
@@ -76,6 +82,7 @@ impl SessionState {
                 events,
                 testing: Default::default(),
                 close: CloseState::new(init.on_close),
+                journal: init.journal,
             },
         }
     }

@@ -159,7 +159,7 @@ impl ToolsetState {
         cancellable: bool,
     ) {
         let registered = ChildMsg::CallRegistered {
-            call: Box::new(call.clone()),
+            call: std::sync::Arc::new(call.clone()),
             toolset: myself.clone(),
             cancellable,
             agent_scoped: self.args.scope == Scope::Agent,

@@ -19,6 +19,10 @@ pub enum SessionError {
     /// An actor could not be started.
     #[error("could not start the session: {0}")]
     Spawn(String),
+    /// A stored session could not be resumed (an unknown id, a closed session, an agent no
+    /// longer registered, a store that failed): what is wrong, by name.
+    #[error("cannot resume: {0}")]
+    Resume(String),
 }
 
 /// Why `approve` or `reject` did nothing.

@@ -9,6 +9,7 @@ pub mod demo;
 mod ops;
 pub mod serve;
 pub mod served;
+pub mod sessions;
 pub mod transcript;
 
 use std::net::SocketAddr;
@@ -75,6 +76,11 @@ pub enum Command {
     /// a signal every session closes with reason server_shutdown; exit status 0. A
     /// non-loopback --addr needs a token (--token-env).
     Serve(ServeArgs),
+    /// List the sessions kept in a store (`colloquy chat --store`): id, agent, records, last
+    /// activity, open or closed, and the calls that were running when it stopped.
+    ///
+    /// Exit status 1, with a message, for a file that is not a store or cannot be read.
+    Sessions(SessionsArgs),
 }
 
 /// `colloquy serve` options.
@@ -161,6 +167,26 @@ pub struct ChatArgs {
     /// the cluster's nodes bucket [default: 3s; at least 1s; an existing bucket keeps its own].
     #[arg(long, value_name = "TIME", value_parser = duration, requires = "nats")]
     pub lost_after: Option<Duration>,
+    /// Keep the session in this SQLite file, so that it outlives the process
+    /// (docs/durability.md): the chat prints the session's id as it starts, and quitting
+    /// leaves the session to resume. Not with --nats.
+    #[arg(long, value_name = "FILE", conflicts_with = "nats")]
+    pub store: Option<std::path::PathBuf>,
+    /// With --store: continue this stored session instead of starting one (`colloquy
+    /// sessions` lists them).
+    #[arg(long, value_name = "ID", requires = "store")]
+    pub resume: Option<String>,
+}
+
+/// `colloquy sessions` options.
+#[derive(Debug, clap::Args, Clone, PartialEq)]
+pub struct SessionsArgs {
+    /// The SQLite file the sessions are kept in (`colloquy chat --store`).
+    #[arg(long, value_name = "FILE")]
+    pub store: std::path::PathBuf,
+    /// Delete this stored session instead of listing them.
+    #[arg(long, value_name = "ID")]
+    pub delete: Option<String>,
 }
 
 /// How `colloquy node`, `colloquy nodes`, `colloquy chat --nats` and `colloquy serve --nats`
@@ -421,8 +447,20 @@ mod tests {
                 agent_name: None,
                 nats_auth: NatsAuthArgs::default(),
                 lost_after: None,
+                store: None,
+                resume: None,
             }))
         );
+        match parse(&["chat", "--store", "s.db", "--resume", "abc"]) {
+            Ok(Command::Chat(args)) => {
+                assert_eq!(args.store.as_deref(), Some(std::path::Path::new("s.db")));
+                assert_eq!(args.resume.as_deref(), Some("abc"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(parse(&["chat", "--resume", "abc"]).is_err(), "--resume needs --store");
+        assert!(parse(&["chat", "--store", "s.db", "--nats", "nats://x"]).is_err());
+        assert!(parse(&["sessions"]).is_err(), "sessions needs --store");
         match parse(&["chat", "--instructions", "Be brief.", "--temperature", "0.2"]) {
             Ok(Command::Chat(args)) => {
                 assert_eq!(args.agent.instructions.as_deref(), Some("Be brief."));

@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::Parser;
 use colloquy_cli::chat::{self, ChatError};
 use colloquy_cli::cluster::{self, CommandError};
-use colloquy_cli::{Cli, Command, demo, serve};
+use colloquy_cli::{Cli, Command, demo, serve, sessions};
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
@@ -73,6 +73,13 @@ fn main() -> ExitCode {
             let out = Box::new(std::io::stdout());
             cluster_command("serve", |runtime| runtime.block_on(serve::run(&args, out)))
         }
+        Command::Sessions(args) => match sessions::run(&args, &mut std::io::stdout().lock()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("colloquy sessions: {e}");
+                ExitCode::FAILURE
+            }
+        },
     }
 }
 

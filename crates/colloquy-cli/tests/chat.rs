@@ -656,3 +656,77 @@ async fn new_starts_over_with_an_empty_history() {
     let history = &history[..history.find("you › again").unwrap()];
     assert!(!history.contains("hello"), "{history}");
 }
+
+/// The row of `colloquy sessions` for session `id`, split on spaces.
+async fn stored_row(db: &str, id: &str) -> Vec<String> {
+    let listed = colloquy(&["sessions", "--store", db], "").await;
+    assert_eq!(listed.code, Some(0), "{}", listed.stderr);
+    let row = listed.stdout.lines().find(|l| l.starts_with(id));
+    let row = row.unwrap_or_else(|| panic!("`{id}` not listed:\n{}", listed.stdout));
+    let cells: Vec<String> = row.split_whitespace().map(str::to_owned).collect();
+    // The last two: its state and its calls in doubt.
+    cells[cells.len() - 2..].to_vec()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chat_killed_mid_call_resumes_from_its_store_and_the_call_ends_once() {
+    let dir = std::env::temp_dir().join(format!("colloquy-durable-chat-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let db = dir.join("sessions.db").display().to_string();
+    let chat = ["chat", "--provider", "scripted", "--no-color", "--store", db.as_str()];
+
+    let mut first = Driven::start(&chat).await;
+    first.wait_for(" continues it").await;
+    let text = first.text();
+    let id = text.split("session ").nth(1).and_then(|s| s.split(',').next()).unwrap().to_owned();
+    first.send("book a flight to Rome on Saturday").await;
+    first.wait_for("Searching Saturday flights").await;
+    // SIGKILL mid-body: no close, no flush, nothing the process can do about it.
+    let pid = Pid::from_raw(first.child.id().expect("running") as i32);
+    kill(pid, Signal::SIGKILL).unwrap();
+    let _ = first.child.wait().await;
+    let row = stored_row(&db, &id).await;
+    assert_eq!(row, ["open", "1"], "one call in doubt");
+
+    let resumed = ["--resume", id.as_str()];
+    let second = colloquy(&[&chat[..], &resumed[..]].concat(), "did it work?\n/quit\n").await;
+    assert_eq!(second.code, Some(0), "{}\n{}", second.stdout, second.stderr);
+    assert_lines_in_order(
+        &second.stdout,
+        &["── session resumed ──", "book_flight was interrupted by the restart"],
+    );
+    assert!(second.stdout.contains("session suspended: it can resume"), "{}", second.stdout);
+    let row = stored_row(&db, &id).await;
+    assert_eq!(row, ["open", "0"], "settled once");
+
+    // Again, with nothing in doubt: no call is settled twice.
+    let third = colloquy(&[&chat[..], &resumed[..]].concat(), "/quit\n").await;
+    assert_eq!(third.code, Some(0), "{}", third.stderr);
+    assert!(!third.stdout.contains("interrupted by the restart"), "{}", third.stdout);
+
+    let unknown = colloquy(&[&chat[..], &["--resume", "nope"][..]].concat(), "").await;
+    assert_eq!(unknown.code, Some(1), "{}", unknown.stdout);
+    assert!(unknown.stderr.contains("no stored session `nope`"), "{}", unknown.stderr);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_that_is_not_a_store_is_refused_and_left_alone() {
+    let junk = std::env::temp_dir().join(format!("colloquy-not-a-store-{}", std::process::id()));
+    let text =
+        "not a database, just a long enough line of text to fill SQLite's header.".repeat(10);
+    std::fs::write(&junk, &text).unwrap();
+    let path = junk.display().to_string();
+    let listed = colloquy(&["sessions", "--store", &path], "").await;
+    assert_eq!(listed.code, Some(1));
+    assert!(listed.stderr.contains("is not a colloquy store"), "{}", listed.stderr);
+    let chat = colloquy(&["chat", "--provider", "scripted", "--store", &path], "/quit\n").await;
+    assert_eq!(chat.code, Some(1), "{}", chat.stdout);
+    assert!(chat.stderr.contains("is not a colloquy store"), "{}", chat.stderr);
+    assert_eq!(std::fs::read_to_string(&junk).unwrap(), text, "nothing was overwritten");
+    let missing = colloquy(&["sessions", "--store", "/nonexistent/sessions.db"], "").await;
+    assert_eq!(missing.code, Some(1));
+    assert!(missing.stderr.contains("no store at"), "{}", missing.stderr);
+    let _ = std::fs::remove_file(&junk);
+}

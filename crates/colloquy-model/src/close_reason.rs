@@ -40,13 +40,19 @@ pub enum CloseReason {
     EventsUnstored,
     /// Every host that held it went silent past the node's bound.
     HostLost,
+    /// It stopped in this process and stays open in its store, to be resumed
+    /// (`SessionHandle::suspend`).
+    Suspended,
+    /// Its store could not keep its journal: it stopped rather than go on as if it were
+    /// durable (docs/durability.md).
+    StoreFailed,
     /// A host's own reason (`SessionHandle::close_with_reason`).
     Other(String),
 }
 
 impl CloseReason {
     /// Every reason the runtime, the server and the cluster name.
-    pub const KNOWN: [CloseReason; 12] = [
+    pub const KNOWN: [CloseReason; 14] = [
         Self::Close,
         Self::HandlesDropped,
         Self::EndCall,
@@ -59,6 +65,8 @@ impl CloseReason {
         Self::NodeLost,
         Self::EventsUnstored,
         Self::HostLost,
+        Self::Suspended,
+        Self::StoreFailed,
     ];
 
     /// The reason as events and the wire spell it.
@@ -84,6 +92,8 @@ impl CloseReason {
             Self::NodeLost => "node_lost",
             Self::EventsUnstored => "events_unstored",
             Self::HostLost => "host_lost",
+            Self::Suspended => "suspended",
+            Self::StoreFailed => "store_failed",
             Self::Other(_) => "",
         }
     }

@@ -175,6 +175,51 @@ pub struct SessionEvent {
     pub kind: EventKind,
 }
 
+/// A call that was running when the process of its session ended, as
+/// [`EventKind::SessionResumed`] names it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
+#[non_exhaustive]
+pub struct ResumedCall {
+    /// Its id.
+    pub call_id: String,
+    /// Its tool.
+    pub name: String,
+    /// What became of it.
+    pub outcome: InDoubtOutcome,
+}
+
+impl ResumedCall {
+    /// Call `call_id` of tool `name`, which became `outcome`.
+    pub fn new(
+        call_id: impl Into<String>,
+        name: impl Into<String>,
+        outcome: InDoubtOutcome,
+    ) -> Self {
+        Self { call_id: call_id.into(), name: name.into(), outcome }
+    }
+}
+
+/// What a resumed session did with a call that was running when its process ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum InDoubtOutcome {
+    /// It ended as an error the model reads: the call was interrupted by a restart and may or
+    /// may not have done its work.
+    Failed,
+}
+
+impl InDoubtOutcome {
+    /// As the journal and the wire spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Failed => "failed",
+        }
+    }
+}
+
 /// What happened.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
@@ -352,6 +397,21 @@ pub enum EventKind {
         /// The limit it reached (`SessionOptions::max_unread_events`).
         unread: usize,
     },
+    /// The session resumed from its store after the process that ran it ended (colloquy's
+    /// addition, docs/durability.md): the calls that were running then, and what became of
+    /// each. It follows the resumed agent's `agent_handoff`.
+    #[serde(rename = "x_session_resumed")]
+    SessionResumed {
+        /// The calls in doubt, in the order they started.
+        in_doubt: Vec<ResumedCall>,
+    },
+    /// The session's store failed to keep its journal (colloquy's addition): the session
+    /// closes with reason `store_failed` rather than go on as if it were durable.
+    #[serde(rename = "x_store_error")]
+    StoreError {
+        /// What failed.
+        message: String,
+    },
     /// The session has closed; the last event of a session.
     SessionClosed {
         /// Why.
@@ -424,6 +484,10 @@ pub enum EventType {
     StreamOverflowed,
     /// [`EventKind::ToolBudgetExhausted`].
     ToolBudgetExhausted,
+    /// [`EventKind::SessionResumed`].
+    SessionResumed,
+    /// [`EventKind::StoreError`].
+    StoreError,
     /// [`EventKind::SessionClosed`].
     SessionClosed,
     /// [`EventKind::ConversationItemAdded`].
@@ -460,6 +524,8 @@ impl EventKind {
             EventKind::LlmStepEnded { .. } => EventType::LlmStepEnded,
             EventKind::StreamOverflowed { .. } => EventType::StreamOverflowed,
             EventKind::ToolBudgetExhausted { .. } => EventType::ToolBudgetExhausted,
+            EventKind::SessionResumed { .. } => EventType::SessionResumed,
+            EventKind::StoreError { .. } => EventType::StoreError,
             EventKind::SessionClosed { .. } => EventType::SessionClosed,
             EventKind::ConversationItemAdded { .. } => EventType::ConversationItemAdded,
             EventKind::AgentText { .. } => EventType::AgentText,

@@ -42,8 +42,8 @@ pub use close_reason::CloseReason;
 pub use controls::{CallLimits, ConcurrencyLimit, RetryPolicy};
 pub use duplicate::{DuplicateScope, OnDuplicate};
 pub use event::{
-    AgentState, ErrorSource, EventFilter, EventKind, EventType, RefusalReason, ReplyStatus,
-    SessionEvent, SpeechSource, ToolCallStatus, UserState,
+    AgentState, ErrorSource, EventFilter, EventKind, EventType, InDoubtOutcome, RefusalReason,
+    ReplyStatus, ResumedCall, SessionEvent, SpeechSource, ToolCallStatus, UserState,
 };
 pub use llm::{FinishReason, LlmErrorKind, Usage};
 pub use output::{Handoff, IntoToolOutput, Json, StopResponse, ToolOutput, ToolResult};

@@ -53,6 +53,12 @@ pub fn tool_rejected_by_host(name: &str, reason: &str) -> String {
 /// reply's request (§16), and the output of a call an interrupted speech stopped waiting for.
 pub const STILL_RUNNING: &str = "The tool call is still in progress.";
 
+/// The output a call gets when its session resumes after the process that ran it ended while
+/// it was running (`{name}`: its tool); the model reads that it may or may not have done its
+/// work (docs/durability.md).
+pub const INTERRUPTED_BY_RESTART: &str = "`{name}` was interrupted by a restart: it may or may not have completed. Check before \
+     doing it again.";
+
 /// Why a call waiting for approval was rejected when nobody answered in time.
 pub fn approval_timed_out(after: std::time::Duration) -> String {
     format!("no answer within {} s", seconds(after))

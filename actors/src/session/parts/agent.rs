@@ -28,7 +28,7 @@ pub(crate) struct AgentSlot {
 }
 
 impl AgentSlot {
-    pub(crate) fn apply(&mut self, fact: &Fact) {
+    pub(crate) fn apply(&mut self, fact: Fact<'_>) {
         match fact {
             Fact::AgentEntered { item } => self.current.apply(item),
             Fact::HandoffBegan { .. } => self.handoff = Some(PendingHandoff::default()),
@@ -53,6 +53,8 @@ pub(crate) struct CurrentAgent {
     activity: ActorRef<ActivityMsg>,
     /// The agent the restored history ended with, until the first agent has entered.
     previous: Option<String>,
+    /// Whether its greeting (`on_enter_reply`) runs as the session starts: not on a resume.
+    greets: bool,
     /// Starts Activities (the first, one per handoff, and replacements).
     factory: ActivityFactory,
 }
@@ -65,6 +67,7 @@ impl CurrentAgent {
         catalog: Arc<ToolCatalog>,
         activity: ActorRef<ActivityMsg>,
         previous: Option<String>,
+        greets: bool,
         factory: ActivityFactory,
         options: &SessionOptions,
     ) -> Self {
@@ -80,6 +83,7 @@ impl CurrentAgent {
             allow_interruptions,
             activity,
             previous,
+            greets,
             factory,
         }
     }
@@ -124,6 +128,11 @@ impl CurrentAgent {
     /// The agent the restored history ended with, until the first agent has entered.
     pub(crate) fn previous(&self) -> Option<&str> {
         self.previous.as_deref()
+    }
+
+    /// Whether its greeting runs as the session starts (not on a resume).
+    pub(crate) fn greets(&self) -> bool {
+        self.greets
     }
 
     /// An agent entered (`item` is its marker): it is the current one.

@@ -62,14 +62,14 @@ pub(crate) struct RunningCalls {
 }
 
 impl RunningCalls {
-    pub(crate) fn apply(&mut self, fact: &Fact) {
+    pub(crate) fn apply(&mut self, fact: Fact<'_>) {
         match fact {
             Fact::CallStarted { call, cancellable, agent_scoped } => {
                 let running = Running {
                     call: Arc::clone(call),
                     toolset: None,
-                    cancellable: *cancellable,
-                    agent_scoped: *agent_scoped,
+                    cancellable,
+                    agent_scoped,
                     awaiting_approval: false, // until its toolset's request event
                 };
                 self.running.insert(call.call_id.clone(), Box::new(running));

@@ -96,10 +96,10 @@ impl CloseState {
         self.watchdog = watchdog;
     }
 
-    pub(crate) fn apply(&mut self, fact: &Fact) {
+    pub(crate) fn apply(&mut self, fact: Fact<'_>) {
         match fact {
             Fact::CloseBegan { reason } => {
-                let reason = reason.clone();
+                let reason = reason.to_string();
                 self.closing = Some(Closing { reason, activity_quiet: false, finished: false });
             }
             Fact::ActivityQuiet => {
@@ -114,7 +114,7 @@ impl CloseState {
                 }
             }
             Fact::EndAfterSpeech { speech_id, reason } => {
-                let (speech_id, reason) = (speech_id.clone(), reason.clone());
+                let (speech_id, reason) = (speech_id.to_string(), reason.to_string());
                 self.end_after = Some(EndAfter { speech_id, reason });
             }
             Fact::EndAfterTaken => {

@@ -29,7 +29,7 @@ impl Conversation {
         Self { history, contexts, inputs: Vec::new() }
     }
 
-    pub(crate) fn apply(&mut self, fact: &Fact) {
+    pub(crate) fn apply(&mut self, fact: Fact<'_>) {
         match fact {
             Fact::Committed { agent, items, .. } => self.commit(agent, items),
             Fact::AgentEntered { item } => {
@@ -40,7 +40,7 @@ impl Conversation {
             }
             Fact::PairMoved { from, to, update_id } => self.move_pair(from, to, update_id),
             Fact::InputQueued { speech_id, text } => {
-                self.inputs.push((speech_id.clone(), text.clone()));
+                self.inputs.push((speech_id.to_string(), text.to_string()));
             }
             Fact::InputTaken { speech_id } => self.inputs.retain(|(id, _)| id != speech_id),
             _ => {}
@@ -171,8 +171,8 @@ mod tests {
         vec![Arc::new(ChatItem::FunctionCall(call)), Arc::new(ChatItem::FunctionCallOutput(output))]
     }
 
-    fn committed(agent: &str, items: Vec<Arc<ChatItem>>) -> Fact {
-        Fact::Committed { agent: agent.into(), speech_id: None, items }
+    fn committed<'a>(agent: &'a str, items: &'a [Arc<ChatItem>]) -> Fact<'a> {
+        Fact::Committed { agent, speech_id: None, items }
     }
 
     fn ids(context: &ChatContext) -> Vec<&str> {
@@ -184,18 +184,18 @@ mod tests {
     #[test]
     fn facts_rebuild_the_history_and_every_context() {
         let mut conversation = Conversation::new(ChatContext::default(), BTreeMap::new());
-        conversation.apply(&committed("triage", vec![said("m1", 1)]));
-        conversation.apply(&committed("triage", pair("c1", 2)));
+        conversation.apply(committed("triage", &[said("m1", 1)]));
+        conversation.apply(committed("triage", &pair("c1", 2)));
         let marker = AgentHandoff {
             id: "h1".into(),
             old_agent: Some("triage".into()),
             new_agent: "billing".into(),
             created_at: at(4),
         };
-        conversation.apply(&Fact::AgentEntered { item: Arc::new(ChatItem::AgentHandoff(marker)) });
+        let item = Arc::new(ChatItem::AgentHandoff(marker));
+        conversation.apply(Fact::AgentEntered { item: &item });
         assert!(conversation.context("billing").is_some_and(|c| c.items().is_empty()));
-        let (from, to, update_id) = ("triage".into(), "billing".into(), "c1".into());
-        conversation.apply(&Fact::PairMoved { from, to, update_id });
+        conversation.apply(Fact::PairMoved { from: "triage", to: "billing", update_id: "c1" });
 
         let history = conversation.history_items();
         let history: Vec<&str> = history.iter().map(ChatItem::id).collect();
@@ -212,11 +212,10 @@ mod tests {
     fn an_input_waits_until_taken() {
         let mut conversation = Conversation::new(ChatContext::default(), BTreeMap::new());
         for (speech_id, text) in [("s2", "first"), ("s3", "second")] {
-            let (speech_id, text) = (speech_id.into(), text.into());
-            conversation.apply(&Fact::InputQueued { speech_id, text });
+            conversation.apply(Fact::InputQueued { speech_id, text });
         }
         assert_eq!(conversation.input("s3"), Some("second"));
-        conversation.apply(&Fact::InputTaken { speech_id: "s2".into() });
+        conversation.apply(Fact::InputTaken { speech_id: "s2" });
         assert_eq!(conversation.input("s2"), None);
         let waiting: Vec<&str> = conversation.inputs().iter().map(|(id, _)| id.as_str()).collect();
         assert_eq!(waiting, ["s3"]);

@@ -5,11 +5,13 @@
 //!
 //! A fact carries no actor address, reply port, timer, span or agent code: those handles live
 //! beside the state they serve, installed and taken by name in the decider
-//! (docs/decisions.md#session-facts). The next step, a journal of facts, stores them alone.
+//! (docs/decisions.md#session-facts). A fact borrows what the decider holds (it is `Copy`):
+//! applying one copies only what a concern keeps, and a journal turns it into a record of its
+//! own format.
 
 use std::sync::Arc;
 
-use colloquy_model::{AgentState, ChatItem, FunctionCall, SpeechSource, UserState};
+use colloquy_model::{AgentState, ChatItem, FunctionCall, ResumedCall, SpeechSource, UserState};
 use serde_json::Value;
 
 use crate::messages::SpeechContent;
@@ -29,31 +31,31 @@ pub(crate) enum QueuedWork {
 ///
 /// A fact says all that happened, even what no concern keeps today (a speech's source, whether
 /// it was interrupted, the agent a handoff goes to): the trace shows it, and a journal needs it.
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug)]
 #[expect(dead_code, reason = "some fields are for the trace and the journal only")]
-pub(crate) enum Fact {
+pub(crate) enum Fact<'a> {
     // The conversation.
     /// Items a speech (`speech_id`), the host or a toolset produced, committed to `agent`'s
     /// context and the history.
-    Committed { agent: Arc<str>, speech_id: Option<String>, items: Vec<Arc<ChatItem>> },
+    Committed { agent: &'a str, speech_id: Option<&'a str>, items: &'a [Arc<ChatItem>] },
     /// An agent entered: `item` is its `agent_handoff` marker (the history only).
-    AgentEntered { item: Arc<ChatItem> },
+    AgentEntered { item: &'a Arc<ChatItem> },
     /// The pair `update_id` was copied from `from`'s context into `to`'s (decision 4).
-    PairMoved { from: String, to: String, update_id: String },
+    PairMoved { from: &'a str, to: &'a str, update_id: &'a str },
     /// A queued user input waits for its reply speech `speech_id` to begin.
-    InputQueued { speech_id: String, text: String },
+    InputQueued { speech_id: &'a str, text: &'a str },
     /// The input speech `speech_id` replies to was committed.
-    InputTaken { speech_id: String },
+    InputTaken { speech_id: &'a str },
 
     // The floor.
     /// A user turn began (a new turn's span).
     TurnBegan,
     /// Speech `speech_id` was created (numbered in creation order).
-    SpeechCreated { speech_id: String, source: SpeechSource },
+    SpeechCreated { speech_id: &'a str, source: SpeechSource },
     /// Speech `speech_id` lent the floor to wait for its blocking tools, or took it back.
-    SpeechWaiting { speech_id: String, waiting: bool },
+    SpeechWaiting { speech_id: &'a str, waiting: bool },
     /// Speech `speech_id` is done.
-    SpeechDone { speech_id: String, interrupted: bool },
+    SpeechDone { speech_id: &'a str, interrupted: bool },
     /// The Activity was lost with every speech it had.
     SpeechesLost,
     /// A tool asked to hold the floor: its hold is the next number.
@@ -69,32 +71,32 @@ pub(crate) enum Fact {
 
     // The tools.
     /// A toolset registered a call.
-    CallStarted { call: Arc<FunctionCall>, cancellable: bool, agent_scoped: bool },
+    CallStarted { call: &'a Arc<FunctionCall>, cancellable: bool, agent_scoped: bool },
     /// Call `call_id` waits for the host's approval.
-    ApprovalAsked { call_id: String },
+    ApprovalAsked { call_id: &'a str },
     /// Call `call_id` was approved.
-    CallApproved { call_id: String },
+    CallApproved { call_id: &'a str },
     /// Call `call_id` ended.
-    CallEnded { call_id: String },
+    CallEnded { call_id: &'a str },
     /// An inserted pair waits for its deferred reply.
-    ReplyAwaited { update_id: String },
+    ReplyAwaited { update_id: &'a str },
     /// The ReplyCoalescer was told the floor is free.
     CoalescerInvited,
     /// The ReplyCoalescer offered what it held.
     CoalescerOffered,
     /// A reply takes these pairs.
-    RepliesTaken { update_ids: Vec<String> },
+    RepliesTaken { update_ids: &'a [String] },
     /// Speech `speech_id` delivers the reply to `update_ids` (`handoff`: another agent than
     /// the one that received them).
-    ReplySpeechStarted { speech_id: String, update_ids: Vec<String>, handoff: bool },
+    ReplySpeechStarted { speech_id: &'a str, update_ids: &'a [String], handoff: bool },
     /// Pending replies were dropped (the session closes, §9.3).
     RepliesDropped,
 
     // The agent.
     /// A handoff to `agent` began: the old Activity drains.
-    HandoffBegan { agent: String },
+    HandoffBegan { agent: &'a str },
     /// Work arrived during the handoff, for the new agent.
-    WorkQueued(QueuedWork),
+    WorkQueued(&'a QueuedWork),
     /// The old Activity has no speech left (or it is gone).
     OldAgentDrained,
     /// The handoff is over: the new agent entered, or a close won over it.
@@ -105,19 +107,22 @@ pub(crate) enum Fact {
     RunStarted,
     /// A speech the run watches committed `items`; `validated` holds what each call's tool
     /// received, by call id.
-    RunRecorded { items: Vec<Arc<ChatItem>>, validated: Vec<(String, Value)> },
+    RunRecorded { items: &'a [Arc<ChatItem>], validated: &'a [(String, Value)] },
     /// The run failed with an LLM error (the first one counts).
-    RunFailed { message: String },
+    RunFailed { message: &'a str },
     /// The run was answered.
     RunEnded,
     /// The session began closing.
-    CloseBegan { reason: String },
+    CloseBegan { reason: &'a str },
     /// The closing Activity has no speech left.
     ActivityQuiet,
     /// The close finished: the tree stopped and `session_closed` went out.
     CloseFinished,
     /// The session ends once speech `speech_id` is done (the end-call tool).
-    EndAfterSpeech { speech_id: String, reason: String },
+    EndAfterSpeech { speech_id: &'a str, reason: &'a str },
     /// The end-after-speech request was taken (to close, or by a close).
     EndAfterTaken,
+    /// The session resumed from its store; these calls were running when its process ended
+    /// (docs/durability.md).
+    Resumed { in_doubt: &'a [ResumedCall] },
 }

@@ -55,7 +55,7 @@ pub(crate) struct Floor {
 }
 
 impl Floor {
-    pub(crate) fn apply(&mut self, fact: &Fact) {
+    pub(crate) fn apply(&mut self, fact: Fact<'_>) {
         match fact {
             Fact::TurnBegan => self.turn.seq += 1,
             Fact::SpeechCreated { .. } => {
@@ -63,7 +63,7 @@ impl Floor {
                 self.pending += 1;
             }
             Fact::SpeechWaiting { speech_id, waiting: true } => {
-                self.waiting.insert(speech_id.clone());
+                self.waiting.insert(speech_id.to_string());
             }
             Fact::SpeechWaiting { speech_id, waiting: false } => {
                 self.waiting.remove(speech_id);
@@ -77,8 +77,8 @@ impl Floor {
                 self.waiting.clear();
             }
             Fact::HoldAsked => self.hold_seq += 1,
-            Fact::HoldGranted { hold } => self.held = Some(*hold),
-            Fact::HoldReleased { hold } if self.held == Some(*hold) => self.held = None,
+            Fact::HoldGranted { hold } => self.held = Some(hold),
+            Fact::HoldReleased { hold } if self.held == Some(hold) => self.held = None,
             Fact::AgentStateChanged(_) | Fact::UserStateChanged(_) => self.presence.apply(fact),
             _ => {}
         }
@@ -175,8 +175,8 @@ mod tests {
 
     use super::*;
 
-    fn created(speech_id: &str) -> Fact {
-        Fact::SpeechCreated { speech_id: speech_id.into(), source: SpeechSource::UserTurn }
+    fn created(speech_id: &str) -> Fact<'_> {
+        Fact::SpeechCreated { speech_id, source: SpeechSource::UserTurn }
     }
 
     /// A speech waiting for its blocking tools lends the floor; one done leaves it; a hold is in
@@ -185,20 +185,20 @@ mod tests {
     fn speeches_and_holds_follow_their_facts() {
         let mut floor = Floor::default();
         assert_eq!(floor.upcoming_speech_id(), "s1");
-        floor.apply(&created("s1"));
-        floor.apply(&created("s2"));
+        floor.apply(created("s1"));
+        floor.apply(created("s2"));
         assert_eq!(floor.upcoming_speech_id(), "s3");
         assert!(floor.speaking());
-        floor.apply(&Fact::SpeechWaiting { speech_id: "s1".into(), waiting: true });
-        floor.apply(&Fact::SpeechDone { speech_id: "s2".into(), interrupted: false });
+        floor.apply(Fact::SpeechWaiting { speech_id: "s1", waiting: true });
+        floor.apply(Fact::SpeechDone { speech_id: "s2", interrupted: false });
         assert!(!floor.speaking() && !floor.no_speech() && floor.tools_running());
-        floor.apply(&Fact::SpeechDone { speech_id: "s1".into(), interrupted: true });
+        floor.apply(Fact::SpeechDone { speech_id: "s1", interrupted: true });
         assert!(floor.no_speech() && !floor.tools_running());
 
-        floor.apply(&Fact::HoldGranted { hold: 1 });
-        floor.apply(&Fact::HoldReleased { hold: 2 });
+        floor.apply(Fact::HoldGranted { hold: 1 });
+        floor.apply(Fact::HoldReleased { hold: 2 });
         assert!(floor.is_held(), "only the hold in force ends it");
-        floor.apply(&Fact::HoldReleased { hold: 1 });
+        floor.apply(Fact::HoldReleased { hold: 1 });
         assert!(!floor.is_held());
     }
 }

@@ -32,7 +32,7 @@ pub(crate) struct PendingHandoff {
 }
 
 impl PendingHandoff {
-    pub(crate) fn apply(&mut self, fact: &Fact) {
+    pub(crate) fn apply(&mut self, fact: Fact<'_>) {
         match fact {
             Fact::WorkQueued(work) => self.queued.push(work.clone()),
             Fact::OldAgentDrained => self.drained = true,

@@ -1,19 +1,23 @@
 //! What the host sees of the session and waits on: the event fan-out (events.rs), the testing
-//! API's run and mocks (testing.rs), and the close (close.rs).
+//! API's run and mocks (testing.rs), the close (close.rs), and the journal on its way to the
+//! host's store (journal.rs).
 
 use super::close::CloseState;
 use super::events::Fanout;
 use super::fact::Fact;
+use super::journal::JournalOut;
 use super::testing::Testing;
 
 pub(crate) struct HostSide {
     pub(crate) events: Fanout,
     pub(crate) testing: Testing,
     pub(crate) close: CloseState,
+    /// With a store: the records of the facts, on their way to it.
+    pub(crate) journal: Option<JournalOut>,
 }
 
 impl HostSide {
-    pub(crate) fn apply(&mut self, fact: &Fact) {
+    pub(crate) fn apply(&mut self, fact: Fact<'_>) {
         self.testing.apply(fact);
         self.close.apply(fact);
     }

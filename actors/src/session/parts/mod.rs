@@ -18,6 +18,7 @@ pub(super) mod floor;
 pub(super) mod handoff;
 pub(super) mod host;
 pub(super) mod idle;
+pub(super) mod journal;
 pub(super) mod presence;
 pub(super) mod replies;
 pub(super) mod testing;

@@ -34,10 +34,10 @@ impl Default for Presence {
 }
 
 impl Presence {
-    pub(crate) fn apply(&mut self, fact: &Fact) {
+    pub(crate) fn apply(&mut self, fact: Fact<'_>) {
         match fact {
-            Fact::AgentStateChanged(state) => self.agent = *state,
-            Fact::UserStateChanged(state) => self.user = *state,
+            Fact::AgentStateChanged(state) => self.agent = state,
+            Fact::UserStateChanged(state) => self.user = state,
             _ => {}
         }
     }

@@ -37,7 +37,7 @@ pub(crate) struct Replies {
 }
 
 impl Replies {
-    pub(crate) fn apply(&mut self, fact: &Fact) {
+    pub(crate) fn apply(&mut self, fact: Fact<'_>) {
         match fact {
             Fact::Committed { speech_id: Some(speech_id), .. } => {
                 if let Some(speech) = self.speaking.get_mut(speech_id) {
@@ -45,7 +45,7 @@ impl Replies {
                 }
             }
             Fact::ReplyAwaited { update_id } => {
-                self.unreplied.insert(update_id.clone());
+                self.unreplied.insert(update_id.to_string());
             }
             Fact::CoalescerInvited => self.invited = true,
             Fact::CoalescerOffered => self.invited = false,
@@ -55,9 +55,8 @@ impl Replies {
                 }
             }
             Fact::ReplySpeechStarted { speech_id, update_ids, handoff } => {
-                let speech =
-                    ReplySpeech { update_ids: update_ids.clone(), said: false, handoff: *handoff };
-                self.speaking.insert(speech_id.clone(), speech);
+                let speech = ReplySpeech { update_ids: update_ids.to_vec(), said: false, handoff };
+                self.speaking.insert(speech_id.to_string(), speech);
             }
             Fact::SpeechDone { speech_id, .. } => {
                 self.speaking.remove(speech_id);

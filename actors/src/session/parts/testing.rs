@@ -29,7 +29,7 @@ pub(crate) struct Testing {
 }
 
 impl Testing {
-    pub(crate) fn apply(&mut self, fact: &Fact) {
+    pub(crate) fn apply(&mut self, fact: Fact<'_>) {
         if let Fact::RunStarted = fact {
             self.run = Some(Run::default());
             return;
@@ -38,21 +38,21 @@ impl Testing {
         match fact {
             // Speeches created while a run is active belong to it (§17.1).
             Fact::SpeechCreated { speech_id, .. } => {
-                run.speeches.insert(speech_id.clone());
+                run.speeches.insert(speech_id.to_string());
             }
             Fact::SpeechDone { speech_id, .. } => {
                 run.speeches.remove(speech_id);
             }
             // Floor holds granted while a run is active keep it open until they end.
             Fact::HoldGranted { hold } => {
-                run.holds.insert(*hold);
+                run.holds.insert(hold);
             }
             Fact::HoldReleased { hold } => {
-                run.holds.remove(hold);
+                run.holds.remove(&hold);
             }
             // A pair inserted during the run waits for its deferred reply: so does the run.
             Fact::ReplyAwaited { update_id } => {
-                run.pending_updates.insert(update_id.clone());
+                run.pending_updates.insert(update_id.to_string());
             }
             Fact::RepliesTaken { update_ids } => {
                 for id in update_ids {
@@ -66,7 +66,7 @@ impl Testing {
             // A handoff's item, which a run's result lists too.
             Fact::AgentEntered { item } => run.items.push(ChatItem::clone(item)),
             Fact::RunFailed { message } => {
-                run.failure.get_or_insert_with(|| message.clone());
+                run.failure.get_or_insert_with(|| message.to_string());
             }
             Fact::RunEnded => self.run = None,
             _ => {}

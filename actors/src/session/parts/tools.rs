@@ -12,7 +12,7 @@ pub(crate) struct Tools {
 }
 
 impl Tools {
-    pub(crate) fn apply(&mut self, fact: &Fact) {
+    pub(crate) fn apply(&mut self, fact: Fact<'_>) {
         self.calls.apply(fact);
         self.replies.apply(fact);
     }

@@ -24,6 +24,7 @@ use std::time::Duration;
 use colloquy::cluster::ClusterError;
 use colloquy::events::{EventFilter, EventKind, SessionEvent};
 use colloquy::prelude::*;
+use colloquy::store::{SessionStore, SqliteStore};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
@@ -172,7 +173,11 @@ pub async fn run(args: &ChatArgs, console: Console) -> Result<Ending, ChatError>
                 &args.agent.mcp,
                 &terminal,
             );
-            let local = LocalModel { llm, settings: args.agent.clone() };
+            let stored = match &args.store {
+                Some(path) => Some(Stored::open(path, args.resume.clone())?),
+                None => None,
+            };
+            let local = LocalModel { llm, settings: args.agent.clone(), stored };
             let opened = open_local(&local, agent, servers, &terminal, &seen).await?;
             report_mcp_servers(&opened.servers, &terminal);
             (opened, Some(local))
@@ -215,10 +220,29 @@ struct Opened {
     calls: Calls,
 }
 
-/// What starts a session in this process: the model and the agent's settings.
+/// What starts a session in this process: the model and the agent's settings, and where
+/// the session is kept (`--store`).
 struct LocalModel {
     llm: Arc<dyn colloquy::llm::Llm>,
     settings: crate::AgentArgs,
+    stored: Option<Stored>,
+}
+
+/// `--store FILE [--resume ID]`: the file, and the session to continue (the first one only:
+/// `/new` starts a new one there).
+struct Stored {
+    path: std::path::PathBuf,
+    store: Arc<SqliteStore>,
+    resume: std::sync::Mutex<Option<String>>,
+}
+
+impl Stored {
+    fn open(path: &std::path::Path, resume: Option<String>) -> Result<Self, ChatError> {
+        let store = SqliteStore::open(path).map_err(|e| {
+            ChatError::Session(SessionError::Resume(format!("{}: {e}", path.display())))
+        })?;
+        Ok(Self { path: path.to_owned(), store: Arc::new(store), resume: resume.into() })
+    }
 }
 
 /// Starts a session with `agent` in this process.
@@ -229,19 +253,36 @@ async fn open_local(
     terminal: &Terminal,
     seen: &Arc<Mutex<Vec<SessionEvent>>>,
 ) -> Result<Opened, ChatError> {
-    let builder = Session::builder().llm(Arc::clone(&local.llm));
+    let mut builder = Session::builder().llm(Arc::clone(&local.llm));
+    if let Some(stored) = &local.stored {
+        builder = builder.store(Arc::clone(&stored.store) as Arc<dyn SessionStore>);
+    }
     let mut builder = local.settings.configure(builder).speech_sink(TerminalSink(terminal.clone()));
     // Every event, the agent's text included: the sink shows the text, the text events say
     // the reply still makes progress.
     let events = builder.subscribe_to(EventFilter::ALL);
-    let session = builder.start(agent.clone()).await.map_err(ChatError::Session)?;
+    let resume = local.stored.as_ref().and_then(|s| s.resume.lock().ok()?.take());
+    let session = match resume {
+        Some(id) => {
+            let same = |name: &str| (name == agent.id()).then(|| agent.clone());
+            builder.resume(&id, same).await.map_err(ChatError::Session)?
+        }
+        None => builder.start(agent.clone()).await.map_err(ChatError::Session)?,
+    };
+    if let Some(stored) = &local.stored {
+        let (id, path) = (session.id(), stored.path.display());
+        terminal.line(
+            Style::Dim,
+            &format!("session {id}, kept in {path}: --store {path} --resume {id} continues it"),
+        );
+    }
     let (speeches, watched) = watch::channel(Speeches::default());
     let calls = Calls::default();
     let lines = EventLines::new(calls.clone());
     let printer =
         tokio::spawn(print_events(events, terminal.clone(), Arc::clone(seen), lines, speeches));
     Ok(Opened {
-        session: ChatSession::local(session, watched),
+        session: ChatSession::local(session, watched, local.stored.is_some()),
         agent: Some(agent),
         servers,
         printer,

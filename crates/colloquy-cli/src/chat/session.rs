@@ -89,6 +89,8 @@ impl Speeches {
 pub(crate) struct ChatSession {
     target: Target,
     speeches: watch::Receiver<Speeches>,
+    /// Kept in a store: leaving suspends it (it resumes later) instead of closing it.
+    kept: bool,
 }
 
 #[derive(Clone)]
@@ -111,13 +113,17 @@ pub(crate) enum TurnRefused {
 
 impl ChatSession {
     /// A session in this process; `speeches` as its printer sees them.
-    pub(crate) fn local(session: SessionHandle, speeches: watch::Receiver<Speeches>) -> Self {
-        Self { target: Target::Local(session), speeches }
+    pub(crate) fn local(
+        session: SessionHandle,
+        speeches: watch::Receiver<Speeches>,
+        kept: bool,
+    ) -> Self {
+        Self { target: Target::Local(session), speeches, kept }
     }
 
     /// A session on a node; `speeches` as its printer sees them.
     pub(crate) fn remote(session: RemoteSession, speeches: watch::Receiver<Speeches>) -> Self {
-        Self { target: Target::Remote(session), speeches }
+        Self { target: Target::Remote(session), speeches, kept: false }
     }
 
     /// The session's id.
@@ -297,6 +303,7 @@ impl ChatSession {
     /// Closes the session; closing one that is gone is a no-op.
     pub(crate) async fn close(&self) {
         match &self.target {
+            Target::Local(s) if self.kept => drop(s.suspend().await),
             Target::Local(s) => drop(s.close().await),
             Target::Remote(session) => drop(session.close().await),
         }

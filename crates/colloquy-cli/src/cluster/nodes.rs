@@ -8,7 +8,7 @@ use colloquy::cluster::{Cluster, NodeInfo, Timeouts};
 
 use crate::NodesArgs;
 use crate::command::{CommandError, nats_config};
-use crate::console::clean;
+use crate::console::{clean, table};
 
 /// The longest `colloquy nodes` waits for NATS and the nodes' announcements.
 pub const NODES_WAIT: Duration = Duration::from_secs(10);
@@ -44,9 +44,9 @@ pub async fn run(args: &NodesArgs, out: &mut dyn Write) -> Result<(), CommandErr
 /// The nodes as an aligned table, a row each, names made safe to print.
 pub fn table(nodes: &[NodeInfo]) -> String {
     let header = ["NODE", "AGENTS", "SESSIONS", "LOAD", "DRAINING", "VERSION"].map(String::from);
-    let mut rows = vec![header];
+    let mut rows = vec![header.to_vec()];
     for node in nodes {
-        rows.push([
+        rows.push(vec![
             clean::line(&node.name),
             clean::line(&node.agents.join(",")),
             format!("{}/{}", node.sessions, node.max_sessions),
@@ -55,19 +55,7 @@ pub fn table(nodes: &[NodeInfo]) -> String {
             clean::line(&node.version),
         ]);
     }
-    let mut widths = [0; 6];
-    for row in &rows {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
-        }
-    }
-    let mut lines: Vec<String> = rows
-        .iter()
-        .map(|row| {
-            let cells = row.iter().zip(widths).map(|(cell, width)| format!("{cell:width$}"));
-            cells.collect::<Vec<_>>().join("  ").trim_end().to_owned()
-        })
-        .collect();
+    let mut lines = table::aligned(&rows);
     if nodes.is_empty() {
         lines.push("(no live node)".into());
     }

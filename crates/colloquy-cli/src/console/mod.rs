@@ -4,6 +4,7 @@
 
 pub mod clean;
 mod signals;
+pub mod table;
 pub mod terminal;
 
 pub(crate) use signals::{Signal, Signals};

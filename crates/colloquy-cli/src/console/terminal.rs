@@ -573,8 +573,29 @@ impl EventLines {
             EventKind::SpeechDone { speech_id, .. } => {
                 self.after_speech.remove(speech_id).unwrap_or_default()
             }
-            EventKind::AgentHandoff { old_agent: Some(_), new_agent } => {
+            // A resume marks itself as a handoff to the same agent: `resumed` says it.
+            EventKind::AgentHandoff { old_agent: Some(old), new_agent } if old != new_agent => {
                 one(Style::Dim, format!("  ── agent: {} ──", clean::line(new_agent)))
+            }
+            EventKind::SessionResumed { in_doubt } => {
+                let mut lines = vec![(Style::Dim, "  ── session resumed ──".to_owned())];
+                for call in in_doubt {
+                    let line = format!(
+                        "  tool x {} was interrupted by the restart: it may or may not have completed",
+                        clean::line(&call.name)
+                    );
+                    lines.push((Style::Error, line));
+                }
+                lines
+            }
+            EventKind::StoreError { message } => {
+                one(Style::Error, format!("error ! store: {}", clean::line(message)))
+            }
+            EventKind::SessionClosed { reason } if reason == "suspended" => {
+                let mut lines: Vec<_> =
+                    std::mem::take(&mut self.after_speech).into_values().flatten().collect();
+                lines.push((Style::Dim, "  ── session suspended: it can resume ──".to_owned()));
+                lines
             }
             EventKind::SessionClosed { reason } => {
                 let mut lines: Vec<_> =

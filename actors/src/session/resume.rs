@@ -1,0 +1,64 @@
+//! A session resumed from its store (docs/durability.md): the calls that were running when its
+//! process ended are settled, and a store that fails ends the session.
+//!
+//! Decides `Committed` (each call in doubt gets its output) and `Resumed`; emits
+//! `x_session_resumed`, and `x_store_error` before closing with `store_failed`.
+
+use std::sync::Arc;
+
+use colloquy_model::text::INTERRUPTED_BY_RESTART;
+use colloquy_model::{
+    ChatItem, CloseReason, EventKind, FunctionCallOutput, InDoubtOutcome, ResumedCall,
+};
+use colloquy_store::CallInDoubt;
+
+use super::parts::fact::Fact;
+use super::state::SessionState;
+
+impl SessionState {
+    /// Settles the calls in doubt by the default policy (`fail`): each gets an error output
+    /// that says it may or may not have completed, and nothing runs again.
+    pub(super) fn resumed(&mut self, in_doubt: Vec<CallInDoubt>) {
+        let mut outputs = Vec::with_capacity(in_doubt.len());
+        let mut resumed = Vec::with_capacity(in_doubt.len());
+        for CallInDoubt { call, .. } in in_doubt {
+            outputs.push(ChatItem::FunctionCallOutput(FunctionCallOutput {
+                id: self.link.clock.item_id(),
+                call_id: call.call_id.clone(),
+                name: call.name.clone(),
+                output: INTERRUPTED_BY_RESTART.replace("{name}", &call.name),
+                is_error: true,
+                reply_required: false,
+                created_at: self.link.clock.now(),
+            }));
+            resumed.push(ResumedCall::new(call.call_id, call.name, InDoubtOutcome::Failed));
+        }
+        if !outputs.is_empty() {
+            let agent = Arc::clone(self.agent.current.shared_id());
+            self.commit(agent, None, outputs);
+        }
+        self.apply(Fact::Resumed { in_doubt: &resumed });
+        self.emit_now(EventKind::SessionResumed { in_doubt: resumed });
+    }
+
+    /// The store could not keep the journal: the session says so and closes, rather than go
+    /// on as if what it does were durable.
+    pub(super) fn store_failed(&mut self, why: String) {
+        if self.host.close.is_closing() {
+            return;
+        }
+        tracing::error!(session = %self.link.id, "the session's store failed: {why}");
+        self.emit_now(EventKind::StoreError { message: why });
+        self.close(CloseReason::StoreFailed.name().into(), None);
+    }
+
+    /// Hands the mailbox turn's records to the store's writer; a writer that cannot take
+    /// them fails the session.
+    pub(super) fn flush_journal(&mut self) {
+        let Some(journal) = &mut self.host.journal else { return };
+        if let Err(why) = journal.flush() {
+            self.host.journal = None; // nothing more reaches the store
+            self.store_failed(why);
+        }
+    }
+}

@@ -1,0 +1,99 @@
+//! `colloquy sessions`: the sessions kept in a store (`colloquy chat --store`), as a table; or
+//! one deleted.
+
+use std::io::Write;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use colloquy::store::{SessionStore, SessionSummary, SqliteStore};
+
+use crate::SessionsArgs;
+use crate::command::CommandError;
+use crate::console::{clean, table};
+
+/// Lists (or, with `--delete`, deletes) the stored sessions, on `out`.
+pub fn run(args: &SessionsArgs, out: &mut dyn Write) -> Result<(), CommandError> {
+    if !args.store.exists() {
+        let path = args.store.display();
+        return Err(CommandError::Failed(format!("no store at `{path}`")));
+    }
+    let store = SqliteStore::open(&args.store).map_err(|e| CommandError::Failed(e.to_string()))?;
+    let text = match &args.delete {
+        Some(id) => match store.delete(id).map_err(|e| CommandError::Failed(e.to_string()))? {
+            true => format!("deleted session {}", clean::line(id)),
+            false => {
+                return Err(CommandError::Failed(format!(
+                    "no stored session `{}`",
+                    clean::line(id)
+                )));
+            }
+        },
+        None => {
+            let sessions = store.list().map_err(|e| CommandError::Failed(e.to_string()))?;
+            listing(&sessions, now_ms())
+        }
+    };
+    writeln!(out, "{text}").map_err(|e| CommandError::Failed(e.to_string()))
+}
+
+/// The sessions as an aligned table, the most recently active first.
+pub fn listing(sessions: &[SessionSummary], now_ms: u64) -> String {
+    let header = ["SESSION", "AGENT", "RECORDS", "ACTIVE", "STATE", "IN DOUBT"];
+    let mut rows = vec![header.map(String::from).to_vec()];
+    for session in sessions {
+        let state = match &session.closed {
+            Some(reason) => format!("closed ({})", clean::line(reason)),
+            None => "open".to_owned(),
+        };
+        rows.push(vec![
+            clean::line(&session.id),
+            clean::line(&session.agent),
+            session.entries.to_string(),
+            ago(now_ms.saturating_sub(session.updated_ms)),
+            state,
+            session.calls_in_doubt.to_string(),
+        ]);
+    }
+    let mut lines = table::aligned(&rows);
+    if sessions.is_empty() {
+        lines.push("(no stored session)".into());
+    }
+    lines.join("\n")
+}
+
+/// `12s ago`, `5m ago`, `3h ago`, `2d ago`.
+fn ago(ms: u64) -> String {
+    let s = ms / 1000;
+    match s {
+        0..60 => format!("{s}s ago"),
+        60..3_600 => format!("{}m ago", s / 60),
+        3_600..86_400 => format!("{}h ago", s / 3_600),
+        _ => format!("{}d ago", s / 86_400),
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use colloquy::store::{Entry, MemoryStore, Record};
+
+    use super::*;
+
+    #[test]
+    fn a_row_per_session_under_the_header_with_its_state() {
+        let store = MemoryStore::new();
+        let reason = "end_call\u{1b}[2J".to_owned();
+        store.append("s-2", &[Entry::new(1, 0, Record::CloseBegan { reason })]).unwrap();
+        let mut sessions = store.list().unwrap();
+        sessions[0].updated_ms = 1_000;
+        let text = listing(&sessions, 1_000 + 125_000);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "SESSION  AGENT  RECORDS  ACTIVE   STATE                IN DOUBT");
+        assert!(lines[1].starts_with("s-2"), "{text}");
+        assert!(lines[1].contains("2m ago") && lines[1].contains("closed (end_call"), "{text}");
+        assert!(!text.contains('\u{1b}'), "control characters are not printed: {text:?}");
+        assert_eq!(listing(&[], 0).lines().last(), Some("(no stored session)"));
+    }
+}

@@ -1,0 +1,104 @@
+//! A session's journal read back: what a resume starts from.
+
+use std::collections::BTreeMap;
+
+use colloquy_model::{ChatItem, FunctionCall};
+
+use crate::record::{Entry, Record};
+
+/// A call that had started and had not ended at the journal's last record: it was running
+/// when its process ended, and may or may not have done its work.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct CallInDoubt {
+    /// The call, as the model made it.
+    pub call: FunctionCall,
+    /// Whether it could be cancelled.
+    pub cancellable: bool,
+}
+
+/// What a session's entries add up to.
+#[derive(Clone, Debug, Default, PartialEq)]
+#[non_exhaustive]
+pub struct Journal {
+    /// The session history, in order (handoff markers included).
+    pub history: Vec<ChatItem>,
+    /// Each agent's chat context, in order (no handoff markers).
+    pub contexts: BTreeMap<String, Vec<ChatItem>>,
+    /// The agent the session was on last.
+    pub agent: Option<String>,
+    /// The calls running at the last record, in the order they started.
+    pub running: Vec<CallInDoubt>,
+    /// The pairs still waiting for their deferred reply, in the order inserted.
+    pub unreplied: Vec<String>,
+    /// Why the session closed, if it began to.
+    pub closed: Option<String>,
+    /// The number of the last entry (0 for none).
+    pub last_seq: u64,
+}
+
+impl Journal {
+    /// Applies `entries`, in order, to an empty journal.
+    pub fn fold(entries: &[Entry]) -> Self {
+        let mut journal = Self::default();
+        for entry in entries {
+            journal.apply(&entry.record);
+            journal.last_seq = entry.seq;
+        }
+        journal
+    }
+
+    fn apply(&mut self, record: &Record) {
+        match record {
+            Record::ItemsCommitted { agent, items } => {
+                for item in items {
+                    if !matches!(item, ChatItem::AgentHandoff(_)) {
+                        self.contexts.entry(agent.clone()).or_default().push(item.clone());
+                    }
+                    self.history.push(item.clone());
+                }
+            }
+            Record::AgentEntered { item } => {
+                if let ChatItem::AgentHandoff(entered) = item {
+                    self.contexts.entry(entered.new_agent.clone()).or_default();
+                    self.agent = Some(entered.new_agent.clone());
+                }
+                self.history.push(item.clone());
+            }
+            Record::PairMoved { from, to, update_id } => {
+                let moved: Vec<ChatItem> = self
+                    .contexts
+                    .get(from)
+                    .into_iter()
+                    .flatten()
+                    .filter(|item| call_id(item) == Some(update_id))
+                    .cloned()
+                    .collect();
+                self.contexts.entry(to.clone()).or_default().extend(moved);
+            }
+            Record::CallStarted { call, cancellable } => {
+                let (call, cancellable) = (call.clone(), *cancellable);
+                self.running.push(CallInDoubt { call, cancellable });
+            }
+            Record::CallEnded { call_id } => self.running.retain(|r| r.call.call_id != *call_id),
+            Record::ReplyAwaited { update_id } => self.unreplied.push(update_id.clone()),
+            Record::RepliesTaken { update_ids } => {
+                self.unreplied.retain(|u| !update_ids.contains(u));
+            }
+            Record::CloseBegan { reason } => {
+                self.closed.get_or_insert_with(|| reason.clone());
+            }
+            Record::Resumed { in_doubt } => {
+                self.running.retain(|r| !in_doubt.iter().any(|d| d.call_id == r.call.call_id));
+            }
+        }
+    }
+}
+
+fn call_id(item: &ChatItem) -> Option<&String> {
+    match item {
+        ChatItem::FunctionCall(c) => Some(&c.call_id),
+        ChatItem::FunctionCallOutput(o) => Some(&o.call_id),
+        _ => None,
+    }
+}

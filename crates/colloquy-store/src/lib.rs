@@ -1,0 +1,24 @@
+//! Durable colloquy sessions: what a session's journal holds, where it is kept, and what
+//! a resume reads back.
+//!
+//! A Session decides each change to its state as a fact (docs/decisions.md#session-facts);
+//! with a store, the facts that a resume needs are written as [`Record`]s — this crate's own
+//! versioned format ([`SCHEMA_VERSION`]), never the runtime's types — in
+//! [`Entry`]s numbered from 1 per session. A [`SessionStore`] keeps them:
+//! [`SqliteStore`] (feature `sqlite`, on by default) in one file, [`MemoryStore`] in memory
+//! (tests). [`Journal::fold`] reads a session's entries back into what a resume starts from.
+//! docs/durability.md states the guarantee.
+
+mod journal;
+mod memory;
+mod record;
+#[cfg(feature = "sqlite")]
+mod sqlite;
+mod store;
+
+pub use journal::{CallInDoubt, Journal};
+pub use memory::MemoryStore;
+pub use record::{CallInDoubtRecord, Entry, Record, SCHEMA_VERSION};
+#[cfg(feature = "sqlite")]
+pub use sqlite::{BUSY_TIMEOUT, SqliteStore};
+pub use store::{SessionStore, SessionSummary, StoreError};

@@ -1,0 +1,112 @@
+//! The journal's format: one [`Record`] per fact a resume needs, in an [`Entry`] that numbers
+//! it. Serialized as JSON (`{"seq":1,"at_ms":0,"type":"items_committed",…}`); a change to any
+//! type here is a new [`SCHEMA_VERSION`] with a migration (docs/durability.md#format).
+
+use colloquy_model::{ChatItem, FunctionCall};
+use serde::{Deserialize, Serialize};
+
+/// The version of the records this build writes and reads. A store refuses a journal of a
+/// newer version rather than misread it.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// One record of a session's journal, numbered.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Entry {
+    /// 1 for a session's first record, then one more for each.
+    pub seq: u64,
+    /// Milliseconds since the session started, when the fact was decided.
+    pub at_ms: u64,
+    /// What happened.
+    #[serde(flatten)]
+    pub record: Record,
+}
+
+impl Entry {
+    /// Record `record`, numbered `seq`, decided `at_ms` into the session.
+    pub fn new(seq: u64, at_ms: u64, record: Record) -> Self {
+        Self { seq, at_ms, record }
+    }
+}
+
+/// What happened to a session, as much as a resume needs to continue it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Record {
+    /// Items committed to `agent`'s context and the history (messages, tool calls and their
+    /// outputs, in order).
+    ItemsCommitted {
+        /// The agent whose context they joined.
+        agent: String,
+        /// The items.
+        items: Vec<ChatItem>,
+    },
+    /// An agent entered: its `agent_handoff` item (the history only; it opens the agent's
+    /// context).
+    AgentEntered {
+        /// The `agent_handoff` item.
+        item: ChatItem,
+    },
+    /// The pair `update_id` was copied from `from`'s context into `to`'s (a deferred reply
+    /// delivered by another agent).
+    PairMoved {
+        /// The agent that received the pair.
+        from: String,
+        /// The agent that delivers its reply.
+        to: String,
+        /// The pair's call id.
+        update_id: String,
+    },
+    /// A tool call started.
+    CallStarted {
+        /// The call, as the model made it.
+        call: FunctionCall,
+        /// Whether it could be cancelled.
+        cancellable: bool,
+    },
+    /// A tool call ended.
+    CallEnded {
+        /// Its id.
+        call_id: String,
+    },
+    /// An inserted pair waits for its deferred reply.
+    ReplyAwaited {
+        /// The pair's call id.
+        update_id: String,
+    },
+    /// A reply took these pairs.
+    RepliesTaken {
+        /// Their call ids.
+        update_ids: Vec<String>,
+    },
+    /// The session began closing.
+    CloseBegan {
+        /// Why.
+        reason: String,
+    },
+    /// The session resumed after its process ended: these calls were running then.
+    Resumed {
+        /// The calls in doubt and what became of each.
+        in_doubt: Vec<CallInDoubtRecord>,
+    },
+}
+
+/// A call that was running when its process ended, as a [`Record::Resumed`] lists it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct CallInDoubtRecord {
+    /// Its id.
+    pub call_id: String,
+    /// Its tool.
+    pub name: String,
+    /// What became of it (`failed`: the model was told it may or may not have completed).
+    pub outcome: String,
+}
+
+impl CallInDoubtRecord {
+    /// Call `call_id` of tool `name`, which ended as `outcome`.
+    pub fn new(call_id: impl Into<String>, name: impl Into<String>, outcome: &str) -> Self {
+        Self { call_id: call_id.into(), name: name.into(), outcome: outcome.to_string() }
+    }
+}

@@ -1,0 +1,222 @@
+//! The embedded store: one SQLite file (WAL, `synchronous = FULL`: an append is on disk when it
+//! returns), schema versioned with `PRAGMA user_version`.
+
+use std::path::Path;
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use rusqlite::{Connection, ErrorCode, OptionalExtension, params};
+
+use crate::journal::Journal;
+use crate::memory::now_ms;
+use crate::record::{Entry, Record, SCHEMA_VERSION};
+use crate::store::{SessionStore, SessionSummary, StoreError};
+
+/// How long a write waits for another process's transaction on the same file before it fails
+/// (SQLite's busy timeout).
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Journals in one SQLite file.
+#[derive(Debug)]
+pub struct SqliteStore {
+    db: Mutex<Connection>,
+}
+
+impl SqliteStore {
+    /// Opens (or creates) the store at `path`. A file that is not a store, or a store of a
+    /// newer schema, is refused and left as it is.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        let path = path.as_ref();
+        let db = Connection::open(path).map_err(|e| io(path, &e))?;
+        db.busy_timeout(BUSY_TIMEOUT).map_err(|e| io(path, &e))?;
+        let version: u32 =
+            db.query_row("PRAGMA user_version", [], |row| row.get(0)).map_err(|e| io(path, &e))?;
+        if version > SCHEMA_VERSION {
+            return Err(StoreError::NewerSchema { found: version, supported: SCHEMA_VERSION });
+        }
+        db.pragma_update(None, "journal_mode", "WAL").map_err(|e| io(path, &e))?;
+        db.pragma_update(None, "synchronous", "FULL").map_err(|e| io(path, &e))?;
+        if version == 0 {
+            db.execute_batch(
+                "BEGIN;
+                 CREATE TABLE IF NOT EXISTS sessions (
+                     id TEXT PRIMARY KEY,
+                     agent TEXT NOT NULL DEFAULT '',
+                     entries INTEGER NOT NULL DEFAULT 0,
+                     updated_ms INTEGER NOT NULL,
+                     closed TEXT,
+                     running INTEGER NOT NULL DEFAULT 0
+                 );
+                 CREATE TABLE IF NOT EXISTS entries (
+                     session TEXT NOT NULL,
+                     seq INTEGER NOT NULL,
+                     body TEXT NOT NULL,
+                     PRIMARY KEY (session, seq)
+                 ) WITHOUT ROWID;
+                 PRAGMA user_version = 1;
+                 COMMIT;",
+            )
+            .map_err(|e| io(path, &e))?;
+        }
+        Ok(Self { db: Mutex::new(db) })
+    }
+}
+
+impl SessionStore for SqliteStore {
+    fn append(&self, session: &str, entries: &[Entry]) -> Result<(), StoreError> {
+        let Some(last) = entries.last() else { return Ok(()) };
+        let mut db = self.db.lock().unwrap_or_else(PoisonError::into_inner);
+        let tx = db.transaction().map_err(|e| failed(&e))?;
+        {
+            let mut insert = tx
+                .prepare_cached("INSERT INTO entries (session, seq, body) VALUES (?1, ?2, ?3)")
+                .map_err(|e| failed(&e))?;
+            for entry in entries {
+                let body =
+                    serde_json::to_string(entry).map_err(|e| StoreError::Io(e.to_string()))?;
+                insert.execute(params![session, entry.seq as i64, body]).map_err(|e| {
+                    match e.sqlite_error_code() {
+                        Some(ErrorCode::ConstraintViolation) => {
+                            StoreError::Conflict { session: session.to_string(), seq: entry.seq }
+                        }
+                        _ => failed(&e),
+                    }
+                })?;
+            }
+        }
+        let change = Change::of(entries);
+        tx.execute(
+            "INSERT INTO sessions (id, agent, entries, updated_ms, closed, running)
+             VALUES (?1, COALESCE(?2, ''), ?3, ?4, ?5, MAX(?6, 0))
+             ON CONFLICT (id) DO UPDATE SET
+                 agent = COALESCE(?2, agent),
+                 entries = ?3,
+                 updated_ms = ?4,
+                 closed = COALESCE(closed, ?5),
+                 running = MAX(running + ?6, 0)",
+            params![
+                session,
+                change.agent,
+                last.seq as i64,
+                now_ms() as i64,
+                change.closed,
+                change.running
+            ],
+        )
+        .map_err(|e| failed(&e))?;
+        tx.commit().map_err(|e| failed(&e))
+    }
+
+    fn load(&self, session: &str) -> Result<Vec<Entry>, StoreError> {
+        let db = self.db.lock().unwrap_or_else(PoisonError::into_inner);
+        let known: Option<i64> = db
+            .query_row("SELECT entries FROM sessions WHERE id = ?1", [session], |row| row.get(0))
+            .optional()
+            .map_err(|e| failed(&e))?;
+        if known.is_none() {
+            return Err(StoreError::UnknownSession(session.to_string()));
+        }
+        let mut select = db
+            .prepare_cached("SELECT seq, body FROM entries WHERE session = ?1 ORDER BY seq")
+            .map_err(|e| failed(&e))?;
+        let rows = select
+            .query_map([session], |row| Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?)))
+            .map_err(|e| failed(&e))?;
+        let mut entries = Vec::new();
+        for row in rows {
+            let (seq, body) = row.map_err(|e| failed(&e))?;
+            let entry: Entry = serde_json::from_str(&body).map_err(|e| {
+                StoreError::Corrupt(format!(
+                    "record {seq} of session `{session}` does not read: {e}"
+                ))
+            })?;
+            entries.push(entry);
+        }
+        Ok(entries)
+    }
+
+    fn list(&self) -> Result<Vec<SessionSummary>, StoreError> {
+        let db = self.db.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut select = db
+            .prepare_cached(
+                "SELECT id, agent, entries, updated_ms, closed, running FROM sessions
+                 ORDER BY updated_ms DESC, id",
+            )
+            .map_err(|e| failed(&e))?;
+        let rows = select
+            .query_map([], |row| {
+                Ok(SessionSummary {
+                    id: row.get(0)?,
+                    agent: row.get(1)?,
+                    entries: row.get::<_, i64>(2)?.max(0) as u64,
+                    updated_ms: row.get::<_, i64>(3)?.max(0) as u64,
+                    closed: row.get(4)?,
+                    calls_in_doubt: row.get::<_, i64>(5)?.max(0) as usize,
+                })
+            })
+            .map_err(|e| failed(&e))?;
+        rows.collect::<Result<_, _>>().map_err(|e| failed(&e))
+    }
+
+    fn delete(&self, session: &str) -> Result<bool, StoreError> {
+        let mut db = self.db.lock().unwrap_or_else(PoisonError::into_inner);
+        let tx = db.transaction().map_err(|e| failed(&e))?;
+        tx.execute("DELETE FROM entries WHERE session = ?1", [session]).map_err(|e| failed(&e))?;
+        let deleted =
+            tx.execute("DELETE FROM sessions WHERE id = ?1", [session]).map_err(|e| failed(&e))?;
+        tx.commit().map_err(|e| failed(&e))?;
+        Ok(deleted > 0)
+    }
+}
+
+/// What a batch of entries changes in its session's summary row.
+struct Change {
+    agent: Option<String>,
+    closed: Option<String>,
+    running: i64,
+}
+
+impl Change {
+    fn of(entries: &[Entry]) -> Self {
+        let mut change = Self { agent: None, closed: None, running: 0 };
+        for entry in entries {
+            match &entry.record {
+                Record::AgentEntered { .. } => {
+                    let folded = Journal::fold(std::slice::from_ref(entry));
+                    change.agent = folded.agent.or(change.agent.take());
+                }
+                Record::CloseBegan { reason } => {
+                    change.closed.get_or_insert_with(|| reason.clone());
+                }
+                Record::CallStarted { .. } => change.running += 1,
+                Record::CallEnded { .. } => change.running -= 1,
+                Record::Resumed { in_doubt } => change.running -= in_doubt.len() as i64,
+                _ => {}
+            }
+        }
+        change
+    }
+}
+
+/// A failure opening the file at `path`: "not a database" is a damaged file, the rest I/O.
+fn io(path: &Path, e: &rusqlite::Error) -> StoreError {
+    let at = path.display();
+    match e.sqlite_error_code() {
+        Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => {
+            StoreError::Corrupt(format!("`{at}` is not a colloquy store ({e})"))
+        }
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {
+            StoreError::Io(format!("`{at}` is locked by another process ({e})"))
+        }
+        _ => StoreError::Io(format!("`{at}`: {e}")),
+    }
+}
+
+fn failed(e: &rusqlite::Error) -> StoreError {
+    match e.sqlite_error_code() {
+        Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => {
+            StoreError::Corrupt(e.to_string())
+        }
+        _ => StoreError::Io(e.to_string()),
+    }
+}

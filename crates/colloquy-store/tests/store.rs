@@ -1,0 +1,158 @@
+//! Both stores keep, list and refuse alike; the SQLite file refuses what is not its own.
+
+use colloquy_model::chat::AgentHandoff;
+use colloquy_model::{ChatItem, FunctionCall, Message, Role, Timestamp};
+use colloquy_store::{
+    CallInDoubtRecord, Entry, Journal, MemoryStore, Record, SessionStore, SqliteStore, StoreError,
+};
+
+fn at(seq: u64) -> Timestamp {
+    Timestamp { micros: seq, seq }
+}
+
+fn entered(agent: &str, seq: u64) -> Record {
+    let item = AgentHandoff {
+        id: format!("h{seq}"),
+        old_agent: None,
+        new_agent: agent.into(),
+        created_at: at(seq),
+    };
+    Record::AgentEntered { item: ChatItem::AgentHandoff(item) }
+}
+
+fn said(text: &str, seq: u64) -> Record {
+    let message = Message {
+        id: format!("m{seq}"),
+        role: Role::User,
+        text: text.into(),
+        interrupted: false,
+        created_at: at(seq),
+    };
+    Record::ItemsCommitted { agent: "triage".into(), items: vec![ChatItem::Message(message)] }
+}
+
+fn call(call_id: &str) -> FunctionCall {
+    FunctionCall {
+        id: format!("{call_id}/item"),
+        call_id: call_id.into(),
+        name: "refill".into(),
+        arguments: "{}".into(),
+        extra: Default::default(),
+        created_at: at(9),
+    }
+}
+
+fn journal() -> Vec<Entry> {
+    let records = [
+        entered("triage", 1),
+        said("hello", 2),
+        Record::CallStarted { call: call("c1"), cancellable: false },
+        Record::CallStarted { call: call("c2"), cancellable: true },
+        Record::CallEnded { call_id: "c2".into() },
+        entered("billing", 6),
+    ];
+    records.into_iter().enumerate().map(|(i, r)| Entry::new(i as u64 + 1, i as u64, r)).collect()
+}
+
+fn temp_file(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("colloquy-store-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join("sessions.db")
+}
+
+fn keeps_lists_and_refuses(store: &dyn SessionStore) {
+    let entries = journal();
+    store.append("s-1", &entries[..3]).unwrap();
+    store.append("s-1", &entries[3..]).unwrap();
+    assert_eq!(store.load("s-1").unwrap(), entries);
+
+    let conflict = store.append("s-1", &entries[5..]).unwrap_err();
+    assert!(matches!(conflict, StoreError::Conflict { seq: 6, .. }), "{conflict}");
+    assert!(conflict.to_string().contains("another process"), "{conflict}");
+    assert!(matches!(store.load("nope"), Err(StoreError::UnknownSession(_))));
+
+    let listed = store.list().unwrap();
+    assert_eq!(listed.len(), 1);
+    let summary = &listed[0];
+    assert_eq!((summary.id.as_str(), summary.agent.as_str()), ("s-1", "billing"));
+    assert_eq!((summary.entries, summary.calls_in_doubt, summary.closed.clone()), (6, 1, None));
+
+    let resumed = vec![CallInDoubtRecord::new("c1", "refill", "failed")];
+    let closing = [
+        Entry::new(7, 7, Record::Resumed { in_doubt: resumed }),
+        Entry::new(8, 8, Record::CloseBegan { reason: "user_ended".into() }),
+    ];
+    store.append("s-1", &closing).unwrap();
+    let summary = &store.list().unwrap()[0];
+    assert_eq!((summary.calls_in_doubt, summary.closed.as_deref()), (0, Some("user_ended")));
+
+    assert!(store.delete("s-1").unwrap());
+    assert!(!store.delete("s-1").unwrap());
+    assert!(store.list().unwrap().is_empty());
+}
+
+#[test]
+fn the_memory_store_keeps_lists_and_refuses() {
+    keeps_lists_and_refuses(&MemoryStore::new());
+}
+
+#[test]
+fn the_sqlite_store_keeps_lists_and_refuses_and_its_file_outlives_it() {
+    let path = temp_file("keeps");
+    keeps_lists_and_refuses(&SqliteStore::open(&path).unwrap());
+    let store = SqliteStore::open(&path).unwrap();
+    store.append("s-2", &journal()).unwrap();
+    drop(store);
+    let reopened = SqliteStore::open(&path).unwrap();
+    assert_eq!(reopened.load("s-2").unwrap(), journal());
+}
+
+#[test]
+fn a_journal_folds_into_what_a_resume_starts_from() {
+    let journal = Journal::fold(&journal());
+    assert_eq!(journal.agent.as_deref(), Some("billing"));
+    assert_eq!(journal.history.len(), 3, "two markers and a message");
+    assert_eq!(journal.contexts["triage"].len(), 1);
+    assert!(journal.contexts["billing"].is_empty());
+    let running: Vec<&str> = journal.running.iter().map(|r| r.call.call_id.as_str()).collect();
+    assert_eq!(running, ["c1"]);
+    assert_eq!(journal.last_seq, 6);
+}
+
+#[test]
+fn a_file_that_is_not_a_store_is_refused_and_left_as_it_was() {
+    let path = temp_file("corrupt");
+    let junk =
+        b"this is not a database, and a longer line than SQLite's header: 0123456789".repeat(20);
+    std::fs::write(&path, &junk).unwrap();
+    let err = SqliteStore::open(&path).unwrap_err();
+    assert!(matches!(err, StoreError::Corrupt(_)), "{err}");
+    assert!(err.to_string().contains("is not a colloquy store"), "{err}");
+    assert_eq!(std::fs::read(&path).unwrap(), junk, "nothing was overwritten");
+}
+
+#[test]
+fn a_store_of_a_newer_schema_is_refused() {
+    let path = temp_file("newer");
+    drop(SqliteStore::open(&path).unwrap());
+    {
+        let db = rusqlite_free_bump(&path);
+        assert!(db, "the test could bump the schema");
+    }
+    let err = SqliteStore::open(&path).unwrap_err();
+    assert!(matches!(err, StoreError::NewerSchema { found: 2, supported: 1 }), "{err}");
+    assert!(err.to_string().contains("upgrade colloquy"), "{err}");
+}
+
+/// Sets the file's `user_version` to 2 by rewriting its header (bytes 60..64, big-endian), as
+/// a newer colloquy would have.
+fn rusqlite_free_bump(path: &std::path::Path) -> bool {
+    let mut bytes = std::fs::read(path).unwrap();
+    if bytes.len() < 100 {
+        return false;
+    }
+    bytes[60..64].copy_from_slice(&2u32.to_be_bytes());
+    std::fs::write(path, bytes).unwrap();
+    true
+}

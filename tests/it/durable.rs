@@ -1,0 +1,286 @@
+//! Durable sessions (docs/durability.md): a session's journal in a store, a resume after its
+//! process ended, the calls that were running then, and a store that fails.
+
+use std::sync::Arc;
+
+use crate::common::*;
+use colloquy::prelude::*;
+use colloquy::store::{Entry, MemoryStore, Record, SessionStore, SqliteStore, StoreError};
+
+fn refilling_agent() -> Agent {
+    agent().tool(sleeper("refill", 60_000, "refilled"))
+}
+
+fn agents(name: &str) -> Option<Agent> {
+    (name == "A").then(refilling_agent)
+}
+
+/// Waits until `store` holds a record of session `id` that `wanted` accepts (the writer runs
+/// off the session's task).
+async fn stored(
+    store: &dyn SessionStore,
+    id: &str,
+    wanted: impl Fn(&Record) -> bool,
+) -> Vec<Entry> {
+    for _ in 0..1_000 {
+        if let Ok(entries) = store.load(id)
+            && entries.iter().any(|e| wanted(&e.record))
+        {
+            return entries;
+        }
+        tokio::time::sleep(ms(1)).await;
+    }
+    panic!("the store never got the record")
+}
+
+/// What a crash leaves: a store holding what was durable at that moment, apart from the one
+/// the old process goes on writing to.
+fn crashed(store: &dyn SessionStore, id: &str) -> Arc<MemoryStore> {
+    let copy = Arc::new(MemoryStore::new());
+    copy.append(id, &store.load(id).unwrap()).unwrap();
+    copy
+}
+
+fn resumed_calls(events: &[SessionEvent]) -> Vec<Vec<(String, String)>> {
+    events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::SessionResumed { in_doubt } => Some(
+                in_doubt
+                    .iter()
+                    .map(|c| (c.call_id.clone(), format!("{}:{:?}", c.name, c.outcome)))
+                    .collect(),
+            ),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_resumed_session_keeps_its_history_and_the_call_in_doubt_ends_once_as_failed() {
+    let store = Arc::new(MemoryStore::new());
+    let builder = Session::builder().store(store.clone());
+    let script = vec![call("c1", "refill", "{}"), text("Refilling now.")];
+    let mut first = Harness::start_with(builder, refilling_agent(), script).await;
+    first.session.user_turn("refill my prescription").await.unwrap();
+    let id = first.session.id().to_owned();
+    stored(&*store, &id, |r| matches!(r, Record::CallStarted { .. })).await;
+    assert!(first.tool_events().iter().any(|e| e.starts_with("S(c1")), "{:?}", first.tool_events());
+
+    // The process dies with `refill` running: what was durable is what the next one reads.
+    let store_after_crash = crashed(&*store, &id);
+    let llm = ScriptedLlm::new([text("Your refill may not have gone through: shall I retry?")])
+        .recording();
+    let mut builder = Session::builder().llm(llm.clone()).store(store_after_crash.clone());
+    let mut events = builder.subscribe();
+    let session = builder.resume(&id, agents).await.expect("it resumes");
+    assert_eq!(session.id(), id, "the same session, by id");
+    session.wait_for_idle().await.unwrap();
+    let mut seen = Vec::new();
+    while let Some(event) = events.try_recv() {
+        seen.push(event);
+    }
+    assert!(matches!(seen[0].kind, EventKind::AgentHandoff { .. }), "{:?}", seen[0]);
+    let resumed = resumed_calls(&seen);
+    assert_eq!(resumed, [vec![("c1".to_owned(), "refill:Failed".to_owned())]]);
+    assert!(llm.requests().is_empty(), "a resume does not greet or reply by itself");
+
+    let history = session.history().await.unwrap();
+    let shown = show(&history);
+    assert!(shown.iter().any(|s| s.contains("refill my prescription")), "{shown:?}");
+    let output = history
+        .iter()
+        .filter_map(ChatItem::as_function_call_output)
+        .find(|o| o.call_id == "c1")
+        .expect("the call in doubt has its output");
+    assert!(output.is_error && output.output.contains("interrupted by a restart"), "{output:?}");
+    assert_eq!(
+        history
+            .iter()
+            .filter_map(ChatItem::as_function_call_output)
+            .filter(|o| o.call_id == "c1")
+            .count(),
+        1,
+        "the call ends once"
+    );
+
+    // The conversation goes on, and the model reads what became of the call.
+    session.user_turn("did it work?").await.unwrap();
+    session.wait_for_idle().await.unwrap();
+    let request = llm.requests().pop().expect("a request");
+    let context = show(&request.items);
+    assert!(context.iter().any(|s| s.contains("interrupted by a restart")), "{context:?}");
+
+    // A second crash finds nothing in doubt: the first resume settled `c1` for good.
+    stored(&*store_after_crash, &id, |r| matches!(r, Record::Resumed { .. })).await;
+    let again = crashed(&*store_after_crash, &id);
+    let mut builder = Session::builder().llm(ScriptedLlm::new([])).store(again);
+    let mut events = builder.subscribe();
+    let third = builder.resume(&id, agents).await.unwrap();
+    third.wait_for_idle().await.unwrap();
+    let mut seen = Vec::new();
+    while let Some(event) = events.try_recv() {
+        seen.push(event);
+    }
+    assert_eq!(resumed_calls(&seen), [Vec::<(String, String)>::new()]);
+    drop((first, session, third));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_resume_that_cannot_be_done_says_why_and_changes_nothing() {
+    let store = Arc::new(MemoryStore::new());
+    let builder = Session::builder().store(store.clone());
+    let h = Harness::start_with(builder, refilling_agent(), vec![text("Hello.")]).await;
+    h.turn("hi").await;
+    let id = h.session.id().to_owned();
+
+    let resume = |store: Arc<MemoryStore>, id: String, agents: fn(&str) -> Option<Agent>| async move {
+        let llm = ScriptedLlm::new([]);
+        match Session::builder().llm(llm).store(store).resume(&id, agents).await {
+            Ok(_) => panic!("`{id}` resumed"),
+            Err(e) => e.to_string(),
+        }
+    };
+    let unknown = resume(store.clone(), "nope".into(), agents).await;
+    assert!(unknown.contains("no stored session `nope`"), "{unknown}");
+    let stranger = resume(crashed(&*store, &id), id.clone(), |_| None).await;
+    assert!(stranger.contains("was on agent `A`, which is not registered"), "{stranger}");
+    let no_store = Session::builder().llm(ScriptedLlm::new([])).resume(&id, agents).await;
+    assert!(no_store.err().unwrap().to_string().contains("call SessionBuilder::store"));
+
+    h.close().await;
+    stored(&*store, &id, |r| matches!(r, Record::CloseBegan { .. })).await;
+    let entries = store.load(&id).unwrap();
+    let closed = resume(store.clone(), id.clone(), agents).await;
+    assert!(closed.contains("closed (close)"), "{closed}");
+    assert_eq!(store.load(&id).unwrap(), entries, "nothing stored changed");
+}
+
+#[tokio::test]
+async fn a_session_in_a_sqlite_file_resumes_from_a_second_opening_of_it() {
+    let dir = std::env::temp_dir().join(format!("colloquy-durable-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("sessions.db");
+    let store = Arc::new(SqliteStore::open(&path).unwrap());
+    let builder = Session::builder().store(store.clone());
+    let h = Harness::start_with(builder, refilling_agent(), vec![text("Hello there.")]).await;
+    h.turn("hi").await;
+    let id = h.session.id().to_owned();
+    stored(&*store, &id, |r| {
+        matches!(r, Record::ItemsCommitted { items, .. }
+        if items.iter().any(|i| i.as_message().is_some_and(|m| m.text == "Hello there.")))
+    })
+    .await;
+
+    let reopened = Arc::new(SqliteStore::open(&path).unwrap());
+    let listed = reopened.list().unwrap();
+    assert_eq!((listed[0].id.as_str(), listed[0].agent.as_str()), (id.as_str(), "A"));
+    let session = Session::builder()
+        .llm(ScriptedLlm::new([]))
+        .store(reopened)
+        .resume(&id, agents)
+        .await
+        .unwrap();
+    let texts: Vec<String> = session
+        .history()
+        .await
+        .unwrap()
+        .iter()
+        .filter_map(|i| i.as_message().map(|m| m.text.clone()))
+        .collect();
+    assert_eq!(texts, ["hi", "Hello there."]);
+    drop((h, session));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Takes the first `ok` appends, then fails every one.
+struct FailingStore {
+    inner: MemoryStore,
+    ok: std::sync::atomic::AtomicUsize,
+}
+
+impl SessionStore for FailingStore {
+    fn append(&self, session: &str, entries: &[Entry]) -> Result<(), StoreError> {
+        let left = self.ok.load(std::sync::atomic::Ordering::SeqCst);
+        if left == 0 {
+            return Err(StoreError::Io("disk full".into()));
+        }
+        self.ok.store(left - 1, std::sync::atomic::Ordering::SeqCst);
+        self.inner.append(session, entries)
+    }
+    fn load(&self, session: &str) -> Result<Vec<Entry>, StoreError> {
+        self.inner.load(session)
+    }
+    fn list(&self) -> Result<Vec<colloquy::store::SessionSummary>, StoreError> {
+        self.inner.list()
+    }
+    fn delete(&self, session: &str) -> Result<bool, StoreError> {
+        self.inner.delete(session)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_store_that_fails_closes_the_session_and_says_so() {
+    let store = Arc::new(FailingStore { inner: MemoryStore::new(), ok: 1.into() });
+    let llm = ScriptedLlm::new([text("Hello.")]);
+    let mut builder = Session::builder().llm(llm).store(store);
+    let mut stream = builder.subscribe();
+    let session = builder.start(refilling_agent()).await.unwrap();
+    session.user_turn("hi").await.unwrap();
+    let mut events = Vec::new();
+    while let Some(event) = stream.recv().await {
+        events.push(event);
+    }
+    let failed: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::StoreError { message } => Some(message.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(failed.len(), 1, "{events:?}");
+    assert!(failed[0].contains("disk full"), "{failed:?}");
+    let closed = events.last().map(|e| &e.kind);
+    assert!(
+        matches!(closed, Some(EventKind::SessionClosed { reason }) if reason == "store_failed"),
+        "{closed:?}"
+    );
+    assert!(matches!(session.user_turn("still there?").await, Err(SessionError::Closed)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_suspended_session_ends_here_and_resumes_with_nothing_in_doubt() {
+    let store = Arc::new(MemoryStore::new());
+    let builder = Session::builder().store(store.clone());
+    let script = vec![text("Noted.")];
+    let mut h = Harness::start_with(builder, refilling_agent(), script).await;
+    h.turn("remember: aisle seat").await;
+    let id = h.session.id().to_owned();
+    let closed = h.session.suspend().await.expect("it suspends");
+    assert_eq!(closed.reason, "suspended");
+    assert!(
+        h.events().iter().any(
+            |e| matches!(&e.kind, EventKind::SessionClosed { reason } if reason == "suspended")
+        )
+    );
+    assert_eq!(store.list().unwrap()[0].closed, None, "open in its store");
+
+    let mut builder = Session::builder().llm(ScriptedLlm::new([])).store(store.clone());
+    let mut events = builder.subscribe();
+    let session = builder.resume(&id, agents).await.expect("a suspended session resumes");
+    session.wait_for_idle().await.unwrap();
+    let mut seen = Vec::new();
+    while let Some(event) = events.try_recv() {
+        seen.push(event);
+    }
+    assert_eq!(resumed_calls(&seen), [Vec::<(String, String)>::new()]);
+    let texts: Vec<String> = session
+        .history()
+        .await
+        .unwrap()
+        .iter()
+        .filter_map(|i| i.as_message().map(|m| m.text.clone()))
+        .collect();
+    assert_eq!(texts, ["remember: aisle seat", "Noted."]);
+}
