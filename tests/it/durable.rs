@@ -284,3 +284,102 @@ async fn a_suspended_session_ends_here_and_resumes_with_nothing_in_doubt() {
         .collect();
     assert_eq!(texts, ["remember: aisle seat", "Noted."]);
 }
+
+/// Holds every append that starts a call until `release`d: what a slow disk looks like.
+struct SlowDisk {
+    inner: MemoryStore,
+    released: std::sync::atomic::AtomicBool,
+    holding: std::sync::atomic::AtomicBool,
+}
+
+impl SessionStore for SlowDisk {
+    fn append(&self, session: &str, entries: &[Entry]) -> Result<(), StoreError> {
+        use std::sync::atomic::Ordering::SeqCst;
+        if entries.iter().any(|e| matches!(e.record, Record::CallStarted { .. })) {
+            self.holding.store(true, SeqCst);
+            while !self.released.load(SeqCst) {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        }
+        self.inner.append(session, entries)
+    }
+    fn load(&self, session: &str) -> Result<Vec<Entry>, StoreError> {
+        self.inner.load(session)
+    }
+    fn list(&self) -> Result<Vec<colloquy::store::SessionSummary>, StoreError> {
+        self.inner.list()
+    }
+    fn delete(&self, session: &str) -> Result<bool, StoreError> {
+        self.inner.delete(session)
+    }
+}
+
+/// A tool whose body says it ran.
+fn marking(ran: Arc<std::sync::atomic::AtomicBool>) -> Agent {
+    agent().tool(FunctionTool::new("refill", "Refills.", move |_ctx: RunContext, _a: NoArgs| {
+        let ran = Arc::clone(&ran);
+        async move {
+            ran.store(true, std::sync::atomic::Ordering::SeqCst);
+            Ok::<_, ToolError>("refilled")
+        }
+    }))
+}
+
+// The real clock: tokio's paused clock stands still while a blocking write runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_body_starts_only_once_its_start_is_on_disk() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let store = Arc::new(SlowDisk {
+        inner: MemoryStore::new(),
+        released: false.into(),
+        holding: false.into(),
+    });
+    let ran = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let builder = Session::builder().store(store.clone());
+    let script = vec![call("c1", "refill", "{}"), text("Done.")];
+    let mut h = Harness::start_with(builder, marking(Arc::clone(&ran)), script).await;
+    h.session.user_turn("refill it").await.unwrap();
+    for _ in 0..5_000 {
+        if store.holding.load(SeqCst) {
+            break;
+        }
+        tokio::time::sleep(ms(1)).await;
+    }
+    assert!(store.holding.load(SeqCst), "the call's start is being written");
+    // An ungated body would have run within microseconds.
+    tokio::time::sleep(ms(300)).await;
+    assert!(h.tool_events().iter().any(|e| e.starts_with("S(c1")), "{:?}", h.tool_events());
+    assert!(!ran.load(SeqCst), "the body waits while its start is not on disk");
+
+    store.released.store(true, SeqCst);
+    h.session.wait_for_idle().await.unwrap();
+    assert!(ran.load(SeqCst), "then it runs");
+    let history = h.session.history().await.unwrap();
+    let output = history.iter().filter_map(ChatItem::as_function_call_output).next();
+    assert_eq!(output.map(|o| o.output.as_str()), Some("refilled"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_whose_start_never_reaches_the_disk_never_runs() {
+    let store = Arc::new(FailingStore { inner: MemoryStore::new(), ok: 2.into() });
+    let ran = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let llm = ScriptedLlm::new([call("c1", "refill", "{}"), text("Done.")]);
+    let mut builder = Session::builder().llm(llm).store(store.clone());
+    let mut stream = builder.subscribe();
+    let session = builder.start(marking(Arc::clone(&ran))).await.unwrap();
+    session.user_turn("refill it").await.unwrap();
+    let mut events = Vec::new();
+    while let Some(event) = stream.recv().await {
+        events.push(event);
+    }
+    assert!(!ran.load(std::sync::atomic::Ordering::SeqCst), "the body never ran");
+    let ended: Vec<String> =
+        tool_events(&events).into_iter().filter(|e| e.starts_with("E(")).collect();
+    assert_eq!(ended.len(), 1, "the call ends once: {ended:?}");
+    assert!(ended[0].contains("rejected"), "{ended:?}");
+    let closed = events.last().map(|e| &e.kind);
+    assert!(
+        matches!(closed, Some(EventKind::SessionClosed { reason }) if reason == "store_failed"),
+        "{closed:?}"
+    );
+}

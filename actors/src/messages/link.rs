@@ -43,6 +43,9 @@ pub(crate) struct SessionShared {
     pub coalescer: CoalescerSlot,
     pub options: SessionOptions,
     pub plugins: Plugins,
+    /// The session keeps a journal: each call's body waits until its start is on disk
+    /// (docs/durability.md#write-ahead).
+    pub durable: bool,
 }
 
 /// What the host plugged into the session ([`SessionBuilder`](crate::SessionBuilder)).

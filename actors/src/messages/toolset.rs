@@ -87,6 +87,9 @@ pub(crate) enum ToolsetMsg {
     Release { step_id: String },
     /// Places under a cap may have freed: start the waiting calls that fit.
     GrantPlaces,
+    /// The call's start is on disk: its body may run once it is let through
+    /// (docs/durability.md#write-ahead).
+    Journaled { call_id: String },
     /// The timer of a call with a deadline or heartbeat fired (from its ToolCall `from`).
     Watch { call_id: String, from: ActorId },
     /// A ToolCall's body ended (a panic arrives here as an internal error).

@@ -165,6 +165,7 @@ impl SessionState {
             TimerMsg::DrainTimeout => self.drain_timeout(),
             TimerMsg::AwayTimeout(generation) => self.away_timeout(generation),
             TimerMsg::StoreFailed(why) => self.store_failed(why),
+            TimerMsg::Stored(through) => self.journal_stored(through),
         }
     }
 

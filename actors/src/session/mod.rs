@@ -279,5 +279,6 @@ fn session_link(myself: &ActorRef<SessionMsg>, args: &mut SessionArgs) -> Sessio
         coalescer: CoalescerSlot::default(),
         options: std::mem::take(&mut args.options),
         plugins: args.plugins.clone(),
+        durable: args.store.is_some(),
     })
 }

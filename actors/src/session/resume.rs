@@ -52,6 +52,15 @@ impl SessionState {
         self.close(CloseReason::StoreFailed.name().into(), None);
     }
 
+    /// The journal is on disk through record `through`: the calls it started may run their
+    /// bodies (docs/durability.md#write-ahead).
+    pub(super) fn journal_stored(&mut self, through: u64) {
+        let Some(journal) = &mut self.host.journal else { return };
+        for call_id in journal.stored(through) {
+            self.tools.calls.journaled(call_id);
+        }
+    }
+
     /// Hands the mailbox turn's records to the store's writer; a writer that cannot take
     /// them fails the session.
     pub(super) fn flush_journal(&mut self) {

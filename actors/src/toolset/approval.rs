@@ -102,6 +102,14 @@ impl ToolsetState {
         drain: bool,
     ) -> Result<(), ApprovalError> {
         let waits = |call: &RunningCall| matches!(call.stage, Stage::AwaitingApproval { .. });
+        // In a durable session, a body still waiting for its start to reach the disk never
+        // ran: a drain ends it as one waiting for approval (docs/durability.md#write-ahead).
+        let unstarted =
+            |call: &RunningCall| call.gate.is_some() && self.unjournaled.contains(call_id);
+        if drain && self.running.get(call_id).is_some_and(|c| unstarted(c) && !waits(c)) {
+            self.end_rejected(call_id, reason);
+            return Ok(());
+        }
         if drain && self.running.get(call_id).is_some_and(|c| !waits(c)) {
             if let Some(Stage::Screening { drained }) =
                 self.running.get_mut(call_id).map(|c| &mut c.stage)

@@ -183,8 +183,11 @@ impl ToolsetState {
         // A remembered result does not run: it takes no place and asks nobody.
         let caps = if cached { Vec::new() } else { tool.concurrency_limits() };
         let hooked = session.plugins.before_call.is_some();
-        // With a hook every call is screened first, so its heartbeat counts from its body.
-        let may_wait = !cached && (hooked || tool.may_need_approval() || !caps.is_empty());
+        // With a hook every call is screened first, so its heartbeat counts from its body; in
+        // a durable session every body waits for its start to be on disk.
+        let durable = session.durable && !cached;
+        let may_wait =
+            !cached && (hooked || durable || tool.may_need_approval() || !caps.is_empty());
         let needs_approval = may_wait && !hooked && tool.needs_approval(&exec.arguments);
         let (gate, gated) = match may_wait {
             true => {
@@ -239,6 +242,9 @@ impl ToolsetState {
                     cached,
                 });
                 self.running.insert(call_id.clone(), call);
+                if durable {
+                    self.unjournaled.insert(call_id.clone());
+                }
                 self.watch(&myself, &call_id, limits);
                 if may_wait && !hooked {
                     self.screened(&myself, &call_id, needs_approval, None);

@@ -120,6 +120,9 @@ pub(crate) struct ToolsetState {
     places: VecDeque<String>,
     /// A `GrantPlaces` is in this mailbox.
     grant_pending: bool,
+    /// In a durable session: calls whose start is not on disk yet, whose body waits for it
+    /// even once let through (docs/durability.md#write-ahead).
+    unjournaled: std::collections::BTreeSet<String>,
     /// Idempotent tools' `done` results by result key.
     remembered: BTreeMap<String, queue::Remembered>,
     lifecycle: LifecycleGuard,
@@ -166,6 +169,7 @@ impl Actor for ToolsetActor {
             expired: false,
             places: VecDeque::new(),
             grant_pending: false,
+            unjournaled: Default::default(),
             remembered: BTreeMap::new(),
             lifecycle,
         })
@@ -249,6 +253,7 @@ impl Actor for ToolsetActor {
                 state.grant_pending = false;
                 state.grant_places(&myself);
             }
+            ToolsetMsg::Journaled { call_id } => state.journaled(&myself, &call_id),
             ToolsetMsg::Watch { call_id, from } => state.check_watch(&myself, &call_id, from),
             ToolsetMsg::Approve { call_id, reply } => {
                 let result = state.approve(&myself, &call_id);
@@ -372,6 +377,7 @@ impl ToolsetState {
         grace: Duration,
     ) {
         let Some(mut call) = self.running.remove(call_id) else { return };
+        self.unjournaled.remove(call_id);
         let id = if call.updates > 0 { format!("{call_id}_final") } else { call_id.to_string() };
         self.args.session.emit(EventKind::ToolCallEnded {
             id,
@@ -598,6 +604,7 @@ impl ToolsetState {
                 let _ = reply.send(outcome);
             }
         }
+        self.unjournaled.remove(call_id);
         self.running.remove(call_id)
     }
 

@@ -76,10 +76,27 @@ impl ToolsetState {
     }
 
     /// Lets `call_id`'s body start: it holds its place from now, and its heartbeat counts
-    /// from now.
+    /// from now — in a durable session, from when its start is on disk, if that is later.
     fn open_gate(&mut self, myself: &ActorRef<ToolsetMsg>, call_id: &str) {
         let Some(call) = self.running.get_mut(call_id) else { return };
         call.stage = Stage::Running;
+        if !self.unjournaled.contains(call_id) {
+            self.start_body(myself, call_id);
+        }
+    }
+
+    /// `call_id`'s start is on disk: its body starts now if it was let through already.
+    pub(super) fn journaled(&mut self, myself: &ActorRef<ToolsetMsg>, call_id: &str) {
+        let let_through = self.unjournaled.remove(call_id)
+            && self.running.get(call_id).is_some_and(|c| matches!(c.stage, Stage::Running));
+        if let_through {
+            self.start_body(myself, call_id);
+        }
+    }
+
+    /// Opens `call_id`'s gate; its heartbeat counts from now.
+    fn start_body(&mut self, myself: &ActorRef<ToolsetMsg>, call_id: &str) {
+        let Some(call) = self.running.get_mut(call_id) else { return };
         if let Some(gate) = call.gate.take() {
             let _ = gate.send(());
         }

@@ -139,6 +139,13 @@ impl RunningCalls {
         self.running.values().map(|r| &**r)
     }
 
+    /// Tells the call's toolset that its start is on disk (its body may run).
+    pub(crate) fn journaled(&self, call_id: String) {
+        if let Some(toolset) = self.running.get(&call_id).and_then(|r| r.toolset.as_ref()) {
+            let _ = toolset.cast(ToolsetMsg::Journaled { call_id });
+        }
+    }
+
     /// Asks the call's toolset to cancel it; the toolset answers the caller.
     pub(crate) fn cancel(&self, call_id: String, reply: RpcReplyPort<Result<(), CancelError>>) {
         match self.running.get(&call_id).and_then(|r| r.toolset.as_ref()) {

@@ -27,7 +27,9 @@ pub(crate) const FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
 pub(crate) struct JournalOut {
     batch: Vec<Entry>,
     next_seq: u64,
-    tx: Option<mpsc::Sender<Vec<Entry>>>,
+    /// Calls whose body waits for its start to be on disk: the record's number, the call.
+    starting: Vec<(u64, String)>,
+    tx: Option<mpsc::Sender<Batch>>,
     writer: Option<tokio::task::JoinHandle<()>>,
 }
 
@@ -40,12 +42,18 @@ impl JournalOut {
         last_seq: u64,
         session: ActorRef<SessionMsg>,
     ) -> Self {
-        let (tx, mut rx) = mpsc::channel::<Vec<Entry>>(WRITES_IN_FLIGHT);
+        let (tx, mut rx) = mpsc::channel::<Batch>(WRITES_IN_FLIGHT);
         let writer = tokio::spawn(async move {
-            while let Some(batch) = rx.recv().await {
+            while let Some(Batch { entries, acknowledge }) = rx.recv().await {
                 let (store, id) = (Arc::clone(&store), Arc::clone(&id));
-                let written = tokio::task::spawn_blocking(move || store.append(&id, &batch)).await;
+                let last = entries.last().map_or(0, |e| e.seq);
+                let written =
+                    tokio::task::spawn_blocking(move || store.append(&id, &entries)).await;
                 let failed = match written {
+                    Ok(Ok(())) if acknowledge => {
+                        let _ = session.cast(TimerMsg::Stored(last).into());
+                        continue;
+                    }
                     Ok(Ok(())) => continue,
                     Ok(Err(e)) => e.to_string(),
                     Err(e) => format!("the store's writer stopped: {e}"),
@@ -54,12 +62,17 @@ impl JournalOut {
                 return;
             }
         });
-        Self { batch: Vec::new(), next_seq: last_seq + 1, tx: Some(tx), writer: Some(writer) }
+        let (batch, starting) = (Vec::new(), Vec::new());
+        let (next_seq, tx, writer) = (last_seq + 1, Some(tx), Some(writer));
+        Self { batch, next_seq, starting, tx, writer }
     }
 
     /// Records `fact` (decided `at_ms` into the session), if a resume needs it.
     pub(crate) fn record(&mut self, fact: Fact<'_>, at_ms: u64) {
         let Some(record) = record_of(fact) else { return };
+        if let Record::CallStarted { call, .. } = &record {
+            self.starting.push((self.next_seq, call.call_id.clone()));
+        }
         self.batch.push(Entry::new(self.next_seq, at_ms, record));
         self.next_seq += 1;
     }
@@ -70,12 +83,21 @@ impl JournalOut {
             return Ok(());
         }
         let Some(tx) = &self.tx else { return Err("the store's writer has stopped".into()) };
-        tx.try_send(std::mem::take(&mut self.batch)).map_err(|e| match e {
+        let entries = std::mem::take(&mut self.batch);
+        let first = entries.first().map_or(0, |e| e.seq);
+        let acknowledge = self.starting.last().is_some_and(|(seq, _)| *seq >= first);
+        tx.try_send(Batch { entries, acknowledge }).map_err(|e| match e {
             mpsc::error::TrySendError::Full(_) => format!(
                 "the store is {WRITES_IN_FLIGHT} writes behind the session: it cannot keep up"
             ),
             mpsc::error::TrySendError::Closed(_) => "the store's writer has stopped".into(),
         })
+    }
+
+    /// The calls whose start is on disk now that the journal is through record `through`.
+    pub(crate) fn stored(&mut self, through: u64) -> Vec<String> {
+        let done = self.starting.partition_point(|(seq, _)| *seq <= through);
+        self.starting.drain(..done).map(|(_, call_id)| call_id).collect()
     }
 
     /// Flushes, then waits (at most [`FLUSH_TIMEOUT`]) for the writer to store every batch.
@@ -88,6 +110,13 @@ impl JournalOut {
             tracing::warn!("the store took over {FLUSH_TIMEOUT:?} to write a closed session");
         }
     }
+}
+
+/// A mailbox turn's records; `acknowledge`: tell the Session once they are on disk (they
+/// start calls whose bodies wait for that).
+struct Batch {
+    entries: Vec<Entry>,
+    acknowledge: bool,
 }
 
 /// The record of `fact`, in the journal's own format: only what a resume reads.
