@@ -285,17 +285,36 @@ async fn a_suspended_session_ends_here_and_resumes_with_nothing_in_doubt() {
     assert_eq!(texts, ["remember: aisle seat", "Noted."]);
 }
 
-/// Holds every append that starts a call until `release`d: what a slow disk looks like.
+/// Holds every append with a record `hold` picks until `release`d: a slow disk.
 struct SlowDisk {
     inner: MemoryStore,
+    hold: fn(&Record) -> bool,
     released: std::sync::atomic::AtomicBool,
     holding: std::sync::atomic::AtomicBool,
+}
+
+impl SlowDisk {
+    fn new(hold: fn(&Record) -> bool) -> Self {
+        let (released, holding) = (false.into(), false.into());
+        Self { inner: MemoryStore::new(), hold, released, holding }
+    }
+
+    /// Waits (real time, at most 5 s) until an append is held.
+    async fn wait_until_holding(&self) {
+        for _ in 0..5_000 {
+            if self.holding.load(std::sync::atomic::Ordering::SeqCst) {
+                return;
+            }
+            tokio::time::sleep(ms(1)).await;
+        }
+        panic!("no append was held");
+    }
 }
 
 impl SessionStore for SlowDisk {
     fn append(&self, session: &str, entries: &[Entry]) -> Result<(), StoreError> {
         use std::sync::atomic::Ordering::SeqCst;
-        if entries.iter().any(|e| matches!(e.record, Record::CallStarted { .. })) {
+        if entries.iter().any(|e| (self.hold)(&e.record)) {
             self.holding.store(true, SeqCst);
             while !self.released.load(SeqCst) {
                 std::thread::sleep(std::time::Duration::from_millis(1));
@@ -329,23 +348,13 @@ fn marking(ran: Arc<std::sync::atomic::AtomicBool>) -> Agent {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_body_starts_only_once_its_start_is_on_disk() {
     use std::sync::atomic::Ordering::SeqCst;
-    let store = Arc::new(SlowDisk {
-        inner: MemoryStore::new(),
-        released: false.into(),
-        holding: false.into(),
-    });
+    let store = Arc::new(SlowDisk::new(|r| matches!(r, Record::CallStarted { .. })));
     let ran = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let builder = Session::builder().store(store.clone());
     let script = vec![call("c1", "refill", "{}"), text("Done.")];
     let mut h = Harness::start_with(builder, marking(Arc::clone(&ran)), script).await;
     h.session.user_turn("refill it").await.unwrap();
-    for _ in 0..5_000 {
-        if store.holding.load(SeqCst) {
-            break;
-        }
-        tokio::time::sleep(ms(1)).await;
-    }
-    assert!(store.holding.load(SeqCst), "the call's start is being written");
+    store.wait_until_holding().await;
     // An ungated body would have run within microseconds.
     tokio::time::sleep(ms(300)).await;
     assert!(h.tool_events().iter().any(|e| e.starts_with("S(c1")), "{:?}", h.tool_events());
@@ -382,4 +391,32 @@ async fn a_call_whose_start_never_reaches_the_disk_never_runs() {
         matches!(closed, Some(EventKind::SessionClosed { reason }) if reason == "store_failed"),
         "{closed:?}"
     );
+}
+
+// The real clock: tokio's paused clock stands still while a blocking write runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_model_reads_a_result_only_once_it_is_on_disk() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let holds_output = |r: &Record| {
+        matches!(r, Record::ItemsCommitted { items, .. }
+            if items.iter().any(|i| i.as_function_call_output().is_some()))
+    };
+    let store = Arc::new(SlowDisk::new(holds_output));
+    let ran = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let builder = Session::builder().store(store.clone());
+    let script = vec![call("c1", "refill", "{}"), text("Refilled.")];
+    let h = Harness::start_with(builder, marking(Arc::clone(&ran)), script).await;
+    h.session.user_turn("refill it").await.unwrap();
+    store.wait_until_holding().await;
+    // An unheld request would have gone out within microseconds.
+    tokio::time::sleep(ms(300)).await;
+    assert!(ran.load(SeqCst));
+    assert_eq!(h.requests().len(), 1, "the model has not read the result");
+
+    store.released.store(true, SeqCst);
+    h.session.wait_for_idle().await.unwrap();
+    let requests = h.requests();
+    assert_eq!(requests.len(), 2);
+    let read = show(&requests[1].items);
+    assert!(read.iter().any(|s| s.contains("refilled")), "{read:?}");
 }

@@ -131,7 +131,12 @@ impl SessionState {
                     self.speech_waiting(speech_id, false);
                 }
                 self.set_agent_state(AgentState::Thinking);
-                let _ = reply.send(self.request_context(&agent));
+                let context = self.request_context(&agent);
+                match &mut self.host.journal {
+                    // Written ahead: the model reads nothing a crash could take back.
+                    Some(journal) => journal.answer_read((reply, context)),
+                    None => drop(reply.send(context)),
+                }
                 FollowUp::ended(ended)
             }
             ChildMsg::SpeechWaiting { speech_id, waiting } => {

@@ -2,16 +2,21 @@
 //! needs becomes a [`Record`], gathered per mailbox turn and handed to a writer task that
 //! appends each batch to the store, in order, off the Session's task.
 //!
-//! Handles only: the batch being gathered and the writer's channel, which is bounded
+//! A call's body and the model's next request are written ahead: the writer tells the Session
+//! how far the journal is on disk (`TimerMsg::Stored`), and a call's body, or a context read
+//! for an LLM request, waits until the records before it are there
+//! (docs/durability.md#write-ahead).
+//!
+//! Handles only: the batch being gathered, the reads that wait, and the writer's channel, which is bounded
 //! ([`WRITES_IN_FLIGHT`] batches): a store that falls that far behind fails the session
 //! instead of holding its mailbox.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use colloquy_model::{ChatItem, CloseReason};
+use colloquy_model::{ChatContext, ChatItem, CloseReason};
 use colloquy_store::{CallInDoubtRecord, Entry, Record, SessionStore};
-use ractor::ActorRef;
+use ractor::{ActorRef, RpcReplyPort};
 use tokio::sync::mpsc;
 
 use super::fact::Fact;
@@ -29,7 +34,12 @@ pub(crate) struct JournalOut {
     next_seq: u64,
     /// Calls whose body waits for its start to be on disk: the record's number, the call.
     starting: Vec<(u64, String)>,
-    tx: Option<mpsc::Sender<Batch>>,
+    /// Contexts read for LLM requests, held until the journal is on disk through the record
+    /// numbered with them: what the model reads is never lost to a crash.
+    reads: Vec<(u64, ContextRead)>,
+    /// The last record on disk.
+    durable: u64,
+    tx: Option<mpsc::Sender<Vec<Entry>>>,
     writer: Option<tokio::task::JoinHandle<()>>,
 }
 
@@ -42,19 +52,18 @@ impl JournalOut {
         last_seq: u64,
         session: ActorRef<SessionMsg>,
     ) -> Self {
-        let (tx, mut rx) = mpsc::channel::<Batch>(WRITES_IN_FLIGHT);
+        let (tx, mut rx) = mpsc::channel::<Vec<Entry>>(WRITES_IN_FLIGHT);
         let writer = tokio::spawn(async move {
-            while let Some(Batch { entries, acknowledge }) = rx.recv().await {
+            while let Some(entries) = rx.recv().await {
                 let (store, id) = (Arc::clone(&store), Arc::clone(&id));
                 let last = entries.last().map_or(0, |e| e.seq);
                 let written =
                     tokio::task::spawn_blocking(move || store.append(&id, &entries)).await;
                 let failed = match written {
-                    Ok(Ok(())) if acknowledge => {
+                    Ok(Ok(())) => {
                         let _ = session.cast(TimerMsg::Stored(last).into());
                         continue;
                     }
-                    Ok(Ok(())) => continue,
                     Ok(Err(e)) => e.to_string(),
                     Err(e) => format!("the store's writer stopped: {e}"),
                 };
@@ -62,9 +71,9 @@ impl JournalOut {
                 return;
             }
         });
-        let (batch, starting) = (Vec::new(), Vec::new());
+        let (batch, starting, reads) = (Vec::new(), Vec::new(), Vec::new());
         let (next_seq, tx, writer) = (last_seq + 1, Some(tx), Some(writer));
-        Self { batch, next_seq, starting, tx, writer }
+        Self { batch, next_seq, starting, reads, durable: last_seq, tx, writer }
     }
 
     /// Records `fact` (decided `at_ms` into the session), if a resume needs it.
@@ -83,10 +92,7 @@ impl JournalOut {
             return Ok(());
         }
         let Some(tx) = &self.tx else { return Err("the store's writer has stopped".into()) };
-        let entries = std::mem::take(&mut self.batch);
-        let first = entries.first().map_or(0, |e| e.seq);
-        let acknowledge = self.starting.last().is_some_and(|(seq, _)| *seq >= first);
-        tx.try_send(Batch { entries, acknowledge }).map_err(|e| match e {
+        tx.try_send(std::mem::take(&mut self.batch)).map_err(|e| match e {
             mpsc::error::TrySendError::Full(_) => format!(
                 "the store is {WRITES_IN_FLIGHT} writes behind the session: it cannot keep up"
             ),
@@ -94,10 +100,26 @@ impl JournalOut {
         })
     }
 
-    /// The calls whose start is on disk now that the journal is through record `through`.
+    /// The calls whose start is on disk now that the journal is through record `through`;
+    /// the context reads that waited for it are answered.
     pub(crate) fn stored(&mut self, through: u64) -> Vec<String> {
+        self.durable = self.durable.max(through);
+        let ready = self.reads.partition_point(|(seq, _)| *seq <= through);
+        for (_, (reply, context)) in self.reads.drain(..ready) {
+            let _ = reply.send(context);
+        }
         let done = self.starting.partition_point(|(seq, _)| *seq <= through);
         self.starting.drain(..done).map(|(_, call_id)| call_id).collect()
+    }
+
+    /// Answers a context read for an LLM request once every record so far is on disk (at once
+    /// if it is already).
+    pub(crate) fn answer_read(&mut self, read: ContextRead) {
+        let through = self.next_seq - 1;
+        match through <= self.durable {
+            true => drop(read.0.send(read.1)),
+            false => self.reads.push((through, read)),
+        }
     }
 
     /// Flushes, then waits (at most [`FLUSH_TIMEOUT`]) for the writer to store every batch.
@@ -112,12 +134,8 @@ impl JournalOut {
     }
 }
 
-/// A mailbox turn's records; `acknowledge`: tell the Session once they are on disk (they
-/// start calls whose bodies wait for that).
-struct Batch {
-    entries: Vec<Entry>,
-    acknowledge: bool,
-}
+/// A context read for an LLM request: where to answer, and the answer.
+pub(crate) type ContextRead = (RpcReplyPort<Option<Arc<ChatContext>>>, Option<Arc<ChatContext>>);
 
 /// The record of `fact`, in the journal's own format: only what a resume reads.
 fn record_of(fact: Fact<'_>) -> Option<Record> {
