@@ -420,3 +420,89 @@ async fn the_model_reads_a_result_only_once_it_is_on_disk() {
     let read = show(&requests[1].items);
     assert!(read.iter().any(|s| s.contains("refilled")), "{read:?}");
 }
+
+/// A journal written as a session would have: agent `A` entered, the user asked, `refill` was
+/// answered provisionally and its `_final` pair inserted for a deferred reply that no reply
+/// took before the process died.
+fn journal_owing_a_reply() -> Vec<Entry> {
+    use colloquy::chat::{
+        AgentHandoff, FunctionCall, FunctionCallOutput, Message, Role, Timestamp,
+    };
+    let at = |seq: u64| Timestamp { micros: seq * 1_000, seq };
+    let call = |call_id: &str, seq| {
+        ChatItem::FunctionCall(FunctionCall {
+            id: format!("item_{seq}"),
+            call_id: call_id.into(),
+            name: "refill".into(),
+            arguments: "{}".into(),
+            extra: Default::default(),
+            created_at: at(seq),
+        })
+    };
+    let output = |call_id: &str, text: &str, seq| {
+        ChatItem::FunctionCallOutput(FunctionCallOutput {
+            id: format!("item_{seq}"),
+            call_id: call_id.into(),
+            name: "refill".into(),
+            output: text.into(),
+            is_error: false,
+            reply_required: true,
+            created_at: at(seq),
+        })
+    };
+    let entered = AgentHandoff {
+        id: "item_1".into(),
+        old_agent: None,
+        new_agent: "A".into(),
+        created_at: at(1),
+    };
+    let asked = Message {
+        id: "item_2".into(),
+        role: Role::User,
+        text: "refill it".into(),
+        interrupted: false,
+        created_at: at(2),
+    };
+    let committed = |items| Record::ItemsCommitted { agent: "A".into(), items };
+    let records = vec![
+        Record::AgentEntered { item: ChatItem::AgentHandoff(entered) },
+        committed(vec![ChatItem::Message(asked)]),
+        committed(vec![call("c1", 3)]),
+        committed(vec![output("c1", "Refilling in the background.", 4)]),
+        committed(vec![call("c1_final", 5), output("c1_final", "refilled", 6)]),
+        Record::ReplyAwaited { update_id: "c1_final".into() },
+    ];
+    records.into_iter().enumerate().map(|(i, r)| Entry::new(i as u64 + 1, i as u64, r)).collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reply_owed_at_the_crash_is_delivered_once_after_the_resume() {
+    let store = Arc::new(MemoryStore::new());
+    store.append("s-owed", &journal_owing_a_reply()).unwrap();
+    let llm = ScriptedLlm::new([text("Your refill is done.")]).recording();
+    let mut builder = Session::builder().llm(llm.clone()).store(store.clone());
+    let mut events = builder.subscribe();
+    let session = builder.resume("s-owed", agents).await.unwrap();
+    session.wait_for_idle().await.unwrap();
+    let requests = llm.requests();
+    assert_eq!(requests.len(), 1, "one deferred reply");
+    assert_eq!(requests[0].kind, colloquy::llm::RequestKind::DeferredReply);
+    assert!(requests[0].instructions.as_deref().is_some_and(|i| i.contains("c1_final")));
+    let mut seen = Vec::new();
+    while let Some(event) = events.try_recv() {
+        seen.push(event);
+    }
+    let completed = seen.iter().any(|e| matches!(&e.kind,
+        EventKind::ToolReplyUpdated { update_ids, status: colloquy::events::ReplyStatus::Completed, .. }
+            if update_ids == &["c1_final".to_owned()]));
+    assert!(completed, "{seen:?}");
+
+    // A second crash owes nothing: the reply took the pair.
+    stored(&*store, "s-owed", |r| matches!(r, Record::RepliesTaken { .. })).await;
+    let again = crashed(&*store, "s-owed");
+    let llm = ScriptedLlm::new([]).recording();
+    let second = Session::builder().llm(llm.clone()).store(again).resume("s-owed", agents).await;
+    second.unwrap().wait_for_idle().await.unwrap();
+    assert!(llm.requests().is_empty(), "delivered once");
+    drop(session);
+}

@@ -392,8 +392,10 @@ impl SessionBuilder {
                 "session `{id}` was on agent `{name}`, which is not registered"
             ))
         })?;
+        let owed = journal.owed_replies();
         self.memory.history = journal.history;
         let resume = Resume {
+            owed,
             contexts: journal.contexts,
             last_seq: journal.last_seq,
             in_doubt: journal.running,

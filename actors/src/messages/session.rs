@@ -98,7 +98,7 @@ pub(crate) enum SessionMsg {
 pub(crate) enum HostMsg {
     /// The session resumed from its store: settle the calls that were running when its
     /// process ended (sent by the Session to itself as it starts).
-    Resumed(Vec<colloquy_store::CallInDoubt>),
+    Resumed { in_doubt: Vec<colloquy_store::CallInDoubt>, owed: Vec<colloquy_store::OwedReply> },
     /// Commit a user message and start a reply to it.
     UserTurn { text: String, reply: RpcReplyPort<Result<(), SessionError>> },
     /// Queue a user message behind the current speech and reply to it when its turn comes

@@ -75,7 +75,7 @@ impl SessionState {
             HostMsg::Handoff { agent } => self.request_handoff(agent),
             HostMsg::Close { reason, reply } => self.close(reason, Some(reply)),
             HostMsg::Released => self.close(RELEASED.into(), None),
-            HostMsg::Resumed(in_doubt) => self.resumed(in_doubt),
+            HostMsg::Resumed { in_doubt, owed } => self.resumed(in_doubt, owed),
         }
     }
 

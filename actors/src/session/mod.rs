@@ -86,6 +86,8 @@ pub(crate) struct Resume {
     pub contexts: BTreeMap<String, Vec<ChatItem>>,
     pub last_seq: u64,
     pub in_doubt: Vec<colloquy_store::CallInDoubt>,
+    /// Deferred replies no reply had taken: the model is owed them.
+    pub owed: Vec<colloquy_store::OwedReply>,
 }
 
 impl Actor for SessionActor {
@@ -142,7 +144,8 @@ impl Actor for SessionActor {
             .map(|store| JournalOut::spawn(store, Arc::clone(&link.id), last_seq, myself.clone()));
         if let Some(resume) = args.resume.take() {
             // Its first message: processed after `post_start`, before anything a host sends.
-            myself.cast(HostMsg::Resumed(resume.in_doubt).into())?;
+            myself
+                .cast(HostMsg::Resumed { in_doubt: resume.in_doubt, owed: resume.owed }.into())?;
         }
         let greets = last_seq == 0;
         Ok(SessionState::new(state::Init {

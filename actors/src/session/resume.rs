@@ -10,15 +10,17 @@ use colloquy_model::text::INTERRUPTED_BY_RESTART;
 use colloquy_model::{
     ChatItem, CloseReason, EventKind, FunctionCallOutput, InDoubtOutcome, ResumedCall,
 };
-use colloquy_store::CallInDoubt;
+use colloquy_store::{CallInDoubt, OwedReply};
 
 use super::parts::fact::Fact;
 use super::state::SessionState;
+use crate::messages::{ChildMsg, PendingReply};
 
 impl SessionState {
     /// Settles the calls in doubt by the default policy (`fail`): each gets an error output
-    /// that says it may or may not have completed, and nothing runs again.
-    pub(super) fn resumed(&mut self, in_doubt: Vec<CallInDoubt>) {
+    /// that says it may or may not have completed, and nothing runs again. Deferred replies
+    /// the model was owed go to the coalescer again, so each is delivered once.
+    pub(super) fn resumed(&mut self, in_doubt: Vec<CallInDoubt>, owed: Vec<OwedReply>) {
         let mut outputs = Vec::with_capacity(in_doubt.len());
         let mut resumed = Vec::with_capacity(in_doubt.len());
         for CallInDoubt { call, .. } in in_doubt {
@@ -39,6 +41,18 @@ impl SessionState {
         }
         self.apply(Fact::Resumed { in_doubt: &resumed });
         self.emit_now(EventKind::SessionResumed { in_doubt: resumed });
+        for reply in owed {
+            let is_final = reply.update_id.ends_with("_final");
+            self.await_reply(reply.update_id.clone());
+            let pending = PendingReply {
+                update_id: reply.update_id,
+                agent: Arc::from(reply.agent),
+                output_item_id: reply.output_item_id,
+                is_final,
+            };
+            // As a toolset's pair would come: the coalescer starts, and offers once idle.
+            let _ = self.link.actor.cast(ChildMsg::Enqueue(pending).into());
+        }
     }
 
     /// The store could not keep the journal: the session says so and closes, rather than go

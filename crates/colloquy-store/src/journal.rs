@@ -17,6 +17,19 @@ pub struct CallInDoubt {
     pub cancellable: bool,
 }
 
+/// A pair inserted for a deferred reply that no reply had taken at the journal's last record:
+/// a resume owes the model that reply.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct OwedReply {
+    /// The pair's call id (`<id>_update_<n>` or `<id>_final`).
+    pub update_id: String,
+    /// The agent whose context holds it.
+    pub agent: String,
+    /// The id of its output item.
+    pub output_item_id: String,
+}
+
 /// What a session's entries add up to.
 #[derive(Clone, Debug, Default, PartialEq)]
 #[non_exhaustive]
@@ -38,6 +51,28 @@ pub struct Journal {
 }
 
 impl Journal {
+    /// The replies still owed, in the order their pairs were inserted (a pair whose output is
+    /// in no context is skipped: nothing could reply to it).
+    pub fn owed_replies(&self) -> Vec<OwedReply> {
+        let mut owed = Vec::new();
+        for update_id in &self.unreplied {
+            let found = self.contexts.iter().find_map(|(agent, items)| {
+                items.iter().find_map(|item| match item {
+                    ChatItem::FunctionCallOutput(o) if o.call_id == *update_id => {
+                        Some((agent.clone(), o.id.clone()))
+                    }
+                    _ => None,
+                })
+            });
+            if let Some((agent, output_item_id)) = found
+                && !owed.iter().any(|o: &OwedReply| o.update_id == *update_id)
+            {
+                owed.push(OwedReply { update_id: update_id.clone(), agent, output_item_id });
+            }
+        }
+        owed
+    }
+
     /// Applies `entries`, in order, to an empty journal.
     pub fn fold(entries: &[Entry]) -> Self {
         let mut journal = Self::default();

@@ -16,7 +16,7 @@ mod record;
 mod sqlite;
 mod store;
 
-pub use journal::{CallInDoubt, Journal};
+pub use journal::{CallInDoubt, Journal, OwedReply};
 pub use memory::MemoryStore;
 pub use record::{CallInDoubtRecord, Entry, Record, SCHEMA_VERSION};
 #[cfg(feature = "sqlite")]
