@@ -108,8 +108,18 @@ async fn a_resumed_session_keeps_its_history_and_the_call_in_doubt_ends_once_as_
     session.user_turn("did it work?").await.unwrap();
     session.wait_for_idle().await.unwrap();
     let request = llm.requests().pop().expect("a request");
-    let context = show(&request.items);
-    assert!(context.iter().any(|s| s.contains("interrupted by a restart")), "{context:?}");
+    // As a provider sends it: the call (committed at the resume, as the blocking step never
+    // got to) answered by its failure.
+    let turns = colloquy::llm::turns::turns(&request.items);
+    let answered = turns.iter().any(|turn| match turn {
+        colloquy::llm::turns::Turn::Assistant { calls, .. } => {
+            calls.iter().any(|(call, output)| {
+                call.call_id == "c1" && output.output.contains("interrupted by a restart")
+            })
+        }
+        _ => false,
+    });
+    assert!(answered, "{turns:?}");
 
     // A second crash finds nothing in doubt: the first resume settled `c1` for good.
     stored(&*store_after_crash, &id, |r| matches!(r, Record::Resumed { .. })).await;
@@ -505,4 +515,37 @@ async fn a_reply_owed_at_the_crash_is_delivered_once_after_the_resume() {
     second.unwrap().wait_for_idle().await.unwrap();
     assert!(llm.requests().is_empty(), "delivered once");
     drop(session);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_seeded_history_is_kept_and_a_wrong_agent_is_refused() {
+    let store = Arc::new(MemoryStore::new());
+    let seeded = Harness::start(agent(), vec![text("Earlier answer.")]).await;
+    seeded.turn("earlier question").await;
+    let history = seeded.session.history().await.unwrap();
+    let builder = Session::builder().store(store.clone()).history(history);
+    let h = Harness::start_with(builder, refilling_agent(), vec![text("Hi again.")]).await;
+    h.turn("hello").await;
+    let id = h.session.id().to_owned();
+    h.session.suspend().await.unwrap();
+
+    let impostor = |_: &str| Some(Agent::new("B", "inst"));
+    let refused =
+        Session::builder().llm(ScriptedLlm::new([])).store(store.clone()).resume(&id, impostor);
+    let why = refused.await.err().expect("refused").to_string();
+    assert!(why.contains("made an agent with id `B`"), "{why}");
+
+    let session = Session::builder().llm(ScriptedLlm::new([])).store(store).resume(&id, agents);
+    let session = session.await.unwrap();
+    let texts: Vec<String> = session
+        .history()
+        .await
+        .unwrap()
+        .iter()
+        .filter_map(|i| i.as_message().map(|m| m.text.clone()))
+        .collect();
+    assert_eq!(texts, ["earlier question", "Earlier answer.", "hello", "Hi again."]);
+    let context = session.chat_context("A").await.unwrap().expect("A's context");
+    assert_eq!(context.iter().filter(|i| i.as_message().is_some()).count(), 4);
+    drop(seeded);
 }

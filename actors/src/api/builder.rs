@@ -392,6 +392,11 @@ impl SessionBuilder {
                 "session `{id}` was on agent `{name}`, which is not registered"
             ))
         })?;
+        if agent.id() != name {
+            let why =
+                format!("`{name}` made an agent with id `{}`: it must be the same", agent.id());
+            return Err(SessionError::Resume(why));
+        }
         let owed = journal.owed_replies();
         self.memory.history = journal.history;
         let resume = Resume {

@@ -16,6 +16,13 @@ use crate::messages::SpeechContent;
 impl SessionState {
     /// Records the first agent's entry and moves to listening.
     pub(super) fn start(&mut self) {
+        if self.host.journal.is_some() && self.agent.current.greets() {
+            let seeded = self.conversation.history_items();
+            if !seeded.is_empty() {
+                let agent = self.agent.current.id().to_string();
+                self.apply(Fact::HistorySeeded { agent: &agent, items: &seeded });
+            }
+        }
         let previous_agent = self.agent.current.previous().map(str::to_string);
         let new_agent = self.agent.current.id().to_string();
         let item = Arc::new(ChatItem::AgentHandoff(AgentHandoff {

@@ -45,6 +45,15 @@ impl SessionState {
         agent_scoped: bool,
     ) {
         self.apply(Fact::CallStarted { call: &call, cancellable, agent_scoped });
+        if self.link.durable && self.host.journal.is_none() {
+            // The store failed: this call's start can never be on disk, so it never runs.
+            let _ = toolset.cast(ToolsetMsg::Reject {
+                call_id: call.call_id.clone(),
+                reason: "the session's store failed".into(),
+                reply: None,
+                drain: true,
+            });
+        }
         self.tools.calls.route(&call.call_id, toolset);
         self.update_away_timer(false);
         let (call_id, name) = (call.call_id.clone(), call.name.clone());

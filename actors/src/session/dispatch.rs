@@ -271,8 +271,9 @@ impl SessionState {
             | Fact::CloseFinished
             | Fact::EndAfterSpeech { .. }
             | Fact::EndAfterTaken => self.host.apply(fact),
-            // Only the journal keeps it: the calls in doubt were never in the running index.
-            Fact::Resumed { .. } => {}
+            // Only the journal keeps these: the calls in doubt were never in the running index,
+            // and a seeded history is in the state from the start.
+            Fact::Resumed { .. } | Fact::HistorySeeded { .. } => {}
         }
     }
 

@@ -8,13 +8,14 @@ use std::sync::Arc;
 
 use colloquy_model::text::INTERRUPTED_BY_RESTART;
 use colloquy_model::{
-    ChatItem, CloseReason, EventKind, FunctionCallOutput, InDoubtOutcome, ResumedCall,
+    ChatItem, CloseReason, EventKind, FunctionCall, FunctionCallOutput, InDoubtOutcome, ResumedCall,
 };
 use colloquy_store::{CallInDoubt, OwedReply};
 
 use super::parts::fact::Fact;
 use super::state::SessionState;
 use crate::messages::{ChildMsg, PendingReply};
+use crate::support::pair::Pair;
 
 impl SessionState {
     /// Settles the calls in doubt by the default policy (`fail`): each gets an error output
@@ -24,15 +25,7 @@ impl SessionState {
         let mut outputs = Vec::with_capacity(in_doubt.len());
         let mut resumed = Vec::with_capacity(in_doubt.len());
         for CallInDoubt { call, .. } in in_doubt {
-            outputs.push(ChatItem::FunctionCallOutput(FunctionCallOutput {
-                id: self.link.clock.item_id(),
-                call_id: call.call_id.clone(),
-                name: call.name.clone(),
-                output: INTERRUPTED_BY_RESTART.replace("{name}", &call.name),
-                is_error: true,
-                reply_required: false,
-                created_at: self.link.clock.now(),
-            }));
+            outputs.extend(self.interrupted(&call));
             resumed.push(ResumedCall::new(call.call_id, call.name, InDoubtOutcome::Failed));
         }
         if !outputs.is_empty() {
@@ -55,6 +48,42 @@ impl SessionState {
         }
     }
 
+    /// The items that tell the model `call` was interrupted, as a provider reads them: its
+    /// output after its call item (committed now if a blocking step never got to commit it),
+    /// or, when it was answered already (provisionally, or by its first update), a
+    /// `<id>_final` pair.
+    fn interrupted(&self, call: &FunctionCall) -> Vec<ChatItem> {
+        let text = INTERRUPTED_BY_RESTART.replace("{name}", &call.name);
+        let context = self.conversation.context(self.agent.current.id());
+        let mentions = |output: bool| {
+            context.is_some_and(|c| {
+                c.iter().any(|item| match item {
+                    ChatItem::FunctionCall(c) => !output && c.call_id == call.call_id,
+                    ChatItem::FunctionCallOutput(o) => output && o.call_id == call.call_id,
+                    _ => false,
+                })
+            })
+        };
+        let clock = &self.link.clock;
+        if mentions(true) {
+            let id = format!("{}_final", call.call_id);
+            return Pair::new(clock, call, &id, text, true, false).items().to_vec();
+        }
+        let output = ChatItem::FunctionCallOutput(FunctionCallOutput {
+            id: clock.item_id(),
+            call_id: call.call_id.clone(),
+            name: call.name.clone(),
+            output: text,
+            is_error: true,
+            reply_required: false,
+            created_at: clock.now(),
+        });
+        match mentions(false) {
+            true => vec![output],
+            false => vec![ChatItem::FunctionCall(call.clone()), output],
+        }
+    }
+
     /// The store could not keep the journal: the session says so and closes, rather than go
     /// on as if what it does were durable.
     pub(super) fn store_failed(&mut self, why: String) {
@@ -62,6 +91,9 @@ impl SessionState {
             return;
         }
         tracing::error!(session = %self.link.id, "the session's store failed: {why}");
+        // Nothing more reaches it; calls whose start is not on disk are rejected by the close's
+        // drain, and calls registered later at once (`call_registered`).
+        self.host.journal = None;
         self.emit_now(EventKind::StoreError { message: why });
         self.close(CloseReason::StoreFailed.name().into(), None);
     }

@@ -4,5 +4,6 @@
 
 pub(crate) mod clock;
 pub(crate) mod lifecycle_sink;
+pub(crate) mod pair;
 pub(crate) mod speech_control;
 pub(crate) mod task;

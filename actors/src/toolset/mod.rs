@@ -18,7 +18,6 @@
 
 mod approval;
 mod execute;
-mod pair;
 mod queue;
 mod watch;
 
@@ -38,11 +37,11 @@ use crate::messages::{
     CallOutcome, PendingReply, Report, SessionLink, ToolCallMsg, ToolsetMsg, mark_non_blocking,
 };
 use crate::support::lifecycle_sink::LifecycleGuard;
+use crate::support::pair::Pair;
 use crate::support::speech_control::SpeechControl;
 use crate::types::error::CancelError;
 use crate::types::lifecycle::ActorKind;
 use crate::types::snapshot::{ActorNode, NodeStatus, ToolsetScope};
-use pair::Pair;
 
 pub(crate) struct ToolsetActor;
 

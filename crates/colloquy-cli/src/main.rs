@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::Parser;
 use colloquy_cli::chat::{self, ChatError};
 use colloquy_cli::cluster::{self, CommandError};
+use colloquy_cli::console::clean;
 use colloquy_cli::{Cli, Command, demo, serve, sessions};
 use tracing_subscriber::EnvFilter;
 
@@ -49,7 +50,12 @@ fn main() -> ExitCode {
                     ExitCode::from(2)
                 }
                 Err(ChatError::Session(e)) => {
-                    eprintln!("colloquy chat: {e}");
+                    // A resume's error names what the store held: printed safe.
+                    eprintln!("colloquy chat: {}", clean::line(&e.to_string()));
+                    ExitCode::FAILURE
+                }
+                Err(ChatError::Store(e)) => {
+                    eprintln!("colloquy chat: the store: {}", clean::line(&e));
                     ExitCode::FAILURE
                 }
                 Err(ChatError::Cluster(e)) => {
@@ -76,7 +82,7 @@ fn main() -> ExitCode {
         Command::Sessions(args) => match sessions::run(&args, &mut std::io::stdout().lock()) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
-                eprintln!("colloquy sessions: {e}");
+                eprintln!("colloquy sessions: {}", clean::line(&e.to_string()));
                 ExitCode::FAILURE
             }
         },

@@ -725,6 +725,12 @@ async fn a_file_that_is_not_a_store_is_refused_and_left_alone() {
     assert_eq!(chat.code, Some(1), "{}", chat.stdout);
     assert!(chat.stderr.contains("is not a colloquy store"), "{}", chat.stderr);
     assert_eq!(std::fs::read_to_string(&junk).unwrap(), text, "nothing was overwritten");
+    let resume =
+        ["chat", "--provider", "scripted", "--store", "/nonexistent/s.db", "--resume", "x"];
+    let nowhere = colloquy(&resume, "").await;
+    assert_eq!(nowhere.code, Some(1));
+    assert!(nowhere.stderr.contains("no store at"), "{}", nowhere.stderr);
+    assert!(!std::path::Path::new("/nonexistent/s.db").exists());
     let missing = colloquy(&["sessions", "--store", "/nonexistent/sessions.db"], "").await;
     assert_eq!(missing.code, Some(1));
     assert!(missing.stderr.contains("no store at"), "{}", missing.stderr);

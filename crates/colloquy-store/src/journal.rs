@@ -80,6 +80,12 @@ impl Journal {
             journal.apply(&entry.record);
             journal.last_seq = entry.seq;
         }
+        // As a live context keeps them: by time, items of one time in the order committed (a
+        // message committed while a blocking call ran sorts before that call's items).
+        journal.history.sort_by_key(ChatItem::created_at);
+        for items in journal.contexts.values_mut() {
+            items.sort_by_key(ChatItem::created_at);
+        }
         journal
     }
 

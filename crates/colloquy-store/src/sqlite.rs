@@ -16,6 +16,10 @@ use crate::store::{SessionStore, SessionSummary, StoreError};
 /// (SQLite's busy timeout).
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// What marks a SQLite file as a colloquy store (`PRAGMA application_id`, "Colq"): a database
+/// of another application is never taken for one.
+const APPLICATION_ID: i64 = 0x436f_6c71;
+
 /// Journals in one SQLite file.
 #[derive(Debug)]
 pub struct SqliteStore {
@@ -29,11 +33,28 @@ impl SqliteStore {
         let path = path.as_ref();
         let db = Connection::open(path).map_err(|e| io(path, &e))?;
         db.busy_timeout(BUSY_TIMEOUT).map_err(|e| io(path, &e))?;
-        let version: u32 =
-            db.query_row("PRAGMA user_version", [], |row| row.get(0)).map_err(|e| io(path, &e))?;
-        if version > SCHEMA_VERSION {
-            return Err(StoreError::NewerSchema { found: version, supported: SCHEMA_VERSION });
-        }
+        let read = |pragma: &str| -> Result<i64, StoreError> {
+            db.query_row(&format!("PRAGMA {pragma}"), [], |row| row.get(0))
+                .map_err(|e| io(path, &e))
+        };
+        let (application, version) = (read("application_id")?, read("user_version")?);
+        let tables: i64 = db
+            .query_row("SELECT count(*) FROM sqlite_master", [], |row| row.get(0))
+            .map_err(|e| io(path, &e))?;
+        let version = match (application, version) {
+            (APPLICATION_ID, v) if v > i64::from(SCHEMA_VERSION) => {
+                let found = u32::try_from(v).unwrap_or(u32::MAX);
+                return Err(StoreError::NewerSchema { found, supported: SCHEMA_VERSION });
+            }
+            (APPLICATION_ID, v) => v,
+            // A new file (or an empty database): it becomes a store.
+            (0, 0) if tables == 0 => 0,
+            _ => {
+                let why = format!("`{}` is a database of another application", path.display());
+                return Err(StoreError::Corrupt(format!("{why}: not a colloquy store")));
+            }
+        };
+        // Only a file known to be a store is changed.
         db.pragma_update(None, "journal_mode", "WAL").map_err(|e| io(path, &e))?;
         db.pragma_update(None, "synchronous", "FULL").map_err(|e| io(path, &e))?;
         if version == 0 {
@@ -54,6 +75,7 @@ impl SqliteStore {
                      PRIMARY KEY (session, seq)
                  ) WITHOUT ROWID;
                  PRAGMA user_version = 1;
+                 PRAGMA application_id = 1131375729;
                  COMMIT;",
             )
             .map_err(|e| io(path, &e))?;

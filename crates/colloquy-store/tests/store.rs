@@ -156,3 +156,21 @@ fn rusqlite_free_bump(path: &std::path::Path) -> bool {
     std::fs::write(path, bytes).unwrap();
     true
 }
+
+#[test]
+fn another_applications_database_is_refused_and_left_as_it_was() {
+    for user_version in [0, 1] {
+        let path = temp_file(&format!("other-{user_version}"));
+        {
+            let db = rusqlite::Connection::open(&path).unwrap();
+            db.execute_batch("CREATE TABLE entries (x INTEGER); INSERT INTO entries VALUES (7);")
+                .unwrap();
+            db.pragma_update(None, "user_version", user_version).unwrap();
+        }
+        let before = std::fs::read(&path).unwrap();
+        let err = SqliteStore::open(&path).unwrap_err();
+        assert!(err.to_string().contains("another application"), "{err}");
+        assert_eq!(std::fs::read(&path).unwrap(), before, "nothing was changed");
+        assert!(!path.with_extension("db-wal").exists(), "not switched to WAL");
+    }
+}

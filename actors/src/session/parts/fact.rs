@@ -40,6 +40,9 @@ pub(crate) enum Fact<'a> {
     Committed { agent: &'a str, speech_id: Option<&'a str>, items: &'a [Arc<ChatItem>] },
     /// An agent entered: `item` is its `agent_handoff` marker (the history only).
     AgentEntered { item: &'a Arc<ChatItem> },
+    /// The session started from a stored history (`SessionBuilder::history`), all of it in the
+    /// first agent's context but its handoff markers: already in the state, a journal needs it.
+    HistorySeeded { agent: &'a str, items: &'a [ChatItem] },
     /// The pair `update_id` was copied from `from`'s context into `to`'s (decision 4).
     PairMoved { from: &'a str, to: &'a str, update_id: &'a str },
     /// A queued user input waits for its reply speech `speech_id` to begin.

@@ -145,6 +145,9 @@ fn record_of(fact: Fact<'_>) -> Option<Record> {
             items: items.iter().map(|item| ChatItem::clone(item)).collect(),
         },
         Fact::AgentEntered { item } => Record::AgentEntered { item: ChatItem::clone(item) },
+        Fact::HistorySeeded { agent, items } => {
+            Record::ItemsCommitted { agent: agent.to_string(), items: items.to_vec() }
+        }
         Fact::PairMoved { from, to, update_id } => Record::PairMoved {
             from: from.to_string(),
             to: to.to_string(),

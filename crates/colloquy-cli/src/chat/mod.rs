@@ -65,6 +65,8 @@ pub enum ChatError {
     Session(SessionError),
     /// With `--nats`: the cluster could not be reached, or no node took the session.
     Cluster(ClusterError),
+    /// With `--store`: the store could not be opened (exit status 1).
+    Store(String),
     /// With `--nats`: the node that ran the session was lost, and the session with it (exit
     /// status 1, whatever ended the chat after that).
     Lost(ClusterError),
@@ -238,9 +240,10 @@ struct Stored {
 
 impl Stored {
     fn open(path: &std::path::Path, resume: Option<String>) -> Result<Self, ChatError> {
-        let store = SqliteStore::open(path).map_err(|e| {
-            ChatError::Session(SessionError::Resume(format!("{}: {e}", path.display())))
-        })?;
+        if resume.is_some() && !path.exists() {
+            return Err(ChatError::Store(format!("no store at `{}`", path.display())));
+        }
+        let store = SqliteStore::open(path).map_err(|e| ChatError::Store(e.to_string()))?;
         Ok(Self { path: path.to_owned(), store: Arc::new(store), resume: resume.into() })
     }
 }
@@ -270,7 +273,8 @@ async fn open_local(
         None => builder.start(agent.clone()).await.map_err(ChatError::Session)?,
     };
     if let Some(stored) = &local.stored {
-        let (id, path) = (session.id(), stored.path.display());
+        let (id, path) =
+            (clean::line(session.id()), clean::line(&stored.path.display().to_string()));
         terminal.line(
             Style::Dim,
             &format!("session {id}, kept in {path}: --store {path} --resume {id} continues it"),
@@ -565,7 +569,7 @@ impl Chat<'_> {
             Err(e) => {
                 let why = match e {
                     ChatError::Session(e) => e.to_string(),
-                    ChatError::Usage(why) => why,
+                    ChatError::Usage(why) | ChatError::Store(why) => why,
                     ChatError::Cluster(e) | ChatError::Lost(e) => e.to_string(),
                 };
                 self.terminal.answer(Style::Error, &format!("error ! cannot start over: {why}"));

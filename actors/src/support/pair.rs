@@ -1,12 +1,12 @@
 //! The synthetic `function_call` / `function_call_output` pairs a background call's later
 //! updates and its final result become (`<id>_update_<n>`, `<id>_final`).
 
-use colloquy_model::{FunctionCall, FunctionCallOutput};
+use colloquy_model::{ChatItem, FunctionCall, FunctionCallOutput};
 
 use crate::support::clock::SessionClock;
 
 /// A synthetic pair.
-pub(super) struct Pair {
+pub(crate) struct Pair {
     pub call: FunctionCall,
     pub output: FunctionCallOutput,
 }
@@ -14,7 +14,7 @@ pub(super) struct Pair {
 impl Pair {
     /// A synthetic function_call / function_call_output pair (§7 step 3) copying the original
     /// call's name, arguments and extra, stamped now.
-    pub(super) fn new(
+    pub(crate) fn new(
         clock: &SessionClock,
         original: &FunctionCall,
         id: &str,
@@ -40,5 +40,10 @@ impl Pair {
             created_at: clock.now(),
         };
         Pair { call, output }
+    }
+
+    /// The pair as two items, call first.
+    pub(crate) fn items(self) -> [ChatItem; 2] {
+        [ChatItem::FunctionCall(self.call), ChatItem::FunctionCallOutput(self.output)]
     }
 }
