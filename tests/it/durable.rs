@@ -204,19 +204,52 @@ async fn a_session_in_a_sqlite_file_resumes_from_a_second_opening_of_it() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Takes the first `ok` appends, then fails every one.
-struct FailingStore {
+/// A store in memory with a disk's troubles: it fails every append after the first `ok`, and
+/// holds every append with a record `hold` picks until `released` (a slow disk).
+struct Disk {
     inner: MemoryStore,
     ok: std::sync::atomic::AtomicUsize,
+    hold: fn(&Record) -> bool,
+    released: std::sync::atomic::AtomicBool,
+    holding: std::sync::atomic::AtomicBool,
 }
 
-impl SessionStore for FailingStore {
+impl Disk {
+    fn failing_after(ok: usize) -> Self {
+        let (released, holding) = (false.into(), false.into());
+        Self { inner: MemoryStore::new(), ok: ok.into(), hold: |_| false, released, holding }
+    }
+
+    fn slow(hold: fn(&Record) -> bool) -> Self {
+        Self { hold, ..Self::failing_after(usize::MAX) }
+    }
+
+    /// Waits (real time, at most 5 s) until an append is held.
+    async fn wait_until_holding(&self) {
+        for _ in 0..5_000 {
+            if self.holding.load(std::sync::atomic::Ordering::SeqCst) {
+                return;
+            }
+            tokio::time::sleep(ms(1)).await;
+        }
+        panic!("no append was held");
+    }
+}
+
+impl SessionStore for Disk {
     fn append(&self, session: &str, entries: &[Entry]) -> Result<(), StoreError> {
-        let left = self.ok.load(std::sync::atomic::Ordering::SeqCst);
+        use std::sync::atomic::Ordering::SeqCst;
+        let left = self.ok.load(SeqCst);
         if left == 0 {
             return Err(StoreError::Io("disk full".into()));
         }
-        self.ok.store(left - 1, std::sync::atomic::Ordering::SeqCst);
+        self.ok.store(left.saturating_sub(1), SeqCst);
+        if entries.iter().any(|e| (self.hold)(&e.record)) {
+            self.holding.store(true, SeqCst);
+            while !self.released.load(SeqCst) {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        }
         self.inner.append(session, entries)
     }
     fn load(&self, session: &str) -> Result<Vec<Entry>, StoreError> {
@@ -232,7 +265,7 @@ impl SessionStore for FailingStore {
 
 #[tokio::test(start_paused = true)]
 async fn a_store_that_fails_closes_the_session_and_says_so() {
-    let store = Arc::new(FailingStore { inner: MemoryStore::new(), ok: 1.into() });
+    let store = Arc::new(Disk::failing_after(1));
     let llm = ScriptedLlm::new([text("Hello.")]);
     let mut builder = Session::builder().llm(llm).store(store);
     let mut stream = builder.subscribe();
@@ -295,54 +328,6 @@ async fn a_suspended_session_ends_here_and_resumes_with_nothing_in_doubt() {
     assert_eq!(texts, ["remember: aisle seat", "Noted."]);
 }
 
-/// Holds every append with a record `hold` picks until `release`d: a slow disk.
-struct SlowDisk {
-    inner: MemoryStore,
-    hold: fn(&Record) -> bool,
-    released: std::sync::atomic::AtomicBool,
-    holding: std::sync::atomic::AtomicBool,
-}
-
-impl SlowDisk {
-    fn new(hold: fn(&Record) -> bool) -> Self {
-        let (released, holding) = (false.into(), false.into());
-        Self { inner: MemoryStore::new(), hold, released, holding }
-    }
-
-    /// Waits (real time, at most 5 s) until an append is held.
-    async fn wait_until_holding(&self) {
-        for _ in 0..5_000 {
-            if self.holding.load(std::sync::atomic::Ordering::SeqCst) {
-                return;
-            }
-            tokio::time::sleep(ms(1)).await;
-        }
-        panic!("no append was held");
-    }
-}
-
-impl SessionStore for SlowDisk {
-    fn append(&self, session: &str, entries: &[Entry]) -> Result<(), StoreError> {
-        use std::sync::atomic::Ordering::SeqCst;
-        if entries.iter().any(|e| (self.hold)(&e.record)) {
-            self.holding.store(true, SeqCst);
-            while !self.released.load(SeqCst) {
-                std::thread::sleep(std::time::Duration::from_millis(1));
-            }
-        }
-        self.inner.append(session, entries)
-    }
-    fn load(&self, session: &str) -> Result<Vec<Entry>, StoreError> {
-        self.inner.load(session)
-    }
-    fn list(&self) -> Result<Vec<colloquy::store::SessionSummary>, StoreError> {
-        self.inner.list()
-    }
-    fn delete(&self, session: &str) -> Result<bool, StoreError> {
-        self.inner.delete(session)
-    }
-}
-
 /// A tool whose body says it ran.
 fn marking(ran: Arc<std::sync::atomic::AtomicBool>) -> Agent {
     agent().tool(FunctionTool::new("refill", "Refills.", move |_ctx: RunContext, _a: NoArgs| {
@@ -358,7 +343,7 @@ fn marking(ran: Arc<std::sync::atomic::AtomicBool>) -> Agent {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_body_starts_only_once_its_start_is_on_disk() {
     use std::sync::atomic::Ordering::SeqCst;
-    let store = Arc::new(SlowDisk::new(|r| matches!(r, Record::CallStarted { .. })));
+    let store = Arc::new(Disk::slow(|r| matches!(r, Record::CallStarted { .. })));
     let ran = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let builder = Session::builder().store(store.clone());
     let script = vec![call("c1", "refill", "{}"), text("Done.")];
@@ -380,7 +365,7 @@ async fn a_call_body_starts_only_once_its_start_is_on_disk() {
 
 #[tokio::test(start_paused = true)]
 async fn a_call_whose_start_never_reaches_the_disk_never_runs() {
-    let store = Arc::new(FailingStore { inner: MemoryStore::new(), ok: 2.into() });
+    let store = Arc::new(Disk::failing_after(2));
     let ran = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let llm = ScriptedLlm::new([call("c1", "refill", "{}"), text("Done.")]);
     let mut builder = Session::builder().llm(llm).store(store.clone());
@@ -411,7 +396,7 @@ async fn the_model_reads_a_result_only_once_it_is_on_disk() {
         matches!(r, Record::ItemsCommitted { items, .. }
             if items.iter().any(|i| i.as_function_call_output().is_some()))
     };
-    let store = Arc::new(SlowDisk::new(holds_output));
+    let store = Arc::new(Disk::slow(holds_output));
     let ran = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let builder = Session::builder().store(store.clone());
     let script = vec![call("c1", "refill", "{}"), text("Refilled.")];
