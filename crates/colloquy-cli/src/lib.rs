@@ -185,8 +185,11 @@ pub struct SessionsArgs {
     #[arg(long, value_name = "FILE")]
     pub store: std::path::PathBuf,
     /// Delete this stored session instead of listing them.
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", conflicts_with = "expire")]
     pub delete: Option<String>,
+    /// Delete every stored session not active for this long (`30d`, `12h`), open or closed.
+    #[arg(long, value_name = "AGE", value_parser = duration)]
+    pub expire: Option<Duration>,
 }
 
 /// How `colloquy node`, `colloquy nodes`, `colloquy chat --nats` and `colloquy serve --nats`
@@ -376,7 +379,9 @@ fn duration(text: &str) -> Result<Duration, String> {
         "ms" => Ok(Duration::from_millis(number)),
         "s" => Ok(Duration::from_secs(number)),
         "m" => Ok(Duration::from_secs(number * 60)),
-        _ => Err(format!("`{text}` is not a duration like 30s (units: ms, s, m)")),
+        "h" => Ok(Duration::from_secs(number * 3_600)),
+        "d" => Ok(Duration::from_secs(number * 86_400)),
+        _ => Err(format!("`{text}` is not a duration like 30s (units: ms, s, m, h, d)")),
     }
 }
 

@@ -17,20 +17,26 @@ pub fn run(args: &SessionsArgs, out: &mut dyn Write) -> Result<(), CommandError>
         return Err(CommandError::Failed(format!("no store at `{path}`")));
     }
     let store = SqliteStore::open(&args.store).map_err(|e| CommandError::Failed(e.to_string()))?;
-    let text = match &args.delete {
-        Some(id) => match store.delete(id).map_err(|e| CommandError::Failed(e.to_string()))? {
+    let failed = |e: colloquy::store::StoreError| CommandError::Failed(e.to_string());
+    let text = match (&args.delete, args.expire) {
+        (Some(id), _) => match store.delete(id).map_err(failed)? {
             true => format!("deleted session {}", clean::line(id)),
             false => {
-                return Err(CommandError::Failed(format!(
-                    "no stored session `{}`",
-                    clean::line(id)
-                )));
+                let id = clean::line(id);
+                return Err(CommandError::Failed(format!("no stored session `{id}`")));
             }
         },
-        None => {
-            let sessions = store.list().map_err(|e| CommandError::Failed(e.to_string()))?;
-            listing(&sessions, now_ms())
+        (None, Some(age)) => {
+            let before = now_ms().saturating_sub(age.as_millis() as u64);
+            let mut expired = 0;
+            for session in store.list().map_err(failed)? {
+                if session.updated_ms < before && store.delete(&session.id).map_err(failed)? {
+                    expired += 1;
+                }
+            }
+            format!("deleted {expired} session(s) not active for {}", humantime(age))
         }
+        (None, None) => listing(&store.list().map_err(failed)?, now_ms()),
     };
     writeln!(out, "{text}").map_err(|e| CommandError::Failed(e.to_string()))
 }
@@ -68,6 +74,17 @@ fn ago(ms: u64) -> String {
         60..3_600 => format!("{}m ago", s / 60),
         3_600..86_400 => format!("{}h ago", s / 3_600),
         _ => format!("{}d ago", s / 86_400),
+    }
+}
+
+/// `30d`, `12h`, `5m`, `30s`: the largest unit that divides it.
+fn humantime(age: std::time::Duration) -> String {
+    let s = age.as_secs();
+    match s {
+        _ if s >= 86_400 && s % 86_400 == 0 => format!("{}d", s / 86_400),
+        _ if s >= 3_600 && s % 3_600 == 0 => format!("{}h", s / 3_600),
+        _ if s >= 60 && s % 60 == 0 => format!("{}m", s / 60),
+        _ => format!("{s}s"),
     }
 }
 

@@ -708,6 +708,14 @@ async fn a_chat_killed_mid_call_resumes_from_its_store_and_the_call_ends_once() 
     let unknown = colloquy(&[&chat[..], &["--resume", "nope"][..]].concat(), "").await;
     assert_eq!(unknown.code, Some(1), "{}", unknown.stdout);
     assert!(unknown.stderr.contains("no stored session `nope`"), "{}", unknown.stderr);
+
+    let kept = colloquy(&["sessions", "--store", db.as_str(), "--expire", "1d"], "").await;
+    assert_eq!(kept.stdout.trim(), "deleted 0 session(s) not active for 1d", "{}", kept.stderr);
+    std::thread::sleep(Duration::from_millis(5));
+    let gone = colloquy(&["sessions", "--store", db.as_str(), "--expire", "0s"], "").await;
+    assert_eq!(gone.stdout.trim(), "deleted 1 session(s) not active for 0s", "{}", gone.stderr);
+    let listed = colloquy(&["sessions", "--store", db.as_str()], "").await;
+    assert!(listed.stdout.contains("(no stored session)"), "{}", listed.stdout);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
