@@ -81,9 +81,9 @@ fn ago(ms: u64) -> String {
 fn humantime(age: std::time::Duration) -> String {
     let s = age.as_secs();
     match s {
-        _ if s >= 86_400 && s % 86_400 == 0 => format!("{}d", s / 86_400),
-        _ if s >= 3_600 && s % 3_600 == 0 => format!("{}h", s / 3_600),
-        _ if s >= 60 && s % 60 == 0 => format!("{}m", s / 60),
+        _ if s >= 86_400 && s.is_multiple_of(86_400) => format!("{}d", s / 86_400),
+        _ if s >= 3_600 && s.is_multiple_of(3_600) => format!("{}h", s / 3_600),
+        _ if s >= 60 && s.is_multiple_of(60) => format!("{}m", s / 60),
         _ => format!("{s}s"),
     }
 }
