@@ -7,9 +7,9 @@
 //! for an LLM request, waits until the records before it are there
 //! (docs/durability.md#write-ahead).
 //!
-//! Handles only: the batch being gathered, the reads that wait, and the writer's channel, which is bounded
-//! ([`WRITES_IN_FLIGHT`] batches): a store that falls that far behind fails the session
-//! instead of holding its mailbox.
+//! Handles only: the batch being gathered, the reads that wait, and the writer's channel,
+//! which is bounded ([`WRITES_IN_FLIGHT`] batches): a store that falls that far behind fails
+//! the session instead of holding its mailbox.
 
 use std::sync::Arc;
 use std::time::Duration;
