@@ -534,3 +534,115 @@ async fn a_seeded_history_is_kept_and_a_wrong_agent_is_refused() {
     assert_eq!(context.iter().filter(|i| i.as_message().is_some()).count(), 4);
     drop(seeded);
 }
+
+/// Keeps what was on disk after each append: every state a crash could leave.
+struct EveryPrefix {
+    inner: MemoryStore,
+    prefixes: std::sync::Mutex<Vec<Vec<Entry>>>,
+}
+
+impl SessionStore for EveryPrefix {
+    fn append(&self, session: &str, entries: &[Entry]) -> Result<(), StoreError> {
+        self.inner.append(session, entries)?;
+        let on_disk = self.inner.load(session)?;
+        self.prefixes.lock().unwrap().push(on_disk);
+        Ok(())
+    }
+    fn load(&self, session: &str) -> Result<Vec<Entry>, StoreError> {
+        self.inner.load(session)
+    }
+    fn list(&self) -> Result<Vec<colloquy::store::SessionSummary>, StoreError> {
+        self.inner.list()
+    }
+    fn delete(&self, session: &str) -> Result<bool, StoreError> {
+        self.inner.delete(session)
+    }
+}
+
+/// A background tool (answered by its update, its result a `_final` pair) and a blocking one.
+fn two_tools() -> Agent {
+    let background =
+        FunctionTool::new("track", "Tracks.", |ctx: RunContext, _a: NoArgs| async move {
+            ctx.update("tracking").await?;
+            tokio::time::sleep(ms(300)).await;
+            Ok::<_, ToolError>("delivered")
+        });
+    agent().tool(background).tool(sleeper("refill", 100, "refilled"))
+}
+
+/// A crash after any append, resumed: the history carries on from what was on disk, and every
+/// call the model made ends exactly once — by its result, or as interrupted.
+#[tokio::test(start_paused = true)]
+async fn after_a_crash_at_any_point_every_call_ends_exactly_once() {
+    let store = Arc::new(EveryPrefix { inner: MemoryStore::new(), prefixes: Default::default() });
+    let script = vec![
+        call("c1", "track", "{}"),
+        call("c2", "refill", "{}"),
+        text("On it."),
+        text("Both done."),
+        text("Anything else?"),
+    ];
+    let builder = Session::builder().store(store.clone());
+    let h = Harness::start_with(builder, two_tools(), script).await;
+    h.turn("track my parcel and refill my prescription").await;
+    tokio::time::sleep(ms(1_000)).await;
+    h.session.wait_for_idle().await.unwrap();
+    let id = h.session.id().to_owned();
+    h.session.suspend().await.unwrap();
+    drop(h);
+    let prefixes = store.prefixes.lock().unwrap().clone();
+    assert!(prefixes.len() >= 6, "{} crash points", prefixes.len());
+
+    for (point, on_disk) in prefixes.iter().enumerate() {
+        let crashed = Arc::new(MemoryStore::new());
+        crashed.append(&id, on_disk).unwrap();
+        let replies: Vec<_> = (0..6).map(|_| text("Resumed.")).collect();
+        let builder = Session::builder().llm(ScriptedLlm::new(replies)).store(crashed);
+        let resumed = match builder.resume(&id, |name| (name == "A").then(two_tools)).await {
+            Ok(session) => session,
+            // A crash before the first record: there is nothing to resume.
+            Err(e) => {
+                assert!(point == 0 && e.to_string().contains("no agent"), "at {point}: {e}");
+                continue;
+            }
+        };
+        resumed.wait_for_idle().await.unwrap();
+        let history = resumed.history().await.unwrap();
+        let before = colloquy::store::Journal::fold(on_disk).history;
+        let ids = |items: &[ChatItem]| items.iter().map(|i| i.id().to_owned()).collect::<Vec<_>>();
+        assert_eq!(
+            ids(&history[..before.len()]),
+            ids(&before),
+            "at {point}: the history carries on"
+        );
+        for call in history.iter().filter_map(ChatItem::as_function_call) {
+            if call.call_id.ends_with("_final") {
+                continue;
+            }
+            let outputs = |call_id: &str| {
+                history
+                    .iter()
+                    .filter_map(ChatItem::as_function_call_output)
+                    .filter(|o| o.call_id == call_id)
+                    .count()
+            };
+            let finals = outputs(&format!("{}_final", call.call_id));
+            assert_eq!(outputs(&call.call_id), 1, "at {point}: {} answered once", call.call_id);
+            // Answered by its update, a call ends with its `_final` pair; else by that answer.
+            let answer = history
+                .iter()
+                .filter_map(ChatItem::as_function_call_output)
+                .find(|o| o.call_id == call.call_id)
+                .map(|o| o.output.contains("tracking"));
+            let expected = usize::from(answer == Some(true));
+            assert_eq!(
+                finals,
+                expected,
+                "at {point}: {} ends once: {:?}",
+                call.call_id,
+                show(&history)
+            );
+        }
+        resumed.close().await.unwrap();
+    }
+}

@@ -259,14 +259,19 @@ impl Actor for SessionActor {
 }
 
 /// The link every child gets: the session's address, clock, lifecycle sink and span, and its
-/// options and plug-ins (taken from `args`). The clock starts past the restored history's last
-/// stamp and item id, so new items sort after it and never share an id with it, and knows its
+/// options and plug-ins (taken from `args`). The clock starts past the restored history's (and a
+/// resume's calls in doubt's) last stamp and item id, so new items sort after it and never share an id with it, and knows its
 /// call ids, so new calls never reuse one.
 fn session_link(myself: &ActorRef<SessionMsg>, args: &mut SessionArgs) -> SessionLink {
-    let offset = args.history.iter().map(|i| i.created_at().micros + 1).max().unwrap_or(0);
+    // A resume's calls in doubt count as history: a blocking step never committed their items,
+    // which the resume commits with their first stamps and ids.
+    let in_doubt = args.resume.iter().flat_map(|r| &r.in_doubt).map(|d| &d.call);
+    let calls: Vec<ChatItem> = in_doubt.map(|c| ChatItem::FunctionCall(c.clone())).collect();
+    let known = || args.history.iter().chain(&calls);
+    let offset = known().map(|i| i.created_at().micros + 1).max().unwrap_or(0);
     let clock = SessionClock::new(offset, args.options.max_tool_calls_per_turn);
-    clock.skip_item_ids(args.history.iter().map(ChatItem::id));
-    clock.mark_call_ids(args.history.iter().filter_map(|item| match item {
+    clock.skip_item_ids(known().map(ChatItem::id));
+    clock.mark_call_ids(known().filter_map(|item| match item {
         ChatItem::FunctionCall(c) => Some(c.call_id.as_str()),
         ChatItem::FunctionCallOutput(o) => Some(o.call_id.as_str()),
         _ => None,
