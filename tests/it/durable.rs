@@ -41,6 +41,17 @@ fn crashed(store: &dyn SessionStore, id: &str) -> Arc<MemoryStore> {
     copy
 }
 
+/// The texts of the session's messages, in order.
+async fn message_texts(session: &SessionHandle) -> Vec<String> {
+    let history = session.history().await.unwrap();
+    history.iter().filter_map(|i| i.as_message().map(|m| m.text.clone())).collect()
+}
+
+/// Every event received so far.
+fn drain(events: &mut EventStream) -> Vec<SessionEvent> {
+    std::iter::from_fn(|| events.try_recv()).collect()
+}
+
 fn resumed_calls(events: &[SessionEvent]) -> Vec<Vec<(String, String)>> {
     events
         .iter()
@@ -76,10 +87,7 @@ async fn a_resumed_session_keeps_its_history_and_the_call_in_doubt_ends_once_as_
     let session = builder.resume(&id, agents).await.expect("it resumes");
     assert_eq!(session.id(), id, "the same session, by id");
     session.wait_for_idle().await.unwrap();
-    let mut seen = Vec::new();
-    while let Some(event) = events.try_recv() {
-        seen.push(event);
-    }
+    let seen = drain(&mut events);
     assert!(matches!(seen[0].kind, EventKind::AgentHandoff { .. }), "{:?}", seen[0]);
     let resumed = resumed_calls(&seen);
     assert_eq!(resumed, [vec![("c1".to_owned(), "refill:Failed".to_owned())]]);
@@ -128,10 +136,7 @@ async fn a_resumed_session_keeps_its_history_and_the_call_in_doubt_ends_once_as_
     let mut events = builder.subscribe();
     let third = builder.resume(&id, agents).await.unwrap();
     third.wait_for_idle().await.unwrap();
-    let mut seen = Vec::new();
-    while let Some(event) = events.try_recv() {
-        seen.push(event);
-    }
+    let seen = drain(&mut events);
     assert_eq!(resumed_calls(&seen), [Vec::<(String, String)>::new()]);
     drop((first, session, third));
 }
@@ -192,13 +197,7 @@ async fn a_session_in_a_sqlite_file_resumes_from_a_second_opening_of_it() {
         .resume(&id, agents)
         .await
         .unwrap();
-    let texts: Vec<String> = session
-        .history()
-        .await
-        .unwrap()
-        .iter()
-        .filter_map(|i| i.as_message().map(|m| m.text.clone()))
-        .collect();
+    let texts = message_texts(&session).await;
     assert_eq!(texts, ["hi", "Hello there."]);
     drop((h, session));
     let _ = std::fs::remove_dir_all(&dir);
@@ -313,18 +312,9 @@ async fn a_suspended_session_ends_here_and_resumes_with_nothing_in_doubt() {
     let mut events = builder.subscribe();
     let session = builder.resume(&id, agents).await.expect("a suspended session resumes");
     session.wait_for_idle().await.unwrap();
-    let mut seen = Vec::new();
-    while let Some(event) = events.try_recv() {
-        seen.push(event);
-    }
+    let seen = drain(&mut events);
     assert_eq!(resumed_calls(&seen), [Vec::<(String, String)>::new()]);
-    let texts: Vec<String> = session
-        .history()
-        .await
-        .unwrap()
-        .iter()
-        .filter_map(|i| i.as_message().map(|m| m.text.clone()))
-        .collect();
+    let texts = message_texts(&session).await;
     assert_eq!(texts, ["remember: aisle seat", "Noted."]);
 }
 
@@ -483,10 +473,7 @@ async fn a_reply_owed_at_the_crash_is_delivered_once_after_the_resume() {
     assert_eq!(requests.len(), 1, "one deferred reply");
     assert_eq!(requests[0].kind, colloquy::llm::RequestKind::DeferredReply);
     assert!(requests[0].instructions.as_deref().is_some_and(|i| i.contains("c1_final")));
-    let mut seen = Vec::new();
-    while let Some(event) = events.try_recv() {
-        seen.push(event);
-    }
+    let seen = drain(&mut events);
     let completed = seen.iter().any(|e| matches!(&e.kind,
         EventKind::ToolReplyUpdated { update_ids, status: colloquy::events::ReplyStatus::Completed, .. }
             if update_ids == &["c1_final".to_owned()]));
@@ -522,13 +509,7 @@ async fn a_seeded_history_is_kept_and_a_wrong_agent_is_refused() {
 
     let session = Session::builder().llm(ScriptedLlm::new([])).store(store).resume(&id, agents);
     let session = session.await.unwrap();
-    let texts: Vec<String> = session
-        .history()
-        .await
-        .unwrap()
-        .iter()
-        .filter_map(|i| i.as_message().map(|m| m.text.clone()))
-        .collect();
+    let texts = message_texts(&session).await;
     assert_eq!(texts, ["earlier question", "Earlier answer.", "hello", "Hi again."]);
     let context = session.chat_context("A").await.unwrap().expect("A's context");
     assert_eq!(context.iter().filter(|i| i.as_message().is_some()).count(), 4);
