@@ -11,8 +11,9 @@ use colloquy::prelude::*;
 use super::Opened;
 use super::clean;
 use super::commands::{HELP, Line};
+use super::event_lines::{self, Calls};
 use super::session::ChatSession;
-use super::terminal::{self, Calls, Style, Terminal};
+use super::terminal::{Style, Terminal};
 
 /// A command's answer, as the lines to show.
 pub(super) async fn run_command(
@@ -140,7 +141,8 @@ async fn running_calls(session: &ChatSession, calls: &Calls, mut lines: Vec<Stri
                 let cancel = if call.cancellable { " (cancellable)" } else { "" };
                 let waits = if call.awaiting_approval { " (awaiting approval)" } else { "" };
                 let (short, id) = (calls.label(&call.call_id), clean::line(&call.call_id));
-                let (name, arguments) = (clean::line(&call.name), terminal::field(&call.arguments));
+                let (name, arguments) =
+                    (clean::line(&call.name), event_lines::field(&call.arguments));
                 lines.push(format!("  {short} {name} {arguments}{cancel}{waits} ({id})"));
             }
         }

@@ -29,7 +29,8 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use crate::ChatArgs;
-use crate::console::terminal::{self, Calls, EventLines, Style, Terminal, TerminalSink};
+use crate::console::event_lines::{self, Calls, EventLines};
+use crate::console::terminal::{self, Style, Terminal, TerminalSink};
 use crate::console::{Signal, Signals, clean};
 use crate::served::{McpServer, agent, llm, report_mcp_servers, with_mcp_servers};
 use answers::run_command;

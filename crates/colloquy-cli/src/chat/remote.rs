@@ -12,8 +12,9 @@ use colloquy::cluster::{Cluster, ClusterError, NatsConfig, RemoteEvents, StartOp
 use colloquy::events::{EventKind, SessionEvent};
 use tokio::sync::watch;
 
+use super::event_lines::{Calls, EventLines};
 use super::session::{ChatSession, Speeches};
-use super::terminal::{Calls, EventLines, Style, Terminal};
+use super::terminal::{Style, Terminal};
 use super::{Opened, clean, show_event};
 use crate::ChatArgs;
 use crate::command::nats_config;

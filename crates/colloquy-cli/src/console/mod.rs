@@ -3,6 +3,7 @@
 //! and SIGHUP as one stream (`signals`). The bottom of the CLI: it imports no other folder.
 
 pub mod clean;
+pub mod event_lines;
 mod signals;
 pub mod table;
 pub mod terminal;
