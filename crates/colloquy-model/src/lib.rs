@@ -17,6 +17,7 @@ pub mod duplicate;
 pub mod event;
 pub mod llm;
 pub mod output;
+pub mod resumed;
 pub mod run_context;
 pub mod run_result;
 mod schema;
@@ -42,11 +43,12 @@ pub use close_reason::CloseReason;
 pub use controls::{CallLimits, ConcurrencyLimit, RetryPolicy};
 pub use duplicate::{DuplicateScope, OnDuplicate};
 pub use event::{
-    AgentState, ErrorSource, EventFilter, EventKind, EventType, InDoubtOutcome, RefusalReason,
-    ReplyStatus, ResumedCall, SessionEvent, SpeechSource, ToolCallStatus, UserState,
+    AgentState, ErrorSource, EventFilter, EventKind, EventType, RefusalReason, ReplyStatus,
+    SessionEvent, SpeechSource, ToolCallStatus, UserState,
 };
 pub use llm::{FinishReason, LlmErrorKind, Usage};
 pub use output::{Handoff, IntoToolOutput, Json, StopResponse, ToolOutput, ToolResult};
+pub use resumed::{InDoubtOutcome, ResumedCall};
 pub use run_context::{CallHooks, PostedUpdate, RunContext, UpdateMessage, UpdateOptions};
 pub use run_result::{RunExpect, RunResult};
 pub use templates::{ResolvedTemplates, Template, Templates};
