@@ -159,15 +159,26 @@ impl FunctionTool {
                 }
             }
         };
+        Self::assemble(name, description.into(), parameters_schema::<A>(), false, body)
+    }
+
+    /// A tool of `body`, every control at its default.
+    fn assemble(
+        name: String,
+        description: String,
+        parameters: Value,
+        raw: bool,
+        body: impl Fn(RunContext, Value) -> ToolFuture + Send + Sync + 'static,
+    ) -> Self {
         Self {
             name,
-            description: description.into(),
-            parameters: Arc::new(parameters_schema::<A>()),
+            description,
+            parameters: Arc::new(parameters),
             flags: ToolFlags::default(),
             on_duplicate: OnDuplicate::default(),
             duplicate_scope: DuplicateScope::default(),
             controls: Arc::default(),
-            raw: false,
+            raw,
             body: Arc::new(body),
         }
     }
@@ -203,17 +214,7 @@ impl FunctionTool {
             let fut = body(ctx, map);
             Box::pin(async move { fut.await.and_then(IntoToolOutput::into_tool_output) })
         };
-        Ok(Self {
-            name,
-            description: description.into(),
-            parameters: Arc::new(parameters),
-            flags: ToolFlags::default(),
-            on_duplicate: OnDuplicate::default(),
-            duplicate_scope: DuplicateScope::default(),
-            controls: Arc::default(),
-            raw: true,
-            body: Arc::new(body),
-        })
+        Ok(Self::assemble(name, description.into(), parameters, true, body))
     }
 
     /// A tool with an explicit JSON schema whose arguments are validated like a typed tool's
