@@ -29,6 +29,10 @@ pub(crate) const WRITES_IN_FLIGHT: usize = 256;
 /// How long a closing session waits for its last batches to reach the store.
 pub(crate) const FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How long one append may take before the store counts as failed: the session closes
+/// (`store_failed`) rather than hold its calls and its model requests for ever.
+pub(crate) const APPEND_TIMEOUT: Duration = Duration::from_secs(30);
+
 pub(crate) struct JournalOut {
     batch: Vec<Entry>,
     next_seq: u64,
@@ -57,15 +61,15 @@ impl JournalOut {
             while let Some(entries) = rx.recv().await {
                 let (store, id) = (Arc::clone(&store), Arc::clone(&id));
                 let last = entries.last().map_or(0, |e| e.seq);
-                let written =
-                    tokio::task::spawn_blocking(move || store.append(&id, &entries)).await;
-                let failed = match written {
-                    Ok(Ok(())) => {
+                let append = tokio::task::spawn_blocking(move || store.append(&id, &entries));
+                let failed = match tokio::time::timeout(APPEND_TIMEOUT, append).await {
+                    Ok(Ok(Ok(()))) => {
                         let _ = session.cast(TimerMsg::Stored(last).into());
                         continue;
                     }
-                    Ok(Err(e)) => e.to_string(),
-                    Err(e) => format!("the store's writer stopped: {e}"),
+                    Ok(Ok(Err(e))) => e.to_string(),
+                    Ok(Err(e)) => format!("the store's writer stopped: {e}"),
+                    Err(_) => format!("an append took over {}s", APPEND_TIMEOUT.as_secs()),
                 };
                 let _ = session.cast(TimerMsg::StoreFailed(failed).into());
                 return;
