@@ -106,9 +106,9 @@ pub mod tools {
     pub use colloquy_model::tool::NoArgs;
     pub use colloquy_model::{
         BeforeCall, BeforeCallFuture, BeforeToolCall, DuplicateScope, FunctionTool, IntoToolOutput,
-        Json, OnDuplicate, PendingToolCall, PostedUpdate, RetryPolicy, RunContext, StopResponse,
-        ToolDeclarationError, ToolError, ToolErrorKind, ToolFlags, ToolOutput, ToolResult,
-        ToolSchema, ToolSource, ToolVisibility, Toolset, UpdateMessage, UpdateOptions,
+        Json, OnDuplicate, OnInterrupted, PendingToolCall, PostedUpdate, RetryPolicy, RunContext,
+        StopResponse, ToolDeclarationError, ToolError, ToolErrorKind, ToolFlags, ToolOutput,
+        ToolResult, ToolSchema, ToolSource, ToolVisibility, Toolset, UpdateMessage, UpdateOptions,
     };
 }
 
@@ -384,9 +384,9 @@ pub mod prelude {
     pub use crate::speech::{Playout, PlayoutReport, SpeechSink};
     pub use crate::testing::{MockScope, RunResult};
     pub use crate::tools::{
-        BeforeCall, DuplicateScope, Filler, FunctionTool, Json, OnDuplicate, PendingToolCall,
-        RunContext, RunContextExt, StopResponse, ToolError, ToolResult, Toolset, function_tool,
-        function_tools,
+        BeforeCall, DuplicateScope, Filler, FunctionTool, Json, OnDuplicate, OnInterrupted,
+        PendingToolCall, RunContext, RunContextExt, StopResponse, ToolError, ToolResult, Toolset,
+        function_tool, function_tools,
     };
     pub use serde_json::{Value, json};
 }

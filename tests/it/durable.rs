@@ -17,7 +17,7 @@ fn agents(name: &str) -> Option<Agent> {
 
 /// Waits until `store` holds a record of session `id` that `wanted` accepts (the writer runs
 /// off the session's task).
-async fn stored(
+pub(crate) async fn stored(
     store: &dyn SessionStore,
     id: &str,
     wanted: impl Fn(&Record) -> bool,
@@ -35,7 +35,7 @@ async fn stored(
 
 /// What a crash leaves: a store holding what was durable at that moment, apart from the one
 /// the old process goes on writing to.
-fn crashed(store: &dyn SessionStore, id: &str) -> Arc<MemoryStore> {
+pub(crate) fn crashed(store: &dyn SessionStore, id: &str) -> Arc<MemoryStore> {
     let copy = Arc::new(MemoryStore::new());
     copy.append(id, &store.load(id).unwrap()).unwrap();
     copy
@@ -48,11 +48,11 @@ async fn message_texts(session: &SessionHandle) -> Vec<String> {
 }
 
 /// Every event received so far.
-fn drain(events: &mut EventStream) -> Vec<SessionEvent> {
+pub(crate) fn drain(events: &mut EventStream) -> Vec<SessionEvent> {
     std::iter::from_fn(|| events.try_recv()).collect()
 }
 
-fn resumed_calls(events: &[SessionEvent]) -> Vec<Vec<(String, String)>> {
+pub(crate) fn resumed_calls(events: &[SessionEvent]) -> Vec<Vec<(String, String)>> {
     events
         .iter()
         .filter_map(|e| match &e.kind {

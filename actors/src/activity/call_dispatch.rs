@@ -16,7 +16,7 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::env::SpeechEnv;
-use crate::messages::{CallOutcome, ExecuteCall, ToolsetMsg, mark_non_blocking};
+use crate::messages::{CallOutcome, ExecuteCall, RerunCall, ToolsetMsg, mark_non_blocking};
 use crate::support::clock::SessionClock;
 use crate::support::speech_control::SpeechControl;
 
@@ -211,6 +211,7 @@ fn dispatch_one(
             name = %call.name,
             speech_id = %speech_id,
         ),
+        resumed: None,
     };
     let (tx, rx) = oneshot::channel::<CallOutcome>();
     // Routed by name to the toolset that runs the tool (§4 step 7).
@@ -219,6 +220,46 @@ fn dispatch_one(
         let _ = toolset.cast(ToolsetMsg::Execute(Box::new(exec), tx.into()));
     }
     (outcome(call, rx, env.session.clock.clone(), index), toolset)
+}
+
+/// Runs again a call a resume found in doubt (docs/durability.md#on-interrupted), as the
+/// model made it, in the background: the resume answered it already, so nothing waits for
+/// its outcome; its result comes as its `_final` pair. A tool no longer there is logged.
+pub(crate) fn rerun(env: &SpeechEnv, rerun: RerunCall) {
+    let RerunCall { call, ask, updates } = rerun;
+    // The catalog the Session chose the call's policy from: the tool is there.
+    let routed = env.catalog.routed(&call.name);
+    let routed = routed.and_then(|(tool, id)| Some((tool.clone(), env.toolsets.get(id)?)));
+    let Some((tool, toolset)) = routed else {
+        let (call_id, name) = (&call.call_id, &call.name);
+        tracing::warn!(agent = %env.agent_id, %call_id, %name, "no tool to run a call again");
+        return;
+    };
+    let arguments = match parse_arguments(&call.name, &call.arguments) {
+        Ok(parsed) => parsed.value,
+        Err(_) => Map::new(), // stored canonical: they parsed the first time
+    };
+    let speech_id = "resume";
+    let playout_done = CancellationToken::new();
+    playout_done.cancel(); // no speech plays for it
+    let exec = ExecuteCall {
+        tool: if ask { tool.requires_approval() } else { tool },
+        span: tracing::info_span!(
+            "tool_call",
+            session_id = %env.session.id,
+            call_id = %call.call_id,
+            name = %call.name,
+            speech_id = %speech_id,
+        ),
+        call,
+        arguments,
+        speech_id: speech_id.into(),
+        playout_done,
+        speech: SpeechControl::new(true),
+        resumed: Some(updates),
+    };
+    let (tx, _answered) = oneshot::channel::<CallOutcome>();
+    let _ = toolset.cast(ToolsetMsg::Execute(Box::new(exec), tx.into()));
 }
 
 /// A call answered at once with an error `output`, never reaching a toolset (an unknown name,

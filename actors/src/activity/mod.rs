@@ -206,6 +206,11 @@ impl Actor for ActivityActor {
                     let _ = toolset.cast(ToolsetMsg::InjectFailure);
                 }
             }
+            ActivityMsg::Rerun(calls) => {
+                for call in calls {
+                    call_dispatch::rerun(&state.env, call);
+                }
+            }
             ActivityMsg::Inspect(reply) => {
                 let _ = reply.send(state.inspect(&myself));
             }

@@ -360,9 +360,11 @@ impl SessionBuilder {
     /// it was on last, which `agents` makes by name (every agent it may be on after handoffs).
     ///
     /// Its history and every agent's context come back as they were stored; the calls that
-    /// were running when its process ended are settled by the `fail` policy — each ends as an
-    /// error that says it may or may not have completed, and nothing runs again — and the
-    /// first event after the agent's entry, `x_session_resumed`, names them. The agent does
+    /// were running when its process ended are settled by their tools' `on_interrupted`
+    /// policy (docs/durability.md#on-interrupted) — by default each ends as an error that says
+    /// it may or may not have completed, and nothing runs again; a `rerun` tool's body runs
+    /// again with the same idempotency key — and the first event after the agent's entry,
+    /// `x_session_resumed`, names them. The agent does
     /// not greet again. An unknown id, a session that closed, an agent `agents` does not make,
     /// or a store that fails is a [`SessionError::Resume`] naming what is wrong; nothing
     /// stored is changed then.

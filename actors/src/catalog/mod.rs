@@ -205,6 +205,12 @@ impl ToolCatalog {
         self.tools.get(name).map(|routed| &routed.tool)
     }
 
+    /// As [`get`](Self::get), with the toolset that runs it, whether the model sees it now or
+    /// not: a call a resume runs again was made when it did.
+    pub(crate) fn routed(&self, name: &str) -> Option<(&FunctionTool, &str)> {
+        self.tools.get(name).map(|routed| (&routed.tool, routed.toolset.as_str()))
+    }
+
     /// Starts the tool sources toolset `id` runs (its actor has started).
     pub(crate) fn start_sources(&self, id: &str) {
         self.sources.start(id);

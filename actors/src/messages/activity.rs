@@ -26,6 +26,19 @@ pub(crate) struct SpeechJob {
     pub span: tracing::Span,
 }
 
+/// A call that was running when its session's process ended, to run again after the resume
+/// (docs/durability.md#on-interrupted).
+#[derive(Debug)]
+pub(crate) struct RerunCall {
+    /// The call, as the model made it (same id, same arguments).
+    pub call: colloquy_model::FunctionCall,
+    /// The host approves it first (`ask`).
+    pub ask: bool,
+    /// The updates its context already holds (its first answer included): it numbers its own
+    /// after them.
+    pub updates: u32,
+}
+
 /// Everything an Activity actor handles.
 pub(crate) enum ActivityMsg {
     /// Queue a speech.
@@ -53,6 +66,9 @@ pub(crate) enum ActivityMsg {
     /// Make one of this Activity's toolsets panic (failure-isolation tests).
     #[cfg(feature = "test-hooks")]
     InjectToolsetFailure(String),
+    /// Run again the calls a resume found in doubt, in the background: each result comes as
+    /// its `_final` pair.
+    Rerun(Vec<RerunCall>),
     /// Describe this Activity (`SessionHandle::inspect`).
     Inspect(RpcReplyPort<ActivityPart>),
     /// Replace the mocked tool bodies of this agent's toolset.

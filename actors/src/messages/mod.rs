@@ -14,7 +14,7 @@ mod session;
 mod tool_call;
 mod toolset;
 
-pub(crate) use activity::{ActivityMsg, ActivityPart, SpeechContent, SpeechJob};
+pub(crate) use activity::{ActivityMsg, ActivityPart, RerunCall, SpeechContent, SpeechJob};
 pub(crate) use coalescer::{CoalescerMsg, CoalescerSlot, PendingReply};
 pub(crate) use link::{Plugins, SessionLink, SessionShared, TextWanted};
 pub(crate) use session::{

@@ -29,6 +29,9 @@ pub(crate) struct ExecuteCall {
     pub speech: SpeechControl,
     /// The call's `tracing` span (a child of the speech's); the tool's body runs in it.
     pub span: tracing::Span,
+    /// A call run again after a resume (docs/durability.md#on-interrupted): the model was
+    /// answered already, and this many of its updates are in the context.
+    pub resumed: Option<u32>,
 }
 
 /// What dispatch receives for a call: the output the model will see.

@@ -1,39 +1,55 @@
 //! A session resumed from its store (docs/durability.md): the calls that were running when its
 //! process ended are settled, and a store that fails ends the session.
 //!
-//! Decides `Committed` (each call in doubt gets its output) and `Resumed`; emits
-//! `x_session_resumed`, and `x_store_error` before closing with `store_failed`.
+//! Decides `Committed` (each call in doubt gets its output, or is told it runs again) and
+//! `Resumed`; emits `x_session_resumed`, and `x_store_error` before closing with
+//! `store_failed`.
 
 use std::sync::Arc;
 
-use colloquy_model::text::INTERRUPTED_BY_RESTART;
+use colloquy_model::text::{INTERRUPTED_ASK, INTERRUPTED_BY_RESTART, INTERRUPTED_RERUN};
 use colloquy_model::{
-    ChatItem, CloseReason, EventKind, FunctionCall, FunctionCallOutput, InDoubtOutcome, ResumedCall,
+    ChatItem, CloseReason, EventKind, FunctionCall, FunctionCallOutput, InDoubtOutcome,
+    OnInterrupted, ResumedCall,
 };
 use colloquy_store::{CallInDoubt, OwedReply};
 
 use super::parts::fact::Fact;
 use super::state::SessionState;
-use crate::messages::{ChildMsg, PendingReply};
+use crate::messages::{ActivityMsg, ChildMsg, PendingReply, RerunCall, mark_non_blocking};
 use crate::support::pair::Pair;
 
 impl SessionState {
-    /// Settles the calls in doubt by the default policy (`fail`): each gets an error output
-    /// that says it may or may not have completed, and nothing runs again. Deferred replies
-    /// the model was owed go to the coalescer again, so each is delivered once.
+    /// Settles each call in doubt by its tool's `on_interrupted` policy
+    /// (docs/durability.md#on-interrupted): `fail` ends it with an error that says it may or
+    /// may not have completed; `rerun` and `ask` tell the model it runs again and hand it to
+    /// the Activity, which runs it (after the host's approval, for `ask`) with the same call
+    /// id, so its result comes as a deferred reply. Deferred replies the model was owed go to
+    /// the coalescer again, so each is delivered once.
     pub(super) fn resumed(&mut self, in_doubt: Vec<CallInDoubt>, owed: Vec<OwedReply>) {
-        let mut outputs = Vec::with_capacity(in_doubt.len());
+        let mut items = Vec::with_capacity(in_doubt.len());
         let mut resumed = Vec::with_capacity(in_doubt.len());
+        let mut reruns = Vec::new();
         for CallInDoubt { call, .. } in in_doubt {
-            outputs.extend(self.interrupted(&call));
-            resumed.push(ResumedCall::new(call.call_id, call.name, InDoubtOutcome::Failed));
+            let outcome = self.outcome_of(&call);
+            let settled = self.interrupted(&call, outcome);
+            items.extend(settled.items);
+            resumed.push(ResumedCall::new(&call.call_id, &call.name, outcome));
+            if outcome != InDoubtOutcome::Failed {
+                let ask = outcome == InDoubtOutcome::Asked;
+                reruns.push(RerunCall { call, ask, updates: settled.updates });
+            }
         }
-        if !outputs.is_empty() {
+        if !items.is_empty() {
             let agent = Arc::clone(self.agent.current.shared_id());
-            self.commit(agent, None, outputs);
+            self.commit(agent, None, items);
         }
         self.apply(Fact::Resumed { in_doubt: &resumed });
         self.emit_now(EventKind::SessionResumed { in_doubt: resumed });
+        // After the `resumed` record: a call that runs again is in the journal once more.
+        if !reruns.is_empty() {
+            let _ = self.agent.current.activity().cast(ActivityMsg::Rerun(reruns));
+        }
         for reply in owed {
             let is_final = reply.update_id.ends_with("_final");
             self.await_reply(reply.update_id.clone());
@@ -48,40 +64,80 @@ impl SessionState {
         }
     }
 
-    /// The items that tell the model `call` was interrupted, as a provider reads them: its
+    /// What becomes of `call`: its tool's policy (else its toolsets', else the session's); a
+    /// tool the agent no longer has cannot run again, so it fails.
+    fn outcome_of(&self, call: &FunctionCall) -> InDoubtOutcome {
+        let Some(tool) = self.agent.current.catalog().get(&call.name) else {
+            return InDoubtOutcome::Failed;
+        };
+        match tool.limits().on_interrupted.unwrap_or(self.link.options.on_interrupted) {
+            OnInterrupted::Rerun => InDoubtOutcome::Rerun,
+            OnInterrupted::Ask => InDoubtOutcome::Asked,
+            _ => InDoubtOutcome::Failed,
+        }
+    }
+
+    /// The items that tell the model what became of `call`, as a provider reads them: its
     /// output after its call item (committed now if a blocking step never got to commit it),
     /// or, when it was answered already (provisionally, or by its first update), a
-    /// `<id>_final` pair.
-    fn interrupted(&self, call: &FunctionCall) -> Vec<ChatItem> {
-        let text = INTERRUPTED_BY_RESTART.replace("{name}", &call.name);
-        let context = self.conversation.context(self.agent.current.id());
-        let mentions = |output: bool| {
-            context.is_some_and(|c| {
-                c.iter().any(|item| match item {
-                    ChatItem::FunctionCall(c) => !output && c.call_id == call.call_id,
-                    ChatItem::FunctionCallOutput(o) => output && o.call_id == call.call_id,
-                    _ => false,
-                })
-            })
+    /// `<id>_final` pair for a failed call, and nothing for one that runs again (its result
+    /// comes as that pair). Also how many of its updates the context holds, so that a call
+    /// run again numbers its own after them.
+    fn interrupted(&self, call: &FunctionCall, outcome: InDoubtOutcome) -> Settled {
+        let text = match outcome {
+            InDoubtOutcome::Rerun => INTERRUPTED_RERUN,
+            InDoubtOutcome::Asked => INTERRUPTED_ASK,
+            _ => INTERRUPTED_BY_RESTART,
         };
+        let text = text.replace("{name}", &call.name);
+        let failed = outcome == InDoubtOutcome::Failed;
+        let context = self.conversation.context(self.agent.current.id());
+        let (mut has_call, mut answered, mut updates) = (false, false, 0);
+        for item in context.into_iter().flat_map(|c| c.iter()) {
+            match item {
+                ChatItem::FunctionCall(c) if c.call_id == call.call_id => has_call = true,
+                ChatItem::FunctionCallOutput(o) if o.call_id == call.call_id => answered = true,
+                ChatItem::FunctionCallOutput(o) => {
+                    let n = o.call_id.strip_prefix(call.call_id.as_str());
+                    let n = n.and_then(|rest| rest.strip_prefix("_update_"));
+                    if let Some(n) = n.and_then(|n| n.parse::<u32>().ok()) {
+                        updates = updates.max(n);
+                    }
+                }
+                _ => {}
+            }
+        }
         let clock = &self.link.clock;
-        if mentions(true) {
-            let id = format!("{}_final", call.call_id);
-            return Pair::new(clock, call, &id, text, true, false).items().to_vec();
+        if answered {
+            let items = match failed {
+                true => {
+                    let id = format!("{}_final", call.call_id);
+                    Pair::new(clock, call, &id, text, true, false).items().to_vec()
+                }
+                false => Vec::new(),
+            };
+            return Settled { items, updates: updates + 1 };
         }
         let output = ChatItem::FunctionCallOutput(FunctionCallOutput {
             id: clock.item_id(),
             call_id: call.call_id.clone(),
             name: call.name.clone(),
             output: text,
-            is_error: true,
+            is_error: failed,
             reply_required: false,
             created_at: clock.now(),
         });
-        match mentions(false) {
-            true => vec![output],
-            false => vec![ChatItem::FunctionCall(call.clone()), output],
+        let mut items = Vec::with_capacity(2);
+        if !has_call {
+            let mut call = call.clone();
+            if !failed {
+                // Answered for now: its result comes later, as a background call's does.
+                mark_non_blocking(&mut call.extra);
+            }
+            items.push(ChatItem::FunctionCall(call));
         }
+        items.push(output);
+        Settled { items, updates: 1 }
     }
 
     /// The store could not keep the journal: the session says so and closes, rather than go
@@ -116,4 +172,10 @@ impl SessionState {
             self.store_failed(why);
         }
     }
+}
+
+/// What a resume commits for a call in doubt, and the updates its context already numbers.
+struct Settled {
+    items: Vec<ChatItem>,
+    updates: u32,
 }

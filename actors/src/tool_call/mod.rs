@@ -182,6 +182,10 @@ impl CallHooks for Hooks {
         let cancel = self.cancel.clone();
         Box::pin(async move { cancel.cancelled().await })
     }
+
+    fn session_id(&self) -> Option<&str> {
+        Some(&self.session.id)
+    }
 }
 
 type Outcome = Result<ToolOutput, ToolError>;

@@ -16,7 +16,7 @@ use serde_json::{Map, Value};
 
 use super::{RunningCall, Stage, ToolsetState};
 use crate::catalog::Scope;
-use crate::messages::{CallOutcome, ChildMsg, ExecuteCall, ToolsetMsg};
+use crate::messages::{CallOutcome, ChildMsg, ExecuteCall, ToolsetMsg, mark_non_blocking};
 use crate::tool_call::{ToolCallActor, ToolCallArgs};
 
 /// A call that may run (its tool with a mock's body, if set) and its keys.
@@ -48,8 +48,10 @@ impl ToolsetState {
         reply: RpcReplyPort<CallOutcome>,
     ) -> Option<Admitted> {
         let mut exec = exec;
-        let admitted = self.resolve(&mut exec).and_then(|()| {
-            self.screen_duplicates(&exec.tool, &exec.call.call_id, &mut exec.arguments)
+        let admitted = self.resolve(&mut exec).and_then(|()| match exec.resumed {
+            // A call run again after a resume is the same call going on, no duplicate.
+            Some(_) => Ok(exec.tool.duplicate_key(&exec.arguments)),
+            None => self.screen_duplicates(&exec.tool, &exec.call.call_id, &mut exec.arguments),
         });
         match admitted {
             Ok(key) => {
@@ -172,7 +174,16 @@ impl ToolsetState {
     /// before-call hook it is screened at once, with one when the hook is done
     /// (docs/decisions.md#tool-control-order).
     pub(super) async fn start(&mut self, myself: ActorRef<ToolsetMsg>, admitted: Admitted) {
-        let Admitted { exec, keys, reply, recalled } = admitted;
+        let Admitted { mut exec, keys, reply, recalled } = admitted;
+        // Run again after a resume: answered already, so it goes on as a background call.
+        let answered = exec.resumed.unwrap_or(0);
+        let reply = match exec.resumed {
+            Some(_) => {
+                mark_non_blocking(&mut exec.call.extra);
+                None
+            }
+            None => Some(reply),
+        };
         let tool = exec.tool;
         let session = &self.args.session;
         let cancellable = tool.flags().cancellable;
@@ -225,9 +236,9 @@ impl ToolsetState {
                     keys,
                     cancellable,
                     speech: exec.speech,
-                    reply: Some(reply),
+                    reply,
                     call: exec.call,
-                    updates: 0,
+                    updates: answered,
                     started: now,
                     watch: super::watch::Watch::none(now),
                     // A call that may wait holds no place until it is let through; a
@@ -237,7 +248,7 @@ impl ToolsetState {
                         false => Stage::Running,
                     },
                     gate,
-                    update_offset: 0,
+                    update_offset: answered,
                     limits: caps,
                     cached,
                 });
@@ -258,7 +269,9 @@ impl ToolsetState {
                     message: Some(format!("could not start the tool call: {e}")),
                     cached: false,
                 });
-                let _ = reply.send(self.error_outcome(text::INTERNAL_ERROR));
+                if let Some(reply) = reply {
+                    let _ = reply.send(self.error_outcome(text::INTERNAL_ERROR));
+                }
             }
         }
     }

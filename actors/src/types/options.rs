@@ -37,6 +37,10 @@ pub struct SessionOptions {
     pub tool_deadline: Option<Duration>,
     /// The heartbeat of a call whose tool and toolsets set none (default `None`).
     pub tool_heartbeat: Option<Duration>,
+    /// What a resumed session does with a call that was running when its process ended, for
+    /// tools whose toolsets and themselves decide nothing (default `Fail`: the model reads that
+    /// it may or may not have completed; docs/durability.md#on-interrupted).
+    pub on_interrupted: colloquy_model::OnInterrupted,
     /// How many events a lossless subscriber (`subscribe`) may leave unread: past it the
     /// stream gets a last `x_stream_overflowed` item and ends, with a warning in the log,
     /// rather than growing without bound; the session and other subscribers go on. Default
@@ -81,6 +85,7 @@ impl Default for SessionOptions {
             max_tool_calls_per_turn: 20,
             tool_deadline: None,
             tool_heartbeat: None,
+            on_interrupted: colloquy_model::OnInterrupted::Fail,
             max_unread_events: 100_000,
             llm_timeout: Some(Duration::from_secs(30)),
             playout_timeout: Some(Duration::from_secs(60)),
@@ -97,6 +102,7 @@ impl SessionOptions {
         let mut limits = colloquy_model::CallLimits::default();
         limits.deadline = self.tool_deadline;
         limits.heartbeat = self.tool_heartbeat;
+        limits.on_interrupted = Some(self.on_interrupted);
         limits
     }
 }

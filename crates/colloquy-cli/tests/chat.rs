@@ -689,14 +689,25 @@ async fn a_chat_killed_mid_call_resumes_from_its_store_and_the_call_ends_once() 
     let row = stored_row(&db, &id).await;
     assert_eq!(row, ["open", "1"], "one call in doubt");
 
+    // The booking runs again (`rerun`, under the same idempotency key) and ends, once.
     let resumed = ["--resume", id.as_str()];
-    let second = colloquy(&[&chat[..], &resumed[..]].concat(), "did it work?\n/quit\n").await;
-    assert_eq!(second.code, Some(0), "{}\n{}", second.stdout, second.stderr);
+    let mut second = Driven::start(&[&chat[..], &resumed[..]].concat()).await;
+    second.wait_for("book_flight #1 done: ").await;
+    second.send("/quit").await;
+    second.close_input();
+    let (code, text) = second.end().await;
+    assert_eq!(code, Some(0), "{text}");
     assert_lines_in_order(
-        &second.stdout,
-        &["── session resumed ──", "book_flight was interrupted by the restart"],
+        &text,
+        &[
+            "── session resumed ──",
+            "book_flight was interrupted by the restart: it runs again",
+            "tool ▸ book_flight #1 started",
+            "Searching Saturday flights",
+            "book_flight #1 done: ",
+            "session suspended: it can resume",
+        ],
     );
-    assert!(second.stdout.contains("session suspended: it can resume"), "{}", second.stdout);
     let row = stored_row(&db, &id).await;
     assert_eq!(row, ["open", "0"], "settled once");
 

@@ -32,7 +32,9 @@
 //! `requires_approval` (every call waits for `SessionHandle::approve`; a predicate over the
 //! arguments: `.requires_approval_if(…)` on the returned tool), `max_concurrent = 4` (at most
 //! that many calls at once, later ones queued), `idempotent = "10m"` (a result that ended
-//! `done` answers the same call again for that long without running).
+//! `done` answers the same call again for that long without running), `on_interrupted =
+//! "fail" | "rerun" | "ask"` (what a resumed session does with a call its process left
+//! running).
 
 mod docs;
 mod options;

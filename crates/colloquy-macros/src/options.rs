@@ -1,7 +1,7 @@
 //! The attribute's options: `#[function_tool(name = "…", cancellable, on_duplicate = "…",
 //! duplicate_scope = "…" | ["arg", …], deadline = "30s", heartbeat = "10s",
 //! retry(attempts = 3, backoff = "200ms", factor = 2, max_backoff = "5s", attempt_timeout = "2s"),
-//! requires_approval, max_concurrent = 4, idempotent = "10m")]`.
+//! requires_approval, max_concurrent = 4, idempotent = "10m", on_interrupted = "rerun")]`.
 
 use quote::quote;
 use syn::parse::{Parse, ParseStream};
@@ -31,6 +31,8 @@ pub(crate) struct Options {
     idempotent: Option<u64>,
     note_remembered: bool,
     retry: Option<Retry>,
+    /// `fail`, `rerun` or `ask`.
+    on_interrupted: Option<String>,
 }
 
 /// `retry(…)`: attempts and backoff are required; durations in milliseconds.
@@ -151,6 +153,13 @@ impl Parse for Options {
                 "retry" => options.retry = Some(Retry::parse(&key, input)?),
                 "idempotent" => options.idempotent = Some(millis(&value(input)?)?),
                 "note_remembered" => options.note_remembered = true,
+                "on_interrupted" => {
+                    let v = value(input)?;
+                    if !["fail", "rerun", "ask"].contains(&v.value().as_str()) {
+                        return Err(syn::Error::new(v.span(), "expected fail, rerun or ask"));
+                    }
+                    options.on_interrupted = Some(v.value());
+                }
                 "max_concurrent" => {
                     input.parse::<Token![=]>()?;
                     let n: syn::LitInt = input.parse()?;
@@ -166,7 +175,7 @@ impl Parse for Options {
                             "unknown option `{other}` (expected name, description, cancellable, \
                              ignore_on_enter, on_duplicate, duplicate_scope, deadline, \
                              heartbeat, retry, requires_approval, max_concurrent, \
-                             idempotent or note_remembered)"
+                             idempotent, note_remembered or on_interrupted)"
                         ),
                     ));
                 }
@@ -242,6 +251,14 @@ impl Options {
         }
         if let Some(ms) = self.idempotent {
             calls.push(quote!(.idempotent(::std::time::Duration::from_millis(#ms))));
+        }
+        if let Some(policy) = &self.on_interrupted {
+            let policy = match policy.as_str() {
+                "rerun" => quote!(Rerun),
+                "ask" => quote!(Ask),
+                _ => quote!(Fail),
+            };
+            calls.push(quote!(.on_interrupted(::colloquy::tools::OnInterrupted::#policy)));
         }
         if self.on_duplicate.is_some() || self.duplicate_scope.is_some() {
             let policy = match self.on_duplicate.as_ref().map(|(v, _)| v.as_str()) {

@@ -194,6 +194,19 @@ fn max_concurrent_and_idempotent_set_what_the_builder_sets() {
     );
 }
 
+/// Pay an order, once: the payment service deduplicates by the call's idempotency key.
+#[function_tool(on_interrupted = "rerun")]
+async fn pay(ctx: RunContext, order_id: String) -> Result<String, ToolError> {
+    Ok(format!("paid {order_id} under {}", ctx.idempotency_key()))
+}
+
+#[test]
+fn on_interrupted_sets_what_the_builder_sets() {
+    use colloquy::tools::OnInterrupted;
+    assert_eq!(pay().limits().on_interrupted, Some(OnInterrupted::Rerun));
+    assert_eq!(charge().limits().on_interrupted, None, "the session's default applies");
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_tool_runs_in_a_session_and_bad_arguments_reach_the_model() {
     let llm = ScriptedLlm::new([

@@ -7,12 +7,15 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::resumed::OnInterrupted;
+
 /// Whether a call needs the host's approval, over its validated arguments.
 pub(crate) type ApprovalCheck = dyn Fn(&Value) -> bool + Send + Sync;
 
-/// How long a call may run, enforced by the runtime on the session clock. A field left `None`
-/// falls back to the enclosing toolset's, then to the session's default
-/// (`SessionOptions::tool_deadline`, `tool_heartbeat`).
+/// How long a call may run, enforced by the runtime on the session clock, and what becomes of
+/// it when a restart cuts it off. A field left `None` falls back to the enclosing toolset's,
+/// then to the session's default (`SessionOptions::tool_deadline`, `tool_heartbeat`,
+/// `on_interrupted`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct CallLimits {
@@ -20,6 +23,8 @@ pub struct CallLimits {
     pub deadline: Option<Duration>,
     /// The call ends `timed_out` when this long passes without an update from its body.
     pub heartbeat: Option<Duration>,
+    /// What a resumed session does with the call if its process ended while it ran.
+    pub on_interrupted: Option<OnInterrupted>,
 }
 
 impl CallLimits {
@@ -28,6 +33,7 @@ impl CallLimits {
         CallLimits {
             deadline: self.deadline.or(defaults.deadline),
             heartbeat: self.heartbeat.or(defaults.heartbeat),
+            on_interrupted: self.on_interrupted.or(defaults.on_interrupted),
         }
     }
 

@@ -48,7 +48,7 @@ pub use event::{
 };
 pub use llm::{FinishReason, LlmErrorKind, Usage};
 pub use output::{Handoff, IntoToolOutput, Json, StopResponse, ToolOutput, ToolResult};
-pub use resumed::{InDoubtOutcome, ResumedCall};
+pub use resumed::{InDoubtOutcome, OnInterrupted, ResumedCall};
 pub use run_context::{CallHooks, PostedUpdate, RunContext, UpdateMessage, UpdateOptions};
 pub use run_result::{RunExpect, RunResult};
 pub use templates::{ResolvedTemplates, Template, Templates};

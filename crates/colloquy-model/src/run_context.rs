@@ -76,6 +76,10 @@ pub trait CallHooks: Send + Sync {
     fn disallow_interruptions(&self) -> Result<(), String>;
     /// Resolves when the call is cancelled; asking marks the call cooperative (decision 20).
     fn cancelled(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+    /// The id of the session the call runs in (`None` outside one).
+    fn session_id(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// The context handed to every tool body: the call it answers, the speech that dispatched it,
@@ -249,6 +253,27 @@ impl RunContext {
     /// The call id the model gave.
     pub fn call_id(&self) -> &str {
         &self.inner.function_call.call_id
+    }
+
+    /// A key that names this call and no other, the same each time its body runs: every
+    /// attempt of a retried call, and a call run again after a restart
+    /// (`on_interrupted = "rerun"`, docs/durability.md#on-interrupted). Pass it to a service
+    /// that deduplicates requests (a payment API's idempotency key), so that work done once
+    /// is not done twice. `<session id>:<call id>`; outside a session, the call id.
+    ///
+    /// ```
+    /// # use colloquy_model::{FunctionCall, RunContext, Timestamp};
+    /// # let call = FunctionCall { id: "g/fnc_0".into(), call_id: "c1".into(), name: "pay".into(),
+    /// #     arguments: "{}".into(), extra: Default::default(), created_at: Timestamp::default() };
+    /// let ctx = RunContext::new(call, "s1", "billing", None);
+    /// assert_eq!(ctx.idempotency_key(), "c1");
+    /// ```
+    pub fn idempotency_key(&self) -> String {
+        let session = self.inner.hooks.as_deref().and_then(CallHooks::session_id);
+        match session {
+            Some(session) => format!("{session}:{}", self.call_id()),
+            None => self.call_id().to_string(),
+        }
     }
 
     /// The id of the speech that dispatched this call (`s1`, `s2`, …).

@@ -59,6 +59,16 @@ pub const STILL_RUNNING: &str = "The tool call is still in progress.";
 pub const INTERRUPTED_BY_RESTART: &str = "`{name}` was interrupted by a restart: it may or may not have completed. Check before \
      doing it again.";
 
+/// The output a call of a `rerun` tool gets when its session resumes after the process that
+/// ran it ended while it was running: it runs again, and its result follows as a deferred
+/// reply (docs/durability.md#on-interrupted).
+pub const INTERRUPTED_RERUN: &str =
+    "`{name}` was interrupted by a restart: it is running again, and its result will follow.";
+
+/// As [`INTERRUPTED_RERUN`], for an `ask` tool: it runs again only if the host approves.
+pub const INTERRUPTED_ASK: &str = "`{name}` was interrupted by a restart: it runs again if \
+     approved, and its result will follow.";
+
 /// Why a call waiting for approval was rejected when nobody answered in time.
 pub fn approval_timed_out(after: std::time::Duration) -> String {
     format!("no answer within {} s", seconds(after))

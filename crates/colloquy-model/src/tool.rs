@@ -295,6 +295,15 @@ impl FunctionTool {
         self
     }
 
+    /// What a resumed session does with a call of this tool that was running when its process
+    /// ended (docs/durability.md#on-interrupted): `Fail` (the default), `Rerun` with the same
+    /// [`RunContext::idempotency_key`], or `Ask` the host. Overrides its toolsets' and the
+    /// session's.
+    pub fn on_interrupted(mut self, policy: crate::OnInterrupted) -> Self {
+        Arc::make_mut(&mut self.controls).limits.on_interrupted = Some(policy);
+        self
+    }
+
     /// Marks the tool safe to retry: a failed or timed-out attempt runs again under `policy`,
     /// each retry reported as an `x_tool_call_retry` event. Only for bodies that may run twice
     /// (a lookup, not a payment).

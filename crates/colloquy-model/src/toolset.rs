@@ -135,6 +135,15 @@ impl Toolset {
         self
     }
 
+    /// What a resumed session does with a call of every tool in this toolset that neither it
+    /// nor an inner toolset decides, if the call was running when the session's process
+    /// ended; see [`FunctionTool::on_interrupted`].
+    pub fn on_interrupted(mut self, policy: crate::OnInterrupted) -> Self {
+        self.limits.on_interrupted = Some(policy);
+        self.inherit(self.inherited, self.shared.clone());
+        self
+    }
+
     /// The limits this toolset gives its tools: its own, else an enclosing toolset's.
     #[doc(hidden)] // the runtime's seam, not an API: docs/decisions.md#facade
     pub fn limits(&self) -> CallLimits {

@@ -379,6 +379,9 @@ fn scripted_tool(def: &ToolDef, defs: &Arc<Defs>) -> FunctionTool {
     if let Some(window) = def.idempotent {
         tool = tool.idempotent(window);
     }
+    if let Some(policy) = def.on_interrupted {
+        tool = tool.on_interrupted(policy);
+    }
     if def.cancellable { tool.cancellable() } else { tool }
 }
 

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use colloquy::tools::{DuplicateScope, OnDuplicate, RetryPolicy};
+use colloquy::tools::{DuplicateScope, OnDuplicate, OnInterrupted, RetryPolicy};
 use serde_json::Value;
 
 use crate::ScenarioError;
@@ -42,6 +42,9 @@ pub struct ToolDef {
     pub idempotent: Option<Duration>,
     /// `note_remembered`: a remembered result tells the model so.
     pub note_remembered: bool,
+    /// `on_interrupted`: `fail`, `rerun` or `ask` (what a resumed session does with a call
+    /// that was running when its process ended).
+    pub on_interrupted: Option<OnInterrupted>,
 }
 
 /// One step of a tool body.
@@ -220,6 +223,10 @@ pub(crate) fn parse_tool(name: String, mut o: Obj) -> Result<ToolDef, ScenarioEr
     let max_concurrent = max_concurrent(&mut o)?;
     let idempotent = o.positive_millis("idempotent_ms")?;
     let note_remembered = o.bool("note_remembered")?.unwrap_or(false);
+    let on_interrupted = match o.string("on_interrupted")? {
+        None => None,
+        Some(policy) => Some(policy.parse().map_err(|e| invalid(&o.at("on_interrupted"), e))?),
+    };
     let body_path = o.at("body");
     let mut body: Vec<BodyStep> = Vec::new();
     for (i, v) in o.array("body")?.into_iter().enumerate() {
@@ -245,6 +252,7 @@ pub(crate) fn parse_tool(name: String, mut o: Obj) -> Result<ToolDef, ScenarioEr
         max_concurrent,
         idempotent,
         note_remembered,
+        on_interrupted,
     })
 }
 

@@ -136,6 +136,20 @@ fn a_duplicate_scope_names_declared_properties_only() {
 }
 
 #[test]
+fn an_on_interrupted_policy_is_one_of_three() {
+    let tool = |policy: &str| {
+        format!(r#"{{"tools": {{"t": {{"on_interrupted": "{policy}"}}}}, {MINIMAL}}}"#)
+    };
+    assert_eq!(
+        file_error(&tool("retry")),
+        "tools.t.on_interrupted: `retry` is no on_interrupted policy: fail, rerun or ask"
+    );
+    for policy in ["fail", "rerun", "ask"] {
+        assert!(run_str(&tool(policy)).is_ok(), "`{policy}` is read");
+    }
+}
+
+#[test]
 fn concurrency_caps_and_memory_windows_must_be_positive() {
     let tool = format!(r#"{{"tools": {{"t": {{"max_concurrent": 0}}}}, {MINIMAL}}}"#);
     assert_eq!(file_error(&tool), "tools.t.max_concurrent: must be at least 1");

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
-use colloquy::events::{EventKind, ToolCallStatus};
+use colloquy::events::{EventKind, InDoubtOutcome, ToolCallStatus};
 use colloquy::llm::FinishReason;
 use colloquy::toolsets::END_CALL;
 
@@ -287,11 +287,30 @@ impl EventLines {
             EventKind::SessionResumed { in_doubt } => {
                 let mut lines = vec![(Style::Dim, "  ── session resumed ──".to_owned())];
                 for call in in_doubt {
-                    let line = format!(
-                        "  tool x {} was interrupted by the restart: it may or may not have completed",
-                        clean::line(&call.name)
-                    );
-                    lines.push((Style::Error, line));
+                    let name = clean::line(&call.name);
+                    let (style, line) = match call.outcome {
+                        InDoubtOutcome::Rerun => (
+                            Style::Dim,
+                            format!(
+                                "  tool ~ {name} was interrupted by the restart: it runs again"
+                            ),
+                        ),
+                        InDoubtOutcome::Asked => (
+                            Style::Dim,
+                            format!(
+                                "  tool ? {name} was interrupted by the restart: approve it to \
+                                 run it again"
+                            ),
+                        ),
+                        _ => (
+                            Style::Error,
+                            format!(
+                                "  tool x {name} was interrupted by the restart: it may or may \
+                                 not have completed"
+                            ),
+                        ),
+                    };
+                    lines.push((style, line));
                 }
                 lines
             }

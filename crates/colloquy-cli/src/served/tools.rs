@@ -63,13 +63,16 @@ pub fn weather_tool(pause: Duration) -> FunctionTool {
 /// A background booking tool: it narrates its progress with `ctx.update()` while it works,
 /// each step taking `pause`. A booking is done once: while one runs, the same trip is refused
 /// (the model reads that it is already running), and for ten minutes after it ended `done` the
-/// same trip gets the remembered confirmation instead of a second booking.
+/// same trip gets the remembered confirmation instead of a second booking. A booking cut off
+/// by a restart runs again after the resume under the same idempotency key, which a booking
+/// system dedupes by: the same confirmation, never a second seat.
 pub fn booking_tool(pause: Duration) -> FunctionTool {
     let trip = DuplicateScope::args(["origin", "destination", "date"]);
     booking_body(pause)
         .on_duplicate(OnDuplicate::Reject, trip)
         .idempotent(Duration::from_secs(600))
         .note_remembered()
+        .on_interrupted(OnInterrupted::Rerun)
 }
 
 fn booking_body(pause: Duration) -> FunctionTool {

@@ -1,0 +1,225 @@
+//! What a resumed session does with a call that was running when its process ended, by its
+//! tool's `on_interrupted` policy (docs/durability.md#on-interrupted): `rerun` runs it again
+//! with the same idempotency key, `ask` asks the host first.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+
+use crate::common::*;
+use crate::durable::{crashed, drain, resumed_calls, stored};
+use colloquy::prelude::*;
+use colloquy::session::SessionOptions;
+use colloquy::store::{MemoryStore, Record};
+use colloquy::tools::OnInterrupted;
+
+/// A payment service that deduplicates by idempotency key, as payment APIs do: the keys of
+/// the requests it got, and those it charged (each once).
+#[derive(Default)]
+struct Payments {
+    requests: Mutex<Vec<String>>,
+    charged: Mutex<BTreeSet<String>>,
+}
+
+/// `pay`, which asks `service` to charge under the call's idempotency key, taking `millis`.
+fn pay(service: &Arc<Payments>, millis: u64) -> FunctionTool {
+    let service = Arc::clone(service);
+    FunctionTool::new("pay", "Pay the bill.", move |ctx: RunContext, _a: NoArgs| {
+        let service = Arc::clone(&service);
+        async move {
+            let key = ctx.idempotency_key();
+            service.requests.lock().unwrap().push(key.clone());
+            tokio::time::sleep(ms(millis)).await;
+            service.charged.lock().unwrap().insert(key);
+            Ok::<_, ToolError>("paid")
+        }
+    })
+}
+
+/// A session whose `pay` call (`c1`) is running when its process dies: its id, and the store
+/// as the crash left it.
+async fn crash_while_paying(
+    tool: FunctionTool,
+    options: SessionOptions,
+) -> (String, Arc<MemoryStore>) {
+    let store = Arc::new(MemoryStore::new());
+    let builder = Session::builder().store(store.clone()).options(options);
+    let script = vec![call("c1", "pay", "{}"), text("Paying now.")];
+    let first = Harness::start_with(builder, Agent::new("A", "inst").tool(tool), script).await;
+    first.session.user_turn("pay my bill").await.unwrap();
+    let id = first.session.id().to_owned();
+    stored(&*store, &id, |r| matches!(r, Record::CallStarted { .. })).await;
+    tokio::time::sleep(ms(10)).await; // the body has started
+    (id.clone(), crashed(&*store, &id))
+}
+
+/// Waits until the session's history holds an output of `call_id`.
+async fn answered(session: &SessionHandle, call_id: &str) -> Vec<ChatItem> {
+    for _ in 0..1_000 {
+        let history = session.history().await.unwrap();
+        let has = |i: &ChatItem| i.as_function_call_output().is_some_and(|o| o.call_id == call_id);
+        if history.iter().any(has) {
+            return history;
+        }
+        tokio::time::sleep(ms(10)).await;
+    }
+    panic!("`{call_id}` never came")
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rerun_tool_runs_again_with_its_key_and_its_result_reaches_the_model() {
+    let service = Arc::new(Payments::default());
+    let slow = pay(&service, 60_000).on_interrupted(OnInterrupted::Rerun);
+    let (id, store) = crash_while_paying(slow, SessionOptions::default()).await;
+    assert_eq!(service.requests.lock().unwrap().len(), 1, "the first body ran");
+
+    let fast = pay(&service, 100).on_interrupted(OnInterrupted::Rerun);
+    let agents =
+        move |name: &str| (name == "A").then(|| Agent::new("A", "inst").tool(fast.clone()));
+    let llm = ScriptedLlm::new([text("Your bill is paid.")]).recording();
+    let mut builder = Session::builder().llm(llm.clone()).store(store.clone());
+    let mut events = builder.subscribe();
+    let session = builder.resume(&id, agents).await.expect("it resumes");
+    let history = answered(&session, "c1_final").await;
+    session.wait_for_idle().await.unwrap();
+
+    let seen = drain(&mut events);
+    assert_eq!(resumed_calls(&seen), [vec![("c1".to_owned(), "pay:Rerun".to_owned())]]);
+    let key = format!("{id}:c1");
+    assert_eq!(*service.requests.lock().unwrap(), [key.clone(), key.clone()], "one key, twice");
+    assert_eq!(*service.charged.lock().unwrap(), BTreeSet::from([key]), "charged once");
+
+    let shown = show(&history);
+    let calls: Vec<&String> = shown.iter().filter(|s| s.contains("#c1")).collect();
+    assert_eq!(
+        calls,
+        [
+            "call(pay#c1 {})",
+            "out(#c1,\"`pay` was interrupted by a restart: it is running again, and its result \
+             will follow.\",ok,rr=F)",
+            "call(pay#c1_final {})",
+            "out(#c1_final,\"paid\",ok,rr=T)",
+        ],
+        "{shown:?}"
+    );
+    // The result is a deferred reply: the model reads it and answers.
+    let request = llm.requests().pop().expect("the deferred reply's request");
+    let read = request.items.iter().filter_map(ChatItem::as_function_call_output);
+    assert!(read.clone().any(|o| o.call_id == "c1_final" && o.output == "paid"), "{request:?}");
+    assert!(message_texts(&session).await.contains(&"Your bill is paid.".to_owned()));
+
+    // The call ends once, in the journal too: a second crash finds nothing in doubt.
+    stored(&*store, &id, |r| matches!(r, Record::CallEnded { call_id } if call_id == "c1")).await;
+    let mut builder = Session::builder().llm(ScriptedLlm::new([])).store(crashed(&*store, &id));
+    let mut events = builder.subscribe();
+    let agents = |name: &str| (name == "A").then(|| Agent::new("A", "inst").tool(pay(&service, 1)));
+    builder.resume(&id, agents).await.unwrap().wait_for_idle().await.unwrap();
+    assert_eq!(resumed_calls(&drain(&mut events)), [Vec::<(String, String)>::new()]);
+}
+
+/// The session's messages, in order.
+async fn message_texts(session: &SessionHandle) -> Vec<String> {
+    let history = session.history().await.unwrap();
+    history.iter().filter_map(|i| i.as_message().map(|m| m.text.clone())).collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_ask_call_runs_again_only_once_the_host_approves() {
+    // The session's default, inherited by a tool that sets none.
+    let options = SessionOptions { on_interrupted: OnInterrupted::Ask, ..Default::default() };
+    let service = Arc::new(Payments::default());
+    let (id, store) = crash_while_paying(pay(&service, 60_000), options.clone()).await;
+
+    let agents =
+        |name: &str| (name == "A").then(|| Agent::new("A", "inst").tool(pay(&service, 100)));
+    let llm = ScriptedLlm::new([text("Paid.")]);
+    let mut builder = Session::builder().llm(llm).store(store).options(options);
+    let mut events = builder.subscribe();
+    let session = builder.resume(&id, agents).await.expect("it resumes");
+    tokio::time::sleep(ms(1_000)).await;
+    let seen = drain(&mut events);
+    assert_eq!(resumed_calls(&seen), [vec![("c1".to_owned(), "pay:Asked".to_owned())]]);
+    let asked = seen.iter().any(
+        |e| matches!(&e.kind, EventKind::ToolApprovalRequested { call_id, .. } if call_id == "c1"),
+    );
+    assert!(asked, "{seen:?}");
+    assert_eq!(service.requests.lock().unwrap().len(), 1, "nothing ran before the answer");
+
+    session.approve("c1").await.expect("the call waits for approval");
+    let history = answered(&session, "c1_final").await;
+    assert_eq!(service.requests.lock().unwrap().len(), 2, "approved, it ran again");
+    assert!(show(&history).contains(&"out(#c1_final,\"paid\",ok,rr=T)".to_owned()));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rejected_ask_call_ends_rejected_and_never_runs_again() {
+    let service = Arc::new(Payments::default());
+    let tool = pay(&service, 60_000).on_interrupted(OnInterrupted::Ask);
+    let (id, store) = crash_while_paying(tool, SessionOptions::default()).await;
+
+    let again = pay(&service, 100).on_interrupted(OnInterrupted::Ask);
+    let agents =
+        move |name: &str| (name == "A").then(|| Agent::new("A", "inst").tool(again.clone()));
+    let mut builder = Session::builder().llm(ScriptedLlm::new([text("Not paid.")])).store(store);
+    let mut events = builder.subscribe();
+    let session = builder.resume(&id, agents).await.unwrap();
+    tokio::time::sleep(ms(100)).await;
+    session.reject("c1", "the user paid by phone").await.expect("it waits for approval");
+    let history = answered(&session, "c1_final").await;
+    session.wait_for_idle().await.unwrap();
+    assert_eq!(service.requests.lock().unwrap().len(), 1, "rejected, it never ran again");
+    let last = history.iter().filter_map(ChatItem::as_function_call_output).next_back().unwrap();
+    assert_eq!(last.call_id, "c1_final");
+    assert!(last.output.contains("the user paid by phone"), "{last:?}");
+    let ended = tool_events(&drain(&mut events));
+    assert!(ended.iter().any(|e| e.starts_with("E(c1_final,rejected")), "{ended:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rerun_call_answered_before_the_crash_numbers_its_updates_after_the_old_ones() {
+    let first_run = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let track = {
+        let first_run = Arc::clone(&first_run);
+        FunctionTool::new("track", "Track a parcel.", move |ctx: RunContext, _a: NoArgs| {
+            let first = first_run.swap(false, std::sync::atomic::Ordering::SeqCst);
+            async move {
+                ctx.update("looking it up").await?;
+                if first {
+                    ctx.update("still looking").await?;
+                    tokio::time::sleep(ms(60_000)).await;
+                }
+                tokio::time::sleep(ms(100)).await;
+                Ok::<_, ToolError>("delivered")
+            }
+        })
+        .on_interrupted(OnInterrupted::Rerun)
+    };
+    let store = Arc::new(MemoryStore::new());
+    let script = vec![call("c1", "track", "{}"), text("Looking."), text("Still."), text("ok")];
+    let builder = Session::builder().store(store.clone());
+    let first =
+        Harness::start_with(builder, Agent::new("A", "inst").tool(track.clone()), script).await;
+    first.turn("where is my parcel?").await;
+    let id = first.session.id().to_owned();
+    answered(&first.session, "c1_update_1").await;
+    stored(&*store, &id, |r| match r {
+        Record::ItemsCommitted { items, .. } => items
+            .iter()
+            .any(|i| i.as_function_call_output().is_some_and(|o| o.call_id == "c1_update_1")),
+        _ => false,
+    })
+    .await;
+
+    let agents =
+        move |name: &str| (name == "A").then(|| Agent::new("A", "inst").tool(track.clone()));
+    let llm = ScriptedLlm::new([text("It is on its way."), text("Delivered!")]);
+    let builder = Session::builder().llm(llm).store(crashed(&*store, &id));
+    let session = builder.resume(&id, agents).await.unwrap();
+    let history = answered(&session, "c1_final").await;
+    let ids: Vec<&str> = history
+        .iter()
+        .filter_map(ChatItem::as_function_call_output)
+        .map(|o| o.call_id.as_str())
+        .collect();
+    // Its first answer and update from before the crash, then the run's, numbered on.
+    assert_eq!(ids, ["c1", "c1_update_1", "c1_update_2", "c1_final"], "{:?}", show(&history));
+}
