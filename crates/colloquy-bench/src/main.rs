@@ -12,6 +12,8 @@
 //! ```sh
 //! cargo run --release -p colloquy-bench -- --sessions 1000 --turns 5 --tool-ms 0
 //! cargo run --release -p colloquy-bench -- --idle-sessions 10000
+//! cargo run --release -p colloquy-bench -- --sessions 1000 --store target/bench.db  # durable
+//! cargo run --release -p colloquy-bench -- --resume-turns 150 --store target/bench.db
 //! ```
 
 use std::process::ExitCode;
@@ -52,10 +54,13 @@ struct Driven {
 }
 
 /// Starts one session, waits for every session to be started, then runs its turns.
-async fn drive(turns: u32, tool_ms: u64, start: StartLine) -> Driven {
+async fn drive(turns: u32, tool_ms: u64, start: StartLine, store: Option<Store>) -> Driven {
     let mut result = SessionResult::default();
     let llm = workload::llm();
     let mut builder = Session::builder().llm(llm.clone()).user_away_timeout(None);
+    if let Some(store) = store {
+        builder = builder.store(store);
+    }
     let mut events = builder.subscribe_to(workload::event_filter());
     let started = builder.start(workload::agent(tool_ms));
     let session = match started.await {
@@ -117,20 +122,38 @@ async fn wait_for_delivery(events: &mut EventStream, final_id: &str, seen: &mut 
     false
 }
 
+type Store = std::sync::Arc<dyn colloquy::store::SessionStore>;
+
 struct Args {
     load: Load,
     idle_sessions: Option<usize>,
+    /// Every session journals to a fresh SQLite file here.
+    store: Option<std::path::PathBuf>,
+    /// Measure a resume of a session of this many turns instead (needs `--store`).
+    resume_turns: Option<u32>,
 }
 
 fn parse_args() -> Result<Args, String> {
-    let mut args = Args { load: Load::new(0), idle_sessions: None };
+    let mut args =
+        Args { load: Load::new(0), idle_sessions: None, store: None, resume_turns: None };
     bench_support::parse_options(&mut args.load, |flag, value| match flag {
         "--idle-sessions" => {
             args.idle_sessions = Some(number(flag, value)?);
             Ok(true)
         }
+        "--store" => {
+            args.store = Some(value.into());
+            Ok(true)
+        }
+        "--resume-turns" => {
+            args.resume_turns = Some(number(flag, value)?);
+            Ok(true)
+        }
         _ => Ok(false),
     })?;
+    if args.resume_turns.is_some() && args.store.is_none() {
+        return Err("--resume-turns needs --store FILE".into());
+    }
     Ok(args)
 }
 
@@ -175,8 +198,13 @@ async fn run(args: &Args) -> (serde_json::Value, bool) {
     let (_, rss_before, _) = usage();
     let start = StartLine::new(args.load.sessions);
     let (turns, tool_ms) = (args.load.turns, args.load.tool_ms);
+    let store = match args.store.as_deref().map(bench_support::durable::fresh_store) {
+        Some(Err(e)) => return (json!({"error": e}), false),
+        Some(Ok(store)) => Some(store),
+        None => None,
+    };
     let tasks: Vec<_> = (0..args.load.sessions)
-        .map(|_| tokio::spawn(drive(turns, tool_ms, start.clone())))
+        .map(|_| tokio::spawn(drive(turns, tool_ms, start.clone(), store.clone())))
         .collect();
     start.ready.wait().await; // every session started
     let (cpu_before, rss_after_setup, _) = usage();
@@ -219,6 +247,7 @@ async fn run(args: &Args) -> (serde_json::Value, bool) {
     let report = json!({
         "framework": "colloquy",
         "allocator": if cfg!(feature = "mimalloc") { "mimalloc" } else { "system" },
+        "store": if store.is_some() { "sqlite" } else { "none" },
         "nproc": std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
         "sessions": args.load.sessions,
         "turns": args.load.turns,
@@ -249,14 +278,21 @@ async fn run(args: &Args) -> (serde_json::Value, bool) {
 }
 
 fn main() -> ExitCode {
-    let usage = "[--sessions K] [--turns T] [--tool-ms M] | --idle-sessions N";
+    let usage = "[--sessions K] [--turns T] [--tool-ms M] [--store FILE] | --idle-sessions N \
+                 | --resume-turns N --store FILE";
     let (args, runtime) = match bench_support::start("colloquy-bench", usage, parse_args) {
         Ok(started) => started,
         Err(status) => return status,
     };
-    let (report, ok) = match args.idle_sessions {
-        Some(n) => runtime.block_on(idle(n)),
-        None => runtime.block_on(run(&args)),
+    let (report, ok) = match (args.idle_sessions, args.resume_turns, &args.store) {
+        (Some(n), ..) => runtime.block_on(idle(n)),
+        (None, Some(turns), Some(path)) => {
+            match runtime.block_on(bench_support::durable::resume_time(path, turns, 5)) {
+                Ok(report) => (report, true),
+                Err(e) => (json!({"error": e}), false),
+            }
+        }
+        _ => runtime.block_on(run(&args)),
     };
     println!("{report}");
     if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE }
