@@ -205,11 +205,11 @@ async fn a_session_in_a_sqlite_file_resumes_from_a_second_opening_of_it() {
 
 /// A store in memory with a disk's troubles: it fails every append after the first `ok`, and
 /// holds every append with a record `hold` picks until `released` (a slow disk).
-struct Disk {
+pub(crate) struct Disk {
     inner: MemoryStore,
     ok: std::sync::atomic::AtomicUsize,
     hold: fn(&Record) -> bool,
-    released: std::sync::atomic::AtomicBool,
+    pub(crate) released: std::sync::atomic::AtomicBool,
     holding: std::sync::atomic::AtomicBool,
 }
 
@@ -219,12 +219,12 @@ impl Disk {
         Self { inner: MemoryStore::new(), ok: ok.into(), hold: |_| false, released, holding }
     }
 
-    fn slow(hold: fn(&Record) -> bool) -> Self {
+    pub(crate) fn slow(hold: fn(&Record) -> bool) -> Self {
         Self { hold, ..Self::failing_after(usize::MAX) }
     }
 
     /// Waits (real time, at most 5 s) until an append is held.
-    async fn wait_until_holding(&self) {
+    pub(crate) async fn wait_until_holding(&self) {
         for _ in 0..5_000 {
             if self.holding.load(std::sync::atomic::Ordering::SeqCst) {
                 return;

@@ -223,3 +223,118 @@ async fn a_rerun_call_answered_before_the_crash_numbers_its_updates_after_the_ol
     // Its first answer and update from before the crash, then the run's, numbered on.
     assert_eq!(ids, ["c1", "c1_update_1", "c1_update_2", "c1_final"], "{:?}", show(&history));
 }
+
+/// `refund`, counting its bodies, taking `millis`.
+fn refund(runs: &Arc<std::sync::atomic::AtomicU32>, millis: u64) -> FunctionTool {
+    let runs = Arc::clone(runs);
+    FunctionTool::new("refund", "Refund an order.", move |_ctx: RunContext, _a: NoArgs| {
+        let runs = Arc::clone(&runs);
+        async move {
+            runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            tokio::time::sleep(ms(millis)).await;
+            Ok::<_, ToolError>("refunded")
+        }
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_waiting_for_approval_at_the_crash_is_asked_again_and_runs_once() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let runs = Arc::new(AtomicU32::new(0));
+    let store = Arc::new(MemoryStore::new());
+    let builder = Session::builder().store(store.clone());
+    let tool = refund(&runs, 100).requires_approval();
+    let script = vec![call("c1", "refund", "{}"), text("Waiting for approval.")];
+    let mut first = Harness::start_with(builder, Agent::new("A", "inst").tool(tool), script).await;
+    first.turn("refund my order").await;
+    let id = first.session.id().to_owned();
+    stored(&*store, &id, |r| matches!(r, Record::CallWaiting { .. })).await;
+    assert!(
+        first.events().iter().any(|e| matches!(e.kind, EventKind::ToolApprovalRequested { .. }))
+    );
+
+    let agents = |name: &str| {
+        (name == "A").then(|| Agent::new("A", "inst").tool(refund(&runs, 100).requires_approval()))
+    };
+    let mut builder =
+        Session::builder().llm(ScriptedLlm::new([text("Refunded.")])).store(crashed(&*store, &id));
+    let mut events = builder.subscribe();
+    let session = builder.resume(&id, agents).await.unwrap();
+    tokio::time::sleep(ms(10)).await;
+    let seen = drain(&mut events);
+    assert_eq!(resumed_calls(&seen), [vec![("c1".to_owned(), "refund:NotStarted".to_owned())]]);
+    let asked = seen.iter().any(
+        |e| matches!(&e.kind, EventKind::ToolApprovalRequested { call_id, .. } if call_id == "c1"),
+    );
+    assert!(asked, "asked again: {seen:?}");
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    session.approve("c1").await.expect("it waits for approval again");
+    let history = answered(&session, "c1_final").await;
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "it ran once, after the approval");
+    assert!(show(&history).contains(&"out(#c1_final,\"refunded\",ok,rr=T)".to_owned()));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_queued_call_at_the_crash_runs_after_the_resume_and_the_running_one_fails() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let runs = Arc::new(AtomicU32::new(0));
+    let store = Arc::new(MemoryStore::new());
+    let builder = Session::builder().store(store.clone());
+    let one_at_a_time = |millis| refund(&runs, millis).max_concurrent(1);
+    let script = vec![
+        ScriptedResponse::calls([
+            ScriptedCall::new("c1", "refund", "{}"),
+            ScriptedCall::new("c2", "refund", "{}"),
+        ]),
+        text("Refunding both."),
+    ];
+    let first =
+        Harness::start_with(builder, Agent::new("A", "inst").tool(one_at_a_time(60_000)), script)
+            .await;
+    first.session.user_turn("refund both orders").await.unwrap();
+    let id = first.session.id().to_owned();
+    stored(&*store, &id, |r| matches!(r, Record::CallWaiting { call_id } if call_id == "c2")).await;
+    tokio::time::sleep(ms(10)).await;
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "c1 runs, c2 waits for its place");
+
+    let agents =
+        |name: &str| (name == "A").then(|| Agent::new("A", "inst").tool(one_at_a_time(100)));
+    let llm = ScriptedLlm::new([text("One refund may not have gone through."), text("ok")]);
+    let mut builder = Session::builder().llm(llm).store(crashed(&*store, &id));
+    let mut events = builder.subscribe();
+    let session = builder.resume(&id, agents).await.unwrap();
+    let history = answered(&session, "c2_final").await;
+    let seen = drain(&mut events);
+    assert_eq!(
+        resumed_calls(&seen),
+        [vec![
+            ("c1".to_owned(), "refund:Failed".to_owned()),
+            ("c2".to_owned(), "refund:NotStarted".to_owned())
+        ]]
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 2, "c2's body ran once, after the resume");
+    let shown = show(&history);
+    assert!(shown.contains(&"out(#c2_final,\"refunded\",ok,rr=T)".to_owned()), "{shown:?}");
+}
+
+// The real clock: tokio's paused clock stands still while a blocking write runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approved_call_runs_only_once_its_let_through_is_on_disk() {
+    use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
+    let store =
+        Arc::new(crate::durable::Disk::slow(|r| matches!(r, Record::CallLetThrough { .. })));
+    let runs = Arc::new(AtomicU32::new(0));
+    let builder = Session::builder().store(store.clone());
+    let tool = refund(&runs, 1).requires_approval();
+    let script = vec![call("c1", "refund", "{}"), text("Waiting."), text("Done.")];
+    let h = Harness::start_with(builder, Agent::new("A", "inst").tool(tool), script).await;
+    h.turn("refund it").await;
+    h.session.approve("c1").await.expect("it waits for approval");
+    store.wait_until_holding().await;
+    // An ungated body would have run within microseconds.
+    tokio::time::sleep(ms(300)).await;
+    assert_eq!(runs.load(SeqCst), 0, "approved, the body waits for its let-through on disk");
+    store.released.store(true, SeqCst);
+    answered(&h.session, "c1_final").await;
+    assert_eq!(runs.load(SeqCst), 1, "then it runs");
+}

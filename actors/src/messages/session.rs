@@ -209,6 +209,11 @@ pub(crate) enum ChildMsg {
         cancellable: bool,
         agent_scoped: bool,
     },
+    /// In a durable session: a registered call waits for approval or a place before its body.
+    CallWaiting { call_id: String },
+    /// In a durable session: a call that waited is let through; its body starts once that is
+    /// on disk (the toolset hears `Journaled`).
+    CallLetThrough { call_id: String },
     /// A toolset's pair waits for a deferred reply and the coalescer does not run yet: spawn it
     /// and forward the pair (see `SessionLink::enqueue_reply`).
     Enqueue(PendingReply),

@@ -150,6 +150,14 @@ impl SessionState {
                 self.call_registered(call, toolset, cancellable, agent_scoped);
                 FollowUp::None
             }
+            ChildMsg::CallWaiting { call_id } => {
+                self.apply(Fact::CallWaiting { call_id: &call_id });
+                FollowUp::None
+            }
+            ChildMsg::CallLetThrough { call_id } => {
+                self.apply(Fact::CallLetThrough { call_id: &call_id });
+                FollowUp::None
+            }
             ChildMsg::AdmitReply { batch, coalescer } => {
                 self.offer_reply(&batch, &coalescer);
                 FollowUp::None
@@ -250,6 +258,8 @@ impl SessionState {
             | Fact::ApprovalAsked { .. }
             | Fact::CallApproved { .. }
             | Fact::CallEnded { .. }
+            | Fact::CallWaiting { .. }
+            | Fact::CallLetThrough { .. }
             | Fact::CoalescerInvited
             | Fact::CoalescerOffered
             | Fact::ReplySpeechStarted { .. }

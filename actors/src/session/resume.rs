@@ -7,7 +7,9 @@
 
 use std::sync::Arc;
 
-use colloquy_model::text::{INTERRUPTED_ASK, INTERRUPTED_BY_RESTART, INTERRUPTED_RERUN};
+use colloquy_model::text::{
+    INTERRUPTED_ASK, INTERRUPTED_BY_RESTART, INTERRUPTED_NOT_STARTED, INTERRUPTED_RERUN,
+};
 use colloquy_model::{
     ChatItem, CloseReason, EventKind, FunctionCall, FunctionCallOutput, InDoubtOutcome,
     OnInterrupted, ResumedCall,
@@ -30,8 +32,8 @@ impl SessionState {
         let mut items = Vec::with_capacity(in_doubt.len());
         let mut resumed = Vec::with_capacity(in_doubt.len());
         let mut reruns = Vec::new();
-        for CallInDoubt { call, .. } in in_doubt {
-            let outcome = self.outcome_of(&call);
+        for CallInDoubt { call, started, .. } in in_doubt {
+            let outcome = self.outcome_of(&call, started);
             let settled = self.interrupted(&call, outcome);
             items.extend(settled.items);
             resumed.push(ResumedCall::new(&call.call_id, &call.name, outcome));
@@ -64,12 +66,16 @@ impl SessionState {
         }
     }
 
-    /// What becomes of `call`: its tool's policy (else its toolsets', else the session's); a
-    /// tool the agent no longer has cannot run again, so it fails.
-    fn outcome_of(&self, call: &FunctionCall) -> InDoubtOutcome {
+    /// What becomes of `call`: one whose body had not `started` goes on as it would have;
+    /// else its tool's policy (else its toolsets', else the session's). A tool the agent no
+    /// longer has cannot run again, so its call fails.
+    fn outcome_of(&self, call: &FunctionCall, started: bool) -> InDoubtOutcome {
         let Some(tool) = self.agent.current.catalog().get(&call.name) else {
             return InDoubtOutcome::Failed;
         };
+        if !started {
+            return InDoubtOutcome::NotStarted;
+        }
         match tool.limits().on_interrupted.unwrap_or(self.link.options.on_interrupted) {
             OnInterrupted::Rerun => InDoubtOutcome::Rerun,
             OnInterrupted::Ask => InDoubtOutcome::Asked,
@@ -87,6 +93,7 @@ impl SessionState {
         let text = match outcome {
             InDoubtOutcome::Rerun => INTERRUPTED_RERUN,
             InDoubtOutcome::Asked => INTERRUPTED_ASK,
+            InDoubtOutcome::NotStarted => INTERRUPTED_NOT_STARTED,
             _ => INTERRUPTED_BY_RESTART,
         };
         let text = text.replace("{name}", &call.name);

@@ -69,6 +69,7 @@ impl ToolsetState {
             })
         });
         call.stage = Stage::AwaitingApproval { _timer: timer };
+        self.hold(call_id);
     }
 
     /// The host approved `call_id`: it looks for a place, and its limits count from now.

@@ -251,6 +251,7 @@ impl ToolsetState {
                     update_offset: answered,
                     limits: caps,
                     cached,
+                    held: false,
                 });
                 self.running.insert(call_id.clone(), call);
                 if durable {

@@ -83,6 +83,9 @@ struct RunningCall {
     /// Answered from memory once the hook let it go on: it ends `cached` and is not
     /// remembered again.
     cached: bool,
+    /// It waited for approval or a place: in a durable session its let-through is written
+    /// ahead of its body, so a resume knows whether the body began.
+    held: bool,
 }
 
 /// Where a started call is before it ends (decision 70): hook, approval, a place, its body.

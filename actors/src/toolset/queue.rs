@@ -16,7 +16,7 @@ use tokio::time::Instant;
 
 use super::execute::Admitted;
 use super::{Stage, ToolsetState};
-use crate::messages::{CallOutcome, ToolsetMsg, mark_non_blocking};
+use crate::messages::{CallOutcome, ChildMsg, ToolsetMsg, mark_non_blocking};
 
 /// A result an idempotent tool's call ended `done` with.
 pub(super) struct Remembered {
@@ -73,6 +73,19 @@ impl ToolsetState {
             call.stage = Stage::Queued;
             self.places.push_back(call_id.to_string());
         }
+        self.hold(call_id);
+    }
+
+    /// `call_id` waits (for approval, for a place) before its body: in a durable session the
+    /// journal says so, so that a resume finds it had not started (docs/durability.md#waiting).
+    pub(super) fn hold(&mut self, call_id: &str) {
+        let Some(call) = self.running.get_mut(call_id) else { return };
+        if call.held || !self.args.session.durable {
+            return;
+        }
+        call.held = true;
+        let waiting = ChildMsg::CallWaiting { call_id: call_id.to_string() };
+        let _ = self.args.session.actor.cast(waiting.into());
     }
 
     /// Lets `call_id`'s body start: it holds its place from now, and its heartbeat counts
@@ -80,6 +93,13 @@ impl ToolsetState {
     fn open_gate(&mut self, myself: &ActorRef<ToolsetMsg>, call_id: &str) {
         let Some(call) = self.running.get_mut(call_id) else { return };
         call.stage = Stage::Running;
+        if call.held {
+            // Its let-through is written ahead of its body, as its start was.
+            self.unjournaled.insert(call_id.to_string());
+            let through = ChildMsg::CallLetThrough { call_id: call_id.to_string() };
+            let _ = self.args.session.actor.cast(through.into());
+            return;
+        }
         if !self.unjournaled.contains(call_id) {
             self.start_body(myself, call_id);
         }

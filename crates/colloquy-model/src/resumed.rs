@@ -42,6 +42,9 @@ pub enum InDoubtOutcome {
     Rerun,
     /// The host is asked whether it runs again, as an approval (`ask` tools).
     Asked,
+    /// It had not started: it waited for approval (asked again now) or for a place under its
+    /// cap (it waits again), and runs as it would have. Whatever its tool's policy.
+    NotStarted,
 }
 
 impl InDoubtOutcome {
@@ -51,6 +54,7 @@ impl InDoubtOutcome {
             Self::Failed => "failed",
             Self::Rerun => "rerun",
             Self::Asked => "asked",
+            Self::NotStarted => "not_started",
         }
     }
 }

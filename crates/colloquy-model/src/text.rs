@@ -69,6 +69,11 @@ pub const INTERRUPTED_RERUN: &str =
 pub const INTERRUPTED_ASK: &str = "`{name}` was interrupted by a restart: it runs again if \
      approved, and its result will follow.";
 
+/// The output a call gets at a resume when it had not started (it waited for approval or a
+/// place) and has not been answered yet: it goes on as it would have.
+pub const INTERRUPTED_NOT_STARTED: &str = "`{name}` had not started when the session \
+     restarted: it runs as it would have, and its result will follow.";
+
 /// Why a call waiting for approval was rejected when nobody answered in time.
 pub fn approval_timed_out(after: std::time::Duration) -> String {
     format!("no answer within {} s", seconds(after))

@@ -15,6 +15,9 @@ pub struct CallInDoubt {
     pub call: FunctionCall,
     /// Whether it could be cancelled.
     pub cancellable: bool,
+    /// Whether its body may have begun: false for a call that waited (for approval, for a
+    /// place) and was not let through, which may run as it would have.
+    pub started: bool,
 }
 
 /// A pair inserted for a deferred reply that no reply had taken at the journal's last record:
@@ -89,6 +92,12 @@ impl Journal {
         journal
     }
 
+    fn set_started(&mut self, call_id: &str, started: bool) {
+        if let Some(call) = self.running.iter_mut().find(|r| r.call.call_id == call_id) {
+            call.started = started;
+        }
+    }
+
     fn apply(&mut self, record: &Record) {
         match record {
             Record::ItemsCommitted { agent, items } => {
@@ -119,8 +128,10 @@ impl Journal {
             }
             Record::CallStarted { call, cancellable } => {
                 let (call, cancellable) = (call.clone(), *cancellable);
-                self.running.push(CallInDoubt { call, cancellable });
+                self.running.push(CallInDoubt { call, cancellable, started: true });
             }
+            Record::CallWaiting { call_id } => self.set_started(call_id, false),
+            Record::CallLetThrough { call_id } => self.set_started(call_id, true),
             Record::CallEnded { call_id } => self.running.retain(|r| r.call.call_id != *call_id),
             Record::ReplyAwaited { update_id } => self.unreplied.push(update_id.clone()),
             Record::RepliesTaken { update_ids } => {

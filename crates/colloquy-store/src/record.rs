@@ -65,6 +65,17 @@ pub enum Record {
         /// Whether it could be cancelled.
         cancellable: bool,
     },
+    /// A started call waits for the host's approval or a place under its cap: its body has
+    /// not begun.
+    CallWaiting {
+        /// Its id.
+        call_id: String,
+    },
+    /// A call that waited is let through: its body begins once this is on disk.
+    CallLetThrough {
+        /// Its id.
+        call_id: String,
+    },
     /// A tool call ended.
     CallEnded {
         /// Its id.

@@ -42,7 +42,8 @@ pub struct SessionSummary {
     pub updated_ms: u64,
     /// Why it closed, if it did.
     pub closed: Option<String>,
-    /// The calls that were running at its last record: in doubt, should it resume.
+    /// The calls whose body may have been running at its last record: in doubt, should it
+    /// resume (calls that waited for approval or a place are not).
     pub calls_in_doubt: usize,
 }
 
@@ -56,7 +57,7 @@ impl SessionSummary {
             entries: entries.last().map_or(0, |e| e.seq),
             updated_ms,
             closed: journal.closed.clone(),
-            calls_in_doubt: journal.running.len(),
+            calls_in_doubt: journal.running.iter().filter(|r| r.started).count(),
         }
     }
 }

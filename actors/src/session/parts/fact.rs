@@ -81,6 +81,10 @@ pub(crate) enum Fact<'a> {
     CallApproved { call_id: &'a str },
     /// Call `call_id` ended.
     CallEnded { call_id: &'a str },
+    /// Call `call_id` waits for approval or a place before its body (durable sessions only).
+    CallWaiting { call_id: &'a str },
+    /// Call `call_id`, which waited, is let through to its body (durable sessions only).
+    CallLetThrough { call_id: &'a str },
     /// An inserted pair waits for its deferred reply.
     ReplyAwaited { update_id: &'a str },
     /// The ReplyCoalescer was told the floor is free.

@@ -83,8 +83,16 @@ impl JournalOut {
     /// Records `fact` (decided `at_ms` into the session), if a resume needs it.
     pub(crate) fn record(&mut self, fact: Fact<'_>, at_ms: u64) {
         let Some(record) = record_of(fact) else { return };
-        if let Record::CallStarted { call, .. } = &record {
-            self.starting.push((self.next_seq, call.call_id.clone()));
+        match &record {
+            Record::CallStarted { call, .. } => {
+                self.starting.push((self.next_seq, call.call_id.clone()));
+            }
+            // Its body waits for this record now, not its start's (which comes before it).
+            Record::CallLetThrough { call_id } => {
+                self.starting.retain(|(_, id)| id != call_id);
+                self.starting.push((self.next_seq, call_id.clone()));
+            }
+            _ => {}
         }
         self.batch.push(Entry::new(self.next_seq, at_ms, record));
         self.next_seq += 1;
@@ -161,6 +169,8 @@ fn record_of(fact: Fact<'_>) -> Option<Record> {
             Record::CallStarted { call: colloquy_model::FunctionCall::clone(call), cancellable }
         }
         Fact::CallEnded { call_id } => Record::CallEnded { call_id: call_id.to_string() },
+        Fact::CallWaiting { call_id } => Record::CallWaiting { call_id: call_id.to_string() },
+        Fact::CallLetThrough { call_id } => Record::CallLetThrough { call_id: call_id.to_string() },
         Fact::ReplyAwaited { update_id } => {
             Record::ReplyAwaited { update_id: update_id.to_string() }
         }

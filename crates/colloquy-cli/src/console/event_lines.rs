@@ -295,6 +295,10 @@ impl EventLines {
                                 "  tool ~ {name} was interrupted by the restart: it runs again"
                             ),
                         ),
+                        InDoubtOutcome::NotStarted => (
+                            Style::Dim,
+                            format!("  tool ~ {name} had not started: it goes on as it would have"),
+                        ),
                         InDoubtOutcome::Asked => (
                             Style::Dim,
                             format!(
