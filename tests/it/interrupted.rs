@@ -9,7 +9,7 @@ use crate::common::*;
 use crate::durable::{crashed, drain, resumed_calls, stored};
 use colloquy::prelude::*;
 use colloquy::session::SessionOptions;
-use colloquy::store::{MemoryStore, Record};
+use colloquy::store::{MemoryStore, Record, SessionStore};
 use colloquy::tools::OnInterrupted;
 
 /// A payment service that deduplicates by idempotency key, as payment APIs do: the keys of
@@ -337,4 +337,134 @@ async fn an_approved_call_runs_only_once_its_let_through_is_on_disk() {
     store.released.store(true, SeqCst);
     answered(&h.session, "c1_final").await;
     assert_eq!(runs.load(SeqCst), 1, "then it runs");
+}
+
+/// A store that keeps what was on disk, and what the payment service had done, after every
+/// append: each a point a crash could have left.
+struct CrashPoints {
+    inner: MemoryStore,
+    service: Arc<Payments>,
+    points: Mutex<Vec<(Vec<colloquy::store::Entry>, BTreeSet<String>)>>,
+}
+
+impl colloquy::store::SessionStore for CrashPoints {
+    fn append(
+        &self,
+        session: &str,
+        entries: &[colloquy::store::Entry],
+    ) -> Result<(), colloquy::store::StoreError> {
+        self.inner.append(session, entries)?;
+        let charged = self.service.charged.lock().unwrap().clone();
+        self.points.lock().unwrap().push((self.inner.load(session)?, charged));
+        Ok(())
+    }
+    fn load(
+        &self,
+        session: &str,
+    ) -> Result<Vec<colloquy::store::Entry>, colloquy::store::StoreError> {
+        self.inner.load(session)
+    }
+    fn list(&self) -> Result<Vec<colloquy::store::SessionSummary>, colloquy::store::StoreError> {
+        self.inner.list()
+    }
+    fn delete(&self, session: &str) -> Result<bool, colloquy::store::StoreError> {
+        self.inner.delete(session)
+    }
+}
+
+/// `pay` (rerun, keyed: it reports, then charges, then answers) and `track` (fail, background).
+fn paying_agent(service: &Arc<Payments>) -> Agent {
+    let service = Arc::clone(service);
+    let pay = FunctionTool::new("pay", "Pay.", move |ctx: RunContext, _a: NoArgs| {
+        let service = Arc::clone(&service);
+        async move {
+            let key = ctx.idempotency_key();
+            service.requests.lock().unwrap().push(key.clone());
+            ctx.update("paying").await?;
+            tokio::time::sleep(ms(200)).await;
+            service.charged.lock().unwrap().insert(key);
+            tokio::time::sleep(ms(50)).await;
+            Ok::<_, ToolError>("paid")
+        }
+    })
+    .on_interrupted(OnInterrupted::Rerun);
+    Agent::new("A", "inst").tool(pay).tool(sleeper("track", 300, "on its way"))
+}
+
+/// A crash after any append, resumed: every call ends exactly once, and every payment the
+/// conversation shows was charged exactly once, however often its body ran.
+#[tokio::test(start_paused = true)]
+async fn after_a_crash_at_any_point_each_payment_is_charged_once() {
+    let service = Arc::new(Payments::default());
+    let store = Arc::new(CrashPoints {
+        inner: MemoryStore::new(),
+        service: Arc::clone(&service),
+        points: Mutex::new(Vec::new()),
+    });
+    let script = vec![
+        call("c1", "pay", "{}"),
+        text("Paying."),
+        text("Paid."),
+        call("c2", "track", "{}"),
+        text("Tracked."),
+    ];
+    let builder = Session::builder().store(store.clone());
+    let h = Harness::start_with(builder, paying_agent(&service), script).await;
+    h.turn("pay my bill").await;
+    tokio::time::sleep(ms(1_000)).await;
+    h.turn("and track my parcel").await;
+    let id = h.session.id().to_owned();
+    h.session.suspend().await.unwrap();
+    drop(h);
+    let points = store.points.lock().unwrap().clone();
+    assert!(points.len() >= 10, "{} crash points", points.len());
+
+    let mut reruns = 0;
+    for (point, (on_disk, charged)) in points.iter().enumerate().skip(1) {
+        let after = Arc::new(Payments::default());
+        *after.charged.lock().unwrap() = charged.clone();
+        let crashed = Arc::new(MemoryStore::new());
+        crashed.append(&id, on_disk).unwrap();
+        let replies: Vec<_> = (0..6).map(|_| text("Resumed.")).collect();
+        let builder = Session::builder().llm(ScriptedLlm::new(replies)).store(crashed);
+        let agents = |name: &str| (name == "A").then(|| paying_agent(&after));
+        let resumed = builder.resume(&id, agents).await.unwrap();
+        tokio::time::sleep(ms(1_000)).await;
+        resumed.wait_for_idle().await.unwrap();
+        let history = resumed.history().await.unwrap();
+        let outputs = |call_id: &str| {
+            history
+                .iter()
+                .filter_map(ChatItem::as_function_call_output)
+                .filter(|o| o.call_id == call_id)
+                .count()
+        };
+        for call in history.iter().filter_map(ChatItem::as_function_call) {
+            if call.call_id.contains('_') {
+                continue; // a pair of an update or a final result
+            }
+            let (answered, finals) =
+                (outputs(&call.call_id), outputs(&format!("{}_final", call.call_id)));
+            assert_eq!(
+                answered,
+                1,
+                "at {point}: {} answered once: {:?}",
+                call.call_id,
+                show(&history)
+            );
+            assert!(finals <= 1, "at {point}: {} ends once: {:?}", call.call_id, show(&history));
+            if call.name == "pay" {
+                let key = format!("{id}:{}", call.call_id);
+                assert!(
+                    after.charged.lock().unwrap().contains(&key),
+                    "at {point}: the payment the conversation shows was charged: {:?}",
+                    show(&history)
+                );
+                assert_eq!(finals, 1, "at {point}: its result reached the model");
+                reruns += usize::from(!after.requests.lock().unwrap().is_empty());
+            }
+        }
+        resumed.close().await.unwrap();
+    }
+    assert!(reruns > 0, "some crash point left the payment running");
 }
