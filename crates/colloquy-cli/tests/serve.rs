@@ -1,5 +1,6 @@
 //! `colloquy serve` as a process on 127.0.0.1 (port 0): its URL line, one user turn over HTTP
-//! and the WebSocket, and its stop on SIGTERM. Real sockets: the real clock, every wait bounded.
+//! and the WebSocket, its stop on SIGTERM, and with `--store` a session that outlives a
+//! `kill -9`. Real sockets: the real clock, every wait bounded.
 
 mod common;
 #[path = "../../colloquy-cluster/tests/common/server.rs"]
@@ -34,9 +35,17 @@ async fn start(args: &[&str]) -> (tokio::process::Child, String) {
     (child, url)
 }
 
-/// Starts a session at `url`, runs one turn over its WebSocket, and returns the socket and the
-/// session's node.
-async fn one_turn(url: &str) -> (Socket, Option<String>) {
+/// A session a test started and ran a turn on.
+struct Turned {
+    socket: Socket,
+    node: Option<String>,
+    session_id: String,
+    /// The number of the last event read.
+    last_seq: u64,
+}
+
+/// Starts a session at `url` and runs one turn over its WebSocket.
+async fn one_turn(url: &str) -> Turned {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let http = reqwest::Client::builder().timeout(BOUND).build().unwrap();
     let page = http.get(url).send().await.unwrap();
@@ -54,17 +63,25 @@ async fn one_turn(url: &str) -> (Socket, Option<String>) {
     let ws =
         format!("{}v1/sessions/{}/ws", url.replacen("http://", "ws://", 1), started.session_id);
     let (mut socket, _) = tokio_tungstenite::connect_async(ws).await.expect("the socket opens");
-    socket
-        .send(Message::text(r#"{"v":1,"id":1,"type":"user_turn","text":"Hello"}"#))
-        .await
-        .unwrap();
+    let frames = converse(&mut socket, "Hello").await;
+    let last_seq = frames.iter().filter_map(event_seq).max().expect("events");
+    Turned { socket, node: started.node, session_id: started.session_id, last_seq }
+}
+
+/// Sends `text` as a user turn (request 1), then waits for idle (request 2) once it is taken:
+/// every frame read until the agent answered and is idle.
+async fn converse(socket: &mut Socket, text: &str) -> Vec<ServerMessage> {
+    let turn = serde_json::json!({"v": 1, "id": 1, "type": "user_turn", "text": text});
+    socket.send(Message::text(turn.to_string())).await.unwrap();
     let (mut turn, mut idle, mut said) = (false, false, false);
+    let mut frames = Vec::new();
     while !(idle && said) {
         let frame = tokio::time::timeout(BOUND, socket.next()).await.expect("a frame in time");
         let Some(Ok(Message::Text(text))) = frame else { panic!("the socket closed: {frame:?}") };
-        match ServerMessage::decode(&text).unwrap() {
+        let frame = ServerMessage::decode(&text).unwrap();
+        match &frame {
             ServerMessage::Reply { id: Some(1), reply } => {
-                turn = reply == Reply::Ok;
+                turn = *reply == Reply::Ok;
                 assert!(turn, "the turn is taken");
                 // Requests run concurrently (docs/protocol.md#ordering): sent together, the
                 // wait could reach the session before the turn and find it idle.
@@ -79,8 +96,17 @@ async fn one_turn(url: &str) -> (Socket, Option<String>) {
             }
             _ => {}
         }
+        frames.push(frame);
     }
-    (socket, started.node)
+    frames
+}
+
+/// An event frame's number.
+fn event_seq(frame: &ServerMessage) -> Option<u64> {
+    match frame {
+        ServerMessage::Event { seq, .. } => Some(*seq),
+        _ => None,
+    }
 }
 
 type Socket =
@@ -106,9 +132,9 @@ async fn stop(mut child: tokio::process::Child, mut socket: Socket) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_prints_its_url_runs_a_turn_and_stops_on_sigterm() {
     let (child, url) = start(&["--addr", "127.0.0.1:0"]).await;
-    let (socket, node) = one_turn(&url).await;
-    assert_eq!(node, None);
-    stop(child, socket).await;
+    let turned = one_turn(&url).await;
+    assert_eq!(turned.node, None);
+    stop(child, turned.socket).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -125,7 +151,7 @@ async fn serve_counts_its_sessions_on_its_own_port_and_a_metrics_address() {
         _ => panic!("a page and a metrics URL in `{ready}`"),
     };
     assert!(metrics.ends_with("/metrics"), "{ready}");
-    let (socket, _) = one_turn(page).await;
+    let socket = one_turn(page).await.socket;
     let http = reqwest::Client::builder().timeout(BOUND).build().unwrap();
     let text = http.get(metrics).send().await.unwrap().text().await.unwrap();
     let started = text.lines().find(|l| l.starts_with("colloquy_sessions_started_total"));
@@ -150,10 +176,68 @@ async fn serve_with_nats_places_sessions_on_a_node() {
         .await
         .expect("the node starts");
     let (child, url) = start(&["--addr", "127.0.0.1:0", "--nats", &nats.url()]).await;
-    let (socket, placed) = one_turn(&url).await;
-    assert_eq!(placed.as_deref(), Some("n1"));
-    stop(child, socket).await;
+    let turned = one_turn(&url).await;
+    assert_eq!(turned.node.as_deref(), Some("n1"));
+    stop(child, turned.socket).await;
     node.drain().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_with_a_store_resumes_a_session_killed_with_sigkill_and_numbers_on() {
+    let dir = std::env::temp_dir().join(format!("colloquy-serve-store-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("sessions.db");
+    let args = ["--addr", "127.0.0.1:0", "--store", file.to_str().unwrap()];
+    let (mut child, url) = start(&args).await;
+    let turned = one_turn(&url).await;
+    // The reply's records are appended off the session's task, within milliseconds of it.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let pid = Pid::from_raw(child.id().expect("running") as i32);
+    kill(pid, Signal::SIGKILL).unwrap();
+    tokio::time::timeout(BOUND, child.wait()).await.expect("it dies").unwrap();
+    drop(turned.socket);
+
+    let (child, url) = start(&args).await;
+    let http = reqwest::Client::builder().timeout(BOUND).build().unwrap();
+    let listed: colloquy_protocol::SessionList =
+        http.get(format!("{url}v1/sessions")).send().await.unwrap().json().await.unwrap();
+    let stored = listed.stored.expect("the stored sessions are listed");
+    let session = stored.iter().find(|s| s.session_id == turned.session_id).expect("listed");
+    assert_eq!((session.closed.as_deref(), session.live), (None, false), "{session:?}");
+    let ws = format!(
+        "{}v1/sessions/{}/ws?after={}",
+        url.replacen("http://", "ws://", 1),
+        turned.session_id,
+        turned.last_seq
+    );
+    let (mut socket, _) = tokio_tungstenite::connect_async(ws).await.expect("it resumes");
+    let frames = converse(&mut socket, "Hello again").await;
+    assert!(matches!(frames.first(), Some(ServerMessage::Hello { .. })), "{frames:#?}");
+    assert!(!frames.iter().any(|f| matches!(f, ServerMessage::Error(_))), "{frames:#?}");
+    let numbers: Vec<u64> = frames.iter().filter_map(event_seq).collect();
+    assert_eq!(numbers.first(), Some(&(turned.last_seq + 1)), "numbered on: {frames:#?}");
+    assert!(numbers.windows(2).all(|w| w[1] == w[0] + 1), "no gap: {numbers:?}");
+    // The history kept: the turn before the kill, then this one.
+    socket.send(Message::text(r#"{"v":1,"id":3,"type":"history"}"#)).await.unwrap();
+    let items = loop {
+        let frame = tokio::time::timeout(BOUND, socket.next()).await.expect("a frame in time");
+        let Some(Ok(Message::Text(text))) = frame else { panic!("the socket closed: {frame:?}") };
+        if let ServerMessage::Reply { id: Some(3), reply: Reply::History { items } } =
+            ServerMessage::decode(&text).unwrap()
+        {
+            break items;
+        }
+    };
+    let users: Vec<&str> = items
+        .iter()
+        .filter_map(|item| item.as_message())
+        .filter(|m| m.role == colloquy::chat::Role::User)
+        .map(|m| m.text.as_str())
+        .collect();
+    assert_eq!(users, ["Hello", "Hello again"]);
+    stop(child, socket).await;
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[tokio::test]
