@@ -2,8 +2,9 @@
 //! newest [`Limits::replay_events`](crate::Limits::replay_events) kept, within
 //! [`Limits::replay_bytes`](crate::Limits::replay_bytes), each encoded once as
 //! the frame every client gets), the task that fills it from the session's event stream, closes
-//! a session nobody has attached to for a while and, for a session in this process, tells a
-//! connection how far the events of a reply reach (its watermark), and the registry by id.
+//! (or, kept in a store, suspends) a session nobody has attached to for a while and, for a
+//! session in this process, tells a connection how far the events of a reply reach (its
+//! watermark). A kept session's numbers go on from the last one kept for it (`numbers.rs`).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};

@@ -189,6 +189,25 @@ async fn an_unknown_or_closed_session_is_a_clear_404_and_nothing_changes() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_stored_session_resumes_it_to_close_it_for_good() {
+    let (store, dir) = (Arc::new(MemoryStore::new()), numbers("delete"));
+    let first = serve(stored(&store, &dir, &["Hi there."])).await;
+    let (id, _) = one_turn_then_shutdown(first).await;
+    assert!(dir.join(&id).exists(), "its number is kept while it may resume");
+    let server = serve(stored(&store, &dir, &[])).await;
+    let url = format!("{}v1/sessions/{id}", server.url());
+    let response = http().delete(&url).bearer_auth(TOKEN).send().await.unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let closed: colloquy_protocol::SessionClosed = response.json().await.unwrap();
+    assert!(closed.history.iter().filter_map(|i| i.as_message()).any(|m| m.text == "Hi there."));
+    let listed = list(&server).await.stored.unwrap();
+    assert_eq!(listed[0].closed.as_deref(), Some("client_closed"));
+    common::eventually("its number goes", || async { !dir.join(&id).exists() }).await;
+    server.shutdown().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_number_the_restarted_server_never_knew_is_a_gap_not_silence() {
     let (store, dir) = (Arc::new(MemoryStore::new()), numbers("lost"));
     let first = serve(stored(&store, &dir, &["Hi there."])).await;
