@@ -101,6 +101,27 @@ async fn converse(socket: &mut Socket, text: &str) -> Vec<ServerMessage> {
     frames
 }
 
+/// The session's history (request 3).
+async fn history(socket: &mut Socket) -> Vec<colloquy::chat::ChatItem> {
+    socket.send(Message::text(r#"{"v":1,"id":3,"type":"history"}"#)).await.unwrap();
+    loop {
+        let frame = tokio::time::timeout(BOUND, socket.next()).await.expect("a frame in time");
+        let Some(Ok(Message::Text(text))) = frame else { panic!("the socket closed: {frame:?}") };
+        if let ServerMessage::Reply { id: Some(3), reply: Reply::History { items } } =
+            ServerMessage::decode(&text).unwrap()
+        {
+            return items;
+        }
+    }
+}
+
+/// Sends SIGKILL and waits for the process to die.
+async fn kill_9(mut child: tokio::process::Child) {
+    let pid = Pid::from_raw(child.id().expect("running") as i32);
+    kill(pid, Signal::SIGKILL).unwrap();
+    tokio::time::timeout(BOUND, child.wait()).await.expect("it dies").unwrap();
+}
+
 /// An event frame's number.
 fn event_seq(frame: &ServerMessage) -> Option<u64> {
     match frame {
@@ -189,13 +210,11 @@ async fn serve_with_a_store_resumes_a_session_killed_with_sigkill_and_numbers_on
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("sessions.db");
     let args = ["--addr", "127.0.0.1:0", "--store", file.to_str().unwrap()];
-    let (mut child, url) = start(&args).await;
+    let (child, url) = start(&args).await;
     let turned = one_turn(&url).await;
     // The reply's records are appended off the session's task, within milliseconds of it.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let pid = Pid::from_raw(child.id().expect("running") as i32);
-    kill(pid, Signal::SIGKILL).unwrap();
-    tokio::time::timeout(BOUND, child.wait()).await.expect("it dies").unwrap();
+    kill_9(child).await;
     drop(turned.socket);
 
     let (child, url) = start(&args).await;
@@ -219,16 +238,7 @@ async fn serve_with_a_store_resumes_a_session_killed_with_sigkill_and_numbers_on
     assert_eq!(numbers.first(), Some(&(turned.last_seq + 1)), "numbered on: {frames:#?}");
     assert!(numbers.windows(2).all(|w| w[1] == w[0] + 1), "no gap: {numbers:?}");
     // The history kept: the turn before the kill, then this one.
-    socket.send(Message::text(r#"{"v":1,"id":3,"type":"history"}"#)).await.unwrap();
-    let items = loop {
-        let frame = tokio::time::timeout(BOUND, socket.next()).await.expect("a frame in time");
-        let Some(Ok(Message::Text(text))) = frame else { panic!("the socket closed: {frame:?}") };
-        if let ServerMessage::Reply { id: Some(3), reply: Reply::History { items } } =
-            ServerMessage::decode(&text).unwrap()
-        {
-            break items;
-        }
-    };
+    let items = history(&mut socket).await;
     let users: Vec<&str> = items
         .iter()
         .filter_map(|item| item.as_message())
@@ -236,6 +246,72 @@ async fn serve_with_a_store_resumes_a_session_killed_with_sigkill_and_numbers_on
         .map(|m| m.text.as_str())
         .collect();
     assert_eq!(users, ["Hello", "Hello again"]);
+    stop(child, socket).await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_running_at_a_sigkill_ends_once_as_failed_after_the_restart() {
+    let dir = std::env::temp_dir().join(format!("colloquy-serve-doubt-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("sessions.db");
+    let args = ["--addr", "127.0.0.1:0", "--store", file.to_str().unwrap()];
+    let (child, url) = start(&args).await;
+    let mut turned = one_turn(&url).await;
+    // `book_flight` runs in the background for 3 s: killed in the middle of it.
+    let frames = converse(&mut turned.socket, "Book me a flight to Paris").await;
+    let last_seq = frames.iter().filter_map(event_seq).max().expect("events");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    kill_9(child).await;
+    drop(turned.socket);
+
+    let (child, url) = start(&args).await;
+    let http = reqwest::Client::builder().timeout(BOUND).build().unwrap();
+    let listed: colloquy_protocol::SessionList =
+        http.get(format!("{url}v1/sessions")).send().await.unwrap().json().await.unwrap();
+    let stored = listed.stored.expect("the stored sessions are listed");
+    assert_eq!(stored[0].calls_in_doubt, 1, "{stored:?}");
+    let ws = format!(
+        "{}v1/sessions/{}/ws?after={last_seq}",
+        url.replacen("http://", "ws://", 1),
+        turned.session_id
+    );
+    let (mut socket, _) = tokio_tungstenite::connect_async(ws).await.expect("it resumes");
+    let frames = converse(&mut socket, "Hello again").await;
+    let events: Vec<serde_json::Value> = frames
+        .iter()
+        .filter_map(|frame| match frame {
+            ServerMessage::Event { event, .. } => Some(serde_json::to_value(event).unwrap()),
+            _ => None,
+        })
+        .collect();
+    let resumed = events.iter().find(|e| e["type"] == "x_session_resumed").expect("resumed");
+    let in_doubt = resumed["in_doubt"].as_array().unwrap();
+    assert_eq!(in_doubt.len(), 1, "{resumed}");
+    assert_eq!(
+        (in_doubt[0]["name"].as_str(), in_doubt[0]["outcome"].as_str()),
+        (Some("book_flight"), Some("failed"))
+    );
+    let call = in_doubt[0]["call_id"].as_str().unwrap().to_owned();
+    // Ended once: one final output, the interruption's, and the call never ran again.
+    let items = history(&mut socket).await;
+    let finals: Vec<_> = items
+        .iter()
+        .filter_map(|item| match item {
+            colloquy::chat::ChatItem::FunctionCallOutput(output) => Some(output),
+            _ => None,
+        })
+        .filter(|output| output.call_id == format!("{call}_final"))
+        .collect();
+    assert_eq!(finals.len(), 1, "{finals:#?}");
+    assert!(
+        finals[0].is_error && finals[0].output.contains("interrupted by a restart"),
+        "{finals:#?}"
+    );
+    assert!(
+        !events.iter().any(|e| e["type"] == "tool_call_ended" && e["call_id"] == call.as_str())
+    );
     stop(child, socket).await;
     let _ = std::fs::remove_dir_all(dir);
 }
