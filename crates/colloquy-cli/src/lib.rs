@@ -134,6 +134,12 @@ pub struct ServeArgs {
     /// With --nats: how to authenticate to NATS (the flags `node`, `nodes` and `chat` take).
     #[command(flatten)]
     pub nats_auth: NatsAuthArgs,
+    /// Keep every session in this SQLite file (docs/durability.md), its event numbers in the
+    /// directory FILE.events: restarted on the same file, the server lists them
+    /// (`GET /v1/sessions`) and resumes each when a client attaches, its events numbered on.
+    /// Sessions suspend, not close, when idle and at a stop. Not with --nats.
+    #[arg(long, value_name = "FILE", conflicts_with = "nats")]
+    pub store: Option<std::path::PathBuf>,
 }
 
 /// `colloquy chat` options.
@@ -466,6 +472,13 @@ mod tests {
         assert!(parse(&["chat", "--resume", "abc"]).is_err(), "--resume needs --store");
         assert!(parse(&["chat", "--store", "s.db", "--nats", "nats://x"]).is_err());
         assert!(parse(&["sessions"]).is_err(), "sessions needs --store");
+        match parse(&["serve", "--store", "s.db"]) {
+            Ok(Command::Serve(args)) => {
+                assert_eq!(args.store.as_deref(), Some(std::path::Path::new("s.db")));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(parse(&["serve", "--store", "s.db", "--nats", "nats://x"]).is_err());
         match parse(&["chat", "--instructions", "Be brief.", "--temperature", "0.2"]) {
             Ok(Command::Chat(args)) => {
                 assert_eq!(args.agent.instructions.as_deref(), Some("Be brief."));

@@ -4,13 +4,16 @@
 //! comes from an environment variable, never from the command line, and is never printed.
 //! It serves colloquy-ops' `/metrics` on its own address, counting every session it runs from
 //! its start (not with `--nats`: the nodes count theirs), and with `--metrics-addr` on that
-//! address too, beside a `/healthz` of its own (`503 stopping` while it stops).
+//! address too, beside a `/healthz` of its own (`503 stopping` while it stops). With
+//! `--store FILE` its sessions are kept in FILE, resumed after a restart, and suspended at a
+//! stop.
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 use colloquy::cluster::Cluster;
 use colloquy::ops::{Health, Metrics};
+use colloquy::store::{SessionStore, SqliteStore};
 use colloquy_server::{BindError, ClusterBackend, Limits, Server};
 
 use crate::ServeArgs;
@@ -76,6 +79,13 @@ pub async fn run(args: &ServeArgs, out: Box<dyn Write + Send>) -> Result<(), Com
             let Served { agents, about, servers: mcp } = served;
             servers = mcp;
             builder = builder.agents(agents).metrics(metrics);
+            if let Some(path) = &args.store {
+                let store = SqliteStore::open(path).map_err(|e| {
+                    CommandError::Failed(format!("--store {}: {e}", path.display()))
+                })?;
+                builder =
+                    builder.store(Arc::new(store) as Arc<dyn SessionStore>, numbers_dir(path));
+            }
             (names, about)
         }
     };
@@ -102,15 +112,18 @@ pub async fn run(args: &ServeArgs, out: Box<dyn Write + Send>) -> Result<(), Com
     };
     let metrics = ops.as_ref().map(|ops| format!("; metrics on http://{}/metrics", ops.addr));
     let metrics = metrics.unwrap_or_default();
+    let kept = args.store.as_ref().map(|path| format!("; sessions kept in {}", path.display()));
+    let kept = kept.unwrap_or_default();
     crate::ops::set(&health, Health::Ready);
     terminal.line(
         Style::Dim,
-        &format!("serving on {}: {names} on {about}{auth}{metrics}", server.url()),
+        &format!("serving on {}: {names} on {about}{auth}{metrics}{kept}", server.url()),
     );
     signals.recv().await;
     crate::ops::set(&health, Health::not_ready("stopping"));
     let live = server.sessions();
-    terminal.line(Style::Dim, &format!("stopping: closing {live} sessions"));
+    let verb = if args.store.is_some() { "suspending" } else { "closing" };
+    terminal.line(Style::Dim, &format!("stopping: {verb} {live} sessions"));
     // A second signal stops waiting for the sessions and the connections.
     tokio::select! {
         biased;
@@ -124,4 +137,11 @@ pub async fn run(args: &ServeArgs, out: Box<dyn Write + Send>) -> Result<(), Com
     }
     terminal.line(Style::Dim, "stopped");
     Ok(())
+}
+
+/// Where `--store FILE` keeps its sessions' event numbers: the directory `FILE.events`.
+fn numbers_dir(store: &std::path::Path) -> std::path::PathBuf {
+    let mut dir = store.as_os_str().to_owned();
+    dir.push(".events");
+    dir.into()
 }

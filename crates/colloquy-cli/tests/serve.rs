@@ -1,5 +1,6 @@
 //! `colloquy serve` as a process on 127.0.0.1 (port 0): its URL line, one user turn over HTTP
-//! and the WebSocket, and its stop on SIGTERM. Real sockets: the real clock, every wait bounded.
+//! and the WebSocket, its stop on SIGTERM, and with `--store` a session that outlives a
+//! `kill -9`. Real sockets: the real clock, every wait bounded.
 
 mod common;
 #[path = "../../colloquy-cluster/tests/common/server.rs"]
@@ -34,9 +35,17 @@ async fn start(args: &[&str]) -> (tokio::process::Child, String) {
     (child, url)
 }
 
-/// Starts a session at `url`, runs one turn over its WebSocket, and returns the socket and the
-/// session's node.
-async fn one_turn(url: &str) -> (Socket, Option<String>) {
+/// A session a test started and ran a turn on.
+struct Turned {
+    socket: Socket,
+    node: Option<String>,
+    session_id: String,
+    /// The number of the last event read.
+    last_seq: u64,
+}
+
+/// Starts a session at `url` and runs one turn over its WebSocket.
+async fn one_turn(url: &str) -> Turned {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let http = reqwest::Client::builder().timeout(BOUND).build().unwrap();
     let page = http.get(url).send().await.unwrap();
@@ -54,17 +63,25 @@ async fn one_turn(url: &str) -> (Socket, Option<String>) {
     let ws =
         format!("{}v1/sessions/{}/ws", url.replacen("http://", "ws://", 1), started.session_id);
     let (mut socket, _) = tokio_tungstenite::connect_async(ws).await.expect("the socket opens");
-    socket
-        .send(Message::text(r#"{"v":1,"id":1,"type":"user_turn","text":"Hello"}"#))
-        .await
-        .unwrap();
+    let frames = converse(&mut socket, "Hello").await;
+    let last_seq = frames.iter().filter_map(event_seq).max().expect("events");
+    Turned { socket, node: started.node, session_id: started.session_id, last_seq }
+}
+
+/// Sends `text` as a user turn (request 1), then waits for idle (request 2) once it is taken:
+/// every frame read until the agent answered and is idle.
+async fn converse(socket: &mut Socket, text: &str) -> Vec<ServerMessage> {
+    let turn = serde_json::json!({"v": 1, "id": 1, "type": "user_turn", "text": text});
+    socket.send(Message::text(turn.to_string())).await.unwrap();
     let (mut turn, mut idle, mut said) = (false, false, false);
+    let mut frames = Vec::new();
     while !(idle && said) {
         let frame = tokio::time::timeout(BOUND, socket.next()).await.expect("a frame in time");
         let Some(Ok(Message::Text(text))) = frame else { panic!("the socket closed: {frame:?}") };
-        match ServerMessage::decode(&text).unwrap() {
+        let frame = ServerMessage::decode(&text).unwrap();
+        match &frame {
             ServerMessage::Reply { id: Some(1), reply } => {
-                turn = reply == Reply::Ok;
+                turn = *reply == Reply::Ok;
                 assert!(turn, "the turn is taken");
                 // Requests run concurrently (docs/protocol.md#ordering): sent together, the
                 // wait could reach the session before the turn and find it idle.
@@ -79,8 +96,38 @@ async fn one_turn(url: &str) -> (Socket, Option<String>) {
             }
             _ => {}
         }
+        frames.push(frame);
     }
-    (socket, started.node)
+    frames
+}
+
+/// The session's history (request 3).
+async fn history(socket: &mut Socket) -> Vec<colloquy::chat::ChatItem> {
+    socket.send(Message::text(r#"{"v":1,"id":3,"type":"history"}"#)).await.unwrap();
+    loop {
+        let frame = tokio::time::timeout(BOUND, socket.next()).await.expect("a frame in time");
+        let Some(Ok(Message::Text(text))) = frame else { panic!("the socket closed: {frame:?}") };
+        if let ServerMessage::Reply { id: Some(3), reply: Reply::History { items } } =
+            ServerMessage::decode(&text).unwrap()
+        {
+            return items;
+        }
+    }
+}
+
+/// Sends SIGKILL and waits for the process to die.
+async fn kill_9(mut child: tokio::process::Child) {
+    let pid = Pid::from_raw(child.id().expect("running") as i32);
+    kill(pid, Signal::SIGKILL).unwrap();
+    tokio::time::timeout(BOUND, child.wait()).await.expect("it dies").unwrap();
+}
+
+/// An event frame's number.
+fn event_seq(frame: &ServerMessage) -> Option<u64> {
+    match frame {
+        ServerMessage::Event { seq, .. } => Some(*seq),
+        _ => None,
+    }
 }
 
 type Socket =
@@ -106,9 +153,9 @@ async fn stop(mut child: tokio::process::Child, mut socket: Socket) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_prints_its_url_runs_a_turn_and_stops_on_sigterm() {
     let (child, url) = start(&["--addr", "127.0.0.1:0"]).await;
-    let (socket, node) = one_turn(&url).await;
-    assert_eq!(node, None);
-    stop(child, socket).await;
+    let turned = one_turn(&url).await;
+    assert_eq!(turned.node, None);
+    stop(child, turned.socket).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -125,7 +172,7 @@ async fn serve_counts_its_sessions_on_its_own_port_and_a_metrics_address() {
         _ => panic!("a page and a metrics URL in `{ready}`"),
     };
     assert!(metrics.ends_with("/metrics"), "{ready}");
-    let (socket, _) = one_turn(page).await;
+    let socket = one_turn(page).await.socket;
     let http = reqwest::Client::builder().timeout(BOUND).build().unwrap();
     let text = http.get(metrics).send().await.unwrap().text().await.unwrap();
     let started = text.lines().find(|l| l.starts_with("colloquy_sessions_started_total"));
@@ -150,10 +197,130 @@ async fn serve_with_nats_places_sessions_on_a_node() {
         .await
         .expect("the node starts");
     let (child, url) = start(&["--addr", "127.0.0.1:0", "--nats", &nats.url()]).await;
-    let (socket, placed) = one_turn(&url).await;
-    assert_eq!(placed.as_deref(), Some("n1"));
-    stop(child, socket).await;
+    let turned = one_turn(&url).await;
+    assert_eq!(turned.node.as_deref(), Some("n1"));
+    stop(child, turned.socket).await;
     node.drain().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_with_a_store_resumes_a_session_killed_with_sigkill_and_numbers_on() {
+    let dir = std::env::temp_dir().join(format!("colloquy-serve-store-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("sessions.db");
+    let args = ["--addr", "127.0.0.1:0", "--store", file.to_str().unwrap()];
+    let (child, url) = start(&args).await;
+    let turned = one_turn(&url).await;
+    // The reply's records are appended off the session's task, within milliseconds of it.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    kill_9(child).await;
+    drop(turned.socket);
+
+    let (child, url) = start(&args).await;
+    let http = reqwest::Client::builder().timeout(BOUND).build().unwrap();
+    let listed: colloquy_protocol::SessionList =
+        http.get(format!("{url}v1/sessions")).send().await.unwrap().json().await.unwrap();
+    let stored = listed.stored.expect("the stored sessions are listed");
+    let session = stored.iter().find(|s| s.session_id == turned.session_id).expect("listed");
+    assert_eq!((session.closed.as_deref(), session.live), (None, false), "{session:?}");
+    let ws = format!(
+        "{}v1/sessions/{}/ws?after={}",
+        url.replacen("http://", "ws://", 1),
+        turned.session_id,
+        turned.last_seq
+    );
+    let (mut socket, _) = tokio_tungstenite::connect_async(ws).await.expect("it resumes");
+    let frames = converse(&mut socket, "Hello again").await;
+    assert!(matches!(frames.first(), Some(ServerMessage::Hello { .. })), "{frames:#?}");
+    assert!(!frames.iter().any(|f| matches!(f, ServerMessage::Error(_))), "{frames:#?}");
+    let numbers: Vec<u64> = frames.iter().filter_map(event_seq).collect();
+    assert_eq!(numbers.first(), Some(&(turned.last_seq + 1)), "numbered on: {frames:#?}");
+    assert!(numbers.windows(2).all(|w| w[1] == w[0] + 1), "no gap: {numbers:?}");
+    // The history kept: the turn before the kill, then this one.
+    let items = history(&mut socket).await;
+    let users: Vec<&str> = items
+        .iter()
+        .filter_map(|item| item.as_message())
+        .filter(|m| m.role == colloquy::chat::Role::User)
+        .map(|m| m.text.as_str())
+        .collect();
+    assert_eq!(users, ["Hello", "Hello again"]);
+    stop(child, socket).await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_running_at_a_sigkill_runs_again_and_ends_once_after_the_restart() {
+    let dir = std::env::temp_dir().join(format!("colloquy-serve-doubt-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("sessions.db");
+    let args = ["--addr", "127.0.0.1:0", "--store", file.to_str().unwrap()];
+    let (child, url) = start(&args).await;
+    let mut turned = one_turn(&url).await;
+    // `book_flight` runs in the background for 3 s: killed in the middle of it.
+    let frames = converse(&mut turned.socket, "Book me a flight to Paris").await;
+    let last_seq = frames.iter().filter_map(event_seq).max().expect("events");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    kill_9(child).await;
+    drop(turned.socket);
+
+    let (child, url) = start(&args).await;
+    let http = reqwest::Client::builder().timeout(BOUND).build().unwrap();
+    let listed: colloquy_protocol::SessionList =
+        http.get(format!("{url}v1/sessions")).send().await.unwrap().json().await.unwrap();
+    let stored = listed.stored.expect("the stored sessions are listed");
+    assert_eq!(stored[0].calls_in_doubt, 1, "{stored:?}");
+    let ws = format!(
+        "{}v1/sessions/{}/ws?after={last_seq}",
+        url.replacen("http://", "ws://", 1),
+        turned.session_id
+    );
+    let (mut socket, _) = tokio_tungstenite::connect_async(ws).await.expect("it resumes");
+    let frames = converse(&mut socket, "Hello again").await;
+    let events: Vec<serde_json::Value> = frames
+        .iter()
+        .filter_map(|frame| match frame {
+            ServerMessage::Event { event, .. } => Some(serde_json::to_value(event).unwrap()),
+            _ => None,
+        })
+        .collect();
+    let resumed = events.iter().find(|e| e["type"] == "x_session_resumed").expect("resumed");
+    let in_doubt = resumed["in_doubt"].as_array().unwrap();
+    assert_eq!(in_doubt.len(), 1, "{resumed}");
+    assert_eq!(
+        (in_doubt[0]["name"].as_str(), in_doubt[0]["outcome"].as_str()),
+        (Some("book_flight"), Some("rerun"))
+    );
+    let call = in_doubt[0]["call_id"].as_str().unwrap().to_owned();
+    // The booking runs again (`rerun`, under its idempotency key) and ends once.
+    let mut ended = events.iter().any(|e| is_end_of(e, &call));
+    while !ended {
+        let frame = tokio::time::timeout(BOUND, socket.next()).await.expect("a frame in time");
+        let Some(Ok(Message::Text(text))) = frame else { panic!("the socket closed: {frame:?}") };
+        if let ServerMessage::Event { event, .. } = ServerMessage::decode(&text).unwrap() {
+            ended = is_end_of(&serde_json::to_value(event).unwrap(), &call);
+        }
+    }
+    let items = history(&mut socket).await;
+    let finals: Vec<_> = items
+        .iter()
+        .filter_map(|item| match item {
+            colloquy::chat::ChatItem::FunctionCallOutput(output) => Some(output),
+            _ => None,
+        })
+        .filter(|output| output.call_id == format!("{call}_final"))
+        .collect();
+    assert_eq!(finals.len(), 1, "{finals:#?}");
+    assert!(!finals[0].is_error && finals[0].output.contains("confirmation"), "{finals:#?}");
+    stop(child, socket).await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Whether `event` is the `tool_call_ended` of call `call`.
+fn is_end_of(event: &serde_json::Value, call: &str) -> bool {
+    event["type"] == "tool_call_ended" && event["call_id"] == call
 }
 
 #[tokio::test]

@@ -222,6 +222,49 @@ impl Agents {
         }
     }
 
+    /// The first name whose factory makes an agent of id `agent` (calls the factories in
+    /// turn): what a stored session, whose journal names the agent's id, is served under.
+    pub fn name_of(&self, agent: &str) -> Option<&str> {
+        self.factories.iter().find(|(_, factory)| factory().id() == agent).map(|(n, _)| n.as_str())
+    }
+
+    /// Resumes stored session `id` on `builder`, which has the store, as
+    /// [`start`](Self::start) starts one: the model, the session hook (seeing `start`, whose
+    /// `agent` is the name the session is served under and whose metadata is `null`: a
+    /// journal keeps none), a lossless subscription to the events `events` passes, the resume
+    /// (every agent it may be on made by the factory whose agent has that id), then the
+    /// started hook. The future holds no borrow of the registry.
+    ///
+    /// # Errors
+    /// [`StartError::Failed`] with `SessionError::Resume` when the session cannot resume (an
+    /// unknown id, a closed session, an agent no factory makes, a failing store).
+    pub fn resume(
+        &self,
+        builder: SessionBuilder,
+        id: String,
+        start: SessionStart,
+        events: EventFilter,
+    ) -> impl Future<Output = Result<Hosted, StartError>> + Send + 'static {
+        let factories: Vec<AgentFactory> = self.factories.iter().map(|(_, f)| f.clone()).collect();
+        let (llm, hook, started) = (self.llm.clone(), self.hook.clone(), self.started.clone());
+        async move {
+            let mut builder = builder;
+            if let Some(llm) = llm {
+                builder = builder.llm(llm);
+            }
+            if let Some(hook) = hook {
+                builder = hook(builder, &start);
+            }
+            let events = builder.subscribe_to(events);
+            let agents = |agent: &str| factories.iter().map(|f| f()).find(|a| a.id() == agent);
+            let session = builder.resume(&id, agents).await?;
+            if let Some(started) = started {
+                started(&session, &start);
+            }
+            Ok(Hosted { session, events })
+        }
+    }
+
     fn factory(&self, name: &str) -> Option<&AgentFactory> {
         self.factories.iter().find(|(n, _)| n == name).map(|(_, factory)| factory)
     }

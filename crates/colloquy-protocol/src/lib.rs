@@ -44,6 +44,7 @@ pub use snapshot::{
 };
 pub use start::{
     AgentList, SessionClosed, SessionInfo, SessionList, SessionStarted, StartOptions, StartSession,
+    StoredSession,
 };
 
 /// The protocol's version: a request carries it, and a side that speaks another answers

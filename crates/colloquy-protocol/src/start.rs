@@ -94,6 +94,45 @@ pub struct SessionInfo {
 pub struct SessionList {
     /// The live sessions, by id.
     pub sessions: Vec<SessionInfo>,
+    /// With a store (`colloquy serve --store`): every session kept in it, most recently
+    /// active first, live or not; absent without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stored: Option<Vec<StoredSession>>,
+}
+
+/// One session kept in a server's store, as `GET /v1/sessions` lists it: a session that is
+/// not live and not closed resumes when a client attaches to it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[non_exhaustive]
+pub struct StoredSession {
+    /// Its id (the live session's, once it runs).
+    pub session_id: String,
+    /// The id of the agent it was on last (the agent's own name, `assistant`, not the name
+    /// a client started it under).
+    pub agent: String,
+    /// When its journal was last written, in milliseconds since the Unix epoch.
+    pub updated_ms: u64,
+    /// Why it closed; `null` while it is open (it resumes).
+    pub closed: Option<String>,
+    /// The tool calls that were running at its last record: each ends once, by its tool's
+    /// `on_interrupted` policy, when it resumes (docs/durability.md).
+    pub calls_in_doubt: usize,
+    /// Whether it runs in this server's process now.
+    pub live: bool,
+}
+
+impl StoredSession {
+    /// A stored session, not live.
+    pub fn new(
+        session_id: impl Into<String>,
+        agent: impl Into<String>,
+        updated_ms: u64,
+        closed: Option<String>,
+        calls_in_doubt: usize,
+    ) -> Self {
+        let (session_id, agent) = (session_id.into(), agent.into());
+        Self { session_id, agent, updated_ms, closed, calls_in_doubt, live: false }
+    }
 }
 
 /// `GET /v1/agents`.

@@ -202,6 +202,12 @@ function handleEvent(event) {
         + 'and it answers without tools until your next message.', 'warning');
       break;
     case 'session_closed':
+      // Suspended by a server with a store that stops: the connection reconnects and resumes it.
+      if (event.reason === 'suspended') {
+        showAgentState(null);
+        note('The server suspended the session: it resumes when the server is back.');
+        return;
+      }
       closed = true;
       showAgentState(null);
       timeline.tick(true);

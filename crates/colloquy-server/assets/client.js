@@ -155,12 +155,15 @@ export class Connection {
     }
     switch (frame.type) {
       case 'hello':
+        this.suspended = false;
         this.handlers.onHello(frame);
         break;
       case 'event':
         // A reconnect may overlap what was already drawn: each seq is drawn once.
         if (frame.seq <= this.lastSeq) return;
         this.lastSeq = frame.seq;
+        // A server with a store suspends its sessions when it stops: they resume when it is back.
+        if (frame.event.type === 'session_closed') this.suspended = frame.event.reason === 'suspended';
         this.handlers.onEvent(frame.seq, frame.event);
         break;
       case 'reply': {
@@ -183,7 +186,8 @@ export class Connection {
       case 'closing':
         // The session is over (closed, lost with its node, or closed by the server's
         // shutdown): nothing to reconnect to. After `slow_client` it goes on from lastSeq.
-        if (FINAL_CLOSINGS.has(frame.reason)) this.stopped = true;
+        // A suspended session is not over: reconnecting resumes it once the server is back.
+        if (FINAL_CLOSINGS.has(frame.reason) && !this.suspended) this.stopped = true;
         this.handlers.onClosing(frame.reason);
         break;
       default:

@@ -13,7 +13,10 @@ use colloquy_edge::hosting::{Hosted, StartError};
 use colloquy_llm::Llm;
 use colloquy_model::{Agent, EventFilter, SessionEvent};
 use colloquy_ops::Metrics;
-use colloquy_protocol::{AgentList, ErrorCode, Reply, Request, ServerError, StartOptions};
+use colloquy_protocol::{
+    AgentList, ErrorCode, Reply, Request, ServerError, StartOptions, StoredSession,
+};
+use colloquy_store::SessionStore;
 use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;
 use futures_util::{FutureExt, StreamExt};
@@ -36,6 +39,26 @@ pub trait Backend: Send + Sync + 'static {
     /// default, where the backend cannot tell: handoffs in a history are then not checked.
     fn known_agents(&self) -> Option<BTreeSet<String>> {
         None
+    }
+
+    /// The sessions kept in the backend's store, most recently active first (each `live`
+    /// false: the server knows which run); `None`, the default, without a store.
+    fn stored(&self) -> BoxFuture<'static, Result<Option<Vec<StoredSession>>, ServerError>> {
+        std::future::ready(Ok(None)).boxed()
+    }
+
+    /// Resumes stored session `id`, which does not run in this server now, with its event
+    /// stream from the resume on; `None`, the default, without a store. The server asks only
+    /// where it keeps the sessions' event numbers (`ServerBuilder::store`), so that a resumed
+    /// session's numbers go on from its last. A session the store
+    /// does not hold, or that closed, is [`ErrorCode::UnknownSession`] (nothing changed); a
+    /// failed resume [`ErrorCode::StartFailed`].
+    fn resume(
+        &self,
+        id: String,
+    ) -> BoxFuture<'static, Result<Option<StartedSession>, ServerError>> {
+        let _ = id;
+        std::future::ready(Ok(None)).boxed()
     }
 }
 
@@ -107,17 +130,29 @@ impl SessionDriver for SessionHandle {
 
 pub use colloquy_edge::{Agents, SessionStart};
 
-/// Sessions in this process: the agents of an [`Agents`] registry, by name, on its model.
-#[derive(Clone, Debug, Default)]
+/// Sessions in this process: the agents of an [`Agents`] registry, by name, on its model;
+/// with a [`store`](Self::store), kept in it and resumed from it.
+#[derive(Clone, Default)]
 pub struct LocalBackend {
     agents: Agents,
     /// Counts each session from its start (`ServerBuilder::metrics`).
     metrics: Option<Metrics>,
+    store: Option<Arc<dyn SessionStore>>,
+}
+
+impl std::fmt::Debug for LocalBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalBackend")
+            .field("agents", &self.agents)
+            .field("metrics", &self.metrics)
+            .field("store", &self.store.is_some())
+            .finish()
+    }
 }
 
 impl From<Agents> for LocalBackend {
     fn from(agents: Agents) -> Self {
-        Self { agents, metrics: None }
+        Self { agents, metrics: None, store: None }
     }
 }
 
@@ -170,6 +205,20 @@ impl LocalBackend {
         self
     }
 
+    /// Keeps every session it starts in `store` (`SessionBuilder::store`), and resumes a
+    /// stored one ([`Backend::resume`]) on the agent its journal names, made by the factory
+    /// whose agent has that id.
+    #[must_use]
+    pub fn store(mut self, store: Arc<dyn SessionStore>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// Whether its sessions are kept in a store.
+    pub(crate) fn is_stored(&self) -> bool {
+        self.store.is_some()
+    }
+
     /// Counts each session into `metrics` from its start (right after the started hook),
     /// before its client hears of it.
     pub(crate) fn watched_by(mut self, metrics: Option<Metrics>) -> Self {
@@ -196,9 +245,12 @@ impl Backend for LocalBackend {
         options: StartOptions,
     ) -> BoxFuture<'static, Result<StartedSession, ServerError>> {
         let start = SessionStart::new(agent.clone(), options.metadata);
+        let mut builder = Session::builder();
+        if let Some(store) = &self.store {
+            builder = builder.store(Arc::clone(store));
+        }
         // Every event: the replay buffer holds the session's from its first.
-        let starting =
-            self.agents.start(Session::builder(), start, options.history, EventFilter::ALL);
+        let starting = self.agents.start(builder, start, options.history, EventFilter::ALL);
         let metrics = self.metrics.clone();
         async move {
             let Hosted { session, events, .. } = starting.await.map_err(|e| match e {
@@ -210,14 +262,97 @@ impl Backend for LocalBackend {
             if let Some(metrics) = metrics {
                 metrics.watch(&session);
             }
-            Ok(StartedSession {
-                session_id: session.id().to_owned(),
-                agent,
-                node: None,
-                driver: Arc::new(session),
-                events: events.map(StreamItem::Event).boxed(),
-            })
+            Ok(in_process(session, agent, events))
         }
         .boxed()
+    }
+
+    fn stored(&self) -> BoxFuture<'static, Result<Option<Vec<StoredSession>>, ServerError>> {
+        let Some(store) = self.store.clone() else { return std::future::ready(Ok(None)).boxed() };
+        async move {
+            let listed = tokio::task::spawn_blocking(move || store.list()).await;
+            let failed = |e: String| {
+                ServerError::new(ErrorCode::Unavailable, format!("the store failed: {e}"))
+            };
+            let listed =
+                listed.map_err(|e| failed(e.to_string()))?.map_err(|e| failed(e.to_string()))?;
+            let stored = listed.into_iter().map(|s| {
+                StoredSession::new(s.id, s.agent, s.updated_ms, s.closed, s.calls_in_doubt)
+            });
+            Ok(Some(stored.collect()))
+        }
+        .boxed()
+    }
+
+    fn resume(
+        &self,
+        id: String,
+    ) -> BoxFuture<'static, Result<Option<StartedSession>, ServerError>> {
+        let Some(store) = self.store.clone() else { return std::future::ready(Ok(None)).boxed() };
+        let (agents, metrics) = (self.agents.clone(), self.metrics.clone());
+        async move {
+            let summary = Self::summary(Arc::clone(&store), id.clone()).await?;
+            let Some(name) = agents.name_of(&summary.agent).map(str::to_owned) else {
+                let message = format!(
+                    "session `{id}` was on agent `{}`, which this server does not offer",
+                    summary.agent
+                );
+                return Err(ServerError::new(ErrorCode::StartFailed, message));
+            };
+            let builder = Session::builder().store(store);
+            let start = SessionStart::new(name.clone(), serde_json::Value::Null);
+            let resuming = agents.resume(builder, id, start, EventFilter::ALL);
+            let Hosted { session, events, .. } = resuming
+                .await
+                .map_err(|e| ServerError::new(ErrorCode::StartFailed, e.to_string()))?;
+            if let Some(metrics) = metrics {
+                metrics.watch(&session);
+            }
+            Ok(Some(in_process(session, name, events)))
+        }
+        .boxed()
+    }
+}
+
+impl LocalBackend {
+    /// The summary of stored session `id`, read from the store's listing (no journal is
+    /// loaded): an unknown id or a closed session is [`ErrorCode::UnknownSession`].
+    async fn summary(
+        store: Arc<dyn SessionStore>,
+        id: String,
+    ) -> Result<colloquy_store::SessionSummary, ServerError> {
+        let listed = tokio::task::spawn_blocking(move || store.list()).await;
+        let listed = listed
+            .map_err(|e| {
+                ServerError::new(ErrorCode::StartFailed, format!("the store's reader failed: {e}"))
+            })?
+            .map_err(|e| ServerError::new(ErrorCode::StartFailed, e.to_string()))?;
+        let Some(summary) = listed.into_iter().find(|summary| summary.id == id) else {
+            let message = format!("no session `{id}`, live or stored");
+            return Err(ServerError::new(ErrorCode::UnknownSession, message));
+        };
+        if let Some(reason) = &summary.closed {
+            let message = format!(
+                "session `{id}` closed ({reason}): a closed session does not resume; start a new \
+                 one from its history"
+            );
+            return Err(ServerError::new(ErrorCode::UnknownSession, message));
+        }
+        Ok(summary)
+    }
+}
+
+/// A session that runs in this process, as the server takes it.
+fn in_process(
+    session: SessionHandle,
+    agent: String,
+    events: colloquy_actors::EventStream,
+) -> StartedSession {
+    StartedSession {
+        session_id: session.id().to_owned(),
+        agent,
+        node: None,
+        driver: Arc::new(session),
+        events: events.map(StreamItem::Event).boxed(),
     }
 }

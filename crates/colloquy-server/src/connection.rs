@@ -29,7 +29,8 @@ use tokio::task::JoinSet;
 use tokio::time::{Duration, Instant, MissedTickBehavior};
 
 use crate::limits::Limits;
-use crate::live::{Attached, Batch, Live, Registry};
+use crate::live::{Attached, Batch, Live};
+use crate::registry::Registry;
 use crate::sockets::SocketPlace;
 use colloquy_edge::hosting::InFlight;
 
@@ -218,8 +219,8 @@ pub(crate) async fn run(socket: WebSocket, live: Arc<Live>, after: u64, cx: Cont
     let _ = writer.await;
 }
 
-/// Queues the greeting, and a `gap` if events after `after` are gone; answers the cursor the
-/// events resume from.
+/// Queues the greeting, and a `gap` if events after `after` are gone (or, for a resumed
+/// session, `after` is a number it never gave); answers the cursor the events resume from.
 fn greet(live: &Live, after: u64, control: &mpsc::Sender<Queued>) -> u64 {
     let hello = ServerMessage::Hello {
         v: PROTOCOL_VERSION,
@@ -237,6 +238,19 @@ fn greet(live: &Live, after: u64, control: &mpsc::Sender<Queued>) -> u64 {
                 "events {} to {} are no longer held; the stream goes on from {oldest}",
                 after + 1,
                 oldest - 1
+            ),
+        );
+        gap.oldest_seq = Some(oldest);
+        greeting.push(gap.frame());
+        cursor = oldest - 1;
+    } else if let Some(oldest) = live.unknown_after(after) {
+        let mut gap = ServerError::new(
+            ErrorCode::Gap,
+            format!(
+                "event {after} was numbered by the server's process before a restart, and this \
+                 one never knew it (its last numbers were lost): the events after it are gone; \
+                 this stream goes on from {oldest}, the oldest held, and may repeat numbers you \
+                 saw (read `history` again)"
             ),
         );
         gap.oldest_seq = Some(oldest);

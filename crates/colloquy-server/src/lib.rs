@@ -35,9 +35,12 @@ mod cluster;
 mod connection;
 mod limits;
 mod live;
+mod numbers;
+mod registry;
 mod routes;
 mod server;
 mod sockets;
+mod stored;
 
 pub use backend::{
     Agents, Backend, LocalBackend, SessionDriver, SessionStart, StartedSession, StreamItem,
@@ -45,7 +48,7 @@ pub use backend::{
 #[cfg(feature = "cluster")]
 pub use cluster::ClusterBackend;
 pub use limits::Limits;
-pub use live::{CLIENT_GONE, EVENTS_ENDED, SERVER_SHUTDOWN};
+pub use live::{CLIENT_GONE, EVENTS_ENDED, SERVER_SHUTDOWN, SUSPENDED};
 pub use routes::CLIENT_CLOSED;
 pub use server::{BindError, Server, ServerBuilder, ServerHandle};
 

@@ -2,10 +2,11 @@
 //! newest [`Limits::replay_events`](crate::Limits::replay_events) kept, within
 //! [`Limits::replay_bytes`](crate::Limits::replay_bytes), each encoded once as
 //! the frame every client gets), the task that fills it from the session's event stream, closes
-//! a session nobody has attached to for a while and, for a session in this process, tells a
-//! connection how far the events of a reply reach (its watermark), and the registry by id.
+//! (or, kept in a store, suspends) a session nobody has attached to for a while and, for a
+//! session in this process, tells a connection how far the events of a reply reach (its
+//! watermark). A kept session's numbers go on from the last one kept for it (`numbers.rs`).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -21,6 +22,8 @@ use tokio::task::{JoinError, JoinHandle};
 use tokio::time::Instant;
 
 use crate::backend::{SessionDriver, StreamItem};
+use crate::numbers::Counter;
+use crate::registry::Registry;
 
 /// The reason a session closes with when no client has been attached for
 /// [`Limits::idle_session`](crate::Limits::idle_session).
@@ -33,6 +36,13 @@ pub const SERVER_SHUTDOWN: &str = colloquy_model::CloseReason::ServerShutdown.na
 /// (where it ran was lost, or its events could no longer be read): the server lets it go, so
 /// it must not run on unseen.
 pub const EVENTS_ENDED: &str = colloquy_model::CloseReason::EventsEnded.name();
+
+/// Why a session kept in a store stops when nobody is attached or the server shuts down: it
+/// is suspended, not closed, so that it resumes when a client attaches again.
+pub const SUSPENDED: &str = colloquy_model::CloseReason::Suspended.name();
+
+/// The reason of a session whose store failed: its journal may not hold the close.
+const STORE_FAILED: &str = colloquy_model::CloseReason::StoreFailed.name();
 
 /// Attempts at closing an idle session before waiting for another idle period.
 const CLOSE_TRIES: u32 = 5;
@@ -69,6 +79,10 @@ pub(crate) struct Live {
     /// Where to ask for a watermark; `None` when the session's events arrive another way than
     /// its replies (a cluster's), so a reply carries none.
     marks: Option<mpsc::Sender<MarkRequest>>,
+    /// Kept in a store: it suspends rather than closes when idle or at a shutdown.
+    kept: bool,
+    /// Resumed in this process: its numbers before the first held were another process's.
+    resumed: bool,
 }
 
 /// What a connection reads from the buffer after its cursor.
@@ -108,8 +122,32 @@ impl Live {
             tick: watch::channel(0).0,
             clients: watch::channel(0).0,
             marks,
+            kept: false,
+            resumed: false,
         };
         (live, requests)
+    }
+
+    /// A session kept in a store: its events numbered on after `floor` (the last number an
+    /// earlier process gave, 0 for a new session), each number kept by `counter` before any
+    /// client reads its event; `resumed` when an earlier process ran it.
+    pub(crate) fn kept(mut self, floor: u64, counter: Option<Counter>, resumed: bool) -> Self {
+        let replay = self.replay.get_mut().unwrap_or_else(PoisonError::into_inner);
+        replay.last_seq = floor;
+        replay.counter = counter;
+        self.kept = true;
+        self.resumed = resumed;
+        self
+    }
+
+    /// The reason it is stopped with when no client has been attached for a while.
+    pub(crate) fn idle_reason(&self) -> &'static str {
+        if self.kept { SUSPENDED } else { CLIENT_GONE }
+    }
+
+    /// The reason it is stopped with when the server shuts down.
+    pub(crate) fn shutdown_reason(&self) -> &'static str {
+        if self.kept { SUSPENDED } else { SERVER_SHUTDOWN }
     }
 
     /// The number of the last event the session emitted so far, once every one of them is in
@@ -164,6 +202,20 @@ impl Live {
         (oldest > after + 1).then_some(oldest)
     }
 
+    /// For a resumed session, a client's `after` past its last event names a number an
+    /// earlier process gave and this one never knew (its last numbers were not kept): the
+    /// oldest number held, where that client's stream goes on.
+    pub(crate) fn unknown_after(&self, after: u64) -> Option<u64> {
+        let replay = self.replay();
+        (self.resumed && after > replay.last_seq).then(|| replay.oldest())
+    }
+
+    /// Whether a client's `after` past the last event is to be answered with a `gap`
+    /// ([`unknown_after`](Self::unknown_after)) rather than refused.
+    pub(crate) fn is_resumed(&self) -> bool {
+        self.resumed
+    }
+
     /// Up to `max` frames after `cursor`.
     pub(crate) fn after(&self, cursor: u64, max: usize) -> Batch {
         self.replay().after(cursor, max)
@@ -207,8 +259,19 @@ impl Live {
             let mut replay = self.replay();
             let seq = replay.last_seq + 1;
             replay.closed = matches!(event.kind, EventKind::SessionClosed { .. });
+            // Closed for good, it never resumes: its number is of no more use. A store that
+            // failed could not record the close: the session may resume, its number with it.
+            let gone = match &event.kind {
+                EventKind::SessionClosed { reason } => {
+                    ![SUSPENDED, STORE_FAILED].contains(&reason.as_str())
+                }
+                _ => false,
+            };
             let text = ServerMessage::Event { seq, event }.encode();
             replay.push(seq, seq, Utf8Bytes::from(text));
+            if gone && let Some(counter) = replay.counter.take() {
+                counter.forget();
+            }
             seq
         };
         self.tick.send_replace(seq);
@@ -278,6 +341,8 @@ struct Replay {
     ended: bool,
     /// Its last event so far is `session_closed`.
     closed: bool,
+    /// Keeps the last number beside the store (a session kept in one).
+    counter: Option<Counter>,
 }
 
 /// One event's frame (`first == last`), or the `gap` frame of the events `first..=last`.
@@ -297,10 +362,15 @@ impl Replay {
             last_seq: 0,
             ended: false,
             closed: false,
+            counter: None,
         }
     }
 
     fn push(&mut self, first: u64, last: u64, text: Utf8Bytes) {
+        // Kept before any reader can see the frame: no client holds a number a restart loses.
+        if let Some(counter) = &mut self.counter {
+            counter.record(last);
+        }
         let size = text.len();
         while self.entries.len() >= self.capacity || self.bytes + size > self.budget {
             let Some(evicted) = self.entries.pop_front() else { break };
@@ -330,7 +400,7 @@ impl Replay {
 }
 
 /// Reads the session's events into its buffer until the stream ends; closes the session with
-/// [`CLIENT_GONE`] once no connection has been attached for `idle` (retrying a failed close
+/// [`CLIENT_GONE`] (suspends one kept in a store) once no connection has been attached for `idle` (retrying a failed close
 /// [`CLOSE_TRIES`] times with backoff, then again after another idle period). A stream that
 /// ends without `session_closed` closes the session with [`EVENTS_ENDED`]. Answers `marks`'
 /// watermark requests while the stream lasts. Removes the session from `registry` at the end.
@@ -422,11 +492,12 @@ fn drain(live: &Live, events: &mut BoxStream<'static, StreamItem>) -> bool {
     }
 }
 
-/// Closes an idle session with [`CLIENT_GONE`]; `false` if every attempt failed.
+/// Closes an idle session with [`CLIENT_GONE`] (suspends one kept in a store); `false` if
+/// every attempt failed.
 async fn close_idle(live: Arc<Live>) -> bool {
     let mut wait = CLOSE_BACKOFF;
     for attempt in 1..=CLOSE_TRIES {
-        if live.close(CLIENT_GONE).await {
+        if live.close(live.idle_reason()).await {
             return true;
         }
         if attempt < CLOSE_TRIES {
@@ -450,90 +521,6 @@ async fn sleep_until(deadline: Option<Instant>) {
     match deadline {
         Some(deadline) => tokio::time::sleep_until(deadline).await,
         None => std::future::pending().await,
-    }
-}
-
-/// The live sessions by id, and the starts under way (they count against the limit).
-#[derive(Default)]
-pub(crate) struct Registry {
-    inner: Mutex<Sessions>,
-}
-
-#[derive(Default)]
-struct Sessions {
-    live: BTreeMap<String, Arc<Live>>,
-    starting: usize,
-    shutting_down: bool,
-}
-
-/// Why a session cannot start now.
-pub(crate) enum Refused {
-    Full,
-    ShuttingDown,
-}
-
-impl Registry {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Sessions> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Holds a place for a session about to start; released when the guard drops.
-    pub(crate) fn reserve(self: &Arc<Self>, max: usize) -> Result<Reservation, Refused> {
-        let mut sessions = self.lock();
-        if sessions.shutting_down {
-            return Err(Refused::ShuttingDown);
-        }
-        if sessions.live.len() + sessions.starting >= max {
-            return Err(Refused::Full);
-        }
-        sessions.starting += 1;
-        Ok(Reservation(Arc::clone(self)))
-    }
-
-    pub(crate) fn get(&self, id: &str) -> Option<Arc<Live>> {
-        self.lock().live.get(id).cloned()
-    }
-
-    pub(crate) fn list(&self) -> Vec<Arc<Live>> {
-        self.lock().live.values().cloned().collect()
-    }
-
-    fn remove(&self, id: &str) {
-        self.lock().live.remove(id);
-    }
-
-    /// Takes no new session from now on; the live ones.
-    pub(crate) fn shut(&self) -> Vec<Arc<Live>> {
-        let mut sessions = self.lock();
-        sessions.shutting_down = true;
-        sessions.live.values().cloned().collect()
-    }
-
-    pub(crate) fn is_shutting_down(&self) -> bool {
-        self.lock().shutting_down
-    }
-}
-
-/// A place held for a starting session.
-pub(crate) struct Reservation(Arc<Registry>);
-
-impl Reservation {
-    /// The session started: it takes the reserved place, unless the server began shutting
-    /// down meanwhile (`Err`: the caller closes it, since the shutdown did not see it).
-    pub(crate) fn fill(self, live: Arc<Live>) -> Result<(), Arc<Live>> {
-        let mut sessions = self.0.lock();
-        if sessions.shutting_down {
-            return Err(live);
-        }
-        sessions.live.insert(live.id.clone(), live);
-        Ok(())
-    }
-}
-
-impl Drop for Reservation {
-    fn drop(&mut self) {
-        let mut sessions = self.0.lock();
-        sessions.starting = sessions.starting.saturating_sub(1);
     }
 }
 

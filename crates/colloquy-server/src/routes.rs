@@ -22,7 +22,7 @@ use colloquy_model::ChatItem;
 use colloquy_ops::{Health, Metrics, health_router, metrics_router};
 use colloquy_protocol::{
     Command, ErrorCode, ErrorKind, PROTOCOL_VERSION, Reply, ServerError, SessionClosed,
-    SessionList, SessionStarted, StartSession,
+    SessionStarted, StartSession,
 };
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
@@ -33,10 +33,13 @@ use crate::auth::{Origin, Token, check_host, check_origin, check_token, is_allow
 use crate::backend::Backend;
 use crate::connection::{self, Context};
 use crate::limits::Limits;
+use crate::numbers::Numbers;
+use crate::registry::Reservation;
 
 /// The read buffer of each WebSocket: a frame over it is read in several pieces.
 const READ_BUFFER: usize = 4 * 1024;
-use crate::live::{self, Live, Refused, Registry};
+use crate::live::{self, Live};
+use crate::registry::{Refused, Registry};
 use crate::sockets::{self, Sockets};
 use crate::{SUBPROTOCOL, assets};
 use colloquy_edge::history;
@@ -60,6 +63,8 @@ pub(crate) struct Shared {
     pub(crate) shutdown: watch::Receiver<bool>,
     /// Every session's task and every connection's.
     pub(crate) tasks: TaskTracker,
+    /// With a store: where each session's last event number is kept.
+    pub(crate) numbers: Option<Numbers>,
 }
 
 type AppState = State<Arc<Shared>>;
@@ -206,8 +211,10 @@ async fn agents(State(shared): AppState) -> Response {
 }
 
 async fn sessions(State(shared): AppState) -> Response {
-    let sessions = shared.registry.list().iter().map(|live| live.info()).collect();
-    json(StatusCode::OK, &SessionList { sessions })
+    match crate::stored::list(&shared).await {
+        Ok(list) => json(StatusCode::OK, &list),
+        Err(e) => error(e),
+    }
 }
 
 async fn start(State(shared): AppState, request: Request) -> Response {
@@ -266,45 +273,79 @@ async fn start_session(
             ServerError::new(ErrorCode::UnknownAgent, "the server offers no agent")
         })?,
     };
-    let reservation =
-        shared.registry.reserve(shared.limits.max_sessions).map_err(|refused| match refused {
-            Refused::Full => ServerError::new(
-                ErrorCode::TooManySessions,
-                format!(
-                    "the server holds its maximum of {} sessions: try again later",
-                    shared.limits.max_sessions
-                ),
-            ),
-            Refused::ShuttingDown => {
-                ServerError::new(ErrorCode::ShuttingDown, "the server is shutting down")
-            }
-        })?;
+    let reservation = reserve(shared)?;
     let started = shared.backend.start(agent, request.options).await?;
+    let answer = SessionStarted {
+        session_id: started.session_id.clone(),
+        agent: started.agent.clone(),
+        node: started.node.clone(),
+    };
+    register(shared, reservation, started, false).await?;
+    Ok(answer)
+}
+
+/// A place for one more session, or why there is none.
+pub(crate) fn reserve(shared: &Shared) -> Result<Reservation, ServerError> {
+    shared.registry.reserve(shared.limits.max_sessions).map_err(|refused| match refused {
+        Refused::Full => ServerError::new(
+            ErrorCode::TooManySessions,
+            format!(
+                "the server holds its maximum of {} sessions: try again later",
+                shared.limits.max_sessions
+            ),
+        ),
+        Refused::ShuttingDown => {
+            ServerError::new(ErrorCode::ShuttingDown, "the server is shutting down")
+        }
+    })
+}
+
+/// Makes a session that started (or `resumed`) live: its replay buffer, numbered on from the
+/// number kept for it where the server keeps numbers, in the place `reservation` held, and its
+/// feeder task.
+pub(crate) async fn register(
+    shared: &Shared,
+    reservation: Reservation,
+    started: crate::StartedSession,
+    resumed: bool,
+) -> Result<Arc<Live>, ServerError> {
+    let id = started.session_id.clone();
     let (live, marks) = Live::new(
-        started.session_id.clone(),
-        started.agent.clone(),
-        started.node.clone(),
+        id.clone(),
+        started.agent,
+        started.node,
         started.driver,
         shared.limits.replay_events,
         shared.limits.replay_bytes,
     );
+    let live = match &shared.numbers {
+        Some(numbers) => {
+            let floor = if resumed { numbers.last(&id) } else { 0 };
+            live.kept(floor, numbers.counter(&id), resumed)
+        }
+        None => live,
+    };
     let live = Arc::new(live);
     if let Err(live) = reservation.fill(Arc::clone(&live)) {
-        live.close(live::SERVER_SHUTDOWN).await;
+        live.close(live.shutdown_reason()).await;
         return Err(ServerError::new(ErrorCode::ShuttingDown, "the server is shutting down"));
     }
     let registry = Arc::clone(&shared.registry);
-    let pump = live::pump(live, started.events, marks, registry, shared.limits.idle_session);
-    shared.tasks.spawn(pump);
-    Ok(SessionStarted { session_id: started.session_id, agent: started.agent, node: started.node })
+    let idle = shared.limits.idle_session;
+    shared.tasks.spawn(live::pump(Arc::clone(&live), started.events, marks, registry, idle));
+    Ok(live)
 }
 
-fn unknown_session(id: &str) -> ServerError {
+pub(crate) fn unknown_session(id: &str) -> ServerError {
     ServerError::new(ErrorCode::UnknownSession, format!("no live session `{id}`"))
 }
 
 async fn close(State(shared): AppState, Path(id): Path<String>) -> Response {
-    let Some(live) = shared.registry.get(&id) else { return error(unknown_session(&id)) };
+    // A stored session that is not live resumes to close: its journal then records the close.
+    let live = match crate::stored::live_or_resumed(&shared, &id).await {
+        Ok(live) => live,
+        Err(e) => return error(e),
+    };
     let request = colloquy_protocol::Request::new(Command::Close { reason: CLIENT_CLOSED.into() });
     match live.driver.execute(request).await {
         Reply::Closed { history } => {
@@ -342,7 +383,6 @@ async fn attach(
     query: Result<Query<Attach>, axum::extract::rejection::QueryRejection>,
     upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
 ) -> Response {
-    let Some(live) = shared.registry.get(&id) else { return error(unknown_session(&id)) };
     let after = match query {
         Ok(Query(attach)) => attach.after,
         // `after` is the only parameter read: it is what failed.
@@ -352,14 +392,6 @@ async fn attach(
             return error(ServerError::new(ErrorCode::BadRequest, message));
         }
     };
-    let last = live.last_seq();
-    if after > last {
-        let message = format!(
-            "after={after} is past the session's last event, seq {last}: `after` names an \
-             event you handled, at most {last}"
-        );
-        return error(ServerError::new(ErrorCode::BadRequest, message));
-    }
     let upgrade = match upgrade {
         Ok(upgrade) => upgrade,
         Err(e) => {
@@ -367,6 +399,20 @@ async fn attach(
             return error(ServerError::new(ErrorCode::BadRequest, message));
         }
     };
+    // Read before a stored session resumes: a request that cannot attach resumes nothing.
+    let live = match crate::stored::live_or_resumed(&shared, &id).await {
+        Ok(live) => live,
+        Err(e) => return error(e),
+    };
+    let last = live.last_seq();
+    // A resumed session answers a number it never gave with a `gap` (`connection::greet`).
+    if after > last && !live.is_resumed() {
+        let message = format!(
+            "after={after} is past the session's last event, seq {last}: `after` names an \
+             event you handled, at most {last}"
+        );
+        return error(ServerError::new(ErrorCode::BadRequest, message));
+    }
     if shared.registry.is_shutting_down() {
         return error(ServerError::new(ErrorCode::ShuttingDown, "the server is shutting down"));
     }

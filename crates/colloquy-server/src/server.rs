@@ -2,6 +2,7 @@
 //! it, and its graceful shutdown.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,13 +10,15 @@ use colloquy_actors::{SessionBuilder, SessionHandle};
 use colloquy_llm::Llm;
 use colloquy_model::Agent;
 use colloquy_ops::{Listener, Metrics, OpsServer, ServeOptions};
+use colloquy_store::SessionStore;
 use tokio::sync::watch;
 use tokio_util::task::TaskTracker;
 
 use crate::auth::{Origin, Token};
 use crate::backend::{Agents, Backend, LocalBackend, SessionStart};
 use crate::limits::Limits;
-use crate::live::{Registry, SERVER_SHUTDOWN};
+use crate::numbers::Numbers;
+use crate::registry::Registry;
 use crate::routes::{Shared, router};
 
 /// The server's entry point.
@@ -39,6 +42,8 @@ pub struct ServerBuilder {
     limits: Limits,
     history_instructions: bool,
     metrics: Option<Metrics>,
+    /// Where the kept sessions' last event numbers go (`store`).
+    numbers: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for ServerBuilder {
@@ -50,6 +55,7 @@ impl std::fmt::Debug for ServerBuilder {
             .field("limits", &self.limits)
             .field("history_instructions", &self.history_instructions)
             .field("metrics", &self.metrics.is_some())
+            .field("numbers", &self.numbers)
             .finish_non_exhaustive()
     }
 }
@@ -79,6 +85,14 @@ pub enum BindError {
         origin: String,
         /// What is wrong with it.
         reason: &'static str,
+    },
+    /// The directory of the kept event numbers could not be made ([`ServerBuilder::store`]).
+    #[error("cannot keep event numbers in {}: {source}", dir.display())]
+    Numbers {
+        /// The directory.
+        dir: PathBuf,
+        /// Why.
+        source: std::io::Error,
     },
     /// The address could not be bound.
     #[error("cannot listen on {addr}: {source}")]
@@ -141,6 +155,20 @@ impl ServerBuilder {
         started: impl Fn(&SessionHandle, &SessionStart) + Send + Sync + 'static,
     ) -> Self {
         self.local = self.local.on_session(started);
+        self
+    }
+
+    /// Keeps every session that runs in this process in `store`, so that it outlives the
+    /// process: a server on the same store lists it (`GET /v1/sessions`) and resumes it when
+    /// a client attaches; its sessions suspend, not close, when idle and at a shutdown. Each
+    /// session's last event number is kept in a file of directory `numbers` (made at
+    /// [`bind`](Self::bind) if missing), so that a resumed session numbers its events on
+    /// from there (docs/decisions.md#serve-store). Not used once
+    /// [`backend`](Self::backend) is set.
+    #[must_use]
+    pub fn store(mut self, store: Arc<dyn SessionStore>, numbers: impl Into<PathBuf>) -> Self {
+        self.local = self.local.store(store);
+        self.numbers = Some(numbers.into());
         self
     }
 
@@ -331,6 +359,14 @@ impl ServerBuilder {
             Listener::bind(addr).await.map_err(|source| BindError::Listen { addr, source })?;
         let local = listener.local_addr();
         let (stop, shutdown) = watch::channel(false);
+        // Numbers only for sessions kept in a store, which a backend of its own has none of.
+        let numbers = match &self.numbers {
+            Some(dir) if self.backend.is_none() && self.local.is_stored() => Some(
+                Numbers::open(dir)
+                    .map_err(|source| BindError::Numbers { dir: dir.clone(), source })?,
+            ),
+            _ => None,
+        };
         let backend = match self.backend {
             Some(backend) => backend,
             None => Arc::new(self.local.watched_by(self.metrics.clone())),
@@ -346,6 +382,7 @@ impl ServerBuilder {
             addr: local,
             shutdown,
             tasks: TaskTracker::new(),
+            numbers,
         });
         let app = router(Arc::clone(&shared), self.metrics);
         let limits = &shared.limits;
@@ -395,12 +432,14 @@ impl ServerHandle {
     }
 
     /// Stops: no new session or connection; every session closed with reason
-    /// `server_shutdown` (its clients get its last events, then a `closing server_shutdown`
-    /// frame); then the listener. Each wait is bounded by [`Limits::shutdown_timeout`].
+    /// `server_shutdown` — suspended (reason `suspended`) when kept in a store, so that it
+    /// resumes after a restart — its clients getting its last events, then a `closing
+    /// server_shutdown` frame; then the listener. Each wait is bounded by
+    /// [`Limits::shutdown_timeout`].
     pub async fn shutdown(self) {
         let timeout = self.shared.limits.shutdown_timeout;
         let live = self.shared.registry.shut();
-        let closes = live.iter().map(|live| live.close(SERVER_SHUTDOWN));
+        let closes = live.iter().map(|live| live.close(live.shutdown_reason()));
         if tokio::time::timeout(timeout, futures_util::future::join_all(closes)).await.is_err() {
             tracing::warn!(?timeout, "sessions still closing at the shutdown's bound");
         }
