@@ -94,7 +94,7 @@ fn now_ms() -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use colloquy::store::{Entry, MemoryStore, Record};
+    use colloquy::store::{Acquire, Entry, LEASE_TTL, LeaseHolder, MemoryStore, Record};
 
     use super::*;
 
@@ -102,7 +102,9 @@ mod tests {
     fn a_row_per_session_under_the_header_with_its_state() {
         let store = MemoryStore::new();
         let reason = "end_call\u{1b}[2J".to_owned();
-        store.append("s-2", &[Entry::new(1, 0, Record::CloseBegan { reason })]).unwrap();
+        let me = LeaseHolder::this_process();
+        let lease = store.acquire("s-2", &me, LEASE_TTL, Acquire::IfFree).unwrap();
+        store.append(&lease, &[Entry::new(1, 0, Record::CloseBegan { reason })]).unwrap();
         let mut sessions = store.list().unwrap();
         sessions[0].updated_ms = 1_000;
         let text = listing(&sessions, 1_000 + 125_000);
