@@ -31,6 +31,7 @@ mod first_program;
 mod handoff;
 mod host;
 mod inspect;
+mod lease;
 mod limits;
 mod mcp;
 mod openai;
