@@ -176,6 +176,10 @@ pub struct ChatArgs {
     /// sessions` lists them).
     #[arg(long, value_name = "ID", requires = "store")]
     pub resume: Option<String>,
+    /// With --resume: take the session over from a process that still holds it (one known to
+    /// be gone: on another machine that died); that process can no longer write to it.
+    #[arg(long, requires = "resume")]
+    pub take_over: bool,
 }
 
 /// `colloquy sessions` options.
@@ -454,6 +458,7 @@ mod tests {
                 lost_after: None,
                 store: None,
                 resume: None,
+                take_over: false,
             }))
         );
         match parse(&["chat", "--store", "s.db", "--resume", "abc"]) {
@@ -464,6 +469,7 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(parse(&["chat", "--resume", "abc"]).is_err(), "--resume needs --store");
+        assert!(parse(&["chat", "--store", "s.db", "--take-over"]).is_err(), "and --resume");
         assert!(parse(&["chat", "--store", "s.db", "--nats", "nats://x"]).is_err());
         assert!(parse(&["sessions"]).is_err(), "sessions needs --store");
         match parse(&["chat", "--instructions", "Be brief.", "--temperature", "0.2"]) {

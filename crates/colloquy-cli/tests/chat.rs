@@ -682,14 +682,19 @@ async fn a_chat_killed_mid_call_resumes_from_its_store_and_the_call_ends_once() 
     let id = text.split("session ").nth(1).and_then(|s| s.split(',').next()).unwrap().to_owned();
     first.send("book a flight to Rome on Saturday").await;
     first.wait_for("Searching Saturday flights").await;
-    // SIGKILL mid-body: no close, no flush, nothing the process can do about it.
     let pid = Pid::from_raw(first.child.id().expect("running") as i32);
+    // While it runs, the session is its own: a second chat is refused, naming it.
+    let resumed = ["--resume", id.as_str()];
+    let twice = colloquy(&[&chat[..], &resumed[..]].concat(), "hello?\n").await;
+    assert_eq!(twice.code, Some(1), "{}", twice.stdout);
+    assert!(twice.stderr.contains(&format!("is in use by process {pid}")), "{}", twice.stderr);
+    // SIGKILL mid-body: no close, no flush, nothing the process can do about it.
     kill(pid, Signal::SIGKILL).unwrap();
     let _ = first.child.wait().await;
     let row = stored_row(&db, &id).await;
     assert_eq!(row, ["open", "1"], "one call in doubt");
 
-    let resumed = ["--resume", id.as_str()];
+    // At once: its holder no longer runs.
     let second = colloquy(&[&chat[..], &resumed[..]].concat(), "did it work?\n/quit\n").await;
     assert_eq!(second.code, Some(0), "{}\n{}", second.stdout, second.stderr);
     assert_lines_in_order(
