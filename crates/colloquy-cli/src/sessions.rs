@@ -43,7 +43,7 @@ pub fn run(args: &SessionsArgs, out: &mut dyn Write) -> Result<(), CommandError>
 
 /// The sessions as an aligned table, the most recently active first.
 pub fn listing(sessions: &[SessionSummary], now_ms: u64) -> String {
-    let header = ["SESSION", "AGENT", "RECORDS", "ACTIVE", "STATE", "IN DOUBT"];
+    let header = ["SESSION", "AGENT", "RECORDS", "ACTIVE", "STATE", "IN DOUBT", "HELD BY"];
     let mut rows = vec![header.map(String::from).to_vec()];
     for session in sessions {
         let state = match &session.closed {
@@ -57,6 +57,7 @@ pub fn listing(sessions: &[SessionSummary], now_ms: u64) -> String {
             ago(now_ms.saturating_sub(session.updated_ms)),
             state,
             session.calls_in_doubt.to_string(),
+            held_by(session),
         ]);
     }
     let mut lines = table::aligned(&rows);
@@ -64,6 +65,17 @@ pub fn listing(sessions: &[SessionSummary], now_ms: u64) -> String {
         lines.push("(no stored session)".into());
     }
     lines.join("\n")
+}
+
+/// `PID@HOST` of the process that holds the session's lease, `-` for none (or one of this
+/// host that no longer runs: the next chat takes it at once).
+fn held_by(session: &SessionSummary) -> String {
+    match &session.held_by {
+        Some(holder) if !holder.is_gone() => {
+            clean::line(&format!("{}@{}", holder.pid, holder.host))
+        }
+        _ => "-".to_owned(),
+    }
 }
 
 /// `12s ago`, `5m ago`, `3h ago`, `2d ago`.
@@ -113,6 +125,8 @@ mod tests {
         assert!(lines[1].starts_with("s-2"), "{text}");
         assert_eq!(lines[0].find("STATE"), lines[1].find("closed"), "aligned: {text}");
         assert!(lines[1].contains("2m ago") && lines[1].contains("closed (end_call"), "{text}");
+        let held = format!("{}@{}", me.pid, me.host);
+        assert!(lines[0].ends_with("HELD BY") && lines[1].ends_with(&held), "{text}");
         assert!(!text.contains('\u{1b}'), "control characters are not printed: {text:?}");
         assert_eq!(listing(&[], 0).lines().last(), Some("(no stored session)"));
     }

@@ -129,6 +129,11 @@ impl StoredLease {
         Ok(stored.epoch + 1)
     }
 
+    /// Its holder at `now_ms`, if it has one whose lease has not expired.
+    pub fn holder_at(&self, now_ms: u64) -> Option<LeaseHolder> {
+        self.holder.clone().filter(|_| self.expires_ms > now_ms)
+    }
+
     /// Whether `lease` is this one, still held: `Err(LeaseLost)` naming who has it otherwise.
     pub fn check(stored: Option<&Self>, lease: &Lease) -> Result<(), StoreError> {
         match stored {

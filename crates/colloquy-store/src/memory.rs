@@ -105,7 +105,11 @@ impl SessionStore for MemoryStore {
         let mut list: Vec<SessionSummary> = inner
             .sessions
             .iter()
-            .map(|(id, (entries, updated))| SessionSummary::of(id, entries, *updated))
+            .map(|(id, (entries, updated))| {
+                let mut summary = SessionSummary::of(id, entries, *updated);
+                summary.held_by = inner.leases.get(id).and_then(|l| l.holder_at(now_ms()));
+                summary
+            })
             .collect();
         list.sort_by(|a, b| b.updated_ms.cmp(&a.updated_ms).then_with(|| a.id.cmp(&b.id)));
         Ok(list)

@@ -242,12 +242,14 @@ impl SessionStore for SqliteStore {
         let db = self.db.lock().unwrap_or_else(PoisonError::into_inner);
         let mut select = db
             .prepare_cached(
-                "SELECT id, agent, entries, updated_ms, closed, running FROM sessions
+                "SELECT id, agent, entries, updated_ms, closed, running, host, pid FROM sessions
+                 LEFT JOIN leases ON leases.session = sessions.id AND leases.expires_ms > ?1
                  ORDER BY updated_ms DESC, id",
             )
             .map_err(|e| failed(&e))?;
         let rows = select
-            .query_map([], |row| {
+            .query_map([now_ms() as i64], |row| {
+                let (host, pid): (Option<String>, Option<i64>) = (row.get(6)?, row.get(7)?);
                 Ok(SessionSummary {
                     id: row.get(0)?,
                     agent: row.get(1)?,
@@ -255,6 +257,7 @@ impl SessionStore for SqliteStore {
                     updated_ms: row.get::<_, i64>(3)?.max(0) as u64,
                     closed: row.get(4)?,
                     calls_in_doubt: row.get::<_, i64>(5)?.max(0) as usize,
+                    held_by: host.zip(pid).map(|(h, p)| LeaseHolder::new(h, p.max(0) as u32)),
                 })
             })
             .map_err(|e| failed(&e))?;

@@ -73,10 +73,14 @@ pub struct SessionSummary {
     pub closed: Option<String>,
     /// The calls that were running at its last record: in doubt, should it resume.
     pub calls_in_doubt: usize,
+    /// Who holds its lease, if anyone does and it has not expired (a holder that stopped
+    /// without releasing it is listed until then: [`LeaseHolder::is_gone`] tells).
+    pub held_by: Option<LeaseHolder>,
 }
 
 impl SessionSummary {
-    /// The summary of session `id`, from its entries.
+    /// The summary of session `id`, from its entries (held by nobody: [`Self::held_by`]
+    /// is the store's to fill).
     pub fn of(id: &str, entries: &[Entry], updated_ms: u64) -> Self {
         let journal = Journal::fold(entries);
         Self {
@@ -86,6 +90,7 @@ impl SessionSummary {
             updated_ms,
             closed: journal.closed.clone(),
             calls_in_doubt: journal.running.len(),
+            held_by: None,
         }
     }
 }

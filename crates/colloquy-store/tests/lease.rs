@@ -51,6 +51,8 @@ fn leases_alike(store: &dyn SessionStore) {
     store.renew(&first).unwrap();
     store.append(&first, &[entered(2)]).unwrap();
 
+    assert_eq!(store.list().unwrap()[0].held_by.as_ref(), Some(&me), "listed with its holder");
+
     // Taken over: the first holder can no longer write or renew, and says who has it.
     let elsewhere = LeaseHolder::new("other-host", 42);
     let second = store.acquire("s-1", &elsewhere, LEASE_TTL, Acquire::TakeOver).unwrap();
@@ -74,6 +76,8 @@ fn leases_alike(store: &dyn SessionStore) {
     assert_eq!(third.epoch, 3);
     store.append(&third, &[entered(4)]).unwrap();
     assert_eq!(store.load("s-1").unwrap().len(), 4);
+    store.release(&third).unwrap();
+    assert_eq!(store.list().unwrap()[0].held_by, None, "released: held by nobody");
 }
 
 fn expires_and_passes_on_from_a_stopped_process(store: &dyn SessionStore) {
