@@ -119,10 +119,12 @@ impl JournalOut {
                     Err(_) => format!("a write took over {}s", APPEND_TIMEOUT.as_secs()),
                 };
                 let _ = session.cast(TimerMsg::StoreFailed(failed).into());
-                return;
+                break;
             }
-            // Every batch is written: the next process may have the session at once.
-            let _ = tokio::task::spawn_blocking(move || store.release(&lease)).await;
+            // Every batch is written (or none will be): the next process may have the session
+            // at once. Bounded, as a store that failed may hang.
+            let release = tokio::task::spawn_blocking(move || store.release(&lease));
+            let _ = tokio::time::timeout(FLUSH_TIMEOUT, release).await;
         });
         let (batch, starting, reads) = (Vec::new(), Vec::new(), Vec::new());
         let (next_seq, tx, writer) = (last_seq + 1, Some(tx), Some(writer));
