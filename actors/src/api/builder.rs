@@ -91,7 +91,7 @@ impl Memory {
             held.acquire(&session, &LeaseHolder::this_process(), ttl, mode)
         })
         .await
-        .map_err(|e| format!("the store's reader failed: {e}"))?
+        .map_err(|e| format!("the store's lease request failed: {e}"))?
         .map_err(|e| e.to_string())?;
         Ok(Some(Durable { store, lease }))
     }
