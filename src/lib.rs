@@ -276,8 +276,8 @@ pub mod store {
     #[cfg(feature = "sqlite")]
     pub use colloquy_store::SqliteStore;
     pub use colloquy_store::{
-        CallInDoubt, Entry, Journal, MemoryStore, Record, SCHEMA_VERSION, SessionStore,
-        SessionSummary, StoreError,
+        Acquire, CallInDoubt, Entry, Journal, LEASE_TTL, Lease, LeaseHolder, MemoryStore, Record,
+        SCHEMA_VERSION, SessionStore, SessionSummary, StoreError, StoredLease,
     };
 }
 

@@ -5,7 +5,10 @@ use std::sync::Arc;
 
 use crate::common::*;
 use colloquy::prelude::*;
-use colloquy::store::{Entry, MemoryStore, Record, SessionStore, SqliteStore, StoreError};
+use colloquy::store::{
+    Acquire, Entry, LEASE_TTL, Lease, LeaseHolder, MemoryStore, Record, SessionStore, SqliteStore,
+    StoreError,
+};
 
 fn refilling_agent() -> Agent {
     agent().tool(sleeper("refill", 60_000, "refilled"))
@@ -36,9 +39,17 @@ pub(crate) async fn stored(
 /// What a crash leaves: a store holding what was durable at that moment, apart from the one
 /// the old process goes on writing to.
 pub(crate) fn crashed(store: &dyn SessionStore, id: &str) -> Arc<MemoryStore> {
-    let copy = Arc::new(MemoryStore::new());
-    copy.append(id, &store.load(id).unwrap()).unwrap();
-    copy
+    journal_of(id, &store.load(id).unwrap())
+}
+
+/// A store holding `entries` as session `id`'s journal, its lease free.
+pub(crate) fn journal_of(id: &str, entries: &[Entry]) -> Arc<MemoryStore> {
+    let store = Arc::new(MemoryStore::new());
+    let lease = store.acquire(id, &LeaseHolder::this_process(), LEASE_TTL, Acquire::IfFree);
+    let lease = lease.unwrap();
+    store.append(&lease, entries).unwrap();
+    store.release(&lease).unwrap();
+    store
 }
 
 /// The texts of the session's messages, in order.
@@ -191,9 +202,11 @@ async fn a_session_in_a_sqlite_file_resumes_from_a_second_opening_of_it() {
     let reopened = Arc::new(SqliteStore::open(&path).unwrap());
     let listed = reopened.list().unwrap();
     assert_eq!((listed[0].id.as_str(), listed[0].agent.as_str()), (id.as_str(), "A"));
+    // The first one still runs here: as a host that knows its process is gone, take it over.
     let session = Session::builder()
         .llm(ScriptedLlm::new([]))
         .store(reopened)
+        .take_over(true)
         .resume(&id, agents)
         .await
         .unwrap();
@@ -236,7 +249,7 @@ impl Disk {
 }
 
 impl SessionStore for Disk {
-    fn append(&self, session: &str, entries: &[Entry]) -> Result<(), StoreError> {
+    fn append(&self, lease: &Lease, entries: &[Entry]) -> Result<(), StoreError> {
         use std::sync::atomic::Ordering::SeqCst;
         let left = self.ok.load(SeqCst);
         if left == 0 {
@@ -249,7 +262,22 @@ impl SessionStore for Disk {
                 std::thread::sleep(std::time::Duration::from_millis(1));
             }
         }
-        self.inner.append(session, entries)
+        self.inner.append(lease, entries)
+    }
+    fn acquire(
+        &self,
+        session: &str,
+        holder: &LeaseHolder,
+        ttl: std::time::Duration,
+        mode: Acquire,
+    ) -> Result<Lease, StoreError> {
+        self.inner.acquire(session, holder, ttl, mode)
+    }
+    fn renew(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.inner.renew(lease)
+    }
+    fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.inner.release(lease)
     }
     fn load(&self, session: &str) -> Result<Vec<Entry>, StoreError> {
         self.inner.load(session)
@@ -462,8 +490,7 @@ fn journal_owing_a_reply() -> Vec<Entry> {
 
 #[tokio::test(start_paused = true)]
 async fn a_reply_owed_at_the_crash_is_delivered_once_after_the_resume() {
-    let store = Arc::new(MemoryStore::new());
-    store.append("s-owed", &journal_owing_a_reply()).unwrap();
+    let store = journal_of("s-owed", &journal_owing_a_reply());
     let llm = ScriptedLlm::new([text("Your refill is done.")]).recording();
     let mut builder = Session::builder().llm(llm.clone()).store(store.clone());
     let mut events = builder.subscribe();
@@ -516,18 +543,39 @@ async fn a_seeded_history_is_kept_and_a_wrong_agent_is_refused() {
     drop(seeded);
 }
 
-/// Keeps what was on disk after each append: every state a crash could leave.
-struct EveryPrefix {
+/// A store in memory that calls `tap` with a session's journal after each append to it: every
+/// state a crash could leave.
+pub(crate) struct Tapped<F> {
     inner: MemoryStore,
-    prefixes: std::sync::Mutex<Vec<Vec<Entry>>>,
+    tap: F,
 }
 
-impl SessionStore for EveryPrefix {
-    fn append(&self, session: &str, entries: &[Entry]) -> Result<(), StoreError> {
-        self.inner.append(session, entries)?;
-        let on_disk = self.inner.load(session)?;
-        self.prefixes.lock().unwrap().push(on_disk);
+impl<F: Fn(Vec<Entry>) + Send + Sync + 'static> Tapped<F> {
+    pub(crate) fn new(tap: F) -> Self {
+        Self { inner: MemoryStore::new(), tap }
+    }
+}
+
+impl<F: Fn(Vec<Entry>) + Send + Sync + 'static> SessionStore for Tapped<F> {
+    fn append(&self, lease: &Lease, entries: &[Entry]) -> Result<(), StoreError> {
+        self.inner.append(lease, entries)?;
+        (self.tap)(self.inner.load(&lease.session)?);
         Ok(())
+    }
+    fn acquire(
+        &self,
+        session: &str,
+        holder: &LeaseHolder,
+        ttl: std::time::Duration,
+        mode: Acquire,
+    ) -> Result<Lease, StoreError> {
+        self.inner.acquire(session, holder, ttl, mode)
+    }
+    fn renew(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.inner.renew(lease)
+    }
+    fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.inner.release(lease)
     }
     fn load(&self, session: &str) -> Result<Vec<Entry>, StoreError> {
         self.inner.load(session)
@@ -555,7 +603,9 @@ fn two_tools() -> Agent {
 /// call the model made ends exactly once — by its result, or as interrupted.
 #[tokio::test(start_paused = true)]
 async fn after_a_crash_at_any_point_every_call_ends_exactly_once() {
-    let store = Arc::new(EveryPrefix { inner: MemoryStore::new(), prefixes: Default::default() });
+    let prefixes = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let kept = Arc::clone(&prefixes);
+    let store = Arc::new(Tapped::new(move |on_disk| kept.lock().unwrap().push(on_disk)));
     let script = vec![
         call("c1", "track", "{}"),
         call("c2", "refill", "{}"),
@@ -571,12 +621,11 @@ async fn after_a_crash_at_any_point_every_call_ends_exactly_once() {
     let id = h.session.id().to_owned();
     h.session.suspend().await.unwrap();
     drop(h);
-    let prefixes = store.prefixes.lock().unwrap().clone();
+    let prefixes = prefixes.lock().unwrap().clone();
     assert!(prefixes.len() >= 6, "{} crash points", prefixes.len());
 
     for (point, on_disk) in prefixes.iter().enumerate() {
-        let crashed = Arc::new(MemoryStore::new());
-        crashed.append(&id, on_disk).unwrap();
+        let crashed = journal_of(&id, on_disk);
         let replies: Vec<_> = (0..6).map(|_| text("Resumed.")).collect();
         let builder = Session::builder().llm(ScriptedLlm::new(replies)).store(crashed);
         let resumed = match builder.resume(&id, |name| (name == "A").then(two_tools)).await {

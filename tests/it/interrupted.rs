@@ -9,7 +9,7 @@ use crate::common::*;
 use crate::durable::{crashed, drain, resumed_calls, stored};
 use colloquy::prelude::*;
 use colloquy::session::SessionOptions;
-use colloquy::store::{MemoryStore, Record, SessionStore};
+use colloquy::store::{MemoryStore, Record};
 use colloquy::tools::OnInterrupted;
 
 /// A payment service that deduplicates by idempotency key, as payment APIs do: the keys of
@@ -339,39 +339,6 @@ async fn an_approved_call_runs_only_once_its_let_through_is_on_disk() {
     assert_eq!(runs.load(SeqCst), 1, "then it runs");
 }
 
-/// A store that keeps what was on disk, and what the payment service had done, after every
-/// append: each a point a crash could have left.
-struct CrashPoints {
-    inner: MemoryStore,
-    service: Arc<Payments>,
-    points: Mutex<Vec<(Vec<colloquy::store::Entry>, BTreeSet<String>)>>,
-}
-
-impl colloquy::store::SessionStore for CrashPoints {
-    fn append(
-        &self,
-        session: &str,
-        entries: &[colloquy::store::Entry],
-    ) -> Result<(), colloquy::store::StoreError> {
-        self.inner.append(session, entries)?;
-        let charged = self.service.charged.lock().unwrap().clone();
-        self.points.lock().unwrap().push((self.inner.load(session)?, charged));
-        Ok(())
-    }
-    fn load(
-        &self,
-        session: &str,
-    ) -> Result<Vec<colloquy::store::Entry>, colloquy::store::StoreError> {
-        self.inner.load(session)
-    }
-    fn list(&self) -> Result<Vec<colloquy::store::SessionSummary>, colloquy::store::StoreError> {
-        self.inner.list()
-    }
-    fn delete(&self, session: &str) -> Result<bool, colloquy::store::StoreError> {
-        self.inner.delete(session)
-    }
-}
-
 /// `pay` (rerun, keyed: it reports, then charges, then answers) and `track` (fail, background).
 fn paying_agent(service: &Arc<Payments>) -> Agent {
     let service = Arc::clone(service);
@@ -396,11 +363,14 @@ fn paying_agent(service: &Arc<Payments>) -> Agent {
 #[tokio::test(start_paused = true)]
 async fn after_a_crash_at_any_point_each_payment_is_charged_once() {
     let service = Arc::new(Payments::default());
-    let store = Arc::new(CrashPoints {
-        inner: MemoryStore::new(),
-        service: Arc::clone(&service),
-        points: Mutex::new(Vec::new()),
-    });
+    // What was on disk, and what the payment service had done, after every append: each a
+    // point a crash could have left.
+    let points = Arc::new(Mutex::new(Vec::new()));
+    let (kept, charging) = (Arc::clone(&points), Arc::clone(&service));
+    let store = Arc::new(crate::durable::Tapped::new(move |on_disk| {
+        let charged = charging.charged.lock().unwrap().clone();
+        kept.lock().unwrap().push((on_disk, charged));
+    }));
     let script = vec![
         call("c1", "pay", "{}"),
         text("Paying."),
@@ -416,15 +386,14 @@ async fn after_a_crash_at_any_point_each_payment_is_charged_once() {
     let id = h.session.id().to_owned();
     h.session.suspend().await.unwrap();
     drop(h);
-    let points = store.points.lock().unwrap().clone();
+    let points = points.lock().unwrap().clone();
     assert!(points.len() >= 10, "{} crash points", points.len());
 
     let mut reruns = 0;
     for (point, (on_disk, charged)) in points.iter().enumerate().skip(1) {
         let after = Arc::new(Payments::default());
         *after.charged.lock().unwrap() = charged.clone();
-        let crashed = Arc::new(MemoryStore::new());
-        crashed.append(&id, on_disk).unwrap();
+        let crashed = crate::durable::journal_of(&id, on_disk);
         let replies: Vec<_> = (0..6).map(|_| text("Resumed.")).collect();
         let builder = Session::builder().llm(ScriptedLlm::new(replies)).store(crashed);
         let agents = |name: &str| (name == "A").then(|| paying_agent(&after));

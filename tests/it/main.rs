@@ -32,6 +32,7 @@ mod handoff;
 mod host;
 mod inspect;
 mod interrupted;
+mod lease;
 mod limits;
 mod mcp;
 mod openai;

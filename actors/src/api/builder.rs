@@ -7,7 +7,7 @@ use std::time::Duration;
 use colloquy_llm::Llm;
 use colloquy_llm::context::ContextPolicy;
 use colloquy_model::{Agent, ChatItem, EventFilter, FunctionTool, Templates, Toolset};
-use colloquy_store::{Journal, SessionStore};
+use colloquy_store::{Acquire, Journal, LEASE_TTL, LeaseHolder, SessionStore};
 use ractor::Actor;
 use tokio::sync::mpsc;
 
@@ -15,7 +15,7 @@ use crate::api::host::Host;
 use crate::catalog::ToolCatalog;
 use crate::messages::handle::{EventStream, SessionHandle};
 use crate::messages::{CloseCallback, Plugins, Subscriber};
-use crate::session::{Resume, SessionActor, SessionArgs};
+use crate::session::{Durable, Resume, SessionActor, SessionArgs};
 use crate::support::lifecycle_sink::LifecycleSink;
 use crate::types::error::SessionError;
 use crate::types::lifecycle::LifecycleEvent;
@@ -74,6 +74,27 @@ struct Memory {
     history: Vec<ChatItem>,
     /// Where the journal goes (docs/durability.md).
     store: Option<Arc<dyn SessionStore>>,
+    /// Whether a resume takes the lease over from a live holder.
+    take_over: bool,
+    /// The lease's ttl, if not the default.
+    lease_ttl: Option<Duration>,
+}
+
+impl Memory {
+    /// The lease of session `id` in the store, if there is one, taken off the async task.
+    async fn lease(&self, id: &str) -> Result<Option<Durable>, String> {
+        let Some(store) = self.store.clone() else { return Ok(None) };
+        let (session, ttl) = (id.to_owned(), self.lease_ttl.unwrap_or(LEASE_TTL));
+        let mode = if self.take_over { Acquire::TakeOver } else { Acquire::IfFree };
+        let held = Arc::clone(&store);
+        let lease = tokio::task::spawn_blocking(move || {
+            held.acquire(&session, &LeaseHolder::this_process(), ttl, mode)
+        })
+        .await
+        .map_err(|e| format!("the store's lease request failed: {e}"))?
+        .map_err(|e| e.to_string())?;
+        Ok(Some(Durable { store, lease }))
+    }
 }
 
 impl SessionBuilder {
@@ -235,7 +256,7 @@ impl SessionBuilder {
     /// session.user_turn("hello").await?;
     /// session.wait_for_idle().await?;
     /// let id = session.id().to_owned();
-    /// drop(session); // … the process ends; later, with the same store:
+    /// session.suspend().await?; // … or the process ends; later, with the same store:
     /// let agents = |name: &str| (name == "greeter").then(|| Agent::new("greeter", "Greet."));
     /// let session = Session::builder().llm(llm).store(store).resume(&id, agents).await?;
     /// assert_eq!(session.history().await?.len(), 4); // handoff, user, assistant, handoff
@@ -243,6 +264,24 @@ impl SessionBuilder {
     /// ```
     pub fn store(mut self, store: Arc<dyn SessionStore>) -> Self {
         self.memory.store = Some(store);
+        self
+    }
+
+    /// Whether [`resume`](Self::resume) takes the session's lease over from a process that
+    /// still holds it (false by default: refused, naming the holder). For a host that knows
+    /// the old process is gone (another machine that died): that process, should it still
+    /// run, can no longer write, and its session closes with `lease_lost`
+    /// (docs/durability.md#leases).
+    pub fn take_over(mut self, take_over: bool) -> Self {
+        self.memory.take_over = take_over;
+        self
+    }
+
+    /// How long the session's lease lasts unless renewed (its writer renews it every third of
+    /// that): how long another process waits for it after this one stops on another host.
+    /// [`LEASE_TTL`](colloquy_store::LEASE_TTL) (10 s) by default.
+    pub fn lease_ttl(mut self, ttl: Duration) -> Self {
+        self.memory.lease_ttl = Some(ttl);
         self
     }
 
@@ -350,10 +389,12 @@ impl SessionBuilder {
         self
     }
 
-    /// Spawns the session's actors with `agent` as the first agent.
+    /// Spawns the session's actors with `agent` as the first agent; with a
+    /// [`store`](Self::store), under the lease of its new id (docs/durability.md#leases).
     pub async fn start(self, agent: Agent) -> Result<SessionHandle, SessionError> {
         let id = uuid::Uuid::new_v4().to_string();
-        self.spawn(id, agent, None).await
+        let durable = self.memory.lease(&id).await.map_err(SessionError::Spawn)?;
+        self.spawn(id, agent, None, durable).await
     }
 
     /// Continues stored session `id` from the [`store`](Self::store) (required), on the agent
@@ -368,6 +409,11 @@ impl SessionBuilder {
     /// not greet again. An unknown id, a session that closed, an agent `agents` does not make,
     /// or a store that fails is a [`SessionError::Resume`] naming what is wrong; nothing
     /// stored is changed then.
+    ///
+    /// It takes the session's lease first (docs/durability.md#leases): a session that another
+    /// live process holds is refused, naming that process and how long its lease runs, unless
+    /// [`take_over`](Self::take_over); a holder on this host that no longer runs (`kill -9`)
+    /// leaves it at once.
     pub async fn resume(
         mut self,
         id: &str,
@@ -376,29 +422,17 @@ impl SessionBuilder {
         let store = self.memory.store.clone().ok_or_else(|| {
             SessionError::Resume("no store to resume from: call SessionBuilder::store".into())
         })?;
-        let session = id.to_owned();
-        let entries = tokio::task::spawn_blocking(move || store.load(&session))
-            .await
-            .map_err(|e| SessionError::Resume(format!("the store's reader failed: {e}")))?
-            .map_err(|e| SessionError::Resume(e.to_string()))?;
-        let journal = Journal::fold(&entries);
-        if let Some(reason) = &journal.closed {
-            let why = format!("session `{id}` closed ({reason}): start a new one from its history");
-            return Err(SessionError::Resume(why));
-        }
-        let name = journal.agent.clone().ok_or_else(|| {
-            SessionError::Resume(format!("session `{id}` has no agent in its journal"))
-        })?;
-        let agent = agents(&name).ok_or_else(|| {
-            SessionError::Resume(format!(
-                "session `{id}` was on agent `{name}`, which is not registered"
-            ))
-        })?;
-        if agent.id() != name {
-            let why =
-                format!("`{name}` made an agent with id `{}`: it must be the same", agent.id());
-            return Err(SessionError::Resume(why));
-        }
+        // Taken before the journal is read: nobody else appends to it from here on.
+        let durable = self.memory.lease(id).await.map_err(SessionError::Resume)?;
+        let (agent, journal) = match read_journal(store, id, agents).await {
+            Ok(read) => read,
+            Err(e) => {
+                if let Some(durable) = durable {
+                    durable.release().await;
+                }
+                return Err(e);
+            }
+        };
         let owed = journal.owed_replies();
         self.memory.history = journal.history;
         let resume = Resume {
@@ -407,7 +441,7 @@ impl SessionBuilder {
             last_seq: journal.last_seq,
             in_doubt: journal.running,
         };
-        self.spawn(id.to_owned(), agent, Some(resume)).await
+        self.spawn(id.to_owned(), agent, Some(resume), durable).await
     }
 
     async fn spawn(
@@ -415,6 +449,27 @@ impl SessionBuilder {
         id: String,
         agent: Agent,
         resume: Option<Resume>,
+        durable: Option<Durable>,
+    ) -> Result<SessionHandle, SessionError> {
+        // Kept to give the lease back should the session not start.
+        let held = durable
+            .as_ref()
+            .map(|d| Durable { store: Arc::clone(&d.store), lease: d.lease.clone() });
+        let spawned = self.spawn_actors(id, agent, resume, durable).await;
+        if spawned.is_err()
+            && let Some(held) = held
+        {
+            held.release().await;
+        }
+        spawned
+    }
+
+    async fn spawn_actors(
+        self,
+        id: String,
+        agent: Agent,
+        resume: Option<Resume>,
+        durable: Option<Durable>,
     ) -> Result<SessionHandle, SessionError> {
         let llm = self
             .llm
@@ -441,7 +496,7 @@ impl SessionBuilder {
             lifecycle: LifecycleSink::new(&id, self.lifecycle, self.host.as_ref().map(Host::hub)),
             on_close: self.on_close,
             closed: Arc::clone(&closed),
-            store: self.memory.store,
+            store: durable,
             resume,
         };
         let spawned = match &self.host {
@@ -458,4 +513,36 @@ impl SessionBuilder {
         }
         Ok(session)
     }
+}
+
+/// The journal of stored session `id`, read and checked for a resume, and its agent, made by
+/// `agents`: a [`SessionError::Resume`] naming what is wrong otherwise.
+async fn read_journal(
+    store: Arc<dyn SessionStore>,
+    id: &str,
+    agents: impl Fn(&str) -> Option<Agent>,
+) -> Result<(Agent, Journal), SessionError> {
+    let session = id.to_owned();
+    let entries = tokio::task::spawn_blocking(move || store.load(&session))
+        .await
+        .map_err(|e| SessionError::Resume(format!("the store's reader failed: {e}")))?
+        .map_err(|e| SessionError::Resume(e.to_string()))?;
+    let journal = Journal::fold(&entries);
+    if let Some(reason) = &journal.closed {
+        let why = format!("session `{id}` closed ({reason}): start a new one from its history");
+        return Err(SessionError::Resume(why));
+    }
+    let name = journal.agent.clone().ok_or_else(|| {
+        SessionError::Resume(format!("session `{id}` has no agent in its journal"))
+    })?;
+    let agent = agents(&name).ok_or_else(|| {
+        SessionError::Resume(format!(
+            "session `{id}` was on agent `{name}`, which is not registered"
+        ))
+    })?;
+    if agent.id() != name {
+        let why = format!("`{name}` made an agent with id `{}`: it must be the same", agent.id());
+        return Err(SessionError::Resume(why));
+    }
+    Ok((agent, journal))
 }

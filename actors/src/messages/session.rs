@@ -231,6 +231,8 @@ pub(crate) enum TimerMsg {
     AwayTimeout(u64),
     /// The store failed to keep the journal (why).
     StoreFailed(String),
+    /// Another process took the session's lease over: this one may no longer write (why).
+    LeaseLost(String),
     /// The journal is on disk through this record (sent after a batch that started calls).
     Stored(u64),
 }

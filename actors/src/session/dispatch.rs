@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use colloquy_llm::RequestKind;
-use colloquy_model::{AgentState, ErrorSource, EventKind, SessionEvent, SpeechSource};
+use colloquy_model::{AgentState, CloseReason, ErrorSource, EventKind, SessionEvent, SpeechSource};
 use ractor::ActorRef;
 
 use super::parts::fact::Fact;
@@ -177,7 +177,8 @@ impl SessionState {
             TimerMsg::EndNow => self.end_now(true),
             TimerMsg::DrainTimeout => self.drain_timeout(),
             TimerMsg::AwayTimeout(generation) => self.away_timeout(generation),
-            TimerMsg::StoreFailed(why) => self.store_failed(why),
+            TimerMsg::StoreFailed(why) => self.store_failed(why, CloseReason::StoreFailed),
+            TimerMsg::LeaseLost(why) => self.store_failed(why, CloseReason::LeaseLost),
             TimerMsg::Stored(through) => self.journal_stored(through),
         }
     }

@@ -34,11 +34,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use colloquy_model::{Agent, ChatContext, ChatItem, EventKind, FunctionTool, Toolset};
-use colloquy_store::SessionStore;
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 
 use dispatch::FollowUp;
 use parts::activity_factory::ActivityFactory;
+pub(crate) use parts::journal::Durable;
 use parts::journal::JournalOut;
 use state::SessionState;
 
@@ -74,8 +74,9 @@ pub(crate) struct SessionArgs {
     pub on_close: Option<CloseCallback>,
     /// Where the final history goes when the session closes (shared with its handles).
     pub closed: Arc<std::sync::OnceLock<ClosedSession>>,
-    /// Where its journal goes, if anywhere (docs/durability.md).
-    pub store: Option<Arc<dyn SessionStore>>,
+    /// Where its journal goes, if anywhere, under the lease this process took
+    /// (docs/durability.md).
+    pub store: Option<Durable>,
     /// What it resumes from, when it resumes.
     pub resume: Option<Resume>,
 }
@@ -138,10 +139,8 @@ impl Actor for SessionActor {
         let activity =
             factory.spawn(args.agent.clone(), catalog, BTreeMap::new(), myself.get_cell()).await?;
         let last_seq = args.resume.as_ref().map_or(0, |r| r.last_seq);
-        let journal = args
-            .store
-            .take()
-            .map(|store| JournalOut::spawn(store, Arc::clone(&link.id), last_seq, myself.clone()));
+        let journal =
+            args.store.take().map(|durable| JournalOut::spawn(durable, last_seq, myself.clone()));
         if let Some(resume) = args.resume.take() {
             // Its first message: processed after `post_start`, before anything a host sends.
             myself

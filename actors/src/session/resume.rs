@@ -147,9 +147,9 @@ impl SessionState {
         Settled { items, updates: 1 }
     }
 
-    /// The store could not keep the journal: the session says so and closes, rather than go
-    /// on as if what it does were durable.
-    pub(super) fn store_failed(&mut self, why: String) {
+    /// The store could not keep the journal (or another process took it over): the session
+    /// says so and closes with `reason`, rather than go on as if what it does were durable.
+    pub(super) fn store_failed(&mut self, why: String, reason: CloseReason) {
         if self.host.close.is_closing() {
             return;
         }
@@ -158,7 +158,7 @@ impl SessionState {
         // drain, and calls registered later at once (`call_registered`).
         self.host.journal = None;
         self.emit_now(EventKind::StoreError { message: why });
-        self.close(CloseReason::StoreFailed.name().into(), None);
+        self.close(reason.name().into(), None);
     }
 
     /// The journal is on disk through record `through`: the calls it started may run their
@@ -176,7 +176,7 @@ impl SessionState {
         let Some(journal) = &mut self.host.journal else { return };
         if let Err(why) = journal.flush() {
             self.host.journal = None; // nothing more reaches the store
-            self.store_failed(why);
+            self.store_failed(why, CloseReason::StoreFailed);
         }
     }
 }

@@ -182,6 +182,10 @@ pub struct ChatArgs {
     /// sessions` lists them).
     #[arg(long, value_name = "ID", requires = "store")]
     pub resume: Option<String>,
+    /// With --resume: take the session over from a process that still holds it (one known to
+    /// be gone: on another machine that died); that process can no longer write to it.
+    #[arg(long, requires = "resume")]
+    pub take_over: bool,
 }
 
 /// `colloquy sessions` options.
@@ -460,6 +464,7 @@ mod tests {
                 lost_after: None,
                 store: None,
                 resume: None,
+                take_over: false,
             }))
         );
         match parse(&["chat", "--store", "s.db", "--resume", "abc"]) {
@@ -470,6 +475,7 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(parse(&["chat", "--resume", "abc"]).is_err(), "--resume needs --store");
+        assert!(parse(&["chat", "--store", "s.db", "--take-over"]).is_err(), "and --resume");
         assert!(parse(&["chat", "--store", "s.db", "--nats", "nats://x"]).is_err());
         assert!(parse(&["sessions"]).is_err(), "sessions needs --store");
         match parse(&["serve", "--store", "s.db"]) {

@@ -43,7 +43,7 @@ pub fn run(args: &SessionsArgs, out: &mut dyn Write) -> Result<(), CommandError>
 
 /// The sessions as an aligned table, the most recently active first.
 pub fn listing(sessions: &[SessionSummary], now_ms: u64) -> String {
-    let header = ["SESSION", "AGENT", "RECORDS", "ACTIVE", "STATE", "IN DOUBT"];
+    let header = ["SESSION", "AGENT", "RECORDS", "ACTIVE", "STATE", "IN DOUBT", "HELD BY"];
     let mut rows = vec![header.map(String::from).to_vec()];
     for session in sessions {
         let state = match &session.closed {
@@ -57,6 +57,7 @@ pub fn listing(sessions: &[SessionSummary], now_ms: u64) -> String {
             ago(now_ms.saturating_sub(session.updated_ms)),
             state,
             session.calls_in_doubt.to_string(),
+            held_by(session),
         ]);
     }
     let mut lines = table::aligned(&rows);
@@ -64,6 +65,17 @@ pub fn listing(sessions: &[SessionSummary], now_ms: u64) -> String {
         lines.push("(no stored session)".into());
     }
     lines.join("\n")
+}
+
+/// `PID@HOST` of the process that holds the session's lease, `-` for none (or one of this
+/// host that no longer runs: the next chat takes it at once).
+fn held_by(session: &SessionSummary) -> String {
+    match &session.held_by {
+        Some(holder) if !holder.is_gone() => {
+            clean::line(&format!("{}@{}", holder.pid, holder.host))
+        }
+        _ => "-".to_owned(),
+    }
 }
 
 /// `12s ago`, `5m ago`, `3h ago`, `2d ago`.
@@ -94,7 +106,7 @@ fn now_ms() -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use colloquy::store::{Entry, MemoryStore, Record};
+    use colloquy::store::{Acquire, Entry, LEASE_TTL, LeaseHolder, MemoryStore, Record};
 
     use super::*;
 
@@ -102,7 +114,9 @@ mod tests {
     fn a_row_per_session_under_the_header_with_its_state() {
         let store = MemoryStore::new();
         let reason = "end_call\u{1b}[2J".to_owned();
-        store.append("s-2", &[Entry::new(1, 0, Record::CloseBegan { reason })]).unwrap();
+        let me = LeaseHolder::this_process();
+        let lease = store.acquire("s-2", &me, LEASE_TTL, Acquire::IfFree).unwrap();
+        store.append(&lease, &[Entry::new(1, 0, Record::CloseBegan { reason })]).unwrap();
         let mut sessions = store.list().unwrap();
         sessions[0].updated_ms = 1_000;
         let text = listing(&sessions, 1_000 + 125_000);
@@ -111,6 +125,8 @@ mod tests {
         assert!(lines[1].starts_with("s-2"), "{text}");
         assert_eq!(lines[0].find("STATE"), lines[1].find("closed"), "aligned: {text}");
         assert!(lines[1].contains("2m ago") && lines[1].contains("closed (end_call"), "{text}");
+        let held = format!("{}@{}", me.pid, me.host);
+        assert!(lines[0].ends_with("HELD BY") && lines[1].ends_with(&held), "{text}");
         assert!(!text.contains('\u{1b}'), "control characters are not printed: {text:?}");
         assert_eq!(listing(&[], 0).lines().last(), Some("(no stored session)"));
     }

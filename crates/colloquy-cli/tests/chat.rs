@@ -664,8 +664,8 @@ async fn stored_row(db: &str, id: &str) -> Vec<String> {
     let row = listed.stdout.lines().find(|l| l.starts_with(id));
     let row = row.unwrap_or_else(|| panic!("`{id}` not listed:\n{}", listed.stdout));
     let cells: Vec<String> = row.split_whitespace().map(str::to_owned).collect();
-    // The last two: its state and its calls in doubt.
-    cells[cells.len() - 2..].to_vec()
+    // Before its holder: its state and its calls in doubt.
+    cells[cells.len() - 3..cells.len() - 1].to_vec()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -682,15 +682,20 @@ async fn a_chat_killed_mid_call_resumes_from_its_store_and_the_call_ends_once() 
     let id = text.split("session ").nth(1).and_then(|s| s.split(',').next()).unwrap().to_owned();
     first.send("book a flight to Rome on Saturday").await;
     first.wait_for("Searching Saturday flights").await;
-    // SIGKILL mid-body: no close, no flush, nothing the process can do about it.
     let pid = Pid::from_raw(first.child.id().expect("running") as i32);
+    // While it runs, the session is its own: a second chat is refused, naming it.
+    let resumed = ["--resume", id.as_str()];
+    let twice = colloquy(&[&chat[..], &resumed[..]].concat(), "hello?\n").await;
+    assert_eq!(twice.code, Some(1), "{}", twice.stdout);
+    assert!(twice.stderr.contains(&format!("is in use by process {pid}")), "{}", twice.stderr);
+    // SIGKILL mid-body: no close, no flush, nothing the process can do about it.
     kill(pid, Signal::SIGKILL).unwrap();
     let _ = first.child.wait().await;
     let row = stored_row(&db, &id).await;
     assert_eq!(row, ["open", "1"], "one call in doubt");
 
-    // The booking runs again (`rerun`, under the same idempotency key) and ends, once.
-    let resumed = ["--resume", id.as_str()];
+    // At once (its holder no longer runs), the booking runs again (`rerun`, under the same
+    // idempotency key) and ends, once.
     let mut second = Driven::start(&[&chat[..], &resumed[..]].concat()).await;
     second.wait_for("book_flight #1 done: ").await;
     second.send("/quit").await;

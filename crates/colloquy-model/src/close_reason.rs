@@ -46,13 +46,16 @@ pub enum CloseReason {
     /// Its store could not keep its journal: it stopped rather than go on as if it were
     /// durable (docs/durability.md).
     StoreFailed,
+    /// Another process took its store's lease over (docs/durability.md#leases): this one may
+    /// no longer write its journal, so it stopped.
+    LeaseLost,
     /// A host's own reason (`SessionHandle::close_with_reason`).
     Other(String),
 }
 
 impl CloseReason {
     /// Every reason the runtime, the server and the cluster name.
-    pub const KNOWN: [CloseReason; 14] = [
+    pub const KNOWN: [CloseReason; 15] = [
         Self::Close,
         Self::HandlesDropped,
         Self::EndCall,
@@ -67,6 +70,7 @@ impl CloseReason {
         Self::HostLost,
         Self::Suspended,
         Self::StoreFailed,
+        Self::LeaseLost,
     ];
 
     /// The reason as events and the wire spell it.
@@ -94,6 +98,7 @@ impl CloseReason {
             Self::HostLost => "host_lost",
             Self::Suspended => "suspended",
             Self::StoreFailed => "store_failed",
+            Self::LeaseLost => "lease_lost",
             Self::Other(_) => "",
         }
     }

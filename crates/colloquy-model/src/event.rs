@@ -362,7 +362,8 @@ pub enum EventKind {
         in_doubt: Vec<ResumedCall>,
     },
     /// The session's store failed to keep its journal (colloquy's addition): the session
-    /// closes with reason `store_failed` rather than go on as if it were durable.
+    /// closes with reason `store_failed` rather than go on as if it were durable, or with
+    /// `lease_lost` when another process took the session over.
     #[serde(rename = "x_store_error")]
     StoreError {
         /// What failed.

@@ -7,9 +7,11 @@
 //! [`Entry`]s numbered from 1 per session. A [`SessionStore`] keeps them:
 //! [`SqliteStore`] (feature `sqlite`, on by default) in one file, [`MemoryStore`] in memory
 //! (tests). [`Journal::fold`] reads a session's entries back into what a resume starts from.
+//! One process at a time writes a session: the holder of its [`Lease`].
 //! docs/durability.md states the guarantee.
 
 mod journal;
+mod lease;
 mod memory;
 mod record;
 #[cfg(feature = "sqlite")]
@@ -17,6 +19,7 @@ mod sqlite;
 mod store;
 
 pub use journal::{CallInDoubt, Journal, OwedReply};
+pub use lease::{Acquire, LEASE_TTL, Lease, LeaseHolder, StoredLease};
 pub use memory::MemoryStore;
 pub use record::{CallInDoubtRecord, Entry, Record, SCHEMA_VERSION};
 #[cfg(feature = "sqlite")]

@@ -5,9 +5,10 @@
 use colloquy_model::{ChatItem, FunctionCall};
 use serde::{Deserialize, Serialize};
 
-/// The version of the records this build writes and reads. A store refuses a journal of a
-/// newer version rather than misread it.
-pub const SCHEMA_VERSION: u32 = 1;
+/// The version of the records (and of the store's tables) this build writes and reads. A store
+/// refuses a journal of a newer version rather than misread it, and migrates an older one
+/// (2 adds the leases: docs/durability.md#leases).
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// One record of a session's journal, numbered.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

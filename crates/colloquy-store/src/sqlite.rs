@@ -5,9 +5,12 @@ use std::path::Path;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use rusqlite::{Connection, ErrorCode, OptionalExtension, params};
+use rusqlite::{
+    Connection, ErrorCode, OptionalExtension, Transaction, TransactionBehavior, params,
+};
 
 use crate::journal::Journal;
+use crate::lease::{Acquire, Lease, LeaseHolder, StoredLease};
 use crate::memory::now_ms;
 use crate::record::{Entry, Record, SCHEMA_VERSION};
 use crate::store::{SessionStore, SessionSummary, StoreError};
@@ -19,6 +22,37 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// What marks a SQLite file as a colloquy store (`PRAGMA application_id`, "Colq"): a database
 /// of another application is never taken for one.
 const APPLICATION_ID: i64 = 0x436f_6c71;
+
+/// The tables of schema version 1: the journals, and a summary row per session.
+const SCHEMA_1: &str = "
+    CREATE TABLE IF NOT EXISTS sessions (
+        id TEXT PRIMARY KEY,
+        agent TEXT NOT NULL DEFAULT '',
+        entries INTEGER NOT NULL DEFAULT 0,
+        updated_ms INTEGER NOT NULL,
+        closed TEXT,
+        running INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE TABLE IF NOT EXISTS entries (
+        session TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        body TEXT NOT NULL,
+        PRIMARY KEY (session, seq)
+    ) WITHOUT ROWID;
+    PRAGMA user_version = 1;
+    PRAGMA application_id = 1131375729;";
+
+/// What version 2 adds: each session's lease (its holder `NULL` once released; the row stays,
+/// so epochs only grow).
+const LEASES: &str = "
+    CREATE TABLE IF NOT EXISTS leases (
+        session TEXT PRIMARY KEY,
+        epoch INTEGER NOT NULL,
+        host TEXT,
+        pid INTEGER,
+        expires_ms INTEGER NOT NULL DEFAULT 0
+    );
+    PRAGMA user_version = 2;";
 
 /// Journals in one SQLite file.
 #[derive(Debug)]
@@ -58,37 +92,26 @@ impl SqliteStore {
         db.pragma_update(None, "journal_mode", "WAL").map_err(|e| io(path, &e))?;
         db.pragma_update(None, "synchronous", "FULL").map_err(|e| io(path, &e))?;
         if version == 0 {
-            db.execute_batch(
-                "BEGIN;
-                 CREATE TABLE IF NOT EXISTS sessions (
-                     id TEXT PRIMARY KEY,
-                     agent TEXT NOT NULL DEFAULT '',
-                     entries INTEGER NOT NULL DEFAULT 0,
-                     updated_ms INTEGER NOT NULL,
-                     closed TEXT,
-                     running INTEGER NOT NULL DEFAULT 0
-                 );
-                 CREATE TABLE IF NOT EXISTS entries (
-                     session TEXT NOT NULL,
-                     seq INTEGER NOT NULL,
-                     body TEXT NOT NULL,
-                     PRIMARY KEY (session, seq)
-                 ) WITHOUT ROWID;
-                 PRAGMA user_version = 1;
-                 PRAGMA application_id = 1131375729;
-                 COMMIT;",
-            )
-            .map_err(|e| io(path, &e))?;
+            db.execute_batch(&format!("BEGIN; {SCHEMA_1} {LEASES} COMMIT;"))
+                .map_err(|e| io(path, &e))?;
+        } else if version == 1 {
+            // Version 2 adds the leases; the journals stay as they are.
+            db.execute_batch(&format!("BEGIN; {LEASES} COMMIT;")).map_err(|e| io(path, &e))?;
         }
         Ok(Self { db: Mutex::new(db) })
     }
 }
 
 impl SessionStore for SqliteStore {
-    fn append(&self, session: &str, entries: &[Entry]) -> Result<(), StoreError> {
+    fn append(&self, lease: &Lease, entries: &[Entry]) -> Result<(), StoreError> {
         let Some(last) = entries.last() else { return Ok(()) };
+        let session = lease.session.as_str();
         let mut db = self.db.lock().unwrap_or_else(PoisonError::into_inner);
-        let tx = db.transaction().map_err(|e| failed(&e))?;
+        // Immediate: the lease read and the writes are one transaction that no other process
+        // can come between.
+        let tx =
+            db.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| failed(&e))?;
+        StoredLease::check(stored_lease(&tx, session)?.as_ref(), lease)?;
         {
             let mut insert = tx
                 .prepare_cached("INSERT INTO entries (session, seq, body) VALUES (?1, ?2, ?3)")
@@ -129,6 +152,64 @@ impl SessionStore for SqliteStore {
         tx.commit().map_err(|e| failed(&e))
     }
 
+    fn acquire(
+        &self,
+        session: &str,
+        holder: &LeaseHolder,
+        ttl: Duration,
+        mode: Acquire,
+    ) -> Result<Lease, StoreError> {
+        let mut db = self.db.lock().unwrap_or_else(PoisonError::into_inner);
+        let tx =
+            db.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| failed(&e))?;
+        let now = now_ms();
+        let epoch = StoredLease::grant(stored_lease(&tx, session)?.as_ref(), session, mode, now)?;
+        let expires = now.saturating_add(ttl.as_millis() as u64);
+        tx.execute(
+            "INSERT INTO leases (session, epoch, host, pid, expires_ms) VALUES (?1, ?2, ?3, ?4, ?5)
+             ON CONFLICT (session) DO UPDATE SET
+                 epoch = ?2, host = ?3, pid = ?4, expires_ms = ?5",
+            params![session, epoch as i64, holder.host, i64::from(holder.pid), expires as i64],
+        )
+        .map_err(|e| failed(&e))?;
+        tx.commit().map_err(|e| failed(&e))?;
+        Ok(Lease::new(session, holder.clone(), epoch, ttl))
+    }
+
+    fn renew(&self, lease: &Lease) -> Result<(), StoreError> {
+        let mut db = self.db.lock().unwrap_or_else(PoisonError::into_inner);
+        let tx =
+            db.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| failed(&e))?;
+        StoredLease::check(stored_lease(&tx, &lease.session)?.as_ref(), lease)?;
+        let expires = now_ms().saturating_add(lease.ttl.as_millis() as u64);
+        tx.execute(
+            "UPDATE leases SET expires_ms = ?2 WHERE session = ?1",
+            params![lease.session, expires as i64],
+        )
+        .map_err(|e| failed(&e))?;
+        tx.commit().map_err(|e| failed(&e))
+    }
+
+    fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        let mut db = self.db.lock().unwrap_or_else(PoisonError::into_inner);
+        let tx =
+            db.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| failed(&e))?;
+        tx.execute(
+            "UPDATE leases SET host = NULL, pid = NULL, expires_ms = 0
+             WHERE session = ?1 AND epoch = ?2",
+            params![lease.session, lease.epoch as i64],
+        )
+        .map_err(|e| failed(&e))?;
+        // A lease of a session never written (a resume refused) leaves nothing behind.
+        tx.execute(
+            "DELETE FROM leases WHERE session = ?1 AND host IS NULL
+             AND NOT EXISTS (SELECT 1 FROM sessions WHERE id = ?1)",
+            params![lease.session],
+        )
+        .map_err(|e| failed(&e))?;
+        tx.commit().map_err(|e| failed(&e))
+    }
+
     fn load(&self, session: &str) -> Result<Vec<Entry>, StoreError> {
         let db = self.db.lock().unwrap_or_else(PoisonError::into_inner);
         let known: Option<i64> = db
@@ -161,12 +242,14 @@ impl SessionStore for SqliteStore {
         let db = self.db.lock().unwrap_or_else(PoisonError::into_inner);
         let mut select = db
             .prepare_cached(
-                "SELECT id, agent, entries, updated_ms, closed, running FROM sessions
+                "SELECT id, agent, entries, updated_ms, closed, running, host, pid FROM sessions
+                 LEFT JOIN leases ON leases.session = sessions.id AND leases.expires_ms > ?1
                  ORDER BY updated_ms DESC, id",
             )
             .map_err(|e| failed(&e))?;
         let rows = select
-            .query_map([], |row| {
+            .query_map([now_ms() as i64], |row| {
+                let (host, pid): (Option<String>, Option<i64>) = (row.get(6)?, row.get(7)?);
                 Ok(SessionSummary {
                     id: row.get(0)?,
                     agent: row.get(1)?,
@@ -174,6 +257,7 @@ impl SessionStore for SqliteStore {
                     updated_ms: row.get::<_, i64>(3)?.max(0) as u64,
                     closed: row.get(4)?,
                     calls_in_doubt: row.get::<_, i64>(5)?.max(0) as usize,
+                    held_by: host.zip(pid).map(|(h, p)| LeaseHolder::new(h, p.max(0) as u32)),
                 })
             })
             .map_err(|e| failed(&e))?;
@@ -184,11 +268,28 @@ impl SessionStore for SqliteStore {
         let mut db = self.db.lock().unwrap_or_else(PoisonError::into_inner);
         let tx = db.transaction().map_err(|e| failed(&e))?;
         tx.execute("DELETE FROM entries WHERE session = ?1", [session]).map_err(|e| failed(&e))?;
+        tx.execute("DELETE FROM leases WHERE session = ?1", [session]).map_err(|e| failed(&e))?;
         let deleted =
             tx.execute("DELETE FROM sessions WHERE id = ?1", [session]).map_err(|e| failed(&e))?;
         tx.commit().map_err(|e| failed(&e))?;
         Ok(deleted > 0)
     }
+}
+
+/// Session `session`'s lease as stored, if it ever had one.
+fn stored_lease(tx: &Transaction<'_>, session: &str) -> Result<Option<StoredLease>, StoreError> {
+    tx.query_row(
+        "SELECT epoch, host, pid, expires_ms FROM leases WHERE session = ?1",
+        [session],
+        |row| {
+            let (host, pid): (Option<String>, Option<i64>) = (row.get(1)?, row.get(2)?);
+            let holder = host.zip(pid).map(|(h, p)| LeaseHolder::new(h, p.max(0) as u32));
+            let epoch = row.get::<_, i64>(0)?.max(0) as u64;
+            Ok(StoredLease::new(epoch, holder, row.get::<_, i64>(3)?.max(0) as u64))
+        },
+    )
+    .optional()
+    .map_err(|e| failed(&e))
 }
 
 /// What a batch of entries changes in its session's summary row.

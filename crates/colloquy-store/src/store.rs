@@ -2,8 +2,10 @@
 //! what it lists, and how it fails.
 
 use std::fmt;
+use std::time::Duration;
 
 use crate::journal::Journal;
+use crate::lease::{Acquire, Lease, LeaseHolder};
 use crate::record::Entry;
 
 /// Keeps the journals of sessions, by session id.
@@ -12,11 +14,38 @@ use crate::record::Entry;
 /// block: a store over PostgreSQL or Redis calls its client's blocking API, or blocks on its
 /// async one. `append` returns once its entries are durable — what the store calls durable is
 /// the session's guarantee (docs/durability.md).
+///
+/// A session is written by the holder of its lease only (docs/durability.md#leases): `append`
+/// checks the lease's epoch in the same transaction as it writes, so a process whose lease was
+/// taken over can no longer write. [`StoredLease`](crate::StoredLease) holds the rules
+/// `acquire` follows.
 pub trait SessionStore: Send + Sync + 'static {
-    /// Appends `entries`, numbered on from the session's last, to session `session`'s journal
-    /// (the first append creates it). An entry whose number is taken is refused
-    /// ([`StoreError::Conflict`]): two writers never interleave one journal.
-    fn append(&self, session: &str, entries: &[Entry]) -> Result<(), StoreError>;
+    /// Appends `entries`, numbered on from the session's last, to the journal of `lease`'s
+    /// session (the first append creates it). Refused with [`StoreError::LeaseLost`] unless
+    /// `lease` is the session's current one, and with [`StoreError::Conflict`] for an entry
+    /// whose number is taken: two writers never interleave one journal.
+    fn append(&self, lease: &Lease, entries: &[Entry]) -> Result<(), StoreError>;
+
+    /// Takes the lease of session `session` (a new one or a stored one) for `holder`, for
+    /// `ttl`, numbered one after the last. While a holder that is not known to have stopped
+    /// has it unexpired, refused with [`StoreError::Leased`] (naming that holder), unless
+    /// `mode` takes it over; nothing stored changes then.
+    fn acquire(
+        &self,
+        session: &str,
+        holder: &LeaseHolder,
+        ttl: Duration,
+        mode: Acquire,
+    ) -> Result<Lease, StoreError>;
+
+    /// Extends `lease` by its ttl from now; [`StoreError::LeaseLost`] if it is no longer the
+    /// session's (an expired lease that nobody took is renewed).
+    fn renew(&self, lease: &Lease) -> Result<(), StoreError>;
+
+    /// Gives `lease` up, so the next acquire gets it at once (its epoch stays counted while
+    /// the session has a journal; a lease of a session never written leaves nothing stored).
+    /// Releasing a lease that is no longer held does nothing.
+    fn release(&self, lease: &Lease) -> Result<(), StoreError>;
 
     /// Every entry of session `session`, in order ([`StoreError::UnknownSession`] if none).
     fn load(&self, session: &str) -> Result<Vec<Entry>, StoreError>;
@@ -45,10 +74,14 @@ pub struct SessionSummary {
     /// The calls whose body may have been running at its last record: in doubt, should it
     /// resume (calls that waited for approval or a place are not).
     pub calls_in_doubt: usize,
+    /// Who holds its lease, if anyone does and it has not expired (a holder that stopped
+    /// without releasing it is listed until then: [`LeaseHolder::is_gone`] tells).
+    pub held_by: Option<LeaseHolder>,
 }
 
 impl SessionSummary {
-    /// The summary of session `id`, from its entries.
+    /// The summary of session `id`, from its entries (held by nobody: [`Self::held_by`]
+    /// is the store's to fill).
     pub fn of(id: &str, entries: &[Entry], updated_ms: u64) -> Self {
         let journal = Journal::fold(entries);
         Self {
@@ -58,6 +91,7 @@ impl SessionSummary {
             updated_ms,
             closed: journal.closed.clone(),
             calls_in_doubt: journal.running.iter().filter(|r| r.started).count(),
+            held_by: None,
         }
     }
 }
@@ -82,6 +116,23 @@ pub enum StoreError {
         /// The newest this build reads.
         supported: u32,
     },
+    /// The session's lease is held by a process that is not known to have stopped.
+    Leased {
+        /// The session.
+        session: String,
+        /// Who holds it.
+        holder: LeaseHolder,
+        /// How long it lasts unless renewed.
+        expires_in: Duration,
+    },
+    /// A write or a renewal with a lease that is no longer the session's: another process
+    /// took it over (or it was released), and this one may no longer write.
+    LeaseLost {
+        /// The session.
+        session: String,
+        /// Who holds it now, if anyone.
+        holder: Option<LeaseHolder>,
+    },
     /// A record could not be read back: the store is damaged (nothing was changed).
     Corrupt(String),
     /// The database failed (a locked or unwritable file, a full disk…).
@@ -100,6 +151,22 @@ impl fmt::Display for StoreError {
                 f,
                 "the store was written by a newer colloquy (schema {found}; this one reads up to \
                  {supported}): upgrade colloquy to open it"
+            ),
+            Self::Leased { session, holder, expires_in } => write!(
+                f,
+                "session `{session}` is in use by {holder} (its lease runs {:.1}s more unless \
+                 renewed): stop that process, or take the session over",
+                expires_in.as_secs_f64()
+            ),
+            Self::LeaseLost { session, holder: Some(holder) } => write!(
+                f,
+                "session `{session}` was taken over by {holder}: this process may no longer \
+                 write to it"
+            ),
+            Self::LeaseLost { session, holder: None } => write!(
+                f,
+                "session `{session}` is no longer leased to this process: it may no longer \
+                 write to it"
             ),
             Self::Corrupt(why) => write!(f, "the store is damaged: {why}"),
             Self::Io(why) => write!(f, "the store failed: {why}"),

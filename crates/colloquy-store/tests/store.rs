@@ -3,8 +3,14 @@
 use colloquy_model::chat::AgentHandoff;
 use colloquy_model::{ChatItem, FunctionCall, Message, Role, Timestamp};
 use colloquy_store::{
-    CallInDoubtRecord, Entry, Journal, MemoryStore, Record, SessionStore, SqliteStore, StoreError,
+    Acquire, CallInDoubtRecord, Entry, Journal, LEASE_TTL, Lease, LeaseHolder, MemoryStore, Record,
+    SessionStore, SqliteStore, StoreError,
 };
+
+/// The lease of session `session`, for this process.
+fn lease(store: &dyn SessionStore, session: &str) -> Lease {
+    store.acquire(session, &LeaseHolder::this_process(), LEASE_TTL, Acquire::IfFree).unwrap()
+}
 
 fn at(seq: u64) -> Timestamp {
     Timestamp { micros: seq, seq }
@@ -63,11 +69,12 @@ fn temp_file(name: &str) -> std::path::PathBuf {
 
 fn keeps_lists_and_refuses(store: &dyn SessionStore) {
     let entries = journal();
-    store.append("s-1", &entries[..3]).unwrap();
-    store.append("s-1", &entries[3..]).unwrap();
+    let s1 = lease(store, "s-1");
+    store.append(&s1, &entries[..3]).unwrap();
+    store.append(&s1, &entries[3..]).unwrap();
     assert_eq!(store.load("s-1").unwrap(), entries);
 
-    let conflict = store.append("s-1", &entries[5..]).unwrap_err();
+    let conflict = store.append(&s1, &entries[5..]).unwrap_err();
     assert!(matches!(conflict, StoreError::Conflict { seq: 6, .. }), "{conflict}");
     assert!(conflict.to_string().contains("another process"), "{conflict}");
     assert!(matches!(store.load("nope"), Err(StoreError::UnknownSession(_))));
@@ -83,7 +90,7 @@ fn keeps_lists_and_refuses(store: &dyn SessionStore) {
         Entry::new(7, 7, Record::Resumed { in_doubt: resumed }),
         Entry::new(8, 8, Record::CloseBegan { reason: "user_ended".into() }),
     ];
-    store.append("s-1", &closing).unwrap();
+    store.append(&s1, &closing).unwrap();
     let summary = &store.list().unwrap()[0];
     assert_eq!((summary.calls_in_doubt, summary.closed.as_deref()), (0, Some("user_ended")));
 
@@ -102,7 +109,7 @@ fn the_sqlite_store_keeps_lists_and_refuses_and_its_file_outlives_it() {
     let path = temp_file("keeps");
     keeps_lists_and_refuses(&SqliteStore::open(&path).unwrap());
     let store = SqliteStore::open(&path).unwrap();
-    store.append("s-2", &journal()).unwrap();
+    store.append(&lease(&store, "s-2"), &journal()).unwrap();
     drop(store);
     let reopened = SqliteStore::open(&path).unwrap();
     assert_eq!(reopened.load("s-2").unwrap(), journal());
@@ -141,18 +148,18 @@ fn a_store_of_a_newer_schema_is_refused() {
         assert!(db, "the test could bump the schema");
     }
     let err = SqliteStore::open(&path).unwrap_err();
-    assert!(matches!(err, StoreError::NewerSchema { found: 2, supported: 1 }), "{err}");
+    assert!(matches!(err, StoreError::NewerSchema { found: 3, supported: 2 }), "{err}");
     assert!(err.to_string().contains("upgrade colloquy"), "{err}");
 }
 
-/// Sets the file's `user_version` to 2 by rewriting its header (bytes 60..64, big-endian), as
+/// Sets the file's `user_version` to 3 by rewriting its header (bytes 60..64, big-endian), as
 /// a newer colloquy would have.
 fn rusqlite_free_bump(path: &std::path::Path) -> bool {
     let mut bytes = std::fs::read(path).unwrap();
     if bytes.len() < 100 {
         return false;
     }
-    bytes[60..64].copy_from_slice(&2u32.to_be_bytes());
+    bytes[60..64].copy_from_slice(&3u32.to_be_bytes());
     std::fs::write(path, bytes).unwrap();
     true
 }

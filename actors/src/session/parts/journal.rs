@@ -7,6 +7,10 @@
 //! for an LLM request, waits until the records before it are there
 //! (docs/durability.md#write-ahead).
 //!
+//! The writer holds the session's lease (docs/durability.md#leases): it renews it between
+//! batches and releases it after the last; a lease taken over fails the session
+//! (`lease_lost`), as a store that fails does (`store_failed`).
+//!
 //! Handles only: the batch being gathered, the reads that wait, and the writer's channel,
 //! which is bounded ([`WRITES_IN_FLIGHT`] batches): a store that falls that far behind fails
 //! the session instead of holding its mailbox.
@@ -15,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use colloquy_model::{ChatContext, ChatItem, CloseReason};
-use colloquy_store::{CallInDoubtRecord, Entry, Record, SessionStore};
+use colloquy_store::{CallInDoubtRecord, Entry, Lease, Record, SessionStore, StoreError};
 use ractor::{ActorRef, RpcReplyPort};
 use tokio::sync::mpsc;
 
@@ -29,8 +33,9 @@ pub(crate) const WRITES_IN_FLIGHT: usize = 256;
 /// How long a closing session waits for its last batches to reach the store.
 pub(crate) const FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// How long one append may take before the store counts as failed: the session closes
-/// (`store_failed`) rather than hold its calls and its model requests for ever.
+/// How long one append (or a renewal of the lease) may take before the store counts as
+/// failed: the session closes (`store_failed`) rather than hold its calls and its model
+/// requests for ever.
 pub(crate) const APPEND_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub(crate) struct JournalOut {
@@ -47,33 +52,79 @@ pub(crate) struct JournalOut {
     writer: Option<tokio::task::JoinHandle<()>>,
 }
 
+/// Where a session's journal goes: the store, and the lease that lets this process write
+/// there (docs/durability.md#leases).
+pub(crate) struct Durable {
+    pub store: Arc<dyn SessionStore>,
+    pub lease: Lease,
+}
+
+impl Durable {
+    /// Gives the lease up, off the async task (a session that never started).
+    pub(crate) async fn release(self) {
+        let Self { store, lease } = self;
+        let _ = tokio::task::spawn_blocking(move || store.release(&lease)).await;
+    }
+}
+
+/// What the writer does next: append a batch, or renew the lease.
+enum Job {
+    Append(Vec<Entry>),
+    Renew,
+}
+
 impl JournalOut {
-    /// A journal for session `id` that continues after entry `last_seq`, written to `store` by
-    /// a task that tells `session` when the store fails.
-    pub(crate) fn spawn(
-        store: Arc<dyn SessionStore>,
-        id: Arc<str>,
-        last_seq: u64,
-        session: ActorRef<SessionMsg>,
-    ) -> Self {
+    /// A journal that continues after entry `last_seq`, written by a task that renews the
+    /// lease every third of its ttl, releases it once the journal is written, and tells
+    /// `session` when the store fails or the lease was taken over.
+    pub(crate) fn spawn(durable: Durable, last_seq: u64, session: ActorRef<SessionMsg>) -> Self {
         let (tx, mut rx) = mpsc::channel::<Vec<Entry>>(WRITES_IN_FLIGHT);
+        let Durable { store, lease } = durable;
+        let lease = Arc::new(lease);
         let writer = tokio::spawn(async move {
-            while let Some(entries) = rx.recv().await {
-                let (store, id) = (Arc::clone(&store), Arc::clone(&id));
-                let last = entries.last().map_or(0, |e| e.seq);
-                let append = tokio::task::spawn_blocking(move || store.append(&id, &entries));
-                let failed = match tokio::time::timeout(APPEND_TIMEOUT, append).await {
+            let every = (lease.ttl / 3).max(Duration::from_millis(10));
+            let mut renewal = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+            renewal.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                let job = tokio::select! {
+                    biased;
+                    entries = rx.recv() => match entries {
+                        Some(entries) => Job::Append(entries),
+                        None => break,
+                    },
+                    _ = renewal.tick() => Job::Renew,
+                };
+                let (store, held) = (Arc::clone(&store), Arc::clone(&lease));
+                let last = match &job {
+                    Job::Append(entries) => entries.last().map(|e| e.seq),
+                    Job::Renew => None,
+                };
+                let write = tokio::task::spawn_blocking(move || match job {
+                    Job::Append(entries) => store.append(&held, &entries),
+                    Job::Renew => store.renew(&held),
+                });
+                let failed = match tokio::time::timeout(APPEND_TIMEOUT, write).await {
                     Ok(Ok(Ok(()))) => {
-                        let _ = session.cast(TimerMsg::Stored(last).into());
+                        if let Some(last) = last {
+                            let _ = session.cast(TimerMsg::Stored(last).into());
+                        }
                         continue;
+                    }
+                    Ok(Ok(Err(e @ StoreError::LeaseLost { .. }))) => {
+                        let _ = session.cast(TimerMsg::LeaseLost(e.to_string()).into());
+                        return;
                     }
                     Ok(Ok(Err(e))) => e.to_string(),
                     Ok(Err(e)) => format!("the store's writer stopped: {e}"),
-                    Err(_) => format!("an append took over {}s", APPEND_TIMEOUT.as_secs()),
+                    Err(_) => format!("a write took over {}s", APPEND_TIMEOUT.as_secs()),
                 };
                 let _ = session.cast(TimerMsg::StoreFailed(failed).into());
-                return;
+                break;
             }
+            // Every batch is written (or none will be): the next process may have the session
+            // at once. Bounded, as a store that failed may hang.
+            let release = tokio::task::spawn_blocking(move || store.release(&lease));
+            let _ = tokio::time::timeout(FLUSH_TIMEOUT, release).await;
         });
         let (batch, starting, reads) = (Vec::new(), Vec::new(), Vec::new());
         let (next_seq, tx, writer) = (last_seq + 1, Some(tx), Some(writer));

@@ -177,7 +177,7 @@ pub async fn run(args: &ChatArgs, console: Console) -> Result<Ending, ChatError>
                 &terminal,
             );
             let stored = match &args.store {
-                Some(path) => Some(Stored::open(path, args.resume.clone())?),
+                Some(path) => Some(Stored::open(path, args.resume.clone(), args.take_over)?),
                 None => None,
             };
             let local = LocalModel { llm, settings: args.agent.clone(), stored };
@@ -237,15 +237,22 @@ struct Stored {
     path: std::path::PathBuf,
     store: Arc<SqliteStore>,
     resume: std::sync::Mutex<Option<String>>,
+    /// `--take-over`: the resume takes the session from a process that still holds it.
+    take_over: bool,
 }
 
 impl Stored {
-    fn open(path: &std::path::Path, resume: Option<String>) -> Result<Self, ChatError> {
+    fn open(
+        path: &std::path::Path,
+        resume: Option<String>,
+        take_over: bool,
+    ) -> Result<Self, ChatError> {
         if resume.is_some() && !path.exists() {
             return Err(ChatError::Store(format!("no store at `{}`", path.display())));
         }
         let store = SqliteStore::open(path).map_err(|e| ChatError::Store(e.to_string()))?;
-        Ok(Self { path: path.to_owned(), store: Arc::new(store), resume: resume.into() })
+        let (path, store) = (path.to_owned(), Arc::new(store));
+        Ok(Self { path, store, resume: resume.into(), take_over })
     }
 }
 
@@ -269,7 +276,8 @@ async fn open_local(
     let session = match resume {
         Some(id) => {
             let same = |name: &str| (name == agent.id()).then(|| agent.clone());
-            builder.resume(&id, same).await.map_err(ChatError::Session)?
+            let take_over = local.stored.as_ref().is_some_and(|s| s.take_over);
+            builder.take_over(take_over).resume(&id, same).await.map_err(ChatError::Session)?
         }
         None => builder.start(agent.clone()).await.map_err(ChatError::Session)?,
     };
