@@ -273,12 +273,12 @@ pub mod store {
     //! # drop(session); Ok(()) }
     //! ```
 
-    #[cfg(feature = "sqlite")]
-    pub use colloquy_store::SqliteStore;
     pub use colloquy_store::{
         Acquire, CallInDoubt, Entry, Journal, LEASE_TTL, Lease, LeaseHolder, MemoryStore, Record,
         SCHEMA_VERSION, SessionStore, SessionSummary, StoreError, StoredLease,
     };
+    #[cfg(feature = "sqlite")]
+    pub use colloquy_store::{Durability, SqliteStore};
 }
 
 pub mod speech {

@@ -216,24 +216,26 @@ async fn a_session_in_a_sqlite_file_resumes_from_a_second_opening_of_it() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A store in memory with a disk's troubles: it fails every append after the first `ok`, and
-/// holds every append with a record `hold` picks until `released` (a slow disk).
+/// A store in memory with a disk's troubles: it fails the first append with a record `fail`
+/// picks and every one after (a full disk), and holds every append with a record `hold` picks
+/// until `released` (a slow disk).
 pub(crate) struct Disk {
     inner: MemoryStore,
-    ok: std::sync::atomic::AtomicUsize,
+    fail: fn(&Record) -> bool,
+    full: std::sync::atomic::AtomicBool,
     hold: fn(&Record) -> bool,
     pub(crate) released: std::sync::atomic::AtomicBool,
     holding: std::sync::atomic::AtomicBool,
 }
 
 impl Disk {
-    fn failing_after(ok: usize) -> Self {
-        let (released, holding) = (false.into(), false.into());
-        Self { inner: MemoryStore::new(), ok: ok.into(), hold: |_| false, released, holding }
+    fn failing_from(fail: fn(&Record) -> bool) -> Self {
+        let (full, released, holding) = (false.into(), false.into(), false.into());
+        Self { inner: MemoryStore::new(), fail, full, hold: |_| false, released, holding }
     }
 
     pub(crate) fn slow(hold: fn(&Record) -> bool) -> Self {
-        Self { hold, ..Self::failing_after(usize::MAX) }
+        Self { hold, ..Self::failing_from(|_| false) }
     }
 
     /// Waits (real time, at most 5 s) until an append is held.
@@ -251,11 +253,10 @@ impl Disk {
 impl SessionStore for Disk {
     fn append(&self, lease: &Lease, entries: &[Entry]) -> Result<(), StoreError> {
         use std::sync::atomic::Ordering::SeqCst;
-        let left = self.ok.load(SeqCst);
-        if left == 0 {
+        if self.full.load(SeqCst) || entries.iter().any(|e| (self.fail)(&e.record)) {
+            self.full.store(true, SeqCst);
             return Err(StoreError::Io("disk full".into()));
         }
-        self.ok.store(left.saturating_sub(1), SeqCst);
         if entries.iter().any(|e| (self.hold)(&e.record)) {
             self.holding.store(true, SeqCst);
             while !self.released.load(SeqCst) {
@@ -292,7 +293,7 @@ impl SessionStore for Disk {
 
 #[tokio::test(start_paused = true)]
 async fn a_store_that_fails_closes_the_session_and_says_so() {
-    let store = Arc::new(Disk::failing_after(1));
+    let store = Arc::new(Disk::failing_from(|r| !matches!(r, Record::AgentEntered { .. })));
     let llm = ScriptedLlm::new([text("Hello.")]);
     let mut builder = Session::builder().llm(llm).store(store);
     let mut stream = builder.subscribe();
@@ -383,7 +384,7 @@ async fn a_call_body_starts_only_once_its_start_is_on_disk() {
 
 #[tokio::test(start_paused = true)]
 async fn a_call_whose_start_never_reaches_the_disk_never_runs() {
-    let store = Arc::new(Disk::failing_after(2));
+    let store = Arc::new(Disk::failing_from(|r| matches!(r, Record::CallStarted { .. })));
     let ran = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let llm = ScriptedLlm::new([call("c1", "refill", "{}"), text("Done.")]);
     let mut builder = Session::builder().llm(llm).store(store.clone());

@@ -6,4 +6,5 @@ pub(crate) mod clock;
 pub(crate) mod lifecycle_sink;
 pub(crate) mod pair;
 pub(crate) mod speech_control;
+pub(crate) mod store_writer;
 pub(crate) mod task;

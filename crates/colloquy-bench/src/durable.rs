@@ -7,20 +7,25 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use colloquy::prelude::*;
-use colloquy::store::{SessionStore, SqliteStore};
+use colloquy::store::{Durability, SessionStore, SqliteStore};
 use serde_json::{Value, json};
 
 use crate::workload;
 use crate::{percentile, round};
 
-/// A fresh SQLite store at `path` (an older file there is removed first, with its WAL).
-pub fn fresh_store(path: &Path) -> Result<Arc<dyn SessionStore>, String> {
+/// A fresh SQLite store at `path` (an older file there is removed first, with its WAL), each
+/// append surviving what `durability` says; `memory`: a store in memory, which measures the
+/// journal's cost in the runtime without SQLite's.
+pub fn fresh_store(path: &Path, durability: Durability) -> Result<Arc<dyn SessionStore>, String> {
+    if path == Path::new("memory") {
+        return Ok(Arc::new(colloquy::store::MemoryStore::new()));
+    }
     for suffix in ["", "-wal", "-shm"] {
         let mut file = path.as_os_str().to_owned();
         file.push(suffix);
         let _ = std::fs::remove_file(file);
     }
-    let store = SqliteStore::open(path).map_err(|e| e.to_string())?;
+    let store = SqliteStore::open_with(path, durability).map_err(|e| e.to_string())?;
     Ok(Arc::new(store))
 }
 
@@ -28,7 +33,7 @@ pub fn fresh_store(path: &Path) -> Result<Arc<dyn SessionStore>, String> {
 /// it, then resumes it `samples` times, each from a store opened anew (its journal read from
 /// the file): the time from `resume` to the resumed session's first idle.
 pub async fn resume_time(path: &Path, turns: u32, samples: usize) -> Result<Value, String> {
-    let store = fresh_store(path)?;
+    let store = fresh_store(path, Durability::Disk)?;
     let builder = Session::builder().llm(workload::llm()).user_away_timeout(None);
     let mut builder = builder.store(Arc::clone(&store));
     let mut events = builder.subscribe_to(workload::event_filter());

@@ -131,11 +131,18 @@ struct Args {
     store: Option<std::path::PathBuf>,
     /// Measure a resume of a session of this many turns instead (needs `--store`).
     resume_turns: Option<u32>,
+    /// With `--store`: `disk` (an fsync per commit, the default) or `process`.
+    durability: colloquy::store::Durability,
 }
 
 fn parse_args() -> Result<Args, String> {
-    let mut args =
-        Args { load: Load::new(0), idle_sessions: None, store: None, resume_turns: None };
+    let mut args = Args {
+        load: Load::new(0),
+        idle_sessions: None,
+        store: None,
+        resume_turns: None,
+        durability: colloquy::store::Durability::Disk,
+    };
     bench_support::parse_options(&mut args.load, |flag, value| match flag {
         "--idle-sessions" => {
             args.idle_sessions = Some(number(flag, value)?);
@@ -143,6 +150,14 @@ fn parse_args() -> Result<Args, String> {
         }
         "--store" => {
             args.store = Some(value.into());
+            Ok(true)
+        }
+        "--durability" => {
+            args.durability = match value {
+                "disk" => colloquy::store::Durability::Disk,
+                "process" => colloquy::store::Durability::Process,
+                other => return Err(format!("--durability: `{other}` is not disk or process")),
+            };
             Ok(true)
         }
         "--resume-turns" => {
@@ -198,7 +213,8 @@ async fn run(args: &Args) -> (serde_json::Value, bool) {
     let (_, rss_before, _) = usage();
     let start = StartLine::new(args.load.sessions);
     let (turns, tool_ms) = (args.load.turns, args.load.tool_ms);
-    let store = match args.store.as_deref().map(bench_support::durable::fresh_store) {
+    let fresh = |path| bench_support::durable::fresh_store(path, args.durability);
+    let store = match args.store.as_deref().map(fresh) {
         Some(Err(e)) => return (json!({"error": e}), false),
         Some(Ok(store)) => Some(store),
         None => None,
@@ -247,7 +263,12 @@ async fn run(args: &Args) -> (serde_json::Value, bool) {
     let report = json!({
         "framework": "colloquy",
         "allocator": if cfg!(feature = "mimalloc") { "mimalloc" } else { "system" },
-        "store": if store.is_some() { "sqlite" } else { "none" },
+        "store": match (&store, args.durability) {
+            (None, _) => "none",
+            _ if args.store.as_deref() == Some(std::path::Path::new("memory")) => "memory",
+            (Some(_), colloquy::store::Durability::Process) => "sqlite, process",
+            (Some(_), _) => "sqlite, disk",
+        },
         "nproc": std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
         "sessions": args.load.sessions,
         "turns": args.load.turns,
@@ -278,7 +299,7 @@ async fn run(args: &Args) -> (serde_json::Value, bool) {
 }
 
 fn main() -> ExitCode {
-    let usage = "[--sessions K] [--turns T] [--tool-ms M] [--store FILE] | --idle-sessions N \
+    let usage = "[--sessions K] [--turns T] [--tool-ms M] [--store FILE [--durability disk|process]] | --idle-sessions N \
                  | --resume-turns N --store FILE";
     let (args, runtime) = match bench_support::start("colloquy-bench", usage, parse_args) {
         Ok(started) => started,

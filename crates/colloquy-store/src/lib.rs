@@ -23,5 +23,5 @@ pub use lease::{Acquire, LEASE_TTL, Lease, LeaseHolder, StoredLease};
 pub use memory::MemoryStore;
 pub use record::{CallInDoubtRecord, Entry, Record, SCHEMA_VERSION};
 #[cfg(feature = "sqlite")]
-pub use sqlite::{BUSY_TIMEOUT, SqliteStore};
-pub use store::{SessionStore, SessionSummary, StoreError};
+pub use sqlite::{BUSY_TIMEOUT, Durability, SqliteStore};
+pub use store::{SessionStore, SessionSummary, StoreError, Write};

@@ -1,19 +1,18 @@
-//! The embedded store: one SQLite file (WAL, `synchronous = FULL`: an append is on disk when it
-//! returns), schema versioned with `PRAGMA user_version`.
+//! The embedded store: one SQLite file (WAL; `synchronous = FULL` by default: an append is on
+//! disk when it returns), schema versioned with `PRAGMA user_version`; a group of writes
+//! committed together.
 
 use std::path::Path;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use rusqlite::{
-    Connection, ErrorCode, OptionalExtension, Transaction, TransactionBehavior, params,
-};
+use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
 
 use crate::journal::Journal;
 use crate::lease::{Acquire, Lease, LeaseHolder, StoredLease};
 use crate::memory::now_ms;
 use crate::record::{Entry, Record, SCHEMA_VERSION};
-use crate::store::{SessionStore, SessionSummary, StoreError};
+use crate::store::{SessionStore, SessionSummary, StoreError, Write};
 
 /// How long a write waits for another process's transaction on the same file before it fails
 /// (SQLite's busy timeout).
@@ -23,9 +22,13 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// of another application is never taken for one.
 const APPLICATION_ID: i64 = 0x436f_6c71;
 
-/// The tables of schema version 1: the journals, and a summary row per session.
-const SCHEMA_1: &str = "
-    CREATE TABLE IF NOT EXISTS sessions (
+/// The tables of schema version 2: each session's summary row, the journals — in the order
+/// written, so that a commit touches the last pages of the table rather than one page per
+/// session (a table keyed by session scattered every group's rows over the whole file), found
+/// by an index — and each session's lease (its holder `NULL` once released; the row stays, so
+/// epochs only grow).
+const SCHEMA_2: &str = "
+    CREATE TABLE sessions (
         id TEXT PRIMARY KEY,
         agent TEXT NOT NULL DEFAULT '',
         entries INTEGER NOT NULL DEFAULT 0,
@@ -33,19 +36,35 @@ const SCHEMA_1: &str = "
         closed TEXT,
         running INTEGER NOT NULL DEFAULT 0
     );
-    CREATE TABLE IF NOT EXISTS entries (
+    CREATE TABLE entries (
         session TEXT NOT NULL,
         seq INTEGER NOT NULL,
-        body TEXT NOT NULL,
-        PRIMARY KEY (session, seq)
-    ) WITHOUT ROWID;
-    PRAGMA user_version = 1;
+        body TEXT NOT NULL
+    );
+    CREATE UNIQUE INDEX entries_by_session ON entries (session, seq);
+    CREATE TABLE leases (
+        session TEXT PRIMARY KEY,
+        epoch INTEGER NOT NULL,
+        host TEXT,
+        pid INTEGER,
+        expires_ms INTEGER NOT NULL DEFAULT 0
+    );
+    PRAGMA user_version = 2;
     PRAGMA application_id = 1131375729;";
 
-/// What version 2 adds: each session's lease (its holder `NULL` once released; the row stays,
-/// so epochs only grow).
-const LEASES: &str = "
-    CREATE TABLE IF NOT EXISTS leases (
+/// From version 1 (the journals in a table keyed by session, no leases) to 2.
+const FROM_1: &str = "
+    ALTER TABLE entries RENAME TO entries_1;
+    CREATE TABLE entries (
+        session TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        body TEXT NOT NULL
+    );
+    INSERT INTO entries (session, seq, body)
+        SELECT session, seq, body FROM entries_1 ORDER BY session, seq;
+    DROP TABLE entries_1;
+    CREATE UNIQUE INDEX entries_by_session ON entries (session, seq);
+    CREATE TABLE leases (
         session TEXT PRIMARY KEY,
         epoch INTEGER NOT NULL,
         host TEXT,
@@ -60,10 +79,31 @@ pub struct SqliteStore {
     db: Mutex<Connection>,
 }
 
+/// What an append to a [`SqliteStore`] survives once it returns (docs/durability.md#durability).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Durability {
+    /// The machine losing power or crashing: each commit is synced to the disk
+    /// (`synchronous = FULL`). The default.
+    #[default]
+    Disk,
+    /// The process dying — `kill -9`, a panic, an out-of-memory kill — but not the machine:
+    /// each commit is handed to the operating system, which writes it out on its own, and the
+    /// file is synced at checkpoints (`synchronous = NORMAL` in WAL mode). A power loss or an
+    /// OS crash may lose the last commits, never corrupt the file. Far fewer syncs.
+    Process,
+}
+
 impl SqliteStore {
-    /// Opens (or creates) the store at `path`. A file that is not a store, or a store of a
-    /// newer schema, is refused and left as it is.
+    /// Opens (or creates) the store at `path`, each append on the disk when it returns
+    /// ([`Durability::Disk`]). A file that is not a store, or a store of a newer schema, is
+    /// refused and left as it is.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        Self::open_with(path, Durability::Disk)
+    }
+
+    /// As [`open`](Self::open), each append surviving what `durability` says once it returns.
+    pub fn open_with(path: impl AsRef<Path>, durability: Durability) -> Result<Self, StoreError> {
         let path = path.as_ref();
         let db = Connection::open(path).map_err(|e| io(path, &e))?;
         db.busy_timeout(BUSY_TIMEOUT).map_err(|e| io(path, &e))?;
@@ -90,48 +130,61 @@ impl SqliteStore {
         };
         // Only a file known to be a store is changed.
         db.pragma_update(None, "journal_mode", "WAL").map_err(|e| io(path, &e))?;
-        db.pragma_update(None, "synchronous", "FULL").map_err(|e| io(path, &e))?;
-        if version == 0 {
-            db.execute_batch(&format!("BEGIN; {SCHEMA_1} {LEASES} COMMIT;"))
-                .map_err(|e| io(path, &e))?;
-        } else if version == 1 {
-            // Version 2 adds the leases; the journals stay as they are.
-            db.execute_batch(&format!("BEGIN; {LEASES} COMMIT;")).map_err(|e| io(path, &e))?;
+        let synchronous = match durability {
+            Durability::Disk => "FULL",
+            Durability::Process => "NORMAL",
+        };
+        db.pragma_update(None, "synchronous", synchronous).map_err(|e| io(path, &e))?;
+        // 16 MiB of pages (SQLite's default is 2): the journals of many live sessions are
+        // written at once, and an evicted page is read back with a syscall.
+        db.pragma_update(None, "cache_size", -16_384).map_err(|e| io(path, &e))?;
+        // Each in one transaction: a migration that fails leaves the file as it was.
+        match version {
+            0 => db.execute_batch(&format!("BEGIN; {SCHEMA_2} COMMIT;")),
+            1 => db.execute_batch(&format!("BEGIN; {FROM_1} COMMIT;")),
+            _ => Ok(()),
         }
+        .map_err(|e| io(path, &e))?;
         Ok(Self { db: Mutex::new(db) })
     }
 }
 
-impl SessionStore for SqliteStore {
-    fn append(&self, lease: &Lease, entries: &[Entry]) -> Result<(), StoreError> {
-        let Some(last) = entries.last() else { return Ok(()) };
-        let session = lease.session.as_str();
-        let mut db = self.db.lock().unwrap_or_else(PoisonError::into_inner);
-        // Immediate: the lease read and the writes are one transaction that no other process
-        // can come between.
-        let tx =
-            db.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| failed(&e))?;
-        StoredLease::check(stored_lease(&tx, session)?.as_ref(), lease)?;
-        {
-            let mut insert = tx
-                .prepare_cached("INSERT INTO entries (session, seq, body) VALUES (?1, ?2, ?3)")
-                .map_err(|e| failed(&e))?;
-            for entry in entries {
-                let body =
-                    serde_json::to_string(entry).map_err(|e| StoreError::Io(e.to_string()))?;
-                insert.execute(params![session, entry.seq as i64, body]).map_err(|e| {
-                    match e.sqlite_error_code() {
-                        Some(ErrorCode::ConstraintViolation) => {
-                            StoreError::Conflict { session: session.to_string(), seq: entry.seq }
-                        }
-                        _ => failed(&e),
-                    }
-                })?;
-            }
+/// Refuses a write of `entries` (none for a renewal) under `lease` before anything is written:
+/// a lease that is not the session's, an entry whose number is taken.
+fn check(db: &Connection, lease: &Lease, entries: &[Entry]) -> Result<(), StoreError> {
+    let session = lease.session.as_str();
+    StoredLease::check(stored_lease(db, session)?.as_ref(), lease)?;
+    let Some(first) = entries.first() else { return Ok(()) };
+    let last: Option<i64> = db
+        .prepare_cached("SELECT entries FROM sessions WHERE id = ?1")
+        .and_then(|mut select| select.query_row([session], |row| row.get(0)).optional())
+        .map_err(|e| failed(&e))?;
+    let taken = |seq: u64| StoreError::Conflict { session: session.to_string(), seq };
+    if first.seq as i64 <= last.unwrap_or(0) {
+        return Err(taken(first.seq));
+    }
+    match entries.windows(2).find(|pair| pair[1].seq <= pair[0].seq) {
+        Some(pair) => Err(taken(pair[1].seq)),
+        None => Ok(()),
+    }
+}
+
+/// Appends `entries` (checked).
+fn append(db: &Connection, lease: &Lease, entries: &[Entry]) -> Result<(), StoreError> {
+    let Some(last) = entries.last() else { return Ok(()) };
+    let session = lease.session.as_str();
+    {
+        let mut insert = db
+            .prepare_cached("INSERT INTO entries (session, seq, body) VALUES (?1, ?2, ?3)")
+            .map_err(|e| failed(&e))?;
+        for entry in entries {
+            let body = serde_json::to_string(entry).map_err(|e| StoreError::Io(e.to_string()))?;
+            insert.execute(params![session, entry.seq as i64, body]).map_err(|e| failed(&e))?;
         }
-        let change = Change::of(entries);
-        tx.execute(
-            "INSERT INTO sessions (id, agent, entries, updated_ms, closed, running)
+    }
+    let change = Change::of(entries);
+    db.prepare_cached(
+        "INSERT INTO sessions (id, agent, entries, updated_ms, closed, running)
              VALUES (?1, COALESCE(?2, ''), ?3, ?4, ?5, MAX(?6, 0))
              ON CONFLICT (id) DO UPDATE SET
                  agent = COALESCE(?2, agent),
@@ -139,17 +192,73 @@ impl SessionStore for SqliteStore {
                  updated_ms = ?4,
                  closed = COALESCE(closed, ?5),
                  running = MAX(running + ?6, 0)",
-            params![
-                session,
-                change.agent,
-                last.seq as i64,
-                now_ms() as i64,
-                change.closed,
-                change.running
-            ],
-        )
+    )
+    .and_then(|mut upsert| {
+        upsert.execute(params![
+            session,
+            change.agent,
+            last.seq as i64,
+            now_ms() as i64,
+            change.closed,
+            change.running
+        ])
+    })
+    .map_err(|e| failed(&e))?;
+    Ok(())
+}
+
+/// Extends `lease` (checked) by its ttl from now.
+fn renew(db: &Connection, lease: &Lease) -> Result<(), StoreError> {
+    let expires = now_ms().saturating_add(lease.ttl.as_millis() as u64);
+    db.prepare_cached("UPDATE leases SET expires_ms = ?2 WHERE session = ?1")
+        .and_then(|mut update| update.execute(params![lease.session, expires as i64]))
         .map_err(|e| failed(&e))?;
-        tx.commit().map_err(|e| failed(&e))
+    Ok(())
+}
+
+impl SessionStore for SqliteStore {
+    fn append(&self, lease: &Lease, entries: &[Entry]) -> Result<(), StoreError> {
+        let written = self.write_many(&[Write::Append { lease, entries }]);
+        written.into_iter().next().unwrap_or(Ok(()))
+    }
+
+    /// One immediate transaction for the whole group (the lease reads and the writes are one
+    /// that no other process can come between), so one sync. Each write is checked (its lease,
+    /// its numbers) before it writes anything, so one refused leaves the others; a failure
+    /// while writing fails the whole group, written nowhere (docs/durability.md#group-commit).
+    fn write_many(&self, writes: &[Write<'_>]) -> Vec<Result<(), StoreError>> {
+        let mut db = self.db.lock().unwrap_or_else(PoisonError::into_inner);
+        let all_fail = |e: StoreError| {
+            let why = e.to_string();
+            writes.iter().map(|_| Err(StoreError::Io(why.clone()))).collect()
+        };
+        let tx = match db.transaction_with_behavior(TransactionBehavior::Immediate) {
+            Ok(tx) => tx,
+            Err(e) => return all_fail(failed(&e)),
+        };
+        let mut outcomes = Vec::with_capacity(writes.len());
+        for write in writes {
+            let (lease, entries) = match write {
+                Write::Append { lease, entries } => (*lease, *entries),
+                Write::Renew(lease) => (*lease, &[][..]),
+            };
+            if let Err(refused) = check(&tx, lease, entries) {
+                outcomes.push(Err(refused));
+                continue;
+            }
+            let written = match write {
+                Write::Append { .. } => append(&tx, lease, entries),
+                _ => renew(&tx, lease),
+            };
+            if let Err(e) = written {
+                return all_fail(e); // the transaction rolls back as it drops
+            }
+            outcomes.push(Ok(()));
+        }
+        match tx.commit() {
+            Ok(()) => outcomes,
+            Err(e) => all_fail(failed(&e)),
+        }
     }
 
     fn acquire(
@@ -177,17 +286,8 @@ impl SessionStore for SqliteStore {
     }
 
     fn renew(&self, lease: &Lease) -> Result<(), StoreError> {
-        let mut db = self.db.lock().unwrap_or_else(PoisonError::into_inner);
-        let tx =
-            db.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| failed(&e))?;
-        StoredLease::check(stored_lease(&tx, &lease.session)?.as_ref(), lease)?;
-        let expires = now_ms().saturating_add(lease.ttl.as_millis() as u64);
-        tx.execute(
-            "UPDATE leases SET expires_ms = ?2 WHERE session = ?1",
-            params![lease.session, expires as i64],
-        )
-        .map_err(|e| failed(&e))?;
-        tx.commit().map_err(|e| failed(&e))
+        let written = self.write_many(&[Write::Renew(lease)]);
+        written.into_iter().next().unwrap_or(Ok(()))
     }
 
     fn release(&self, lease: &Lease) -> Result<(), StoreError> {
@@ -277,19 +377,19 @@ impl SessionStore for SqliteStore {
 }
 
 /// Session `session`'s lease as stored, if it ever had one.
-fn stored_lease(tx: &Transaction<'_>, session: &str) -> Result<Option<StoredLease>, StoreError> {
-    tx.query_row(
-        "SELECT epoch, host, pid, expires_ms FROM leases WHERE session = ?1",
-        [session],
-        |row| {
+fn stored_lease(db: &Connection, session: &str) -> Result<Option<StoredLease>, StoreError> {
+    let mut select = db
+        .prepare_cached("SELECT epoch, host, pid, expires_ms FROM leases WHERE session = ?1")
+        .map_err(|e| failed(&e))?;
+    select
+        .query_row([session], |row| {
             let (host, pid): (Option<String>, Option<i64>) = (row.get(1)?, row.get(2)?);
             let holder = host.zip(pid).map(|(h, p)| LeaseHolder::new(h, p.max(0) as u32));
             let epoch = row.get::<_, i64>(0)?.max(0) as u64;
             Ok(StoredLease::new(epoch, holder, row.get::<_, i64>(3)?.max(0) as u64))
-        },
-    )
-    .optional()
-    .map_err(|e| failed(&e))
+        })
+        .optional()
+        .map_err(|e| failed(&e))
 }
 
 /// What a batch of entries changes in its session's summary row.

@@ -42,6 +42,21 @@ pub trait SessionStore: Send + Sync + 'static {
     /// session's (an expired lease that nobody took is renewed).
     fn renew(&self, lease: &Lease) -> Result<(), StoreError>;
 
+    /// Makes several writes of different sessions at once: the outcome of each, in order, as
+    /// [`append`](Self::append) and [`renew`](Self::renew) would answer it. The runtime hands
+    /// a store everything its sessions have ready in one call (docs/durability.md#group-commit);
+    /// a store that can make them durable together — one transaction, one sync — overrides
+    /// this, and its sessions share each other's syncs. By default, one after the other.
+    fn write_many(&self, writes: &[Write<'_>]) -> Vec<Result<(), StoreError>> {
+        writes
+            .iter()
+            .map(|write| match write {
+                Write::Append { lease, entries } => self.append(lease, entries),
+                Write::Renew(lease) => self.renew(lease),
+            })
+            .collect()
+    }
+
     /// Gives `lease` up, so the next acquire gets it at once (its epoch stays counted while
     /// the session has a journal; a lease of a session never written leaves nothing stored).
     /// Releasing a lease that is no longer held does nothing.
@@ -55,6 +70,21 @@ pub trait SessionStore: Send + Sync + 'static {
 
     /// Deletes session `session`'s journal; false if there was none.
     fn delete(&self, session: &str) -> Result<bool, StoreError>;
+}
+
+/// One write of a group ([`SessionStore::write_many`]).
+#[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
+pub enum Write<'a> {
+    /// [`SessionStore::append`].
+    Append {
+        /// The lease of the session written.
+        lease: &'a Lease,
+        /// The entries, numbered on from the session's last.
+        entries: &'a [Entry],
+    },
+    /// [`SessionStore::renew`].
+    Renew(&'a Lease),
 }
 
 /// A stored session, as [`SessionStore::list`] describes it.
@@ -71,8 +101,8 @@ pub struct SessionSummary {
     pub updated_ms: u64,
     /// Why it closed, if it did.
     pub closed: Option<String>,
-    /// The calls whose body may have been running at its last record: in doubt, should it
-    /// resume (calls that waited for approval or a place are not).
+    /// The calls that had started and not ended at its last record: in doubt, should it
+    /// resume (those waiting for approval or a place, which go on as they were, included).
     pub calls_in_doubt: usize,
     /// Who holds its lease, if anyone does and it has not expired (a holder that stopped
     /// without releasing it is listed until then: [`LeaseHolder::is_gone`] tells).
@@ -90,7 +120,7 @@ impl SessionSummary {
             entries: entries.last().map_or(0, |e| e.seq),
             updated_ms,
             closed: journal.closed.clone(),
-            calls_in_doubt: journal.running.iter().filter(|r| r.started).count(),
+            calls_in_doubt: journal.running.len(),
             held_by: None,
         }
     }

@@ -4,7 +4,7 @@ use colloquy_model::chat::AgentHandoff;
 use colloquy_model::{ChatItem, FunctionCall, Message, Role, Timestamp};
 use colloquy_store::{
     Acquire, CallInDoubtRecord, Entry, Journal, LEASE_TTL, Lease, LeaseHolder, MemoryStore, Record,
-    SessionStore, SqliteStore, StoreError,
+    SessionStore, SqliteStore, StoreError, Write,
 };
 
 /// The lease of session `session`, for this process.
@@ -97,6 +97,37 @@ fn keeps_lists_and_refuses(store: &dyn SessionStore) {
     assert!(store.delete("s-1").unwrap());
     assert!(!store.delete("s-1").unwrap());
     assert!(store.list().unwrap().is_empty());
+}
+
+/// A group of writes: the refused one (a number taken, a lease taken over) writes nothing,
+/// the others are all written.
+fn writes_a_group_and_refuses_alone(store: &dyn SessionStore) {
+    let entries = journal();
+    let (a, b) = (lease(store, "a"), lease(store, "b"));
+    store.append(&a, &entries[..3]).unwrap();
+    let stale = lease(store, "c");
+    let holder = LeaseHolder::this_process();
+    let c = store.acquire("c", &holder, LEASE_TTL, Acquire::TakeOver).unwrap();
+    let outcomes = store.write_many(&[
+        Write::Append { lease: &a, entries: &entries[2..] }, // 3 is taken
+        Write::Append { lease: &b, entries: &entries },
+        Write::Append { lease: &stale, entries: &entries },
+        Write::Renew(&c),
+        Write::Append { lease: &c, entries: &entries[..2] },
+    ]);
+    let refused: Vec<bool> = outcomes.iter().map(Result::is_err).collect();
+    assert_eq!(refused, [true, false, true, false, false], "{outcomes:?}");
+    assert!(matches!(outcomes[0], Err(StoreError::Conflict { seq: 3, .. })), "{outcomes:?}");
+    assert!(matches!(outcomes[2], Err(StoreError::LeaseLost { .. })), "{outcomes:?}");
+    assert_eq!(store.load("a").unwrap(), entries[..3], "nothing of the refused write");
+    assert_eq!(store.load("b").unwrap(), entries);
+    assert_eq!(store.load("c").unwrap(), entries[..2]);
+}
+
+#[test]
+fn both_stores_write_a_group_and_refuse_a_write_alone() {
+    writes_a_group_and_refuses_alone(&MemoryStore::new());
+    writes_a_group_and_refuses_alone(&SqliteStore::open(temp_file("group")).unwrap());
 }
 
 #[test]

@@ -25,6 +25,7 @@ use tokio::sync::mpsc;
 
 use super::fact::Fact;
 use crate::messages::{SessionMsg, TimerMsg};
+use crate::support::store_writer::StoreWriter;
 
 /// Batches a session may have on their way to the store; one more fails the session
 /// (`store_failed`) rather than wait.
@@ -82,6 +83,7 @@ impl JournalOut {
         let Durable { store, lease } = durable;
         let lease = Arc::new(lease);
         let writer = tokio::spawn(async move {
+            let shared = StoreWriter::of(&store);
             let every = (lease.ttl / 3).max(Duration::from_millis(10));
             let mut renewal = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
             renewal.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -89,33 +91,35 @@ impl JournalOut {
                 let job = tokio::select! {
                     biased;
                     entries = rx.recv() => match entries {
-                        Some(entries) => Job::Append(entries),
+                        Some(mut entries) => {
+                            // The batches that wait too: one write, one answer.
+                            while let Ok(more) = rx.try_recv() {
+                                entries.extend(more);
+                            }
+                            Job::Append(entries)
+                        }
                         None => break,
                     },
                     _ = renewal.tick() => Job::Renew,
                 };
-                let (store, held) = (Arc::clone(&store), Arc::clone(&lease));
-                let last = match &job {
-                    Job::Append(entries) => entries.last().map(|e| e.seq),
+                let entries = match job {
+                    Job::Append(entries) => Some(entries),
                     Job::Renew => None,
                 };
-                let write = tokio::task::spawn_blocking(move || match job {
-                    Job::Append(entries) => store.append(&held, &entries),
-                    Job::Renew => store.renew(&held),
-                });
+                let last = entries.as_ref().and_then(|e| e.last()).map(|e| e.seq);
+                let write = shared.write(&lease, entries);
                 let failed = match tokio::time::timeout(APPEND_TIMEOUT, write).await {
-                    Ok(Ok(Ok(()))) => {
+                    Ok(Ok(())) => {
                         if let Some(last) = last {
                             let _ = session.cast(TimerMsg::Stored(last).into());
                         }
                         continue;
                     }
-                    Ok(Ok(Err(e @ StoreError::LeaseLost { .. }))) => {
+                    Ok(Err(e @ StoreError::LeaseLost { .. })) => {
                         let _ = session.cast(TimerMsg::LeaseLost(e.to_string()).into());
                         return;
                     }
-                    Ok(Ok(Err(e))) => e.to_string(),
-                    Ok(Err(e)) => format!("the store's writer stopped: {e}"),
+                    Ok(Err(e)) => e.to_string(),
                     Err(_) => format!("a write took over {}s", APPEND_TIMEOUT.as_secs()),
                 };
                 let _ = session.cast(TimerMsg::StoreFailed(failed).into());
