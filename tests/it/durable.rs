@@ -216,11 +216,10 @@ async fn a_session_in_a_sqlite_file_resumes_from_a_second_opening_of_it() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A store in memory with a disk's troubles: it fails the first append with a record `fail`
-/// picks and every one after (a full disk), and holds every append with a record `hold` picks
-/// until `released` (a slow disk).
+/// A disk's troubles, for a store in memory ([`Tapped`]): it fails the first append with a
+/// record `fail` picks and every one after (a full disk), and holds every append with a record
+/// `hold` picks until `released` (a slow disk).
 pub(crate) struct Disk {
-    inner: MemoryStore,
     fail: fn(&Record) -> bool,
     full: std::sync::atomic::AtomicBool,
     hold: fn(&Record) -> bool,
@@ -229,13 +228,15 @@ pub(crate) struct Disk {
 }
 
 impl Disk {
-    fn failing_from(fail: fn(&Record) -> bool) -> Self {
+    fn failing_from(fail: fn(&Record) -> bool) -> Tapped<Disk> {
         let (full, released, holding) = (false.into(), false.into(), false.into());
-        Self { inner: MemoryStore::new(), fail, full, hold: |_| false, released, holding }
+        Tapped::new(Disk { fail, full, hold: |_| false, released, holding })
     }
 
-    pub(crate) fn slow(hold: fn(&Record) -> bool) -> Self {
-        Self { hold, ..Self::failing_from(|_| false) }
+    pub(crate) fn slow(hold: fn(&Record) -> bool) -> Tapped<Disk> {
+        let mut disk = Self::failing_from(|_| false);
+        disk.tap.hold = hold;
+        disk
     }
 
     /// Waits (real time, at most 5 s) until an append is held.
@@ -250,8 +251,13 @@ impl Disk {
     }
 }
 
-impl SessionStore for Disk {
-    fn append(&self, lease: &Lease, entries: &[Entry]) -> Result<(), StoreError> {
+impl Tap for Disk {
+    fn append(
+        &self,
+        inner: &MemoryStore,
+        lease: &Lease,
+        entries: &[Entry],
+    ) -> Result<(), StoreError> {
         use std::sync::atomic::Ordering::SeqCst;
         if self.full.load(SeqCst) || entries.iter().any(|e| (self.fail)(&e.record)) {
             self.full.store(true, SeqCst);
@@ -263,31 +269,7 @@ impl SessionStore for Disk {
                 std::thread::sleep(std::time::Duration::from_millis(1));
             }
         }
-        self.inner.append(lease, entries)
-    }
-    fn acquire(
-        &self,
-        session: &str,
-        holder: &LeaseHolder,
-        ttl: std::time::Duration,
-        mode: Acquire,
-    ) -> Result<Lease, StoreError> {
-        self.inner.acquire(session, holder, ttl, mode)
-    }
-    fn renew(&self, lease: &Lease) -> Result<(), StoreError> {
-        self.inner.renew(lease)
-    }
-    fn release(&self, lease: &Lease) -> Result<(), StoreError> {
-        self.inner.release(lease)
-    }
-    fn load(&self, session: &str) -> Result<Vec<Entry>, StoreError> {
-        self.inner.load(session)
-    }
-    fn list(&self) -> Result<Vec<colloquy::store::SessionSummary>, StoreError> {
-        self.inner.list()
-    }
-    fn delete(&self, session: &str) -> Result<bool, StoreError> {
-        self.inner.delete(session)
+        inner.append(lease, entries)
     }
 }
 
@@ -368,13 +350,13 @@ async fn a_call_body_starts_only_once_its_start_is_on_disk() {
     let script = vec![call("c1", "refill", "{}"), text("Done.")];
     let mut h = Harness::start_with(builder, marking(Arc::clone(&ran)), script).await;
     h.session.user_turn("refill it").await.unwrap();
-    store.wait_until_holding().await;
+    store.tap.wait_until_holding().await;
     // An ungated body would have run within microseconds.
     tokio::time::sleep(ms(300)).await;
     assert!(h.tool_events().iter().any(|e| e.starts_with("S(c1")), "{:?}", h.tool_events());
     assert!(!ran.load(SeqCst), "the body waits while its start is not on disk");
 
-    store.released.store(true, SeqCst);
+    store.tap.released.store(true, SeqCst);
     h.session.wait_for_idle().await.unwrap();
     assert!(ran.load(SeqCst), "then it runs");
     let history = h.session.history().await.unwrap();
@@ -421,13 +403,13 @@ async fn the_model_reads_a_result_only_once_it_is_on_disk() {
     let script = vec![call("c1", "refill", "{}"), text("Refilled.")];
     let h = Harness::start_with(builder, marking(Arc::clone(&ran)), script).await;
     h.session.user_turn("refill it").await.unwrap();
-    store.wait_until_holding().await;
+    store.tap.wait_until_holding().await;
     // An unheld request would have gone out within microseconds.
     tokio::time::sleep(ms(300)).await;
     assert!(ran.load(SeqCst));
     assert_eq!(h.requests().len(), 1, "the model has not read the result");
 
-    store.released.store(true, SeqCst);
+    store.tap.released.store(true, SeqCst);
     h.session.wait_for_idle().await.unwrap();
     let requests = h.requests();
     assert_eq!(requests.len(), 2);
@@ -544,24 +526,45 @@ async fn a_seeded_history_is_kept_and_a_wrong_agent_is_refused() {
     drop(seeded);
 }
 
-/// A store in memory that calls `tap` with a session's journal after each append to it: every
-/// state a crash could leave.
-pub(crate) struct Tapped<F> {
-    inner: MemoryStore,
-    tap: F,
+/// How a test store appends: in place of the `MemoryStore`'s own append, with it at hand.
+pub(crate) trait Tap: Send + Sync + 'static {
+    fn append(
+        &self,
+        inner: &MemoryStore,
+        lease: &Lease,
+        entries: &[Entry],
+    ) -> Result<(), StoreError>;
 }
 
-impl<F: Fn(Vec<Entry>) + Send + Sync + 'static> Tapped<F> {
-    pub(crate) fn new(tap: F) -> Self {
+/// A closure tap sees the session's journal after each append: every state a crash could leave.
+impl<F: Fn(Vec<Entry>) + Send + Sync + 'static> Tap for F {
+    fn append(
+        &self,
+        inner: &MemoryStore,
+        lease: &Lease,
+        entries: &[Entry],
+    ) -> Result<(), StoreError> {
+        inner.append(lease, entries)?;
+        self(inner.load(&lease.session)?);
+        Ok(())
+    }
+}
+
+/// A store in memory whose appends go through `tap`.
+pub(crate) struct Tapped<T> {
+    inner: MemoryStore,
+    pub(crate) tap: T,
+}
+
+impl<T: Tap> Tapped<T> {
+    pub(crate) fn new(tap: T) -> Self {
         Self { inner: MemoryStore::new(), tap }
     }
 }
 
-impl<F: Fn(Vec<Entry>) + Send + Sync + 'static> SessionStore for Tapped<F> {
+impl<T: Tap> SessionStore for Tapped<T> {
     fn append(&self, lease: &Lease, entries: &[Entry]) -> Result<(), StoreError> {
-        self.inner.append(lease, entries)?;
-        (self.tap)(self.inner.load(&lease.session)?);
-        Ok(())
+        self.tap.append(&self.inner, lease, entries)
     }
     fn acquire(
         &self,
@@ -587,6 +590,12 @@ impl<F: Fn(Vec<Entry>) + Send + Sync + 'static> SessionStore for Tapped<F> {
     fn delete(&self, session: &str) -> Result<bool, StoreError> {
         self.inner.delete(session)
     }
+}
+
+/// How many outputs of call `call_id` `history` holds.
+pub(crate) fn outputs_of(history: &[ChatItem], call_id: &str) -> usize {
+    let outputs = history.iter().filter_map(ChatItem::as_function_call_output);
+    outputs.filter(|o| o.call_id == call_id).count()
 }
 
 /// A background tool (answered by its update, its result a `_final` pair) and a blocking one.
@@ -650,13 +659,7 @@ async fn after_a_crash_at_any_point_every_call_ends_exactly_once() {
             if call.call_id.ends_with("_final") {
                 continue;
             }
-            let outputs = |call_id: &str| {
-                history
-                    .iter()
-                    .filter_map(ChatItem::as_function_call_output)
-                    .filter(|o| o.call_id == call_id)
-                    .count()
-            };
+            let outputs = |call_id: &str| outputs_of(&history, call_id);
             let finals = outputs(&format!("{}_final", call.call_id));
             assert_eq!(outputs(&call.call_id), 1, "at {point}: {} answered once", call.call_id);
             // Answered by its update, a call ends with its `_final` pair; else by that answer.

@@ -330,11 +330,11 @@ async fn an_approved_call_runs_only_once_its_let_through_is_on_disk() {
     let h = Harness::start_with(builder, Agent::new("A", "inst").tool(tool), script).await;
     h.turn("refund it").await;
     h.session.approve("c1").await.expect("it waits for approval");
-    store.wait_until_holding().await;
+    store.tap.wait_until_holding().await;
     // An ungated body would have run within microseconds.
     tokio::time::sleep(ms(300)).await;
     assert_eq!(runs.load(SeqCst), 0, "approved, the body waits for its let-through on disk");
-    store.released.store(true, SeqCst);
+    store.tap.released.store(true, SeqCst);
     answered(&h.session, "c1_final").await;
     assert_eq!(runs.load(SeqCst), 1, "then it runs");
 }
@@ -401,13 +401,7 @@ async fn after_a_crash_at_any_point_each_payment_is_charged_once() {
         tokio::time::sleep(ms(1_000)).await;
         resumed.wait_for_idle().await.unwrap();
         let history = resumed.history().await.unwrap();
-        let outputs = |call_id: &str| {
-            history
-                .iter()
-                .filter_map(ChatItem::as_function_call_output)
-                .filter(|o| o.call_id == call_id)
-                .count()
-        };
+        let outputs = |call_id: &str| crate::durable::outputs_of(&history, call_id);
         for call in history.iter().filter_map(ChatItem::as_function_call) {
             if call.call_id.contains('_') {
                 continue; // a pair of an update or a final result

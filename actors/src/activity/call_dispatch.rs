@@ -204,13 +204,7 @@ fn dispatch_one(
         speech_id: speech_id.into(),
         playout_done: playout_done.clone(),
         speech: control.clone(),
-        span: tracing::info_span!(
-            "tool_call",
-            session_id = %env.session.id,
-            call_id = %call.call_id,
-            name = %call.name,
-            speech_id = %speech_id,
-        ),
+        span: call_span(env, &call, speech_id),
         resumed: None,
     };
     let (tx, rx) = oneshot::channel::<CallOutcome>();
@@ -244,13 +238,7 @@ pub(crate) fn rerun(env: &SpeechEnv, rerun: RerunCall) {
     playout_done.cancel(); // no speech plays for it
     let exec = ExecuteCall {
         tool: if ask { tool.requires_approval() } else { tool },
-        span: tracing::info_span!(
-            "tool_call",
-            session_id = %env.session.id,
-            call_id = %call.call_id,
-            name = %call.name,
-            speech_id = %speech_id,
-        ),
+        span: call_span(env, &call, speech_id),
         call,
         arguments,
         speech_id: speech_id.into(),
@@ -260,6 +248,17 @@ pub(crate) fn rerun(env: &SpeechEnv, rerun: RerunCall) {
     };
     let (tx, _answered) = oneshot::channel::<CallOutcome>();
     let _ = toolset.cast(ToolsetMsg::Execute(Box::new(exec), tx.into()));
+}
+
+/// A call's `tracing` span (a child of the current one: its speech's); its body runs in it.
+fn call_span(env: &SpeechEnv, call: &FunctionCall, speech_id: &str) -> tracing::Span {
+    tracing::info_span!(
+        "tool_call",
+        session_id = %env.session.id,
+        call_id = %call.call_id,
+        name = %call.name,
+        speech_id = %speech_id,
+    )
 }
 
 /// A call answered at once with an error `output`, never reaching a toolset (an unknown name,

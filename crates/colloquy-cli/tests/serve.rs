@@ -218,10 +218,7 @@ async fn serve_with_a_store_resumes_a_session_killed_with_sigkill_and_numbers_on
     drop(turned.socket);
 
     let (child, url) = start(&args).await;
-    let http = reqwest::Client::builder().timeout(BOUND).build().unwrap();
-    let listed: colloquy_protocol::SessionList =
-        http.get(format!("{url}v1/sessions")).send().await.unwrap().json().await.unwrap();
-    let stored = listed.stored.expect("the stored sessions are listed");
+    let stored = stored_sessions(&url).await;
     let session = stored.iter().find(|s| s.session_id == turned.session_id).expect("listed");
     assert_eq!((session.closed.as_deref(), session.live), (None, false), "{session:?}");
     let ws = format!(
@@ -267,10 +264,7 @@ async fn a_call_running_at_a_sigkill_runs_again_and_ends_once_after_the_restart(
     drop(turned.socket);
 
     let (child, url) = start(&args).await;
-    let http = reqwest::Client::builder().timeout(BOUND).build().unwrap();
-    let listed: colloquy_protocol::SessionList =
-        http.get(format!("{url}v1/sessions")).send().await.unwrap().json().await.unwrap();
-    let stored = listed.stored.expect("the stored sessions are listed");
+    let stored = stored_sessions(&url).await;
     assert_eq!(stored[0].calls_in_doubt, 1, "{stored:?}");
     let ws = format!(
         "{}v1/sessions/{}/ws?after={last_seq}",
@@ -316,6 +310,14 @@ async fn a_call_running_at_a_sigkill_runs_again_and_ends_once_after_the_restart(
     assert!(!finals[0].is_error && finals[0].output.contains("confirmation"), "{finals:#?}");
     stop(child, socket).await;
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The stored sessions the server at `url` lists.
+async fn stored_sessions(url: &str) -> Vec<colloquy_protocol::StoredSession> {
+    let http = reqwest::Client::builder().timeout(BOUND).build().unwrap();
+    let listed: colloquy_protocol::SessionList =
+        http.get(format!("{url}v1/sessions")).send().await.unwrap().json().await.unwrap();
+    listed.stored.expect("the stored sessions are listed")
 }
 
 /// Whether `event` is the `tool_call_ended` of call `call`.

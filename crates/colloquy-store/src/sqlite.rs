@@ -22,56 +22,60 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// of another application is never taken for one.
 const APPLICATION_ID: i64 = 0x436f_6c71;
 
-/// The tables of schema version 2: each session's summary row, the journals — in the order
-/// written, so that a commit touches the last pages of the table rather than one page per
-/// session (a table keyed by session scattered every group's rows over the whole file), found
-/// by an index — and each session's lease (its holder `NULL` once released; the row stays, so
+/// Version 2's journals: in the order written, so that a commit touches the last pages of the
+/// table rather than one page per session (a table keyed by session scattered every group's
+/// rows over the whole file), found by an index.
+macro_rules! entries_2 {
+    () => {
+        "CREATE TABLE entries (
+            session TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            body TEXT NOT NULL
+        );"
+    };
+}
+
+/// Version 2's leases: one per session, its holder `NULL` once released (the row stays, so
 /// epochs only grow).
-const SCHEMA_2: &str = "
-    CREATE TABLE sessions (
+macro_rules! leases_2 {
+    () => {
+        "CREATE TABLE leases (
+            session TEXT PRIMARY KEY,
+            epoch INTEGER NOT NULL,
+            host TEXT,
+            pid INTEGER,
+            expires_ms INTEGER NOT NULL DEFAULT 0
+        );
+        PRAGMA user_version = 2;"
+    };
+}
+
+/// The tables of schema version 2: each session's summary row, the journals, the leases.
+const SCHEMA_2: &str = concat!(
+    "CREATE TABLE sessions (
         id TEXT PRIMARY KEY,
         agent TEXT NOT NULL DEFAULT '',
         entries INTEGER NOT NULL DEFAULT 0,
         updated_ms INTEGER NOT NULL,
         closed TEXT,
         running INTEGER NOT NULL DEFAULT 0
-    );
-    CREATE TABLE entries (
-        session TEXT NOT NULL,
-        seq INTEGER NOT NULL,
-        body TEXT NOT NULL
-    );
-    CREATE UNIQUE INDEX entries_by_session ON entries (session, seq);
-    CREATE TABLE leases (
-        session TEXT PRIMARY KEY,
-        epoch INTEGER NOT NULL,
-        host TEXT,
-        pid INTEGER,
-        expires_ms INTEGER NOT NULL DEFAULT 0
-    );
-    PRAGMA user_version = 2;
-    PRAGMA application_id = 1131375729;";
+    );",
+    entries_2!(),
+    "CREATE UNIQUE INDEX entries_by_session ON entries (session, seq);",
+    leases_2!(),
+    "PRAGMA application_id = 1131375729;"
+);
 
 /// From version 1 (the journals in a table keyed by session, no leases) to 2.
-const FROM_1: &str = "
-    ALTER TABLE entries RENAME TO entries_1;
-    CREATE TABLE entries (
-        session TEXT NOT NULL,
-        seq INTEGER NOT NULL,
-        body TEXT NOT NULL
-    );
-    INSERT INTO entries (session, seq, body)
+const FROM_1: &str = concat!(
+    "ALTER TABLE entries RENAME TO entries_1;",
+    entries_2!(),
+    "INSERT INTO entries (session, seq, body)
         SELECT session, seq, body FROM entries_1 ORDER BY session, seq;
     DROP TABLE entries_1;
-    CREATE UNIQUE INDEX entries_by_session ON entries (session, seq);
-    CREATE TABLE leases (
-        session TEXT PRIMARY KEY,
-        epoch INTEGER NOT NULL,
-        host TEXT,
-        pid INTEGER,
-        expires_ms INTEGER NOT NULL DEFAULT 0
-    );
-    PRAGMA user_version = 2;";
+    CREATE UNIQUE INDEX entries_by_session ON entries (session, seq);",
+    leases_2!()
+);
 
 /// Journals in one SQLite file.
 #[derive(Debug)]
