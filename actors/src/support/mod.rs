@@ -1,5 +1,5 @@
 //! What the actors share and no actor owns: the session clock, the lifecycle sink, a speech's
-//! interruption switch, and tasks owned by an actor's state. Above `types/` only: no file here
+//! interruption switch, tasks owned by an actor's state, and the writer each store shares. Above `types/` only: no file here
 //! imports an actor, a message or a tool.
 
 pub(crate) mod clock;
