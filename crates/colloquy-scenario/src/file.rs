@@ -163,6 +163,11 @@ pub enum Action {
     Close,
     /// `inspect`: record an actor-tree snapshot.
     Inspect,
+    /// `crash`: the session's process dies (docs/scenario-format.md#crash): what its store
+    /// holds is kept, nothing else.
+    Crash,
+    /// `resume`: another process resumes the crashed session from its store.
+    Resume,
 }
 
 /// Names colloquy's own tools take (the cancel companions, the tool-search and end-call
@@ -239,6 +244,7 @@ pub fn parse(text: &str) -> Result<Scenario, ScenarioError> {
         }
         steps.push(parse_step(Obj::new(v, path)?)?);
     }
+    check_crashes(&steps)?;
     for (i, step) in steps.iter().enumerate() {
         if let Action::Handoff(agent) = &step.action
             && !known_agents.contains(&agent.as_str())
@@ -433,6 +439,30 @@ fn parse_llm_entry(mut o: Obj) -> Result<ScriptedResponse, ScenarioError> {
     Ok(response)
 }
 
+/// Between a `crash` and its `resume` the session does not exist: only waits may come there,
+/// and the file may not end crashed.
+fn check_crashes(steps: &[Step]) -> Result<(), ScenarioError> {
+    let mut crashed = false;
+    for (i, step) in steps.iter().enumerate() {
+        let path = format!("steps[{i}]");
+        match (&step.action, crashed) {
+            (Action::Crash, false) => crashed = true,
+            (Action::Resume, true) => crashed = false,
+            (Action::Resume, false) => {
+                return Err(invalid(&path, "`resume` needs a `crash` before it"));
+            }
+            (Action::Wait(_) | Action::Nothing, _) | (_, false) => {}
+            (_, true) => {
+                return Err(invalid(&path, "the session has crashed: only waits until `resume`"));
+            }
+        }
+    }
+    match crashed {
+        true => Err(invalid("steps", "the scenario ends crashed: `resume` it")),
+        false => Ok(()),
+    }
+}
+
 fn parse_step(mut o: Obj) -> Result<Step, ScenarioError> {
     let at = o.millis("at_ms")?;
     let keys = o.keys();
@@ -477,6 +507,14 @@ fn parse_step(mut o: Obj) -> Result<Step, ScenarioError> {
                 "inspect" => {
                     expect_true(o.take("inspect"), &path)?;
                     Action::Inspect
+                }
+                "crash" => {
+                    expect_true(o.take("crash"), &path)?;
+                    Action::Crash
+                }
+                "resume" => {
+                    expect_true(o.take("resume"), &path)?;
+                    Action::Resume
                 }
                 _ => return Err(invalid(&path, "unknown key")),
             }

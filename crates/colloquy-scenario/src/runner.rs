@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use colloquy::agent::{Agent, Handoff};
 use colloquy::llm::ScriptedLlm;
-use colloquy::session::{Session, SessionHandle};
+use colloquy::session::{Session, SessionBuilder, SessionHandle};
 use colloquy::speech::PacedSink;
+use colloquy::store::{Acquire, LEASE_TTL, LeaseHolder, MemoryStore, SessionStore};
 use colloquy::templates::Template;
 use colloquy::tools::{
     FunctionTool, IntoToolOutput, RunContext, StopResponse, ToolError, ToolOutput, ToolResult,
@@ -136,40 +137,17 @@ async fn play_async(scenario: &Scenario) -> Result<Trace, ScenarioError> {
     })?;
     let llm = ScriptedLlm::new(scenario.llm.iter().cloned()).recording();
     let options = &scenario.options;
-    let mut builder =
-        Session::builder().llm(llm.clone()).user_away_timeout(options.user_away_timeout);
-    if let Some(steps) = options.max_tool_steps {
-        builder = builder.max_tool_steps(steps);
-    }
-    if let Some(allow) = options.allow_interruptions {
-        builder = builder.allow_interruptions(allow);
-    }
-    if let Some(templates) = &options.templates {
-        builder = builder.templates(templates.clone());
-    }
-    if let Some(limit) = options.max_tool_calls_per_turn {
-        builder = builder.max_tool_calls_per_turn(limit);
-    }
-    if let Some(grace) = options.cancel_grace {
-        builder = builder.cancel_grace(grace);
-    }
-    builder = builder
-        .drain_timeout(options.drain_timeout)
-        .interrupt_timeout(options.interrupt_timeout)
-        .tool_deadline(options.tool_deadline)
-        .tool_heartbeat(options.tool_heartbeat);
-    if options.playout_ms_per_char > 0 {
-        builder =
-            builder.speech_sink(PacedSink::new(Duration::from_millis(options.playout_ms_per_char)));
-    }
-    for tool in defs.tools(&scenario.session.tools) {
-        builder = builder.tool(tool);
-    }
-    for set in scenario.session.toolsets.iter().filter_map(|t| defs.toolset(t)) {
-        builder = builder.toolset(set);
+    // A scenario that crashes keeps its session's journal in memory (docs/scenario-format.md#crash).
+    let crashes = scenario.steps.iter().any(|s| s.action == Action::Crash);
+    let store = crashes.then(|| Arc::new(MemoryStore::new()));
+    let mut builder = configured(scenario, &defs, &llm);
+    if let Some(store) = &store {
+        builder = builder.store(Arc::clone(store) as Arc<dyn SessionStore>);
     }
     let mut events = builder.subscribe();
-    let session = builder.start(agent).await.map_err(|e| ScenarioError::Run(e.to_string()))?;
+    let mut session = builder.start(agent).await.map_err(|e| ScenarioError::Run(e.to_string()))?;
+    // After a `crash`, until its `resume`: the store as the crash left it.
+    let mut crashed: Option<Arc<MemoryStore>> = None;
 
     let mut traced: Vec<Value> = Vec::new();
     let mut session_events: Vec<colloquy::events::SessionEvent> = Vec::new();
@@ -255,6 +233,27 @@ async fn play_async(scenario: &Scenario) -> Result<Trace, ScenarioError> {
                 let snapshot = session.inspect().await.map_err(failed)?;
                 snapshots.push(trace::snapshot(&snapshot));
             }
+            Action::Crash => {
+                // The journal catches up first (writes run on blocking threads, which hold
+                // the paused clock), so what a crash keeps does not depend on threads' timing.
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                let at_ms = (Instant::now() - start).as_millis() as u64;
+                let record = serde_json::json!({"at_ms": at_ms, "type": "x_crash"});
+                record_now(&mut events, &mut traced, &mut session_events, record);
+                let kept = store.as_deref().map(|s| kept_journal(s, session.id()));
+                crashed = Some(kept.transpose()?.ok_or_else(|| failed_crash("no store"))?);
+                // The dead process's session goes on nowhere a trace or a model sees it.
+                let gone = session.clone();
+                tokio::spawn(async move { drop(gone.suspend().await) });
+            }
+            Action::Resume => {
+                let kept = crashed.take().ok_or_else(|| failed_crash("nothing crashed"))?;
+                let id = session.id().to_owned();
+                let mut builder = configured(scenario, &defs, &llm).store(kept);
+                events = builder.subscribe();
+                let agents = |name: &str| defs.agent(name);
+                session = builder.resume(&id, agents).await.map_err(failed)?;
+            }
         }
     }
     let closed = match closed {
@@ -318,6 +317,61 @@ fn record_now(
         session_events.push(event);
     }
     traced.push(record);
+}
+
+/// The session's builder as the file configures it: its model, options, tools and toolsets.
+fn configured(scenario: &Scenario, defs: &Arc<Defs>, llm: &ScriptedLlm) -> SessionBuilder {
+    let options = &scenario.options;
+    let mut builder =
+        Session::builder().llm(llm.clone()).user_away_timeout(options.user_away_timeout);
+    if let Some(steps) = options.max_tool_steps {
+        builder = builder.max_tool_steps(steps);
+    }
+    if let Some(allow) = options.allow_interruptions {
+        builder = builder.allow_interruptions(allow);
+    }
+    if let Some(templates) = &options.templates {
+        builder = builder.templates(templates.clone());
+    }
+    if let Some(limit) = options.max_tool_calls_per_turn {
+        builder = builder.max_tool_calls_per_turn(limit);
+    }
+    if let Some(grace) = options.cancel_grace {
+        builder = builder.cancel_grace(grace);
+    }
+    builder = builder
+        .drain_timeout(options.drain_timeout)
+        .interrupt_timeout(options.interrupt_timeout)
+        .tool_deadline(options.tool_deadline)
+        .tool_heartbeat(options.tool_heartbeat);
+    if options.playout_ms_per_char > 0 {
+        builder =
+            builder.speech_sink(PacedSink::new(Duration::from_millis(options.playout_ms_per_char)));
+    }
+    for tool in defs.tools(&scenario.session.tools) {
+        builder = builder.tool(tool);
+    }
+    for set in scenario.session.toolsets.iter().filter_map(|t| defs.toolset(t)) {
+        builder = builder.toolset(set);
+    }
+    builder
+}
+
+/// What a crash leaves of session `id`: a store holding its journal as `store` has it, its
+/// lease free for the process that resumes it.
+fn kept_journal(store: &MemoryStore, id: &str) -> Result<Arc<MemoryStore>, ScenarioError> {
+    let failed = |e: colloquy::store::StoreError| failed_crash(&e.to_string());
+    let entries = store.load(id).map_err(failed)?;
+    let kept = Arc::new(MemoryStore::new());
+    let holder = LeaseHolder::this_process();
+    let lease = kept.acquire(id, &holder, LEASE_TTL, Acquire::IfFree).map_err(failed)?;
+    kept.append(&lease, &entries).map_err(failed)?;
+    kept.release(&lease).map_err(failed)?;
+    Ok(kept)
+}
+
+fn failed_crash(why: &str) -> ScenarioError {
+    ScenarioError::Run(format!("crash: {why}"))
 }
 
 /// After the last step: wait until the session is quiet, then close with `scenario_end`.

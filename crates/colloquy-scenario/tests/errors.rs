@@ -136,6 +136,22 @@ fn a_duplicate_scope_names_declared_properties_only() {
 }
 
 #[test]
+fn between_a_crash_and_its_resume_only_waits_may_come() {
+    let steps = |steps: &str| format!(r#"{{"steps": [{steps}], {MINIMAL}}}"#);
+    let early = steps(r#"{"resume": true}"#);
+    assert_eq!(file_error(&early), "steps[0]: `resume` needs a `crash` before it");
+    let talking = steps(r#"{"crash": true}, {"user": "hello?"}, {"resume": true}"#);
+    assert_eq!(
+        file_error(&talking),
+        "steps[1]: the session has crashed: only waits until `resume`"
+    );
+    let ended = steps(r#"{"crash": true}, {"wait_ms": 5}"#);
+    assert_eq!(file_error(&ended), "steps: the scenario ends crashed: `resume` it");
+    let fine = steps(r#"{"crash": true}, {"wait_ms": 5}, {"resume": true}, {"wait_idle": true}"#);
+    assert!(run_str(&fine).is_ok(), "a crash and its resume play");
+}
+
+#[test]
 fn an_on_interrupted_policy_is_one_of_three() {
     let tool = |policy: &str| {
         format!(r#"{{"tools": {{"t": {{"on_interrupted": "{policy}"}}}}, {MINIMAL}}}"#)
