@@ -71,6 +71,7 @@ impl SessionState {
     /// drains start no new call (a speech still winding down may yet dispatch one).
     pub(super) fn drain_timeout(&mut self) {
         self.tools.calls.stop_drain_timer();
+        self.apply(Fact::RerunsAbandoned);
         let closing = self.host.close.is_closing();
         let draining = self.agent.handoff.as_ref().filter(|h| h.is_drained());
         self.tools.calls.abort(|running| closing || draining.is_some_and(|h| h.drains(running)));

@@ -261,6 +261,8 @@ impl SessionState {
             | Fact::CallEnded { .. }
             | Fact::CallWaiting { .. }
             | Fact::CallLetThrough { .. }
+            | Fact::RerunsAsked { .. }
+            | Fact::RerunsAbandoned
             | Fact::CoalescerInvited
             | Fact::CoalescerOffered
             | Fact::ReplySpeechStarted { .. }

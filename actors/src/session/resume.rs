@@ -50,6 +50,8 @@ impl SessionState {
         self.emit_now(EventKind::SessionResumed { in_doubt: resumed });
         // After the `resumed` record: a call that runs again is in the journal once more.
         if !reruns.is_empty() {
+            let call_ids: Vec<String> = reruns.iter().map(|r| r.call.call_id.clone()).collect();
+            self.apply(Fact::RerunsAsked { call_ids: &call_ids });
             let _ = self.agent.current.activity().cast(ActivityMsg::Rerun(reruns));
         }
         for reply in owed {

@@ -7,7 +7,8 @@
 //! the host, for cancels, for the idle and away decisions, and for the placeholder pairs an
 //! LLM request needs (§16).
 //!
-//! Applies: `CallStarted`, `ApprovalAsked`, `CallApproved`, `CallEnded`. Handles: the toolset
+//! Applies: `CallStarted`, `ApprovalAsked`, `CallApproved`, `CallEnded`, `RerunsAsked`,
+//! `RerunsAbandoned`. Handles: the toolset
 //! running each call (where cancels, approvals and drains go), the drain timer.
 
 use std::collections::BTreeMap;
@@ -57,6 +58,10 @@ impl Running {
 pub(crate) struct RunningCalls {
     /// Boxed: a map's first node holds room for eleven entries, and a running call is large.
     running: BTreeMap<String, Box<Running>>,
+    /// Calls a resume handed to the Activity to run again, until their toolset registers them
+    /// (or a drain runs out of time): they count as running, so nothing quiet or closed
+    /// overtakes them (docs/durability.md#on-interrupted).
+    reruns: std::collections::BTreeSet<String>,
     /// The drain timer of a handoff or close in progress.
     drain_timer: Option<OwnedTask>,
 }
@@ -72,8 +77,11 @@ impl RunningCalls {
                     agent_scoped,
                     awaiting_approval: false, // until its toolset's request event
                 };
+                self.reruns.remove(&call.call_id);
                 self.running.insert(call.call_id.clone(), Box::new(running));
             }
+            Fact::RerunsAsked { call_ids } => self.reruns.extend(call_ids.iter().cloned()),
+            Fact::RerunsAbandoned => self.reruns.clear(),
             Fact::ApprovalAsked { call_id } => self.set_awaiting(call_id, true),
             Fact::CallApproved { call_id } => self.set_awaiting(call_id, false),
             Fact::CallEnded { call_id } => {
@@ -132,7 +140,7 @@ impl RunningCalls {
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.running.is_empty()
+        self.running.is_empty() && self.reruns.is_empty()
     }
 
     pub(crate) fn iter(&self) -> impl Iterator<Item = &Running> {

@@ -81,6 +81,11 @@ pub(crate) enum Fact<'a> {
     CallApproved { call_id: &'a str },
     /// Call `call_id` ended.
     CallEnded { call_id: &'a str },
+    /// A resume handed these calls to the Activity to run again: running until registered.
+    RerunsAsked { call_ids: &'a [String] },
+    /// A drain ran out of time: calls handed on to run again and not registered yet never
+    /// will be.
+    RerunsAbandoned,
     /// Call `call_id` waits for approval or a place before its body (durable sessions only).
     CallWaiting { call_id: &'a str },
     /// Call `call_id`, which waited, is let through to its body (durable sessions only).
