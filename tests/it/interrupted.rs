@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use crate::common::*;
 use crate::durable::{crashed, drain, resumed_calls, stored};
 use colloquy::prelude::*;
-use colloquy::session::SessionOptions;
+use colloquy::session::{SessionBuilder, SessionOptions};
 use colloquy::store::{MemoryStore, Record};
 use colloquy::tools::OnInterrupted;
 
@@ -430,4 +430,96 @@ async fn after_a_crash_at_any_point_each_payment_is_charged_once() {
         resumed.close().await.unwrap();
     }
     assert!(reruns > 0, "some crash point left the payment running");
+}
+
+/// A background lookup on a session-scoped toolset (it survives the handoff) and a transfer
+/// from A to B.
+fn transferring() -> (SessionBuilder, Agent) {
+    let lookup =
+        FunctionTool::new("long_lookup", "Look up.", |ctx: RunContext, _a: NoArgs| async move {
+            ctx.update("lookup started").await?;
+            tokio::time::sleep(ms(500)).await;
+            Ok::<_, ToolError>("lookup done")
+        })
+        .on_interrupted(OnInterrupted::Rerun);
+    let transfer =
+        FunctionTool::new("transfer", "Transfer.", |_ctx: RunContext, _a: NoArgs| async move {
+            Ok::<_, ToolError>(colloquy::agent::Handoff::to(Agent::new("B", "billing")))
+        });
+    let builder = Session::builder().toolset(Toolset::new_async("shared").tool(lookup));
+    (builder, Agent::new("A", "inst").tool(transfer))
+}
+
+/// A crash after any append of a conversation that hands off while a session-scoped call
+/// runs: each resumes on the agent the journal names, and every call ends exactly once.
+#[tokio::test(start_paused = true)]
+async fn after_a_crash_at_any_point_of_a_handoff_every_call_ends_once() {
+    let points = Arc::new(Mutex::new(Vec::new()));
+    let kept = Arc::clone(&points);
+    let store =
+        Arc::new(crate::durable::Tapped::new(move |on_disk| kept.lock().unwrap().push(on_disk)));
+    let (builder, a) = transferring();
+    let script = vec![
+        call("l", "long_lookup", "{}"),
+        text("looking"),
+        call("t", "transfer", "{}"),
+        text("B reports"),
+    ];
+    let h = Harness::start_with(builder.store(store.clone()), a, script).await;
+    h.turn("look it up").await;
+    tokio::time::sleep(ms(30)).await;
+    h.turn("transfer").await;
+    h.session.wait_for_quiet().await.unwrap();
+    h.session.wait_for_idle().await.unwrap();
+    let id = h.session.id().to_owned();
+    h.session.suspend().await.unwrap();
+    drop(h);
+    let points = points.lock().unwrap().clone();
+    assert!(points.len() >= 8, "{} crash points", points.len());
+
+    let mut on_b = 0;
+    for (point, on_disk) in points.iter().enumerate().skip(1) {
+        let journal = colloquy::store::Journal::fold(on_disk);
+        let (builder, _) = transferring();
+        let replies: Vec<_> = (0..6).map(|_| text("Resumed.")).collect();
+        let builder =
+            builder.llm(ScriptedLlm::new(replies)).store(crate::durable::journal_of(&id, on_disk));
+        let agents = |name: &str| match name {
+            "A" => Some(transferring().1),
+            "B" => Some(Agent::new("B", "billing")),
+            _ => None,
+        };
+        let resumed = builder.resume(&id, agents).await.unwrap();
+        tokio::time::sleep(ms(1_000)).await;
+        resumed.wait_for_quiet().await.unwrap();
+        resumed.wait_for_idle().await.unwrap();
+        let snapshot = resumed.inspect().await.unwrap();
+        assert_eq!(
+            Some(snapshot.agent.clone()),
+            journal.agent,
+            "at {point}: on the agent it was on"
+        );
+        on_b += usize::from(snapshot.agent == "B");
+        let history = resumed.history().await.unwrap();
+        for call in history.iter().filter_map(ChatItem::as_function_call) {
+            if call.call_id.contains('_') {
+                continue;
+            }
+            let outputs = |id: &str| crate::durable::outputs_of(&history, id);
+            assert_eq!(
+                outputs(&call.call_id),
+                1,
+                "at {point}: {} answered once: {:?}",
+                call.call_id,
+                show(&history)
+            );
+            assert!(
+                outputs(&format!("{}_final", call.call_id)) <= 1,
+                "at {point}: {} ends once",
+                call.call_id
+            );
+        }
+        resumed.close().await.unwrap();
+    }
+    assert!(on_b > 0, "some crash point came after the handoff");
 }

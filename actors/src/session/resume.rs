@@ -87,10 +87,11 @@ impl SessionState {
 
     /// The items that tell the model what became of `call`, as a provider reads them: its
     /// output after its call item (committed now if a blocking step never got to commit it),
-    /// or, when it was answered already (provisionally, or by its first update), a
-    /// `<id>_final` pair for a failed call, and nothing for one that runs again (its result
-    /// comes as that pair). Also how many of its updates the context holds, so that a call
-    /// run again numbers its own after them.
+    /// or, when it was answered already (provisionally, or by its first update) or its item is
+    /// in another agent's context (a session-scoped call across a handoff), a `<id>_final`
+    /// pair for a failed call, and nothing for one that runs again (its result comes as that
+    /// pair). Also how many of its updates the history holds, so that a call run again
+    /// numbers its own after them.
     fn interrupted(&self, call: &FunctionCall, outcome: InDoubtOutcome) -> Settled {
         let text = match outcome {
             InDoubtOutcome::Rerun => INTERRUPTED_RERUN,
@@ -100,11 +101,11 @@ impl SessionState {
         };
         let text = text.replace("{name}", &call.name);
         let failed = outcome == InDoubtOutcome::Failed;
-        let context = self.conversation.context(self.agent.current.id());
-        let (mut has_call, mut answered, mut updates) = (false, false, 0);
-        for item in context.into_iter().flat_map(|c| c.iter()) {
+        // The whole history: after a handoff the call's items are in another agent's context.
+        let (mut in_history, mut answered, mut updates) = (false, false, 0);
+        for item in self.conversation.history_items() {
             match item {
-                ChatItem::FunctionCall(c) if c.call_id == call.call_id => has_call = true,
+                ChatItem::FunctionCall(c) if c.call_id == call.call_id => in_history = true,
                 ChatItem::FunctionCallOutput(o) if o.call_id == call.call_id => answered = true,
                 ChatItem::FunctionCallOutput(o) => {
                     let n = o.call_id.strip_prefix(call.call_id.as_str());
@@ -116,6 +117,12 @@ impl SessionState {
                 _ => {}
             }
         }
+        let context = self.conversation.context(self.agent.current.id());
+        let here = context.is_some_and(|c| {
+            c.iter().any(|i| matches!(i, ChatItem::FunctionCall(c) if c.call_id == call.call_id))
+        });
+        // Its item in another agent's context: the current one reads a self-contained pair.
+        let answered = answered || (in_history && !here);
         let clock = &self.link.clock;
         if answered {
             let items = match failed {
@@ -137,7 +144,7 @@ impl SessionState {
             created_at: clock.now(),
         });
         let mut items = Vec::with_capacity(2);
-        if !has_call {
+        if !here {
             let mut call = call.clone();
             if !failed {
                 // Answered for now: its result comes later, as a background call's does.
