@@ -9,7 +9,7 @@ use crate::common::*;
 use crate::durable::{crashed, drain, resumed_calls, stored};
 use colloquy::prelude::*;
 use colloquy::session::{SessionBuilder, SessionOptions};
-use colloquy::store::{MemoryStore, Record};
+use colloquy::store::{MemoryStore, Record, SessionStore as _};
 use colloquy::tools::OnInterrupted;
 
 /// A payment service that deduplicates by idempotency key, as payment APIs do: the keys of
@@ -522,4 +522,102 @@ async fn after_a_crash_at_any_point_of_a_handoff_every_call_ends_once() {
         resumed.close().await.unwrap();
     }
     assert!(on_b > 0, "some crash point came after the handoff");
+}
+
+/// Holds the append with a call's start until `start` opens, and the one with its
+/// let-through until `let_through` does.
+struct TwoGates {
+    start: std::sync::atomic::AtomicBool,
+    let_through: std::sync::atomic::AtomicBool,
+}
+
+impl crate::durable::Tap for TwoGates {
+    fn append(
+        &self,
+        inner: &MemoryStore,
+        lease: &colloquy::store::Lease,
+        entries: &[colloquy::store::Entry],
+    ) -> Result<(), colloquy::store::StoreError> {
+        use std::sync::atomic::Ordering::SeqCst;
+        let holds = |gate: &std::sync::atomic::AtomicBool, r: fn(&Record) -> bool| {
+            if entries.iter().any(|e| r(&e.record)) {
+                while !gate.load(SeqCst) {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+            }
+        };
+        holds(&self.start, |r| matches!(r, Record::CallStarted { .. }));
+        holds(&self.let_through, |r| matches!(r, Record::CallLetThrough { .. }));
+        inner.append(lease, entries)
+    }
+}
+
+// The real clock: tokio's paused clock stands still while a blocking write runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_approved_before_its_start_is_on_disk_waits_for_its_let_through() {
+    use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
+    let gates = TwoGates { start: false.into(), let_through: false.into() };
+    let store = Arc::new(crate::durable::Tapped::new(gates));
+    let runs = Arc::new(AtomicU32::new(0));
+    let builder = Session::builder().store(store.clone());
+    let tool = refund(&runs, 1).requires_approval();
+    let script = vec![call("c1", "refund", "{}"), text("Waiting."), text("Done.")];
+    let mut h = Harness::start_with(builder, Agent::new("A", "inst").tool(tool), script).await;
+    h.session.user_turn("refund it").await.unwrap();
+    for _ in 0..2_000 {
+        if h.events().iter().any(|e| matches!(e.kind, EventKind::ToolApprovalRequested { .. })) {
+            break;
+        }
+        tokio::time::sleep(ms(1)).await;
+    }
+    // Approved while its start is still on its way to the disk.
+    h.session.approve("c1").await.expect("it waits for approval");
+    store.tap.start.store(true, SeqCst);
+    tokio::time::sleep(ms(300)).await;
+    assert_eq!(
+        runs.load(SeqCst),
+        0,
+        "the start on disk does not let it through: its let-through does"
+    );
+    store.tap.let_through.store(true, SeqCst);
+    answered(&h.session, "c1_final").await;
+    assert_eq!(runs.load(SeqCst), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_ask_call_still_waiting_at_a_second_crash_is_asked_again() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let runs = Arc::new(AtomicU32::new(0));
+    let asking = |millis| refund(&runs, millis).on_interrupted(OnInterrupted::Ask);
+    let store = Arc::new(MemoryStore::new());
+    let builder = Session::builder().store(store.clone());
+    let script = vec![call("c1", "refund", "{}"), text("Refunding.")];
+    let first =
+        Harness::start_with(builder, Agent::new("A", "inst").tool(asking(60_000)), script).await;
+    first.session.user_turn("refund it").await.unwrap();
+    let id = first.session.id().to_owned();
+    stored(&*store, &id, |r| matches!(r, Record::CallStarted { .. })).await;
+    tokio::time::sleep(ms(10)).await;
+
+    let agents = |name: &str| (name == "A").then(|| Agent::new("A", "inst").tool(asking(100)));
+    let once = crashed(&*store, &id);
+    let builder = Session::builder().llm(ScriptedLlm::new([])).store(once.clone());
+    let second = builder.resume(&id, agents).await.unwrap();
+    stored(&*once, &id, |r| matches!(r, Record::CallWaiting { .. })).await;
+    drop(second); // the process dies again, the host not having answered
+
+    let mut builder =
+        Session::builder().llm(ScriptedLlm::new([text("Refunded.")])).store(crashed(&*once, &id));
+    let mut events = builder.subscribe();
+    let third = builder.resume(&id, agents).await.unwrap();
+    tokio::time::sleep(ms(100)).await;
+    let seen = drain(&mut events);
+    let asked = seen.iter().any(
+        |e| matches!(&e.kind, EventKind::ToolApprovalRequested { call_id, .. } if call_id == "c1"),
+    );
+    assert!(asked, "asked again: {seen:?}");
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "only the first body ran, before the first crash");
+    third.approve("c1").await.expect("it waits for approval");
+    answered(&third, "c1_final").await;
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
 }

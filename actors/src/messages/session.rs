@@ -208,6 +208,8 @@ pub(crate) enum ChildMsg {
         toolset: ActorRef<ToolsetMsg>,
         cancellable: bool,
         agent_scoped: bool,
+        /// Run again after a resume: its start is in the journal already.
+        resumed: bool,
     },
     /// In a durable session: a registered call waits for approval or a place before its body.
     CallWaiting { call_id: String },

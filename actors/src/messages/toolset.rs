@@ -92,7 +92,7 @@ pub(crate) enum ToolsetMsg {
     GrantPlaces,
     /// The call's start is on disk: its body may run once it is let through
     /// (docs/durability.md#write-ahead).
-    Journaled { call_id: String },
+    Journaled { call_id: String, let_through: bool },
     /// The timer of a call with a deadline or heartbeat fired (from its ToolCall `from`).
     Watch { call_id: String, from: ActorId },
     /// A ToolCall's body ended (a panic arrives here as an internal error).

@@ -43,9 +43,13 @@ impl SessionState {
         toolset: ActorRef<ToolsetMsg>,
         cancellable: bool,
         agent_scoped: bool,
+        resumed: bool,
     ) {
-        self.apply(Fact::CallStarted { call: &call, cancellable, agent_scoped });
-        if self.link.durable && self.host.journal.is_none() {
+        self.apply(Fact::CallStarted { call: &call, cancellable, agent_scoped, resumed });
+        // A store that failed can never write this call's start; a close that began before a
+        // resumed call registered drains it as it would have (it never ran).
+        let closing = resumed && self.host.close.is_closing();
+        if (self.link.durable && self.host.journal.is_none()) || closing {
             // The store failed: this call's start can never be on disk, so it never runs.
             let _ = toolset.cast(ToolsetMsg::Reject {
                 call_id: call.call_id.clone(),
@@ -58,6 +62,22 @@ impl SessionState {
         self.update_away_timer(false);
         let (call_id, name) = (call.call_id.clone(), call.name.clone());
         self.emit_now(EventKind::ToolCallStarted { call_id, name });
+    }
+
+    /// A call that waited is let through: its body starts once that is on disk; with the
+    /// store gone it never can, so it ends as one that was never let through.
+    pub(super) fn call_let_through(&mut self, call_id: &str) {
+        self.apply(Fact::CallLetThrough { call_id });
+        if self.host.journal.is_none()
+            && let Some(toolset) = self.tools.calls.get(call_id).and_then(|r| r.toolset())
+        {
+            let _ = toolset.cast(ToolsetMsg::Reject {
+                call_id: call_id.to_string(),
+                reason: "the session's store failed".into(),
+                reply: None,
+                drain: true,
+            });
+        }
     }
 
     /// Starts the drain timer, if the session has one (decision 7).

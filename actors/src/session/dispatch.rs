@@ -146,8 +146,8 @@ impl SessionState {
                 self.speech_waiting(speech_id, waiting);
                 FollowUp::None
             }
-            ChildMsg::CallRegistered { call, toolset, cancellable, agent_scoped } => {
-                self.call_registered(call, toolset, cancellable, agent_scoped);
+            ChildMsg::CallRegistered { call, toolset, cancellable, agent_scoped, resumed } => {
+                self.call_registered(call, toolset, cancellable, agent_scoped, resumed);
                 FollowUp::None
             }
             ChildMsg::CallWaiting { call_id } => {
@@ -155,7 +155,7 @@ impl SessionState {
                 FollowUp::None
             }
             ChildMsg::CallLetThrough { call_id } => {
-                self.apply(Fact::CallLetThrough { call_id: &call_id });
+                self.call_let_through(&call_id);
                 FollowUp::None
             }
             ChildMsg::AdmitReply { batch, coalescer } => {

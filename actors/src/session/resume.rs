@@ -38,7 +38,11 @@ impl SessionState {
             items.extend(settled.items);
             resumed.push(ResumedCall::new(&call.call_id, &call.name, outcome));
             if outcome != InDoubtOutcome::Failed {
-                let ask = outcome == InDoubtOutcome::Asked;
+                // An `ask` call that waited for its approval when the process died again is
+                // asked again, not let through.
+                let ask = outcome == InDoubtOutcome::Asked
+                    || (outcome == InDoubtOutcome::NotStarted
+                        && self.policy_of(&call) == OnInterrupted::Ask);
                 reruns.push(RerunCall { call, ask, updates: settled.updates });
             }
         }
@@ -72,17 +76,24 @@ impl SessionState {
     /// else its tool's policy (else its toolsets', else the session's). A tool the agent no
     /// longer has cannot run again, so its call fails.
     fn outcome_of(&self, call: &FunctionCall, started: bool) -> InDoubtOutcome {
-        let Some(tool) = self.agent.current.catalog().get(&call.name) else {
+        if self.agent.current.catalog().get(&call.name).is_none() {
             return InDoubtOutcome::Failed;
-        };
+        }
         if !started {
             return InDoubtOutcome::NotStarted;
         }
-        match tool.limits().on_interrupted.unwrap_or(self.link.options.on_interrupted) {
+        match self.policy_of(call) {
             OnInterrupted::Rerun => InDoubtOutcome::Rerun,
             OnInterrupted::Ask => InDoubtOutcome::Asked,
             _ => InDoubtOutcome::Failed,
         }
+    }
+
+    /// `call`'s tool's `on_interrupted` (else its toolsets', else the session's).
+    fn policy_of(&self, call: &FunctionCall) -> OnInterrupted {
+        let tool = self.agent.current.catalog().get(&call.name);
+        let own = tool.and_then(|tool| tool.limits().on_interrupted);
+        own.unwrap_or(self.link.options.on_interrupted)
     }
 
     /// The items that tell the model what became of `call`, as a provider reads them: its
@@ -174,8 +185,8 @@ impl SessionState {
     /// bodies (docs/durability.md#write-ahead).
     pub(super) fn journal_stored(&mut self, through: u64) {
         let Some(journal) = &mut self.host.journal else { return };
-        for call_id in journal.stored(through) {
-            self.tools.calls.journaled(call_id);
+        for (call_id, let_through) in journal.stored(through) {
+            self.tools.calls.journaled(call_id, let_through);
         }
     }
 

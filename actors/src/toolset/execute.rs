@@ -62,7 +62,12 @@ impl ToolsetState {
                     .remembers_for()
                     .map(|window| (exec.tool.result_key(&exec.arguments), window));
                 let keys = CallKeys { duplicate: key, memo };
-                self.recall(myself, Admitted { exec, keys, reply, recalled: None })
+                let admitted = Admitted { exec, keys, reply, recalled: None };
+                // A call run again after a resume goes on: nothing answers it from memory.
+                match admitted.exec.resumed {
+                    Some(_) => Some(admitted),
+                    None => self.recall(myself, admitted),
+                }
             }
             // Not registered: no lifecycle events (§6 step 2).
             Err(answer) => {
@@ -159,12 +164,14 @@ impl ToolsetState {
         myself: &ActorRef<ToolsetMsg>,
         call: &FunctionCall,
         cancellable: bool,
+        resumed: bool,
     ) {
         let registered = ChildMsg::CallRegistered {
             call: std::sync::Arc::new(call.clone()),
             toolset: myself.clone(),
             cancellable,
             agent_scoped: self.args.scope == Scope::Agent,
+            resumed,
         };
         let _ = self.args.session.actor.cast(registered.into());
     }
@@ -176,7 +183,7 @@ impl ToolsetState {
     pub(super) async fn start(&mut self, myself: ActorRef<ToolsetMsg>, admitted: Admitted) {
         let Admitted { mut exec, keys, reply, recalled } = admitted;
         // Run again after a resume: answered already, so it goes on as a background call.
-        let answered = exec.resumed.unwrap_or(0);
+        let (answered, resumed) = (exec.resumed.unwrap_or(0), exec.resumed.is_some());
         let reply = match exec.resumed {
             Some(_) => {
                 mark_non_blocking(&mut exec.call.extra);
@@ -187,7 +194,7 @@ impl ToolsetState {
         let tool = exec.tool;
         let session = &self.args.session;
         let cancellable = tool.flags().cancellable;
-        self.register(&myself, &exec.call, cancellable);
+        self.register(&myself, &exec.call, cancellable, exec.resumed.is_some());
         let call_id = exec.call.call_id.clone();
         let limits = tool.limits();
         let cached = recalled.is_some();
@@ -251,7 +258,9 @@ impl ToolsetState {
                     update_offset: answered,
                     limits: caps,
                     cached,
-                    held: false,
+                    // Run again after a resume: its let-through is written ahead of its body,
+                    // so a resume knows whether this run began (docs/durability.md#waiting).
+                    held: durable && resumed,
                 });
                 self.running.insert(call_id.clone(), call);
                 if durable {

@@ -255,7 +255,9 @@ impl Actor for ToolsetActor {
                 state.grant_pending = false;
                 state.grant_places(&myself);
             }
-            ToolsetMsg::Journaled { call_id } => state.journaled(&myself, &call_id),
+            ToolsetMsg::Journaled { call_id, let_through } => {
+                state.journaled(&myself, &call_id, let_through);
+            }
             ToolsetMsg::Watch { call_id, from } => state.check_watch(&myself, &call_id, from),
             ToolsetMsg::Approve { call_id, reply } => {
                 let result = state.approve(&myself, &call_id);

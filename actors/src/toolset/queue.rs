@@ -80,9 +80,10 @@ impl ToolsetState {
     /// journal says so, so that a resume finds it had not started (docs/durability.md#waiting).
     pub(super) fn hold(&mut self, call_id: &str) {
         let Some(call) = self.running.get_mut(call_id) else { return };
-        if call.held || !self.args.session.durable {
+        if !self.args.session.durable {
             return;
         }
+        // Held from the start when run again after a resume; its wait is journaled all the same.
         call.held = true;
         let waiting = ChildMsg::CallWaiting { call_id: call_id.to_string() };
         let _ = self.args.session.actor.cast(waiting.into());
@@ -105,8 +106,18 @@ impl ToolsetState {
         }
     }
 
-    /// `call_id`'s start is on disk: its body starts now if it was let through already.
-    pub(super) fn journaled(&mut self, myself: &ActorRef<ToolsetMsg>, call_id: &str) {
+    /// `call_id`'s start (or, for a call that waited, its let-through) is on disk: its body
+    /// starts now if it was let through already. A call that waited heeds only its
+    /// let-through: its start's answer may arrive after the gate opened.
+    pub(super) fn journaled(
+        &mut self,
+        myself: &ActorRef<ToolsetMsg>,
+        call_id: &str,
+        let_through: bool,
+    ) {
+        if !let_through && self.running.get(call_id).is_some_and(|c| c.held) {
+            return;
+        }
         let let_through = self.unjournaled.remove(call_id)
             && self.running.get(call_id).is_some_and(|c| matches!(c.stage, Stage::Running));
         if let_through {
@@ -228,7 +239,8 @@ impl ToolsetState {
         };
         let message = remembered.message.clone();
         let call = &admitted.exec.call;
-        self.register(myself, call, admitted.exec.tool.flags().cancellable);
+        let resumed = admitted.exec.resumed.is_some();
+        self.register(myself, call, admitted.exec.tool.flags().cancellable, resumed);
         self.args.session.emit(EventKind::ToolCallEnded {
             id: call.call_id.clone(),
             call_id: call.call_id.clone(),

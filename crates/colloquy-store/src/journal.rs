@@ -128,6 +128,7 @@ impl Journal {
             }
             Record::CallStarted { call, cancellable } => {
                 let (call, cancellable) = (call.clone(), *cancellable);
+                self.running.retain(|r| r.call.call_id != call.call_id);
                 self.running.push(CallInDoubt { call, cancellable, started: true });
             }
             Record::CallWaiting { call_id } => self.set_started(call_id, false),
@@ -140,8 +141,12 @@ impl Journal {
             Record::CloseBegan { reason } => {
                 self.closed.get_or_insert_with(|| reason.clone());
             }
+            // A call that runs again stays in doubt until it ends: a crash before its run
+            // starts finds it again (docs/durability.md#on-interrupted).
             Record::Resumed { in_doubt } => {
-                self.running.retain(|r| !in_doubt.iter().any(|d| d.call_id == r.call.call_id));
+                let failed =
+                    |id: &str| in_doubt.iter().any(|d| d.call_id == id && d.outcome == "failed");
+                self.running.retain(|r| !failed(&r.call.call_id));
             }
         }
     }

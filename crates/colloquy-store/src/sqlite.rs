@@ -153,6 +153,21 @@ impl SqliteStore {
     }
 }
 
+/// The outcomes of a group that was not written because of `e`: the writes refused before
+/// stay refused, every other (of `count`) fails with `e`.
+fn unwritten(
+    mut outcomes: Vec<Result<(), StoreError>>,
+    count: usize,
+    e: &StoreError,
+) -> Vec<Result<(), StoreError>> {
+    let why = e.to_string();
+    for outcome in outcomes.iter_mut().filter(|o| o.is_ok()) {
+        *outcome = Err(StoreError::Io(why.clone()));
+    }
+    outcomes.resize_with(count, || Err(StoreError::Io(why.clone())));
+    outcomes
+}
+
 /// Refuses a write of `entries` (none for a renewal) under `lease` before anything is written:
 /// a lease that is not the session's, an entry whose number is taken.
 fn check(db: &Connection, lease: &Lease, entries: &[Entry]) -> Result<(), StoreError> {
@@ -255,13 +270,14 @@ impl SessionStore for SqliteStore {
                 _ => renew(&tx, lease),
             };
             if let Err(e) = written {
-                return all_fail(e); // the transaction rolls back as it drops
+                drop(tx); // rolled back: nothing of the group is written
+                return unwritten(outcomes, writes.len(), &e);
             }
             outcomes.push(Ok(()));
         }
         match tx.commit() {
             Ok(()) => outcomes,
-            Err(e) => all_fail(failed(&e)),
+            Err(e) => unwritten(outcomes, writes.len(), &failed(&e)),
         }
     }
 
@@ -417,7 +433,11 @@ impl Change {
                 }
                 Record::CallStarted { .. } => change.running += 1,
                 Record::CallEnded { .. } => change.running -= 1,
-                Record::Resumed { in_doubt } => change.running -= in_doubt.len() as i64,
+                Record::Resumed { in_doubt } => {
+                    // Only the failed ones ended; the others run again, still counted.
+                    change.running -=
+                        in_doubt.iter().filter(|d| d.outcome == "failed").count() as i64;
+                }
                 _ => {}
             }
         }

@@ -125,6 +125,29 @@ fn writes_a_group_and_refuses_alone(store: &dyn SessionStore) {
 }
 
 #[test]
+fn a_call_run_again_stays_in_doubt_until_it_ends_and_a_failed_one_does_not() {
+    let mut entries = journal(); // c1 runs
+    let c3 = Record::CallStarted { call: call("c3"), cancellable: false };
+    entries.push(Entry::new(7, 7, c3));
+    let outcomes = vec![
+        CallInDoubtRecord::new("c1", "refill", "rerun"),
+        CallInDoubtRecord::new("c3", "refill", "failed"),
+    ];
+    entries.push(Entry::new(8, 8, Record::Resumed { in_doubt: outcomes }));
+    // The process dies again before c1's run starts: c1 is still in doubt, c3 ended.
+    let running = |entries: &[Entry]| -> Vec<String> {
+        Journal::fold(entries).running.iter().map(|r| r.call.call_id.clone()).collect()
+    };
+    assert_eq!(running(&entries), ["c1"]);
+    let path = temp_file("again");
+    let store = SqliteStore::open(&path).unwrap();
+    store.append(&lease(&store, "s"), &entries).unwrap();
+    assert_eq!(store.list().unwrap()[0].calls_in_doubt, 1, "the listing counts alike");
+    entries.push(Entry::new(9, 9, Record::CallEnded { call_id: "c1".into() }));
+    assert!(running(&entries).is_empty());
+}
+
+#[test]
 fn both_stores_write_a_group_and_refuse_a_write_alone() {
     writes_a_group_and_refuses_alone(&MemoryStore::new());
     writes_a_group_and_refuses_alone(&SqliteStore::open(temp_file("group")).unwrap());

@@ -69,7 +69,7 @@ pub(crate) struct RunningCalls {
 impl RunningCalls {
     pub(crate) fn apply(&mut self, fact: Fact<'_>) {
         match fact {
-            Fact::CallStarted { call, cancellable, agent_scoped } => {
+            Fact::CallStarted { call, cancellable, agent_scoped, .. } => {
                 let running = Running {
                     call: Arc::clone(call),
                     toolset: None,
@@ -143,14 +143,19 @@ impl RunningCalls {
         self.running.is_empty() && self.reruns.is_empty()
     }
 
+    /// Call `call_id`, if it runs.
+    pub(crate) fn get(&self, call_id: &str) -> Option<&Running> {
+        self.running.get(call_id).map(|r| &**r)
+    }
+
     pub(crate) fn iter(&self) -> impl Iterator<Item = &Running> {
         self.running.values().map(|r| &**r)
     }
 
     /// Tells the call's toolset that its start is on disk (its body may run).
-    pub(crate) fn journaled(&self, call_id: String) {
+    pub(crate) fn journaled(&self, call_id: String, let_through: bool) {
         if let Some(toolset) = self.running.get(&call_id).and_then(|r| r.toolset.as_ref()) {
-            let _ = toolset.cast(ToolsetMsg::Journaled { call_id });
+            let _ = toolset.cast(ToolsetMsg::Journaled { call_id, let_through });
         }
     }
 

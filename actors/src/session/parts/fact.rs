@@ -74,7 +74,13 @@ pub(crate) enum Fact<'a> {
 
     // The tools.
     /// A toolset registered a call.
-    CallStarted { call: &'a Arc<FunctionCall>, cancellable: bool, agent_scoped: bool },
+    /// `resumed`: run again after a resume (its start is in the journal already).
+    CallStarted {
+        call: &'a Arc<FunctionCall>,
+        cancellable: bool,
+        agent_scoped: bool,
+        resumed: bool,
+    },
     /// Call `call_id` waits for the host's approval.
     ApprovalAsked { call_id: &'a str },
     /// Call `call_id` was approved.

@@ -42,8 +42,9 @@ pub(crate) const APPEND_TIMEOUT: Duration = Duration::from_secs(30);
 pub(crate) struct JournalOut {
     batch: Vec<Entry>,
     next_seq: u64,
-    /// Calls whose body waits for its start to be on disk: the record's number, the call.
-    starting: Vec<(u64, String)>,
+    /// Calls whose body waits for its start (or its let-through) to be on disk: the record's
+    /// number, the call, whether the record is a let-through.
+    starting: Vec<(u64, String, bool)>,
     /// Contexts read for LLM requests, held until the journal is on disk through the record
     /// numbered with them: what the model reads is never lost to a crash.
     reads: Vec<(u64, ContextRead)>,
@@ -89,7 +90,10 @@ impl JournalOut {
             renewal.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 let job = tokio::select! {
+                    // The renewal first: ready only when due, so a session that always has a
+                    // batch waiting still renews its lease in time.
                     biased;
+                    _ = renewal.tick() => Job::Renew,
                     entries = rx.recv() => match entries {
                         Some(mut entries) => {
                             // The batches that wait too: one write, one answer.
@@ -100,7 +104,6 @@ impl JournalOut {
                         }
                         None => break,
                     },
-                    _ = renewal.tick() => Job::Renew,
                 };
                 let entries = match job {
                     Job::Append(entries) => Some(entries),
@@ -140,12 +143,12 @@ impl JournalOut {
         let Some(record) = record_of(fact) else { return };
         match &record {
             Record::CallStarted { call, .. } => {
-                self.starting.push((self.next_seq, call.call_id.clone()));
+                self.starting.push((self.next_seq, call.call_id.clone(), false));
             }
             // Its body waits for this record now, not its start's (which comes before it).
             Record::CallLetThrough { call_id } => {
-                self.starting.retain(|(_, id)| id != call_id);
-                self.starting.push((self.next_seq, call_id.clone()));
+                self.starting.retain(|(_, id, _)| id != call_id);
+                self.starting.push((self.next_seq, call_id.clone(), true));
             }
             _ => {}
         }
@@ -169,14 +172,14 @@ impl JournalOut {
 
     /// The calls whose start is on disk now that the journal is through record `through`;
     /// the context reads that waited for it are answered.
-    pub(crate) fn stored(&mut self, through: u64) -> Vec<String> {
+    pub(crate) fn stored(&mut self, through: u64) -> Vec<(String, bool)> {
         self.durable = self.durable.max(through);
         let ready = self.reads.partition_point(|(seq, _)| *seq <= through);
         for (_, (reply, context)) in self.reads.drain(..ready) {
             let _ = reply.send(context);
         }
-        let done = self.starting.partition_point(|(seq, _)| *seq <= through);
-        self.starting.drain(..done).map(|(_, call_id)| call_id).collect()
+        let done = self.starting.partition_point(|(seq, ..)| *seq <= through);
+        self.starting.drain(..done).map(|(_, call_id, through)| (call_id, through)).collect()
     }
 
     /// Answers a context read for an LLM request once every record so far is on disk (at once
@@ -220,6 +223,8 @@ fn record_of(fact: Fact<'_>) -> Option<Record> {
             to: to.to_string(),
             update_id: update_id.to_string(),
         },
+        // A call run again after a resume: its start is in the journal (the resume kept it).
+        Fact::CallStarted { resumed: true, .. } => return None,
         Fact::CallStarted { call, cancellable, .. } => {
             Record::CallStarted { call: colloquy_model::FunctionCall::clone(call), cancellable }
         }
