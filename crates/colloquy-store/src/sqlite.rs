@@ -109,16 +109,38 @@ impl SqliteStore {
     /// As [`open`](Self::open), each append surviving what `durability` says once it returns.
     pub fn open_with(path: impl AsRef<Path>, durability: Durability) -> Result<Self, StoreError> {
         let path = path.as_ref();
-        let db = Connection::open(path).map_err(|e| io(path, &e))?;
+        // Setting a new file up (WAL, the tables) takes locks SQLite's busy timeout does not
+        // always wait for: another process doing the same at once is waited for, as long.
+        let began = std::time::Instant::now();
+        loop {
+            match Self::open_once(path, durability) {
+                Err(StoreError::Io(why))
+                    if why.contains("locked") && began.elapsed() < BUSY_TIMEOUT =>
+                {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                opened => return opened,
+            }
+        }
+    }
+
+    fn open_once(path: &Path, durability: Durability) -> Result<Self, StoreError> {
+        let mut db = Connection::open(path).map_err(|e| io(path, &e))?;
         db.busy_timeout(BUSY_TIMEOUT).map_err(|e| io(path, &e))?;
-        let read = |pragma: &str| -> Result<i64, StoreError> {
-            db.query_row(&format!("PRAGMA {pragma}"), [], |row| row.get(0))
-                .map_err(|e| io(path, &e))
+        // One snapshot: another process may be setting the file up meanwhile.
+        let (application, version, tables) = {
+            let snapshot = db.transaction().map_err(|e| io(path, &e))?;
+            let read = |sql: &str| -> Result<i64, StoreError> {
+                snapshot.query_row(sql, [], |row| row.get(0)).map_err(|e| io(path, &e))
+            };
+            let read = (
+                read("PRAGMA application_id")?,
+                read("PRAGMA user_version")?,
+                read("SELECT count(*) FROM sqlite_master")?,
+            );
+            snapshot.commit().map_err(|e| io(path, &e))?;
+            read
         };
-        let (application, version) = (read("application_id")?, read("user_version")?);
-        let tables: i64 = db
-            .query_row("SELECT count(*) FROM sqlite_master", [], |row| row.get(0))
-            .map_err(|e| io(path, &e))?;
         let version = match (application, version) {
             (APPLICATION_ID, v) if v > i64::from(SCHEMA_VERSION) => {
                 let found = u32::try_from(v).unwrap_or(u32::MAX);
@@ -142,13 +164,24 @@ impl SqliteStore {
         // 16 MiB of pages (SQLite's default is 2): the journals of many live sessions are
         // written at once, and an evicted page is read back with a syscall.
         db.pragma_update(None, "cache_size", -16_384).map_err(|e| io(path, &e))?;
-        // Each in one transaction: a migration that fails leaves the file as it was.
-        match version {
-            0 => db.execute_batch(&format!("BEGIN; {SCHEMA_2} COMMIT;")),
-            1 => db.execute_batch(&format!("BEGIN; {FROM_1} COMMIT;")),
-            _ => Ok(()),
+        if version < i64::from(SCHEMA_VERSION) {
+            // Under the write lock, the version read again: of two processes opening one new
+            // (or old) file at once, one creates (or migrates) it and the other finds it done.
+            // One transaction: a migration that fails leaves the file as it was.
+            let tx = db
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(|e| io(path, &e))?;
+            let now: i64 = tx
+                .query_row("PRAGMA user_version", [], |row| row.get(0))
+                .map_err(|e| io(path, &e))?;
+            match now {
+                0 => tx.execute_batch(SCHEMA_2),
+                1 => tx.execute_batch(FROM_1),
+                _ => Ok(()),
+            }
+            .and_then(|()| tx.commit())
+            .map_err(|e| io(path, &e))?;
         }
-        .map_err(|e| io(path, &e))?;
         Ok(Self { db: Mutex::new(db) })
     }
 }

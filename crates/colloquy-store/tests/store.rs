@@ -125,6 +125,20 @@ fn writes_a_group_and_refuses_alone(store: &dyn SessionStore) {
 }
 
 #[test]
+fn two_openings_of_one_new_file_at_once_both_get_the_store() {
+    for round in 0..5 {
+        let path = temp_file(&format!("race-{round}"));
+        let open = || {
+            let path = path.clone();
+            std::thread::spawn(move || SqliteStore::open(path).map(|_| ()))
+        };
+        let (a, b) = (open(), open());
+        let (a, b) = (a.join().unwrap(), b.join().unwrap());
+        assert!(a.is_ok() && b.is_ok(), "round {round}: {a:?} {b:?}");
+    }
+}
+
+#[test]
 fn a_call_run_again_stays_in_doubt_until_it_ends_and_a_failed_one_does_not() {
     let mut entries = journal(); // c1 runs
     let c3 = Record::CallStarted { call: call("c3"), cancellable: false };
