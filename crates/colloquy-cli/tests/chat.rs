@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{Output, streamed};
+use common::{Driven, assert_lines_in_order, run as colloquy, streamed};
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -14,29 +14,9 @@ use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use tokio::io::AsyncWriteExt;
 
-/// Runs `colloquy ARGS` with `input` on stdin and no provider variables set.
-async fn colloquy(args: &[&str], input: &str) -> Output {
-    let mut command = common::colloquy();
-    command.args(args);
-    common::piped(command, input, Duration::from_secs(30)).await
-}
-
 fn recorded(provider: &str, name: &str) -> Reply {
     let path = format!("{}/../../tests/it/wire/{provider}/{name}.sse", env!("CARGO_MANIFEST_DIR"));
     Reply::sse(&std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}")))
-}
-
-/// Checks that `expected` appear in this order. Lines of one source keep their order: the
-/// agent's text and the commands' output (one causal chain), or the event lines (another
-/// task); callers check each source on its own.
-fn assert_lines_in_order(stdout: &str, expected: &[&str]) {
-    let mut rest = stdout;
-    for line in expected {
-        match rest.find(line) {
-            Some(at) => rest = &rest[at + line.len()..],
-            None => panic!("`{line}` missing (or out of order) in:\n{stdout}"),
-        }
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -335,76 +315,6 @@ async fn a_call_that_needs_approval_waits_for_approve_and_reject_tells_the_agent
     );
 }
 
-/// A `colloquy` process driven line by line through pipes, its output read as it comes.
-struct Driven {
-    child: tokio::process::Child,
-    stdin: Option<tokio::process::ChildStdin>,
-    stdout: tokio::process::ChildStdout,
-    seen: Vec<u8>,
-}
-
-impl Driven {
-    async fn start(args: &[&str]) -> Self {
-        let mut child = tokio::process::Command::from(common::colloquy())
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("the binary starts");
-        let stdin = child.stdin.take();
-        let stdout = child.stdout.take().expect("stdout is piped");
-        Self { child, stdin, stdout, seen: Vec::new() }
-    }
-
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.seen).into_owned()
-    }
-
-    async fn send(&mut self, line: &str) {
-        let stdin = self.stdin.as_mut().expect("stdin is open");
-        stdin.write_all(format!("{line}\n").as_bytes()).await.expect("stdin takes the line");
-    }
-
-    fn close_input(&mut self) {
-        self.stdin = None;
-    }
-
-    /// Reads until `text` has been written (at most 20 s).
-    async fn wait_for(&mut self, text: &str) {
-        self.wait_for_n(text, 1).await;
-    }
-
-    /// Reads until `text` has been written `n` times (at most 20 s).
-    async fn wait_for_n(&mut self, text: &str, n: usize) {
-        use tokio::io::AsyncReadExt;
-        let reading = async {
-            let mut buffer = [0u8; 1024];
-            while self.text().matches(text).count() < n {
-                let n = self.stdout.read(&mut buffer).await.expect("stdout is readable");
-                assert!(n > 0, "stdout closed before `{text}`:\n{}", self.text());
-                self.seen.extend_from_slice(&buffer[..n]);
-            }
-        };
-        if tokio::time::timeout(Duration::from_secs(20), reading).await.is_err() {
-            panic!("`{text}` not written within 20 s:\n{}", self.text());
-        }
-    }
-
-    /// Waits (at most 20 s) for the process to end: its exit code and all it wrote.
-    async fn end(mut self) -> (Option<i32>, String) {
-        use tokio::io::AsyncReadExt;
-        let rest = async {
-            self.stdout.read_to_end(&mut self.seen).await.expect("stdout is readable");
-            self.child.wait().await.expect("the chat ran")
-        };
-        let status = tokio::time::timeout(Duration::from_secs(20), rest).await;
-        let status = status.unwrap_or_else(|_| panic!("the chat did not end within 20 s"));
-        (status.code(), self.text())
-    }
-}
-
 /// An OpenAI stream calling `name` with `arguments` (a JSON text).
 fn calling(name: &str, arguments: &str) -> Reply {
     let delta = serde_json::json!({"role": "assistant", "tool_calls": [{"index": 0,
@@ -655,108 +565,4 @@ async fn new_starts_over_with_an_empty_history() {
     let history = &out.stdout[out.stdout.find("you › /history").unwrap()..];
     let history = &history[..history.find("you › again").unwrap()];
     assert!(!history.contains("hello"), "{history}");
-}
-
-/// The row of `colloquy sessions` for session `id`, split on spaces.
-async fn stored_row(db: &str, id: &str) -> Vec<String> {
-    let listed = colloquy(&["sessions", "--store", db], "").await;
-    assert_eq!(listed.code, Some(0), "{}", listed.stderr);
-    let row = listed.stdout.lines().find(|l| l.starts_with(id));
-    let row = row.unwrap_or_else(|| panic!("`{id}` not listed:\n{}", listed.stdout));
-    let cells: Vec<String> = row.split_whitespace().map(str::to_owned).collect();
-    // Before its holder: its state and its calls in doubt.
-    cells[cells.len() - 3..cells.len() - 1].to_vec()
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_chat_killed_mid_call_resumes_from_its_store_and_the_call_ends_once() {
-    let dir = std::env::temp_dir().join(format!("colloquy-durable-chat-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let db = dir.join("sessions.db").display().to_string();
-    let chat = ["chat", "--provider", "scripted", "--no-color", "--store", db.as_str()];
-
-    let mut first = Driven::start(&chat).await;
-    first.wait_for(" continues it").await;
-    let text = first.text();
-    let id = text.split("session ").nth(1).and_then(|s| s.split(',').next()).unwrap().to_owned();
-    first.send("book a flight to Rome on Saturday").await;
-    first.wait_for("Searching Saturday flights").await;
-    let pid = Pid::from_raw(first.child.id().expect("running") as i32);
-    // While it runs, the session is its own: a second chat is refused, naming it.
-    let resumed = ["--resume", id.as_str()];
-    let twice = colloquy(&[&chat[..], &resumed[..]].concat(), "hello?\n").await;
-    assert_eq!(twice.code, Some(1), "{}", twice.stdout);
-    assert!(twice.stderr.contains(&format!("is in use by process {pid}")), "{}", twice.stderr);
-    // SIGKILL mid-body: no close, no flush, nothing the process can do about it.
-    kill(pid, Signal::SIGKILL).unwrap();
-    let _ = first.child.wait().await;
-    let row = stored_row(&db, &id).await;
-    assert_eq!(row, ["open", "1"], "one call in doubt");
-
-    // At once (its holder no longer runs), the booking runs again (`rerun`, under the same
-    // idempotency key) and ends, once.
-    let mut second = Driven::start(&[&chat[..], &resumed[..]].concat()).await;
-    second.wait_for("book_flight #1 done: ").await;
-    second.send("/quit").await;
-    second.close_input();
-    let (code, text) = second.end().await;
-    assert_eq!(code, Some(0), "{text}");
-    assert_lines_in_order(
-        &text,
-        &[
-            "── session resumed ──",
-            "book_flight was interrupted by the restart: it runs again",
-            "tool ▸ book_flight #1 started",
-            "Searching Saturday flights",
-            "book_flight #1 done: ",
-            "session suspended: it can resume",
-        ],
-    );
-    let row = stored_row(&db, &id).await;
-    assert_eq!(row, ["open", "0"], "settled once");
-
-    // Again, with nothing in doubt: no call is settled twice.
-    let third = colloquy(&[&chat[..], &resumed[..]].concat(), "/quit\n").await;
-    assert_eq!(third.code, Some(0), "{}", third.stderr);
-    assert!(!third.stdout.contains("interrupted by the restart"), "{}", third.stdout);
-
-    let unknown = colloquy(&[&chat[..], &["--resume", "nope"][..]].concat(), "").await;
-    assert_eq!(unknown.code, Some(1), "{}", unknown.stdout);
-    assert!(unknown.stderr.contains("no stored session `nope`"), "{}", unknown.stderr);
-
-    let kept = colloquy(&["sessions", "--store", db.as_str(), "--expire", "1d"], "").await;
-    assert_eq!(kept.stdout.trim(), "deleted 0 session(s) not active for 1d", "{}", kept.stderr);
-    std::thread::sleep(Duration::from_millis(5));
-    let gone = colloquy(&["sessions", "--store", db.as_str(), "--expire", "0s"], "").await;
-    assert_eq!(gone.stdout.trim(), "deleted 1 session(s) not active for 0s", "{}", gone.stderr);
-    let listed = colloquy(&["sessions", "--store", db.as_str()], "").await;
-    assert!(listed.stdout.contains("(no stored session)"), "{}", listed.stdout);
-    let _ = std::fs::remove_dir_all(&dir);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_file_that_is_not_a_store_is_refused_and_left_alone() {
-    let junk = std::env::temp_dir().join(format!("colloquy-not-a-store-{}", std::process::id()));
-    let text =
-        "not a database, just a long enough line of text to fill SQLite's header.".repeat(10);
-    std::fs::write(&junk, &text).unwrap();
-    let path = junk.display().to_string();
-    let listed = colloquy(&["sessions", "--store", &path], "").await;
-    assert_eq!(listed.code, Some(1));
-    assert!(listed.stderr.contains("is not a colloquy store"), "{}", listed.stderr);
-    let chat = colloquy(&["chat", "--provider", "scripted", "--store", &path], "/quit\n").await;
-    assert_eq!(chat.code, Some(1), "{}", chat.stdout);
-    assert!(chat.stderr.contains("is not a colloquy store"), "{}", chat.stderr);
-    assert_eq!(std::fs::read_to_string(&junk).unwrap(), text, "nothing was overwritten");
-    let resume =
-        ["chat", "--provider", "scripted", "--store", "/nonexistent/s.db", "--resume", "x"];
-    let nowhere = colloquy(&resume, "").await;
-    assert_eq!(nowhere.code, Some(1));
-    assert!(nowhere.stderr.contains("no store at"), "{}", nowhere.stderr);
-    assert!(!std::path::Path::new("/nonexistent/s.db").exists());
-    let missing = colloquy(&["sessions", "--store", "/nonexistent/sessions.db"], "").await;
-    assert_eq!(missing.code, Some(1));
-    assert!(missing.stderr.contains("no store at"), "{}", missing.stderr);
-    let _ = std::fs::remove_file(&junk);
 }

@@ -79,3 +79,93 @@ pub(crate) fn streamed(text: &str, pause_ms: u64) -> Reply {
     sse.push_str("data: [DONE]\n\n");
     Reply::sse(&sse)
 }
+
+/// Runs `colloquy ARGS` with `input` on stdin and no provider variables set.
+pub(crate) async fn run(args: &[&str], input: &str) -> Output {
+    let mut command = colloquy();
+    command.args(args);
+    piped(command, input, Duration::from_secs(30)).await
+}
+
+/// Checks that `expected` appear in this order. Lines of one source keep their order: the
+/// agent's text and the commands' output (one causal chain), or the event lines (another
+/// task); callers check each source on its own.
+pub(crate) fn assert_lines_in_order(stdout: &str, expected: &[&str]) {
+    let mut rest = stdout;
+    for line in expected {
+        match rest.find(line) {
+            Some(at) => rest = &rest[at + line.len()..],
+            None => panic!("`{line}` missing (or out of order) in:\n{stdout}"),
+        }
+    }
+}
+
+/// A `colloquy` process driven line by line through pipes, its output read as it comes.
+pub(crate) struct Driven {
+    pub(crate) child: tokio::process::Child,
+    stdin: Option<tokio::process::ChildStdin>,
+    stdout: tokio::process::ChildStdout,
+    seen: Vec<u8>,
+}
+
+impl Driven {
+    pub(crate) async fn start(args: &[&str]) -> Self {
+        let mut child = tokio::process::Command::from(colloquy())
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("the binary starts");
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().expect("stdout is piped");
+        Self { child, stdin, stdout, seen: Vec::new() }
+    }
+
+    pub(crate) fn text(&self) -> String {
+        String::from_utf8_lossy(&self.seen).into_owned()
+    }
+
+    pub(crate) async fn send(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        stdin.write_all(format!("{line}\n").as_bytes()).await.expect("stdin takes the line");
+    }
+
+    pub(crate) fn close_input(&mut self) {
+        self.stdin = None;
+    }
+
+    /// Reads until `text` has been written (at most 20 s).
+    pub(crate) async fn wait_for(&mut self, text: &str) {
+        self.wait_for_n(text, 1).await;
+    }
+
+    /// Reads until `text` has been written `n` times (at most 20 s).
+    pub(crate) async fn wait_for_n(&mut self, text: &str, n: usize) {
+        use tokio::io::AsyncReadExt;
+        let reading = async {
+            let mut buffer = [0u8; 1024];
+            while self.text().matches(text).count() < n {
+                let n = self.stdout.read(&mut buffer).await.expect("stdout is readable");
+                assert!(n > 0, "stdout closed before `{text}`:\n{}", self.text());
+                self.seen.extend_from_slice(&buffer[..n]);
+            }
+        };
+        if tokio::time::timeout(Duration::from_secs(20), reading).await.is_err() {
+            panic!("`{text}` not written within 20 s:\n{}", self.text());
+        }
+    }
+
+    /// Waits (at most 20 s) for the process to end: its exit code and all it wrote.
+    pub(crate) async fn end(mut self) -> (Option<i32>, String) {
+        use tokio::io::AsyncReadExt;
+        let rest = async {
+            self.stdout.read_to_end(&mut self.seen).await.expect("stdout is readable");
+            self.child.wait().await.expect("the chat ran")
+        };
+        let status = tokio::time::timeout(Duration::from_secs(20), rest).await;
+        let status = status.unwrap_or_else(|_| panic!("the chat did not end within 20 s"));
+        (status.code(), self.text())
+    }
+}
