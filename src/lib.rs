@@ -275,7 +275,7 @@ pub mod store {
 
     pub use colloquy_store::{
         Acquire, CallInDoubt, Entry, Journal, LEASE_TTL, Lease, LeaseHolder, MemoryStore, Record,
-        SCHEMA_VERSION, SessionStore, SessionSummary, StoreError, StoredLease,
+        RememberedResult, SCHEMA_VERSION, SessionStore, SessionSummary, StoreError, StoredLease,
     };
     #[cfg(feature = "sqlite")]
     pub use colloquy_store::{Durability, SqliteStore};

@@ -621,3 +621,32 @@ async fn an_ask_call_still_waiting_at_a_second_crash_is_asked_again() {
     answered(&third, "c1_final").await;
     assert_eq!(runs.load(Ordering::SeqCst), 2);
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_idempotent_result_is_still_remembered_after_a_resume() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let runs = Arc::new(AtomicU32::new(0));
+    let remembering = || refund(&runs, 10).idempotent(std::time::Duration::from_secs(600));
+    let store = Arc::new(MemoryStore::new());
+    let builder = Session::builder().store(store.clone());
+    let script = vec![call("c1", "refund", "{}"), text("Refunded.")];
+    let first =
+        Harness::start_with(builder, Agent::new("A", "inst").tool(remembering()), script).await;
+    first.turn("refund it").await;
+    let id = first.session.id().to_owned();
+    stored(&*store, &id, |r| matches!(r, Record::ResultRemembered { .. })).await;
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+
+    let agents = |name: &str| (name == "A").then(|| Agent::new("A", "inst").tool(remembering()));
+    let llm = ScriptedLlm::new([call("c2", "refund", "{}"), text("Refunded already.")]);
+    let mut builder = Session::builder().llm(llm).store(crashed(&*store, &id));
+    let mut events = builder.subscribe();
+    let session = builder.resume(&id, agents).await.unwrap();
+    session.user_turn("refund it again").await.unwrap();
+    session.wait_for_idle().await.unwrap();
+    let cached = drain(&mut events).iter().any(|e| {
+        matches!(&e.kind, EventKind::ToolCallEnded { call_id, cached: true, .. } if call_id == "c2")
+    });
+    assert!(cached, "answered from memory");
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "the body did not run again");
+}

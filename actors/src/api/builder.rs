@@ -440,6 +440,7 @@ impl SessionBuilder {
             contexts: journal.contexts,
             last_seq: journal.last_seq,
             in_doubt: journal.running,
+            remembered: journal.remembered,
         };
         self.spawn(id.to_owned(), agent, Some(resume), durable).await
     }

@@ -46,6 +46,9 @@ pub(crate) struct SessionShared {
     /// The session keeps a journal: each call's body waits until its start is on disk
     /// (docs/durability.md#write-ahead).
     pub durable: bool,
+    /// The results `idempotent` tools remembered before a resume, by result key: every
+    /// toolset starts with those of its tools (a key names its tool).
+    pub remembered: Arc<std::collections::BTreeMap<String, colloquy_store::RememberedResult>>,
 }
 
 /// What the host plugged into the session ([`SessionBuilder`](crate::SessionBuilder)).

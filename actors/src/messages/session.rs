@@ -211,6 +211,9 @@ pub(crate) enum ChildMsg {
         /// Run again after a resume: its start is in the journal already.
         resumed: bool,
     },
+    /// In a durable session: an `idempotent` tool's result was remembered for `window`
+    /// under `key` (journaled, so a resume remembers it too).
+    ResultRemembered { key: String, result: Box<colloquy_store::RememberedResult> },
     /// In a durable session: a registered call waits for approval or a place before its body.
     CallWaiting { call_id: String },
     /// In a durable session: a call that waited is let through; its body starts once that is

@@ -150,6 +150,10 @@ impl SessionState {
                 self.call_registered(call, toolset, cancellable, agent_scoped, resumed);
                 FollowUp::None
             }
+            ChildMsg::ResultRemembered { key, result } => {
+                self.apply(Fact::ResultRemembered { key: &key, result: &result });
+                FollowUp::None
+            }
             ChildMsg::CallWaiting { call_id } => {
                 self.apply(Fact::CallWaiting { call_id: &call_id });
                 FollowUp::None
@@ -263,6 +267,7 @@ impl SessionState {
             | Fact::CallLetThrough { .. }
             | Fact::RerunsAsked { .. }
             | Fact::RerunsAbandoned
+            | Fact::ResultRemembered { .. }
             | Fact::CoalescerInvited
             | Fact::CoalescerOffered
             | Fact::ReplySpeechStarted { .. }

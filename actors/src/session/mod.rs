@@ -89,6 +89,8 @@ pub(crate) struct Resume {
     pub in_doubt: Vec<colloquy_store::CallInDoubt>,
     /// Deferred replies no reply had taken: the model is owed them.
     pub owed: Vec<colloquy_store::OwedReply>,
+    /// The results `idempotent` tools remembered, by result key.
+    pub remembered: BTreeMap<String, colloquy_store::RememberedResult>,
 }
 
 impl Actor for SessionActor {
@@ -287,5 +289,8 @@ fn session_link(myself: &ActorRef<SessionMsg>, args: &mut SessionArgs) -> Sessio
         options: std::mem::take(&mut args.options),
         plugins: args.plugins.clone(),
         durable: args.store.is_some(),
+        remembered: Arc::new(
+            args.resume.as_mut().map(|r| std::mem::take(&mut r.remembered)).unwrap_or_default(),
+        ),
     })
 }

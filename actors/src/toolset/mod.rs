@@ -162,6 +162,7 @@ impl Actor for ToolsetActor {
     ) -> Result<Self::State, ActorProcessingErr> {
         let id = || format!("toolset:{}", args.id);
         let lifecycle = LifecycleGuard::new(args.session.lifecycle.clone(), ActorKind::Toolset, id);
+        let remembered = queue::resumed_memory(&args.session.remembered);
         Ok(ToolsetState {
             args,
             running: BTreeMap::new(),
@@ -172,7 +173,7 @@ impl Actor for ToolsetActor {
             places: VecDeque::new(),
             grant_pending: false,
             unjournaled: Default::default(),
-            remembered: BTreeMap::new(),
+            remembered,
             lifecycle,
         })
     }
@@ -560,6 +561,9 @@ impl ToolsetState {
             && out.handoff.is_none()
         {
             let text = out.output_text().to_string();
+            if self.args.session.durable {
+                self.journal_remembered(key, *window, &text, out.reply_required, &message);
+            }
             let remembered =
                 queue::Remembered::new(*window, text, out.reply_required, message.clone());
             self.remembered.insert(key.clone(), remembered);

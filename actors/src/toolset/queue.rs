@@ -38,7 +38,47 @@ impl Remembered {
     }
 }
 
+/// The results remembered before a resume that are still within their window, counted on
+/// from now (docs/durability.md#on-interrupted).
+pub(super) fn resumed_memory(
+    seeds: &std::collections::BTreeMap<String, colloquy_store::RememberedResult>,
+) -> std::collections::BTreeMap<String, Remembered> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    seeds
+        .iter()
+        .filter(|(_, r)| r.until_unix_ms > now)
+        .map(|(key, r)| {
+            let left = Duration::from_millis(r.until_unix_ms - now);
+            let remembered =
+                Remembered::new(left, r.output.clone(), r.reply_required, r.message.clone());
+            (key.clone(), remembered)
+        })
+        .collect()
+}
+
 impl ToolsetState {
+    /// Journals a result remembered for `window`, so that a resume remembers it too.
+    pub(super) fn journal_remembered(
+        &self,
+        key: &str,
+        window: Duration,
+        output: &str,
+        reply_required: bool,
+        message: &Option<String>,
+    ) {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        let until = now.saturating_add(window.as_millis() as u64);
+        let result =
+            colloquy_store::RememberedResult::new(output, reply_required, message.clone(), until);
+        let remembered =
+            ChildMsg::ResultRemembered { key: key.to_string(), result: Box::new(result) };
+        let _ = self.args.session.actor.cast(remembered.into());
+    }
+
     /// Whether a call under `limits` must wait: some cap already has as many calls whose body
     /// may run. Calls that ended but whose body still winds down (`stopping`) no longer count.
     pub(super) fn must_wait(&self, limits: &[ConcurrencyLimit]) -> bool {

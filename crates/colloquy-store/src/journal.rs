@@ -33,6 +33,33 @@ pub struct OwedReply {
     pub output_item_id: String,
 }
 
+/// A remembered result ([`Record::ResultRemembered`]), as a resume seeds it.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct RememberedResult {
+    /// What the model read.
+    pub output: String,
+    /// Whether it asked for a reply.
+    pub reply_required: bool,
+    /// The `tool_call_ended` message.
+    pub message: Option<String>,
+    /// When it is forgotten (wall-clock milliseconds).
+    pub until_unix_ms: u64,
+}
+
+impl RememberedResult {
+    /// `output` (asking for a reply or not, ended with `message`), remembered until
+    /// `until_unix_ms`.
+    pub fn new(
+        output: impl Into<String>,
+        reply_required: bool,
+        message: Option<String>,
+        until_unix_ms: u64,
+    ) -> Self {
+        Self { output: output.into(), reply_required, message, until_unix_ms }
+    }
+}
+
 /// What a session's entries add up to.
 #[derive(Clone, Debug, Default, PartialEq)]
 #[non_exhaustive]
@@ -49,6 +76,8 @@ pub struct Journal {
     pub unreplied: Vec<String>,
     /// Why the session closed, if it began to.
     pub closed: Option<String>,
+    /// The results `idempotent` tools remembered, by result key (the last of each).
+    pub remembered: BTreeMap<String, RememberedResult>,
     /// The number of the last entry (0 for none).
     pub last_seq: u64,
 }
@@ -132,6 +161,15 @@ impl Journal {
                 self.running.push(CallInDoubt { call, cancellable, started: true });
             }
             Record::CallWaiting { call_id } => self.set_started(call_id, false),
+            Record::ResultRemembered { key, output, reply_required, message, until_unix_ms } => {
+                let result = RememberedResult {
+                    output: output.clone(),
+                    reply_required: *reply_required,
+                    message: message.clone(),
+                    until_unix_ms: *until_unix_ms,
+                };
+                self.remembered.insert(key.clone(), result);
+            }
             Record::CallLetThrough { call_id } => self.set_started(call_id, true),
             Record::CallEnded { call_id } => self.running.retain(|r| r.call.call_id != *call_id),
             Record::ReplyAwaited { update_id } => self.unreplied.push(update_id.clone()),

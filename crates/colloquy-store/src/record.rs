@@ -77,6 +77,21 @@ pub enum Record {
         /// Its id.
         call_id: String,
     },
+    /// An `idempotent` tool's result was remembered: a later call with the same key gets it
+    /// without running, until `until_unix_ms` (wall-clock milliseconds, so the window
+    /// counts across processes).
+    ResultRemembered {
+        /// The call's result key (its tool's name and validated arguments).
+        key: String,
+        /// What the model read.
+        output: String,
+        /// Whether it asked for a reply.
+        reply_required: bool,
+        /// The `tool_call_ended` message.
+        message: Option<String>,
+        /// When it is forgotten.
+        until_unix_ms: u64,
+    },
     /// A tool call ended.
     CallEnded {
         /// Its id.

@@ -87,6 +87,8 @@ pub(crate) enum Fact<'a> {
     CallApproved { call_id: &'a str },
     /// Call `call_id` ended.
     CallEnded { call_id: &'a str },
+    /// An `idempotent` tool's result was remembered (durable sessions only).
+    ResultRemembered { key: &'a str, result: &'a colloquy_store::RememberedResult },
     /// A resume handed these calls to the Activity to run again: running until registered.
     RerunsAsked { call_ids: &'a [String] },
     /// A drain ran out of time: calls handed on to run again and not registered yet never

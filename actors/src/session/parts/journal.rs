@@ -230,6 +230,13 @@ fn record_of(fact: Fact<'_>) -> Option<Record> {
         }
         Fact::CallEnded { call_id } => Record::CallEnded { call_id: call_id.to_string() },
         Fact::CallWaiting { call_id } => Record::CallWaiting { call_id: call_id.to_string() },
+        Fact::ResultRemembered { key, result } => Record::ResultRemembered {
+            key: key.to_string(),
+            output: result.output.clone(),
+            reply_required: result.reply_required,
+            message: result.message.clone(),
+            until_unix_ms: result.until_unix_ms,
+        },
         Fact::CallLetThrough { call_id } => Record::CallLetThrough { call_id: call_id.to_string() },
         Fact::ReplyAwaited { update_id } => {
             Record::ReplyAwaited { update_id: update_id.to_string() }
