@@ -26,8 +26,9 @@ impl SessionState {
     /// (docs/durability.md#on-interrupted): `fail` ends it with an error that says it may or
     /// may not have completed; `rerun` and `ask` tell the model it runs again and hand it to
     /// the Activity, which runs it (after the host's approval, for `ask`) with the same call
-    /// id, so its result comes as a deferred reply. Deferred replies the model was owed go to
-    /// the coalescer again, so each is delivered once.
+    /// id, so its result comes as a deferred reply; a call that had not started goes on as it
+    /// would have (docs/durability.md#waiting). Deferred replies the model was owed go to the
+    /// coalescer again, so each is delivered once.
     pub(super) fn resumed(&mut self, in_doubt: Vec<CallInDoubt>, owed: Vec<OwedReply>) {
         let mut items = Vec::with_capacity(in_doubt.len());
         let mut resumed = Vec::with_capacity(in_doubt.len());
@@ -52,7 +53,8 @@ impl SessionState {
         }
         self.apply(Fact::Resumed { in_doubt: &resumed });
         self.emit_now(EventKind::SessionResumed { in_doubt: resumed });
-        // After the `resumed` record: a call that runs again is in the journal once more.
+        // A call that runs again stays in doubt in the journal until it ends (the `resumed`
+        // record ends only the failed ones): a crash before its run finds it again.
         if !reruns.is_empty() {
             let call_ids: Vec<String> = reruns.iter().map(|r| r.call.call_id.clone()).collect();
             self.apply(Fact::RerunsAsked { call_ids: &call_ids });
