@@ -453,9 +453,7 @@ impl SessionBuilder {
         durable: Option<Durable>,
     ) -> Result<SessionHandle, SessionError> {
         // Kept to give the lease back should the session not start.
-        let held = durable
-            .as_ref()
-            .map(|d| Durable { store: Arc::clone(&d.store), lease: d.lease.clone() });
+        let held = durable.clone();
         let spawned = self.spawn_actors(id, agent, resume, durable).await;
         if spawned.is_err()
             && let Some(held) = held

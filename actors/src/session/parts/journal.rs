@@ -56,6 +56,7 @@ pub(crate) struct JournalOut {
 
 /// Where a session's journal goes: the store, and the lease that lets this process write
 /// there (docs/durability.md#leases).
+#[derive(Clone)]
 pub(crate) struct Durable {
     pub store: Arc<dyn SessionStore>,
     pub lease: Lease,
