@@ -459,9 +459,12 @@ fn journal_owing_a_reply() -> Vec<Entry> {
         interrupted: false,
         created_at: at(2),
     };
-    let committed = |items| Record::ItemsCommitted { agent: "A".into(), items };
+    let committed = |items: Vec<ChatItem>| Record::ItemsCommitted {
+        agent: "A".into(),
+        items: items.into_iter().map(Arc::new).collect(),
+    };
     let records = vec![
-        Record::AgentEntered { item: ChatItem::AgentHandoff(entered) },
+        Record::AgentEntered { item: Arc::new(ChatItem::AgentHandoff(entered)) },
         committed(vec![ChatItem::Message(asked)]),
         committed(vec![call("c1", 3)]),
         committed(vec![output("c1", "Refilling in the background.", 4)]),

@@ -61,6 +61,12 @@ async fn a_session_taken_over_closes_with_lease_lost_and_writes_no_more() {
     first.user_turn("remember: aisle seat").await.unwrap();
     first.wait_for_idle().await.unwrap();
     let id = first.id().to_owned();
+    // Its reply on disk before the take-over: a batch still on its way would be refused.
+    crate::durable::stored(&*store, &id, |r| {
+        matches!(r, Record::ItemsCommitted { items, .. }
+            if items.iter().any(|i| i.as_message().is_some_and(|m| m.text == "Noted.")))
+    })
+    .await;
 
     let builder = Session::builder().llm(ScriptedLlm::new([text("Window, then.")]));
     let second = builder.store(store.clone()).take_over(true).resume(&id, agents).await.unwrap();

@@ -1,31 +1,62 @@
 //! One writer per store in a process (docs/durability.md#group-commit): every session hands
-//! it its batches and lease renewals, and it writes whatever is waiting in one
-//! `SessionStore::write_many` on a blocking thread — with SQLite, one transaction and one sync
-//! for all the sessions that had something ready. Sessions await an answer on a oneshot.
+//! it its batches, and it writes whatever is waiting in one `SessionStore::write_many` on a
+//! blocking thread — with SQLite, one transaction and one sync for all the sessions that had
+//! something ready — renewing the leases that are due in the same write, then tells each
+//! session how far its journal is on disk (`TimerMsg::Stored`), or that it failed.
 //!
-//! Why not a blocking task per session's write: under load, hundreds of sessions write at
-//! once, and a blocking task each means as many OS threads parked and woken per write — the
-//! journal's cost was mostly that. A blocking task per group still tells tokio a write is
-//! under way, so a paused clock (tests) stands still meanwhile. A store's writer is a task of
-//! the runtime that first wrote to it, lives as long as a session writes to it, and is shared
-//! by every session given the same `Arc` of the store.
+//! Why one task for all: under load, hundreds of sessions write at once. A blocking task per
+//! write parked and woke an OS thread each; a task per session to await its writes woke twice
+//! more per batch. Here a batch costs a send and, once written, one message to its session. A
+//! blocking task per group still tells tokio a write is under way, so a paused clock (tests)
+//! stands still meanwhile. A store's writer is a task of the runtime that first wrote to it,
+//! lives as long as a session writes to it, and is shared by every session given the same
+//! `Arc` of the store.
+//!
+//! It cannot deadlock: it never awaits a session (it casts to them), and a session never
+//! awaits it but in `close`, bounded by `FLUSH_TIMEOUT`.
 
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::Duration;
 
 use colloquy_store::{Entry, Lease, SessionStore, StoreError, Write};
+use ractor::ActorRef;
 use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+use crate::messages::{SessionMsg, TimerMsg};
 
 /// Writes one thread takes on at once, at most: a group that large is already one sync for
 /// hundreds of sessions, and a bound keeps each answer prompt.
 const MOST_AT_ONCE: usize = 1_024;
 
+/// How long one write (and so an append or a renewal of a lease) may take before the store
+/// counts as failed: its sessions close (`store_failed`) rather than hold their calls and
+/// model requests for ever.
+pub(crate) const APPEND_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A session's journal, as the writer knows it.
+pub(crate) type JournalId = u64;
+
 /// What a session asks of its store's writer.
 enum Job {
-    Append { lease: Arc<Lease>, entries: Vec<Entry>, done: oneshot::Sender<Outcome> },
-    Renew { lease: Arc<Lease>, done: oneshot::Sender<Outcome> },
+    /// Journal `id` is written under `lease`; the writer tells `session` how it goes.
+    Open {
+        id: JournalId,
+        lease: Arc<Lease>,
+        session: ActorRef<SessionMsg>,
+    },
+    Append {
+        id: JournalId,
+        entries: Vec<Entry>,
+    },
+    /// Everything sent before is written (or never will be): release the lease, then answer.
+    Close {
+        id: JournalId,
+        done: oneshot::Sender<()>,
+    },
 }
-
-type Outcome = Result<(), StoreError>;
 
 /// A handle on a store's writer task; the task ends when the last handle goes.
 pub(crate) struct StoreWriter {
@@ -36,6 +67,11 @@ pub(crate) struct StoreWriter {
 /// cannot be freed while its writer's task holds it, so an address is never reused meanwhile;
 /// a writer whose runtime ended (its queue closed) is replaced.
 static WRITERS: Mutex<Vec<(usize, Weak<StoreWriter>)>> = Mutex::new(Vec::new());
+
+static NEXT_JOURNAL: AtomicU64 = AtomicU64::new(1);
+
+/// Why a send failed: the writer's runtime is gone.
+pub(crate) const STOPPED: &str = "the store's writer has stopped";
 
 impl StoreWriter {
     /// The writer of `store`, started on this runtime if it has none.
@@ -54,56 +90,194 @@ impl StoreWriter {
         writer
     }
 
-    /// Appends `entries` under `lease`, or renews `lease` when there are none; resolves once
-    /// that is written (or failed).
-    pub(crate) async fn write(&self, lease: &Arc<Lease>, entries: Option<Vec<Entry>>) -> Outcome {
-        let (done, answer) = oneshot::channel();
-        let lease = Arc::clone(lease);
-        let job = match entries {
-            Some(entries) => Job::Append { lease, entries, done },
-            None => Job::Renew { lease, done },
+    /// Starts writing a journal under `lease`: its batches' fate is told to `session`, and the
+    /// lease is renewed every third of its ttl until [`close`](Self::close).
+    pub(crate) fn open(&self, lease: Lease, session: ActorRef<SessionMsg>) -> JournalId {
+        let id = NEXT_JOURNAL.fetch_add(1, Ordering::Relaxed);
+        let _ = self.jobs.send(Job::Open { id, lease: Arc::new(lease), session });
+        id
+    }
+
+    /// Appends `entries` to journal `id`, after its earlier batches.
+    pub(crate) fn append(&self, id: JournalId, entries: Vec<Entry>) -> Result<(), &'static str> {
+        self.jobs.send(Job::Append { id, entries }).map_err(|_| STOPPED)
+    }
+
+    /// Resolves once every batch of journal `id` is written (or failed) and its lease
+    /// released.
+    pub(crate) async fn close(&self, id: JournalId) {
+        let (done, closed) = oneshot::channel();
+        if self.jobs.send(Job::Close { id, done }).is_ok() {
+            let _ = closed.await;
+        }
+    }
+}
+
+/// A journal being written.
+struct Open {
+    lease: Arc<Lease>,
+    session: ActorRef<SessionMsg>,
+    renew_at: Instant,
+    /// The store refused or failed it: its session was told, and nothing more is written.
+    failed: bool,
+}
+
+impl Open {
+    fn every(&self) -> Duration {
+        (self.lease.ttl / 3).max(Duration::from_millis(10))
+    }
+
+    /// Tells the session `outcome` of a write that went through record `last` (a renewal:
+    /// none); a failure ends the journal.
+    fn answer(&mut self, outcome: Result<(), StoreError>, last: Option<u64>) {
+        let message = match outcome {
+            Ok(()) => match last {
+                Some(last) => TimerMsg::Stored(last),
+                None => return,
+            },
+            Err(e @ StoreError::LeaseLost { .. }) => TimerMsg::LeaseLost(e.to_string()),
+            Err(e) => TimerMsg::StoreFailed(e.to_string()),
         };
-        let sent = self.jobs.send(job);
-        let stopped = || StoreError::Io("the store's writer stopped".into());
-        sent.map_err(|_| stopped())?;
-        answer.await.unwrap_or_else(|_| Err(stopped()))
+        self.failed = !matches!(message, TimerMsg::Stored(_));
+        let _ = self.session.cast(message.into());
     }
 }
 
 /// The writer: takes whatever waits, writes it in one go on a blocking thread, answers each,
 /// until every handle is gone.
 async fn write_all(store: Arc<dyn SessionStore>, mut queue: mpsc::UnboundedReceiver<Job>) {
-    while let Some(first) = queue.recv().await {
-        let mut jobs = vec![first];
+    let mut open: HashMap<JournalId, Open> = HashMap::new();
+    loop {
+        let renewal = open.values().filter(|o| !o.failed).map(|o| o.renew_at).min();
+        let first = tokio::select! {
+            job = queue.recv() => match job {
+                Some(job) => Some(job),
+                None => break,
+            },
+            () = sleep_until(renewal) => None,
+        };
+        let mut jobs: Vec<Job> = first.into_iter().collect();
         while jobs.len() < MOST_AT_ONCE
             && let Ok(job) = queue.try_recv()
         {
             jobs.push(job);
         }
-        let store = Arc::clone(&store);
-        let written = tokio::task::spawn_blocking(move || {
-            let outcomes = store.write_many(&writes_of(&jobs));
-            (jobs, outcomes)
-        })
-        .await;
-        // A write that panicked drops its jobs: their sessions hear that the writer stopped.
-        let Ok((jobs, outcomes)) = written else { continue };
+        let group = Group::of(jobs, &mut open);
+        let now = Instant::now();
+        // The leases due, renewed in the same write (a session that always has a batch
+        // waiting still renews in time).
+        let renewals: Vec<JournalId> = open
+            .iter()
+            .filter(|(id, o)| !o.failed && o.renew_at <= now && !group.closing(**id))
+            .map(|(id, _)| *id)
+            .collect();
+        // Whose write is whose: each append's journal and last record, then the renewals.
+        let mut whose: Vec<(JournalId, Option<u64>)> = Vec::new();
+        let mut writes: Vec<(Arc<Lease>, Vec<Entry>)> = Vec::new();
+        for (id, entries) in group.appends {
+            let Some(o) = open.get(&id) else { continue };
+            whose.push((id, entries.last().map(|e| e.seq)));
+            writes.push((Arc::clone(&o.lease), entries));
+        }
+        whose.extend(renewals.iter().map(|id| (*id, None)));
+        writes.extend(renewals.iter().map(|id| (Arc::clone(&open[id].lease), Vec::new())));
+        let releasing: Vec<Arc<Lease>> = group
+            .closes
+            .iter()
+            .filter_map(|(id, _)| open.get(id).map(|o| Arc::clone(&o.lease)))
+            .collect();
+        let work = Arc::clone(&store);
+        let write = tokio::task::spawn_blocking(move || {
+            let outcomes = match writes.is_empty() {
+                true => Vec::new(),
+                false => work.write_many(&writes_of(&writes)),
+            };
+            for lease in &releasing {
+                let _ = work.release(lease);
+            }
+            outcomes
+        });
+        let outcomes = match tokio::time::timeout(APPEND_TIMEOUT, write).await {
+            Ok(Ok(outcomes)) => outcomes,
+            // A write that panicked or hung: every session in it fails.
+            Ok(Err(_)) => failed_all(whose.len(), "the store's write panicked"),
+            Err(_) => failed_all(whose.len(), &format!("a write took over {APPEND_TIMEOUT:?}")),
+        };
         let mut outcomes = outcomes.into_iter();
-        for job in jobs {
+        for (id, last) in whose {
             let outcome = outcomes
                 .next()
                 .unwrap_or_else(|| Err(StoreError::Io("the store left a write unanswered".into())));
-            let (Job::Append { done, .. } | Job::Renew { done, .. }) = job;
-            let _ = done.send(outcome);
+            let Some(o) = open.get_mut(&id) else { continue };
+            if last.is_none() {
+                o.renew_at = now + o.every();
+            }
+            o.answer(outcome, last);
+        }
+        for (id, done) in group.closes {
+            open.remove(&id);
+            let _ = done.send(());
         }
     }
 }
 
-fn writes_of(jobs: &[Job]) -> Vec<Write<'_>> {
-    jobs.iter()
-        .map(|job| match job {
-            Job::Append { lease, entries, .. } => Write::Append { lease, entries },
-            Job::Renew { lease, .. } => Write::Renew(lease),
+/// The jobs of one write: each journal's batches as one append, in the order first sent.
+struct Group {
+    appends: Vec<(JournalId, Vec<Entry>)>,
+    closes: Vec<(JournalId, oneshot::Sender<()>)>,
+}
+
+impl Group {
+    fn of(jobs: Vec<Job>, open: &mut HashMap<JournalId, Open>) -> Self {
+        let mut group = Group { appends: Vec::new(), closes: Vec::new() };
+        let mut at: HashMap<JournalId, usize> = HashMap::new();
+        for job in jobs {
+            match job {
+                Job::Open { id, lease, session } => {
+                    let renew_at = Instant::now() + (lease.ttl / 3).max(Duration::from_millis(10));
+                    open.insert(id, Open { lease, session, renew_at, failed: false });
+                }
+                Job::Append { id, entries } => {
+                    if open.get(&id).is_none_or(|o| o.failed) {
+                        continue; // its session was told already
+                    }
+                    match at.get(&id) {
+                        Some(&i) => group.appends[i].1.extend(entries),
+                        None => {
+                            at.insert(id, group.appends.len());
+                            group.appends.push((id, entries));
+                        }
+                    }
+                }
+                Job::Close { id, done } => group.closes.push((id, done)),
+            }
+        }
+        group
+    }
+
+    fn closing(&self, id: JournalId) -> bool {
+        self.closes.iter().any(|(c, _)| *c == id)
+    }
+}
+
+/// A write per append (its lease, its entries) or renewal (no entries).
+fn writes_of(writes: &[(Arc<Lease>, Vec<Entry>)]) -> Vec<Write<'_>> {
+    writes
+        .iter()
+        .map(|(lease, entries)| match entries.is_empty() {
+            true => Write::Renew(lease),
+            false => Write::Append { lease, entries },
         })
         .collect()
+}
+
+fn failed_all(n: usize, why: &str) -> Vec<Result<(), StoreError>> {
+    (0..n).map(|_| Err(StoreError::Io(why.to_string()))).collect()
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
 }

@@ -131,18 +131,18 @@ impl Journal {
         match record {
             Record::ItemsCommitted { agent, items } => {
                 for item in items {
-                    if !matches!(item, ChatItem::AgentHandoff(_)) {
-                        self.contexts.entry(agent.clone()).or_default().push(item.clone());
+                    if !matches!(**item, ChatItem::AgentHandoff(_)) {
+                        self.contexts.entry(agent.clone()).or_default().push(ChatItem::clone(item));
                     }
-                    self.history.push(item.clone());
+                    self.history.push(ChatItem::clone(item));
                 }
             }
             Record::AgentEntered { item } => {
-                if let ChatItem::AgentHandoff(entered) = item {
+                if let ChatItem::AgentHandoff(entered) = &**item {
                     self.contexts.entry(entered.new_agent.clone()).or_default();
                     self.agent = Some(entered.new_agent.clone());
                 }
-                self.history.push(item.clone());
+                self.history.push(ChatItem::clone(item));
             }
             Record::PairMoved { from, to, update_id } => {
                 let moved: Vec<ChatItem> = self

@@ -2,13 +2,15 @@
 //! it. Serialized as JSON (`{"seq":1,"at_ms":0,"type":"items_committed",…}`); a change to any
 //! type here is a new [`SCHEMA_VERSION`] with a migration (docs/durability.md#format).
 
+use std::sync::Arc;
+
 use colloquy_model::{ChatItem, FunctionCall};
 use serde::{Deserialize, Serialize};
 
 /// The version of the records (and of the store's tables) this build writes and reads. A store
 /// refuses a journal of a newer version rather than misread it, and migrates an older one
-/// (2 adds the leases: docs/durability.md#leases).
-pub const SCHEMA_VERSION: u32 = 2;
+/// (2 adds the leases: docs/durability.md#leases; 3 keeps a journal as a chain of batches).
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// One record of a session's journal, numbered.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -40,14 +42,14 @@ pub enum Record {
     ItemsCommitted {
         /// The agent whose context they joined.
         agent: String,
-        /// The items.
-        items: Vec<ChatItem>,
+        /// The items (shared with the session that committed them: a record costs no copy).
+        items: Vec<Arc<ChatItem>>,
     },
     /// An agent entered: its `agent_handoff` item (the history only; it opens the agent's
     /// context).
     AgentEntered {
         /// The `agent_handoff` item.
-        item: ChatItem,
+        item: Arc<ChatItem>,
     },
     /// The pair `update_id` was copied from `from`'s context into `to`'s (a deferred reply
     /// delivered by another agent).

@@ -22,9 +22,8 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// of another application is never taken for one.
 const APPLICATION_ID: i64 = 0x436f_6c71;
 
-/// Version 2's journals: in the order written, so that a commit touches the last pages of the
-/// table rather than one page per session (a table keyed by session scattered every group's
-/// rows over the whole file), found by an index.
+/// Version 2's journals: a row per entry in the order written, found by an index. Only
+/// migrations create it now.
 macro_rules! entries_2 {
     () => {
         "CREATE TABLE entries (
@@ -45,25 +44,42 @@ macro_rules! leases_2 {
             host TEXT,
             pid INTEGER,
             expires_ms INTEGER NOT NULL DEFAULT 0
-        );
-        PRAGMA user_version = 2;"
+        );"
     };
 }
 
-/// The tables of schema version 2: each session's summary row, the journals, the leases.
-const SCHEMA_2: &str = concat!(
+/// Version 3's journals: a row per append (its entries as one JSON array), in the order
+/// written, each naming the row of its session's append before (`prev`), the session's row
+/// naming its last (`sessions.last_batch`). A group's commit then touches the last pages of
+/// one table and the sessions' rows, and nothing else: an index by session, as version 2
+/// had, gets an entry per record in a page per session, scattered over the file — and the
+/// WAL carries every page a commit dirties (docs/benchmarks.md#durable-sessions).
+macro_rules! batches_3 {
+    () => {
+        "CREATE TABLE batches (
+            session TEXT NOT NULL,
+            first_seq INTEGER NOT NULL,
+            prev INTEGER,
+            body TEXT NOT NULL
+        );"
+    };
+}
+
+/// The tables of schema version 3: each session's summary row, the journals, the leases.
+const SCHEMA_3: &str = concat!(
     "CREATE TABLE sessions (
         id TEXT PRIMARY KEY,
         agent TEXT NOT NULL DEFAULT '',
         entries INTEGER NOT NULL DEFAULT 0,
         updated_ms INTEGER NOT NULL,
         closed TEXT,
-        running INTEGER NOT NULL DEFAULT 0
+        running INTEGER NOT NULL DEFAULT 0,
+        last_batch INTEGER
     );",
-    entries_2!(),
-    "CREATE UNIQUE INDEX entries_by_session ON entries (session, seq);",
+    batches_3!(),
     leases_2!(),
-    "PRAGMA application_id = 1131375729;"
+    "PRAGMA user_version = 3;
+    PRAGMA application_id = 1131375729;"
 );
 
 /// From version 1 (the journals in a table keyed by session, no leases) to 2.
@@ -74,7 +90,20 @@ const FROM_1: &str = concat!(
         SELECT session, seq, body FROM entries_1 ORDER BY session, seq;
     DROP TABLE entries_1;
     CREATE UNIQUE INDEX entries_by_session ON entries (session, seq);",
-    leases_2!()
+    leases_2!(),
+    "PRAGMA user_version = 2;"
+);
+
+/// From version 2 to 3: each session's journal becomes one batch (its entries, in order).
+const FROM_2: &str = concat!(
+    "ALTER TABLE sessions ADD COLUMN last_batch INTEGER;",
+    batches_3!(),
+    "INSERT INTO batches (session, first_seq, prev, body)
+        SELECT session, MIN(seq), NULL, '[' || group_concat(body, ',' ORDER BY seq) || ']'
+        FROM entries GROUP BY session;
+    UPDATE sessions SET last_batch = batches.rowid FROM batches WHERE batches.session = sessions.id;
+    DROP TABLE entries;
+    PRAGMA user_version = 3;"
 );
 
 /// Journals in one SQLite file.
@@ -175,8 +204,9 @@ impl SqliteStore {
                 .query_row("PRAGMA user_version", [], |row| row.get(0))
                 .map_err(|e| io(path, &e))?;
             match now {
-                0 => tx.execute_batch(SCHEMA_2),
-                1 => tx.execute_batch(FROM_1),
+                0 => tx.execute_batch(SCHEMA_3),
+                1 => tx.execute_batch(FROM_1).and_then(|()| tx.execute_batch(FROM_2)),
+                2 => tx.execute_batch(FROM_2),
                 _ => Ok(()),
             }
             .and_then(|()| tx.commit())
@@ -202,48 +232,56 @@ fn unwritten(
 }
 
 /// Refuses a write of `entries` (none for a renewal) under `lease` before anything is written:
-/// a lease that is not the session's, an entry whose number is taken.
-fn check(db: &Connection, lease: &Lease, entries: &[Entry]) -> Result<(), StoreError> {
+/// a lease that is not the session's, an entry whose number is taken. Returns the row of the
+/// session's last batch, which the append chains to.
+fn check(db: &Connection, lease: &Lease, entries: &[Entry]) -> Result<Option<i64>, StoreError> {
     let session = lease.session.as_str();
     StoredLease::check(stored_lease(db, session)?.as_ref(), lease)?;
-    let Some(first) = entries.first() else { return Ok(()) };
-    let last: Option<i64> = db
-        .prepare_cached("SELECT entries FROM sessions WHERE id = ?1")
-        .and_then(|mut select| select.query_row([session], |row| row.get(0)).optional())
-        .map_err(|e| failed(&e))?;
+    let Some(first) = entries.first() else { return Ok(None) };
+    let (last, last_batch): (i64, Option<i64>) = db
+        .prepare_cached("SELECT entries, last_batch FROM sessions WHERE id = ?1")
+        .and_then(|mut select| {
+            select.query_row([session], |row| Ok((row.get(0)?, row.get(1)?))).optional()
+        })
+        .map_err(|e| failed(&e))?
+        .unwrap_or((0, None));
     let taken = |seq: u64| StoreError::Conflict { session: session.to_string(), seq };
-    if first.seq as i64 <= last.unwrap_or(0) {
+    if first.seq as i64 <= last {
         return Err(taken(first.seq));
     }
     match entries.windows(2).find(|pair| pair[1].seq <= pair[0].seq) {
         Some(pair) => Err(taken(pair[1].seq)),
-        None => Ok(()),
+        None => Ok(last_batch),
     }
 }
 
-/// Appends `entries` (checked).
-fn append(db: &Connection, lease: &Lease, entries: &[Entry]) -> Result<(), StoreError> {
-    let Some(last) = entries.last() else { return Ok(()) };
+/// Appends `entries` (checked) as one batch after the session's batch `prev`.
+fn append(
+    db: &Connection,
+    lease: &Lease,
+    entries: &[Entry],
+    prev: Option<i64>,
+) -> Result<(), StoreError> {
+    let (Some(first), Some(last)) = (entries.first(), entries.last()) else { return Ok(()) };
     let session = lease.session.as_str();
-    {
-        let mut insert = db
-            .prepare_cached("INSERT INTO entries (session, seq, body) VALUES (?1, ?2, ?3)")
-            .map_err(|e| failed(&e))?;
-        for entry in entries {
-            let body = serde_json::to_string(entry).map_err(|e| StoreError::Io(e.to_string()))?;
-            insert.execute(params![session, entry.seq as i64, body]).map_err(|e| failed(&e))?;
-        }
-    }
+    let body = serde_json::to_string(entries).map_err(|e| StoreError::Io(e.to_string()))?;
+    db.prepare_cached(
+        "INSERT INTO batches (session, first_seq, prev, body) VALUES (?1, ?2, ?3, ?4)",
+    )
+    .and_then(|mut insert| insert.execute(params![session, first.seq as i64, prev, body]))
+    .map_err(|e| failed(&e))?;
+    let batch = db.last_insert_rowid();
     let change = Change::of(entries);
     db.prepare_cached(
-        "INSERT INTO sessions (id, agent, entries, updated_ms, closed, running)
-             VALUES (?1, COALESCE(?2, ''), ?3, ?4, ?5, MAX(?6, 0))
+        "INSERT INTO sessions (id, agent, entries, updated_ms, closed, running, last_batch)
+             VALUES (?1, COALESCE(?2, ''), ?3, ?4, ?5, MAX(?6, 0), ?7)
              ON CONFLICT (id) DO UPDATE SET
                  agent = COALESCE(?2, agent),
                  entries = ?3,
                  updated_ms = ?4,
                  closed = COALESCE(closed, ?5),
-                 running = MAX(running + ?6, 0)",
+                 running = MAX(running + ?6, 0),
+                 last_batch = ?7",
     )
     .and_then(|mut upsert| {
         upsert.execute(params![
@@ -252,7 +290,8 @@ fn append(db: &Connection, lease: &Lease, entries: &[Entry]) -> Result<(), Store
             last.seq as i64,
             now_ms() as i64,
             change.closed,
-            change.running
+            change.running,
+            batch
         ])
     })
     .map_err(|e| failed(&e))?;
@@ -294,12 +333,15 @@ impl SessionStore for SqliteStore {
                 Write::Append { lease, entries } => (*lease, *entries),
                 Write::Renew(lease) => (*lease, &[][..]),
             };
-            if let Err(refused) = check(&tx, lease, entries) {
-                outcomes.push(Err(refused));
-                continue;
-            }
+            let prev = match check(&tx, lease, entries) {
+                Ok(prev) => prev,
+                Err(refused) => {
+                    outcomes.push(Err(refused));
+                    continue;
+                }
+            };
             let written = match write {
-                Write::Append { .. } => append(&tx, lease, entries),
+                Write::Append { .. } => append(&tx, lease, entries, prev),
                 _ => renew(&tx, lease),
             };
             if let Err(e) = written {
@@ -369,24 +411,36 @@ impl SessionStore for SqliteStore {
             .query_row("SELECT entries FROM sessions WHERE id = ?1", [session], |row| row.get(0))
             .optional()
             .map_err(|e| failed(&e))?;
-        if known.is_none() {
+        let Some(count) = known else {
             return Err(StoreError::UnknownSession(session.to_string()));
-        }
+        };
+        // The chain from the last batch back, read first to last.
         let mut select = db
-            .prepare_cached("SELECT seq, body FROM entries WHERE session = ?1 ORDER BY seq")
+            .prepare_cached(&format!(
+                "{CHAIN} SELECT batches.session, first_seq, body FROM chain
+                 JOIN batches ON batches.rowid = chain.batch ORDER BY chain.n DESC"
+            ))
             .map_err(|e| failed(&e))?;
         let rows = select
-            .query_map([session], |row| Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?)))
+            .query_map([session], |row| {
+                Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?, row.get::<_, String>(2)?))
+            })
             .map_err(|e| failed(&e))?;
-        let mut entries = Vec::new();
+        let mut entries: Vec<Entry> = Vec::new();
+        let corrupt = |why: String| StoreError::Corrupt(format!("session `{session}`: {why}"));
         for row in rows {
-            let (seq, body) = row.map_err(|e| failed(&e))?;
-            let entry: Entry = serde_json::from_str(&body).map_err(|e| {
-                StoreError::Corrupt(format!(
-                    "record {seq} of session `{session}` does not read: {e}"
-                ))
+            let (owner, first_seq, body) = row.map_err(|e| failed(&e))?;
+            let batch: Vec<Entry> = serde_json::from_str(&body).map_err(|e| {
+                corrupt(format!("the batch from record {first_seq} does not read: {e}"))
             })?;
-            entries.push(entry);
+            let next = entries.last().map_or(1, |e| e.seq + 1);
+            if owner != session || batch.first().map(|e| e.seq) != Some(next) {
+                return Err(corrupt(format!("its journal breaks off after record {}", next - 1)));
+            }
+            entries.extend(batch);
+        }
+        if entries.len() as i64 != count {
+            return Err(corrupt(format!("{} of its {count} records read", entries.len())));
         }
         Ok(entries)
     }
@@ -420,7 +474,11 @@ impl SessionStore for SqliteStore {
     fn delete(&self, session: &str) -> Result<bool, StoreError> {
         let mut db = self.db.lock().unwrap_or_else(PoisonError::into_inner);
         let tx = db.transaction().map_err(|e| failed(&e))?;
-        tx.execute("DELETE FROM entries WHERE session = ?1", [session]).map_err(|e| failed(&e))?;
+        tx.execute(
+            &format!("{CHAIN} DELETE FROM batches WHERE rowid IN (SELECT batch FROM chain)"),
+            [session],
+        )
+        .map_err(|e| failed(&e))?;
         tx.execute("DELETE FROM leases WHERE session = ?1", [session]).map_err(|e| failed(&e))?;
         let deleted =
             tx.execute("DELETE FROM sessions WHERE id = ?1", [session]).map_err(|e| failed(&e))?;
@@ -428,6 +486,15 @@ impl SessionStore for SqliteStore {
         Ok(deleted > 0)
     }
 }
+
+/// Session `?1`'s batches, from its last (`n` 0) back to its first, by row.
+const CHAIN: &str = "WITH RECURSIVE chain (batch, n) AS (
+        SELECT last_batch, 0 FROM sessions WHERE id = ?1 AND last_batch IS NOT NULL
+        UNION ALL
+        SELECT batches.prev, chain.n + 1 FROM chain JOIN batches ON batches.rowid = chain.batch
+        WHERE batches.prev IS NOT NULL
+            AND chain.n < (SELECT entries FROM sessions WHERE id = ?1) -- a damaged chain ends
+    )";
 
 /// Session `session`'s lease as stored, if it ever had one.
 fn stored_lease(db: &Connection, session: &str) -> Result<Option<StoredLease>, StoreError> {

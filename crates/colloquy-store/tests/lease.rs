@@ -17,7 +17,7 @@ fn entered(seq: u64) -> Entry {
         new_agent: "triage".into(),
         created_at: Timestamp { micros: seq, seq },
     };
-    Entry::new(seq, seq, Record::AgentEntered { item: ChatItem::AgentHandoff(item) })
+    Entry::new(seq, seq, Record::AgentEntered { item: ChatItem::AgentHandoff(item).into() })
 }
 
 /// A process of this host that no longer runs.
@@ -140,29 +140,38 @@ const VERSION_1: &str = "
     PRAGMA application_id = 1131375729;";
 
 #[test]
-fn a_version_1_file_migrates_and_keeps_its_journals() {
+fn a_version_1_file_migrates_to_the_last_version_and_keeps_its_journals() {
     let path = temp_file("v1");
     {
         let db = rusqlite::Connection::open(&path).unwrap();
         db.execute_batch(VERSION_1).unwrap();
-        let body = serde_json::to_string(&entered(1)).unwrap();
-        db.execute("INSERT INTO entries VALUES ('old', 1, ?1)", [body]).unwrap();
-        db.execute(
-            "INSERT INTO sessions (id, agent, entries, updated_ms) VALUES ('old', 'triage', 1, 5)",
-            [],
+        // Two sessions, their rows interleaved and out of order, as a table keyed by
+        // session may hand them back.
+        for (session, seq) in [("old", 2), ("other", 1), ("old", 1), ("other", 2), ("old", 3)] {
+            let body = serde_json::to_string(&entered(seq)).unwrap();
+            db.execute("INSERT INTO entries VALUES (?1, ?2, ?3)", (session, seq as i64, body))
+                .unwrap();
+        }
+        db.execute_batch(
+            "INSERT INTO sessions (id, agent, entries, updated_ms) VALUES ('old', 'triage', 3, 5);
+             INSERT INTO sessions (id, agent, entries, updated_ms) VALUES ('other', 'triage', 2, 4);",
         )
         .unwrap();
     }
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(store.load("old").unwrap(), [entered(1)]);
+    assert_eq!(store.load("old").unwrap(), [entered(1), entered(2), entered(3)]);
+    assert_eq!(store.load("other").unwrap(), [entered(1), entered(2)]);
     let lease =
         store.acquire("old", &LeaseHolder::this_process(), LEASE_TTL, Acquire::IfFree).unwrap();
-    store.append(&lease, &[entered(2)]).unwrap();
+    store.append(&lease, &[entered(4)]).unwrap();
     drop(store);
     let db = rusqlite::Connection::open(&path).unwrap();
     let version: i64 = db.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
-    assert_eq!(version, 2);
+    assert_eq!(version, i64::from(colloquy_store::SCHEMA_VERSION));
     let reopened = SqliteStore::open(&path).unwrap();
-    assert_eq!(reopened.load("old").unwrap(), [entered(1), entered(2)]);
-    assert_eq!(reopened.list().unwrap()[0].entries, 2);
+    let all: Vec<_> = (1..=4).map(entered).collect();
+    assert_eq!(reopened.load("old").unwrap(), all);
+    assert_eq!(reopened.list().unwrap()[0].entries, 4);
+    assert!(reopened.delete("old").unwrap());
+    assert_eq!(reopened.load("other").unwrap(), [entered(1), entered(2)]);
 }

@@ -23,7 +23,7 @@ fn entered(agent: &str, seq: u64) -> Record {
         new_agent: agent.into(),
         created_at: at(seq),
     };
-    Record::AgentEntered { item: ChatItem::AgentHandoff(item) }
+    Record::AgentEntered { item: ChatItem::AgentHandoff(item).into() }
 }
 
 fn said(text: &str, seq: u64) -> Record {
@@ -34,7 +34,10 @@ fn said(text: &str, seq: u64) -> Record {
         interrupted: false,
         created_at: at(seq),
     };
-    Record::ItemsCommitted { agent: "triage".into(), items: vec![ChatItem::Message(message)] }
+    Record::ItemsCommitted {
+        agent: "triage".into(),
+        items: vec![ChatItem::Message(message).into()],
+    }
 }
 
 fn call(call_id: &str) -> FunctionCall {
@@ -216,18 +219,18 @@ fn a_store_of_a_newer_schema_is_refused() {
         assert!(db, "the test could bump the schema");
     }
     let err = SqliteStore::open(&path).unwrap_err();
-    assert!(matches!(err, StoreError::NewerSchema { found: 3, supported: 2 }), "{err}");
+    assert!(matches!(err, StoreError::NewerSchema { found: 4, supported: 3 }), "{err}");
     assert!(err.to_string().contains("upgrade colloquy"), "{err}");
 }
 
-/// Sets the file's `user_version` to 3 by rewriting its header (bytes 60..64, big-endian), as
+/// Sets the file's `user_version` to 4 by rewriting its header (bytes 60..64, big-endian), as
 /// a newer colloquy would have.
 fn rusqlite_free_bump(path: &std::path::Path) -> bool {
     let mut bytes = std::fs::read(path).unwrap();
     if bytes.len() < 100 {
         return false;
     }
-    bytes[60..64].copy_from_slice(&3u32.to_be_bytes());
+    bytes[60..64].copy_from_slice(&4u32.to_be_bytes());
     std::fs::write(path, bytes).unwrap();
     true
 }
