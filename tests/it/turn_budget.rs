@@ -125,3 +125,57 @@ async fn a_budget_of_zero_calls_still_tells_the_host_once_a_turn() {
     assert!(h.requests().iter().all(|r| r.tool_choice == Some(ToolChoice::None)));
     h.close().await;
 }
+
+/// The model of the resume test: books on every request that may call tools.
+fn rebooking() -> ScriptedLlm {
+    ScriptedLlm::new(Vec::<ScriptedResponse>::new())
+        .with_fallback(|i, request| match request.tool_choice {
+            Some(ToolChoice::None) => ScriptedResponse::text("Your flights are on their way."),
+            _ => ScriptedResponse::text("Booking.").with_call(ScriptedCall::new(
+                format!("b{i}"),
+                "book_flight",
+                "{}",
+            )),
+        })
+        .recording()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_resumed_turn_keeps_what_it_used_of_its_budget() {
+    use crate::durable::{crashed, stored};
+    use colloquy::store::{MemoryStore, Record};
+    let agent = |bookings: &Arc<AtomicU32>| {
+        let tool = book_flight(Arc::clone(bookings)).on_interrupted(OnInterrupted::Rerun);
+        Agent::new("A", "inst").tool(tool)
+    };
+    let store = Arc::new(MemoryStore::new());
+    let first_bookings = Arc::new(AtomicU32::new(0));
+    let builder =
+        Session::builder().llm(rebooking()).max_tool_calls_per_turn(2).store(store.clone());
+    let first = builder.start(agent(&first_bookings)).await.unwrap();
+    first.user_turn("book me a flight").await.unwrap();
+    let id = first.id().to_owned();
+    // The turn's second call (after `b0`'s result) started: the process dies while it runs.
+    let starts = |r: &Record| matches!(r, Record::CallStarted { call, .. } if call.call_id == "b2");
+    stored(&*store, &id, starts).await;
+    assert_eq!(first_bookings.load(Ordering::SeqCst), 1);
+    let after_crash = crashed(&*store, &id);
+
+    let bookings = Arc::new(AtomicU32::new(0));
+    let llm = rebooking();
+    let mut builder =
+        Session::builder().llm(llm.clone()).max_tool_calls_per_turn(2).store(after_crash);
+    let mut events = builder.subscribe();
+    let agents = |name: &str| (name == "A").then(|| agent(&bookings));
+    let session = builder.resume(&id, agents).await.unwrap();
+    tokio::time::sleep(ms(10_000)).await;
+    session.wait_for_idle().await.unwrap();
+    let seen: Vec<SessionEvent> = std::iter::from_fn(|| events.try_recv()).collect();
+    // `b2` runs again; the model, asked to reply to its result, may call no more.
+    assert_eq!(bookings.load(Ordering::SeqCst), 1);
+    assert!(!llm.requests().is_empty());
+    assert!(llm.requests().iter().all(|r| r.tool_choice == Some(ToolChoice::None)));
+    assert!(exhausted(&seen).is_empty(), "announced before the crash already");
+    drop(first);
+    session.close().await.unwrap();
+}

@@ -33,7 +33,8 @@ mod supervision;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use colloquy_model::{Agent, ChatContext, ChatItem, EventKind, FunctionTool, Toolset};
+use colloquy_model::call_ids::derived_base;
+use colloquy_model::{Agent, ChatContext, ChatItem, EventKind, FunctionTool, Role, Toolset};
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 
 use dispatch::FollowUp;
@@ -259,6 +260,24 @@ impl Actor for SessionActor {
     }
 }
 
+/// The tool calls the model made since the last user message of `items` (each once; the
+/// pairs of deferred replies are not calls): what a resumed turn has used of its budget.
+fn turn_tool_calls<'a>(items: impl Iterator<Item = &'a ChatItem>) -> u32 {
+    let mut items: Vec<&ChatItem> = items.collect();
+    items.sort_by_key(|item| item.created_at());
+    let user = |item: &&ChatItem| item.as_message().is_some_and(|m| m.role == Role::User);
+    let turn = items.iter().rposition(user).map_or(0, |at| at + 1);
+    let mut calls: Vec<&str> = items[turn..]
+        .iter()
+        .filter_map(|item| item.as_function_call())
+        .map(|call| call.call_id.as_str())
+        .filter(|id| derived_base(id).is_none())
+        .collect();
+    calls.sort_unstable();
+    calls.dedup();
+    u32::try_from(calls.len()).unwrap_or(u32::MAX)
+}
+
 /// The link every child gets: the session's address, clock, lifecycle sink and span, and its
 /// options and plug-ins (taken from `args`). The clock starts past the restored history's (and a
 /// resume's calls in doubt's) last stamp and item id, so new items sort after it and never share an id with it, and knows its
@@ -277,6 +296,9 @@ fn session_link(myself: &ActorRef<SessionMsg>, args: &mut SessionArgs) -> Sessio
         ChatItem::FunctionCallOutput(o) => Some(o.call_id.as_str()),
         _ => None,
     }));
+    if args.resume.is_some() {
+        clock.resume_turn(turn_tool_calls(known()));
+    }
     SessionLink::new(SessionShared {
         actor: myself.clone(),
         clock,

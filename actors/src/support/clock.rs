@@ -66,6 +66,14 @@ impl SessionClock {
         self.inner.budget.announced.store(false, Ordering::SeqCst);
     }
 
+    /// A resumed turn that had made `used` tool calls before its process ended
+    /// (docs/durability.md#resume-budget): they count, and a budget they spent was announced.
+    pub(crate) fn resume_turn(&self, used: u32) {
+        let budget = &self.inner.budget;
+        budget.used.store(used.min(budget.limit), Ordering::SeqCst);
+        budget.announced.store(used >= budget.limit, Ordering::SeqCst);
+    }
+
     /// Claims up to `wanted` tool calls of the turn's budget; returns how many may run.
     pub(crate) fn claim_tool_calls(&self, wanted: usize) -> usize {
         let budget = &self.inner.budget;

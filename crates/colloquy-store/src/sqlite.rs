@@ -255,16 +255,19 @@ fn check(db: &Connection, lease: &Lease, entries: &[Entry]) -> Result<Option<i64
     }
 }
 
-/// Appends `entries` (checked) as one batch after the session's batch `prev`.
+/// Appends `entries` (checked) as one batch after the session's batch `prev`, its JSON written
+/// into `buffer` (one for a whole group: no reallocation per batch).
 fn append(
     db: &Connection,
     lease: &Lease,
-    entries: &[Entry],
-    prev: Option<i64>,
+    (entries, prev): (&[Entry], Option<i64>),
+    buffer: &mut Vec<u8>,
 ) -> Result<(), StoreError> {
     let (Some(first), Some(last)) = (entries.first(), entries.last()) else { return Ok(()) };
     let session = lease.session.as_str();
-    let body = serde_json::to_string(entries).map_err(|e| StoreError::Io(e.to_string()))?;
+    buffer.clear();
+    serde_json::to_writer(&mut *buffer, entries).map_err(|e| StoreError::Io(e.to_string()))?;
+    let body = std::str::from_utf8(buffer).map_err(|e| StoreError::Io(e.to_string()))?;
     db.prepare_cached(
         "INSERT INTO batches (session, first_seq, prev, body) VALUES (?1, ?2, ?3, ?4)",
     )
@@ -328,6 +331,7 @@ impl SessionStore for SqliteStore {
             Err(e) => return all_fail(failed(&e)),
         };
         let mut outcomes = Vec::with_capacity(writes.len());
+        let mut buffer = Vec::with_capacity(16 * 1024);
         for write in writes {
             let (lease, entries) = match write {
                 Write::Append { lease, entries } => (*lease, *entries),
@@ -341,7 +345,7 @@ impl SessionStore for SqliteStore {
                 }
             };
             let written = match write {
-                Write::Append { .. } => append(&tx, lease, entries, prev),
+                Write::Append { .. } => append(&tx, lease, (entries, prev), &mut buffer),
                 _ => renew(&tx, lease),
             };
             if let Err(e) = written {
