@@ -53,7 +53,7 @@ async fn crash_while_paying(
 }
 
 /// Waits until the session's history holds an output of `call_id`.
-async fn answered(session: &SessionHandle, call_id: &str) -> Vec<ChatItem> {
+pub(crate) async fn answered(session: &SessionHandle, call_id: &str) -> Vec<ChatItem> {
     for _ in 0..1_000 {
         let history = session.history().await.unwrap();
         let has = |i: &ChatItem| i.as_function_call_output().is_some_and(|o| o.call_id == call_id);
@@ -225,7 +225,7 @@ async fn a_rerun_call_answered_before_the_crash_numbers_its_updates_after_the_ol
 }
 
 /// `refund`, counting its bodies, taking `millis`.
-fn refund(runs: &Arc<std::sync::atomic::AtomicU32>, millis: u64) -> FunctionTool {
+pub(crate) fn refund(runs: &Arc<std::sync::atomic::AtomicU32>, millis: u64) -> FunctionTool {
     let runs = Arc::clone(runs);
     FunctionTool::new("refund", "Refund an order.", move |_ctx: RunContext, _a: NoArgs| {
         let runs = Arc::clone(&runs);

@@ -45,6 +45,7 @@ mod schema_fuzz;
 mod session;
 mod smoke;
 mod speech;
+mod suspend;
 mod testing_guide;
 mod tool_proxy;
 mod tool_search;

@@ -418,7 +418,9 @@ impl SessionHandle {
     /// a terminal chat that quits): it winds down as a close does — its calls drained
     /// (cancellable ones cancelled, the others awaited within `drain_timeout`), every record
     /// written — and ends with `session_closed` `suspended`, but its journal records no
-    /// close (docs/durability.md). Without a store it is a close with reason `suspended`.
+    /// close, and leaves the calls whose bodies had not begun (waiting for approval or a
+    /// place) waiting, for the resume (docs/durability.md#suspend). Without a store it is a
+    /// close with reason `suspended`.
     pub async fn suspend(&self) -> Result<ClosedSession, SessionError> {
         self.close_with_reason(colloquy_model::CloseReason::Suspended.name()).await
     }

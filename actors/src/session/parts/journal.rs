@@ -15,11 +15,12 @@
 //! at most [`WRITES_IN_FLIGHT`]: a store that falls that far behind fails the session instead
 //! of holding its mailbox.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
-use colloquy_model::{ChatContext, CloseReason};
+use colloquy_model::call_ids::derived_base;
+use colloquy_model::{ChatContext, ChatItem, CloseReason};
 use colloquy_store::{CallInDoubtRecord, Entry, Lease, Record, SessionStore};
 use ractor::{ActorRef, RpcReplyPort};
 
@@ -47,6 +48,12 @@ pub(crate) struct JournalOut {
     durable: u64,
     /// The last record of each batch on its way to the store.
     in_flight: VecDeque<u64>,
+    /// Calls waiting for approval or a place under a cap (their `call_waiting` written, no
+    /// `call_let_through` yet): their body has not begun.
+    waiting: BTreeSet<String>,
+    /// Calls a suspend left to the resume, their bodies never begun: their ends (and what
+    /// the drain commits for them) are not written (docs/durability.md#suspend).
+    held: BTreeSet<String>,
     writer: Option<(Arc<StoreWriter>, JournalId)>,
 }
 
@@ -78,25 +85,82 @@ impl JournalOut {
         let (batch, starting, reads, in_flight) =
             (Vec::new(), Vec::new(), Vec::new(), VecDeque::new());
         let (next_seq, writer) = (last_seq + 1, Some((writer, id)));
-        Self { batch, next_seq, starting, reads, durable: last_seq, in_flight, writer }
+        let (waiting, held) = (BTreeSet::new(), BTreeSet::new());
+        let durable = last_seq;
+        Self { batch, next_seq, starting, reads, durable, in_flight, waiting, held, writer }
     }
 
     /// Records `fact` (decided `at_ms` into the session), if a resume needs it.
     pub(crate) fn record(&mut self, fact: Fact<'_>, at_ms: u64) {
-        let Some(record) = record_of(fact) else { return };
+        if matches!(fact, Fact::CloseBegan { reason } if reason == CloseReason::Suspended.name()) {
+            return self.suspend(at_ms);
+        }
+        let Some(record) = record_of(fact).and_then(|r| self.unless_held(r)) else { return };
         match &record {
             Record::CallStarted { call, .. } => {
                 self.starting.push((self.next_seq, call.call_id.clone(), false));
             }
+            Record::CallWaiting { call_id } => {
+                self.waiting.insert(call_id.clone());
+            }
             // Its body waits for this record now, not its start's (which comes before it).
             Record::CallLetThrough { call_id } => {
+                self.waiting.remove(call_id);
                 self.starting.retain(|(_, id, _)| id != call_id);
                 self.starting.push((self.next_seq, call_id.clone(), true));
             }
+            Record::CallEnded { call_id } => {
+                self.waiting.remove(call_id);
+            }
             _ => {}
         }
+        self.push(record, at_ms);
+    }
+
+    fn push(&mut self, record: Record, at_ms: u64) {
         self.batch.push(Entry::new(self.next_seq, at_ms, record));
         self.next_seq += 1;
+    }
+
+    /// A suspend began (docs/durability.md#suspend): the calls whose bodies have not begun —
+    /// waiting for approval or a place, or for their start on disk — are left to the resume,
+    /// as waiting, and the drain's end of them is not written. Those waiting for the disk
+    /// never begin here now.
+    fn suspend(&mut self, at_ms: u64) {
+        for (_, call_id, _) in std::mem::take(&mut self.starting) {
+            self.push(Record::CallWaiting { call_id: call_id.clone() }, at_ms);
+            self.held.insert(call_id);
+        }
+        self.held.extend(std::mem::take(&mut self.waiting));
+    }
+
+    /// `record`, unless it ends a held call or commits what the drain answered it with; a held
+    /// call let through after all (an approval that came first) runs, and is written again.
+    fn unless_held(&mut self, record: Record) -> Option<Record> {
+        if self.held.is_empty() {
+            return Some(record);
+        }
+        let held = |id: &str| {
+            self.held.contains(id) || derived_base(id).is_some_and(|b| self.held.contains(b))
+        };
+        match record {
+            Record::CallLetThrough { call_id } => {
+                self.held.remove(&call_id);
+                Some(Record::CallLetThrough { call_id })
+            }
+            Record::CallEnded { call_id } if held(&call_id) => None,
+            Record::ReplyAwaited { update_id } if held(&update_id) => None,
+            Record::ItemsCommitted { agent, items } => {
+                let of_held = |item: &ChatItem| match item {
+                    ChatItem::FunctionCall(c) => held(&c.call_id),
+                    ChatItem::FunctionCallOutput(o) => held(&o.call_id),
+                    _ => false,
+                };
+                let items: Vec<_> = items.into_iter().filter(|i| !of_held(i)).collect();
+                (!items.is_empty()).then_some(Record::ItemsCommitted { agent, items })
+            }
+            record => Some(record),
+        }
     }
 
     /// Hands the mailbox turn's records to the writer; `Err` (why) if it cannot take them.
