@@ -171,31 +171,30 @@ async fn write_all(store: Arc<dyn SessionStore>, mut queue: mpsc::UnboundedRecei
             .filter(|(id, o)| !o.failed && o.renew_at <= now && !group.closing(**id))
             .map(|(id, _)| *id)
             .collect();
-        // Whose write is whose: each append's journal and last record, then the renewals.
-        let mut whose: Vec<(JournalId, Option<u64>)> = Vec::new();
-        let mut writes: Vec<(Arc<Lease>, Vec<Entry>)> = Vec::new();
+        // Whose write is whose: each append's journal and last record, the renewals, then
+        // the releases of the journals that close.
+        let mut whose: Vec<(JournalId, Kind)> = Vec::new();
+        let mut writes: Vec<(Arc<Lease>, Kind, Vec<Entry>)> = Vec::new();
         for (id, entries) in group.appends {
             let Some(o) = open.get(&id) else { continue };
-            whose.push((id, entries.last().map(|e| e.seq)));
-            writes.push((Arc::clone(&o.lease), entries));
+            let kind = Kind::Append(entries.last().map_or(0, |e| e.seq));
+            whose.push((id, kind));
+            writes.push((Arc::clone(&o.lease), kind, entries));
         }
-        whose.extend(renewals.iter().map(|id| (*id, None)));
-        writes.extend(renewals.iter().map(|id| (Arc::clone(&open[id].lease), Vec::new())));
-        let releasing: Vec<Arc<Lease>> = group
-            .closes
-            .iter()
-            .filter_map(|(id, _)| open.get(id).map(|o| Arc::clone(&o.lease)))
-            .collect();
-        let work = Arc::clone(&store);
-        let write = tokio::task::spawn_blocking(move || {
-            let outcomes = match writes.is_empty() {
-                true => Vec::new(),
-                false => work.write_many(&writes_of(&writes)),
-            };
-            for lease in &releasing {
-                let _ = work.release(lease);
+        let mut other = |ids: &[JournalId], kind: Kind| {
+            for id in ids {
+                if let Some(o) = open.get(id) {
+                    whose.push((*id, kind));
+                    writes.push((Arc::clone(&o.lease), kind, Vec::new()));
+                }
             }
-            outcomes
+        };
+        other(&renewals, Kind::Renew);
+        other(&group.closes.iter().map(|(id, _)| *id).collect::<Vec<_>>(), Kind::Release);
+        let work = Arc::clone(&store);
+        let write = tokio::task::spawn_blocking(move || match writes.is_empty() {
+            true => Vec::new(),
+            false => work.write_many(&writes_of(&writes)),
         });
         let outcomes = match tokio::time::timeout(APPEND_TIMEOUT, write).await {
             Ok(Ok(outcomes)) => outcomes,
@@ -204,15 +203,20 @@ async fn write_all(store: Arc<dyn SessionStore>, mut queue: mpsc::UnboundedRecei
             Err(_) => failed_all(whose.len(), &format!("a write took over {APPEND_TIMEOUT:?}")),
         };
         let mut outcomes = outcomes.into_iter();
-        for (id, last) in whose {
+        for (id, kind) in whose {
             let outcome = outcomes
                 .next()
                 .unwrap_or_else(|| Err(StoreError::Io("the store left a write unanswered".into())));
             let Some(o) = open.get_mut(&id) else { continue };
-            if last.is_none() {
-                o.renew_at = now + o.every();
+            match kind {
+                Kind::Append(last) => o.answer(outcome, Some(last)),
+                Kind::Renew => {
+                    o.renew_at = now + o.every();
+                    o.answer(outcome, None);
+                }
+                // Its session is closing: the next process finds the lease free, or expired.
+                Kind::Release => {}
             }
-            o.answer(outcome, last);
         }
         for (id, done) in group.closes {
             open.remove(&id);
@@ -260,13 +264,22 @@ impl Group {
     }
 }
 
-/// A write per append (its lease, its entries) or renewal (no entries).
-fn writes_of(writes: &[(Arc<Lease>, Vec<Entry>)]) -> Vec<Write<'_>> {
+/// What a write of the group is.
+#[derive(Clone, Copy)]
+enum Kind {
+    /// An append, through this record.
+    Append(u64),
+    Renew,
+    Release,
+}
+
+fn writes_of(writes: &[(Arc<Lease>, Kind, Vec<Entry>)]) -> Vec<Write<'_>> {
     writes
         .iter()
-        .map(|(lease, entries)| match entries.is_empty() {
-            true => Write::Renew(lease),
-            false => Write::Append { lease, entries },
+        .map(|(lease, kind, entries)| match kind {
+            Kind::Append(_) => Write::Append { lease, entries },
+            Kind::Renew => Write::Renew(lease),
+            Kind::Release => Write::Release(lease),
         })
         .collect()
 }

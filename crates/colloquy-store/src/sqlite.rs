@@ -301,6 +301,24 @@ fn append(
     Ok(())
 }
 
+/// Gives `lease` up, if it is still the session's.
+fn release(db: &Connection, lease: &Lease) -> Result<(), StoreError> {
+    db.prepare_cached(
+        "UPDATE leases SET host = NULL, pid = NULL, expires_ms = 0
+         WHERE session = ?1 AND epoch = ?2",
+    )
+    .and_then(|mut update| update.execute(params![lease.session, lease.epoch as i64]))
+    .map_err(|e| failed(&e))?;
+    // A lease of a session never written (a resume refused) leaves nothing behind.
+    db.prepare_cached(
+        "DELETE FROM leases WHERE session = ?1 AND host IS NULL
+         AND NOT EXISTS (SELECT 1 FROM sessions WHERE id = ?1)",
+    )
+    .and_then(|mut delete| delete.execute(params![lease.session]))
+    .map_err(|e| failed(&e))?;
+    Ok(())
+}
+
 /// Extends `lease` (checked) by its ttl from now.
 fn renew(db: &Connection, lease: &Lease) -> Result<(), StoreError> {
     let expires = now_ms().saturating_add(lease.ttl.as_millis() as u64);
@@ -335,9 +353,14 @@ impl SessionStore for SqliteStore {
         for write in writes {
             let (lease, entries) = match write {
                 Write::Append { lease, entries } => (*lease, *entries),
-                Write::Renew(lease) => (*lease, &[][..]),
+                Write::Renew(lease) | Write::Release(lease) => (*lease, &[][..]),
             };
-            let prev = match check(&tx, lease, entries) {
+            // A release needs no check: one of a lease no longer held does nothing.
+            let checked = match write {
+                Write::Release(_) => Ok(None),
+                _ => check(&tx, lease, entries),
+            };
+            let prev = match checked {
                 Ok(prev) => prev,
                 Err(refused) => {
                     outcomes.push(Err(refused));
@@ -346,6 +369,7 @@ impl SessionStore for SqliteStore {
             };
             let written = match write {
                 Write::Append { .. } => append(&tx, lease, (entries, prev), &mut buffer),
+                Write::Release(_) => release(&tx, lease),
                 _ => renew(&tx, lease),
             };
             if let Err(e) = written {
@@ -390,23 +414,8 @@ impl SessionStore for SqliteStore {
     }
 
     fn release(&self, lease: &Lease) -> Result<(), StoreError> {
-        let mut db = self.db.lock().unwrap_or_else(PoisonError::into_inner);
-        let tx =
-            db.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| failed(&e))?;
-        tx.execute(
-            "UPDATE leases SET host = NULL, pid = NULL, expires_ms = 0
-             WHERE session = ?1 AND epoch = ?2",
-            params![lease.session, lease.epoch as i64],
-        )
-        .map_err(|e| failed(&e))?;
-        // A lease of a session never written (a resume refused) leaves nothing behind.
-        tx.execute(
-            "DELETE FROM leases WHERE session = ?1 AND host IS NULL
-             AND NOT EXISTS (SELECT 1 FROM sessions WHERE id = ?1)",
-            params![lease.session],
-        )
-        .map_err(|e| failed(&e))?;
-        tx.commit().map_err(|e| failed(&e))
+        let written = self.write_many(&[Write::Release(lease)]);
+        written.into_iter().next().unwrap_or(Ok(()))
     }
 
     fn load(&self, session: &str) -> Result<Vec<Entry>, StoreError> {

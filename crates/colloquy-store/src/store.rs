@@ -43,7 +43,8 @@ pub trait SessionStore: Send + Sync + 'static {
     fn renew(&self, lease: &Lease) -> Result<(), StoreError>;
 
     /// Makes several writes of different sessions at once: the outcome of each, in order, as
-    /// [`append`](Self::append) and [`renew`](Self::renew) would answer it. The runtime hands
+    /// [`append`](Self::append), [`renew`](Self::renew) and [`release`](Self::release) would
+    /// answer it. The runtime hands
     /// a store everything its sessions have ready in one call (docs/durability.md#group-commit);
     /// a store that can make them durable together — one transaction, one sync — overrides
     /// this, and its sessions share each other's syncs. By default, one after the other.
@@ -53,6 +54,7 @@ pub trait SessionStore: Send + Sync + 'static {
             .map(|write| match write {
                 Write::Append { lease, entries } => self.append(lease, entries),
                 Write::Renew(lease) => self.renew(lease),
+                Write::Release(lease) => self.release(lease),
             })
             .collect()
     }
@@ -85,6 +87,9 @@ pub enum Write<'a> {
     },
     /// [`SessionStore::renew`].
     Renew(&'a Lease),
+    /// [`SessionStore::release`] (a group's releases: sessions that close together, as at a
+    /// server's shutdown, give their leases up in one write).
+    Release(&'a Lease),
 }
 
 /// A stored session, as [`SessionStore::list`] describes it.

@@ -117,14 +117,21 @@ fn writes_a_group_and_refuses_alone(store: &dyn SessionStore) {
         Write::Append { lease: &stale, entries: &entries },
         Write::Renew(&c),
         Write::Append { lease: &c, entries: &entries[..2] },
+        Write::Release(&b),     // after its append: closing
+        Write::Release(&stale), // not held: nothing to do
     ]);
     let refused: Vec<bool> = outcomes.iter().map(Result::is_err).collect();
-    assert_eq!(refused, [true, false, true, false, false], "{outcomes:?}");
+    assert_eq!(refused, [true, false, true, false, false, false, false], "{outcomes:?}");
     assert!(matches!(outcomes[0], Err(StoreError::Conflict { seq: 3, .. })), "{outcomes:?}");
     assert!(matches!(outcomes[2], Err(StoreError::LeaseLost { .. })), "{outcomes:?}");
     assert_eq!(store.load("a").unwrap(), entries[..3], "nothing of the refused write");
     assert_eq!(store.load("b").unwrap(), entries);
     assert_eq!(store.load("c").unwrap(), entries[..2]);
+    // `b` released, `c` still held by its taker.
+    let other = LeaseHolder::new("elsewhere", 1);
+    assert!(store.acquire("b", &other, LEASE_TTL, Acquire::IfFree).is_ok());
+    let held = store.acquire("c", &other, LEASE_TTL, Acquire::IfFree);
+    assert!(matches!(held, Err(StoreError::Leased { .. })), "{held:?}");
 }
 
 #[test]
