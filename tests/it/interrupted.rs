@@ -239,7 +239,7 @@ pub(crate) fn refund(runs: &Arc<std::sync::atomic::AtomicU32>, millis: u64) -> F
 
 #[tokio::test(start_paused = true)]
 async fn a_call_waiting_for_approval_at_the_crash_is_asked_again_and_runs_once() {
-    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::atomic::AtomicU32;
     let runs = Arc::new(AtomicU32::new(0));
     let store = Arc::new(MemoryStore::new());
     let builder = Session::builder().store(store.clone());
@@ -260,8 +260,19 @@ async fn a_call_waiting_for_approval_at_the_crash_is_asked_again_and_runs_once()
         Session::builder().llm(ScriptedLlm::new([text("Refunded.")])).store(crashed(&*store, &id));
     let mut events = builder.subscribe();
     let session = builder.resume(&id, agents).await.unwrap();
+    asked_again_then_run_once(&session, &mut events, &runs).await;
+}
+
+/// After a resume that found `c1` of `refund` waiting for approval: it is `not_started`,
+/// asked again, and runs once approved; the history it ends with.
+pub(crate) async fn asked_again_then_run_once(
+    session: &SessionHandle,
+    events: &mut EventStream,
+    runs: &std::sync::atomic::AtomicU32,
+) -> Vec<String> {
+    use std::sync::atomic::Ordering;
     tokio::time::sleep(ms(10)).await;
-    let seen = drain(&mut events);
+    let seen = drain(events);
     assert_eq!(resumed_calls(&seen), [vec![("c1".to_owned(), "refund:NotStarted".to_owned())]]);
     let asked = seen.iter().any(
         |e| matches!(&e.kind, EventKind::ToolApprovalRequested { call_id, .. } if call_id == "c1"),
@@ -269,9 +280,11 @@ async fn a_call_waiting_for_approval_at_the_crash_is_asked_again_and_runs_once()
     assert!(asked, "asked again: {seen:?}");
     assert_eq!(runs.load(Ordering::SeqCst), 0);
     session.approve("c1").await.expect("it waits for approval again");
-    let history = answered(&session, "c1_final").await;
+    let history = answered(session, "c1_final").await;
     assert_eq!(runs.load(Ordering::SeqCst), 1, "it ran once, after the approval");
-    assert!(show(&history).contains(&"out(#c1_final,\"refunded\",ok,rr=T)".to_owned()));
+    let shown = show(&history);
+    assert!(shown.contains(&"out(#c1_final,\"refunded\",ok,rr=T)".to_owned()), "{shown:?}");
+    shown
 }
 
 #[tokio::test(start_paused = true)]

@@ -3,11 +3,11 @@
 //! the resume, and runs once.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::AtomicU32;
 
 use crate::common::*;
-use crate::durable::{drain, resumed_calls, stored};
-use crate::interrupted::{answered, refund};
+use crate::durable::stored;
+use crate::interrupted::{asked_again_then_run_once, refund};
 use colloquy::prelude::*;
 use colloquy::store::{MemoryStore, Record, SessionStore as _};
 
@@ -40,19 +40,7 @@ async fn a_call_waiting_for_approval_at_a_suspend_is_asked_again_after_the_resum
     let mut builder = Session::builder().llm(llm).store(store.clone());
     let mut events = builder.subscribe();
     let session = builder.resume(&id, agents).await.unwrap();
-    tokio::time::sleep(ms(10)).await;
-    let seen = drain(&mut events);
-    assert_eq!(resumed_calls(&seen), [vec![("c1".to_owned(), "refund:NotStarted".to_owned())]]);
-    let asked = seen.iter().any(
-        |e| matches!(&e.kind, EventKind::ToolApprovalRequested { call_id, .. } if call_id == "c1"),
-    );
-    assert!(asked, "asked again: {seen:?}");
-    assert_eq!(runs.load(Ordering::SeqCst), 0);
-    session.approve("c1").await.expect("it waits for approval again");
-    let history = answered(&session, "c1_final").await;
-    assert_eq!(runs.load(Ordering::SeqCst), 1, "it ran once, after the approval");
-    let shown = show(&history);
-    assert!(shown.contains(&"out(#c1_final,\"refunded\",ok,rr=T)".to_owned()), "{shown:?}");
+    let shown = asked_again_then_run_once(&session, &mut events, &runs).await;
     let rejected = shown.iter().any(|s| s.contains("#c1,") && s.contains("ERR"));
     assert!(!rejected, "the model never reads the suspend's rejection: {shown:?}");
 }

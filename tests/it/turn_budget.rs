@@ -41,17 +41,7 @@ fn exhausted(events: &[SessionEvent]) -> Vec<u32> {
 #[tokio::test(start_paused = true)]
 async fn a_model_that_rebooks_after_every_deferred_reply_stops_at_the_budget() {
     let bookings = Arc::new(AtomicU32::new(0));
-    // Every request that may call tools books again, as a small real model did.
-    let llm = ScriptedLlm::new(Vec::<ScriptedResponse>::new())
-        .with_fallback(|i, request| match request.tool_choice {
-            Some(ToolChoice::None) => ScriptedResponse::text("Your flight is booked."),
-            _ => ScriptedResponse::text("Booking.").with_call(ScriptedCall::new(
-                format!("b{i}"),
-                "book_flight",
-                "{}",
-            )),
-        })
-        .recording();
+    let llm = rebooking();
     let mut builder = Session::builder().llm(llm.clone()).max_tool_calls_per_turn(3);
     let mut events = builder.subscribe();
     let session = builder
@@ -126,11 +116,11 @@ async fn a_budget_of_zero_calls_still_tells_the_host_once_a_turn() {
     h.close().await;
 }
 
-/// The model of the resume test: books on every request that may call tools.
+/// A model that books again on every request that may call tools, as a small real model did.
 fn rebooking() -> ScriptedLlm {
     ScriptedLlm::new(Vec::<ScriptedResponse>::new())
         .with_fallback(|i, request| match request.tool_choice {
-            Some(ToolChoice::None) => ScriptedResponse::text("Your flights are on their way."),
+            Some(ToolChoice::None) => ScriptedResponse::text("Your flight is booked."),
             _ => ScriptedResponse::text("Booking.").with_call(ScriptedCall::new(
                 format!("b{i}"),
                 "book_flight",
