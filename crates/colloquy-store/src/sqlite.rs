@@ -236,15 +236,24 @@ fn unwritten(
 /// session's last batch, which the append chains to.
 fn check(db: &Connection, lease: &Lease, entries: &[Entry]) -> Result<Option<i64>, StoreError> {
     let session = lease.session.as_str();
-    StoredLease::check(stored_lease(db, session)?.as_ref(), lease)?;
-    let Some(first) = entries.first() else { return Ok(None) };
-    let (last, last_batch): (i64, Option<i64>) = db
-        .prepare_cached("SELECT entries, last_batch FROM sessions WHERE id = ?1")
+    // The lease and the journal's end in one statement: a group checks one per session.
+    let (stored, last, last_batch) = db
+        .prepare_cached(
+            "SELECT l.epoch, l.host, l.pid, l.expires_ms, s.entries, s.last_batch
+             FROM (SELECT ?1 AS id) AS k
+             LEFT JOIN leases AS l ON l.session = k.id
+             LEFT JOIN sessions AS s ON s.id = k.id",
+        )
         .and_then(|mut select| {
-            select.query_row([session], |row| Ok((row.get(0)?, row.get(1)?))).optional()
+            select.query_row([session], |row| {
+                let stored = lease_of(row)?;
+                let last: Option<i64> = row.get(4)?;
+                Ok((stored, last.unwrap_or(0), row.get::<_, Option<i64>>(5)?))
+            })
         })
-        .map_err(|e| failed(&e))?
-        .unwrap_or((0, None));
+        .map_err(|e| failed(&e))?;
+    StoredLease::check(stored.as_ref(), lease)?;
+    let Some(first) = entries.first() else { return Ok(None) };
     let taken = |seq: u64| StoreError::Conflict { session: session.to_string(), seq };
     if first.seq as i64 <= last {
         return Err(taken(first.seq));
@@ -511,18 +520,18 @@ const CHAIN: &str = "WITH RECURSIVE chain (batch, n) AS (
 
 /// Session `session`'s lease as stored, if it ever had one.
 fn stored_lease(db: &Connection, session: &str) -> Result<Option<StoredLease>, StoreError> {
-    let mut select = db
-        .prepare_cached("SELECT epoch, host, pid, expires_ms FROM leases WHERE session = ?1")
-        .map_err(|e| failed(&e))?;
-    select
-        .query_row([session], |row| {
-            let (host, pid): (Option<String>, Option<i64>) = (row.get(1)?, row.get(2)?);
-            let holder = host.zip(pid).map(|(h, p)| LeaseHolder::new(h, p.max(0) as u32));
-            let epoch = row.get::<_, i64>(0)?.max(0) as u64;
-            Ok(StoredLease::new(epoch, holder, row.get::<_, i64>(3)?.max(0) as u64))
-        })
-        .optional()
+    db.prepare_cached("SELECT epoch, host, pid, expires_ms FROM leases WHERE session = ?1")
+        .and_then(|mut select| select.query_row([session], lease_of).optional())
+        .map(Option::flatten)
         .map_err(|e| failed(&e))
+}
+
+/// The lease in a row's first four columns (`epoch`, `host`, `pid`, `expires_ms`), if any.
+fn lease_of(row: &rusqlite::Row<'_>) -> rusqlite::Result<Option<StoredLease>> {
+    let Some(epoch) = row.get::<_, Option<i64>>(0)? else { return Ok(None) };
+    let (host, pid): (Option<String>, Option<i64>) = (row.get(1)?, row.get(2)?);
+    let holder = host.zip(pid).map(|(h, p)| LeaseHolder::new(h, p.max(0) as u32));
+    Ok(Some(StoredLease::new(epoch.max(0) as u64, holder, row.get::<_, i64>(3)?.max(0) as u64)))
 }
 
 /// What a batch of entries changes in its session's summary row.
