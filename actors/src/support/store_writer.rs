@@ -2,7 +2,7 @@
 //! it its batches, and it writes whatever is waiting in one `SessionStore::write_many` on a
 //! blocking thread — with SQLite, one transaction and one sync for all the sessions that had
 //! something ready — renewing the leases that are due in the same write, then tells each
-//! session how far its journal is on disk (`TimerMsg::Stored`), or that it failed.
+//! session how far its journal is on disk ([`News::Stored`]), or that it failed.
 //!
 //! Why one task for all: under load, hundreds of sessions write at once. A blocking task per
 //! write parked and woke an OS thread each; a task per session to await its writes woke twice
@@ -21,11 +21,8 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use colloquy_store::{Entry, Lease, SessionStore, StoreError, Write};
-use ractor::ActorRef;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
-
-use crate::messages::{SessionMsg, TimerMsg};
 
 /// Writes one thread takes on at once, at most: a group that large is already one sync for
 /// hundreds of sessions, and a bound keeps each answer prompt.
@@ -39,13 +36,26 @@ pub(crate) const APPEND_TIMEOUT: Duration = Duration::from_secs(30);
 /// A session's journal, as the writer knows it.
 pub(crate) type JournalId = u64;
 
+/// What the writer tells a session of its journal.
+pub(crate) enum News {
+    /// On disk through this record.
+    Stored(u64),
+    /// The store failed (why): nothing more is written.
+    Failed(String),
+    /// Another process took the lease over (why): nothing more is written.
+    LeaseLost(String),
+}
+
+/// Where a session hears its [`News`] (a cast to its mailbox: it never blocks the writer).
+pub(crate) type Listener = Box<dyn Fn(News) + Send + Sync>;
+
 /// What a session asks of its store's writer.
 enum Job {
     /// Journal `id` is written under `lease`; the writer tells `session` how it goes.
     Open {
         id: JournalId,
         lease: Arc<Lease>,
-        session: ActorRef<SessionMsg>,
+        session: Listener,
     },
     Append {
         id: JournalId,
@@ -92,7 +102,7 @@ impl StoreWriter {
 
     /// Starts writing a journal under `lease`: its batches' fate is told to `session`, and the
     /// lease is renewed every third of its ttl until [`close`](Self::close).
-    pub(crate) fn open(&self, lease: Lease, session: ActorRef<SessionMsg>) -> JournalId {
+    pub(crate) fn open(&self, lease: Lease, session: Listener) -> JournalId {
         let id = NEXT_JOURNAL.fetch_add(1, Ordering::Relaxed);
         let _ = self.jobs.send(Job::Open { id, lease: Arc::new(lease), session });
         id
@@ -116,7 +126,7 @@ impl StoreWriter {
 /// A journal being written.
 struct Open {
     lease: Arc<Lease>,
-    session: ActorRef<SessionMsg>,
+    session: Listener,
     renew_at: Instant,
     /// The store refused or failed it: its session was told, and nothing more is written.
     failed: bool,
@@ -130,16 +140,16 @@ impl Open {
     /// Tells the session `outcome` of a write that went through record `last` (a renewal:
     /// none); a failure ends the journal.
     fn answer(&mut self, outcome: Result<(), StoreError>, last: Option<u64>) {
-        let message = match outcome {
+        let news = match outcome {
             Ok(()) => match last {
-                Some(last) => TimerMsg::Stored(last),
+                Some(last) => News::Stored(last),
                 None => return,
             },
-            Err(e @ StoreError::LeaseLost { .. }) => TimerMsg::LeaseLost(e.to_string()),
-            Err(e) => TimerMsg::StoreFailed(e.to_string()),
+            Err(e @ StoreError::LeaseLost { .. }) => News::LeaseLost(e.to_string()),
+            Err(e) => News::Failed(e.to_string()),
         };
-        self.failed = !matches!(message, TimerMsg::Stored(_));
-        let _ = self.session.cast(message.into());
+        self.failed = !matches!(news, News::Stored(_));
+        (self.session)(news);
     }
 }
 

@@ -25,8 +25,8 @@ use colloquy_store::{CallInDoubtRecord, Entry, Lease, Record, SessionStore};
 use ractor::{ActorRef, RpcReplyPort};
 
 use super::fact::Fact;
-use crate::messages::SessionMsg;
-use crate::support::store_writer::{JournalId, STOPPED, StoreWriter};
+use crate::messages::{SessionMsg, TimerMsg};
+use crate::support::store_writer::{JournalId, News, STOPPED, StoreWriter};
 
 /// Batches a session may have on their way to the store; one more fails the session
 /// (`store_failed`) rather than wait.
@@ -81,7 +81,17 @@ impl JournalOut {
     pub(crate) fn spawn(durable: Durable, last_seq: u64, session: ActorRef<SessionMsg>) -> Self {
         let Durable { store, lease } = durable;
         let writer = StoreWriter::of(&store);
-        let id = writer.open(lease, session);
+        let id = writer.open(
+            lease,
+            Box::new(move |news| {
+                let message = match news {
+                    News::Stored(through) => TimerMsg::Stored(through),
+                    News::Failed(why) => TimerMsg::StoreFailed(why),
+                    News::LeaseLost(why) => TimerMsg::LeaseLost(why),
+                };
+                let _ = session.cast(message.into());
+            }),
+        );
         let (batch, starting, reads, in_flight) =
             (Vec::new(), Vec::new(), Vec::new(), VecDeque::new());
         let (next_seq, writer) = (last_seq + 1, Some((writer, id)));
