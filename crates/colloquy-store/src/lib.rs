@@ -10,6 +10,7 @@
 //! One process at a time writes a session: the holder of its [`Lease`].
 //! docs/durability.md states the guarantee.
 
+pub mod conformance;
 mod journal;
 mod lease;
 mod memory;

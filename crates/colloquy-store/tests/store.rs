@@ -1,137 +1,17 @@
 //! Both stores keep, list and refuse alike; the SQLite file refuses what is not its own.
 
-use colloquy_model::chat::AgentHandoff;
-use colloquy_model::{ChatItem, FunctionCall, Message, Role, Timestamp};
-use colloquy_store::{
-    Acquire, CallInDoubtRecord, Entry, Journal, LEASE_TTL, Lease, LeaseHolder, MemoryStore, Record,
-    SessionStore, SqliteStore, StoreError, Write,
+use colloquy_store::conformance::{
+    call, journal, keeps_lists_and_refuses, lease, writes_a_group_and_refuses_alone,
 };
-
-/// The lease of session `session`, for this process.
-fn lease(store: &dyn SessionStore, session: &str) -> Lease {
-    store.acquire(session, &LeaseHolder::this_process(), LEASE_TTL, Acquire::IfFree).unwrap()
-}
-
-fn at(seq: u64) -> Timestamp {
-    Timestamp { micros: seq, seq }
-}
-
-fn entered(agent: &str, seq: u64) -> Record {
-    let item = AgentHandoff {
-        id: format!("h{seq}"),
-        old_agent: None,
-        new_agent: agent.into(),
-        created_at: at(seq),
-    };
-    Record::AgentEntered { item: ChatItem::AgentHandoff(item).into() }
-}
-
-fn said(text: &str, seq: u64) -> Record {
-    let message = Message {
-        id: format!("m{seq}"),
-        role: Role::User,
-        text: text.into(),
-        interrupted: false,
-        created_at: at(seq),
-    };
-    Record::ItemsCommitted {
-        agent: "triage".into(),
-        items: vec![ChatItem::Message(message).into()],
-    }
-}
-
-fn call(call_id: &str) -> FunctionCall {
-    FunctionCall {
-        id: format!("{call_id}/item"),
-        call_id: call_id.into(),
-        name: "refill".into(),
-        arguments: "{}".into(),
-        extra: Default::default(),
-        created_at: at(9),
-    }
-}
-
-fn journal() -> Vec<Entry> {
-    let records = [
-        entered("triage", 1),
-        said("hello", 2),
-        Record::CallStarted { call: call("c1"), cancellable: false },
-        Record::CallStarted { call: call("c2"), cancellable: true },
-        Record::CallEnded { call_id: "c2".into() },
-        entered("billing", 6),
-    ];
-    records.into_iter().enumerate().map(|(i, r)| Entry::new(i as u64 + 1, i as u64, r)).collect()
-}
+use colloquy_store::{
+    CallInDoubtRecord, Entry, Journal, MemoryStore, Record, SessionStore, SqliteStore, StoreError,
+};
 
 fn temp_file(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("colloquy-store-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir.join("sessions.db")
-}
-
-fn keeps_lists_and_refuses(store: &dyn SessionStore) {
-    let entries = journal();
-    let s1 = lease(store, "s-1");
-    store.append(&s1, &entries[..3]).unwrap();
-    store.append(&s1, &entries[3..]).unwrap();
-    assert_eq!(store.load("s-1").unwrap(), entries);
-
-    let conflict = store.append(&s1, &entries[5..]).unwrap_err();
-    assert!(matches!(conflict, StoreError::Conflict { seq: 6, .. }), "{conflict}");
-    assert!(conflict.to_string().contains("another process"), "{conflict}");
-    assert!(matches!(store.load("nope"), Err(StoreError::UnknownSession(_))));
-
-    let listed = store.list().unwrap();
-    assert_eq!(listed.len(), 1);
-    let summary = &listed[0];
-    assert_eq!((summary.id.as_str(), summary.agent.as_str()), ("s-1", "billing"));
-    assert_eq!((summary.entries, summary.calls_in_doubt, summary.closed.clone()), (6, 1, None));
-
-    let resumed = vec![CallInDoubtRecord::new("c1", "refill", "failed")];
-    let closing = [
-        Entry::new(7, 7, Record::Resumed { in_doubt: resumed }),
-        Entry::new(8, 8, Record::CloseBegan { reason: "user_ended".into() }),
-    ];
-    store.append(&s1, &closing).unwrap();
-    let summary = &store.list().unwrap()[0];
-    assert_eq!((summary.calls_in_doubt, summary.closed.as_deref()), (0, Some("user_ended")));
-
-    assert!(store.delete("s-1").unwrap());
-    assert!(!store.delete("s-1").unwrap());
-    assert!(store.list().unwrap().is_empty());
-}
-
-/// A group of writes: the refused one (a number taken, a lease taken over) writes nothing,
-/// the others are all written.
-fn writes_a_group_and_refuses_alone(store: &dyn SessionStore) {
-    let entries = journal();
-    let (a, b) = (lease(store, "a"), lease(store, "b"));
-    store.append(&a, &entries[..3]).unwrap();
-    let stale = lease(store, "c");
-    let holder = LeaseHolder::this_process();
-    let c = store.acquire("c", &holder, LEASE_TTL, Acquire::TakeOver).unwrap();
-    let outcomes = store.write_many(&[
-        Write::Append { lease: &a, entries: &entries[2..] }, // 3 is taken
-        Write::Append { lease: &b, entries: &entries },
-        Write::Append { lease: &stale, entries: &entries },
-        Write::Renew(&c),
-        Write::Append { lease: &c, entries: &entries[..2] },
-        Write::Release(&b),     // after its append: closing
-        Write::Release(&stale), // not held: nothing to do
-    ]);
-    let refused: Vec<bool> = outcomes.iter().map(Result::is_err).collect();
-    assert_eq!(refused, [true, false, true, false, false, false, false], "{outcomes:?}");
-    assert!(matches!(outcomes[0], Err(StoreError::Conflict { seq: 3, .. })), "{outcomes:?}");
-    assert!(matches!(outcomes[2], Err(StoreError::LeaseLost { .. })), "{outcomes:?}");
-    assert_eq!(store.load("a").unwrap(), entries[..3], "nothing of the refused write");
-    assert_eq!(store.load("b").unwrap(), entries);
-    assert_eq!(store.load("c").unwrap(), entries[..2]);
-    // `b` released, `c` still held by its taker.
-    let other = LeaseHolder::new("elsewhere", 1);
-    assert!(store.acquire("b", &other, LEASE_TTL, Acquire::IfFree).is_ok());
-    let held = store.acquire("c", &other, LEASE_TTL, Acquire::IfFree);
-    assert!(matches!(held, Err(StoreError::Leased { .. })), "{held:?}");
 }
 
 #[test]
