@@ -22,6 +22,7 @@
 
 mod error;
 mod host;
+mod journal_store;
 mod names;
 mod nats;
 mod node;
@@ -33,10 +34,12 @@ pub use error::ClusterError;
 pub use host::{
     Cluster, ClusterBuilder, EventCursor, RemoteEvent, RemoteEvents, RemoteSession, Timeouts,
 };
+pub use journal_store::JetStreamStore;
 pub use names::{
     EVENTS_DUPLICATE_WINDOW, EVENTS_MAX_AGE, EVENTS_MAX_BYTES, EVENTS_MAX_READERS,
     EVENTS_PER_SESSION, EVENTS_STREAM, EVENTS_SUBJECTS, HOST_HEARTBEAT, HOST_LOST_AFTER,
-    MIN_HOST_LOST_AFTER, MIN_LOST_AFTER, NODE_MARKER_TTL, NODE_TTL, NODES_BUCKET, SESSIONS_BUCKET,
+    JOURNAL_SUBJECTS, JOURNAL_TIMEOUT, JOURNALS_STREAM, MIN_HOST_LOST_AFTER, MIN_LOST_AFTER,
+    NODE_MARKER_TTL, NODE_TTL, NODES_BUCKET, SESSIONS_BUCKET,
 };
 pub use nats::{CONNECT_TIMEOUT, NatsConfig};
 pub use node::{

@@ -37,6 +37,16 @@ pub const EVENTS_MAX_READERS: i32 = 100_000;
 /// acknowledgement is stored once.
 pub const EVENTS_DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
 
+/// The JetStream stream of sessions' journals ([`JetStreamStore`](crate::JetStreamStore)).
+pub const JOURNALS_STREAM: &str = "COLLOQUY_JOURNALS";
+/// The journals' subjects: one per session.
+pub const JOURNAL_SUBJECTS: &str = "colloquy.journal.*";
+/// Session `<id>`'s journal is on `colloquy.journal.<id>`.
+pub(crate) const JOURNAL_PREFIX: &str = "colloquy.journal.";
+/// The bound on each of the journal store's JetStream calls (a write's acknowledgement, a
+/// read): past it the call fails, and the session's writer with it.
+pub const JOURNAL_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// How often a host tells the nodes it is alive, on `colloquy.host.<host id>.beat`.
 pub const HOST_HEARTBEAT: Duration = Duration::from_secs(1);
 /// How long a node keeps a session after the last sign of life of every host that holds it,

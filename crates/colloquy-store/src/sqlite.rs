@@ -8,11 +8,10 @@ use std::time::Duration;
 
 use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
 
-use crate::journal::Journal;
 use crate::lease::{Acquire, Lease, LeaseHolder, StoredLease};
 use crate::memory::now_ms;
-use crate::record::{Entry, Record, SCHEMA_VERSION};
-use crate::store::{SessionStore, SessionSummary, StoreError, Write};
+use crate::record::{Entry, SCHEMA_VERSION};
+use crate::store::{Change, SessionStore, SessionSummary, StoreError, Write};
 
 /// How long a write waits for another process's transaction on the same file before it fails
 /// (SQLite's busy timeout).
@@ -532,39 +531,6 @@ fn lease_of(row: &rusqlite::Row<'_>) -> rusqlite::Result<Option<StoredLease>> {
     let (host, pid): (Option<String>, Option<i64>) = (row.get(1)?, row.get(2)?);
     let holder = host.zip(pid).map(|(h, p)| LeaseHolder::new(h, p.max(0) as u32));
     Ok(Some(StoredLease::new(epoch.max(0) as u64, holder, row.get::<_, i64>(3)?.max(0) as u64)))
-}
-
-/// What a batch of entries changes in its session's summary row.
-struct Change {
-    agent: Option<String>,
-    closed: Option<String>,
-    running: i64,
-}
-
-impl Change {
-    fn of(entries: &[Entry]) -> Self {
-        let mut change = Self { agent: None, closed: None, running: 0 };
-        for entry in entries {
-            match &entry.record {
-                Record::AgentEntered { .. } => {
-                    let folded = Journal::fold(std::slice::from_ref(entry));
-                    change.agent = folded.agent.or(change.agent.take());
-                }
-                Record::CloseBegan { reason } => {
-                    change.closed.get_or_insert_with(|| reason.clone());
-                }
-                Record::CallStarted { .. } => change.running += 1,
-                Record::CallEnded { .. } => change.running -= 1,
-                Record::Resumed { in_doubt } => {
-                    // Only the failed ones ended; the others run again, still counted.
-                    change.running -=
-                        in_doubt.iter().filter(|d| d.outcome == "failed").count() as i64;
-                }
-                _ => {}
-            }
-        }
-        change
-    }
 }
 
 /// A failure opening the file at `path`: "not a database" is a damaged file, the rest I/O.

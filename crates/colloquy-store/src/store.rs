@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::journal::Journal;
 use crate::lease::{Acquire, Lease, LeaseHolder};
-use crate::record::Entry;
+use crate::record::{Entry, Record};
 
 /// Keeps the journals of sessions, by session id.
 ///
@@ -115,6 +115,23 @@ pub struct SessionSummary {
 }
 
 impl SessionSummary {
+    /// This summary once `entries` (numbered on from its last) are appended, at `updated_ms`:
+    /// for a store that keeps each session's summary as it writes, without reading the
+    /// journal back.
+    pub fn after(&self, entries: &[Entry], updated_ms: u64) -> Self {
+        let change = Change::of(entries);
+        let running = (self.calls_in_doubt as i64 + change.running).max(0) as usize;
+        Self {
+            id: self.id.clone(),
+            agent: change.agent.unwrap_or_else(|| self.agent.clone()),
+            entries: entries.last().map_or(self.entries, |e| e.seq),
+            updated_ms,
+            closed: self.closed.clone().or(change.closed),
+            calls_in_doubt: running,
+            held_by: self.held_by.clone(),
+        }
+    }
+
     /// The summary of session `id`, from its entries (held by nobody: [`Self::held_by`]
     /// is the store's to fill).
     pub fn of(id: &str, entries: &[Entry], updated_ms: u64) -> Self {
@@ -210,3 +227,36 @@ impl fmt::Display for StoreError {
 }
 
 impl std::error::Error for StoreError {}
+
+/// What a batch of entries changes in its session's summary row.
+pub(crate) struct Change {
+    pub(crate) agent: Option<String>,
+    pub(crate) closed: Option<String>,
+    pub(crate) running: i64,
+}
+
+impl Change {
+    pub(crate) fn of(entries: &[Entry]) -> Self {
+        let mut change = Self { agent: None, closed: None, running: 0 };
+        for entry in entries {
+            match &entry.record {
+                Record::AgentEntered { .. } => {
+                    let folded = Journal::fold(std::slice::from_ref(entry));
+                    change.agent = folded.agent.or(change.agent.take());
+                }
+                Record::CloseBegan { reason } => {
+                    change.closed.get_or_insert_with(|| reason.clone());
+                }
+                Record::CallStarted { .. } => change.running += 1,
+                Record::CallEnded { .. } => change.running -= 1,
+                Record::Resumed { in_doubt } => {
+                    // Only the failed ones ended; the others run again, still counted.
+                    change.running -=
+                        in_doubt.iter().filter(|d| d.outcome == "failed").count() as i64;
+                }
+                _ => {}
+            }
+        }
+        change
+    }
+}
