@@ -495,9 +495,10 @@ impl SessionBuilder {
             lifecycle: LifecycleSink::new(&id, self.lifecycle, self.host.as_ref().map(Host::hub)),
             on_close: self.on_close,
             closed: Arc::clone(&closed),
-            store: durable,
             resume,
+            store: durable,
         };
+        let kept = args.store.is_some();
         let spawned = match &self.host {
             Some(host) => Actor::spawn_linked(None, SessionActor, args, host.actor_cell()).await,
             None => Actor::spawn(None, SessionActor, args).await,
@@ -508,7 +509,7 @@ impl SessionBuilder {
             Err(e) => return Err(SessionError::Spawn(e.to_string())),
         };
         if let Some(host) = &self.host {
-            host.register(&session);
+            host.register(&session, kept);
         }
         Ok(session)
     }

@@ -61,7 +61,7 @@ struct HostInner {
 
 impl Drop for HostInner {
     fn drop(&mut self) {
-        // Its post_stop closes the sessions still running.
+        // Its post_stop ends the sessions still running (those with a store suspend).
         self.actor.stop(Some("host dropped".into()));
     }
 }
@@ -73,11 +73,14 @@ pub(crate) struct HostShared {
     sessions: DashMap<String, SessionHandle>,
     /// Session ids by their actor's id: a session's end finds its entry without a scan.
     ids: DashMap<ActorId, String>,
+    /// The sessions with a store: a host that stops suspends them (docs/durability.md#suspend).
+    kept: dashmap::DashSet<String>,
     pub hub: Arc<LifecycleHub>,
 }
 
 impl HostShared {
     fn remove(&self, id: &str) {
+        self.kept.remove(id);
         if let Some((_, session)) = self.sessions.remove(id) {
             self.ids.remove(&session.actor_cell().get_id());
         }
@@ -115,7 +118,7 @@ impl Actor for HostActor {
         _myself: ActorRef<Self::Msg>,
         shared: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        close_all(shared, "host stopped").await;
+        stop_all(shared).await;
         Ok(())
     }
 
@@ -156,6 +159,19 @@ impl Actor for HostActor {
 async fn close_all(shared: &HostShared, reason: &str) {
     for session in shared.listed() {
         let _ = session.close_with_reason(reason).await;
+        shared.remove(session.id());
+    }
+}
+
+/// A host stopping: its sessions with a store suspend, so that they resume later (a process
+/// that shuts down, as `colloquy serve --store` does, docs/decisions.md#serve-store); the
+/// others close (`host stopped`).
+async fn stop_all(shared: &HostShared) {
+    for session in shared.listed() {
+        let _ = match shared.kept.contains(session.id()) {
+            true => session.suspend().await,
+            false => session.close_with_reason("host stopped").await,
+        };
         shared.remove(session.id());
     }
 }
@@ -212,8 +228,11 @@ impl Host {
         Arc::clone(&self.inner.shared.hub)
     }
 
-    pub(crate) fn register(&self, session: &SessionHandle) {
+    pub(crate) fn register(&self, session: &SessionHandle, kept: bool) {
         let shared = &self.inner.shared;
+        if kept {
+            shared.kept.insert(session.id().to_string());
+        }
         shared.ids.insert(session.actor_cell().get_id(), session.id().to_string());
         shared.sessions.insert(session.id().to_string(), session.clone());
         // It may have ended (and its supervision event been handled) before this insert.

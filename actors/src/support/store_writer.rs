@@ -121,6 +121,13 @@ impl StoreWriter {
             let _ = closed.await;
         }
     }
+
+    /// Closes journal `id` without waiting: its batches are written and its lease released,
+    /// and the lease is no longer renewed.
+    pub(crate) fn close_now(&self, id: JournalId) {
+        let (done, _) = oneshot::channel();
+        let _ = self.jobs.send(Job::Close { id, done });
+    }
 }
 
 /// A journal being written.

@@ -37,6 +37,10 @@ pub struct NodeInfo {
     pub protocol: u32,
     /// Whether it is draining: it takes no new session.
     pub draining: bool,
+    /// Whether it keeps its sessions' journals in a store, and so can resume a session
+    /// another node wrote ([`Cluster::resume_session`](crate::Cluster::resume_session)).
+    #[serde(default)]
+    pub durable: bool,
 }
 
 impl NodeInfo {
@@ -94,6 +98,10 @@ pub(crate) struct PlaceRequest {
     /// none from hosts before host leases, whose sessions no node closes for their silence.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) host: Option<String>,
+    /// The stored session to resume instead of starting one (only nodes that announce
+    /// `durable` are asked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) resume: Option<String>,
 }
 
 /// A node's answer to a [`PlaceRequest`].
@@ -243,6 +251,7 @@ mod tests {
             version: "0".into(),
             protocol: CLUSTER_VERSION,
             draining: false,
+            durable: false,
         }
     }
 

@@ -224,6 +224,16 @@ impl JournalOut {
     }
 }
 
+/// A session stopped without its `post_stop` (its actor killed: a fenced node stops its
+/// sessions so): its journal is closed all the same, so the writer renews its lease no more.
+impl Drop for JournalOut {
+    fn drop(&mut self) {
+        if let Some((writer, id)) = self.writer.take() {
+            writer.close_now(id);
+        }
+    }
+}
+
 /// A context read for an LLM request: where to answer, and the answer.
 pub(crate) type ContextRead = (RpcReplyPort<Option<Arc<ChatContext>>>, Option<Arc<ChatContext>>);
 

@@ -86,6 +86,14 @@ impl Drop for RemoteEvents {
     }
 }
 
+/// Where a reader's session runs: an `x_node_lost` marker of another placement is about a
+/// node the session ran on before it was resumed here, and does not end the reader.
+pub(crate) struct Placed<'a> {
+    pub(crate) node: &'a str,
+    pub(crate) boot_id: &'a str,
+    pub(crate) lease: u64,
+}
+
 impl RemoteEvents {
     /// Reads session `id`'s events after `after`: from the message that held it on, skipping
     /// the events of that message up to it.
@@ -93,6 +101,7 @@ impl RemoteEvents {
         backend: &Backend,
         id: &str,
         after: EventCursor,
+        placed: Placed<'_>,
     ) -> Result<Self, ClusterError> {
         let subject = names::events_subject(id);
         let mut connections = backend.connections.clone();
@@ -107,6 +116,7 @@ impl RemoteEvents {
             session: id.to_owned(),
             last_seq,
             next_index: after.index + 1,
+            placed: (placed.node.to_owned(), placed.boot_id.to_owned(), placed.lease),
             connections,
             tx,
         };
@@ -170,6 +180,8 @@ struct Reader {
     last_seq: u64,
     /// The index the next event should have: lower ones were handed on.
     next_index: u64,
+    /// The node, boot and lease the session runs under, as the reader's host knows it.
+    placed: (String, String, u64),
     connections: watch::Receiver<u64>,
     tx: mpsc::Sender<Result<RemoteEvent, ClusterError>>,
 }
@@ -205,9 +217,15 @@ impl Reader {
                             }
                         }
                         Err(e) => {
-                            if let Some(Marker::NodeLost { node, .. }) =
+                            if let Some(Marker::NodeLost { node, boot_id, lease, .. }) =
                                 Marker::decode(&message.payload)
                             {
+                                // A node the session left: it was resumed elsewhere since.
+                                if (&node, &boot_id, lease)
+                                    != (&self.placed.0, &self.placed.1, self.placed.2)
+                                {
+                                    continue;
+                                }
                                 let _ = self.tx.send(Err(ClusterError::NodeLost { node })).await;
                                 return;
                             }

@@ -190,6 +190,45 @@ impl Cluster {
         })
     }
 
+    /// Resumes session `id`, whose node was lost, on a live node that keeps journals
+    /// ([`NodeBuilder::store`](crate::NodeBuilder::store)) and serves its agent, the least
+    /// loaded first (docs/cluster.md#resume): its history, agent and calls come back from the
+    /// journal its first node wrote, each call in doubt settled by its tool's policy, and its
+    /// events go on after the last one stored (read them with
+    /// [`RemoteSession::subscribe_from`] after the last event seen). A session whose node is
+    /// live is refused ([`ClusterError::StartFailed`]): a resume would take it from a node
+    /// that still runs it.
+    pub async fn resume_session(&self, id: &str) -> Result<RemoteSession, ClusterError> {
+        if !names::is_valid_name(id) {
+            return Err(ClusterError::NotFound(id.to_owned()));
+        }
+        let record = self.inner.session_record(id).await?;
+        let record = record.ok_or_else(|| ClusterError::NotFound(id.to_owned()))?;
+        let nodes = self.nodes().await?;
+        let live = nodes.iter().any(|n| n.name == record.node && n.lease == record.lease);
+        if live && !record.lost {
+            let message = format!("session `{id}` runs on live node `{}`", record.node);
+            return Err(ClusterError::StartFailed { node: record.node, message });
+        }
+        let body = self.request_body(&record.agent, StartOptions::new(), Some(id.to_owned()))?;
+        let mut passed = Vec::new();
+        for node in rank(&nodes, &record.agent).into_iter().filter(|n| n.durable) {
+            match self.place(&node.name, &body).await {
+                Ok(session) => return Ok(session),
+                Err(ClusterError::Refused { node, refusal }) => {
+                    passed.push(format!("{node}: {refusal}"));
+                }
+                Err(ClusterError::NodeLost { node }) => passed.push(format!("{node}: gone")),
+                Err(e) => return Err(e),
+            }
+        }
+        let detail = match passed.is_empty() {
+            true => "no live node keeps journals and serves it".to_owned(),
+            false => passed.join("; "),
+        };
+        Err(ClusterError::NoNode { agent: record.agent, detail })
+    }
+
     /// The session `id`, placed by this host or another (a host that restarted finds its
     /// sessions again this way), while its node holds it. A session whose node was lost is
     /// found too, so its events can be read to the end (`x_node_lost`); its commands fail
@@ -236,8 +275,18 @@ impl Cluster {
     /// The placement request for an `agent` session, refused before any node is asked if NATS
     /// cannot carry it: no node could take it, and a retry would not help.
     fn place_request(&self, agent: &str, options: StartOptions) -> Result<Vec<u8>, ClusterError> {
+        self.request_body(agent, options, None)
+    }
+
+    fn request_body(
+        &self,
+        agent: &str,
+        options: StartOptions,
+        resume: Option<String>,
+    ) -> Result<Vec<u8>, ClusterError> {
         let host = Some(self.inner.host_id.clone());
-        let request = PlaceRequest { v: CLUSTER_VERSION, agent: agent.to_owned(), options, host };
+        let named = agent.to_owned();
+        let request = PlaceRequest { v: CLUSTER_VERSION, agent: named, options, host, resume };
         let body = serde_json::to_vec(&request).map_err(ClusterError::nats)?;
         let limit = payload_limit(&self.inner.backend.client);
         if body.len() > limit {

@@ -12,7 +12,7 @@ use colloquy_model::{AgentState, ChatItem, UserState};
 use colloquy_protocol::{Command, ErrorKind, ProtocolError, Reply, Request};
 use tokio::time::Instant;
 
-use super::events::{EventCursor, RemoteEvents};
+use super::events::{EventCursor, Placed, RemoteEvents};
 use super::loss::Tracked;
 use super::shared::{ClusterInner, NoAnswer};
 use crate::error::ClusterError;
@@ -208,7 +208,10 @@ impl RemoteSession {
     /// The session's events after the one `after` points at (the cursor of the last event a
     /// subscriber saw, kept across a reconnect or a restart): no gap, no duplicate.
     pub async fn subscribe_from(&self, after: EventCursor) -> Result<RemoteEvents, ClusterError> {
-        RemoteEvents::open(&self.inner.backend, self.id(), after).await
+        let tracked = &self.tracked;
+        let placed =
+            Placed { node: &tracked.node, boot_id: &tracked.boot_id, lease: tracked.lease };
+        RemoteEvents::open(&self.inner.backend, self.id(), after, placed).await
     }
 
     async fn unit(&self, command: Command) -> Result<(), ClusterError> {

@@ -59,6 +59,7 @@ impl Node {
                 drain_timeout: Duration::from_secs(30 * 60),
                 lost_after: names::NODE_TTL,
                 host_lost_after: names::HOST_LOST_AFTER,
+                store: None,
             },
         }
     }
@@ -283,6 +284,15 @@ impl NodeBuilder {
         ];
         shared.lock_tasks().extend(tasks);
         Ok(NodeHandle { shared: Arc::new(Stopper(shared)) })
+    }
+
+    /// Keeps every session's journal in `store` (a [`JetStreamStore`](crate::JetStreamStore)
+    /// on the cluster's NATS server, typically), so that another node can resume a session of
+    /// this one when it is lost ([`Cluster::resume_session`](crate::Cluster::resume_session));
+    /// the node announces itself `durable` and resumes sessions others wrote. None by default.
+    pub fn store(mut self, store: Arc<dyn colloquy_store::SessionStore>) -> Self {
+        self.config.store = Some(store);
+        self
     }
 
     /// [`start`](Self::start)s the node and runs it until it has drained: after SIGTERM or

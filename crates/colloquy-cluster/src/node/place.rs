@@ -62,10 +62,22 @@ async fn place(shared: &Arc<NodeShared>, request: PlaceRequest) -> PlaceReply {
     let start = SessionStart::new(request.agent.clone(), request.options.metadata);
     // Subscribed before the start, so the session's first events are published too; the
     // started hook runs before the answer, so the host cannot reach the session before it.
-    let builder = Session::builder().host(&shared.host);
+    let mut builder = Session::builder().host(&shared.host);
+    if let Some(store) = &shared.config.store {
+        builder = builder.store(Arc::clone(store));
+    }
     let history = request.options.history;
-    let (session, events) = match agents.start(builder, start, history, shared.config.events).await
-    {
+    let filter = shared.config.events;
+    let (started, after) = match request.resume {
+        Some(id) => match resumable(shared, &id).await {
+            // Its first node was lost (the host checked): its lease is taken over, which
+            // fences that node's journal should it come back (docs/cluster.md#resume).
+            Ok(after) => (agents.resume(builder.take_over(true), id, start, filter).await, after),
+            Err(message) => return PlaceReply::Failed { message },
+        },
+        None => (agents.start(builder, start, history, filter).await, 0),
+    };
+    let (session, events) = match started {
         Ok(Hosted { session, events, .. }) => (session, events),
         // Admission refuses an agent the node lacks: this arm only satisfies the types.
         Err(StartError::UnknownAgent(agent)) => {
@@ -77,7 +89,8 @@ async fn place(shared: &Arc<NodeShared>, request: PlaceRequest) -> PlaceReply {
     // Read once: the record and the answer name the same lease.
     let lease = shared.lease();
     let host = request.host.as_deref();
-    match serve::start(shared, session.clone(), events, &request.agent, lease, host).await {
+    let serving = serve::Serving { agent: &request.agent, lease, host, after };
+    match serve::start(shared, session.clone(), events, serving).await {
         Ok(()) => PlaceReply::Placed {
             session_id,
             node: shared.name.clone(),
@@ -89,4 +102,19 @@ async fn place(shared: &Arc<NodeShared>, request: PlaceRequest) -> PlaceReply {
             PlaceReply::Failed { message: e.to_string() }
         }
     }
+}
+
+/// The index of session `id`'s last stored event, if this node can resume it: it must keep
+/// journals, and not hold the session already.
+async fn resumable(shared: &Arc<NodeShared>, id: &str) -> Result<u64, String> {
+    if shared.config.store.is_none() {
+        return Err(format!(
+            "node `{}` keeps no journals: it cannot resume a session",
+            shared.name
+        ));
+    }
+    if shared.lock_sessions().contains_key(id) {
+        return Err(format!("node `{}` runs session `{id}` already", shared.name));
+    }
+    serve::last_index(shared, id).await.map_err(|e| format!("its events cannot be read: {e}"))
 }

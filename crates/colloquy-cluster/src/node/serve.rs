@@ -33,16 +33,28 @@ const MAX_BATCH: usize = 64;
 /// The longest pause between two attempts to publish an event while NATS is away.
 const MAX_RETRY_DELAY: Duration = Duration::from_secs(1);
 
+/// How a node serves a session it starts or resumes.
+pub(super) struct Serving<'a> {
+    /// The agent's name.
+    pub(super) agent: &'a str,
+    /// The node's lease.
+    pub(super) lease: u64,
+    /// The host that asked, which holds the session.
+    pub(super) host: Option<&'a str>,
+    /// The index of the session's last event already stored (0 for a new session): a resumed
+    /// session's events are numbered on from it.
+    pub(super) after: u64,
+}
+
 /// Records the session, subscribes to its commands and starts publishing its events. Once this
 /// returns, a host's commands reach the session.
 pub(super) async fn start(
     shared: &Arc<NodeShared>,
     session: SessionHandle,
     events: EventStream,
-    agent: &str,
-    lease: u64,
-    host: Option<&str>,
+    serving: Serving<'_>,
 ) -> Result<(), ClusterError> {
+    let Serving { agent, lease, host, after } = serving;
     let id = session.id().to_owned();
     let record = SessionRecord {
         session_id: id.clone(),
@@ -68,7 +80,7 @@ pub(super) async fn start(
     let (ended, on_end) = oneshot::channel();
     let serving =
         tokio::spawn(serve_commands(Arc::clone(shared), session.clone(), commands, on_end));
-    let publisher = Publisher { shared: Arc::clone(shared), session: session.clone(), id };
+    let publisher = Publisher { shared: Arc::clone(shared), session: session.clone(), id, after };
     let publishing = tokio::spawn(publisher.run(events, ended));
     let tasks = vec![serving.abort_handle(), publishing.abort_handle()];
     shared.add_session(session.clone(), tasks, lease);
@@ -184,6 +196,8 @@ struct Publisher {
     shared: Arc<NodeShared>,
     session: SessionHandle,
     id: String,
+    /// The index the session's events number on from.
+    after: u64,
 }
 
 impl Publisher {
@@ -196,7 +210,7 @@ impl Publisher {
         let subject = names::events_subject(&self.id);
         let max_payload = payload_limit(&self.shared.backend.client);
         let timeout = self.shared.config.event_timeout;
-        let (mut index, mut dropped, mut closed) = (0, 0_u64, false);
+        let (mut index, mut dropped, mut closed) = (self.after, 0_u64, false);
         while let Some(first) = events.recv().await {
             let mut ready = vec![first];
             while ready.len() < MAX_BATCH
@@ -330,6 +344,39 @@ async fn publish(
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(MAX_RETRY_DELAY);
             }
+        }
+    }
+}
+
+/// The index of session `id`'s last event in the events stream (0 if it has none): read to
+/// its end, each message's frames (markers hold none).
+pub(super) async fn last_index(shared: &NodeShared, id: &str) -> Result<u64, ClusterError> {
+    use async_nats::jetstream::consumer::{DeliverPolicy, pull};
+    let subject = names::events_subject(id);
+    let stream = &shared.backend.events;
+    if stream.get_last_raw_message_by_subject(&subject).await.is_err() {
+        return Ok(0); // none stored (or none left)
+    }
+    let config = pull::OrderedConfig {
+        filter_subject: subject,
+        deliver_policy: DeliverPolicy::All,
+        ..Default::default()
+    };
+    let consumer = stream.create_consumer(config).await.map_err(ClusterError::nats)?;
+    let mut messages = consumer.messages().await.map_err(ClusterError::nats)?;
+    let mut last = 0;
+    loop {
+        let next = tokio::time::timeout(shared.config.event_timeout, messages.next()).await;
+        let message = match next {
+            Ok(Some(Ok(message))) => message,
+            Ok(Some(Err(e))) => return Err(ClusterError::nats(e)),
+            Ok(None) | Err(_) => return Err(ClusterError::nats("the events stopped short")),
+        };
+        if let Ok(frames) = serde_json::from_slice::<Vec<EventFrame>>(&message.payload) {
+            last = frames.iter().map(|f| f.index).fold(last, u64::max);
+        }
+        if message.info().map_err(ClusterError::nats)?.pending == 0 {
+            return Ok(last);
         }
     }
 }

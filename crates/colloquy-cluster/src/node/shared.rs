@@ -78,6 +78,8 @@ pub(crate) struct NodeConfig {
     pub(crate) lost_after: Duration,
     /// How long a session outlives the last beat of every host that holds it.
     pub(crate) host_lost_after: Duration,
+    /// Where its sessions' journals go, if anywhere (docs/cluster.md#journals).
+    pub(crate) store: Option<Arc<dyn colloquy_store::SessionStore>>,
 }
 
 /// What a node's tasks share.
@@ -200,6 +202,7 @@ impl NodeShared {
             version: env!("CARGO_PKG_VERSION").into(),
             protocol: CLUSTER_VERSION,
             draining: self.is_draining(),
+            durable: self.config.store.is_some(),
         }
     }
 
