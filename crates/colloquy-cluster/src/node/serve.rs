@@ -352,10 +352,14 @@ async fn publish(
 /// its end, each message's frames (markers hold none).
 pub(super) async fn last_index(shared: &NodeShared, id: &str) -> Result<u64, ClusterError> {
     use async_nats::jetstream::consumer::{DeliverPolicy, pull};
+    use async_nats::jetstream::stream::LastRawMessageErrorKind;
     let subject = names::events_subject(id);
     let stream = &shared.backend.events;
-    if stream.get_last_raw_message_by_subject(&subject).await.is_err() {
-        return Ok(0); // none stored (or none left)
+    match stream.get_last_raw_message_by_subject(&subject).await {
+        Ok(_) => {}
+        Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => return Ok(0),
+        // Numbering from 1 again would collide with the stored events: the resume fails.
+        Err(e) => return Err(ClusterError::nats(e)),
     }
     let config = pull::OrderedConfig {
         filter_subject: subject,
