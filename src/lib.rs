@@ -245,8 +245,8 @@ pub mod cluster {
 
     pub use colloquy_cluster::{
         Agents, CLUSTER_VERSION, Cluster, ClusterBuilder, ClusterError, DrainReport, ErrorKind,
-        HOST_LOST, HOST_LOST_AFTER, MIN_HOST_LOST_AFTER, NODE_DRAINING, NatsConfig, Node,
-        NodeBuilder, NodeHandle, NodeInfo, NodeLoad, ProtocolError, Refusal, RemoteEvent,
+        HOST_LOST, HOST_LOST_AFTER, JetStreamStore, MIN_HOST_LOST_AFTER, NODE_DRAINING, NatsConfig,
+        Node, NodeBuilder, NodeHandle, NodeInfo, NodeLoad, ProtocolError, Refusal, RemoteEvent,
         RemoteEvents, RemoteSession, SessionRecord, SessionStart, StartOptions, Timeouts,
     };
 }

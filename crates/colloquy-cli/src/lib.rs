@@ -353,6 +353,10 @@ pub struct NodeArgs {
     /// events; `colloquy chat --nats` then shows each reply once it is complete).
     #[arg(long)]
     pub no_agent_text: bool,
+    /// Keep every session's journal on the NATS server (JetStream), so that another durable
+    /// node can resume a session of this one if it is lost (docs/cluster.md#resume).
+    #[arg(long)]
+    pub durable: bool,
     /// Serve Prometheus /metrics and /healthz on this address (`127.0.0.1:9464`; port 0
     /// picks a free one).
     #[arg(long, value_name = "ADDR")]

@@ -430,3 +430,58 @@ async fn a_chat_whose_node_is_lost_says_so_and_exits_1() {
     assert!(stderr.contains("colloquy chat: the session is lost: node `n1` is lost"), "{stderr}");
     drop(input);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_durable_nodes_session_survives_its_kill_9_on_another_durable_node() {
+    use colloquy::chat::ChatItem;
+    use colloquy::cluster::{Cluster, StartOptions};
+
+    let server = NatsServer::start();
+    let args = ["--lost-after", "2s", "--durable"];
+    let doomed = NodeProcess::start(&server, "doomed", &args).await;
+    let _spared = NodeProcess::start(&server, "spared", &args).await;
+    let host =
+        Cluster::builder(server.url()).lost_after(Duration::from_secs(2)).connect().await.unwrap();
+    let nodes = host.nodes().await.unwrap();
+    assert!(nodes.len() == 2 && nodes.iter().all(|n| n.durable), "{nodes:?}");
+    let session = host.start_session_on("doomed", "demo", StartOptions::new()).await.unwrap();
+    session.user_turn("hello").await.unwrap();
+    session.wait_for_idle().await.unwrap();
+    let id = session.id().to_owned();
+    // The reply on the server before the kill: a crash loses the last few milliseconds of a
+    // journal (docs/durability.md#when-a-record-is-durable), which this test is not about.
+    let (url, journal) = (server.url(), id.clone());
+    let stored = tokio::task::spawn_blocking(move || {
+        use colloquy::store::SessionStore;
+        let store = colloquy::cluster::JetStreamStore::connect(url).expect("the journals");
+        let stored_by = Instant::now() + BOUND;
+        while Instant::now() < stored_by {
+            let entries = store.load(&journal).unwrap_or_default();
+            if serde_json::to_string(&entries).unwrap().contains("You said") {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    });
+    assert!(stored.await.unwrap(), "the reply reached the journal");
+
+    doomed.signal(Signal::SIGKILL);
+    let lost_by = Instant::now() + BOUND;
+    while !session.is_node_lost() {
+        assert!(Instant::now() < lost_by, "the host never saw the node lost");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let moved = host.resume_session(&id).await.expect("it resumes on the spared node");
+    assert_eq!(moved.node(), "spared");
+    moved.user_turn("what's the weather in Rome?").await.unwrap();
+    moved.wait_for_idle().await.unwrap();
+    let history = moved.history().await.unwrap();
+    let texts: Vec<String> =
+        history.iter().filter_map(ChatItem::as_message).map(|m| m.text.clone()).collect();
+    assert_eq!(texts[0], "hello", "{texts:?}");
+    assert!(texts[1].starts_with("You said \"hello\"."), "the first node's reply: {texts:?}");
+    let last = texts.last().map(String::as_str);
+    assert_eq!(last, Some("Here is what I have: Rome: day 1: sunny, 24°C"), "{texts:?}");
+    moved.close().await.unwrap();
+}

@@ -9,7 +9,7 @@ use std::io::Write;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use colloquy::cluster::{DrainReport, Node, NodeHandle};
+use colloquy::cluster::{DrainReport, JetStreamStore, Node, NodeHandle};
 use colloquy::events::{EventFilter, EventKind, EventType};
 use colloquy::ops::{Health, Metrics};
 use colloquy::session::SessionHandle;
@@ -42,7 +42,7 @@ pub async fn run(args: &NodeArgs, out: Box<dyn Write + Send>) -> Result<(), Comm
         None => None,
     };
     let mut builder = Node::builder()
-        .nats(nats)
+        .nats(nats.clone())
         .name(args.name.as_str())
         .agents(agents)
         .max_sessions(args.max_sessions)
@@ -52,6 +52,12 @@ pub async fn run(args: &NodeArgs, out: Box<dyn Write + Send>) -> Result<(), Comm
         .host_lost_after(args.host_lost_after);
     if !args.no_agent_text {
         builder = builder.events(EventFilter::ALL);
+    }
+    if args.durable {
+        let server = nats.clone();
+        let opened = tokio::task::spawn_blocking(move || JetStreamStore::connect(server)).await;
+        let store = opened.map_err(|e| CommandError::Failed(e.to_string()))?;
+        builder = builder.store(Arc::new(store.map_err(CommandError::Cluster)?));
     }
     let metrics = ops.as_ref().map(|ops| ops.metrics.clone());
     let (lines, close_lines) = (terminal.clone(), CloseLines::default());
