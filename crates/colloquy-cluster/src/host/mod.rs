@@ -151,19 +151,10 @@ impl Cluster {
     ) -> Result<RemoteSession, ClusterError> {
         let body = self.place_request(agent, options)?;
         let nodes = self.nodes().await?;
-        let mut passed = Vec::new();
-        for node in rank(&nodes, agent) {
-            match self.place(&node.name, &body).await {
-                Ok(session) => return Ok(session),
-                Err(ClusterError::Refused { node, refusal }) => {
-                    passed.push(format!("{node}: {refusal}"));
-                }
-                Err(ClusterError::NodeLost { node }) => passed.push(format!("{node}: gone")),
-                // A timeout or a failed start: the session may exist there; another node
-                // would make it twice.
-                Err(e) => return Err(e),
-            }
-        }
+        let mut passed = match self.place_first(rank(&nodes, agent), &body).await? {
+            Ok(session) => return Ok(session),
+            Err(passed) => passed,
+        };
         for node in &nodes {
             if let Some(refusal) = node.refusal(agent) {
                 passed.push(format!("{}: {refusal}", node.name));
@@ -211,17 +202,11 @@ impl Cluster {
             return Err(ClusterError::StartFailed { node: record.node, message });
         }
         let body = self.request_body(&record.agent, StartOptions::new(), Some(id.to_owned()))?;
-        let mut passed = Vec::new();
-        for node in rank(&nodes, &record.agent).into_iter().filter(|n| n.durable) {
-            match self.place(&node.name, &body).await {
-                Ok(session) => return Ok(session),
-                Err(ClusterError::Refused { node, refusal }) => {
-                    passed.push(format!("{node}: {refusal}"));
-                }
-                Err(ClusterError::NodeLost { node }) => passed.push(format!("{node}: gone")),
-                Err(e) => return Err(e),
-            }
-        }
+        let durable = rank(&nodes, &record.agent).into_iter().filter(|n| n.durable).collect();
+        let passed = match self.place_first(durable, &body).await? {
+            Ok(session) => return Ok(session),
+            Err(passed) => passed,
+        };
         let detail = match passed.is_empty() {
             true => "no live node keeps journals and serves it".to_owned(),
             false => passed.join("; "),
@@ -294,6 +279,28 @@ impl Cluster {
             return Err(ClusterError::TooLarge { what, size: body.len(), limit: limit + HEADROOM });
         }
         Ok(body)
+    }
+
+    /// Asks `nodes` in turn until one places `body`: its session, or why each passed (a
+    /// refusal, a node gone). A timeout or a failed start ends the search: the session may
+    /// exist there, and another node would make it twice.
+    async fn place_first(
+        &self,
+        nodes: Vec<&NodeInfo>,
+        body: &[u8],
+    ) -> Result<Result<RemoteSession, Vec<String>>, ClusterError> {
+        let mut passed = Vec::new();
+        for node in nodes {
+            match self.place(&node.name, body).await {
+                Ok(session) => return Ok(Ok(session)),
+                Err(ClusterError::Refused { node, refusal }) => {
+                    passed.push(format!("{node}: {refusal}"));
+                }
+                Err(ClusterError::NodeLost { node }) => passed.push(format!("{node}: gone")),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(Err(passed))
     }
 
     async fn place(&self, node: &str, body: &[u8]) -> Result<RemoteSession, ClusterError> {
