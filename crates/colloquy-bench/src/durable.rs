@@ -15,10 +15,16 @@ use crate::{percentile, round};
 
 /// A fresh SQLite store at `path` (an older file there is removed first, with its WAL), each
 /// append surviving what `durability` says; `memory`: a store in memory, which measures the
-/// journal's cost in the runtime without SQLite's.
+/// journal's cost in the runtime without SQLite's; a `nats://` URL: the cluster's store on
+/// that server's JetStream (docs/cluster.md#journals; its journals are kept, each session's
+/// under a new id).
 pub fn fresh_store(path: &Path, durability: Durability) -> Result<Arc<dyn SessionStore>, String> {
     if path == Path::new("memory") {
         return Ok(Arc::new(colloquy::store::MemoryStore::new()));
+    }
+    if let Some(url) = path.to_str().filter(|p| p.starts_with("nats://")) {
+        let store = colloquy_cluster::JetStreamStore::connect(url).map_err(|e| e.to_string())?;
+        return Ok(Arc::new(store));
     }
     for suffix in ["", "-wal", "-shm"] {
         let mut file = path.as_os_str().to_owned();

@@ -127,7 +127,8 @@ type Store = std::sync::Arc<dyn colloquy::store::SessionStore>;
 struct Args {
     load: Load,
     idle_sessions: Option<usize>,
-    /// Every session journals to a fresh SQLite file here.
+    /// Every session journals to a fresh SQLite file here (`memory`: in memory; a `nats://`
+    /// URL: the cluster's store on that server).
     store: Option<std::path::PathBuf>,
     /// Measure a resume of a session of this many turns instead (needs `--store`).
     resume_turns: Option<u32>,
@@ -299,7 +300,7 @@ async fn run(args: &Args) -> (serde_json::Value, bool) {
 }
 
 fn main() -> ExitCode {
-    let usage = "[--sessions K] [--turns T] [--tool-ms M] [--store FILE [--durability disk|process]] | --idle-sessions N \
+    let usage = "[--sessions K] [--turns T] [--tool-ms M] [--store FILE|memory|nats://URL [--durability disk|process]] | --idle-sessions N \
                  | --resume-turns N --store FILE";
     let (args, runtime) = match bench_support::start("colloquy-bench", usage, parse_args) {
         Ok(started) => started,
