@@ -6,13 +6,11 @@ mod common;
 
 use common::{Driven, assert_lines_in_order, run as colloquy, streamed};
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use colloquy_replay::{ReplayServer, Reply};
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
-use tokio::io::AsyncWriteExt;
 
 fn recorded(provider: &str, name: &str) -> Reply {
     let path = format!("{}/../../tests/it/wire/{provider}/{name}.sse", env!("CARGO_MANIFEST_DIR"));
@@ -161,43 +159,17 @@ async fn chat_against_anthropics_api_runs_the_call_it_asks_for() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ctrl_c_interrupts_the_reply_and_not_the_program() {
-    use tokio::io::AsyncReadExt;
     let server = ReplayServer::start(vec![recorded("openai", "slow_text")]).await.unwrap();
     let base = format!("{}/v1", server.base_url());
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_colloquy"))
-        .args(["chat", "--base-url", &base])
-        .env_remove("OPENAI_API_KEY")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the binary starts");
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(b"when does it leave?\n").await.unwrap();
-    drop(stdin); // end of input: the chat ends once the reply is over
-    let mut stdout = child.stdout.take().unwrap();
-    let mut seen = Vec::new();
-    let wait_for = |seen: &[u8], text: &str| String::from_utf8_lossy(seen).contains(text);
-    let reading = async {
-        let mut buffer = [0u8; 1024];
-        while !wait_for(&seen, "The flight leaves") {
-            let n = stdout.read(&mut buffer).await.expect("stdout is readable");
-            assert!(n > 0, "stdout closed early: {}", String::from_utf8_lossy(&seen));
-            seen.extend_from_slice(&buffer[..n]);
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(20), reading).await.expect("the reply started");
-    let pid = Pid::from_raw(child.id().expect("the chat is running") as i32);
+    let mut chat = Driven::start(&["chat", "--base-url", &base]).await;
+    chat.send("when does it leave?").await;
+    chat.close_input(); // end of input: the chat ends once the reply is over
+    chat.wait_for("The flight leaves").await;
     // Our own child's pid, which `child` keeps from being reaped.
+    let pid = Pid::from_raw(chat.child.id().expect("the chat is running") as i32);
     kill(pid, Signal::SIGINT).expect("SIGINT sent");
-    let rest = async {
-        stdout.read_to_end(&mut seen).await.unwrap();
-        child.wait().await.unwrap()
-    };
-    let status = tokio::time::timeout(Duration::from_secs(20), rest).await.expect("the chat ended");
-    let text = String::from_utf8_lossy(&seen);
-    assert_eq!(status.code(), Some(0), "{text}");
+    let (code, text) = chat.end().await;
+    assert_eq!(code, Some(0), "{text}");
     assert_lines_in_order(&text, &["agent › The flight leaves [interrupted]", "── session closed"]);
     assert!(!text.contains("gate 12"), "{text}");
 }
