@@ -140,8 +140,9 @@ struct Open {
 }
 
 impl Open {
-    fn every(&self) -> Duration {
-        (self.lease.ttl / 3).max(Duration::from_millis(10))
+    /// How often its lease is renewed: every third of its ttl.
+    fn every(lease: &Lease) -> Duration {
+        (lease.ttl / 3).max(Duration::from_millis(10))
     }
 
     /// Tells the session `outcome` of a write that went through record `last` (a renewal:
@@ -228,7 +229,7 @@ async fn write_all(store: Arc<dyn SessionStore>, mut queue: mpsc::UnboundedRecei
             match kind {
                 Kind::Append(last) => o.answer(outcome, Some(last)),
                 Kind::Renew => {
-                    o.renew_at = now + o.every();
+                    o.renew_at = now + Open::every(&o.lease);
                     o.answer(outcome, None);
                 }
                 // Its session is closing: the next process finds the lease free, or expired.
@@ -255,7 +256,7 @@ impl Group {
         for job in jobs {
             match job {
                 Job::Open { id, lease, session } => {
-                    let renew_at = Instant::now() + (lease.ttl / 3).max(Duration::from_millis(10));
+                    let renew_at = Instant::now() + Open::every(&lease);
                     open.insert(id, Open { lease, session, renew_at, failed: false });
                 }
                 Job::Append { id, entries } => {
