@@ -354,7 +354,7 @@ pub struct NodeArgs {
     #[arg(long)]
     pub no_agent_text: bool,
     /// Keep every session's journal on the NATS server (JetStream), so that another durable
-    /// node can resume a session of this one if it is lost (docs/cluster.md#resume).
+    /// node can resume a session of this one if it is lost (docs/cluster.md#moves).
     #[arg(long)]
     pub durable: bool,
     /// Serve Prometheus /metrics and /healthz on this address (`127.0.0.1:9464`; port 0

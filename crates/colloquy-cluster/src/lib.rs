@@ -32,7 +32,8 @@ mod wire;
 pub use colloquy_protocol::{ErrorKind, ProtocolError};
 pub use error::ClusterError;
 pub use host::{
-    Cluster, ClusterBuilder, EventCursor, RemoteEvent, RemoteEvents, RemoteSession, Timeouts,
+    Cluster, ClusterBuilder, EventCursor, MOVE_TIMEOUT, RemoteEvent, RemoteEvents, RemoteSession,
+    Timeouts,
 };
 pub use journal_store::JetStreamStore;
 pub use names::{

@@ -94,10 +94,11 @@ pub(crate) fn command_subject(id: &str) -> String {
     format!("colloquy.session.{id}.cmd")
 }
 
-/// The message id of the `x_node_lost` marker in session `id`'s events: every host that
-/// writes it within the duplicate window stores it once.
-pub(crate) fn node_lost_id(id: &str) -> String {
-    format!("{id}:x_node_lost")
+/// The message id of the `x_node_lost` marker in session `id`'s events for its placement on
+/// `node` under `lease`: every host that writes it within the duplicate window stores it once,
+/// and a session moved since can be lost again.
+pub(crate) fn node_lost_id(id: &str, node: &str, lease: u64) -> String {
+    format!("{id}:x_node_lost:{node}:{lease}")
 }
 
 /// Where session `id`'s events go.

@@ -82,6 +82,10 @@ pub struct SessionRecord {
     /// events.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub lost: bool,
+    /// Whether its node keeps its journal, so that another node can resume it when that node
+    /// is lost (docs/cluster.md#moves).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub durable: bool,
 }
 
 /// What a host may ask for a session it starts on a node: the protocol's, shared with the
@@ -115,6 +119,13 @@ pub(crate) enum PlaceReply {
         boot_id: String,
         #[serde(default)]
         lease: u64,
+        /// Whether the node journals it (its record says so too).
+        #[serde(default)]
+        durable: bool,
+        /// The revision of the session's record the node wrote: a host that hears of the
+        /// session from two sources keeps the newer placement.
+        #[serde(default)]
+        revision: u64,
     },
     /// The node will not take it.
     Refused { refusal: Refusal },

@@ -1,7 +1,7 @@
-//! A lost node's session resumed on another (docs/cluster.md#resume): nodes that keep their
-//! sessions' journals on the NATS server (`JetStreamStore`), one of them lost, and a host
-//! resuming its session on the other — history kept, the next turn answered there, its
-//! events numbered on after the last one stored.
+//! A lost node's sessions move to another (docs/cluster.md#moves): nodes that keep their
+//! sessions' journals on the NATS server (`JetStreamStore`), one of them lost, and the session
+//! moved by its host with nothing to call — history kept, the next turn answered there, one
+//! event stream numbered on through `x_session_moved`.
 
 mod common;
 
@@ -51,17 +51,30 @@ fn texts(history: &[ChatItem]) -> Vec<String> {
     history.iter().filter_map(|i| i.as_message().map(|m| m.text.clone())).collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lost_nodes_session_resumes_on_another_with_its_history_and_events() {
-    let server = NatsServer::start();
-    let n1 = durable_node(&server, "n1").await;
-    let _n2 = durable_node(&server, "n2").await;
+/// Both nodes durable, and a host that sees them so.
+async fn two_durable_nodes(server: &NatsServer) -> (NodeHandle, NodeHandle, Cluster) {
+    let n1 = durable_node(server, "n1").await;
+    let n2 = durable_node(server, "n2").await;
     let host = Cluster::builder(server.url()).lost_after(LOST_AFTER).connect().await.unwrap();
     eventually(BOUND, "both nodes announce themselves durable", || async {
         let nodes = host.nodes().await.ok()?;
         (nodes.iter().filter(|n| n.durable).count() == 2).then_some(())
     })
     .await;
+    (n1, n2, host)
+}
+
+/// The indices read are 1, 2, 3… with no gap and no duplicate.
+fn assert_numbered(seen: &[(u64, EventKind)]) {
+    let indices: Vec<u64> = seen.iter().map(|(i, _)| *i).collect();
+    let expected: Vec<u64> = (1..=indices.len() as u64).collect();
+    assert_eq!(indices, expected, "{seen:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_nodes_session_moves_by_itself_and_its_handle_keeps_working() {
+    let server = NatsServer::start();
+    let (n1, _n2, host) = two_durable_nodes(&server).await;
     let session = host.start_session_on("n1", "support", StartOptions::new()).await.unwrap();
     let id = session.id().to_owned();
     let mut events = session.subscribe().await.unwrap();
@@ -72,27 +85,58 @@ async fn a_lost_nodes_session_resumes_on_another_with_its_history_and_events() {
     assert!(matches!(refused, ClusterError::StartFailed { .. }), "{refused}");
 
     drop(n1);
-    let before = read_until(&mut events, |_| false).await;
-    let last_index = before.iter().map(|(i, _)| *i).max().expect("events before the loss");
-    eventually(BOUND, "the host sees n1 lost", || async { session.is_node_lost().then_some(()) })
-        .await;
+    eventually(BOUND, "the host finds n1 lost", || async {
+        (session.is_moving() || session.node() == "n2").then_some(())
+    })
+    .await;
+    // Nothing new to call: the next turn waits for the move and is answered on n2.
+    session.user_turn("And the invoice?").await.expect("the turn reaches the moved session");
+    assert_eq!(session.node(), "n2");
+    assert!(!session.is_node_lost());
+    session.wait_for_idle().await.unwrap();
+    let history = session.history().await.unwrap();
+    assert_eq!(texts(&history), ["Where is my order?", REPLY, "And the invoice?", REPLY]);
 
-    let moved = host.resume_session(&id).await.expect("it resumes on n2");
-    assert_eq!(moved.id(), id);
-    assert_eq!(moved.node(), "n2");
-    let history = moved.history().await.unwrap();
-    assert_eq!(texts(&history), ["Where is my order?", REPLY], "the journal's history");
-    moved.user_turn("And the invoice?").await.unwrap();
-    moved.wait_for_idle().await.unwrap();
-    let history = moved.history().await.unwrap();
-    assert_eq!(texts(&history)[2..], ["And the invoice?".to_owned(), REPLY.to_owned()]);
+    // The same event stream goes on across the move, with no gap and no duplicate.
+    let done = |k: &EventKind| matches!(k, EventKind::SpeechDone { .. });
+    let seen = [read_until(&mut events, done).await, read_until(&mut events, done).await].concat();
+    assert_numbered(&seen);
+    let moved = seen.iter().find_map(|(_, k)| match k {
+        EventKind::SessionMoved { from, to, calls_in_doubt } => Some((from, to, calls_in_doubt)),
+        _ => None,
+    });
+    let (from, to, in_doubt) = moved.unwrap_or_else(|| panic!("x_session_moved in {seen:?}"));
+    assert_eq!((from.as_str(), to.as_str()), ("n1", "n2"));
+    assert!(in_doubt.is_empty(), "{in_doubt:?}");
+    assert!(
+        !seen.iter().any(|(_, k)| matches!(k, EventKind::SessionResumed { .. })),
+        "a moved session says so once: {seen:?}"
+    );
+    tokio::time::timeout(Duration::from_secs(10), session.close()).await.unwrap().unwrap();
+}
 
-    // Its events go on after the last one n1 stored, past n1's loss marker: no index again.
-    let cursor = colloquy_cluster::EventCursor { seq: 0, index: last_index };
-    let mut after = moved.subscribe_from(cursor).await.unwrap();
-    let seen = read_until(&mut after, |k| matches!(k, EventKind::SessionResumed { .. })).await;
-    let first = seen.first().expect("events after the resume");
-    assert_eq!(first.0, last_index + 1, "{seen:?}");
-    assert!(matches!(seen.last(), Some((_, EventKind::SessionResumed { .. }))), "{seen:?}");
-    tokio::time::timeout(Duration::from_secs(10), moved.close()).await.unwrap().unwrap();
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_nobody_drove_moves_when_a_host_finds_its_node_lost() {
+    let server = NatsServer::start();
+    let (n1, _n2, first) = two_durable_nodes(&server).await;
+    let session = first.start_session_on("n1", "support", StartOptions::new()).await.unwrap();
+    let id = session.id().to_owned();
+    session.user_turn("Where is my order?").await.unwrap();
+    session.wait_for_idle().await.unwrap();
+    // Its host goes (its lease on the session outlives the test) and then its node.
+    drop((session, first));
+    drop(n1);
+    // A host that did not start it finds it by id, and its node lost: it moves it.
+    let other = Cluster::builder(server.url()).lost_after(LOST_AFTER).connect().await.unwrap();
+    let found = eventually(BOUND, "n1's entry expires", || async {
+        let found = other.session(&id).await.ok()?;
+        (found.is_moving() || found.node() == "n2").then_some(found)
+    })
+    .await;
+    found.user_turn("And the invoice?").await.expect("the moved session takes the turn");
+    assert_eq!(found.node(), "n2");
+    found.wait_for_idle().await.unwrap();
+    let history = found.history().await.unwrap();
+    assert_eq!(texts(&history), ["Where is my order?", REPLY, "And the invoice?", REPLY]);
+    tokio::time::timeout(Duration::from_secs(10), found.close()).await.unwrap().unwrap();
 }

@@ -361,6 +361,19 @@ pub enum EventKind {
         /// The calls in doubt, in the order they started.
         in_doubt: Vec<ResumedCall>,
     },
+    /// The session moved to another node of a cluster (colloquy's addition,
+    /// docs/cluster.md#moves): its node was lost or drained, and node `to` resumed it from its
+    /// journal. A cluster's events carry it in place of `x_session_resumed`, with the same
+    /// calls in doubt; it follows the resumed agent's `agent_handoff`.
+    #[serde(rename = "x_session_moved")]
+    SessionMoved {
+        /// The node it ran on.
+        from: String,
+        /// The node it runs on now.
+        to: String,
+        /// The calls that were running on `from`, and what became of each.
+        calls_in_doubt: Vec<ResumedCall>,
+    },
     /// The session's store failed to keep its journal (colloquy's addition): the session
     /// closes with reason `store_failed` rather than go on as if it were durable, or with
     /// `lease_lost` when another process took the session over.
@@ -443,6 +456,8 @@ pub enum EventType {
     ToolBudgetExhausted,
     /// [`EventKind::SessionResumed`].
     SessionResumed,
+    /// [`EventKind::SessionMoved`].
+    SessionMoved,
     /// [`EventKind::StoreError`].
     StoreError,
     /// [`EventKind::SessionClosed`].
@@ -482,6 +497,7 @@ impl EventKind {
             EventKind::StreamOverflowed { .. } => EventType::StreamOverflowed,
             EventKind::ToolBudgetExhausted { .. } => EventType::ToolBudgetExhausted,
             EventKind::SessionResumed { .. } => EventType::SessionResumed,
+            EventKind::SessionMoved { .. } => EventType::SessionMoved,
             EventKind::StoreError { .. } => EventType::StoreError,
             EventKind::SessionClosed { .. } => EventType::SessionClosed,
             EventKind::ConversationItemAdded { .. } => EventType::ConversationItemAdded,

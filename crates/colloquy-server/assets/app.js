@@ -194,6 +194,12 @@ function handleEvent(event) {
     case 'error':
       note(`Error (${event.source}): ${event.message}`, 'error');
       break;
+    case 'x_session_resumed':
+      note(`The session resumed from its journal${inDoubt(event.in_doubt)}.`);
+      break;
+    case 'x_session_moved':
+      note(`The session moved from ${event.from} to ${event.to}${inDoubt(event.calls_in_doubt)}.`, 'warning');
+      break;
     case 'x_tool_call_refused':
       note(`${event.name} ${event.call_id} refused (${event.reason})`);
       break;
@@ -220,6 +226,17 @@ function handleEvent(event) {
       break;
   }
   if (TREE_EVENTS.has(event.type)) scheduleInspect();
+}
+
+// What a resume did with the calls that were running: ", book_flight runs again".
+function inDoubt(calls) {
+  const outcomes = {
+    rerun: 'runs again',
+    not_started: 'goes on as it would have',
+    asked: 'waits for your approval again',
+    failed: 'may or may not have completed',
+  };
+  return (calls || []).map((call) => `, ${call.name} ${outcomes[call.outcome] || call.outcome}`).join('');
 }
 
 function agentBubble(speechId, step) {

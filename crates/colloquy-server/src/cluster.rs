@@ -116,7 +116,7 @@ impl Backend for ClusterBackend {
             Ok(StartedSession {
                 session_id: session.id().to_owned(),
                 agent,
-                node: Some(session.node().to_owned()),
+                node: Some(session.node()),
                 driver: Arc::new(Remote(session)),
                 events,
             })
@@ -131,8 +131,18 @@ struct Remote(RemoteSession);
 impl SessionDriver for Remote {
     fn execute(&self, request: Request) -> BoxFuture<'static, Reply> {
         let session = self.0.clone();
-        async move { session.execute(request.command).await.unwrap_or_else(|e| Reply::Error(error(e))) }
-            .boxed()
+        async move {
+            match session.execute(request.command).await {
+                Ok(reply) => reply,
+                // Under way when its node was lost, and the session moved on: it may have run
+                // there, and the session goes on (docs/cluster.md#moves).
+                Err(e @ ClusterError::NodeLost { .. }) if !session.is_node_lost() => {
+                    Reply::Error(ProtocolError::new(ErrorKind::Unavailable, e.to_string()))
+                }
+                Err(e) => Reply::Error(error(e)),
+            }
+        }
+        .boxed()
     }
 }
 

@@ -70,7 +70,7 @@ impl Placement {
             Some(node) => cluster.start_session_on(node, &self.agent, StartOptions::new()).await?,
             None => cluster.start_session(&self.agent, StartOptions::new()).await?,
         };
-        let (agent, node) = (clean::line(&self.agent), clean::line(session.node()));
+        let (agent, node) = (clean::line(&self.agent), clean::line(&session.node()));
         terminal.line(
             Style::Dim,
             &format!(

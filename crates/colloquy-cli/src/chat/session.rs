@@ -146,7 +146,7 @@ impl ChatSession {
     pub(crate) fn lost(&self) -> Option<ClusterError> {
         match &self.target {
             Target::Remote(session) if session.is_node_lost() => {
-                Some(ClusterError::NodeLost { node: session.node().to_owned() })
+                Some(ClusterError::NodeLost { node: session.node() })
             }
             _ => None,
         }
@@ -229,8 +229,12 @@ impl ChatSession {
                 Box::pin(async move {
                     let lost = async {
                         match session.wait_for_idle().await {
+                            // Moved to another node: the events say so, and the new node
+                            // answers the next line (the reply under way was cut off).
+                            Err(ClusterError::NodeLost { .. }) if !session.is_node_lost() => true,
                             Err(e @ ClusterError::NodeLost { .. }) => {
                                 terminal.line(Style::Error, &format!("error ! {e}"));
+                                false
                             }
                             // Idle, or no answer in time: the events say when the reply is over.
                             _ => std::future::pending().await,
@@ -239,7 +243,7 @@ impl ChatSession {
                     tokio::select! {
                         biased;
                         spoken = spoken => spoken,
-                        () = lost => false,
+                        running = lost => running,
                     }
                 })
             }

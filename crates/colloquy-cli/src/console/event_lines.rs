@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
-use colloquy::events::{EventKind, InDoubtOutcome, ToolCallStatus};
+use colloquy::events::{EventKind, InDoubtOutcome, ResumedCall, ToolCallStatus};
 use colloquy::llm::FinishReason;
 use colloquy::toolsets::END_CALL;
 
@@ -285,38 +285,12 @@ impl EventLines {
                 one(Style::Dim, format!("  ── agent: {} ──", clean::line(new_agent)))
             }
             EventKind::SessionResumed { in_doubt } => {
-                let mut lines = vec![(Style::Dim, "  ── session resumed ──".to_owned())];
-                for call in in_doubt {
-                    let name = clean::line(&call.name);
-                    let (style, line) = match call.outcome {
-                        InDoubtOutcome::Rerun => (
-                            Style::Dim,
-                            format!(
-                                "  tool ~ {name} was interrupted by the restart: it runs again"
-                            ),
-                        ),
-                        InDoubtOutcome::NotStarted => (
-                            Style::Dim,
-                            format!("  tool ~ {name} had not started: it goes on as it would have"),
-                        ),
-                        InDoubtOutcome::Asked => (
-                            Style::Dim,
-                            format!(
-                                "  tool ? {name} was interrupted by the restart: approve it to \
-                                 run it again"
-                            ),
-                        ),
-                        _ => (
-                            Style::Error,
-                            format!(
-                                "  tool x {name} was interrupted by the restart: it may or may \
-                                 not have completed"
-                            ),
-                        ),
-                    };
-                    lines.push((style, line));
-                }
-                lines
+                in_doubt_lines("  ── session resumed ──".to_owned(), in_doubt, "the restart")
+            }
+            EventKind::SessionMoved { from, to, calls_in_doubt } => {
+                let (from, to) = (clean::line(from), clean::line(to));
+                let head = format!("  ── moved from {from} to {to} ──");
+                in_doubt_lines(head, calls_in_doubt, "the move")
             }
             EventKind::StoreError { message } => {
                 one(Style::Error, format!("error ! store: {}", clean::line(message)))
@@ -337,6 +311,36 @@ impl EventLines {
             _ => vec![],
         }
     }
+}
+
+/// A resume's line, then one for each call in doubt and what became of it (`cause`: what
+/// interrupted it).
+fn in_doubt_lines(head: String, in_doubt: &[ResumedCall], cause: &str) -> Vec<(Style, String)> {
+    let mut lines = vec![(Style::Dim, head)];
+    for call in in_doubt {
+        let name = clean::line(&call.name);
+        let (style, line) = match call.outcome {
+            InDoubtOutcome::Rerun => {
+                (Style::Dim, format!("  tool ~ {name} was interrupted by {cause}: it runs again"))
+            }
+            InDoubtOutcome::NotStarted => (
+                Style::Dim,
+                format!("  tool ~ {name} had not started: it goes on as it would have"),
+            ),
+            InDoubtOutcome::Asked => (
+                Style::Dim,
+                format!("  tool ? {name} was interrupted by {cause}: approve it to run it again"),
+            ),
+            _ => (
+                Style::Error,
+                format!(
+                    "  tool x {name} was interrupted by {cause}: it may or may not have completed"
+                ),
+            ),
+        };
+        lines.push((style, line));
+    }
+    lines
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 //! it, and the library takes seconds to notice), so a reader never sees a gap or a duplicate.
 
 use std::pin::Pin;
+use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -16,9 +17,11 @@ use colloquy_protocol::EventFrame;
 use futures_util::StreamExt;
 use tokio::sync::{mpsc, watch};
 
+use super::loss::Tracked;
+use super::moves;
+use super::shared::ClusterInner;
 use crate::error::ClusterError;
 use crate::names;
-use crate::nats::Backend;
 use crate::wire::Marker;
 
 /// How long one pull waits on the server: also how soon the consumer notices a restarted
@@ -71,7 +74,9 @@ impl EventCursor {
 /// A remote session's events, in order. `recv` gives `None` after `session_closed`; an
 /// `Err` item says events were lost to the stream's retention, and the stream goes on after
 /// it, except [`ClusterError::NodeLost`]: the `x_node_lost` marker a host wrote when it found
-/// the session's node lost, the last item (docs/cluster.md#failure). A message on the
+/// the session's node lost, the last item if the session could not move
+/// (docs/cluster.md#failure). A session that moves goes on in the same stream, past its
+/// marker, with `x_session_moved` (docs/cluster.md#moves). A message on the
 /// session's subject that holds neither events nor a marker is skipped with a warning in the
 /// log; if it stood for events, the next event's index shows them as lost.
 #[derive(Debug)]
@@ -86,24 +91,17 @@ impl Drop for RemoteEvents {
     }
 }
 
-/// Where a reader's session runs: an `x_node_lost` marker of another placement is about a
-/// node the session ran on before it was resumed here, and does not end the reader.
-pub(crate) struct Placed<'a> {
-    pub(crate) node: &'a str,
-    pub(crate) boot_id: &'a str,
-    pub(crate) lease: u64,
-}
-
 impl RemoteEvents {
     /// Reads session `id`'s events after `after`: from the message that held it on, skipping
     /// the events of that message up to it.
     pub(crate) async fn open(
-        backend: &Backend,
-        id: &str,
+        inner: &Arc<ClusterInner>,
+        tracked: Arc<Tracked>,
         after: EventCursor,
-        placed: Placed<'_>,
     ) -> Result<Self, ClusterError> {
-        let subject = names::events_subject(id);
+        let backend = &inner.backend;
+        let id = tracked.id.clone();
+        let subject = names::events_subject(&id);
         let mut connections = backend.connections.clone();
         connections.borrow_and_update();
         let stream = &backend.events;
@@ -113,10 +111,11 @@ impl RemoteEvents {
         let reader = Reader {
             stream: stream.clone(),
             subject,
-            session: id.to_owned(),
+            session: id,
             last_seq,
             next_index: after.index + 1,
-            placed: (placed.node.to_owned(), placed.boot_id.to_owned(), placed.lease),
+            tracked,
+            inner: Arc::downgrade(inner),
             connections,
             tx,
         };
@@ -180,8 +179,11 @@ struct Reader {
     last_seq: u64,
     /// The index the next event should have: lower ones were handed on.
     next_index: u64,
-    /// The node, boot and lease the session runs under, as the reader's host knows it.
-    placed: (String, String, u64),
+    /// Where the session runs, as the reader's host knows it: an `x_node_lost` marker of
+    /// another placement is about a node the session left.
+    tracked: Arc<Tracked>,
+    /// The host's cluster, told of a loss the reader meets first.
+    inner: Weak<ClusterInner>,
     connections: watch::Receiver<u64>,
     tx: mpsc::Sender<Result<RemoteEvent, ClusterError>>,
 }
@@ -217,16 +219,10 @@ impl Reader {
                             }
                         }
                         Err(e) => {
-                            if let Some(Marker::NodeLost { node, boot_id, lease, .. }) =
-                                Marker::decode(&message.payload)
-                            {
-                                // A node the session left: it was resumed elsewhere since.
-                                if (&node, &boot_id, lease)
-                                    != (&self.placed.0, &self.placed.1, self.placed.2)
-                                {
+                            if let Some(marker) = Marker::decode(&message.payload) {
+                                if self.moved_on(marker).await {
                                     continue;
                                 }
-                                let _ = self.tx.send(Err(ClusterError::NodeLost { node })).await;
                                 return;
                             }
                             // Not the nodes' (anyone allowed to publish on the subject could
@@ -268,6 +264,30 @@ impl Reader {
         let closed = matches!(frame.event.kind, EventKind::SessionClosed { .. });
         let event = RemoteEvent { seq, index: frame.index, event: frame.event };
         self.tx.send(Ok(event)).await.is_ok() && !closed
+    }
+
+    /// Whether the reader goes on past an `x_node_lost` marker: it concerns a placement the
+    /// session left, or the session moved since (the reader waits for the move). If the
+    /// session was lost with that node, the reader hands `NodeLost` on and is done.
+    async fn moved_on(&mut self, marker: Marker) -> bool {
+        let Marker::NodeLost { node, boot_id, lease, .. } = marker;
+        let placement = self.tracked.placement();
+        if (&node, &boot_id, lease) != (&placement.node, &placement.boot_id, placement.lease) {
+            return true;
+        }
+        // The reader heard of the loss first.
+        if self.tracked.lose(&placement) {
+            let lost = vec![(Arc::clone(&self.tracked), placement)];
+            match self.inner.upgrade() {
+                Some(inner) => moves::found_lost(&inner, lost),
+                None => drop(self.tracked.mark_lost()),
+            }
+        }
+        if self.tracked.settled().await.is_some() {
+            return true;
+        }
+        let _ = self.tx.send(Err(ClusterError::NodeLost { node })).await;
+        false
     }
 
     /// A new consumer after the last event read, tried until the server gives one.

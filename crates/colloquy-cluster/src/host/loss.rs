@@ -4,8 +4,9 @@
 //! `max_age`, in case a watch misses an expiry. A node is lost when its entry expires (a
 //! `Purge`: the server's expiry marker) or comes back under a greater lease; a delete is a
 //! drained node leaving, not a loss. Each session of this host on a lost node is marked at once
-//! (its calls fail [`ClusterError::NodeLost`]), then declared in the stream: an `x_node_lost`
-//! marker written into its events, and its record marked `lost`.
+//! (moving if the node journaled it, `moves.rs`; lost otherwise, its calls failing
+//! [`ClusterError::NodeLost`]), then declared in the stream: an `x_node_lost` marker written
+//! into its events, and its record marked `lost`.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
@@ -32,44 +33,134 @@ const DECLARE_FOR: Duration = Duration::from_secs(60);
 /// The most sessions declared at once.
 const DECLARE_CONCURRENCY: usize = 16;
 
-/// One session this host drives, as its loss detection sees it: shared by its
-/// [`RemoteSession`](super::RemoteSession) clones.
-#[derive(Debug)]
-pub(crate) struct Tracked {
-    pub(crate) id: String,
+/// Where a session runs, as a host knows it: a node, that boot of it, under that lease.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Placement {
     pub(crate) node: String,
     pub(crate) boot_id: String,
     pub(crate) lease: u64,
-    lost: watch::Sender<bool>,
+    /// Whether the node journals it: then a loss moves it rather than ends it.
+    pub(crate) durable: bool,
+    /// The revision of the session's record that named it (0 if unknown): the greater of two
+    /// placements is the newer.
+    pub(crate) revision: u64,
 }
 
-impl Tracked {
-    /// Session `id`, placed on `node` (that boot, under that lease), not lost yet.
-    pub(crate) fn new(id: &str, node: &str, boot_id: &str, lease: u64) -> Self {
+impl Placement {
+    /// The placement a session's record names, at `revision`.
+    pub(crate) fn of(record: &SessionRecord, revision: u64) -> Self {
         Self {
-            id: id.to_owned(),
-            node: node.to_owned(),
-            boot_id: boot_id.to_owned(),
-            lease,
-            lost: watch::channel(false).0,
+            node: record.node.clone(),
+            boot_id: record.boot_id.clone(),
+            lease: record.lease,
+            durable: record.durable,
+            revision,
         }
     }
 
+    /// Whether `record` names this placement (whatever its revision).
+    pub(crate) fn named_by(&self, record: &SessionRecord) -> bool {
+        self.node == record.node && self.boot_id == record.boot_id && self.lease == record.lease
+    }
+}
+
+/// What became of a session's placement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// Its node holds it.
+    Live,
+    /// Its node was lost; the session is being resumed on another (docs/cluster.md#moves).
+    Moving,
+    /// Its node was lost and the session with it.
+    Lost,
+}
+
+/// One session this host drives, as its loss detection sees it: shared by its
+/// [`RemoteSession`](super::RemoteSession) clones and event readers.
+#[derive(Debug)]
+pub(crate) struct Tracked {
+    pub(crate) id: String,
+    state: watch::Sender<(Arc<Placement>, Phase)>,
+}
+
+impl Tracked {
+    /// Session `id`, placed there, not lost yet.
+    pub(crate) fn new(id: &str, placement: Placement) -> Self {
+        Self { id: id.to_owned(), state: watch::channel((Arc::new(placement), Phase::Live)).0 }
+    }
+
+    /// Where it runs (or ran, while it moves or once it is lost).
+    pub(crate) fn placement(&self) -> Arc<Placement> {
+        Arc::clone(&self.state.borrow().0)
+    }
+
+    pub(crate) fn phase(&self) -> Phase {
+        self.state.borrow().1
+    }
+
     pub(crate) fn is_lost(&self) -> bool {
-        *self.lost.borrow()
+        self.phase() == Phase::Lost
     }
 
-    /// Resolves once the session's node is found lost.
-    pub(crate) async fn lost(&self) {
-        let mut lost = self.lost.subscribe();
+    /// Resolves once the session has left `placement`: moved elsewhere, moving, or lost.
+    pub(crate) async fn left(&self, placement: &Arc<Placement>) {
+        let mut state = self.state.subscribe();
         // The sender lives in `self`, so the wait cannot fail.
-        let _ = lost.wait_for(|lost| *lost).await;
+        let _ = state
+            .wait_for(|(now, phase)| !Arc::ptr_eq(now, placement) || *phase != Phase::Live)
+            .await;
     }
 
-    /// Marks it lost; false if it already was.
-    pub(crate) fn mark_lost(&self) -> bool {
-        !self.lost.send_replace(true)
+    /// Resolves once the session is not moving: where it runs then, or `None` if it is lost.
+    pub(crate) async fn settled(&self) -> Option<Arc<Placement>> {
+        let mut state = self.state.subscribe();
+        let settled = state.wait_for(|(_, phase)| *phase != Phase::Moving).await;
+        settled.ok().and_then(|s| (s.1 == Phase::Live).then(|| Arc::clone(&s.0)))
     }
+
+    /// Its node was found lost while it ran on `placement`: it is moving if that node
+    /// journaled it, lost otherwise. False if it had left that placement already.
+    pub(crate) fn lose(&self, placement: &Placement) -> bool {
+        self.state.send_if_modified(|(now, phase)| {
+            if **now != *placement || *phase != Phase::Live {
+                return false;
+            }
+            *phase = if now.durable { Phase::Moving } else { Phase::Lost };
+            true
+        })
+    }
+
+    /// Marks it lost for good (no node could resume it); false if it already was.
+    pub(crate) fn mark_lost(&self) -> bool {
+        self.state.send_if_modified(|(_, phase)| {
+            let changed = *phase != Phase::Lost;
+            *phase = Phase::Lost;
+            changed
+        })
+    }
+
+    /// It runs on `placement` now, if that is newer than the one known (or the one known was
+    /// lost and this is another); true if that changed anything.
+    pub(crate) fn moved(&self, placement: Placement) -> bool {
+        self.state.send_if_modified(|(now, phase)| {
+            let newer =
+                placement.revision > now.revision || (*phase != Phase::Live && placement != **now);
+            if !newer {
+                return false;
+            }
+            *now = Arc::new(placement);
+            *phase = Phase::Live;
+            true
+        })
+    }
+}
+
+/// A placement found lost, to declare: `x_node_lost` in the session's events, its record
+/// marked.
+#[derive(Clone, Debug)]
+pub(crate) struct LostPlacement {
+    pub(crate) id: String,
+    pub(crate) placement: Arc<Placement>,
 }
 
 /// The sessions this host drives, by id, for as long as a handle on them lives.
@@ -91,39 +182,48 @@ impl Tracker {
         self.sessions.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The session's entry, shared with the handles this host already has on it.
-    pub(crate) fn track(&self, id: &str, node: &str, boot_id: &str, lease: u64) -> Arc<Tracked> {
+    /// The session's entry, shared with the handles this host already has on it, which
+    /// moves there if `placement` is newer than the one it knows.
+    pub(crate) fn track(&self, id: &str, placement: Placement) -> Arc<Tracked> {
         let mut sessions = self.lock();
-        if let Some(tracked) = sessions.by_id.get(id).and_then(Weak::upgrade)
-            && tracked.node == node
-            && tracked.lease == lease
-        {
+        if let Some(tracked) = sessions.by_id.get(id).and_then(Weak::upgrade) {
+            tracked.moved(placement);
             return tracked;
         }
         if sessions.by_id.len() >= sessions.prune_at {
             sessions.by_id.retain(|_, t| t.strong_count() > 0);
             sessions.prune_at = (sessions.by_id.len() * 2).max(64);
         }
-        let tracked = Arc::new(Tracked::new(id, node, boot_id, lease));
+        let tracked = Arc::new(Tracked::new(id, placement));
         sessions.by_id.insert(id.to_owned(), Arc::downgrade(&tracked));
         tracked
     }
 
-    /// The nodes of the sessions tracked, not yet lost.
+    /// The nodes of the sessions tracked that run.
     fn nodes(&self) -> BTreeSet<String> {
         let sessions = self.lock();
-        let live = sessions.by_id.values().filter_map(Weak::upgrade).filter(|t| !t.is_lost());
-        live.map(|t| t.node.clone()).collect()
+        let live = sessions.by_id.values().filter_map(Weak::upgrade);
+        live.filter(|t| t.phase() == Phase::Live).map(|t| t.placement().node.clone()).collect()
     }
 
-    /// Marks lost the sessions on `node` under a lease older than `before`; returns those
-    /// that were not lost yet.
-    fn lose(&self, node: &str, before: u64) -> Vec<Arc<Tracked>> {
+    /// The sessions running on `node` under a lease older than `before`, each marked moving
+    /// or lost.
+    fn lose(&self, node: &str, before: u64) -> Vec<(Arc<Tracked>, Arc<Placement>)> {
         let sessions = self.lock();
         let on_node = sessions.by_id.values().filter_map(Weak::upgrade);
-        on_node.filter(|t| t.node == node && t.lease < before && t.mark_lost()).collect()
+        on_node
+            .filter_map(|t| {
+                let placement = t.placement();
+                let lost = placement.node == node && placement.lease < before && t.lose(&placement);
+                lost.then_some((t, placement))
+            })
+            .collect()
     }
 }
+
+/// What the watch does with the sessions it found lost, each with the placement it lost
+/// (`moves::found_lost`, for as long as the cluster lives).
+pub(crate) type OnLost = Box<dyn Fn(Vec<(Arc<Tracked>, Arc<Placement>)>) + Send + Sync>;
 
 /// What the watch last saw of a node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -136,7 +236,8 @@ enum Seen {
 }
 
 /// The watch: runs until the cluster drops it.
-pub(crate) async fn watch_nodes(backend: Backend, tracker: Arc<Tracker>) {
+pub(crate) async fn watch_nodes(backend: Backend, tracker: Arc<Tracker>, on_lost: OnLost) {
+    let on_lost = &on_lost;
     let mut connections = backend.connections.clone();
     let mut seen: HashMap<String, Seen> = HashMap::new();
     loop {
@@ -149,7 +250,7 @@ pub(crate) async fn watch_nodes(backend: Backend, tracker: Arc<Tracker>) {
                 continue;
             }
         };
-        check(&backend, &tracker, &seen).await;
+        check(&backend, &tracker, on_lost, &seen).await;
         let mut checks =
             tokio::time::interval_at(Instant::now() + backend.lost_after, backend.lost_after);
         loop {
@@ -162,14 +263,14 @@ pub(crate) async fn watch_nodes(backend: Backend, tracker: Arc<Tracker>) {
                     break;
                 }
                 entry = entries.next() => match entry {
-                    Some(Ok(entry)) => seen_entry(&backend, &tracker, &mut seen, &entry),
+                    Some(Ok(entry)) => seen_entry(&tracker, on_lost, &mut seen, &entry),
                     Some(Err(e)) => {
                         tracing::debug!(error = %e, "the nodes watch failed; watching again");
                         break;
                     }
                     None => break,
                 },
-                _ = checks.tick() => check(&backend, &tracker, &seen).await,
+                _ = checks.tick() => check(&backend, &tracker, on_lost, &seen).await,
             }
         }
         tokio::time::sleep(REWATCH_DELAY).await;
@@ -178,8 +279,8 @@ pub(crate) async fn watch_nodes(backend: Backend, tracker: Arc<Tracker>) {
 
 /// One change in the nodes bucket.
 fn seen_entry(
-    backend: &Backend,
     tracker: &Tracker,
+    on_lost: &OnLost,
     seen: &mut HashMap<String, Seen>,
     entry: &Entry,
 ) {
@@ -190,7 +291,7 @@ fn seen_entry(
             let before = seen.insert(node.to_owned(), Seen::Live(info.lease));
             if info.lease > 0 && before != Some(Seen::Live(info.lease)) {
                 // Back under a new lease: it has closed what it held under the old ones.
-                declare(backend, tracker.lose(node, info.lease));
+                on_lost(tracker.lose(node, info.lease));
             }
         }
         Operation::Delete => {
@@ -201,14 +302,19 @@ fn seen_entry(
             if seen.get(node) != Some(&Seen::Left) {
                 seen.remove(node);
                 // Expired: every lease registered before the marker is over.
-                declare(backend, tracker.lose(node, entry.revision));
+                on_lost(tracker.lose(node, entry.revision));
             }
         }
     }
 }
 
 /// Reads the entry of each node with sessions here and loses those it no longer holds.
-async fn check(backend: &Backend, tracker: &Tracker, seen: &HashMap<String, Seen>) {
+async fn check(
+    backend: &Backend,
+    tracker: &Tracker,
+    on_lost: &OnLost,
+    seen: &HashMap<String, Seen>,
+) {
     for node in tracker.nodes() {
         let read = backend.nodes.entry(names::node_key(&node));
         let entry = match tokio::time::timeout(backend.lost_after, read).await {
@@ -226,16 +332,16 @@ async fn check(backend: &Backend, tracker: &Tracker, seen: &HashMap<String, Seen
             _ if seen.get(&node) == Some(&Seen::Left) => continue,
             _ => tracker.lose(&node, u64::MAX),
         };
-        declare(backend, lost);
+        on_lost(lost);
     }
 }
 
 /// Writes `x_node_lost` into each session's events and marks its record, in the background.
-pub(crate) fn declare(backend: &Backend, lost: Vec<Arc<Tracked>>) {
+pub(crate) fn declare(backend: &Backend, lost: Vec<LostPlacement>) {
     if lost.is_empty() {
         return;
     }
-    tracing::warn!(node = %lost[0].node, sessions = lost.len(), "node lost");
+    tracing::warn!(node = %lost[0].placement.node, sessions = lost.len(), "node lost");
     let backend = backend.clone();
     tokio::spawn(async move {
         futures_util::stream::iter(lost)
@@ -248,7 +354,7 @@ pub(crate) fn declare(backend: &Backend, lost: Vec<Arc<Tracked>>) {
 }
 
 /// Declares one session lost, trying until it is done or [`DECLARE_FOR`] has passed.
-async fn declare_one(backend: &Backend, tracked: &Tracked) {
+async fn declare_one(backend: &Backend, tracked: &LostPlacement) {
     let deadline = Instant::now() + DECLARE_FOR;
     let mut delay = Duration::from_millis(50);
     loop {
@@ -269,8 +375,9 @@ async fn declare_one(backend: &Backend, tracked: &Tracked) {
 
 /// The marker, then the record, unless the record says it is done already or the session
 /// ended before its node (no record).
-async fn try_declare(backend: &Backend, tracked: &Tracked) -> Result<(), ClusterError> {
-    let key = names::session_key(&tracked.id);
+async fn try_declare(backend: &Backend, lost: &LostPlacement) -> Result<(), ClusterError> {
+    let (id, placement) = (&lost.id, &lost.placement);
+    let key = names::session_key(id);
     let sessions = &backend.sessions;
     let Some(entry) = sessions.entry(&key).await.map_err(ClusterError::nats)? else {
         return Ok(());
@@ -280,23 +387,31 @@ async fn try_declare(backend: &Backend, tracked: &Tracked) -> Result<(), Cluster
     }
     let mut record: SessionRecord =
         serde_json::from_slice(&entry.value).map_err(ClusterError::nats)?;
-    if record.lost || record.node != tracked.node || record.lease != tracked.lease {
+    // Marked already, or moved on: a late marker would be about a placement readers left.
+    if record.lost || !placement.named_by(&record) {
         return Ok(());
     }
-    let marker = Marker::NodeLost {
-        session_id: tracked.id.clone(),
-        node: tracked.node.clone(),
-        boot_id: tracked.boot_id.clone(),
-        lease: tracked.lease,
-    };
-    let message = PublishMessage::build()
-        .payload(marker.encode().into())
-        .message_id(names::node_lost_id(&tracked.id));
-    let subject = names::events_subject(&tracked.id);
-    store(&backend.js, subject, message).await.map_err(ClusterError::nats)?;
+    mark(backend, lost).await?;
     record.lost = true;
     let body = serde_json::to_vec(&record).map_err(ClusterError::nats)?;
     mark_lost(backend, &key, body.into(), entry.revision).await
+}
+
+/// Stores the `x_node_lost` marker of a placement in the session's events, once whoever
+/// writes it within the stream's duplicate window.
+pub(crate) async fn mark(backend: &Backend, lost: &LostPlacement) -> Result<(), ClusterError> {
+    let (id, placement) = (&lost.id, &lost.placement);
+    let marker = Marker::NodeLost {
+        session_id: id.clone(),
+        node: placement.node.clone(),
+        boot_id: placement.boot_id.clone(),
+        lease: placement.lease,
+    };
+    let message = PublishMessage::build()
+        .payload(marker.encode().into())
+        .message_id(names::node_lost_id(id, &placement.node, placement.lease));
+    let subject = names::events_subject(id);
+    store(&backend.js, subject, message).await.map_err(ClusterError::nats)
 }
 
 /// Writes the `lost` record over `revision` (another host marked it first, or the node let the

@@ -4,15 +4,17 @@
 
 mod events;
 pub(crate) mod loss;
+mod moves;
 mod remote;
 mod shared;
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use futures_util::TryStreamExt;
 
 pub use events::{EventCursor, RemoteEvent, RemoteEvents};
+pub use moves::MOVE_TIMEOUT;
 pub use remote::RemoteSession;
 pub use shared::Timeouts;
 
@@ -20,7 +22,7 @@ use crate::error::ClusterError;
 use crate::names;
 use crate::nats::{Backend, HEADROOM, NatsConfig, payload_limit};
 use crate::wire::{CLUSTER_VERSION, NodeInfo, PlaceReply, PlaceRequest, StartOptions, rank};
-use loss::Tracker;
+use loss::{Placement, Tracker};
 use shared::{ClusterInner, Holder};
 
 /// A host's view of the cluster: the nodes, and the sessions it places on them.
@@ -79,12 +81,21 @@ impl ClusterBuilder {
     pub async fn connect(self) -> Result<Cluster, ClusterError> {
         let backend = Backend::open(&self.server, "colloquy-host", self.lost_after).await?;
         let tracker = Arc::new(Tracker::default());
-        let watch = tokio::spawn(loss::watch_nodes(backend.clone(), Arc::clone(&tracker)));
         let host_id = uuid::Uuid::new_v4().to_string();
-        let beat = tokio::spawn(shared::beat(backend.clone(), host_id.clone()));
-        let tasks = [watch.abort_handle(), beat.abort_handle()];
-        let inner = ClusterInner { backend, timeouts: self.timeouts, tracker, host_id, tasks };
-        Ok(Cluster { inner: Arc::new(inner) })
+        let inner = Arc::new_cyclic(|inner| {
+            let inner: Weak<ClusterInner> = inner.clone();
+            let on_lost: loss::OnLost = Box::new(move |lost| {
+                if let Some(inner) = inner.upgrade() {
+                    moves::found_lost(&inner, lost);
+                }
+            });
+            let watch = loss::watch_nodes(backend.clone(), Arc::clone(&tracker), on_lost);
+            let watch = tokio::spawn(watch);
+            let beat = tokio::spawn(shared::beat(backend.clone(), host_id.clone()));
+            let tasks = [watch.abort_handle(), beat.abort_handle()];
+            ClusterInner { backend, timeouts: self.timeouts, tracker, host_id, tasks }
+        });
+        Ok(Cluster { inner })
     }
 }
 
@@ -183,7 +194,7 @@ impl Cluster {
 
     /// Resumes session `id`, whose node was lost, on a live node that keeps journals
     /// ([`NodeBuilder::store`](crate::NodeBuilder::store)) and serves its agent, the least
-    /// loaded first (docs/cluster.md#resume): its history, agent and calls come back from the
+    /// loaded first (docs/cluster.md#moves): its history, agent and calls come back from the
     /// journal its first node wrote, each call in doubt settled by its tool's policy, and its
     /// events go on after the last one stored (read them with
     /// [`RemoteSession::subscribe_from`] after the last event seen). A session whose node is
@@ -222,27 +233,21 @@ impl Cluster {
         if !names::is_valid_name(id) {
             return Err(ClusterError::NotFound(id.to_owned()));
         }
-        let record = self.inner.session_record(id).await?;
-        let record = record.ok_or_else(|| ClusterError::NotFound(id.to_owned()))?;
-        let tracked = self.inner.tracker.track(
-            &record.session_id,
-            &record.node,
-            &record.boot_id,
-            record.lease,
-        );
-        if record.lost {
-            tracked.mark_lost();
-        } else if !tracked.is_lost() {
-            // Its node may have been lost while no host drove it: then nobody wrote the
-            // marker yet.
-            let lost = match self.inner.holder(&record.node).await {
-                Holder::Live(lease) => lease > record.lease,
+        let entry = self.inner.session_entry(id).await?;
+        let (record, revision) = entry.ok_or_else(|| ClusterError::NotFound(id.to_owned()))?;
+        let placement = Placement::of(&record, revision);
+        let tracked = self.inner.tracker.track(&record.session_id, placement);
+        let placement = tracked.placement();
+        // Its node may have been lost while no host drove it: then nobody wrote the marker
+        // yet, nor moved it.
+        let lost = record.lost
+            || match self.inner.holder(&placement.node).await {
+                Holder::Live(lease) => lease > placement.lease,
                 Holder::Gone => true,
                 Holder::Unknown => false,
             };
-            if lost && tracked.mark_lost() {
-                loss::declare(&self.inner.backend, vec![Arc::clone(&tracked)]);
-            }
+        if lost && placement.named_by(&record) && tracked.lose(&placement) {
+            moves::found_lost(&self.inner, vec![(Arc::clone(&tracked), placement)]);
         }
         Ok(RemoteSession::new(Arc::clone(&self.inner), tracked))
     }
@@ -313,8 +318,9 @@ impl Cluster {
             e.into_error(|| ClusterError::NodeLost { node: node.to_owned() }, "placement")
         })?;
         match serde_json::from_slice(&answer).map_err(ClusterError::nats)? {
-            PlaceReply::Placed { session_id, node, boot_id, lease } => {
-                let tracked = self.inner.tracker.track(&session_id, &node, &boot_id, lease);
+            PlaceReply::Placed { session_id, node, boot_id, lease, durable, revision } => {
+                let placement = Placement { node, boot_id, lease, durable, revision };
+                let tracked = self.inner.tracker.track(&session_id, placement);
                 Ok(RemoteSession::new(Arc::clone(&self.inner), tracked))
             }
             PlaceReply::Refused { refusal } => {

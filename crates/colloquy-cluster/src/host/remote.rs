@@ -12,8 +12,9 @@ use colloquy_model::{AgentState, ChatItem, UserState};
 use colloquy_protocol::{Command, ErrorKind, ProtocolError, Reply, Request};
 use tokio::time::Instant;
 
-use super::events::{EventCursor, Placed, RemoteEvents};
-use super::loss::Tracked;
+use super::events::{EventCursor, RemoteEvents};
+use super::loss::{Placement, Tracked};
+use super::moves;
 use super::shared::{ClusterInner, NoAnswer};
 use crate::error::ClusterError;
 use crate::names;
@@ -25,8 +26,11 @@ const RESEND_PAUSE: Duration = Duration::from_millis(100);
 /// A session running on a node of the cluster. Cheap to clone; dropping it leaves the session
 /// running (close it, or let the node's drain do it).
 ///
-/// Once the host finds its node lost, every call fails with [`ClusterError::NodeLost`] at
-/// once, calls under way included (docs/cluster.md#failure).
+/// When its node is lost, a session the node journaled moves to another node
+/// (docs/cluster.md#moves): calls made meanwhile wait for the move and go there; a call under
+/// way at the loss fails with [`ClusterError::NodeLost`], since it may have run. A session
+/// that cannot move is lost with its node: every call fails with `NodeLost` at once
+/// (docs/cluster.md#failure).
 #[derive(Clone)]
 pub struct RemoteSession {
     inner: Arc<ClusterInner>,
@@ -37,7 +41,7 @@ impl std::fmt::Debug for RemoteSession {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RemoteSession")
             .field("id", &self.tracked.id)
-            .field("node", &self.tracked.node)
+            .field("node", &self.tracked.placement().node)
             .finish()
     }
 }
@@ -52,14 +56,20 @@ impl RemoteSession {
         &self.tracked.id
     }
 
-    /// The node that holds it.
-    pub fn node(&self) -> &str {
-        &self.tracked.node
+    /// The node that holds it: the last one this host knows of, which changes when the
+    /// session moves.
+    pub fn node(&self) -> String {
+        self.tracked.placement().node.clone()
     }
 
-    /// Whether this host has found the session's node lost.
+    /// Whether this host has found the session lost with its node: it could not move.
     pub fn is_node_lost(&self) -> bool {
         self.tracked.is_lost()
+    }
+
+    /// Whether its node was lost and the session is moving to another.
+    pub fn is_moving(&self) -> bool {
+        self.tracked.phase() == super::loss::Phase::Moving
     }
 
     /// The user said `text`; returns once the session has taken the turn.
@@ -208,10 +218,7 @@ impl RemoteSession {
     /// The session's events after the one `after` points at (the cursor of the last event a
     /// subscriber saw, kept across a reconnect or a restart): no gap, no duplicate.
     pub async fn subscribe_from(&self, after: EventCursor) -> Result<RemoteEvents, ClusterError> {
-        let tracked = &self.tracked;
-        let placed =
-            Placed { node: &tracked.node, boot_id: &tracked.boot_id, lease: tracked.lease };
-        RemoteEvents::open(&self.inner.backend, self.id(), after, placed).await
+        RemoteEvents::open(&self.inner, Arc::clone(&self.tracked), after).await
     }
 
     async fn unit(&self, command: Command) -> Result<(), ClusterError> {
@@ -221,24 +228,12 @@ impl RemoteSession {
         }
     }
 
-    /// One command: a request on the session's subject, its reply, or the error that says
-    /// what happened (the node lost, the session gone, no answer in time).
+    /// One command: a request on the session's subject (wherever the session runs, once it
+    /// is not moving), its reply, or the error that says what happened (the node lost, the
+    /// session gone, no answer in time). Nobody listening while the session's placement still
+    /// stands is a node reconnecting, or a move the host has not heard of yet: the command,
+    /// which nobody received, is sent again until the bound.
     async fn call(&self, command: Command) -> Result<Reply, ClusterError> {
-        let lost = || ClusterError::NodeLost { node: self.tracked.node.clone() };
-        if self.tracked.is_lost() {
-            return Err(lost());
-        }
-        tokio::select! {
-            biased;
-            () = self.tracked.lost() => Err(lost()),
-            reply = self.request(command) => reply,
-        }
-    }
-
-    /// The request behind [`call`](Self::call). Nobody listening while both the node and the
-    /// session are still recorded is a node reconnecting: the command, which nobody received,
-    /// is sent again until the bound.
-    async fn request(&self, command: Command) -> Result<Reply, ClusterError> {
         let timeout = self.timeout_for(&command);
         let deadline = Instant::now() + timeout;
         let name = command.name();
@@ -255,20 +250,41 @@ impl RemoteSession {
         }
         let timed_out = || ClusterError::Timeout { what: name.to_owned(), after: timeout };
         let answer = loop {
+            let placement = match tokio::time::timeout_at(deadline, self.tracked.settled()).await {
+                Ok(Some(placement)) => placement,
+                Ok(None) => return Err(self.lost()),
+                Err(_) => return Err(timed_out()),
+            };
             let left = deadline.saturating_duration_since(Instant::now());
-            match self.inner.request(subject.clone(), body.clone(), left).await {
+            let sent = tokio::select! {
+                biased;
+                // Under way at the loss: it may have run there.
+                () = self.tracked.left(&placement) => {
+                    return Err(ClusterError::NodeLost { node: placement.node.clone() });
+                }
+                sent = self.inner.request(subject.clone(), body.clone(), left) => sent,
+            };
+            match sent {
                 Ok(answer) => break answer,
                 Err(NoAnswer::NoResponders) => {
-                    if let Some(gone) = self.gone().await {
+                    if let Some(gone) = self.gone(&placement).await {
                         return Err(gone);
                     }
                     if Instant::now() + RESEND_PAUSE >= deadline {
                         return Err(timed_out());
                     }
-                    tokio::time::sleep(RESEND_PAUSE).await;
+                    if self.tracked.placement() == placement {
+                        tokio::time::sleep(RESEND_PAUSE).await;
+                    }
                 }
                 Err(NoAnswer::TimedOut(_)) => {
-                    return Err(self.gone().await.unwrap_or_else(timed_out));
+                    return Err(match self.gone(&placement).await {
+                        Some(gone) => gone,
+                        None if self.tracked.placement() != placement => {
+                            ClusterError::NodeLost { node: placement.node.clone() }
+                        }
+                        None => timed_out(),
+                    });
                 }
                 Err(NoAnswer::Failed(e)) => return Err(e),
             }
@@ -279,6 +295,11 @@ impl RemoteSession {
         }
     }
 
+    /// The error of a session lost with its node.
+    fn lost(&self) -> ClusterError {
+        ClusterError::NodeLost { node: self.tracked.placement().node.clone() }
+    }
+
     fn timeout_for(&self, command: &Command) -> Duration {
         let timeouts = self.inner.timeouts;
         match command {
@@ -287,25 +308,31 @@ impl RemoteSession {
         }
     }
 
-    /// `NodeLost` if the session's node (this boot and lease of it) is no longer live or the
-    /// session's record says it was lost, `NotFound` if the session has ended; `None` if both
-    /// are still there.
-    async fn gone(&self) -> Option<ClusterError> {
+    /// What the session's record and node say of `placement`, which did not answer:
+    /// `NotFound` if the session has ended, `NodeLost` if it was lost with its node; `None`
+    /// if it still runs there, moved on (the record names a newer placement, which this
+    /// host now follows) or is moving (its node was lost and journaled it).
+    async fn gone(&self, placement: &Arc<Placement>) -> Option<ClusterError> {
         let tracked = &self.tracked;
-        match self.inner.node(&tracked.node).await {
-            Some(node) if node.boot_id == tracked.boot_id && node.lease == tracked.lease => {}
-            _ => return Some(ClusterError::NodeLost { node: tracked.node.clone() }),
-        }
-        match self.inner.session_record(&tracked.id).await {
-            Ok(None) => Some(ClusterError::NotFound(tracked.id.clone())),
+        let lost = match self.inner.session_entry(&tracked.id).await {
+            Ok(None) => return Some(ClusterError::NotFound(tracked.id.clone())),
+            Ok(Some((record, revision))) if !placement.named_by(&record) => {
+                tracked.moved(Placement::of(&record, revision));
+                return None;
+            }
             // Declared lost: by a host, or by the node that stopped it at its fence while its
             // entry lived on.
-            Ok(Some(record)) if record.lost && record.lease == tracked.lease => {
-                tracked.mark_lost();
-                Some(ClusterError::NodeLost { node: tracked.node.clone() })
-            }
-            _ => None,
+            Ok(Some((record, _))) if record.lost => true,
+            Ok(Some(_)) => match self.inner.node(&placement.node).await {
+                Some(node) => node.boot_id != placement.boot_id || node.lease != placement.lease,
+                None => true,
+            },
+            Err(_) => false,
+        };
+        if lost && tracked.lose(placement) {
+            moves::found_lost(&self.inner, vec![(Arc::clone(tracked), Arc::clone(placement))]);
         }
+        tracked.is_lost().then(|| self.lost())
     }
 }
 

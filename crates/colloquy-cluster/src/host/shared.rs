@@ -143,16 +143,28 @@ impl ClusterInner {
         &self,
         id: &str,
     ) -> Result<Option<SessionRecord>, ClusterError> {
+        Ok(self.session_entry(id).await?.map(|(record, _)| record))
+    }
+
+    /// Session `id`'s record and its revision in the bucket.
+    pub(crate) async fn session_entry(
+        &self,
+        id: &str,
+    ) -> Result<Option<(SessionRecord, u64)>, ClusterError> {
         let bound = self.timeouts.place;
-        let read = self.backend.sessions.get(names::session_key(id));
-        let value = tokio::time::timeout(bound, read)
+        let read = self.backend.sessions.entry(names::session_key(id));
+        let entry = tokio::time::timeout(bound, read)
             .await
             .map_err(|_| ClusterError::Timeout {
                 what: "reading the session".into(),
                 after: bound,
             })?
             .map_err(ClusterError::nats)?;
-        value.map(|v| serde_json::from_slice(&v).map_err(ClusterError::nats)).transpose()
+        let Some(entry) = entry.filter(|e| e.operation == Operation::Put) else {
+            return Ok(None);
+        };
+        let record = serde_json::from_slice(&entry.value).map_err(ClusterError::nats)?;
+        Ok(Some((record, entry.revision)))
     }
 
     /// Whether node `name` holds an entry, and under which lease.

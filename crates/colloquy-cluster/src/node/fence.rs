@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use super::shared::{LiveSession, NodeShared};
-use crate::host::loss::{self, Tracked};
+use crate::host::loss::{self, LostPlacement, Placement};
 
 /// Why a fence stopped a node's sessions, as its log says. No `session_closed` is published
 /// for them (a fenced node publishes nothing of theirs): their readers end with the
@@ -42,8 +42,15 @@ pub(crate) fn stop(shared: &NodeShared, sessions: Vec<LiveSession>) {
             task.abort();
         }
         live.handle.actor_cell().kill();
-        let id = live.handle.id();
-        lost.push(Arc::new(Tracked::new(id, &shared.name, &shared.boot_id, live.lease)));
+        let placement = Placement {
+            node: shared.name.clone(),
+            boot_id: shared.boot_id.clone(),
+            lease: live.lease,
+            durable: shared.config.store.is_some(),
+            revision: 0,
+        };
+        let id = live.handle.id().to_owned();
+        lost.push(LostPlacement { id, placement: Arc::new(placement) });
     }
     // A host may never see the loss (the entry did not expire before the node wrote it
     // again): the node writes the marker itself, retried until NATS takes it.

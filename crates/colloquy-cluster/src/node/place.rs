@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use async_nats::jetstream::kv::{Operation, UpdateErrorKind};
 use colloquy_actors::Session;
 use colloquy_edge::history;
 use colloquy_edge::hosting::{Hosted, StartError};
@@ -12,8 +13,12 @@ use tokio::task::AbortHandle;
 use super::serve;
 use super::shared::{NodeShared, SessionStart};
 use crate::error::ClusterError;
+use crate::host::loss::{self, LostPlacement, Placement};
 use crate::names;
-use crate::wire::{Admission, CLUSTER_VERSION, PlaceReply, PlaceRequest, Refusal, admission};
+use crate::wire::{
+    Admission, CLUSTER_VERSION, NodeInfo, PlaceReply, PlaceRequest, Refusal, SessionRecord,
+    admission,
+};
 
 /// Subscribes to the node's placement subject and answers each request.
 pub(super) async fn serve(shared: &Arc<NodeShared>) -> Result<AbortHandle, ClusterError> {
@@ -68,34 +73,46 @@ async fn place(shared: &Arc<NodeShared>, request: PlaceRequest) -> PlaceReply {
     }
     let history = request.options.history;
     let filter = shared.config.events;
-    let (started, after) = match request.resume {
-        Some(id) => match resumable(shared, &id).await {
-            // Its first node was lost (the host checked): its lease is taken over, which
-            // fences that node's journal should it come back (docs/cluster.md#resume).
-            Ok(after) => (agents.resume(builder.take_over(true), id, start, filter).await, after),
+    let (started, claim) = match request.resume {
+        Some(id) => match claim(shared, &id).await {
+            // Its node was lost: the journal's lease is taken over, which fences that node's
+            // journal should it come back (docs/cluster.md#moves).
+            Ok(claim) => {
+                (agents.resume(builder.take_over(true), id, start, filter).await, Some(claim))
+            }
             Err(message) => return PlaceReply::Failed { message },
         },
-        None => (agents.start(builder, start, history, filter).await, 0),
+        None => (agents.start(builder, start, history, filter).await, None),
     };
     let (session, events) = match started {
         Ok(Hosted { session, events, .. }) => (session, events),
-        // Admission refuses an agent the node lacks: this arm only satisfies the types.
-        Err(StartError::UnknownAgent(agent)) => {
-            return PlaceReply::Refused { refusal: Refusal::UnknownAgent { agent } };
+        Err(e) => {
+            if let Some(claim) = claim {
+                claim.give_back(shared).await;
+            }
+            return match e {
+                // Admission refuses an agent the node lacks: this arm only satisfies the types.
+                StartError::UnknownAgent(agent) => {
+                    PlaceReply::Refused { refusal: Refusal::UnknownAgent { agent } }
+                }
+                e => PlaceReply::Failed { message: e.to_string() },
+            };
         }
-        Err(e) => return PlaceReply::Failed { message: e.to_string() },
     };
+    let (after, moved_from) = claim.map_or((0, None), |c| (c.after, Some(c.from.node)));
     let session_id = session.id().to_owned();
     // Read once: the record and the answer name the same lease.
     let lease = shared.lease();
     let host = request.host.as_deref();
-    let serving = serve::Serving { agent: &request.agent, lease, host, after };
+    let serving = serve::Serving { agent: &request.agent, lease, host, after, moved_from };
     match serve::start(shared, session.clone(), events, serving).await {
-        Ok(()) => PlaceReply::Placed {
+        Ok(revision) => PlaceReply::Placed {
             session_id,
             node: shared.name.clone(),
             boot_id: shared.boot_id.clone(),
             lease,
+            durable: shared.config.store.is_some(),
+            revision,
         },
         Err(e) => {
             let _ = session.close_with_reason("node_error").await;
@@ -104,17 +121,95 @@ async fn place(shared: &Arc<NodeShared>, request: PlaceRequest) -> PlaceReply {
     }
 }
 
-/// The index of session `id`'s last stored event, if this node can resume it: it must keep
-/// journals, and not hold the session already.
-async fn resumable(shared: &Arc<NodeShared>, id: &str) -> Result<u64, String> {
+/// A session this node took from a lost one, before it resumed it.
+struct Claim {
+    /// The record as it stood: the node it ran on.
+    from: SessionRecord,
+    /// The revision of the record this node wrote.
+    revision: u64,
+    /// The index of its last stored event.
+    after: u64,
+}
+
+/// Claims session `id` for this node, if it can resume it (docs/cluster.md#moves): it keeps
+/// journals and does not run the session already; the session's record says it was journaled,
+/// and its node was lost. Its `x_node_lost` marker is stored first (once, whoever writes it),
+/// so readers meet it before any event of this node; then the record is rewritten to name this
+/// node, a compare-and-set on the revision read: of nodes that try at once, one wins and the
+/// others refuse, and their hosts follow the record.
+async fn claim(shared: &Arc<NodeShared>, id: &str) -> Result<Claim, String> {
+    let me = &shared.name;
     if shared.config.store.is_none() {
-        return Err(format!(
-            "node `{}` keeps no journals: it cannot resume a session",
-            shared.name
-        ));
+        return Err(format!("node `{me}` keeps no journals: it cannot resume a session"));
     }
     if shared.lock_sessions().contains_key(id) {
-        return Err(format!("node `{}` runs session `{id}` already", shared.name));
+        return Err(format!("node `{me}` runs session `{id}` already"));
     }
-    serve::last_index(shared, id).await.map_err(|e| format!("its events cannot be read: {e}"))
+    let sessions = &shared.backend.sessions;
+    let key = names::session_key(id);
+    let entry =
+        sessions.entry(&key).await.map_err(|e| format!("its record cannot be read: {e}"))?;
+    let Some(entry) = entry.filter(|e| e.operation == Operation::Put) else {
+        return Err(format!("session `{id}` has no record: it has ended"));
+    };
+    let from: SessionRecord = serde_json::from_slice(&entry.value)
+        .map_err(|e| format!("its record is unreadable: {e}"))?;
+    if !from.durable {
+        return Err(format!("node `{}` kept no journal of session `{id}`", from.node));
+    }
+    if !from.lost {
+        match shared.backend.nodes.get(names::node_key(&from.node)).await {
+            Ok(Some(value)) => match serde_json::from_slice::<NodeInfo>(&value) {
+                Ok(node) if node.lease == from.lease && node.boot_id == from.boot_id => {
+                    return Err(format!("session `{id}` runs on live node `{}`", from.node));
+                }
+                _ => {}
+            },
+            Ok(None) => {}
+            Err(e) => return Err(format!("node `{}` cannot be read: {e}", from.node)),
+        }
+        let lost =
+            LostPlacement { id: id.to_owned(), placement: Arc::new(Placement::of(&from, 0)) };
+        loss::mark(&shared.backend, &lost)
+            .await
+            .map_err(|e| format!("cannot mark its loss: {e}"))?;
+    }
+    let claimed = SessionRecord {
+        node: me.clone(),
+        boot_id: shared.boot_id.clone(),
+        lease: shared.lease(),
+        lost: false,
+        durable: true,
+        ..from.clone()
+    };
+    let body = serde_json::to_vec(&claimed).unwrap_or_default();
+    let revision = match sessions.update(&key, body.into(), entry.revision).await {
+        Ok(revision) => revision,
+        Err(e) if e.kind() == UpdateErrorKind::WrongLastRevision => {
+            return Err(format!("session `{id}` was resumed by another node first"));
+        }
+        Err(e) => return Err(format!("its record cannot be written: {e}")),
+    };
+    let claim = Claim { from, revision, after: 0 };
+    match serve::last_index(shared, id).await {
+        Ok(after) => Ok(Claim { after, ..claim }),
+        // Numbering from 1 again would collide with the stored events.
+        Err(e) => {
+            claim.give_back(shared).await;
+            Err(format!("its events cannot be read: {e}"))
+        }
+    }
+}
+
+impl Claim {
+    /// Puts the record back as it was, marked lost, for another node to resume the session:
+    /// this one could not.
+    async fn give_back(self, shared: &NodeShared) {
+        let record = SessionRecord { lost: true, ..self.from };
+        let body = serde_json::to_vec(&record).unwrap_or_default();
+        let key = names::session_key(&record.session_id);
+        if let Err(e) = shared.backend.sessions.update(&key, body.into(), self.revision).await {
+            tracing::warn!(session = %record.session_id, error = %e, "cannot give the session back");
+        }
+    }
 }

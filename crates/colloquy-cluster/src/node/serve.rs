@@ -44,17 +44,20 @@ pub(super) struct Serving<'a> {
     /// The index of the session's last event already stored (0 for a new session): a resumed
     /// session's events are numbered on from it.
     pub(super) after: u64,
+    /// The node a resumed session ran on: its `x_session_resumed` is published as
+    /// `x_session_moved` from there to here.
+    pub(super) moved_from: Option<String>,
 }
 
 /// Records the session, subscribes to its commands and starts publishing its events. Once this
-/// returns, a host's commands reach the session.
+/// returns, a host's commands reach the session. Returns the revision of its record.
 pub(super) async fn start(
     shared: &Arc<NodeShared>,
     session: SessionHandle,
     events: EventStream,
     serving: Serving<'_>,
-) -> Result<(), ClusterError> {
-    let Serving { agent, lease, host, after } = serving;
+) -> Result<u64, ClusterError> {
+    let Serving { agent, lease, host, after, moved_from } = serving;
     let id = session.id().to_owned();
     let record = SessionRecord {
         session_id: id.clone(),
@@ -63,9 +66,10 @@ pub(super) async fn start(
         lease,
         agent: agent.to_owned(),
         lost: false,
+        durable: shared.config.store.is_some(),
     };
     let body = serde_json::to_vec(&record).unwrap_or_default();
-    shared
+    let revision = shared
         .backend
         .sessions
         .put(names::session_key(&id), body.into())
@@ -80,7 +84,8 @@ pub(super) async fn start(
     let (ended, on_end) = oneshot::channel();
     let serving =
         tokio::spawn(serve_commands(Arc::clone(shared), session.clone(), commands, on_end));
-    let publisher = Publisher { shared: Arc::clone(shared), session: session.clone(), id, after };
+    let publisher =
+        Publisher { shared: Arc::clone(shared), session: session.clone(), id, after, moved_from };
     let publishing = tokio::spawn(publisher.run(events, ended));
     let tasks = vec![serving.abort_handle(), publishing.abort_handle()];
     shared.add_session(session.clone(), tasks, lease);
@@ -91,7 +96,7 @@ pub(super) async fn start(
     if shared.is_fenced() {
         fence::stop(shared, shared.remove_session(session.id()).into_iter().collect());
     }
-    Ok(())
+    Ok(revision)
 }
 
 /// Answers each command until the session has ended; then unsubscribes by draining, so a
@@ -198,6 +203,8 @@ struct Publisher {
     id: String,
     /// The index the session's events number on from.
     after: u64,
+    /// The node it moved from, until its `x_session_moved` is published.
+    moved_from: Option<String>,
 }
 
 impl Publisher {
@@ -206,7 +213,7 @@ impl Publisher {
     /// a lone event leaves at once). A message that cannot be stored within the node's
     /// `event_timeout` closes the session ([`EVENTS_UNSTORED`]) and the rest are dropped,
     /// counted in a log line.
-    async fn run(self, mut events: EventStream, ended: oneshot::Sender<()>) {
+    async fn run(mut self, mut events: EventStream, ended: oneshot::Sender<()>) {
         let subject = names::events_subject(&self.id);
         let max_payload = payload_limit(&self.shared.backend.client);
         let timeout = self.shared.config.event_timeout;
@@ -226,6 +233,7 @@ impl Publisher {
             let frames: Vec<Vec<u8>> = ready
                 .into_iter()
                 .map(|event| {
+                    let event = self.moved(event);
                     index += 1;
                     let frame = EventFrame { session_id: self.id.clone(), index, event };
                     self.fit(frame, max_payload)
@@ -264,6 +272,18 @@ impl Publisher {
         }
         let _ = ended.send(());
         self.shared.remove_session(&self.id);
+    }
+
+    /// The event as published: a moved session's `x_session_resumed` says where from.
+    fn moved(&mut self, event: SessionEvent) -> SessionEvent {
+        let SessionEvent { at_ms, kind: EventKind::SessionResumed { in_doubt } } = event else {
+            return event;
+        };
+        let Some(from) = self.moved_from.take() else {
+            return SessionEvent { at_ms, kind: EventKind::SessionResumed { in_doubt } };
+        };
+        let to = self.shared.name.clone();
+        SessionEvent { at_ms, kind: EventKind::SessionMoved { from, to, calls_in_doubt: in_doubt } }
     }
 
     /// The frame's bytes, or those of an `error` event in its place if it is over `max`.
