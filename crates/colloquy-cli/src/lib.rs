@@ -353,9 +353,13 @@ pub struct NodeArgs {
     /// events; `colloquy chat --nats` then shows each reply once it is complete).
     #[arg(long)]
     pub no_agent_text: bool,
-    /// Keep every session's journal on the NATS server (JetStream), so that another durable
-    /// node can resume a session of this one if it is lost (docs/cluster.md#moves).
+    /// Keep no journal of the node's sessions: they are lost with the node rather than moved
+    /// to another (by default each session's journal is kept on the NATS server, JetStream,
+    /// until it closes; docs/cluster.md#moves).
     #[arg(long)]
+    pub no_durable: bool,
+    /// The default (kept for scripts that ask for it).
+    #[arg(long, hide = true, conflicts_with = "no_durable")]
     pub durable: bool,
     /// Serve Prometheus /metrics and /healthz on this address (`127.0.0.1:9464`; port 0
     /// picks a free one).

@@ -356,7 +356,8 @@ async fn kill_9_of_a_node_process_loses_its_sessions_only_and_leaves_nothing_run
     const LOST_AFTER: Duration = Duration::from_secs(2);
     const MARGIN: Duration = Duration::from_secs(2);
     let server = NatsServer::start();
-    let lost_after = ["--lost-after", "2s"];
+    // No journals: their sessions are lost with them (a durable node's move: below).
+    let lost_after = ["--lost-after", "2s", "--no-durable"];
     let doomed = NodeProcess::start(&server, "doomed", &lost_after).await;
     let spared = NodeProcess::start(&server, "spared", &lost_after).await;
     let host = Cluster::builder(server.url()).lost_after(LOST_AFTER).connect().await.unwrap();
@@ -411,7 +412,7 @@ async fn kill_9_of_a_node_process_loses_its_sessions_only_and_leaves_nothing_run
 async fn a_chat_whose_node_is_lost_says_so_and_exits_1() {
     let server = NatsServer::start();
     let url = server.url();
-    let node = NodeProcess::start(&server, "n1", &["--lost-after", "2s"]).await;
+    let node = NodeProcess::start(&server, "n1", &["--lost-after", "2s", "--no-durable"]).await;
     // A chat holds a session on the node: its input stays open.
     let mut command = common::colloquy();
     command.args(["chat", "--nats", &url, "--lost-after", "2s"]);
@@ -434,7 +435,7 @@ async fn a_chat_whose_node_is_lost_says_so_and_exits_1() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chat_whose_durable_node_is_killed_says_it_moved_and_goes_on() {
     let server = NatsServer::start();
-    let args = ["--lost-after", "2s", "--durable"];
+    let args = ["--lost-after", "2s"];
     let n1 = NodeProcess::start(&server, "n1", &args).await;
     let _n2 = NodeProcess::start(&server, "n2", &args).await;
     let url = server.url();
@@ -460,7 +461,7 @@ async fn a_durable_nodes_session_survives_its_kill_9_on_another_durable_node() {
     use colloquy::cluster::{Cluster, StartOptions};
 
     let server = NatsServer::start();
-    let args = ["--lost-after", "2s", "--durable"];
+    let args = ["--lost-after", "2s"];
     let doomed = NodeProcess::start(&server, "doomed", &args).await;
     let _spared = NodeProcess::start(&server, "spared", &args).await;
     let host =

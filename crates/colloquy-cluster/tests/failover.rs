@@ -15,15 +15,11 @@ use colloquy_model::{ChatItem, EventKind};
 use colloquy_store::SessionStore;
 use common::{BOUND, LOST_AFTER, NatsServer, REPLY, eventually, node_builder};
 
-/// A node that keeps its sessions' journals on the server, as a process of its own would
-/// (a store opened for it alone).
+/// A node as the builder makes it by default: durable, its journals on the server.
 async fn durable_node(server: &NatsServer, name: &str) -> NodeHandle {
-    let url = server.url();
-    let store = tokio::task::spawn_blocking(move || JetStreamStore::connect(url));
-    let store: Arc<dyn SessionStore> = Arc::new(store.await.unwrap().expect("the store opens"));
     node_builder(&server.url(), name)
+        .durable(true)
         .lost_after(LOST_AFTER)
-        .store(store)
         .start()
         .await
         .unwrap_or_else(|e| panic!("node {name} starts: {e}"))
@@ -112,7 +108,20 @@ async fn a_lost_nodes_session_moves_by_itself_and_its_handle_keeps_working() {
         !seen.iter().any(|(_, k)| matches!(k, EventKind::SessionResumed { .. })),
         "a moved session says so once: {seen:?}"
     );
+    let url = server.url();
+    let store = tokio::task::spawn_blocking(move || JetStreamStore::connect(url));
+    let store = Arc::new(store.await.unwrap().expect("the journals"));
+    let listed = |store: &Arc<JetStreamStore>| {
+        let store = Arc::clone(store);
+        async move { tokio::task::spawn_blocking(move || store.list()).await.unwrap().unwrap() }
+    };
+    assert!(listed(&store).await.iter().any(|s| s.id == id), "its journal is on the server");
     tokio::time::timeout(Duration::from_secs(10), session.close()).await.unwrap().unwrap();
+    // Closed for good: its journal leaves the server (its history stays in its events).
+    eventually(BOUND, "the closed session's journal is deleted", || async {
+        listed(&store).await.iter().all(|s| s.id != id).then_some(())
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

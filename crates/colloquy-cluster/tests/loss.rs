@@ -2,7 +2,8 @@
 //! that stops without a drain is lost within `lost_after` (its sessions' readers get
 //! `x_node_lost`, their calls `NodeLost`, on every host); a node cut off from NATS stops its
 //! sessions by itself and registers again under a new lease; a drain is no loss; a name whose
-//! entry expired can be taken again. Nodes are lost after 2 s here: at 1 s a loaded machine
+//! entry expired can be taken again. The nodes keep no journals (a durable node's sessions
+//! move: `tests/failover.rs`). Nodes are lost after 2 s here: at 1 s a loaded machine
 //! misses enough heartbeats for a healthy node to fence itself.
 
 mod common;
@@ -18,8 +19,11 @@ use common::{
 };
 use futures_util::StreamExt;
 
+/// A node that keeps no journals: its sessions are lost with it (a durable node's move,
+/// `tests/failover.rs`).
 async fn node(server: &NatsServer, name: &str, lost_after: Duration) -> NodeHandle {
     node_builder(&server.url(), name)
+        .durable(false)
         .lost_after(lost_after)
         .start()
         .await

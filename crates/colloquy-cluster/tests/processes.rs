@@ -44,7 +44,9 @@ async fn node_process() {
         return;
     };
     let lost_after = Duration::from_millis(lost_after.parse().expect("milliseconds"));
+    // No journals: these tests are about a session lost with its node.
     let report = node_builder(&url, &name)
+        .durable(false)
         .lost_after(lost_after)
         .agent("busy", busy)
         .session(

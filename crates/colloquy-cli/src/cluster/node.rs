@@ -9,7 +9,7 @@ use std::io::Write;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use colloquy::cluster::{DrainReport, JetStreamStore, Node, NodeHandle};
+use colloquy::cluster::{DrainReport, Node, NodeHandle};
 use colloquy::events::{EventFilter, EventKind, EventType};
 use colloquy::ops::{Health, Metrics};
 use colloquy::session::SessionHandle;
@@ -53,12 +53,7 @@ pub async fn run(args: &NodeArgs, out: Box<dyn Write + Send>) -> Result<(), Comm
     if !args.no_agent_text {
         builder = builder.events(EventFilter::ALL);
     }
-    if args.durable {
-        let server = nats.clone();
-        let opened = tokio::task::spawn_blocking(move || JetStreamStore::connect(server)).await;
-        let store = opened.map_err(|e| CommandError::Failed(e.to_string()))?;
-        builder = builder.store(Arc::new(store.map_err(CommandError::Cluster)?));
-    }
+    builder = builder.durable(!args.no_durable);
     let metrics = ops.as_ref().map(|ops| ops.metrics.clone());
     let (lines, close_lines) = (terminal.clone(), CloseLines::default());
     let watchers = Arc::clone(&close_lines);
@@ -80,10 +75,14 @@ pub async fn run(args: &NodeArgs, out: Box<dyn Write + Send>) -> Result<(), Comm
     crate::ops::set(&health, Health::Ready);
     served::report_mcp_servers(&servers, &terminal);
     let metrics = ops.as_ref().map(|ops| format!("; metrics on http://{}/metrics", ops.addr));
+    let journals = match node.info().durable {
+        true => "sessions journaled on NATS",
+        false => "no journals (--no-durable)",
+    };
     terminal.line(
         Style::Dim,
         &format!(
-            "node {} ready on {}: agents {} on {about}{}",
+            "node {} ready on {}: agents {} on {about}; {journals}{}",
             node.name(),
             args.nats,
             names,

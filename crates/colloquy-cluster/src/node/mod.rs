@@ -30,10 +30,11 @@ pub use shared::{
 };
 
 use crate::error::ClusterError;
+use crate::journal_store::JetStreamStore;
 use crate::names;
 use crate::nats::{Backend, NatsConfig};
 use crate::wire::NodeInfo;
-use shared::{NodeConfig, NodeShared};
+use shared::{Journals, NodeConfig, NodeShared};
 
 /// Entry point: [`Node::builder`].
 pub struct Node;
@@ -60,6 +61,7 @@ impl Node {
                 lost_after: names::NODE_TTL,
                 host_lost_after: names::HOST_LOST_AFTER,
                 store: None,
+                journals: Journals::OnServer,
             },
         }
     }
@@ -253,13 +255,24 @@ impl NodeBuilder {
         }
         let client = format!("colloquy-node-{name}");
         let backend = Backend::open(&self.server, &client, self.config.lost_after).await?;
+        let mut config = self.config;
+        config.store = match &config.journals {
+            Journals::OnServer => {
+                let server = self.server.clone();
+                let opened = tokio::task::spawn_blocking(move || JetStreamStore::connect(server));
+                let store = opened.await.map_err(|e| ClusterError::Config(e.to_string()))??;
+                Some(Arc::new(store) as Arc<dyn colloquy_store::SessionStore>)
+            }
+            Journals::Store(store) => Some(Arc::clone(store)),
+            Journals::Off => None,
+        };
         let host = Host::new().await.map_err(|e| ClusterError::Config(e.to_string()))?;
         let (count, _) = watch::channel(0);
         let shared = Arc::new(NodeShared {
             name,
             boot_id: uuid::Uuid::new_v4().to_string(),
             backend,
-            config: self.config,
+            config,
             host,
             sessions: Mutex::new(BTreeMap::new()),
             draining: AtomicBool::new(false),
@@ -286,12 +299,26 @@ impl NodeBuilder {
         Ok(NodeHandle { shared: Arc::new(Stopper(shared)) })
     }
 
-    /// Keeps every session's journal in `store` (a [`JetStreamStore`](crate::JetStreamStore)
-    /// on the cluster's NATS server, typically), so that another node can resume a session of
-    /// this one when it is lost ([`Cluster::resume_session`](crate::Cluster::resume_session));
-    /// the node announces itself `durable` and resumes sessions others wrote. None by default.
+    /// Keeps every session's journal in `store` rather than on the cluster's NATS server: a
+    /// store every node of the cluster reaches, so that another node can resume a session of
+    /// this one when it is lost (docs/cluster.md#moves). Journals in a store of the host's own
+    /// are kept as that store keeps them (the node deletes none).
     pub fn store(mut self, store: Arc<dyn colloquy_store::SessionStore>) -> Self {
-        self.config.store = Some(store);
+        self.config.journals = Journals::Store(store);
+        self
+    }
+
+    /// Whether the node journals its sessions (default `true`): each session's journal on the
+    /// cluster's NATS server (a [`JetStreamStore`](crate::JetStreamStore) the node opens at
+    /// start, on the same connection settings), so that when the node is lost its sessions
+    /// move to another durable node (docs/cluster.md#moves); a session's journal is deleted
+    /// once it has closed for good. `false` keeps no journal: the node's sessions are lost
+    /// with it, and it cannot resume others' (it announces itself not `durable`).
+    pub fn durable(mut self, durable: bool) -> Self {
+        self.config.journals = match durable {
+            true => Journals::OnServer,
+            false => Journals::Off,
+        };
         self
     }
 

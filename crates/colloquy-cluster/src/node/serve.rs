@@ -15,7 +15,7 @@ use async_nats::jetstream::message::PublishMessage;
 use colloquy_actors::{EventStream, SessionHandle};
 use colloquy_edge::execute;
 use colloquy_edge::hosting::InFlight;
-use colloquy_model::{ErrorSource, EventKind, SessionEvent};
+use colloquy_model::{CloseReason, ErrorSource, EventKind, SessionEvent};
 use colloquy_protocol::{ErrorKind, EventFrame, ProtocolError, Reply, Request};
 use futures_util::StreamExt;
 use tokio::sync::oneshot;
@@ -217,7 +217,7 @@ impl Publisher {
         let subject = names::events_subject(&self.id);
         let max_payload = payload_limit(&self.shared.backend.client);
         let timeout = self.shared.config.event_timeout;
-        let (mut index, mut dropped, mut closed) = (self.after, 0_u64, false);
+        let (mut index, mut dropped, mut closed) = (self.after, 0_u64, None::<String>);
         while let Some(first) = events.recv().await {
             let mut ready = vec![first];
             while ready.len() < MAX_BATCH
@@ -225,7 +225,12 @@ impl Publisher {
             {
                 ready.push(event);
             }
-            closed = ready.iter().any(|e| matches!(e.kind, EventKind::SessionClosed { .. }));
+            if let Some(reason) = ready.iter().find_map(|e| match &e.kind {
+                EventKind::SessionClosed { reason } => Some(reason.clone()),
+                _ => None,
+            }) {
+                closed = Some(reason);
+            }
             if dropped > 0 {
                 dropped += ready.len() as u64;
                 continue;
@@ -264,8 +269,9 @@ impl Publisher {
         }
         // A stream that ended before `session_closed` fell behind by `max_unread_events`: a
         // session nobody can follow any more does not run on.
-        if !closed {
-            self.close(EVENTS_UNSTORED);
+        match closed {
+            None => self.close(EVENTS_UNSTORED),
+            Some(reason) => self.forget_journal(&reason),
         }
         if let Err(e) = self.shared.backend.sessions.delete(names::session_key(&self.id)).await {
             tracing::warn!(session = %self.id, error = %e, "cannot remove the session's record");
@@ -303,6 +309,23 @@ impl Publisher {
         let at_ms = frame.event.at_ms;
         let kind = EventKind::error(ErrorSource::Session, message);
         EventFrame { event: SessionEvent { at_ms, kind }, ..frame }.encode()
+    }
+
+    /// Deletes the journal of a session that closed for good with `reason`, if the node keeps
+    /// journals on the server (a suspended session, or one another node took over, keeps its
+    /// own; docs/cluster.md#moves).
+    fn forget_journal(&self, reason: &str) {
+        let kept = [CloseReason::Suspended, CloseReason::LeaseLost, CloseReason::StoreFailed];
+        if !self.shared.config.forgets_closed() || kept.iter().any(|r| r.name() == reason) {
+            return;
+        }
+        let Some(store) = self.shared.config.store.clone() else { return };
+        let id = self.id.clone();
+        tokio::task::spawn_blocking(move || {
+            if let Err(e) = store.delete(&id) {
+                tracing::warn!(session = %id, error = %e, "cannot delete the journal of a closed session");
+            }
+        });
     }
 
     fn close(&self, reason: &'static str) {

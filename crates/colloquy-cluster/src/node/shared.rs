@@ -78,8 +78,31 @@ pub(crate) struct NodeConfig {
     pub(crate) lost_after: Duration,
     /// How long a session outlives the last beat of every host that holds it.
     pub(crate) host_lost_after: Duration,
-    /// Where its sessions' journals go, if anywhere (docs/cluster.md#journals).
+    /// Where its sessions' journals go, if anywhere (docs/cluster.md#journals): resolved by
+    /// `NodeBuilder::start` from `journals`.
     pub(crate) store: Option<Arc<dyn colloquy_store::SessionStore>>,
+    /// What the builder was asked for.
+    pub(crate) journals: Journals,
+}
+
+/// Where a node keeps its sessions' journals.
+#[derive(Clone)]
+pub(crate) enum Journals {
+    /// On the cluster's NATS server (a `JetStreamStore` the node opens), each deleted once its
+    /// session has closed for good: the default.
+    OnServer,
+    /// In the host's own store, kept as that store keeps them.
+    Store(Arc<dyn colloquy_store::SessionStore>),
+    /// Nowhere: the node's sessions are lost with it.
+    Off,
+}
+
+impl NodeConfig {
+    /// Whether the journal of a session that closed for good is deleted: only from the store
+    /// the node opened itself (a host's own store keeps what it keeps).
+    pub(crate) fn forgets_closed(&self) -> bool {
+        matches!(self.journals, Journals::OnServer)
+    }
 }
 
 /// What a node's tasks share.

@@ -28,9 +28,17 @@ pub(crate) fn llm() -> colloquy_llm::ScriptedLlm {
         .with_fallback(|_, _| colloquy_llm::ScriptedResponse::text(REPLY))
 }
 
-/// A node named `name` on the server at `url` with the `support` agent and the scripted model.
+/// A node named `name` on the server at `url` with the `support` agent and the scripted model,
+/// keeping no journals unless the test asks (`.durable(true)`, the builder's default): moves
+/// are `failover.rs`'s subject, and a durable node dropped at a test's end waits out its last
+/// journal writes against the stopped server (5 s).
 pub(crate) fn node_builder(url: &str, name: &str) -> colloquy_cluster::NodeBuilder {
-    colloquy_cluster::Node::builder().nats(url).name(name).agent("support", support).llm(llm())
+    colloquy_cluster::Node::builder()
+        .nats(url)
+        .name(name)
+        .agent("support", support)
+        .llm(llm())
+        .durable(false)
 }
 
 /// Every frame and marker stored on session `id`'s events subject, as JSON, read past any

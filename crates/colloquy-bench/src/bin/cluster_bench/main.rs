@@ -57,6 +57,8 @@ struct Args {
     nodes: usize,
     turn_samples: u32,
     nats_server: PathBuf,
+    /// Whether the nodes journal their sessions on the server (their default).
+    durable: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -65,12 +67,20 @@ fn parse_args() -> Result<Args, String> {
         nodes: 2,
         turn_samples: 200,
         nats_server: PathBuf::from(server::DEFAULT_BINARY),
+        durable: true,
     };
     bench_support::parse_options(&mut args.load, |flag, value| {
         match flag {
             "--nodes" => args.nodes = number(flag, value)?,
             "--turn-samples" => args.turn_samples = number(flag, value)?,
             "--nats-server" => args.nats_server = PathBuf::from(value),
+            "--durable" => {
+                args.durable = match value {
+                    "yes" => true,
+                    "no" => false,
+                    _ => return Err(format!("{flag}: `yes` or `no`, not `{value}`")),
+                };
+            }
             _ => return Ok(false),
         }
         Ok(true)
@@ -291,6 +301,7 @@ async fn nodes(
             // spreads them.
             .max_sessions(args.load.sessions + 16)
             .load_threshold(1.0)
+            .durable(args.durable)
             .start()
             .await
             .map_err(|e| format!("node-{n}: {e}"))?;
@@ -471,6 +482,7 @@ async fn run(args: &Args) -> Result<(Value, bool), String> {
         "allocator": if cfg!(feature = "mimalloc") { "mimalloc" } else { "system" },
         "nproc": std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
         "nodes": args.nodes,
+        "durable": args.durable,
     });
     if args.turn_samples > 0 {
         let (part, passed) = one_turn(&cluster, args, &server).await;
@@ -490,7 +502,7 @@ async fn run(args: &Args) -> Result<(Value, bool), String> {
 
 fn main() -> ExitCode {
     let usage = "[--sessions K] [--turns T] [--tool-ms M] [--nodes N] [--turn-samples S] \
-                 [--nats-server PATH]";
+                 [--durable yes|no] [--nats-server PATH]";
     let (args, runtime) = match bench_support::start("cluster-bench", usage, parse_args) {
         Ok(started) => started,
         Err(status) => return status,
