@@ -245,9 +245,10 @@ pub mod cluster {
 
     pub use colloquy_cluster::{
         Agents, CLUSTER_VERSION, Cluster, ClusterBuilder, ClusterError, DrainReport, ErrorKind,
-        HOST_LOST, HOST_LOST_AFTER, JetStreamStore, MIN_HOST_LOST_AFTER, NODE_DRAINING, NatsConfig,
-        Node, NodeBuilder, NodeHandle, NodeInfo, NodeLoad, ProtocolError, Refusal, RemoteEvent,
-        RemoteEvents, RemoteSession, SessionRecord, SessionStart, StartOptions, Timeouts,
+        HOST_LOST, HOST_LOST_AFTER, JetStreamStore, MIN_HOST_LOST_AFTER, MOVE_TIMEOUT,
+        NODE_DRAINING, NatsConfig, Node, NodeBuilder, NodeHandle, NodeInfo, NodeLoad, OnDrain,
+        ProtocolError, Refusal, RemoteEvent, RemoteEvents, RemoteSession, SessionRecord,
+        SessionStart, StartOptions, Timeouts,
     };
 }
 

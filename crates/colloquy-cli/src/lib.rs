@@ -318,6 +318,15 @@ pub struct ServedAgentArgs {
     pub agent: AgentArgs,
 }
 
+/// What `colloquy node` does with its sessions when it drains.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OnDrainArg {
+    /// Hand each to another node (docs/cluster.md#drain-moves).
+    Move,
+    /// Wait for each to end, then close it `node_draining`.
+    Close,
+}
+
 /// `colloquy node` options.
 #[derive(Debug, clap::Args, Clone, PartialEq)]
 pub struct NodeArgs {
@@ -337,10 +346,17 @@ pub struct NodeArgs {
     /// session.
     #[arg(long, value_name = "X", default_value_t = 0.7)]
     pub load_threshold: f64,
-    /// On SIGTERM or SIGINT the node takes no new session and waits this long for its
-    /// sessions to end, then closes them (`30s`, `500ms`, `2m`).
+    /// On SIGTERM or SIGINT the node takes no new session and waits this long for each of
+    /// its sessions to be quiet before it hands it to another node (`--on-drain move`; past
+    /// it, running calls are in doubt), or to end before it closes it (`close`) (`30s`,
+    /// `500ms`, `2m`).
     #[arg(long, value_name = "TIME", default_value = "30s", value_parser = duration)]
     pub drain_timeout: Duration,
+    /// What a drain does with the node's sessions: hand each to another node that keeps
+    /// journals and serves its agent, so a rolling deploy closes no conversation (`move`; a
+    /// session no other node takes is closed), or close them (`close`).
+    #[arg(long, value_enum, value_name = "WHAT", default_value_t = OnDrainArg::Move)]
+    pub on_drain: OnDrainArg,
     /// How long after its last heartbeat the node is lost, if it creates the cluster's nodes
     /// bucket (at least 1s; an existing bucket keeps its own).
     #[arg(long, value_name = "TIME", default_value = "3s", value_parser = duration)]

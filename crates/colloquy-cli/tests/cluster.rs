@@ -198,7 +198,8 @@ async fn sigterm_drains_a_node_which_closes_its_sessions_and_exits_0_within_the_
     let drained = [
         "node n1 draining: 1 live",
         "closed: node_draining",
-        "node n1 drained: 0 ended by themselves, 1 closed",
+        // Alone: no other node takes its session, which is closed.
+        "node n1 drained: 0 moved to other nodes, 0 ended by themselves, 1 closed",
     ];
     for line in drained {
         assert!(stdout.contains(line), "`{line}` missing in:\n{stdout}");
@@ -453,6 +454,40 @@ async fn a_chat_whose_durable_node_is_killed_says_it_moved_and_goes_on() {
     let (code, out) = chat.end().await;
     assert_eq!(code, Some(0), "{out}");
     assert!(!out.contains("is lost"), "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolling_deploy_of_both_nodes_moves_the_chat_and_closes_nothing() {
+    let server = NatsServer::start();
+    let n1 = NodeProcess::start(&server, "n1", &[]).await;
+    let n2 = NodeProcess::start(&server, "n2", &[]).await;
+    let url = server.url();
+    let mut chat = common::Driven::start(&["chat", "--nats", &url, "--node", "n1"]).await;
+    chat.send("hello").await;
+    chat.wait_for("You said").await;
+
+    // n1 is deployed again: drained (its session moves to n2), then back.
+    n1.signal(Signal::SIGTERM);
+    let (code, stdout, stderr) = n1.exit(BOUND).await;
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.contains("node n1 drained: 1 moved to other nodes"), "{stdout}");
+    chat.wait_for("── moved from n1 to n2 ──").await;
+    chat.send("what's the weather in Rome?").await;
+    chat.wait_for("Rome: day 1: sunny").await;
+    let _n1 = NodeProcess::start(&server, "n1", &[]).await;
+
+    // Then n2: the session moves back to the new n1.
+    n2.signal(Signal::SIGTERM);
+    let (code, stdout, stderr) = n2.exit(BOUND).await;
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.contains("node n2 drained: 1 moved to other nodes"), "{stdout}");
+    chat.wait_for("── moved from n2 to n1 ──").await;
+    chat.send("what's the weather in Paris?").await;
+    chat.wait_for("Here is what I have: Paris").await;
+    chat.close_input();
+    let (code, out) = chat.end().await;
+    assert_eq!(code, Some(0), "{out}");
+    assert!(!out.contains("session closed: node_draining"), "{out}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -45,6 +45,6 @@ pub use names::{
 pub use nats::{CONNECT_TIMEOUT, NatsConfig};
 pub use node::{
     Agents, DrainReport, EVENT_TIMEOUT, EVENTS_UNSTORED, HEARTBEAT, HOST_LOST, MAX_IN_FLIGHT,
-    NODE_DRAINING, NODE_LOST, Node, NodeBuilder, NodeHandle, NodeLoad, SessionStart,
+    NODE_DRAINING, NODE_LOST, Node, NodeBuilder, NodeHandle, NodeLoad, OnDrain, SessionStart,
 };
 pub use wire::{CLUSTER_VERSION, NodeInfo, Refusal, SessionRecord, StartOptions};

@@ -106,6 +106,10 @@ pub(crate) struct PlaceRequest {
     /// `durable` are asked).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) resume: Option<String>,
+    /// Hosts that hold the session besides `host`: a draining node hands its sessions over
+    /// with the hosts that held them there.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) holders: Vec<String>,
 }
 
 /// A node's answer to a [`PlaceRequest`].

@@ -149,3 +149,118 @@ async fn a_session_nobody_drove_moves_when_a_host_finds_its_node_lost() {
     assert_eq!(texts(&history), ["Where is my order?", REPLY, "And the invoice?", REPLY]);
     tokio::time::timeout(Duration::from_secs(10), found.close()).await.unwrap().unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drain_hands_its_sessions_to_another_node_and_closes_none() {
+    let server = NatsServer::start();
+    let (n1, _n2, host) = two_durable_nodes(&server).await;
+    let session = host.start_session_on("n1", "support", StartOptions::new()).await.unwrap();
+    let mut events = session.subscribe().await.unwrap();
+    session.user_turn("Where is my order?").await.unwrap();
+    session.wait_for_idle().await.unwrap();
+
+    let report = tokio::time::timeout(BOUND, n1.drain()).await.expect("the drain ends");
+    assert_eq!((report.moved, report.closed, report.ended), (1, 0, 0), "{report:?}");
+    // The handle follows the session's record to n2; no loss, no close.
+    session.user_turn("And the invoice?").await.expect("the turn reaches n2");
+    eventually(BOUND, "the host sees the session on n2", || async {
+        (session.node() == "n2").then_some(())
+    })
+    .await;
+    assert!(!session.is_node_lost());
+    session.wait_for_idle().await.unwrap();
+    let history = session.history().await.unwrap();
+    assert_eq!(texts(&history), ["Where is my order?", REPLY, "And the invoice?", REPLY]);
+
+    let done = |k: &EventKind| matches!(k, EventKind::SpeechDone { .. });
+    let seen = [read_until(&mut events, done).await, read_until(&mut events, done).await].concat();
+    assert_numbered(&seen);
+    assert!(
+        seen.iter().any(|(_, k)| matches!(k, EventKind::SessionMoved { from, to, .. }
+            if from == "n1" && to == "n2")),
+        "{seen:?}"
+    );
+    assert!(!seen.iter().any(|(_, k)| matches!(k, EventKind::SessionClosed { .. })), "{seen:?}");
+    tokio::time::timeout(Duration::from_secs(10), session.close()).await.unwrap().unwrap();
+}
+
+/// An agent whose model looks each question up with `lookup` (taking `took`) before it
+/// answers "Found it.".
+fn looking_node(server: &NatsServer, name: &str, took: Duration) -> colloquy_cluster::NodeBuilder {
+    use colloquy_llm::{ScriptedCall, ScriptedLlm, ScriptedResponse};
+    use colloquy_model::{Agent, FunctionTool, RunContext, ToolError};
+    let agent = move || {
+        let lookup = FunctionTool::new(
+            "lookup",
+            "Looks the order up.",
+            move |_ctx: RunContext, _: serde_json::Value| async move {
+                tokio::time::sleep(took).await;
+                Ok::<_, ToolError>("shipped".to_owned())
+            },
+        );
+        Agent::new("support", "You look orders up.").tool(lookup)
+    };
+    let llm = ScriptedLlm::new([]).with_fallback(|index, request| {
+        let answered =
+            request.items.items().last().is_some_and(|i| i.as_function_call_output().is_some());
+        match answered {
+            true => ScriptedResponse::text("Found it."),
+            false => ScriptedResponse::text("Looking.").with_call(ScriptedCall::new(
+                format!("c{index}"),
+                "lookup",
+                "{}",
+            )),
+        }
+    });
+    node_builder(&server.url(), name)
+        .durable(true)
+        .lost_after(LOST_AFTER)
+        .agent("support", agent)
+        .llm(llm)
+}
+
+/// A drain with a call running: `drain_timeout` decides whether the call ends on n1 first or
+/// is in doubt when n2 resumes the session. Returns the move's calls in doubt.
+async fn drain_with_a_call_running(took: Duration, drain_timeout: Duration) -> Vec<String> {
+    let server = NatsServer::start();
+    let n1 = looking_node(&server, "n1", took).drain_timeout(drain_timeout).start().await.unwrap();
+    // n2's lookups are quick: the conversation goes on there.
+    let _n2 = looking_node(&server, "n2", Duration::from_millis(50)).start().await.unwrap();
+    let host = Cluster::builder(server.url()).lost_after(LOST_AFTER).connect().await.unwrap();
+    eventually(BOUND, "both nodes announce themselves", || async {
+        (host.nodes().await.ok()?.iter().filter(|n| n.durable).count() == 2).then_some(())
+    })
+    .await;
+    let session = host.start_session_on("n1", "support", StartOptions::new()).await.unwrap();
+    let mut events = session.subscribe().await.unwrap();
+    session.user_turn("Where is my order?").await.unwrap();
+    read_until(&mut events, |k| matches!(k, EventKind::ToolCallStarted { .. })).await;
+
+    let report = tokio::time::timeout(BOUND, n1.drain()).await.expect("the drain ends");
+    assert_eq!((report.moved, report.closed), (1, 0), "{report:?}");
+    let seen = read_until(&mut events, |k| matches!(k, EventKind::SessionMoved { .. })).await;
+    let Some((_, EventKind::SessionMoved { from, to, calls_in_doubt })) = seen.last() else {
+        panic!("x_session_moved in {seen:?}");
+    };
+    assert_eq!((from.as_str(), to.as_str()), ("n1", "n2"));
+    assert!(!seen.iter().any(|(_, k)| matches!(k, EventKind::SessionClosed { .. })), "{seen:?}");
+    // The conversation goes on there.
+    session.user_turn("Thanks. And the invoice?").await.expect("n2 takes the turn");
+    session.wait_for_idle().await.unwrap();
+    let history = session.history().await.unwrap();
+    assert_eq!(texts(&history).last().map(String::as_str), Some("Found it."), "{history:?}");
+    tokio::time::timeout(Duration::from_secs(10), session.close()).await.unwrap().unwrap();
+    calls_in_doubt.iter().map(|c| format!("{} {:?}", c.name, c.outcome)).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drain_lets_a_running_call_end_before_it_moves_the_session() {
+    let in_doubt = drain_with_a_call_running(Duration::from_millis(500), BOUND).await;
+    assert!(in_doubt.is_empty(), "{in_doubt:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_still_running_at_the_drain_timeout_is_in_doubt_on_the_next_node() {
+    let in_doubt = drain_with_a_call_running(Duration::from_secs(30), Duration::ZERO).await;
+    assert_eq!(in_doubt, ["lookup Failed"]);
+}

@@ -9,7 +9,7 @@ use std::io::Write;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use colloquy::cluster::{DrainReport, Node, NodeHandle};
+use colloquy::cluster::{DrainReport, Node, NodeHandle, OnDrain};
 use colloquy::events::{EventFilter, EventKind, EventType};
 use colloquy::ops::{Health, Metrics};
 use colloquy::session::SessionHandle;
@@ -22,11 +22,11 @@ const CLOSE_LINES_BOUND: Duration = Duration::from_secs(1);
 /// The tasks that print each session's closing line: awaited before the drained line, so a
 /// close is never lost to the process's exit. Finished ones are dropped as sessions start.
 type CloseLines = Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>;
-use crate::NodeArgs;
 use crate::console::terminal::{Style, Terminal};
 use crate::console::{Signals, clean};
 use crate::ops::Ops;
 use crate::served::{self, Served};
+use crate::{NodeArgs, OnDrainArg};
 
 /// Runs the node until it has drained; its lines go to `out`.
 pub async fn run(args: &NodeArgs, out: Box<dyn Write + Send>) -> Result<(), CommandError> {
@@ -53,7 +53,10 @@ pub async fn run(args: &NodeArgs, out: Box<dyn Write + Send>) -> Result<(), Comm
     if !args.no_agent_text {
         builder = builder.events(EventFilter::ALL);
     }
-    builder = builder.durable(!args.no_durable);
+    builder = builder.durable(!args.no_durable).on_drain(match args.on_drain {
+        OnDrainArg::Move => OnDrain::Move,
+        OnDrainArg::Close => OnDrain::Close,
+    });
     let metrics = ops.as_ref().map(|ops| ops.metrics.clone());
     let (lines, close_lines) = (terminal.clone(), CloseLines::default());
     let watchers = Arc::clone(&close_lines);
@@ -99,7 +102,14 @@ pub async fn run(args: &NodeArgs, out: Box<dyn Write + Send>) -> Result<(), Comm
     let (live, wait) = (node.info().sessions, args.drain_timeout);
     terminal.line(
         Style::Dim,
-        &format!("node {} draining: {live} live, up to {wait:?} for them to end", node.name()),
+        &format!(
+            "node {} draining: {live} live, up to {wait:?} for them to {}",
+            node.name(),
+            match args.on_drain {
+                OnDrainArg::Move if node.info().durable => "move to another node (or end)",
+                _ => "end",
+            }
+        ),
     );
     let drained = drain(&node, &mut signals).await;
     let watchers = std::mem::take(&mut *close_lines.lock().unwrap_or_else(PoisonError::into_inner));
@@ -112,11 +122,12 @@ pub async fn run(args: &NodeArgs, out: Box<dyn Write + Send>) -> Result<(), Comm
     }
     match drained {
         Some(report) => {
-            let (ended, closed) = (report.ended, report.closed);
+            let (ended, closed, moved) = (report.ended, report.closed, report.moved);
             terminal.line(
                 Style::Dim,
                 &format!(
-                    "node {} drained: {ended} ended by themselves, {closed} closed",
+                    "node {} drained: {moved} moved to other nodes, {ended} ended by themselves, \
+                     {closed} closed",
                     node.name()
                 ),
             );
@@ -154,6 +165,9 @@ fn on_session(
     let terminal = terminal.clone();
     tokio::spawn(async move {
         let line = match events.recv().await.map(|e| e.kind) {
+            Some(EventKind::SessionClosed { reason }) if reason == "suspended" => {
+                format!("session {id} suspended: its journal resumes it elsewhere")
+            }
             Some(EventKind::SessionClosed { reason }) => {
                 format!("session {id} closed: {}", clean::line(&reason))
             }

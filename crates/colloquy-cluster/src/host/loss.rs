@@ -80,61 +80,80 @@ pub(crate) enum Phase {
 #[derive(Debug)]
 pub(crate) struct Tracked {
     pub(crate) id: String,
-    state: watch::Sender<(Arc<Placement>, Phase)>,
+    state: watch::Sender<State>,
+}
+
+#[derive(Debug)]
+struct State {
+    placement: Arc<Placement>,
+    phase: Phase,
+    /// How many placements of it were found lost: a command sent before one was may have run
+    /// there.
+    losses: u64,
 }
 
 impl Tracked {
     /// Session `id`, placed there, not lost yet.
     pub(crate) fn new(id: &str, placement: Placement) -> Self {
-        Self { id: id.to_owned(), state: watch::channel((Arc::new(placement), Phase::Live)).0 }
+        let state = State { placement: Arc::new(placement), phase: Phase::Live, losses: 0 };
+        Self { id: id.to_owned(), state: watch::channel(state).0 }
     }
 
     /// Where it runs (or ran, while it moves or once it is lost).
     pub(crate) fn placement(&self) -> Arc<Placement> {
-        Arc::clone(&self.state.borrow().0)
+        Arc::clone(&self.state.borrow().placement)
     }
 
     pub(crate) fn phase(&self) -> Phase {
-        self.state.borrow().1
+        self.state.borrow().phase
     }
 
     pub(crate) fn is_lost(&self) -> bool {
         self.phase() == Phase::Lost
     }
 
-    /// Resolves once the session has left `placement`: moved elsewhere, moving, or lost.
-    pub(crate) async fn left(&self, placement: &Arc<Placement>) {
+    /// How many of its placements were found lost so far.
+    pub(crate) fn losses(&self) -> u64 {
+        self.state.borrow().losses
+    }
+
+    /// Resolves once a placement of it is found lost after `losses` were: a command under
+    /// way may have run there. (A drained node's handing over is no loss: it stops taking
+    /// commands first and answers those it took.)
+    pub(crate) async fn lost_since(&self, losses: u64) {
         let mut state = self.state.subscribe();
         // The sender lives in `self`, so the wait cannot fail.
-        let _ = state
-            .wait_for(|(now, phase)| !Arc::ptr_eq(now, placement) || *phase != Phase::Live)
-            .await;
+        let _ = state.wait_for(|s| s.losses > losses).await;
     }
 
     /// Resolves once the session is not moving: where it runs then, or `None` if it is lost.
     pub(crate) async fn settled(&self) -> Option<Arc<Placement>> {
         let mut state = self.state.subscribe();
-        let settled = state.wait_for(|(_, phase)| *phase != Phase::Moving).await;
-        settled.ok().and_then(|s| (s.1 == Phase::Live).then(|| Arc::clone(&s.0)))
+        let settled = state.wait_for(|s| s.phase != Phase::Moving).await;
+        settled.ok().and_then(|s| (s.phase == Phase::Live).then(|| Arc::clone(&s.placement)))
     }
 
     /// Its node was found lost while it ran on `placement`: it is moving if that node
     /// journaled it, lost otherwise. False if it had left that placement already.
     pub(crate) fn lose(&self, placement: &Placement) -> bool {
-        self.state.send_if_modified(|(now, phase)| {
-            if **now != *placement || *phase != Phase::Live {
+        self.state.send_if_modified(|s| {
+            if *s.placement != *placement || s.phase != Phase::Live {
                 return false;
             }
-            *phase = if now.durable { Phase::Moving } else { Phase::Lost };
+            s.phase = if s.placement.durable { Phase::Moving } else { Phase::Lost };
+            s.losses += 1;
             true
         })
     }
 
     /// Marks it lost for good (no node could resume it); false if it already was.
     pub(crate) fn mark_lost(&self) -> bool {
-        self.state.send_if_modified(|(_, phase)| {
-            let changed = *phase != Phase::Lost;
-            *phase = Phase::Lost;
+        self.state.send_if_modified(|s| {
+            let changed = s.phase != Phase::Lost;
+            if s.phase == Phase::Live {
+                s.losses += 1;
+            }
+            s.phase = Phase::Lost;
             changed
         })
     }
@@ -142,14 +161,14 @@ impl Tracked {
     /// It runs on `placement` now, if that is newer than the one known (or the one known was
     /// lost and this is another); true if that changed anything.
     pub(crate) fn moved(&self, placement: Placement) -> bool {
-        self.state.send_if_modified(|(now, phase)| {
-            let newer =
-                placement.revision > now.revision || (*phase != Phase::Live && placement != **now);
+        self.state.send_if_modified(|s| {
+            let newer = placement.revision > s.placement.revision
+                || (s.phase != Phase::Live && placement != *s.placement);
             if !newer {
                 return false;
             }
-            *now = Arc::new(placement);
-            *phase = Phase::Live;
+            s.placement = Arc::new(placement);
+            s.phase = Phase::Live;
             true
         })
     }
@@ -204,6 +223,13 @@ impl Tracker {
         let sessions = self.lock();
         let live = sessions.by_id.values().filter_map(Weak::upgrade);
         live.filter(|t| t.phase() == Phase::Live).map(|t| t.placement().node.clone()).collect()
+    }
+
+    /// The sessions this host knows to run on `node`.
+    fn on_node(&self, node: &str) -> Vec<Arc<Tracked>> {
+        let sessions = self.lock();
+        let all = sessions.by_id.values().filter_map(Weak::upgrade);
+        all.filter(|t| t.placement().node == node).collect()
     }
 
     /// The sessions running on `node` under a lease older than `before`, each marked moving
@@ -263,7 +289,7 @@ pub(crate) async fn watch_nodes(backend: Backend, tracker: Arc<Tracker>, on_lost
                     break;
                 }
                 entry = entries.next() => match entry {
-                    Some(Ok(entry)) => seen_entry(&tracker, on_lost, &mut seen, &entry),
+                    Some(Ok(entry)) => seen_entry(&backend, &tracker, on_lost, &mut seen, &entry),
                     Some(Err(e)) => {
                         tracing::debug!(error = %e, "the nodes watch failed; watching again");
                         break;
@@ -279,6 +305,7 @@ pub(crate) async fn watch_nodes(backend: Backend, tracker: Arc<Tracker>, on_lost
 
 /// One change in the nodes bucket.
 fn seen_entry(
+    backend: &Backend,
     tracker: &Tracker,
     on_lost: &OnLost,
     seen: &mut HashMap<String, Seen>,
@@ -296,6 +323,8 @@ fn seen_entry(
         }
         Operation::Delete => {
             seen.insert(node.to_owned(), Seen::Left);
+            // Drained and gone: the sessions it handed over run elsewhere now.
+            follow(backend, tracker.on_node(node));
         }
         Operation::Purge => {
             // A drained node stays `Left`, for the checks that find its entry gone.
@@ -334,6 +363,31 @@ async fn check(
         };
         on_lost(lost);
     }
+}
+
+/// Reads the records of `sessions`, in the background, and follows each that names a newer
+/// placement (a drained node handed it over).
+fn follow(backend: &Backend, sessions: Vec<Arc<Tracked>>) {
+    if sessions.is_empty() {
+        return;
+    }
+    let backend = backend.clone();
+    tokio::spawn(async move {
+        for tracked in sessions {
+            let read = backend.sessions.entry(names::session_key(&tracked.id));
+            let Ok(Ok(Some(entry))) = tokio::time::timeout(backend.lost_after, read).await else {
+                continue;
+            };
+            if entry.operation != Operation::Put {
+                continue;
+            }
+            if let Ok(record) = serde_json::from_slice::<SessionRecord>(&entry.value)
+                && !record.lost
+            {
+                tracked.moved(Placement::of(&record, entry.revision));
+            }
+        }
+    });
 }
 
 /// Writes `x_node_lost` into each session's events and marks its record, in the background.

@@ -92,7 +92,7 @@ impl ClusterBuilder {
             let watch = loss::watch_nodes(backend.clone(), Arc::clone(&tracker), on_lost);
             let watch = tokio::spawn(watch);
             let beat = tokio::spawn(shared::beat(backend.clone(), host_id.clone()));
-            let tasks = [watch.abort_handle(), beat.abort_handle()];
+            let tasks = vec![watch.abort_handle(), beat.abort_handle()];
             ClusterInner { backend, timeouts: self.timeouts, tracker, host_id, tasks }
         });
         Ok(Cluster { inner })
@@ -201,6 +201,29 @@ impl Cluster {
     /// live is refused ([`ClusterError::StartFailed`]): a resume would take it from a node
     /// that still runs it.
     pub async fn resume_session(&self, id: &str) -> Result<RemoteSession, ClusterError> {
+        self.resume(id, Vec::new()).await
+    }
+
+    /// A cluster on a node's own connection, to hand its sessions over as it drains: it
+    /// places, and watches nothing.
+    pub(crate) fn for_node(backend: Backend, name: &str) -> Self {
+        let inner = ClusterInner {
+            backend,
+            timeouts: Timeouts::default(),
+            tracker: Arc::new(Tracker::default()),
+            host_id: format!("node-{name}"),
+            tasks: Vec::new(),
+        };
+        Self { inner: Arc::new(inner) }
+    }
+
+    /// [`resume_session`](Self::resume_session), the new node holding the session for
+    /// `holders` too (the hosts that held it on a draining node).
+    pub(crate) async fn resume(
+        &self,
+        id: &str,
+        holders: Vec<String>,
+    ) -> Result<RemoteSession, ClusterError> {
         if !names::is_valid_name(id) {
             return Err(ClusterError::NotFound(id.to_owned()));
         }
@@ -212,7 +235,8 @@ impl Cluster {
             let message = format!("session `{id}` runs on live node `{}`", record.node);
             return Err(ClusterError::StartFailed { node: record.node, message });
         }
-        let body = self.request_body(&record.agent, StartOptions::new(), Some(id.to_owned()))?;
+        let resume = Some((id.to_owned(), holders));
+        let body = self.request_body(&record.agent, StartOptions::new(), resume)?;
         let durable = rank(&nodes, &record.agent).into_iter().filter(|n| n.durable).collect();
         let passed = match self.place_first(durable, &body).await? {
             Ok(session) => return Ok(session),
@@ -268,15 +292,19 @@ impl Cluster {
         self.request_body(agent, options, None)
     }
 
+    /// The placement request; `resume` names the stored session to resume and the hosts
+    /// that held it besides this one.
     fn request_body(
         &self,
         agent: &str,
         options: StartOptions,
-        resume: Option<String>,
+        resume: Option<(String, Vec<String>)>,
     ) -> Result<Vec<u8>, ClusterError> {
         let host = Some(self.inner.host_id.clone());
-        let named = agent.to_owned();
-        let request = PlaceRequest { v: CLUSTER_VERSION, agent: named, options, host, resume };
+        let agent_name = agent.to_owned();
+        let (resume, holders) = resume.map_or((None, Vec::new()), |(id, h)| (Some(id), h));
+        let request =
+            PlaceRequest { v: CLUSTER_VERSION, agent: agent_name, options, host, resume, holders };
         let body = serde_json::to_vec(&request).map_err(ClusterError::nats)?;
         let limit = payload_limit(&self.inner.backend.client);
         if body.len() > limit {

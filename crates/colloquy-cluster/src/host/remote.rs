@@ -256,10 +256,11 @@ impl RemoteSession {
                 Err(_) => return Err(timed_out()),
             };
             let left = deadline.saturating_duration_since(Instant::now());
+            let losses = self.tracked.losses();
             let sent = tokio::select! {
                 biased;
                 // Under way at the loss: it may have run there.
-                () = self.tracked.left(&placement) => {
+                () = self.tracked.lost_since(losses) => {
                     return Err(ClusterError::NodeLost { node: placement.node.clone() });
                 }
                 sent = self.inner.request(subject.clone(), body.clone(), left) => sent,
@@ -280,7 +281,7 @@ impl RemoteSession {
                 Err(NoAnswer::TimedOut(_)) => {
                     return Err(match self.gone(&placement).await {
                         Some(gone) => gone,
-                        None if self.tracked.placement() != placement => {
+                        None if self.tracked.losses() > losses => {
                             ClusterError::NodeLost { node: placement.node.clone() }
                         }
                         None => timed_out(),

@@ -45,8 +45,9 @@ pub(crate) struct ClusterInner {
     pub(crate) tracker: Arc<Tracker>,
     /// Drawn at connect: the nodes hold the sessions this host starts or commands on it.
     pub(crate) host_id: String,
-    /// The watch on the nodes bucket and the host's beat, ended with the cluster.
-    pub(crate) tasks: [AbortHandle; 2],
+    /// The watch on the nodes bucket and the host's beat, ended with the cluster (none for
+    /// a node's own, `Cluster::for_node`).
+    pub(crate) tasks: Vec<AbortHandle>,
 }
 
 impl Drop for ClusterInner {

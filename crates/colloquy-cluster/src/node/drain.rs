@@ -9,9 +9,10 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tokio::task::AbortHandle;
+use tokio::time::Instant;
 
-use super::announce;
-use super::shared::{DrainReport, NodeShared};
+use super::shared::{DrainReport, NodeShared, OnDrain};
+use super::{announce, handoff};
 use crate::error::ClusterError;
 use crate::names;
 
@@ -32,8 +33,13 @@ async fn run(shared: &Arc<NodeShared>) -> DrainReport {
     let mut count = shared.count.subscribe();
     let before = *count.borrow_and_update();
     let timeout = shared.config.drain_timeout;
+    let deadline = Instant::now() + timeout;
+    let moved = match shared.config.on_drain {
+        OnDrain::Move if shared.config.store.is_some() => handoff::move_all(shared, deadline).await,
+        _ => 0,
+    };
     let mut closed = 0;
-    if tokio::time::timeout(timeout, count.wait_for(|n| *n == 0)).await.is_err() {
+    if tokio::time::timeout_at(deadline, count.wait_for(|n| *n == 0)).await.is_err() {
         let sessions = shared.host.sessions();
         closed = sessions.len();
         tracing::info!(node = %shared.name, sessions = closed, "drain timeout: closing sessions");
@@ -47,7 +53,7 @@ async fn run(shared: &Arc<NodeShared>) -> DrainReport {
     shared.stop_tasks();
     announce::remove(shared).await;
     let _ = shared.backend.client.flush().await;
-    DrainReport { ended: before.saturating_sub(closed), closed }
+    DrainReport { ended: before.saturating_sub(closed + moved), closed, moved }
 }
 
 /// Takes drain requests from hosts: answers, then drains.

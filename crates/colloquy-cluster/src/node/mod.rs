@@ -6,6 +6,7 @@
 mod announce;
 mod drain;
 mod fence;
+mod handoff;
 mod hosts;
 mod place;
 mod serve;
@@ -26,7 +27,7 @@ pub use fence::NODE_LOST;
 pub use hosts::HOST_LOST;
 pub use shared::{
     Agents, DrainReport, EVENT_TIMEOUT, EVENTS_UNSTORED, HEARTBEAT, MAX_IN_FLIGHT, NodeLoad,
-    SessionStart,
+    OnDrain, SessionStart,
 };
 
 use crate::error::ClusterError;
@@ -62,6 +63,7 @@ impl Node {
                 host_lost_after: names::HOST_LOST_AFTER,
                 store: None,
                 journals: Journals::OnServer,
+                on_drain: OnDrain::Move,
             },
         }
     }
@@ -199,10 +201,20 @@ impl NodeBuilder {
         self
     }
 
-    /// How long a drain waits for the sessions to end by themselves before it closes them
-    /// with reason `node_draining` (default 30 minutes, as LiveKit Agents').
+    /// How long a drain waits: for each session to be quiet before it is handed to another
+    /// node ([`OnDrain::Move`]; past it, its running calls are in doubt), or to end by itself
+    /// before it is closed with reason `node_draining` ([`OnDrain::Close`]). Default 30
+    /// minutes, as LiveKit Agents'.
     pub fn drain_timeout(mut self, timeout: Duration) -> Self {
         self.config.drain_timeout = timeout;
+        self
+    }
+
+    /// What a drain does with the node's sessions (default [`OnDrain::Move`]: each is handed
+    /// to another durable node, so a rolling deploy closes no conversation;
+    /// docs/cluster.md#drain-moves).
+    pub fn on_drain(mut self, on_drain: OnDrain) -> Self {
+        self.config.on_drain = on_drain;
         self
     }
 

@@ -10,8 +10,8 @@ use colloquy_edge::history;
 use colloquy_edge::hosting::{Hosted, StartError};
 use tokio::task::AbortHandle;
 
-use super::serve;
 use super::shared::{NodeShared, SessionStart};
+use super::{hosts, serve};
 use crate::error::ClusterError;
 use crate::host::loss::{self, LostPlacement, Placement};
 use crate::names;
@@ -105,7 +105,13 @@ async fn place(shared: &Arc<NodeShared>, request: PlaceRequest) -> PlaceReply {
     let lease = shared.lease();
     let host = request.host.as_deref();
     let serving = serve::Serving { agent: &request.agent, lease, host, after, moved_from };
-    match serve::start(shared, session.clone(), events, serving).await {
+    let started = serve::start(shared, session.clone(), events, serving).await;
+    if started.is_ok() {
+        for holder in &request.holders {
+            hosts::hold(shared, &session_id, holder);
+        }
+    }
+    match started {
         Ok(revision) => PlaceReply::Placed {
             session_id,
             node: shared.name.clone(),

@@ -9,6 +9,7 @@
 //! in its place (same index, so readers see no gap), such a reply as a `too_large` error.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_nats::jetstream::message::PublishMessage;
@@ -18,9 +19,9 @@ use colloquy_edge::hosting::InFlight;
 use colloquy_model::{CloseReason, ErrorSource, EventKind, SessionEvent};
 use colloquy_protocol::{ErrorKind, EventFrame, ProtocolError, Reply, Request};
 use futures_util::StreamExt;
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 
-use super::shared::{EVENTS_UNSTORED, NodeShared};
+use super::shared::{EVENTS_UNSTORED, NodeShared, Served};
 use super::{fence, hosts};
 use crate::error::ClusterError;
 use crate::names;
@@ -84,11 +85,22 @@ pub(super) async fn start(
     let (ended, on_end) = oneshot::channel();
     let serving =
         tokio::spawn(serve_commands(Arc::clone(shared), session.clone(), commands, on_end));
-    let publisher =
-        Publisher { shared: Arc::clone(shared), session: session.clone(), id, after, moved_from };
+    let moving = Arc::new(AtomicBool::new(false));
+    let (published, on_published) = watch::channel(false);
+    let publisher = Publisher {
+        shared: Arc::clone(shared),
+        session: session.clone(),
+        id,
+        after,
+        moved_from,
+        moving: Arc::clone(&moving),
+        published,
+    };
     let publishing = tokio::spawn(publisher.run(events, ended));
     let tasks = vec![serving.abort_handle(), publishing.abort_handle()];
-    shared.add_session(session.clone(), tasks, lease);
+    let agent = agent.to_owned();
+    let served = Served { tasks, lease, agent, moving, published: on_published };
+    shared.add_session(session.clone(), served);
     if let Some(host) = host {
         hosts::hold(shared, session.id(), host);
     }
@@ -205,6 +217,10 @@ struct Publisher {
     after: u64,
     /// The node it moved from, until its `x_session_moved` is published.
     moved_from: Option<String>,
+    /// Set when a drain hands it over: it leaves this node, but does not end.
+    moving: Arc<AtomicBool>,
+    /// Told once the last event is stored.
+    published: watch::Sender<bool>,
 }
 
 impl Publisher {
@@ -224,6 +240,13 @@ impl Publisher {
                 && let Some(event) = events.try_recv()
             {
                 ready.push(event);
+            }
+            // Handed over: its suspend is no end (`x_session_moved` follows from its new node).
+            if self.moving.load(Ordering::Acquire) {
+                ready.retain(|e| !matches!(e.kind, EventKind::SessionClosed { .. }));
+                if ready.is_empty() {
+                    continue;
+                }
             }
             if let Some(reason) = ready.iter().find_map(|e| match &e.kind {
                 EventKind::SessionClosed { reason } => Some(reason.clone()),
@@ -269,14 +292,20 @@ impl Publisher {
         }
         // A stream that ended before `session_closed` fell behind by `max_unread_events`: a
         // session nobody can follow any more does not run on.
-        match closed {
-            None => self.close(EVENTS_UNSTORED),
-            Some(reason) => self.forget_journal(&reason),
-        }
-        if let Err(e) = self.shared.backend.sessions.delete(names::session_key(&self.id)).await {
-            tracing::warn!(session = %self.id, error = %e, "cannot remove the session's record");
+        if self.moving.load(Ordering::Acquire) {
+            // Its record and journal go with it to its next node.
+        } else {
+            match closed {
+                None => self.close(EVENTS_UNSTORED),
+                Some(reason) => self.forget_journal(&reason),
+            }
+            let key = names::session_key(&self.id);
+            if let Err(e) = self.shared.backend.sessions.delete(key).await {
+                tracing::warn!(session = %self.id, error = %e, "cannot remove the session's record");
+            }
         }
         let _ = ended.send(());
+        self.published.send_replace(true);
         self.shared.remove_session(&self.id);
     }
 

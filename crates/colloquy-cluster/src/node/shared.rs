@@ -58,6 +58,24 @@ pub struct DrainReport {
     pub ended: usize,
     /// Sessions still running at the drain timeout, closed with reason `node_draining`.
     pub closed: usize,
+    /// Sessions handed over to another node ([`OnDrain::Move`]).
+    pub moved: usize,
+}
+
+/// What a draining node does with its sessions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OnDrain {
+    /// Hands each to another durable node that serves its agent, once it is quiet (no reply
+    /// under way, no call running) or at the drain timeout (its running calls then in doubt,
+    /// settled by their tools' policies), so a rolling deploy closes no conversation
+    /// (docs/cluster.md#drain-moves). The default; a node without journals, or a session no
+    /// other node can take, falls back to [`Close`](Self::Close).
+    #[default]
+    Move,
+    /// Waits up to the drain timeout for each session to end by itself, then closes it with
+    /// reason `node_draining`.
+    Close,
 }
 
 /// How the node runs its sessions, as its builder set it.
@@ -83,6 +101,8 @@ pub(crate) struct NodeConfig {
     pub(crate) store: Option<Arc<dyn colloquy_store::SessionStore>>,
     /// What the builder was asked for.
     pub(crate) journals: Journals,
+    /// What a drain does with the sessions.
+    pub(crate) on_drain: OnDrain,
 }
 
 /// Where a node keeps its sessions' journals.
@@ -145,6 +165,24 @@ pub(crate) struct LiveSession {
     pub(crate) lease: u64,
     /// The hosts that started or commanded it: it is closed once all are silent.
     pub(crate) holders: BTreeSet<String>,
+    /// Its agent, as its record names it.
+    pub(crate) agent: String,
+    /// Set when a drain hands it to another node: its publisher then keeps its record and
+    /// journal and leaves its suspend unpublished (`handoff.rs`).
+    pub(crate) moving: Arc<AtomicBool>,
+    /// Becomes true once its publisher has stored its last event.
+    pub(crate) published: watch::Receiver<bool>,
+}
+
+/// A session's serving tasks and what they share with the node's record of it.
+pub(crate) struct Served {
+    /// Its command server, then its publisher.
+    pub(crate) tasks: Vec<AbortHandle>,
+    /// The node's lease when the session started.
+    pub(crate) lease: u64,
+    pub(crate) agent: String,
+    pub(crate) moving: Arc<AtomicBool>,
+    pub(crate) published: watch::Receiver<bool>,
 }
 
 impl NodeShared {
@@ -234,11 +272,13 @@ impl NodeShared {
         self.lock_sessions().values().map(|s| s.handle.clone()).collect()
     }
 
-    /// Registers a session that just started under `lease`, with the tasks serving it.
-    pub(crate) fn add_session(&self, handle: SessionHandle, tasks: Vec<AbortHandle>, lease: u64) {
+    /// Registers a session that just started, with the tasks serving it.
+    pub(crate) fn add_session(&self, handle: SessionHandle, served: Served) {
         let mut sessions = self.lock_sessions();
+        let Served { tasks, lease, agent, moving, published } = served;
         let holders = BTreeSet::new();
-        sessions.insert(handle.id().to_owned(), LiveSession { handle, tasks, lease, holders });
+        let live = LiveSession { handle, tasks, lease, holders, agent, moving, published };
+        sessions.insert(live.handle.id().to_owned(), live);
         self.count.send_replace(sessions.len());
         drop(sessions);
         self.changed.notify_one();
