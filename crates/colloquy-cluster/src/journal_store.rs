@@ -38,6 +38,11 @@ const STATE_HEADER: &str = "Colloquy-Journal-State";
 
 /// How many times a write is decided again when another process wrote first.
 const CONTENDED_TRIES: usize = 8;
+/// How long a write keeps trying while the server does not answer (a restart, a lost
+/// connection): past it the write fails, and its session closes `store_failed`.
+const OUTAGE_BOUND: Duration = Duration::from_secs(15);
+/// The pause between two tries meanwhile.
+const OUTAGE_RETRY: Duration = Duration::from_millis(200);
 
 /// How long a read of a whole journal may go without a message before it fails.
 const READ_STALL: Duration = Duration::from_secs(5);
@@ -151,11 +156,21 @@ impl JetStreamStore {
         let subject = subject(session)?;
         let (js, stream) = (self.js.clone(), self.stream.clone());
         self.run(async move {
-            for _ in 0..CONTENDED_TRIES {
-                let (last, state) = read_state(&stream, &subject).await?;
+            let deadline = tokio::time::Instant::now() + OUTAGE_BOUND;
+            let mut contended = 0;
+            while contended < CONTENDED_TRIES {
+                let (last, state) = match read_state(&stream, &subject).await {
+                    Err(StoreError::Io(why)) if tokio::time::Instant::now() < deadline => {
+                        tracing::debug!(%subject, %why, "cannot read the journal yet");
+                        tokio::time::sleep(OUTAGE_RETRY).await;
+                        continue;
+                    }
+                    read => read?,
+                };
                 let Some((next, entries)) = decide(state)? else { return Ok(()) };
-                match publish(&js, &subject, &next, &entries, last).await {
-                    Err(e) if e.kind() == PublishErrorKind::WrongLastSequence => continue,
+                let message = Message::new(&next, &entries, last);
+                match message.publish(&js, &subject, deadline).await {
+                    Err(e) if e.kind() == PublishErrorKind::WrongLastSequence => contended += 1,
                     done => return done.map_err(|e| io(&e)),
                 }
             }
@@ -327,25 +342,52 @@ async fn read_state(stream: &stream::Stream, subject: &str) -> Result<(u64, Stat
     Ok((last.sequence, state))
 }
 
-/// Publishes `entries` with the state after them, if the subject's last sequence is still
-/// `last`.
-async fn publish(
-    js: &Context,
-    subject: &str,
-    state: &State,
-    entries: &[Entry],
+/// One write of a journal: `entries` with the state after them, if the subject's last
+/// sequence is still `last`; its id makes a resend after a lost acknowledgement a no-op (the
+/// stream drops a duplicate before it checks the expected sequence).
+struct Message {
+    id: String,
+    state: String,
+    body: Vec<u8>,
     last: u64,
-) -> Result<(), jetstream::context::PublishError> {
-    let header = serde_json::to_string(state).expect("a state serializes");
-    let body = match entries.is_empty() {
-        true => Vec::new(),
-        false => serde_json::to_vec(entries).expect("entries serialize"),
-    };
-    let message = PublishMessage::build()
-        .payload(body.into())
-        .header(STATE_HEADER, header.as_str())
-        .expected_last_subject_sequence(last);
-    crate::nats::store(js, subject.to_owned(), message).await
+}
+
+impl Message {
+    fn new(state: &State, entries: &[Entry], last: u64) -> Self {
+        let body = match entries.is_empty() {
+            true => Vec::new(),
+            false => serde_json::to_vec(entries).expect("entries serialize"),
+        };
+        let state = serde_json::to_string(state).expect("a state serializes");
+        Self { id: uuid::Uuid::new_v4().to_string(), state, body, last }
+    }
+
+    /// Publishes it and waits for its acknowledgement, sent again while the server does not
+    /// answer (a restart, a lost connection) until `deadline`.
+    async fn publish(
+        &self,
+        js: &Context,
+        subject: &str,
+        deadline: tokio::time::Instant,
+    ) -> Result<(), jetstream::context::PublishError> {
+        loop {
+            let message = PublishMessage::build()
+                .payload(self.body.clone().into())
+                .header(STATE_HEADER, self.state.as_str())
+                .message_id(self.id.as_str())
+                .expected_last_subject_sequence(self.last);
+            match crate::nats::store(js, subject.to_owned(), message).await {
+                Err(e)
+                    if e.kind() != PublishErrorKind::WrongLastSequence
+                        && tokio::time::Instant::now() + OUTAGE_RETRY < deadline =>
+                {
+                    tracing::debug!(%subject, error = %e, "journal write not acknowledged: again");
+                    tokio::time::sleep(OUTAGE_RETRY).await;
+                }
+                done => return done,
+            }
+        }
+    }
 }
 
 /// Every entry on `subject`, in order (none if it has none).

@@ -22,6 +22,10 @@ use crate::nats::{HEADROOM, payload_limit};
 
 /// The pause before a command nobody listened to is sent again.
 const RESEND_PAUSE: Duration = Duration::from_millis(100);
+/// How long a session whose record cannot be found, while its node is live and no delete of
+/// the record shows, is taken to be a server still recovering its buckets (a restart) rather
+/// than a session that ended.
+const MISSING_GRACE: Duration = Duration::from_secs(2);
 
 /// A session running on a node of the cluster. Cheap to clone; dropping it leaves the session
 /// running (close it, or let the node's drain do it).
@@ -249,6 +253,7 @@ impl RemoteSession {
             return Err(ClusterError::Session(ProtocolError::new(ErrorKind::TooLarge, message)));
         }
         let timed_out = || ClusterError::Timeout { what: name.to_owned(), after: timeout };
+        let mut missing_since = None;
         let answer = loop {
             let placement = match tokio::time::timeout_at(deadline, self.tracked.settled()).await {
                 Ok(Some(placement)) => placement,
@@ -268,7 +273,7 @@ impl RemoteSession {
             match sent {
                 Ok(answer) => break answer,
                 Err(NoAnswer::NoResponders) => {
-                    if let Some(gone) = self.gone(&placement).await {
+                    if let Some(gone) = self.gone(&placement, &mut missing_since).await {
                         return Err(gone);
                     }
                     if Instant::now() + RESEND_PAUSE >= deadline {
@@ -279,7 +284,7 @@ impl RemoteSession {
                     }
                 }
                 Err(NoAnswer::TimedOut(_)) => {
-                    return Err(match self.gone(&placement).await {
+                    return Err(match self.gone(&placement, &mut missing_since).await {
                         Some(gone) => gone,
                         None if self.tracked.losses() > losses => {
                             ClusterError::NodeLost { node: placement.node.clone() }
@@ -313,10 +318,20 @@ impl RemoteSession {
     /// `NotFound` if the session has ended, `NodeLost` if it was lost with its node; `None`
     /// if it still runs there, moved on (the record names a newer placement, which this
     /// host now follows) or is moving (its node was lost and journaled it).
-    async fn gone(&self, placement: &Arc<Placement>) -> Option<ClusterError> {
+    async fn gone(
+        &self,
+        placement: &Arc<Placement>,
+        missing_since: &mut Option<Instant>,
+    ) -> Option<ClusterError> {
         let tracked = &self.tracked;
         let lost = match self.inner.session_entry(&tracked.id).await {
-            Ok(None) => return Some(ClusterError::NotFound(tracked.id.clone())),
+            Ok(None) => {
+                let since = *missing_since.get_or_insert_with(Instant::now);
+                let recovering = since.elapsed() < MISSING_GRACE
+                    && self.node_holds(placement).await
+                    && !self.inner.record_deleted(&tracked.id).await;
+                return (!recovering).then(|| ClusterError::NotFound(tracked.id.clone()));
+            }
             Ok(Some((record, revision))) if !placement.named_by(&record) => {
                 tracked.moved(Placement::of(&record, revision));
                 return None;
@@ -324,16 +339,19 @@ impl RemoteSession {
             // Declared lost: by a host, or by the node that stopped it at its fence while its
             // entry lived on.
             Ok(Some((record, _))) if record.lost => true,
-            Ok(Some(_)) => match self.inner.node(&placement.node).await {
-                Some(node) => node.boot_id != placement.boot_id || node.lease != placement.lease,
-                None => true,
-            },
+            Ok(Some(_)) => !self.node_holds(placement).await,
             Err(_) => false,
         };
         if lost && tracked.lose(placement) {
             moves::found_lost(&self.inner, vec![(Arc::clone(tracked), Arc::clone(placement))]);
         }
         tracked.is_lost().then(|| self.lost())
+    }
+
+    /// Whether the node of `placement` is live under that boot and lease.
+    async fn node_holds(&self, placement: &Placement) -> bool {
+        let node = self.inner.node(&placement.node).await;
+        node.is_some_and(|n| n.boot_id == placement.boot_id && n.lease == placement.lease)
     }
 }
 

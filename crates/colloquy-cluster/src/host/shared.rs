@@ -168,6 +168,16 @@ impl ClusterInner {
         Ok(Some((record, entry.revision)))
     }
 
+    /// Whether session `id`'s record was deleted lately (its delete marker is still there):
+    /// the session ended, rather than its record not being readable yet.
+    pub(crate) async fn record_deleted(&self, id: &str) -> bool {
+        let read = self.backend.sessions.entry(names::session_key(id));
+        match tokio::time::timeout(self.timeouts.place, read).await {
+            Ok(Ok(Some(entry))) => entry.operation != Operation::Put,
+            _ => false,
+        }
+    }
+
     /// Whether node `name` holds an entry, and under which lease.
     pub(crate) async fn holder(&self, name: &str) -> Holder {
         let read = self.backend.nodes.entry(names::node_key(name));
