@@ -11,10 +11,10 @@
 #![cfg(target_os = "linux")]
 
 mod common;
+#[path = "common/node_process.rs"]
+mod node_process;
 
 use std::collections::BTreeMap;
-use std::os::unix::process::CommandExt;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use colloquy_cluster::{Cluster, RemoteEvents, RemoteSession, StartOptions};
@@ -22,8 +22,8 @@ use colloquy_llm::{ScriptedCall, ScriptedLlm, ScriptedResponse};
 use colloquy_model::{Agent, EventKind, FunctionTool, InDoubtOutcome, Role, RunContext, ToolError};
 use common::{BOUND, LOST_AFTER, NatsServer, eventually, raw_events, raw_type};
 use futures_util::StreamExt;
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
+use nix::sys::signal::Signal;
+use node_process::NodeProcess;
 use serde_json::Value;
 use tokio::time::sleep;
 
@@ -104,37 +104,9 @@ fn looking_llm() -> ScriptedLlm {
     })
 }
 
-/// A node process, killed (and reaped) on drop if it still runs.
-struct NodeProcess {
-    child: Child,
-}
-
-impl NodeProcess {
-    fn start(server: &NatsServer, name: &str) -> Self {
-        let exe = std::env::current_exe().expect("the test binary");
-        let child = Command::new(exe)
-            .args(["chaos_node", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
-            .env(NATS_VAR, server.url())
-            .env(NAME_VAR, name)
-            .process_group(0)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("a node process");
-        Self { child }
-    }
-
-    fn signal(&self, signal: Signal) {
-        let pid = Pid::from_raw(i32::try_from(self.child.id()).expect("a pid"));
-        kill(pid, signal).unwrap_or_else(|e| panic!("{signal}: {e}"));
-    }
-}
-
-impl Drop for NodeProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// Node `name`, a process of its own on `server`.
+fn spawn_node(server: &NatsServer, name: &str) -> NodeProcess {
+    NodeProcess::start("chaos_node", &[(NATS_VAR, server.url()), (NAME_VAR, name.to_owned())])
 }
 
 /// What a host saw of one session: where it started, then its events in order.
@@ -167,7 +139,7 @@ async fn cluster_at_work(
     how_many: usize,
 ) -> (Vec<NodeProcess>, Cluster, Vec<(RemoteSession, RemoteEvents, Seen)>) {
     let nodes: Vec<NodeProcess> =
-        ["n1", "n2", "n3"].iter().map(|name| NodeProcess::start(server, name)).collect();
+        ["n1", "n2", "n3"].iter().map(|name| spawn_node(server, name)).collect();
     let host = Cluster::builder(server.url()).lost_after(LOST_AFTER).connect().await.unwrap();
     eventually(BOUND, "three durable nodes", || async {
         let nodes = host.nodes().await.ok()?;
@@ -341,9 +313,9 @@ async fn a_rolling_deploy_of_every_node_under_load_closes_no_conversation() {
     for (at, node) in nodes.iter_mut().enumerate() {
         let name = format!("n{}", at + 1);
         node.signal(Signal::SIGTERM);
-        let status = node.child.wait().expect("the drained node exits");
+        let status = node.wait();
         assert!(status.success(), "{name}: {status}");
-        *node = NodeProcess::start(&server, &name);
+        *node = spawn_node(&server, &name);
         live_nodes(&host, 3).await;
     }
     // Every session moved at least once (each node was deployed), none closed.

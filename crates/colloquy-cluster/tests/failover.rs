@@ -67,6 +67,27 @@ fn assert_numbered(seen: &[(u64, EventKind)]) {
     assert_eq!(indices, expected, "{seen:?}");
 }
 
+/// The session's next turn is answered on n2 with its history from n1, and its one event
+/// stream, read from its start, numbers every event once through the move: its events.
+async fn goes_on_at_n2(
+    session: &colloquy_cluster::RemoteSession,
+    events: &mut RemoteEvents,
+) -> Vec<(u64, EventKind)> {
+    session.user_turn("And the invoice?").await.expect("the turn reaches the moved session");
+    eventually(BOUND, "the host sees the session on n2", || async {
+        (session.node() == "n2").then_some(())
+    })
+    .await;
+    assert!(!session.is_node_lost());
+    session.wait_for_idle().await.unwrap();
+    let history = session.history().await.unwrap();
+    assert_eq!(texts(&history), ["Where is my order?", REPLY, "And the invoice?", REPLY]);
+    let done = |k: &EventKind| matches!(k, EventKind::SpeechDone { .. });
+    let seen = [read_until(events, done).await, read_until(events, done).await].concat();
+    assert_numbered(&seen);
+    seen
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_nodes_session_moves_by_itself_and_its_handle_keeps_working() {
     let server = NatsServer::start();
@@ -86,17 +107,7 @@ async fn a_lost_nodes_session_moves_by_itself_and_its_handle_keeps_working() {
     })
     .await;
     // Nothing new to call: the next turn waits for the move and is answered on n2.
-    session.user_turn("And the invoice?").await.expect("the turn reaches the moved session");
-    assert_eq!(session.node(), "n2");
-    assert!(!session.is_node_lost());
-    session.wait_for_idle().await.unwrap();
-    let history = session.history().await.unwrap();
-    assert_eq!(texts(&history), ["Where is my order?", REPLY, "And the invoice?", REPLY]);
-
-    // The same event stream goes on across the move, with no gap and no duplicate.
-    let done = |k: &EventKind| matches!(k, EventKind::SpeechDone { .. });
-    let seen = [read_until(&mut events, done).await, read_until(&mut events, done).await].concat();
-    assert_numbered(&seen);
+    let seen = goes_on_at_n2(&session, &mut events).await;
     let moved = seen.iter().find_map(|(_, k)| match k {
         EventKind::SessionMoved { from, to, calls_in_doubt } => Some((from, to, calls_in_doubt)),
         _ => None,
@@ -162,19 +173,7 @@ async fn a_drain_hands_its_sessions_to_another_node_and_closes_none() {
     let report = tokio::time::timeout(BOUND, n1.drain()).await.expect("the drain ends");
     assert_eq!((report.moved, report.closed, report.ended), (1, 0, 0), "{report:?}");
     // The handle follows the session's record to n2; no loss, no close.
-    session.user_turn("And the invoice?").await.expect("the turn reaches n2");
-    eventually(BOUND, "the host sees the session on n2", || async {
-        (session.node() == "n2").then_some(())
-    })
-    .await;
-    assert!(!session.is_node_lost());
-    session.wait_for_idle().await.unwrap();
-    let history = session.history().await.unwrap();
-    assert_eq!(texts(&history), ["Where is my order?", REPLY, "And the invoice?", REPLY]);
-
-    let done = |k: &EventKind| matches!(k, EventKind::SpeechDone { .. });
-    let seen = [read_until(&mut events, done).await, read_until(&mut events, done).await].concat();
-    assert_numbered(&seen);
+    let seen = goes_on_at_n2(&session, &mut events).await;
     assert!(
         seen.iter().any(|(_, k)| matches!(k, EventKind::SessionMoved { from, to, .. }
             if from == "n1" && to == "n2")),

@@ -13,9 +13,9 @@
 mod common;
 #[path = "common/group.rs"]
 mod group;
+#[path = "common/node_process.rs"]
+mod node_process;
 
-use std::os::unix::process::CommandExt;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use colloquy_cluster::{Cluster, ClusterError, RemoteEvents, RemoteSession, StartOptions};
@@ -25,8 +25,8 @@ use common::{
     AT_ONCE, BOUND, LOST_AFTER, MARGIN, NatsServer, eventually, node_builder, raw_events, raw_type,
 };
 use group::group_members;
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
+use nix::sys::signal::Signal;
+use node_process::NodeProcess;
 use serde_json::Value;
 
 const NATS_VAR: &str = "COLLOQUY_TEST_NODE_NATS";
@@ -79,54 +79,16 @@ fn busy_llm() -> ScriptedLlm {
     })
 }
 
-/// A node process, killed (and reaped) on drop if it still runs.
-struct NodeProcess {
-    child: Child,
-}
-
-impl NodeProcess {
-    fn start(server: &NatsServer, name: &str) -> Self {
-        let exe = std::env::current_exe().expect("the test binary");
-        let child = Command::new(exe)
-            .args(["node_process", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
-            .env(NATS_VAR, server.url())
-            .env(NAME_VAR, name)
-            .env(LOST_AFTER_VAR, LOST_AFTER.as_millis().to_string())
-            // A group of its own: whatever it started is found, and killed, with it.
-            .process_group(0)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("a node process");
-        Self { child }
-    }
-
-    fn pid(&self) -> Pid {
-        Pid::from_raw(i32::try_from(self.child.id()).expect("a pid"))
-    }
-
-    fn signal(&self, signal: Signal) {
-        kill(self.pid(), signal).unwrap_or_else(|e| panic!("{signal}: {e}"));
-    }
-
-    /// Waits for the process to end; its exit status.
-    fn wait(&mut self) -> std::process::ExitStatus {
-        let start = Instant::now();
-        loop {
-            if let Some(status) = self.child.try_wait().expect("its status") {
-                return status;
-            }
-            assert!(start.elapsed() < BOUND, "the node process did not end");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for NodeProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// Node `name`, a process of its own on `server`.
+fn spawn_node(server: &NatsServer, name: &str) -> NodeProcess {
+    NodeProcess::start(
+        "node_process",
+        &[
+            (NATS_VAR, server.url()),
+            (NAME_VAR, name.to_owned()),
+            (LOST_AFTER_VAR, LOST_AFTER.as_millis().to_string()),
+        ],
+    )
 }
 
 async fn host(server: &NatsServer) -> Cluster {
@@ -175,8 +137,8 @@ async fn reads_to_node_lost(events: &mut RemoteEvents, bound: Duration) -> bool 
 async fn kill_9_of_a_node_loses_its_sessions_only_and_leaves_nothing_running() {
     let server = NatsServer::start();
     let host = host(&server).await;
-    let mut doomed = NodeProcess::start(&server, "doomed");
-    let mut spared = NodeProcess::start(&server, "spared");
+    let mut doomed = spawn_node(&server, "doomed");
+    let mut spared = spawn_node(&server, "spared");
     both_nodes_live(&host).await;
     let mut lost = sessions_on(&host, "doomed").await;
     let mut kept = sessions_on(&host, "spared").await;
@@ -215,8 +177,8 @@ async fn kill_9_of_a_node_loses_its_sessions_only_and_leaves_nothing_running() {
 async fn a_stopped_node_that_continues_stops_the_sessions_its_hosts_gave_up() {
     let server = NatsServer::start();
     let host = host(&server).await;
-    let stalled = NodeProcess::start(&server, "stalled");
-    let _other = NodeProcess::start(&server, "other");
+    let stalled = spawn_node(&server, "stalled");
+    let _other = spawn_node(&server, "other");
     both_nodes_live(&host).await;
     let lease = host.nodes().await.unwrap().into_iter().find(|n| n.name == "stalled").unwrap();
     let mut sessions = sessions_on(&host, "stalled").await;

@@ -21,6 +21,7 @@
 //! cargo run --release -p colloquy-bench --bin cluster-bench -- --sessions 1000 --turns 5
 //! ```
 
+mod failover;
 mod server;
 
 use std::collections::BTreeMap;
@@ -59,6 +60,8 @@ struct Args {
     nats_server: PathBuf,
     /// Whether the nodes journal their sessions on the server (their default).
     durable: bool,
+    /// Sessions for the failover measurement instead of the others (0: none).
+    failover: usize,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -68,12 +71,14 @@ fn parse_args() -> Result<Args, String> {
         turn_samples: 200,
         nats_server: PathBuf::from(server::DEFAULT_BINARY),
         durable: true,
+        failover: 0,
     };
     bench_support::parse_options(&mut args.load, |flag, value| {
         match flag {
             "--nodes" => args.nodes = number(flag, value)?,
             "--turn-samples" => args.turn_samples = number(flag, value)?,
             "--nats-server" => args.nats_server = PathBuf::from(value),
+            "--failover" => args.failover = number(flag, value)?,
             "--durable" => {
                 args.durable = match value {
                     "yes" => true,
@@ -472,7 +477,15 @@ async fn workload(
 }
 
 async fn run(args: &Args) -> Result<(Value, bool), String> {
+    if let Some(node) = failover::node_process(args.load.tool_ms).await {
+        return node.map(|()| (json!({ "node": "drained" }), true));
+    }
     let server = NatsServer::start(&args.nats_server)?;
+    if args.failover > 0 {
+        let (part, ok) = failover::run(&server, args.failover).await?;
+        let report = json!({ "framework": "colloquy-cluster", "failover": part, "ok": ok });
+        return Ok((report, ok));
+    }
     let models = Arc::new(Mutex::new(Vec::new()));
     let nodes = nodes(server.url(), args, &models).await?;
     let cluster = Cluster::connect(server.url()).await.map_err(|e| format!("host: {e}"))?;
@@ -502,7 +515,7 @@ async fn run(args: &Args) -> Result<(Value, bool), String> {
 
 fn main() -> ExitCode {
     let usage = "[--sessions K] [--turns T] [--tool-ms M] [--nodes N] [--turn-samples S] \
-                 [--durable yes|no] [--nats-server PATH]";
+                 [--durable yes|no] [--failover K] [--nats-server PATH]";
     let (args, runtime) = match bench_support::start("cluster-bench", usage, parse_args) {
         Ok(started) => started,
         Err(status) => return status,
