@@ -29,6 +29,8 @@ struct NodeProcess {
     child: tokio::process::Child,
     stdout: Arc<Mutex<String>>,
     stderr: Arc<Mutex<String>>,
+    /// The tasks reading them, done once the pipes close.
+    readers: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl NodeProcess {
@@ -46,9 +48,10 @@ impl NodeProcess {
         // A group of its own: whatever it started is found, and killed, with it.
         std::os::unix::process::CommandExt::process_group(&mut command, 0);
         let mut child = common::spawn(command);
-        let stdout = collect(child.stdout.take().expect("stdout is piped"));
-        let stderr = collect(child.stderr.take().expect("stderr is piped"));
-        Self { child, stdout, stderr }
+        let (stdout, out_reader) = collect(child.stdout.take().expect("stdout is piped"));
+        let (stderr, err_reader) = collect(child.stderr.take().expect("stderr is piped"));
+        let readers = vec![out_reader, err_reader];
+        Self { child, stdout, stderr, readers }
     }
 
     fn stdout(&self) -> String {
@@ -85,17 +88,21 @@ impl NodeProcess {
                 panic!("the node did not exit within {bound:?}:\n{}", self.stdout())
             })
             .expect("the node ran");
-        // The readers see the pipes close right after the exit.
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        // Everything it wrote is read once its pipes close (anything it started shares them).
+        for reader in std::mem::take(&mut self.readers) {
+            let _ = tokio::time::timeout(BOUND, reader).await;
+        }
         (status.code(), self.stdout(), self.stderr.lock().unwrap().clone())
     }
 }
 
-/// Reads `pipe` into a string, in a task.
-fn collect(pipe: impl AsyncRead + Unpin + Send + 'static) -> Arc<Mutex<String>> {
+/// Reads `pipe` into a string, in a task (which ends when the pipe closes).
+fn collect(
+    pipe: impl AsyncRead + Unpin + Send + 'static,
+) -> (Arc<Mutex<String>>, tokio::task::JoinHandle<()>) {
     let text = Arc::new(Mutex::new(String::new()));
     let into = Arc::clone(&text);
-    tokio::spawn(async move {
+    let reader = tokio::spawn(async move {
         let mut lines = BufReader::new(pipe).lines();
         while let Ok(Some(line)) = lines.next_line().await {
             let mut text = into.lock().unwrap();
@@ -103,7 +110,7 @@ fn collect(pipe: impl AsyncRead + Unpin + Send + 'static) -> Arc<Mutex<String>> 
             text.push('\n');
         }
     });
-    text
+    (text, reader)
 }
 
 /// Runs `colloquy ARGS` with `input` on stdin and `env` set, to its end (bounded).

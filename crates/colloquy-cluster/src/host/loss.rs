@@ -146,6 +146,18 @@ impl Tracked {
         })
     }
 
+    /// Its node was found live after all under `placement` (a loss read from a failed read):
+    /// it runs there again, if it was moving from there.
+    pub(crate) fn alive_again(&self, placement: &Placement) -> bool {
+        self.state.send_if_modified(|s| {
+            let again = s.phase == Phase::Moving && *s.placement == *placement;
+            if again {
+                s.phase = Phase::Live;
+            }
+            again
+        })
+    }
+
     /// Marks it lost for good (no node could resume it); false if it already was.
     pub(crate) fn mark_lost(&self) -> bool {
         self.state.send_if_modified(|s| {

@@ -205,13 +205,14 @@ impl Cluster {
     }
 
     /// A cluster on a node's own connection, to hand its sessions over as it drains: it
-    /// places, and watches nothing.
-    pub(crate) fn for_node(backend: Backend, name: &str) -> Self {
+    /// places, and watches nothing. It is no host: it beats for nobody, so the sessions it
+    /// places are held by the hosts it names (`resume`'s `holders`), not by it.
+    pub(crate) fn for_node(backend: Backend) -> Self {
         let inner = ClusterInner {
             backend,
             timeouts: Timeouts::default(),
             tracker: Arc::new(Tracker::default()),
-            host_id: format!("node-{name}"),
+            host_id: String::new(),
             tasks: Vec::new(),
         };
         Self { inner: Arc::new(inner) }
@@ -300,7 +301,7 @@ impl Cluster {
         options: StartOptions,
         resume: Option<(String, Vec<String>)>,
     ) -> Result<Vec<u8>, ClusterError> {
-        let host = Some(self.inner.host_id.clone());
+        let host = Some(self.inner.host_id.clone()).filter(|id| !id.is_empty());
         let agent_name = agent.to_owned();
         let (resume, holders) = resume.map_or((None, Vec::new()), |(id, h)| (Some(id), h));
         let request =

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use super::Cluster;
 use super::loss::{self, LostPlacement, Phase, Placement, Tracked};
-use super::shared::ClusterInner;
+use super::shared::{ClusterInner, Holder};
 use crate::error::ClusterError;
 
 /// How long a host tries to move a session whose node was lost (a live durable node that
@@ -88,6 +88,15 @@ async fn attempt(
         Some((record, revision)) if !from.named_by(&record) && !record.lost => {
             tracked.moved(Placement::of(&record, revision));
             return Ok(());
+        }
+        // Still there, its node live under that lease: the loss was misread.
+        Some((record, _)) if !record.lost => {
+            if let Holder::Live(lease) = inner.holder(&from.node).await
+                && lease == from.lease
+            {
+                tracked.alive_again(from);
+                return Ok(());
+            }
         }
         Some(_) => {}
     }

@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use super::events::{EventCursor, RemoteEvents};
 use super::loss::{Placement, Tracked};
 use super::moves;
-use super::shared::{ClusterInner, NoAnswer};
+use super::shared::{ClusterInner, Holder, NoAnswer};
 use crate::error::ClusterError;
 use crate::names;
 use crate::nats::{HEADROOM, payload_limit};
@@ -339,7 +339,12 @@ impl RemoteSession {
             // Declared lost: by a host, or by the node that stopped it at its fence while its
             // entry lived on.
             Ok(Some((record, _))) if record.lost => true,
-            Ok(Some(_)) => !self.node_holds(placement).await,
+            // Back under another lease: it let its sessions go. An entry not found is left to
+            // the watch, which sees its expiry for sure (a read right after a server restart
+            // may find nothing yet, and a loss declared wrongly would move a live session).
+            Ok(Some(_)) => {
+                matches!(self.inner.holder(&placement.node).await, Holder::Live(l) if l != placement.lease)
+            }
             Err(_) => false,
         };
         if lost && tracked.lose(placement) {
@@ -348,10 +353,9 @@ impl RemoteSession {
         tracked.is_lost().then(|| self.lost())
     }
 
-    /// Whether the node of `placement` is live under that boot and lease.
+    /// Whether the node of `placement` is live under that lease.
     async fn node_holds(&self, placement: &Placement) -> bool {
-        let node = self.inner.node(&placement.node).await;
-        node.is_some_and(|n| n.boot_id == placement.boot_id && n.lease == placement.lease)
+        matches!(self.inner.holder(&placement.node).await, Holder::Live(l) if l == placement.lease)
     }
 }
 

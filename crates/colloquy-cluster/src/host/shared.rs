@@ -43,7 +43,8 @@ pub(crate) struct ClusterInner {
     pub(crate) timeouts: Timeouts,
     /// The sessions this host drives, for the loss detection.
     pub(crate) tracker: Arc<Tracker>,
-    /// Drawn at connect: the nodes hold the sessions this host starts or commands on it.
+    /// Drawn at connect: the nodes hold the sessions this host starts or commands on it
+    /// (empty for a draining node's own, which holds nothing).
     pub(crate) host_id: String,
     /// The watch on the nodes bucket and the host's beat, ended with the cluster (none for
     /// a node's own, `Cluster::for_node`).
@@ -126,7 +127,9 @@ impl ClusterInner {
         // Every request names this host: a node keeps a session while a host that starts or
         // commands it beats.
         let mut headers = async_nats::HeaderMap::new();
-        headers.insert(names::HOST_HEADER, self.host_id.as_str());
+        if !self.host_id.is_empty() {
+            headers.insert(names::HOST_HEADER, self.host_id.as_str());
+        }
         let request =
             async_nats::Request::new().payload(body.into()).headers(headers).timeout(Some(timeout));
         match self.backend.client.send_request(subject, request).await {
@@ -191,12 +194,5 @@ impl ClusterInner {
             Ok(Ok(_)) => Holder::Gone,
             _ => Holder::Unknown,
         }
-    }
-
-    /// The live node `name`'s entry, if it is live.
-    pub(crate) async fn node(&self, name: &str) -> Option<NodeInfo> {
-        let read = self.backend.nodes.get(names::node_key(name));
-        let value = tokio::time::timeout(self.timeouts.place, read).await.ok()?.ok()??;
-        serde_json::from_slice(&value).ok()
     }
 }

@@ -55,7 +55,7 @@ pub(super) async fn move_all(shared: &Arc<NodeShared>, deadline: Instant) -> usi
     if leaving.is_empty() {
         return 0;
     }
-    let cluster = Cluster::for_node(shared.backend.clone(), &shared.name);
+    let cluster = Cluster::for_node(shared.backend.clone());
     let moves = leaving.into_iter().map(|s| move_one(shared, &cluster, s, deadline));
     let moved = futures_util::future::join_all(moves).await;
     moved.into_iter().filter(|m| *m).count()
