@@ -169,7 +169,7 @@ impl JetStreamStore {
                 };
                 let Some((next, entries)) = decide(state)? else { return Ok(()) };
                 let message = Message::new(&next, &entries, last);
-                match message.publish(&js, &subject, deadline).await {
+                match message.publish(&js, &stream, &subject, deadline).await {
                     Err(e) if e.kind() == PublishErrorKind::WrongLastSequence => contended += 1,
                     done => return done.map_err(|e| io(&e)),
                 }
@@ -363,13 +363,18 @@ impl Message {
     }
 
     /// Publishes it and waits for its acknowledgement, sent again while the server does not
-    /// answer (a restart, a lost connection) until `deadline`.
+    /// answer (a restart, a lost connection) until `deadline`. A resend refused for the
+    /// subject's sequence may be the first send having landed (the server may check the
+    /// sequence before it drops a duplicate): the subject's last message then carries this
+    /// write's id, and the write is done.
     async fn publish(
         &self,
         js: &Context,
+        stream: &stream::Stream,
         subject: &str,
         deadline: tokio::time::Instant,
     ) -> Result<(), jetstream::context::PublishError> {
+        let mut resent = false;
         loop {
             let message = PublishMessage::build()
                 .payload(self.body.clone().into())
@@ -377,16 +382,30 @@ impl Message {
                 .message_id(self.id.as_str())
                 .expected_last_subject_sequence(self.last);
             match crate::nats::store(js, subject.to_owned(), message).await {
+                Err(e) if e.kind() == PublishErrorKind::WrongLastSequence && resent => {
+                    return match self.landed(stream, subject).await {
+                        true => Ok(()),
+                        false => Err(e),
+                    };
+                }
                 Err(e)
                     if e.kind() != PublishErrorKind::WrongLastSequence
                         && tokio::time::Instant::now() + OUTAGE_RETRY < deadline =>
                 {
                     tracing::debug!(%subject, error = %e, "journal write not acknowledged: again");
+                    resent = true;
                     tokio::time::sleep(OUTAGE_RETRY).await;
                 }
                 done => return done,
             }
         }
+    }
+
+    /// Whether the subject's last message is this write.
+    async fn landed(&self, stream: &stream::Stream, subject: &str) -> bool {
+        let Ok(last) = stream.get_last_raw_message_by_subject(subject).await else { return false };
+        let id = last.headers.get(async_nats::header::NATS_MESSAGE_ID).map(async_nats::HeaderValue::as_str);
+        id == Some(self.id.as_str())
     }
 }
 
