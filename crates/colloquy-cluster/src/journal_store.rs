@@ -404,7 +404,10 @@ impl Message {
     /// Whether the subject's last message is this write.
     async fn landed(&self, stream: &stream::Stream, subject: &str) -> bool {
         let Ok(last) = stream.get_last_raw_message_by_subject(subject).await else { return false };
-        let id = last.headers.get(async_nats::header::NATS_MESSAGE_ID).map(async_nats::HeaderValue::as_str);
+        let id = last
+            .headers
+            .get(async_nats::header::NATS_MESSAGE_ID)
+            .map(async_nats::HeaderValue::as_str);
         id == Some(self.id.as_str())
     }
 }
