@@ -263,3 +263,31 @@ async fn a_call_still_running_at_the_drain_timeout_is_in_doubt_on_the_next_node(
     let in_doubt = drain_with_a_call_running(Duration::from_secs(30), Duration::ZERO).await;
     assert_eq!(in_doubt, ["lookup Failed"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_under_way_when_its_node_is_lost_is_answered_by_the_next_node() {
+    let server = NatsServer::start();
+    let n1 = looking_node(&server, "n1", Duration::from_secs(60)).start().await.unwrap();
+    let _n2 = looking_node(&server, "n2", Duration::from_millis(50)).start().await.unwrap();
+    let host = Cluster::builder(server.url()).lost_after(LOST_AFTER).connect().await.unwrap();
+    eventually(BOUND, "both nodes announce themselves", || async {
+        (host.nodes().await.ok()?.iter().filter(|n| n.durable).count() == 2).then_some(())
+    })
+    .await;
+    let session = host.start_session_on("n1", "support", StartOptions::new()).await.unwrap();
+    let mut events = session.subscribe().await.unwrap();
+    session.user_turn("Where is my order?").await.unwrap();
+    read_until(&mut events, |k| matches!(k, EventKind::ToolCallStarted { .. })).await;
+    // Quiet only once the minute-long call ends: under way when n1 goes.
+    let waiting = tokio::spawn({
+        let session = session.clone();
+        async move { session.wait_for_quiet().await }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    drop(n1);
+    // A wait may run twice: it is sent again to n2, where the call is in doubt and ends.
+    let waited = tokio::time::timeout(BOUND, waiting).await.expect("the wait ends").unwrap();
+    waited.expect("the wait is answered by n2");
+    assert_eq!(session.node(), "n2");
+    tokio::time::timeout(Duration::from_secs(10), session.close()).await.unwrap().unwrap();
+}

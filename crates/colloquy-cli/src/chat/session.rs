@@ -226,11 +226,13 @@ impl ChatSession {
             Target::Local(_) => Box::pin(spoken),
             Target::Remote(session) => {
                 let (session, terminal) = (session.clone(), terminal.clone());
+                let node = session.node();
                 Box::pin(async move {
                     let lost = async {
                         match session.wait_for_idle().await {
                             // Moved to another node: the events say so, and the new node
                             // answers the next line (the reply under way was cut off).
+                            Ok(()) if session.node() != node => true,
                             Err(ClusterError::NodeLost { .. }) if !session.is_node_lost() => true,
                             Err(e @ ClusterError::NodeLost { .. }) => {
                                 terminal.line(Style::Error, &format!("error ! {e}"));

@@ -241,6 +241,7 @@ impl RemoteSession {
         let timeout = self.timeout_for(&command);
         let deadline = Instant::now() + timeout;
         let name = command.name();
+        let again = harmless_twice(&command);
         let subject = names::command_subject(self.id());
         let body = Request::new(command).encode();
         let limit = payload_limit(&self.inner.backend.client);
@@ -264,8 +265,12 @@ impl RemoteSession {
             let losses = self.tracked.losses();
             let sent = tokio::select! {
                 biased;
-                // Under way at the loss: it may have run there.
+                // Under way at the loss: it may have run there. One that may run twice is
+                // sent again wherever the session moves.
                 () = self.tracked.lost_since(losses) => {
+                    if again {
+                        continue;
+                    }
                     return Err(ClusterError::NodeLost { node: placement.node.clone() });
                 }
                 sent = self.inner.request(subject.clone(), body.clone(), left) => sent,
@@ -286,6 +291,7 @@ impl RemoteSession {
                 Err(NoAnswer::TimedOut(_)) => {
                     return Err(match self.gone(&placement, &mut missing_since).await {
                         Some(gone) => gone,
+                        None if self.tracked.losses() > losses && again => continue,
                         None if self.tracked.losses() > losses => {
                             ClusterError::NodeLost { node: placement.node.clone() }
                         }
@@ -357,6 +363,25 @@ impl RemoteSession {
     async fn node_holds(&self, placement: &Placement) -> bool {
         matches!(self.inner.holder(&placement.node).await, Holder::Live(l) if l == placement.lease)
     }
+}
+
+/// Whether running `command` twice does no harm: a read, a wait, a state set to a value, a
+/// close (a second finds the session closed). Such a command under way when its node is lost
+/// is sent again to the node the session moves to; the others fail `NodeLost`, since they
+/// may have run (docs/cluster.md#moves).
+fn harmless_twice(command: &Command) -> bool {
+    matches!(
+        command,
+        Command::RunningToolCalls
+            | Command::History
+            | Command::Inspect
+            | Command::States
+            | Command::WaitForIdle
+            | Command::WaitForQuiet
+            | Command::SetUserSpeaking { .. }
+            | Command::Interrupt
+            | Command::Close { .. }
+    )
 }
 
 fn unexpected(reply: Reply, wanted: &str) -> ClusterError {
