@@ -218,13 +218,14 @@ fn looking_node(server: &NatsServer, name: &str, took: Duration) -> colloquy_clu
         .llm(llm)
 }
 
-/// A drain with a call running: `drain_timeout` decides whether the call ends on n1 first or
-/// is in doubt when n2 resumes the session. Returns the move's calls in doubt.
-async fn drain_with_a_call_running(took: Duration, drain_timeout: Duration) -> Vec<String> {
-    let server = NatsServer::start();
-    let n1 = looking_node(&server, "n1", took).drain_timeout(drain_timeout).start().await.unwrap();
+/// `n1` and a quick n2 started, and a session on n1 whose `lookup` runs.
+async fn a_call_running_on(
+    server: &NatsServer,
+    n1: colloquy_cluster::NodeBuilder,
+) -> (NodeHandle, NodeHandle, colloquy_cluster::RemoteSession, RemoteEvents) {
+    let n1 = n1.start().await.unwrap();
     // n2's lookups are quick: the conversation goes on there.
-    let _n2 = looking_node(&server, "n2", Duration::from_millis(50)).start().await.unwrap();
+    let n2 = looking_node(server, "n2", Duration::from_millis(50)).start().await.unwrap();
     let host = Cluster::builder(server.url()).lost_after(LOST_AFTER).connect().await.unwrap();
     eventually(BOUND, "both nodes announce themselves", || async {
         (host.nodes().await.ok()?.iter().filter(|n| n.durable).count() == 2).then_some(())
@@ -234,6 +235,15 @@ async fn drain_with_a_call_running(took: Duration, drain_timeout: Duration) -> V
     let mut events = session.subscribe().await.unwrap();
     session.user_turn("Where is my order?").await.unwrap();
     read_until(&mut events, |k| matches!(k, EventKind::ToolCallStarted { .. })).await;
+    (n1, n2, session, events)
+}
+
+/// A drain with a call running: `drain_timeout` decides whether the call ends on n1 first or
+/// is in doubt when n2 resumes the session. Returns the move's calls in doubt.
+async fn drain_with_a_call_running(took: Duration, drain_timeout: Duration) -> Vec<String> {
+    let server = NatsServer::start();
+    let n1 = looking_node(&server, "n1", took).drain_timeout(drain_timeout);
+    let (n1, _n2, session, mut events) = a_call_running_on(&server, n1).await;
 
     let report = tokio::time::timeout(BOUND, n1.drain()).await.expect("the drain ends");
     assert_eq!((report.moved, report.closed), (1, 0), "{report:?}");
@@ -267,17 +277,8 @@ async fn a_call_still_running_at_the_drain_timeout_is_in_doubt_on_the_next_node(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wait_under_way_when_its_node_is_lost_is_answered_by_the_next_node() {
     let server = NatsServer::start();
-    let n1 = looking_node(&server, "n1", Duration::from_secs(60)).start().await.unwrap();
-    let _n2 = looking_node(&server, "n2", Duration::from_millis(50)).start().await.unwrap();
-    let host = Cluster::builder(server.url()).lost_after(LOST_AFTER).connect().await.unwrap();
-    eventually(BOUND, "both nodes announce themselves", || async {
-        (host.nodes().await.ok()?.iter().filter(|n| n.durable).count() == 2).then_some(())
-    })
-    .await;
-    let session = host.start_session_on("n1", "support", StartOptions::new()).await.unwrap();
-    let mut events = session.subscribe().await.unwrap();
-    session.user_turn("Where is my order?").await.unwrap();
-    read_until(&mut events, |k| matches!(k, EventKind::ToolCallStarted { .. })).await;
+    let n1 = looking_node(&server, "n1", Duration::from_secs(60));
+    let (n1, _n2, session, _events) = a_call_running_on(&server, n1).await;
     // Quiet only once the minute-long call ends: under way when n1 goes.
     let waiting = tokio::spawn({
         let session = session.clone();
