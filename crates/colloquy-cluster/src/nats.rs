@@ -277,6 +277,21 @@ pub(crate) struct Backend {
 }
 
 impl Backend {
+    /// Session `id`'s record and its revision in the sessions bucket; `None` if it has none
+    /// (it ended, or never was). Every reader of a record goes through here.
+    pub(crate) async fn session_record(
+        &self,
+        id: &str,
+    ) -> Result<Option<(crate::wire::SessionRecord, u64)>, ClusterError> {
+        let entry =
+            self.sessions.entry(names::session_key(id)).await.map_err(ClusterError::nats)?;
+        let Some(entry) = entry.filter(|e| e.operation == kv::Operation::Put) else {
+            return Ok(None);
+        };
+        let record = serde_json::from_slice(&entry.value).map_err(ClusterError::nats)?;
+        Ok(Some((record, entry.revision)))
+    }
+
     /// Connects and opens (or creates) the buckets and the stream; a nodes bucket created here
     /// keeps a silent node `lost_after`.
     pub(crate) async fn open(

@@ -386,17 +386,12 @@ fn follow(backend: &Backend, sessions: Vec<Arc<Tracked>>) {
     let backend = backend.clone();
     tokio::spawn(async move {
         for tracked in sessions {
-            let read = backend.sessions.entry(names::session_key(&tracked.id));
-            let Ok(Ok(Some(entry))) = tokio::time::timeout(backend.lost_after, read).await else {
-                continue;
-            };
-            if entry.operation != Operation::Put {
-                continue;
-            }
-            if let Ok(record) = serde_json::from_slice::<SessionRecord>(&entry.value)
+            let read = backend.session_record(&tracked.id);
+            if let Ok(Ok(Some((record, revision)))) =
+                tokio::time::timeout(backend.lost_after, read).await
                 && !record.lost
             {
-                tracked.moved(Placement::of(&record, entry.revision));
+                tracked.moved(Placement::of(&record, revision));
             }
         }
     });
@@ -443,16 +438,9 @@ async fn declare_one(backend: &Backend, tracked: &LostPlacement) {
 /// ended before its node (no record).
 async fn try_declare(backend: &Backend, lost: &LostPlacement) -> Result<(), ClusterError> {
     let (id, placement) = (&lost.id, &lost.placement);
-    let key = names::session_key(id);
-    let sessions = &backend.sessions;
-    let Some(entry) = sessions.entry(&key).await.map_err(ClusterError::nats)? else {
+    let Some((mut record, revision)) = backend.session_record(id).await? else {
         return Ok(());
     };
-    if entry.operation != Operation::Put {
-        return Ok(());
-    }
-    let mut record: SessionRecord =
-        serde_json::from_slice(&entry.value).map_err(ClusterError::nats)?;
     // Marked already, or moved on: a late marker would be about a placement readers left.
     if record.lost || !placement.named_by(&record) {
         return Ok(());
@@ -460,7 +448,7 @@ async fn try_declare(backend: &Backend, lost: &LostPlacement) -> Result<(), Clus
     mark(backend, lost).await?;
     record.lost = true;
     let body = serde_json::to_vec(&record).map_err(ClusterError::nats)?;
-    mark_lost(backend, &key, body.into(), entry.revision).await
+    mark_lost(backend, &names::session_key(id), body.into(), revision).await
 }
 
 /// Stores the `x_node_lost` marker of a placement in the session's events, once whoever

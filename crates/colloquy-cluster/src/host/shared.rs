@@ -156,19 +156,11 @@ impl ClusterInner {
         id: &str,
     ) -> Result<Option<(SessionRecord, u64)>, ClusterError> {
         let bound = self.timeouts.place;
-        let read = self.backend.sessions.entry(names::session_key(id));
-        let entry = tokio::time::timeout(bound, read)
-            .await
-            .map_err(|_| ClusterError::Timeout {
-                what: "reading the session".into(),
-                after: bound,
-            })?
-            .map_err(ClusterError::nats)?;
-        let Some(entry) = entry.filter(|e| e.operation == Operation::Put) else {
-            return Ok(None);
-        };
-        let record = serde_json::from_slice(&entry.value).map_err(ClusterError::nats)?;
-        Ok(Some((record, entry.revision)))
+        let read = self.backend.session_record(id);
+        tokio::time::timeout(bound, read).await.map_err(|_| ClusterError::Timeout {
+            what: "reading the session".into(),
+            after: bound,
+        })?
     }
 
     /// Whether session `id`'s record was deleted lately (its delete marker is still there):

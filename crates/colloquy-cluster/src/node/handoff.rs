@@ -14,7 +14,6 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use async_nats::jetstream::kv::Operation;
 use colloquy_actors::SessionHandle;
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -135,18 +134,14 @@ async fn another_node(
 /// Marks the session's record as no node's (`lost`), if it still names this node: the node
 /// that resumes it claims it from there.
 async fn release(shared: &NodeShared, id: &str) -> Result<(), ClusterError> {
-    let key = names::session_key(id);
-    let sessions = &shared.backend.sessions;
-    let entry = sessions.entry(&key).await.map_err(ClusterError::nats)?;
-    let Some(entry) = entry.filter(|e| e.operation == Operation::Put) else {
-        return Err(ClusterError::NotFound(id.to_owned()));
-    };
-    let record: SessionRecord = serde_json::from_slice(&entry.value).map_err(ClusterError::nats)?;
+    let record = shared.backend.session_record(id).await?;
+    let (record, revision) = record.ok_or_else(|| ClusterError::NotFound(id.to_owned()))?;
     if record.node != shared.name || record.boot_id != shared.boot_id {
         return Ok(());
     }
     let released = SessionRecord { lost: true, ..record };
     let body = serde_json::to_vec(&released).map_err(ClusterError::nats)?;
-    sessions.update(&key, body.into(), entry.revision).await.map_err(ClusterError::nats)?;
-    Ok(())
+    let key = names::session_key(id);
+    let written = shared.backend.sessions.update(&key, body.into(), revision).await;
+    written.map(drop).map_err(ClusterError::nats)
 }

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use async_nats::jetstream::kv::{Operation, UpdateErrorKind};
+use async_nats::jetstream::kv::UpdateErrorKind;
 use colloquy_actors::Session;
 use colloquy_edge::history;
 use colloquy_edge::hosting::{Hosted, StartError};
@@ -151,15 +151,11 @@ async fn claim(shared: &Arc<NodeShared>, id: &str) -> Result<Claim, String> {
     if shared.lock_sessions().contains_key(id) {
         return Err(format!("node `{me}` runs session `{id}` already"));
     }
-    let sessions = &shared.backend.sessions;
-    let key = names::session_key(id);
-    let entry =
-        sessions.entry(&key).await.map_err(|e| format!("its record cannot be read: {e}"))?;
-    let Some(entry) = entry.filter(|e| e.operation == Operation::Put) else {
+    let record = shared.backend.session_record(id).await;
+    let record = record.map_err(|e| format!("its record cannot be read: {e}"))?;
+    let Some((from, revision)) = record else {
         return Err(format!("session `{id}` has no record: it has ended"));
     };
-    let from: SessionRecord = serde_json::from_slice(&entry.value)
-        .map_err(|e| format!("its record is unreadable: {e}"))?;
     if !from.durable {
         return Err(format!("node `{}` kept no journal of session `{id}`", from.node));
     }
@@ -189,7 +185,8 @@ async fn claim(shared: &Arc<NodeShared>, id: &str) -> Result<Claim, String> {
         ..from.clone()
     };
     let body = serde_json::to_vec(&claimed).unwrap_or_default();
-    let revision = match sessions.update(&key, body.into(), entry.revision).await {
+    let key = names::session_key(id);
+    let revision = match shared.backend.sessions.update(&key, body.into(), revision).await {
         Ok(revision) => revision,
         Err(e) if e.kind() == UpdateErrorKind::WrongLastRevision => {
             return Err(format!("session `{id}` was resumed by another node first"));
