@@ -13,6 +13,7 @@ mod background;
 mod background_random;
 mod before_call;
 mod call_ids;
+mod commands;
 mod cancel_properties;
 mod context;
 mod control_properties;

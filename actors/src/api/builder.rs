@@ -441,6 +441,7 @@ impl SessionBuilder {
             last_seq: journal.last_seq,
             in_doubt: journal.running,
             remembered: journal.remembered,
+            commands: journal.commands,
         };
         self.spawn(id.to_owned(), agent, Some(resume), durable).await
     }

@@ -38,6 +38,8 @@ pub struct SessionHandle {
     closed: Arc<std::sync::OnceLock<ClosedSession>>,
     /// Held for its `Drop` only.
     _owner: Option<Arc<Owner>>,
+    /// The id its commands carry ([`with_command_id`](Self::with_command_id)).
+    command: Option<Arc<str>>,
 }
 
 /// Shared by the host app's handles of a host-less session; the last one dropped closes it.
@@ -65,7 +67,7 @@ impl SessionHandle {
         owning: bool,
     ) -> Self {
         let owner = owning.then(|| Arc::new(Owner(actor.clone())));
-        Self { id, actor, closed, _owner: owner }
+        Self { id, actor, closed, _owner: owner, command: None }
     }
 
     /// A handle the runtime lends out: it does not keep the session.
@@ -75,6 +77,61 @@ impl SessionHandle {
             actor: link.actor.clone(),
             closed: Arc::clone(&link.closed),
             _owner: None,
+            command: None,
+        }
+    }
+
+    /// This handle, its commands sent with `id`: the session runs a command once per id, so a
+    /// host that did not hear back (a timeout, a lost connection, a node lost) can send it
+    /// again, and one the session took is answered `Ok` without running twice — after a
+    /// resume too, with a store: the id is journaled with what the command did
+    /// (docs/durability.md#commands). Carried by the commands that change the conversation:
+    /// [`user_turn`](Self::user_turn), [`user_input`](Self::user_input),
+    /// [`generate_reply`](Self::generate_reply) (and `_with`), [`say`](Self::say),
+    /// [`cancel_tool_call`](Self::cancel_tool_call), [`approve`](Self::approve),
+    /// [`reject`](Self::reject). A command that was refused did nothing and is not taken: a
+    /// resend runs it. Use each id for one command; the session keeps its newest 1,024.
+    ///
+    /// ```
+    /// use colloquy_actors::Session;
+    /// use colloquy_model::{Agent, ChatItem};
+    /// use colloquy_llm::{ScriptedLlm, ScriptedResponse};
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), colloquy_actors::SessionError> {
+    /// let session = Session::builder()
+    ///     .llm(ScriptedLlm::new([ScriptedResponse::text("Hello!")]))
+    ///     .start(Agent::new("greeter", "Greet."))
+    ///     .await?;
+    /// let once = session.with_command_id("turn-1");
+    /// once.user_turn("hi").await?;
+    /// once.user_turn("hi").await?; // the answer was lost: sent again, not run again
+    /// session.wait_for_idle().await?;
+    /// let said = session.history().await?.iter().filter(|i| matches!(i, ChatItem::Message(m) if m.text == "hi")).count();
+    /// assert_eq!(said, 1);
+    /// # session.close().await }
+    /// ```
+    #[must_use]
+    pub fn with_command_id(&self, id: impl Into<String>) -> Self {
+        Self { command: Some(Arc::from(id.into())), ..self.clone() }
+    }
+
+    /// `message`, carrying this handle's command id if it has one.
+    fn once(&self, message: impl Into<SessionMsg>) -> SessionMsg {
+        let message = message.into();
+        match &self.command {
+            Some(id) => SessionMsg::Once { id: Arc::clone(id), message: Box::new(message) },
+            None => message,
+        }
+    }
+
+    /// [`ask`](Self::ask) a command, carrying this handle's command id if it has one.
+    async fn ask_once<T: Send + 'static, M: Into<SessionMsg>>(
+        &self,
+        build: impl FnOnce(RpcReplyPort<T>) -> M,
+    ) -> Result<T, SessionError> {
+        match self.actor.call(|reply| self.once(build(reply)), None).await {
+            Ok(CallResult::Success(value)) => Ok(value),
+            _ => Err(SessionError::Closed),
         }
     }
 
@@ -101,7 +158,7 @@ impl SessionHandle {
     /// interruptions. Returns once the turn is accepted, not when the reply is done.
     pub async fn user_turn(&self, text: impl Into<String>) -> Result<(), SessionError> {
         let text = text.into();
-        self.ask(|reply| HostMsg::UserTurn { text, reply }).await?
+        self.ask_once(|reply| HostMsg::UserTurn { text, reply }).await?
     }
 
     /// Queues a user message behind the current speech instead of interrupting it (LiveKit's
@@ -117,7 +174,7 @@ impl SessionHandle {
     /// `session closed` once the session is closing.
     pub async fn user_input(&self, text: impl Into<String>) -> Result<(), SessionError> {
         let text = text.into();
-        self.ask(|reply| HostMsg::UserInput { text, reply }).await?
+        self.ask_once(|reply| HostMsg::UserInput { text, reply }).await?
     }
 
     /// The testing API: a user turn whose reply is watched to its end (with every speech created
@@ -165,7 +222,7 @@ impl SessionHandle {
     ) -> Result<(), SessionError> {
         let instructions = Some(instructions.into());
         let tool_choice = None;
-        self.ask(|reply| HostMsg::GenerateReply { instructions, tool_choice, reply }).await?
+        self.ask_once(|reply| HostMsg::GenerateReply { instructions, tool_choice, reply }).await?
     }
 
     /// [`generate_reply`](Self::generate_reply) whose first LLM step is sent with this
@@ -178,13 +235,13 @@ impl SessionHandle {
     ) -> Result<(), SessionError> {
         let instructions = Some(instructions.into());
         let tool_choice = Some(tool_choice);
-        self.ask(|reply| HostMsg::GenerateReply { instructions, tool_choice, reply }).await?
+        self.ask_once(|reply| HostMsg::GenerateReply { instructions, tool_choice, reply }).await?
     }
 
     /// Speaks a fixed text (queued after the current speech).
     pub async fn say(&self, text: impl Into<String>) -> Result<(), SessionError> {
         let text = text.into();
-        self.ask(|reply| HostMsg::Say { text, reply }).await?
+        self.ask_once(|reply| HostMsg::Say { text, reply }).await?
     }
 
     /// Interrupts the current speech and queued ones that allow it. Returns once the current
@@ -340,7 +397,7 @@ impl SessionHandle {
     /// aborted. Fails for an unknown or finished call and for a tool that is not cancellable.
     pub async fn cancel_tool_call(&self, call_id: impl Into<String>) -> Result<(), CancelError> {
         let call_id = call_id.into();
-        match self.actor.call(|reply| ToolMsg::CancelCall { call_id, reply }.into(), None).await {
+        match self.actor.call(|reply| self.once(ToolMsg::CancelCall { call_id, reply }), None).await {
             Ok(CallResult::Success(result)) => result,
             _ => Err(CancelError::Closed),
         }
@@ -369,7 +426,7 @@ impl SessionHandle {
         call_id: String,
         reason: Option<String>,
     ) -> Result<(), ApprovalError> {
-        let message = |reply| ToolMsg::AnswerApproval { call_id, reason, reply }.into();
+        let message = |reply| self.once(ToolMsg::AnswerApproval { call_id, reason, reply });
         match self.actor.call(message, None).await {
             Ok(CallResult::Success(result)) => result,
             _ => Err(ApprovalError::Closed),

@@ -89,6 +89,9 @@ pub(crate) enum SessionMsg {
     Child(ChildMsg),
     /// From the session's own timers.
     Timer(TimerMsg),
+    /// From a `SessionHandle` with a command id: a host or tool message run once per id
+    /// (docs/durability.md#commands).
+    Once { id: Arc<str>, message: Box<SessionMsg> },
     /// Make the actor with this inspection id panic (failure-isolation tests).
     #[cfg(feature = "test-hooks")]
     InjectFailure(String),

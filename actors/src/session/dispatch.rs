@@ -228,6 +228,7 @@ impl SessionState {
     /// changes (its handles aside).
     pub(super) fn apply(&mut self, fact: Fact<'_>) {
         tracing::trace!(session = %self.link.id, ?fact, "fact");
+        let due = self.host.commands.apply(fact);
         if let Some(journal) = &mut self.host.journal {
             journal.record(fact, self.link.clock.elapsed_ms());
         }
@@ -290,8 +291,12 @@ impl SessionState {
             | Fact::EndAfterSpeech { .. }
             | Fact::EndAfterTaken => self.host.apply(fact),
             // Only the journal keeps these: the calls in doubt were never in the running index,
-            // and a seeded history is in the state from the start.
-            Fact::Resumed { .. } | Fact::HistorySeeded { .. } => {}
+            // a seeded history is in the state from the start, a command is taken already.
+            Fact::Resumed { .. } | Fact::HistorySeeded { .. } | Fact::CommandTaken { .. } => {}
+        }
+        // After the record of what the commands did, in the same batch.
+        for id in due {
+            self.apply(Fact::CommandTaken { id: &id });
         }
     }
 

@@ -154,11 +154,13 @@ impl SessionState {
             self.start_on_enter(instructions);
         }
         for queued in queued {
+            self.host.commands.replay_next();
             let _ = match queued {
                 QueuedWork::UserTurn(text) => self.user_turn(text),
                 QueuedWork::UserInput(text) => self.queue_input(text),
                 QueuedWork::Speech(source, content) => self.create_speech(source, content),
             };
+            self.host.commands.end();
         }
         self.floor_changed();
     }

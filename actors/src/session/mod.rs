@@ -16,6 +16,7 @@
 mod agent;
 mod calls;
 mod close;
+mod commands;
 mod conversation;
 mod dispatch;
 mod floor;
@@ -92,6 +93,8 @@ pub(crate) struct Resume {
     pub owed: Vec<colloquy_store::OwedReply>,
     /// The results `idempotent` tools remembered, by result key.
     pub remembered: BTreeMap<String, colloquy_store::RememberedResult>,
+    /// The ids of the commands it took, oldest first.
+    pub commands: Vec<String>,
 }
 
 impl Actor for SessionActor {
@@ -142,6 +145,8 @@ impl Actor for SessionActor {
         let activity =
             factory.spawn(args.agent.clone(), catalog, BTreeMap::new(), myself.get_cell()).await?;
         let last_seq = args.resume.as_ref().map_or(0, |r| r.last_seq);
+        let commands =
+            args.resume.as_mut().map(|r| std::mem::take(&mut r.commands)).unwrap_or_default();
         let journal =
             args.store.take().map(|durable| JournalOut::spawn(durable, last_seq, myself.clone()));
         if let Some(resume) = args.resume.take() {
@@ -163,6 +168,7 @@ impl Actor for SessionActor {
             on_close: args.on_close,
             greets,
             journal,
+            commands,
         }))
     }
 
@@ -217,6 +223,7 @@ impl Actor for SessionActor {
                 FollowUp::ActivityClosed => Box::pin(state.activity_closed(&myself)).await,
             },
             SessionMsg::Timer(message) => state.on_timer(message),
+            SessionMsg::Once { id, message } => state.on_once(id, *message),
             #[cfg(feature = "test-hooks")]
             SessionMsg::InjectFailure(target) => state.inject_failure(&target),
         }

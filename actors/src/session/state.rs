@@ -11,6 +11,7 @@ use ractor::ActorRef;
 use super::parts::activity_factory::ActivityFactory;
 use super::parts::agent::{AgentSlot, CurrentAgent};
 use super::parts::close::CloseState;
+use super::parts::commands::Commands;
 use super::parts::conversation::Conversation;
 use super::parts::events::Fanout;
 use super::parts::floor::Floor;
@@ -41,6 +42,8 @@ pub(super) struct Init {
     pub greets: bool,
     /// With a store: the journal.
     pub journal: Option<JournalOut>,
+    /// The ids of the commands a resumed session had taken, oldest first.
+    pub commands: Vec<String>,
 }
 
 pub(crate) struct SessionState {
@@ -83,6 +86,7 @@ impl SessionState {
                 testing: Default::default(),
                 close: CloseState::new(init.on_close),
                 journal: init.journal,
+                commands: Commands::resumed(init.commands),
             },
         }
     }

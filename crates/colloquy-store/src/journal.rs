@@ -60,6 +60,11 @@ impl RememberedResult {
     }
 }
 
+/// How many of its newest command ids a session keeps (and a resume reads back): a host
+/// resends a command within seconds, so a thousand covers any burst of commands between a
+/// send and its resend.
+pub const COMMANDS_KEPT: usize = 1024;
+
 /// What a session's entries add up to.
 #[derive(Clone, Debug, Default, PartialEq)]
 #[non_exhaustive]
@@ -78,6 +83,9 @@ pub struct Journal {
     pub closed: Option<String>,
     /// The results `idempotent` tools remembered, by result key (the last of each).
     pub remembered: BTreeMap<String, RememberedResult>,
+    /// The ids of the commands it took ([`Record::CommandTaken`]), oldest first: the newest
+    /// [`COMMANDS_KEPT`].
+    pub commands: Vec<String>,
     /// The number of the last entry (0 for none).
     pub last_seq: u64,
 }
@@ -115,6 +123,8 @@ impl Journal {
         // As a live context keeps them: by time, items of one time in the order committed (a
         // message committed while a blocking call ran sorts before that call's items).
         journal.history.sort_by_key(ChatItem::created_at);
+        let over = journal.commands.len().saturating_sub(COMMANDS_KEPT);
+        journal.commands.drain(..over);
         for items in journal.contexts.values_mut() {
             items.sort_by_key(ChatItem::created_at);
         }
@@ -179,6 +189,7 @@ impl Journal {
             Record::CloseBegan { reason } => {
                 self.closed.get_or_insert_with(|| reason.clone());
             }
+            Record::CommandTaken { id } => self.commands.push(id.clone()),
             // A call that runs again stays in doubt until it ends: a crash before its run
             // starts finds it again (docs/durability.md#on-interrupted).
             Record::Resumed { in_doubt } => {

@@ -19,7 +19,7 @@ mod record;
 mod sqlite;
 mod store;
 
-pub use journal::{CallInDoubt, Journal, OwedReply, RememberedResult};
+pub use journal::{COMMANDS_KEPT, CallInDoubt, Journal, OwedReply, RememberedResult};
 pub use lease::{Acquire, LEASE_TTL, Lease, LeaseHolder, StoredLease};
 pub use memory::MemoryStore;
 pub use record::{CallInDoubtRecord, Entry, Record, SCHEMA_VERSION};

@@ -9,8 +9,9 @@ use serde::{Deserialize, Serialize};
 
 /// The version of the records (and of the store's tables) this build writes and reads. A store
 /// refuses a journal of a newer version rather than misread it, and migrates an older one
-/// (2 adds the leases: docs/durability.md#leases; 3 keeps a journal as a chain of batches).
-pub const SCHEMA_VERSION: u32 = 3;
+/// (2 adds the leases: docs/durability.md#leases; 3 keeps a journal as a chain of batches; 4
+/// adds [`Record::CommandTaken`]).
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// One record of a session's journal, numbered.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -113,6 +114,13 @@ pub enum Record {
     CloseBegan {
         /// Why.
         reason: String,
+    },
+    /// A host's command, sent with an id (`SessionHandle::with_command_id`), did something:
+    /// written in the batch that holds the first of what it did, so a resume knows it ran
+    /// and a resend runs it no more (docs/durability.md#commands).
+    CommandTaken {
+        /// The id its host gave it.
+        id: String,
     },
     /// The session resumed after its process ended: these calls were running then.
     Resumed {

@@ -64,8 +64,8 @@ macro_rules! batches_3 {
     };
 }
 
-/// The tables of schema version 3: each session's summary row, the journals, the leases.
-const SCHEMA_3: &str = concat!(
+/// The tables of schema version 4 (as of 3: 4 adds a record type): each session's summary row, the journals, the leases.
+const SCHEMA_4: &str = concat!(
     "CREATE TABLE sessions (
         id TEXT PRIMARY KEY,
         agent TEXT NOT NULL DEFAULT '',
@@ -77,7 +77,7 @@ const SCHEMA_3: &str = concat!(
     );",
     batches_3!(),
     leases_2!(),
-    "PRAGMA user_version = 3;
+    "PRAGMA user_version = 4;
     PRAGMA application_id = 1131375729;"
 );
 
@@ -104,6 +104,9 @@ const FROM_2: &str = concat!(
     DROP TABLE entries;
     PRAGMA user_version = 3;"
 );
+
+/// From version 3 to 4: the tables stay; a version-3 journal holds no `command_taken`.
+const FROM_3: &str = "PRAGMA user_version = 4;";
 
 /// Journals in one SQLite file.
 #[derive(Debug)]
@@ -203,9 +206,13 @@ impl SqliteStore {
                 .query_row("PRAGMA user_version", [], |row| row.get(0))
                 .map_err(|e| io(path, &e))?;
             match now {
-                0 => tx.execute_batch(SCHEMA_3),
-                1 => tx.execute_batch(FROM_1).and_then(|()| tx.execute_batch(FROM_2)),
-                2 => tx.execute_batch(FROM_2),
+                0 => tx.execute_batch(SCHEMA_4),
+                1 => tx
+                    .execute_batch(FROM_1)
+                    .and_then(|()| tx.execute_batch(FROM_2))
+                    .and_then(|()| tx.execute_batch(FROM_3)),
+                2 => tx.execute_batch(FROM_2).and_then(|()| tx.execute_batch(FROM_3)),
+                3 => tx.execute_batch(FROM_3),
                 _ => Ok(()),
             }
             .and_then(|()| tx.commit())

@@ -106,18 +106,18 @@ fn a_store_of_a_newer_schema_is_refused() {
         assert!(db, "the test could bump the schema");
     }
     let err = SqliteStore::open(&path).unwrap_err();
-    assert!(matches!(err, StoreError::NewerSchema { found: 4, supported: 3 }), "{err}");
+    assert!(matches!(err, StoreError::NewerSchema { found: 5, supported: 4 }), "{err}");
     assert!(err.to_string().contains("upgrade colloquy"), "{err}");
 }
 
-/// Sets the file's `user_version` to 4 by rewriting its header (bytes 60..64, big-endian), as
+/// Sets the file's `user_version` to 5 by rewriting its header (bytes 60..64, big-endian), as
 /// a newer colloquy would have.
 fn rusqlite_free_bump(path: &std::path::Path) -> bool {
     let mut bytes = std::fs::read(path).unwrap();
     if bytes.len() < 100 {
         return false;
     }
-    bytes[60..64].copy_from_slice(&4u32.to_be_bytes());
+    bytes[60..64].copy_from_slice(&5u32.to_be_bytes());
     std::fs::write(path, bytes).unwrap();
     true
 }

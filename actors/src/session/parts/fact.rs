@@ -142,6 +142,8 @@ pub(crate) enum Fact<'a> {
     EndAfterSpeech { speech_id: &'a str, reason: &'a str },
     /// The end-after-speech request was taken (to close, or by a close).
     EndAfterTaken,
+    /// The host's command `id` did something a resume keeps (docs/durability.md#commands).
+    CommandTaken { id: &'a str },
     /// The session resumed from its store; these calls were running when its process ended
     /// (docs/durability.md).
     Resumed { in_doubt: &'a [ResumedCall] },

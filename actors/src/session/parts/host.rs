@@ -1,8 +1,9 @@
 //! What the host sees of the session and waits on: the event fan-out (events.rs), the testing
-//! API's run and mocks (testing.rs), the close (close.rs), and the journal on its way to the
-//! host's store (journal.rs).
+//! API's run and mocks (testing.rs), the close (close.rs), the journal on its way to the
+//! host's store (journal.rs), and the commands sent with an id (commands.rs).
 
 use super::close::CloseState;
+use super::commands::Commands;
 use super::events::Fanout;
 use super::fact::Fact;
 use super::journal::JournalOut;
@@ -14,6 +15,8 @@ pub(crate) struct HostSide {
     pub(crate) close: CloseState,
     /// With a store: the records of the facts, on their way to it.
     pub(crate) journal: Option<JournalOut>,
+    /// The commands sent with an id the session took.
+    pub(crate) commands: Commands,
 }
 
 impl HostSide {

@@ -277,6 +277,7 @@ fn record_of(fact: Fact<'_>) -> Option<Record> {
         // A suspended session stays open in its store: it resumes.
         Fact::CloseBegan { reason } if reason == CloseReason::Suspended.name() => return None,
         Fact::CloseBegan { reason } => Record::CloseBegan { reason: reason.to_string() },
+        Fact::CommandTaken { id } => Record::CommandTaken { id: id.to_string() },
         Fact::Resumed { in_doubt } => Record::Resumed {
             in_doubt: in_doubt
                 .iter()

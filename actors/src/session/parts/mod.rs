@@ -11,6 +11,7 @@ pub(super) mod activity_factory;
 pub(super) mod agent;
 pub(super) mod calls;
 pub(super) mod close;
+pub(super) mod commands;
 pub(super) mod conversation;
 pub(super) mod events;
 pub(super) mod fact;
