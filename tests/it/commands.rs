@@ -1,8 +1,8 @@
 //! Commands sent with an id (`SessionHandle::with_command_id`, docs/durability.md#commands):
 //! a resend runs nothing twice, in one process and after a crash at any append.
 
-use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 
 use crate::common::*;
 use crate::durable::{Tapped, journal_of};
@@ -106,7 +106,8 @@ async fn after_a_crash_at_any_append_every_command_sent_again_runs_once() {
             })
             .collect();
         let replies: Vec<_> = (0..4).map(|_| text("Again.")).collect();
-        let builder = Session::builder().llm(ScriptedLlm::new(replies)).store(journal_of(&id, on_disk));
+        let builder =
+            Session::builder().llm(ScriptedLlm::new(replies)).store(journal_of(&id, on_disk));
         let resumed = builder.resume(&id, |name| (name == "A").then(agent)).await.unwrap();
         let before = resumed.history().await.unwrap();
         for (command, text) in COMMANDS {
@@ -120,7 +121,10 @@ async fn after_a_crash_at_any_append_every_command_sent_again_runs_once() {
         for (command, text) in &COMMANDS[..3] {
             assert_eq!(said(&history, text), 1, "at {point}: {command}: {:?}", show(&history));
         }
-        let replies = history.iter().filter(|i| i.as_message().is_some_and(|m| m.role == Role::Assistant)).count();
+        let replies = history
+            .iter()
+            .filter(|i| i.as_message().is_some_and(|m| m.role == Role::Assistant))
+            .count();
         assert!(replies <= 4, "at {point}: no reply twice: {:?}", show(&history));
         ran_again += COMMANDS.len() - taken.len();
         answered += taken.len();

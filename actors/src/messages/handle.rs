@@ -397,7 +397,8 @@ impl SessionHandle {
     /// aborted. Fails for an unknown or finished call and for a tool that is not cancellable.
     pub async fn cancel_tool_call(&self, call_id: impl Into<String>) -> Result<(), CancelError> {
         let call_id = call_id.into();
-        match self.actor.call(|reply| self.once(ToolMsg::CancelCall { call_id, reply }), None).await {
+        match self.actor.call(|reply| self.once(ToolMsg::CancelCall { call_id, reply }), None).await
+        {
             Ok(CallResult::Success(result)) => result,
             _ => Err(CancelError::Closed),
         }

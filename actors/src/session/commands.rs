@@ -25,7 +25,9 @@ impl SessionState {
             SessionMsg::Host(message) => self.on_host(message),
             SessionMsg::Tool(message) => self.on_tool(message),
             // The handle puts an id on host commands only.
-            _ => tracing::warn!(session = %self.link.id, "a command id on a message that is not one"),
+            _ => {
+                tracing::warn!(session = %self.link.id, "a command id on a message that is not one")
+            }
         }
         self.host.commands.end();
     }

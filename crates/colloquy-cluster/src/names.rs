@@ -58,6 +58,8 @@ pub const MIN_HOST_LOST_AFTER: Duration = Duration::from_secs(3);
 pub(crate) const HOST_BEATS: &str = "colloquy.host.*.beat";
 /// The header that names the host a command comes from.
 pub(crate) const HOST_HEADER: &str = "Colloquy-Host";
+/// The header that carries a session command's id: the session runs it once per id.
+pub(crate) const COMMAND_HEADER: &str = "Colloquy-Command-Id";
 
 /// Where host `id` beats.
 pub(crate) fn host_beat_subject(id: &str) -> String {

@@ -354,3 +354,59 @@ async fn a_nats_restart_under_load_loses_no_session_event_or_journal() {
     assert_eq!(users.count(), 2, "both turns, from before and after the restart");
     assert_ne!(session.node(), "n1");
 }
+
+/// How many of the session's messages are the user's `text`.
+async fn said(session: &RemoteSession, text: &str) -> usize {
+    let history = session.history().await.expect("the session's history");
+    history.iter().filter(|i| i.as_message().is_some_and(|m| m.text == text)).count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn turns_under_way_at_a_kill_9_are_sent_again_to_the_next_node_and_each_runs_once() {
+    let server = NatsServer::start();
+    let (nodes, _host, mut sessions) = cluster_at_work(&server, 30).await;
+    // A turn for each of n1's sessions, under way as it dies: some taken there (on disk or
+    // not yet), some never received. Each is answered, by n1 or by the next node.
+    let turns: Vec<_> = sessions
+        .iter()
+        .filter(|(_, _, seen)| seen.node == "n1")
+        .map(|(session, _, _)| {
+            let session = session.clone();
+            tokio::spawn(async move { session.user_turn("Are you there?").await })
+        })
+        .collect();
+    nodes[0].signal(Signal::SIGKILL);
+    for turn in turns {
+        turn.await.unwrap().expect("the turn is answered, wherever the session runs");
+    }
+    for (session, events, seen) in sessions.iter_mut().filter(|(_, _, s)| s.node == "n1") {
+        let moved = |s: &Seen| count(s, |k| matches!(k, EventKind::SessionMoved { .. }));
+        read(events, seen, |s| moved(s) == 1).await;
+        assert_eq!(moved(seen), 1, "{}: {:?}", session.id(), seen.events);
+        // A turn taken on n1 whose message was on disk is not run again; one that was not,
+        // is: once either way.
+        assert_eq!(said(session, "Are you there?").await, 1, "{}", session.id());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_sent_again_after_a_timeout_on_a_stalled_node_runs_once() {
+    let server = NatsServer::start();
+    let (nodes, _host, sessions) = cluster_at_work(&server, 3).await;
+    let (session, _, seen) = &sessions[0];
+    assert_eq!(seen.node, "n1");
+    // A host that gives a command 300 ms: n1, stopped for a second (under `lost_after`),
+    // gets the turn and its resends at once when it continues.
+    let mut timeouts = colloquy_cluster::Timeouts::default();
+    timeouts.command = Duration::from_millis(300);
+    let impatient =
+        Cluster::builder(server.url()).lost_after(LOST_AFTER).timeouts(timeouts).connect().await;
+    let impatient = impatient.unwrap().session(session.id()).await.unwrap();
+    nodes[0].signal(Signal::SIGSTOP);
+    let turn = tokio::spawn(async move { impatient.user_turn("Are you there?").await });
+    sleep(Duration::from_secs(1)).await;
+    nodes[0].signal(Signal::SIGCONT);
+    turn.await.unwrap().expect("a resend is answered once n1 continues");
+    assert_eq!(session.node(), "n1", "a stall under `lost_after` moves nothing");
+    assert_eq!(said(session, "Are you there?").await, 1);
+}

@@ -292,3 +292,26 @@ async fn a_wait_under_way_when_its_node_is_lost_is_answered_by_the_next_node() {
     assert_eq!(session.node(), "n2");
     tokio::time::timeout(Duration::from_secs(10), session.close()).await.unwrap().unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_sent_again_after_a_move_is_answered_by_the_next_node_without_running() {
+    let server = NatsServer::start();
+    let (n1, _n2, host) = two_durable_nodes(&server).await;
+    let session = host.start_session_on("n1", "support", StartOptions::new()).await.unwrap();
+    let turn = session.with_command_id("turn-1");
+    turn.user_turn("Where is my order?").await.unwrap();
+    session.wait_for_idle().await.unwrap();
+    drop(n1);
+    // Its answer lost, say: the host sends it again, with its id, wherever the session is now.
+    // n2 read the id in the journal with the message: taken, not run again.
+    turn.user_turn("Where is my order?").await.expect("answered by n2");
+    assert_eq!(session.node(), "n2");
+    session.wait_for_idle().await.unwrap();
+    assert_eq!(texts(&session.history().await.unwrap()), ["Where is my order?", REPLY]);
+    // Another id is another command.
+    session.with_command_id("turn-2").user_turn("Where is my order?").await.unwrap();
+    session.wait_for_idle().await.unwrap();
+    let expected = ["Where is my order?", REPLY, "Where is my order?", REPLY];
+    assert_eq!(texts(&session.history().await.unwrap()), expected);
+    tokio::time::timeout(Duration::from_secs(10), session.close()).await.unwrap().unwrap();
+}

@@ -31,14 +31,19 @@ const MISSING_GRACE: Duration = Duration::from_secs(2);
 /// running (close it, or let the node's drain do it).
 ///
 /// When its node is lost, a session the node journaled moves to another node
-/// (docs/cluster.md#moves): calls made meanwhile wait for the move and go there; a call under
-/// way at the loss fails with [`ClusterError::NodeLost`], since it may have run. A session
-/// that cannot move is lost with its node: every call fails with `NodeLost` at once
+/// (docs/cluster.md#moves): calls made meanwhile wait for the move and go there, and so does
+/// a call under way at the loss. Each command that changes the conversation carries an id,
+/// and the session runs it once however often it is sent (docs/cluster.md#commands): one that
+/// got no answer is sent again, to the node the session moved to or to the one that stalled,
+/// for at most [`Timeouts::resend`](super::Timeouts::resend). A session that cannot move is
+/// lost with its node: every call fails with [`ClusterError::NodeLost`] at once
 /// (docs/cluster.md#failure).
 #[derive(Clone)]
 pub struct RemoteSession {
     inner: Arc<ClusterInner>,
     tracked: Arc<Tracked>,
+    /// The id its commands carry, if the host chose one ([`Self::with_command_id`]).
+    command: Option<Arc<str>>,
 }
 
 impl std::fmt::Debug for RemoteSession {
@@ -52,7 +57,18 @@ impl std::fmt::Debug for RemoteSession {
 
 impl RemoteSession {
     pub(crate) fn new(inner: Arc<ClusterInner>, tracked: Arc<Tracked>) -> Self {
-        Self { inner, tracked }
+        Self { inner, tracked, command: None }
+    }
+
+    /// This handle, its commands sent with `id` instead of an id of their own: for a host
+    /// that relays commands its clients number, so that a client's resend (after a
+    /// reconnect, say) runs no command twice either. The session runs a command once per id
+    /// and answers a resend of one it took `Ok`, on whichever node it runs by then
+    /// (docs/cluster.md#commands, `SessionHandle::with_command_id`). Use each id for one
+    /// command.
+    #[must_use]
+    pub fn with_command_id(&self, id: impl Into<String>) -> Self {
+        Self { command: Some(Arc::from(id.into())), ..self.clone() }
     }
 
     /// The session's id.
@@ -234,14 +250,16 @@ impl RemoteSession {
 
     /// One command: a request on the session's subject (wherever the session runs, once it
     /// is not moving), its reply, or the error that says what happened (the node lost, the
-    /// session gone, no answer in time). Nobody listening while the session's placement still
-    /// stands is a node reconnecting, or a move the host has not heard of yet: the command,
-    /// which nobody received, is sent again until the bound.
+    /// session gone, no answer in time). A command that changes the conversation carries an
+    /// id, so the session runs it once: one that got no answer — its node stalled past the
+    /// command's timeout, or was lost with it under way — is sent again, until the resend
+    /// bound (docs/cluster.md#commands); so is one nobody listened to, as a node reconnects
+    /// or the session moves.
     async fn call(&self, command: Command) -> Result<Reply, ClusterError> {
         let timeout = self.timeout_for(&command);
-        let deadline = Instant::now() + timeout;
         let name = command.name();
-        let again = harmless_twice(&command);
+        let waiting = waits(&command);
+        let id = takes_id(&command).then(|| self.command_id());
         let subject = names::command_subject(self.id());
         let body = Request::new(command).encode();
         let limit = payload_limit(&self.inner.backend.client);
@@ -253,57 +271,58 @@ impl RemoteSession {
             );
             return Err(ClusterError::Session(ProtocolError::new(ErrorKind::TooLarge, message)));
         }
-        let timed_out = || ClusterError::Timeout { what: name.to_owned(), after: timeout };
+        // The last moment a send may start: a wait's own bound, which covers a move.
+        let bound = match waiting {
+            true => timeout,
+            false => timeout.max(self.inner.timeouts.resend),
+        };
+        let until = Instant::now() + bound;
+        let timed_out = || ClusterError::Timeout { what: name.to_owned(), after: bound };
         let mut missing_since = None;
         let answer = loop {
-            let placement = match tokio::time::timeout_at(deadline, self.tracked.settled()).await {
+            let placement = match tokio::time::timeout_at(until, self.tracked.settled()).await {
                 Ok(Some(placement)) => placement,
                 Ok(None) => return Err(self.lost()),
                 Err(_) => return Err(timed_out()),
             };
-            let left = deadline.saturating_duration_since(Instant::now());
+            let left =
+                until.min(Instant::now() + timeout).saturating_duration_since(Instant::now());
             let losses = self.tracked.losses();
             let sent = tokio::select! {
                 biased;
-                // Under way at the loss: it may have run there. One that may run twice is
-                // sent again wherever the session moves.
-                () = self.tracked.lost_since(losses) => {
-                    if again {
-                        continue;
-                    }
-                    return Err(ClusterError::NodeLost { node: placement.node.clone() });
-                }
-                sent = self.inner.request(subject.clone(), body.clone(), left) => sent,
+                // Under way at the loss: sent again wherever the session moves.
+                () = self.tracked.lost_since(losses) => continue,
+                sent = self.inner.command(subject.clone(), body.clone(), left, id.as_deref()) => sent,
             };
-            match sent {
+            let unanswered = match sent {
                 Ok(answer) => break answer,
-                Err(NoAnswer::NoResponders) => {
-                    if let Some(gone) = self.gone(&placement, &mut missing_since).await {
-                        return Err(gone);
-                    }
-                    if Instant::now() + RESEND_PAUSE >= deadline {
-                        return Err(timed_out());
-                    }
-                    if self.tracked.placement() == placement {
-                        tokio::time::sleep(RESEND_PAUSE).await;
-                    }
-                }
-                Err(NoAnswer::TimedOut(_)) => {
-                    return Err(match self.gone(&placement, &mut missing_since).await {
-                        Some(gone) => gone,
-                        None if self.tracked.losses() > losses && again => continue,
-                        None if self.tracked.losses() > losses => {
-                            ClusterError::NodeLost { node: placement.node.clone() }
-                        }
-                        None => timed_out(),
-                    });
-                }
                 Err(NoAnswer::Failed(e)) => return Err(e),
+                Err(NoAnswer::NoResponders) => false,
+                Err(NoAnswer::TimedOut(_)) => true,
+            };
+            if let Some(gone) = self.gone(&placement, &mut missing_since).await {
+                return Err(gone);
+            }
+            if Instant::now() + RESEND_PAUSE >= until {
+                return Err(timed_out());
+            }
+            if unanswered {
+                tracing::debug!(session = %self.id(), command = name, "no answer: sent again");
+            } else if self.tracked.placement() == placement {
+                tokio::time::sleep(RESEND_PAUSE).await;
             }
         };
         match Reply::decode(&answer).map_err(ClusterError::Session)? {
             Reply::Error(e) => Err(ClusterError::Session(e)),
             reply => Ok(reply),
+        }
+    }
+
+    /// The id of a command about to be sent: the host's, or a new one.
+    fn command_id(&self) -> String {
+        match &self.command {
+            Some(id) => id.to_string(),
+            None => uuid::Uuid::new_v4().simple().to_string(),
         }
     }
 
@@ -314,10 +333,7 @@ impl RemoteSession {
 
     fn timeout_for(&self, command: &Command) -> Duration {
         let timeouts = self.inner.timeouts;
-        match command {
-            Command::WaitForIdle | Command::WaitForQuiet | Command::Close { .. } => timeouts.wait,
-            _ => timeouts.command,
-        }
+        if waits(command) { timeouts.wait } else { timeouts.command }
     }
 
     /// What the session's record and node say of `placement`, which did not answer:
@@ -365,23 +381,25 @@ impl RemoteSession {
     }
 }
 
-/// Whether running `command` twice does no harm: a read, a wait, a state set to a value, a
-/// close (a second finds the session closed). Such a command under way when its node is lost
-/// is sent again to the node the session moves to; the others fail `NodeLost`, since they
-/// may have run (docs/cluster.md#moves).
-fn harmless_twice(command: &Command) -> bool {
+/// Whether `command` changes the conversation, and so carries an id the session runs it once
+/// by. The others do no harm run twice: a read, a wait, a state set to a value, a close (a
+/// second finds the session closed).
+fn takes_id(command: &Command) -> bool {
     matches!(
         command,
-        Command::RunningToolCalls
-            | Command::History
-            | Command::Inspect
-            | Command::States
-            | Command::WaitForIdle
-            | Command::WaitForQuiet
-            | Command::SetUserSpeaking { .. }
-            | Command::Interrupt
-            | Command::Close { .. }
+        Command::UserTurn { .. }
+            | Command::UserInput { .. }
+            | Command::GenerateReply { .. }
+            | Command::Say { .. }
+            | Command::CancelToolCall { .. }
+            | Command::Approve { .. }
+            | Command::Reject { .. }
     )
+}
+
+/// Whether `command` waits for the session, bounded by [`Timeouts::wait`](super::Timeouts::wait).
+fn waits(command: &Command) -> bool {
+    matches!(command, Command::WaitForIdle | Command::WaitForQuiet | Command::Close { .. })
 }
 
 fn unexpected(reply: Reply, wanted: &str) -> ClusterError {

@@ -26,6 +26,10 @@ pub struct Timeouts {
     /// A placement (the node starts the session before it answers), a drain request, a
     /// read of the buckets: 10 s.
     pub place: Duration,
+    /// How long a session command that got no answer — its node stalled, or was lost and the
+    /// session moves — is sent again, with its id, before it fails: 30 s from its first
+    /// send (docs/cluster.md#commands). A command that waits has its own, longer bound.
+    pub resend: Duration,
 }
 
 impl Default for Timeouts {
@@ -34,6 +38,7 @@ impl Default for Timeouts {
             command: Duration::from_secs(5),
             wait: Duration::from_secs(600),
             place: Duration::from_secs(10),
+            resend: Duration::from_secs(30),
         }
     }
 }
@@ -124,11 +129,26 @@ impl ClusterInner {
         body: Vec<u8>,
         timeout: Duration,
     ) -> Result<bytes::Bytes, NoAnswer> {
+        self.command(subject, body, timeout, None).await
+    }
+
+    /// A [`request`](Self::request) carrying session command `id`, which the session runs
+    /// once however often it is sent (docs/cluster.md#commands).
+    pub(crate) async fn command(
+        &self,
+        subject: String,
+        body: Vec<u8>,
+        timeout: Duration,
+        id: Option<&str>,
+    ) -> Result<bytes::Bytes, NoAnswer> {
         // Every request names this host: a node keeps a session while a host that starts or
         // commands it beats.
         let mut headers = async_nats::HeaderMap::new();
         if !self.host_id.is_empty() {
             headers.insert(names::HOST_HEADER, self.host_id.as_str());
+        }
+        if let Some(id) = id {
+            headers.insert(names::COMMAND_HEADER, id);
         }
         let request =
             async_nats::Request::new().payload(body.into()).headers(headers).timeout(Some(timeout));

@@ -1,6 +1,7 @@
 //! Serving one session of the node: its commands (NATS requests on its command subject, each
 //! run by the edge's `execute` in a task of its own, so a long `wait_for_idle` holds no
-//! other command back; at most `max_in_flight` at once, the rest answered `busy`) and its
+//! other command back; at most `max_in_flight` at once, the rest answered `busy`; one with an
+//! id runs once per id: docs/cluster.md#commands) and its
 //! events (published to the events stream in order, numbered from 1, the events ready at once
 //! in one message, retried until stored for at most `event_timeout`). The session leaves the node once its last event is
 //! stored or given up.
@@ -155,7 +156,11 @@ async fn serve_commands(
                 continue;
             }
         };
-        let session = session.clone();
+        // Run once per id, across a move too: the session journals the ids it took.
+        let session = match message.headers.as_ref().and_then(|h| h.get(names::COMMAND_HEADER)) {
+            Some(id) => session.with_command_id(id.as_str()),
+            None => session.clone(),
+        };
         let client = client.clone();
         tokio::spawn(async move {
             let reply = match Request::decode(&message.payload) {
