@@ -38,19 +38,23 @@ impl StartLine {
 }
 
 /// The shape of a load run, from the options every load binary takes: `--sessions K`,
-/// `--turns T` (each session's, one after another) and `--tool-ms M` (the tool's sleep).
-#[derive(Clone, Copy, Debug)]
+/// `--turns T` (each session's, one after another) and `--tool-ms M` (the tool's sleep; a
+/// binary may give it another default with `mut_arg`).
+#[derive(Clone, Copy, Debug, clap::Args)]
 pub struct Load {
-    /// K, 100 unless asked.
+    /// Sessions running at once (K).
+    #[arg(long, value_name = "K", default_value_t = 100)]
     pub sessions: usize,
-    /// T, 5 unless asked.
+    /// Turns of each session, one after another (T).
+    #[arg(long, value_name = "T", default_value_t = 5)]
     pub turns: u32,
-    /// M.
+    /// How long the tool sleeps, in milliseconds (M).
+    #[arg(long = "tool-ms", value_name = "M", default_value_t = 0)]
     pub tool_ms: u64,
 }
 
 impl Load {
-    /// 100 sessions of 5 turns, the tool sleeping `tool_ms` unless asked otherwise.
+    /// 100 sessions of 5 turns, the tool sleeping `tool_ms`.
     pub fn new(tool_ms: u64) -> Self {
         Self { sessions: 100, turns: 5, tool_ms }
     }
@@ -61,43 +65,17 @@ impl Load {
     }
 }
 
-/// Reads a binary's options, `--name value` pairs: the [`Load`]'s own into `load`, any other
-/// handed to `other`, which answers `Ok(false)` for a name it does not know.
-pub fn parse_options(
-    load: &mut Load,
-    mut other: impl FnMut(&str, &str) -> Result<bool, String>,
-) -> Result<(), String> {
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
-        let known = match flag.as_str() {
-            "--sessions" => {
-                load.sessions = number(&flag, &value)?;
-                true
-            }
-            "--turns" => {
-                load.turns = number(&flag, &value)?;
-                true
-            }
-            "--tool-ms" => {
-                load.tool_ms = number(&flag, &value)?;
-                true
-            }
-            _ => other(&flag, &value)?,
-        };
-        if !known {
-            return Err(format!("unknown option `{flag}`"));
-        }
-    }
-    Ok(())
-}
-
-/// Option `flag`'s `value` as a number, or an error that names the option.
-pub fn number<T: std::str::FromStr>(flag: &str, value: &str) -> Result<T, String>
+/// An option's value that must be a count of at least 1 (a clap value parser).
+pub fn at_least_one<T>(value: &str) -> Result<T, String>
 where
+    T: std::str::FromStr + PartialOrd + From<u8>,
     T::Err: std::fmt::Display,
 {
-    value.parse().map_err(|e| format!("{flag}: {e}"))
+    let n: T = value.parse().map_err(|e: T::Err| e.to_string())?;
+    if n < T::from(1) {
+        return Err("must be at least 1".into());
+    }
+    Ok(n)
 }
 
 /// What a load run's sessions showed, summed as the load reports give it: the turns'
@@ -221,22 +199,15 @@ pub fn latency_summary_ms(sorted: &[f64]) -> Value {
     })
 }
 
-/// A binary's start: its options parsed by `parse`, and the multi-threaded runtime it
-/// measures on (every driver, one worker per core unless `TOKIO_WORKER_THREADS` says
-/// otherwise). On failure prints `name: error` (with `usage` after a bad option) and hands back
-/// the exit status: 2 for a bad option, 1 when the runtime cannot start.
-pub fn start<A>(
-    name: &str,
-    usage: &str,
-    parse: impl FnOnce() -> Result<A, String>,
-) -> Result<(A, tokio::runtime::Runtime), std::process::ExitCode> {
-    let args = parse().map_err(|e| {
-        eprintln!("{name}: {e}\nusage: {name} {usage}");
-        std::process::ExitCode::from(2)
-    })?;
+/// A binary's start: its options parsed by clap (which prints `--help`, and on a bad option
+/// an error naming it with the usage, exiting 2), and the multi-threaded runtime it measures
+/// on (every driver, one worker per core unless `TOKIO_WORKER_THREADS` says otherwise); a
+/// runtime that cannot start is exit status 1.
+pub fn start<A: clap::Parser>() -> Result<(A, tokio::runtime::Runtime), std::process::ExitCode> {
+    let args = A::parse();
     let runtime =
         tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| {
-            eprintln!("{name}: cannot start the runtime: {e}");
+            eprintln!("cannot start the runtime: {e}");
             std::process::ExitCode::FAILURE
         })?;
     Ok((args, runtime))

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use bench_support::workload::{self, Seen};
 use bench_support::{
-    Load, StartLine, Totals, kernel_cpu_s, latency_summary_ms, mean, number, round, usage,
+    Load, StartLine, Totals, kernel_cpu_s, latency_summary_ms, mean, round, usage,
 };
 use colloquy::events::EventStream;
 use colloquy::prelude::*;
@@ -124,53 +124,35 @@ async fn wait_for_delivery(events: &mut EventStream, final_id: &str, seen: &mut 
 
 type Store = std::sync::Arc<dyn colloquy::store::SessionStore>;
 
+/// The benchmark workload of docs/benchmarks.md: K sessions in this process, T turns each,
+/// every turn a background tool call; prints one JSON object (exit status 1 if any session
+/// showed a problem).
+#[derive(clap::Parser)]
+#[command(name = "colloquy-bench")]
 struct Args {
+    #[command(flatten)]
     load: Load,
+    /// Start N idle sessions instead, and report the memory each holds.
+    #[arg(long, value_name = "N")]
     idle_sessions: Option<usize>,
     /// Every session journals to a fresh SQLite file here (`memory`: in memory; a `nats://`
     /// URL: the cluster's store on that server).
+    #[arg(long, value_name = "FILE|memory|nats://URL")]
     store: Option<std::path::PathBuf>,
-    /// Measure a resume of a session of this many turns instead (needs `--store`).
+    /// Measure a resume of a session of N turns instead (needs `--store`).
+    #[arg(long, value_name = "N", requires = "store")]
     resume_turns: Option<u32>,
-    /// With `--store`: `disk` (an fsync per commit, the default) or `process`.
+    /// With `--store`: `disk` (an fsync per commit) or `process`.
+    #[arg(long, value_parser = durability, default_value = "disk")]
     durability: colloquy::store::Durability,
 }
 
-fn parse_args() -> Result<Args, String> {
-    let mut args = Args {
-        load: Load::new(0),
-        idle_sessions: None,
-        store: None,
-        resume_turns: None,
-        durability: colloquy::store::Durability::Disk,
-    };
-    bench_support::parse_options(&mut args.load, |flag, value| match flag {
-        "--idle-sessions" => {
-            args.idle_sessions = Some(number(flag, value)?);
-            Ok(true)
-        }
-        "--store" => {
-            args.store = Some(value.into());
-            Ok(true)
-        }
-        "--durability" => {
-            args.durability = match value {
-                "disk" => colloquy::store::Durability::Disk,
-                "process" => colloquy::store::Durability::Process,
-                other => return Err(format!("--durability: `{other}` is not disk or process")),
-            };
-            Ok(true)
-        }
-        "--resume-turns" => {
-            args.resume_turns = Some(number(flag, value)?);
-            Ok(true)
-        }
-        _ => Ok(false),
-    })?;
-    if args.resume_turns.is_some() && args.store.is_none() {
-        return Err("--resume-turns needs --store FILE".into());
+fn durability(value: &str) -> Result<colloquy::store::Durability, String> {
+    match value {
+        "disk" => Ok(colloquy::store::Durability::Disk),
+        "process" => Ok(colloquy::store::Durability::Process),
+        other => Err(format!("`{other}` is not disk or process")),
     }
-    Ok(args)
 }
 
 async fn idle(n: usize) -> (serde_json::Value, bool) {
@@ -300,9 +282,7 @@ async fn run(args: &Args) -> (serde_json::Value, bool) {
 }
 
 fn main() -> ExitCode {
-    let usage = "[--sessions K] [--turns T] [--tool-ms M] [--store FILE|memory|nats://URL [--durability disk|process]] | --idle-sessions N \
-                 | --resume-turns N --store FILE";
-    let (args, runtime) = match bench_support::start("colloquy-bench", usage, parse_args) {
+    let (args, runtime) = match bench_support::start::<Args>() {
         Ok(started) => started,
         Err(status) => return status,
     };

@@ -16,29 +16,22 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use bench_support::{Load, StartLine, latency_summary_ms, mean, number, round, usage};
+use bench_support::{Load, StartLine, latency_summary_ms, mean, round, usage};
 use serde_json::json;
 
+/// The floor under `colloquy-bench`'s turn latency: K tasks in bursts of T turns of a fixed
+/// CPU cost around a `tool_ms` sleep, with nothing of colloquy in them.
+#[derive(clap::Parser)]
+#[command(name = "burst-floor", mut_arg("tool_ms", |a| a.default_value("50")))]
 struct Args {
+    #[command(flatten)]
     load: Load,
+    /// Busy time of one turn, in microseconds.
+    #[arg(long = "work-us", value_name = "US", default_value_t = 50)]
     work_us: u64,
+    /// Slices each half of a turn's work is cut into, with a yield between them.
+    #[arg(long, value_name = "N", default_value_t = 10, value_parser = bench_support::at_least_one::<u32>)]
     steps: u32,
-}
-
-fn parse_args() -> Result<Args, String> {
-    let mut args = Args { load: Load::new(50), work_us: 50, steps: 10 };
-    bench_support::parse_options(&mut args.load, |flag, value| {
-        match flag {
-            "--work-us" => args.work_us = number(flag, value)?,
-            "--steps" => args.steps = number(flag, value)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
-    })?;
-    if args.steps == 0 {
-        return Err("--steps: must be at least 1".into());
-    }
-    Ok(args)
 }
 
 /// Keeps this thread busy for `seconds` (by the monotonic clock, read through the vDSO without
@@ -112,8 +105,7 @@ async fn run(args: &Args) -> serde_json::Value {
 }
 
 fn main() -> ExitCode {
-    let usage = "[--sessions K] [--turns T] [--tool-ms M] [--work-us W] [--steps S]";
-    let (args, runtime) = match bench_support::start("burst-floor", usage, parse_args) {
+    let (args, runtime) = match bench_support::start::<Args>() {
         Ok(started) => started,
         Err(status) => return status,
     };

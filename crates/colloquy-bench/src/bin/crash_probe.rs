@@ -77,27 +77,22 @@ fn llm() -> ScriptedLlm {
     })
 }
 
+/// A durable session that `tests/kills.rs` kills at random moments and resumes.
+#[derive(clap::Parser)]
+#[command(name = "crash-probe")]
 struct Args {
+    /// The SQLite store the session journals to.
+    #[arg(long, value_name = "FILE")]
     store: PathBuf,
+    /// Where the payments are recorded, one line each.
+    #[arg(long, value_name = "FILE")]
     ledger: PathBuf,
+    /// Turns of a new session.
+    #[arg(long, value_name = "N", default_value_t = 3)]
     turns: u32,
+    /// Resume this stored session instead of starting one.
+    #[arg(long, value_name = "ID")]
     resume: Option<String>,
-}
-
-fn parse() -> Result<Args, String> {
-    let mut args = Args { store: PathBuf::new(), ledger: PathBuf::new(), turns: 3, resume: None };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
-        match flag.as_str() {
-            "--store" => args.store = value.into(),
-            "--ledger" => args.ledger = value.into(),
-            "--turns" => args.turns = value.parse().map_err(|e| format!("--turns: {e}"))?,
-            "--resume" => args.resume = Some(value),
-            other => return Err(format!("unknown option `{other}`")),
-        }
-    }
-    Ok(args)
 }
 
 async fn run(args: Args) -> Result<(), String> {
@@ -142,8 +137,7 @@ async fn run(args: Args) -> Result<(), String> {
 }
 
 fn main() -> ExitCode {
-    let usage = "--store FILE --ledger FILE [--turns N | --resume ID]";
-    let (args, runtime) = match bench_support::start("crash-probe", usage, parse) {
+    let (args, runtime) = match bench_support::start::<Args>() {
         Ok(started) => started,
         Err(status) => return status,
     };

@@ -21,7 +21,7 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use bench_support::{Load, StartLine, latency_summary_ms, number, round, usage};
+use bench_support::{Load, StartLine, latency_summary_ms, round, usage};
 use colloquy::events::EventStream;
 use colloquy::prelude::*;
 use colloquy_protocol::{ServerMessage, SessionStarted};
@@ -43,21 +43,16 @@ const STUCK: Duration = Duration::from_secs(60);
 type Socket =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
+/// User turns through colloquy-server's WebSocket against the same turns in process, then K
+/// WebSocket sessions at once (docs/benchmarks.md#websocket).
+#[derive(clap::Parser)]
+#[command(name = "ws-bench")]
 struct Args {
+    #[command(flatten)]
     load: Load,
+    /// Turns of the one-turn comparison, on each side.
+    #[arg(long = "turn-samples", value_name = "S", default_value_t = 200)]
     turn_samples: u32,
-}
-
-fn parse_args() -> Result<Args, String> {
-    let mut args = Args { load: Load::new(0), turn_samples: 200 };
-    bench_support::parse_options(&mut args.load, |flag, value| {
-        match flag {
-            "--turn-samples" => args.turn_samples = number(flag, value)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
-    })?;
-    Ok(args)
 }
 
 fn agent() -> Agent {
@@ -231,8 +226,7 @@ async fn run(args: Args) -> Result<serde_json::Value, String> {
 }
 
 fn main() -> ExitCode {
-    let usage = "[--sessions K] [--turns T] [--turn-samples S]";
-    let (args, runtime) = match bench_support::start("ws-bench", usage, parse_args) {
+    let (args, runtime) = match bench_support::start::<Args>() {
         Ok(started) => started,
         Err(code) => return code,
     };

@@ -31,7 +31,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use bench_support::workload::{self, Seen};
-use bench_support::{Load, StartLine, Totals, latency_summary_ms, mean, number, round, usage};
+use bench_support::{Load, StartLine, Totals, latency_summary_ms, mean, round, usage};
 use colloquy::chat::ChatItem;
 use colloquy::events::EventStream;
 use colloquy::prelude::*;
@@ -53,47 +53,37 @@ const PLACING: usize = 8;
 /// session is reported stuck (far above any turn here; it only keeps a broken run finite).
 const STUCK: Duration = Duration::from_secs(60);
 
+/// The workload of docs/benchmarks.md with its sessions on cluster nodes instead of in the
+/// host's process (docs/benchmarks.md#across-nodes); or, with `--failover K`, the time from
+/// `kill -9` of a node to its sessions' answers from the next (docs/benchmarks.md#failover).
+#[derive(clap::Parser)]
+#[command(name = "cluster-bench")]
 struct Args {
+    #[command(flatten)]
     load: Load,
+    /// Nodes in this process.
+    #[arg(long, value_name = "N", default_value_t = 2, value_parser = bench_support::at_least_one::<usize>)]
     nodes: usize,
+    /// Turns of the one-turn comparison, on each side (0: none).
+    #[arg(long = "turn-samples", value_name = "S", default_value_t = 200)]
     turn_samples: u32,
+    /// The nats-server binary (the pinned one `scripts/install-nats.sh` installs).
+    #[arg(long = "nats-server", value_name = "PATH", default_value = server::DEFAULT_BINARY)]
     nats_server: PathBuf,
     /// Whether the nodes journal their sessions on the server (their default).
+    #[arg(long, value_name = "yes|no", default_value = "yes", value_parser = yes_no, action = clap::ArgAction::Set)]
     durable: bool,
-    /// Sessions for the failover measurement instead of the others (0: none).
+    /// Measure a failover of K sessions instead of the others (0: none).
+    #[arg(long, value_name = "K", default_value_t = 0)]
     failover: usize,
 }
 
-fn parse_args() -> Result<Args, String> {
-    let mut args = Args {
-        load: Load::new(0),
-        nodes: 2,
-        turn_samples: 200,
-        nats_server: PathBuf::from(server::DEFAULT_BINARY),
-        durable: true,
-        failover: 0,
-    };
-    bench_support::parse_options(&mut args.load, |flag, value| {
-        match flag {
-            "--nodes" => args.nodes = number(flag, value)?,
-            "--turn-samples" => args.turn_samples = number(flag, value)?,
-            "--nats-server" => args.nats_server = PathBuf::from(value),
-            "--failover" => args.failover = number(flag, value)?,
-            "--durable" => {
-                args.durable = match value {
-                    "yes" => true,
-                    "no" => false,
-                    _ => return Err(format!("{flag}: `yes` or `no`, not `{value}`")),
-                };
-            }
-            _ => return Ok(false),
-        }
-        Ok(true)
-    })?;
-    if args.nodes == 0 {
-        return Err("--nodes: must be at least 1".into());
+fn yes_no(value: &str) -> Result<bool, String> {
+    match value {
+        "yes" => Ok(true),
+        "no" => Ok(false),
+        _ => Err(format!("`yes` or `no`, not `{value}`")),
     }
-    Ok(args)
 }
 
 /// A session of the workload, here or on a node.
@@ -514,9 +504,7 @@ async fn run(args: &Args) -> Result<(Value, bool), String> {
 }
 
 fn main() -> ExitCode {
-    let usage = "[--sessions K] [--turns T] [--tool-ms M] [--nodes N] [--turn-samples S] \
-                 [--durable yes|no] [--failover K] [--nats-server PATH]";
-    let (args, runtime) = match bench_support::start("cluster-bench", usage, parse_args) {
+    let (args, runtime) = match bench_support::start::<Args>() {
         Ok(started) => started,
         Err(status) => return status,
     };
