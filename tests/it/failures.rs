@@ -130,6 +130,35 @@ async fn a_failed_toolset_ends_its_own_calls_only() {
     h.close().await;
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_failed_tool_call_actor_ends_its_call_once_and_the_rest_goes_on() {
+    let script = vec![both_calls(), text("Working."), text("Lookup done."), text("Job?")];
+    let (mut h, mut lifecycle) = start(script).await;
+    h.turn("do both").await;
+    h.session.inject_failure("tool_call:j");
+    tokio::time::sleep(ms(10)).await;
+    let failed: Vec<_> = drain_lifecycle(&mut lifecycle)
+        .into_iter()
+        .filter(|r| r.what == Lifecycle::Failed)
+        .collect();
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert_eq!(failed[0].id, "tool_call:j");
+    let (status, message) = ended(h.events())["j"].clone();
+    assert_eq!(status, ToolCallStatus::Error);
+    assert!(message.unwrap_or_default().contains("tool call actor ended before its call"));
+    h.session.wait_for_quiet().await.unwrap();
+    h.session.wait_for_idle().await.unwrap();
+    assert_eq!(ended(h.events())["l"].0, ToolCallStatus::Done);
+    h.turn("anything else?").await;
+    let calls_ended = h
+        .events()
+        .iter()
+        .filter(|e| matches!(&e.kind, EventKind::ToolCallEnded { call_id, .. } if call_id == "j"))
+        .count();
+    assert_eq!(calls_ended, 1, "the call ends once");
+    h.close().await;
+}
+
 fn errors(events: &[SessionEvent]) -> Vec<(ErrorSource, String)> {
     events
         .iter()

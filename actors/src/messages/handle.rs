@@ -325,7 +325,7 @@ impl SessionHandle {
     }
 
     /// Makes the actor with inspection id `target` (`session`, `activity:<agent>`,
-    /// `toolset:<id>`) panic, to test failure isolation. Only with the `test-hooks` feature,
+    /// `toolset:<id>`, `tool_call:<call id>`) panic, to test failure isolation. Only with the `test-hooks` feature,
     /// which colloquy's own tests turn on.
     #[cfg(feature = "test-hooks")]
     pub fn inject_failure(&self, target: &str) {

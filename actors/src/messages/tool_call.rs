@@ -11,4 +11,7 @@ pub(crate) enum ToolCallMsg {
     GraceOver,
     /// The body of a cancelled call ended (within its grace period).
     BodyDone,
+    /// Panic (failure-isolation tests, chaos runs).
+    #[cfg(feature = "test-hooks")]
+    InjectFailure,
 }

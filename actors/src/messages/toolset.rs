@@ -100,6 +100,9 @@ pub(crate) enum ToolsetMsg {
     /// Panic (failure-isolation tests).
     #[cfg(feature = "test-hooks")]
     InjectFailure,
+    /// Make the ToolCall of this running call panic (failure-isolation tests, chaos runs).
+    #[cfg(feature = "test-hooks")]
+    InjectCallFailure(String),
     /// Describe this toolset and its calls (`SessionHandle::inspect`).
     Inspect(RpcReplyPort<crate::types::snapshot::ActorNode>),
 }

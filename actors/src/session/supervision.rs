@@ -105,7 +105,12 @@ impl SessionState {
             panic!("injected failure");
         }
         let activity = self.agent.current.activity();
-        if target.starts_with("activity:") {
+        if let Some(call_id) = target.strip_prefix("tool_call:") {
+            let toolset = self.tools.calls.get(call_id).and_then(|r| r.toolset());
+            if let Some(toolset) = toolset {
+                let _ = toolset.cast(ToolsetMsg::InjectCallFailure(call_id.to_string()));
+            }
+        } else if target.starts_with("activity:") {
             let _ = activity.cast(ActivityMsg::InjectFailure);
         } else if let Some(id) = target.strip_prefix("toolset:") {
             match self.agent.current.factory().session_toolsets().get(id) {

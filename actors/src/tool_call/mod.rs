@@ -456,6 +456,8 @@ impl Actor for ToolCallActor {
             ToolCallMsg::GraceOver | ToolCallMsg::BodyDone => {
                 myself.stop(state.ended_early.map(String::from));
             }
+            #[cfg(feature = "test-hooks")]
+            ToolCallMsg::InjectFailure => panic!("injected failure"),
         }
         Ok(())
     }

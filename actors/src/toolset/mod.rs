@@ -282,6 +282,12 @@ impl Actor for ToolsetActor {
             }
             #[cfg(feature = "test-hooks")]
             ToolsetMsg::InjectFailure => panic!("injected failure"),
+            #[cfg(feature = "test-hooks")]
+            ToolsetMsg::InjectCallFailure(call_id) => {
+                if let Some(call) = state.running.get(&call_id) {
+                    let _ = call.actor.cast(crate::messages::ToolCallMsg::InjectFailure);
+                }
+            }
             ToolsetMsg::Inspect(reply) => {
                 let _ = reply.send(state.inspect(&myself));
             }
