@@ -54,7 +54,8 @@ pub struct ScriptedResponse {
     pub calls: Vec<ScriptedCall>,
     /// Time until the whole response arrives.
     pub latency: Duration,
-    /// When set, the stream fails with this message after the latency.
+    /// When set, the stream fails with this message after the latency, once the response's
+    /// text has streamed (a stream cut off mid-reply when there is text).
     pub error: Option<String>,
 }
 
@@ -74,6 +75,12 @@ impl ScriptedResponse {
         Self { error: Some(message.into()), ..Self::text("") }
     }
 
+    /// A stream cut off: `text` arrives, then the stream fails with `message` (a connection
+    /// lost mid-reply).
+    pub fn cut(text: impl Into<String>, message: impl Into<String>) -> Self {
+        Self { error: Some(message.into()), ..Self::text(text) }
+    }
+
     /// Adds a tool call.
     pub fn with_call(mut self, call: ScriptedCall) -> Self {
         self.calls.push(call);
@@ -87,9 +94,6 @@ impl ScriptedResponse {
     }
 
     fn into_chunks(self) -> Vec<LlmChunk> {
-        if let Some(message) = self.error {
-            return vec![LlmChunk::Error(LlmError::Provider { message })];
-        }
         // Text arrives in small pieces (8 characters), as a real stream would deliver it; each
         // call's arguments in two halves.
         let pieces = self.text.chars().count().div_ceil(8);
@@ -100,6 +104,10 @@ impl ScriptedResponse {
             let (piece, tail) = rest.split_at(at);
             chunks.push(LlmChunk::Text(piece.to_string()));
             rest = tail;
+        }
+        if let Some(message) = self.error {
+            chunks.push(LlmChunk::Error(LlmError::Provider { message }));
+            return chunks;
         }
         for (index, call) in self.calls.into_iter().enumerate() {
             let ScriptedCall { id, name, mut arguments } = call;
@@ -291,6 +299,16 @@ mod tests {
             tools: Arc::from(Vec::new()),
             tool_choice: None,
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_cut_stream_sends_its_text_then_fails() {
+        let llm = ScriptedLlm::new([ScriptedResponse::cut("Let me che", "connection reset")]);
+        let chunks: Vec<_> = llm.chat(request()).collect().await;
+        let error = LlmChunk::Error(LlmError::Provider { message: "connection reset".into() });
+        assert_eq!(chunks.last(), Some(&error));
+        assert_eq!(chunks[0], LlmChunk::Text("Let me c".into()));
+        assert!(!chunks.contains(&LlmChunk::End));
     }
 
     #[tokio::test(start_paused = true)]
