@@ -456,8 +456,12 @@ impl Actor for ToolCallActor {
             ToolCallMsg::GraceOver | ToolCallMsg::BodyDone => {
                 myself.stop(state.ended_early.map(String::from));
             }
+            // Busy as it panics: its Toolset reports it `failed`, its guard stays silent.
             #[cfg(feature = "test-hooks")]
-            ToolCallMsg::InjectFailure => panic!("injected failure"),
+            ToolCallMsg::InjectFailure => {
+                state.lifecycle.busy(true);
+                panic!("injected failure")
+            }
         }
         Ok(())
     }

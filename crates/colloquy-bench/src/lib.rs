@@ -3,6 +3,7 @@
 //! process's CPU and memory, and the turn-latency summary they print (the fields of
 //! `../shared/peer/livekit_bench.py`); and the [`workload`] itself.
 
+pub mod chaos;
 pub mod durable;
 pub mod workload;
 

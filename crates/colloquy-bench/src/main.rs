@@ -145,6 +145,21 @@ struct Args {
     /// With `--store`: `disk` (an fsync per commit) or `process`.
     #[arg(long, value_parser = durability, default_value = "disk")]
     durability: colloquy::store::Durability,
+    /// Chaos mode: inject a fault into this share of the turns (0 to 1), then check the
+    /// invariants (docs/benchmarks.md#chaos).
+    #[arg(long, value_name = "RATE", value_parser = share, conflicts_with_all = ["idle_sessions", "resume_turns", "store"])]
+    chaos: Option<f64>,
+    /// Chaos mode: the seed the faults are drawn from.
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "chaos")]
+    seed: u64,
+}
+
+fn share(value: &str) -> Result<f64, String> {
+    match value.parse::<f64>() {
+        Ok(rate) if (0.0..=1.0).contains(&rate) => Ok(rate),
+        Ok(_) => Err("a share of the turns, from 0 to 1".into()),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 fn durability(value: &str) -> Result<colloquy::store::Durability, String> {
@@ -286,6 +301,12 @@ fn main() -> ExitCode {
         Ok(started) => started,
         Err(status) => return status,
     };
+    if let Some(rate) = args.chaos {
+        let chaos = bench_support::chaos::Chaos { load: args.load, rate, seed: args.seed };
+        let (report, held) = runtime.block_on(bench_support::chaos::run(chaos));
+        println!("{report}");
+        return if held { ExitCode::SUCCESS } else { ExitCode::FAILURE };
+    }
     let (report, ok) = match (args.idle_sessions, args.resume_turns, &args.store) {
         (Some(n), ..) => runtime.block_on(idle(n)),
         (None, Some(turns), Some(path)) => {
