@@ -131,6 +131,48 @@ async fn a_failed_toolset_ends_its_own_calls_only() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_failed_toolset_starts_again_and_its_tools_keep_working() {
+    let again = ScriptedResponse::calls([
+        ScriptedCall::new("j2", "job", "{}"),
+        ScriptedCall::new("l2", "lookup", "{}"),
+    ]);
+    let script = vec![both_calls(), text("Working."), again, text("Again."), text("Done.")];
+    let (mut h, mut lifecycle) = start(script).await;
+    h.turn("do both").await;
+    // The agent's toolset and the session's, each killed with a call running.
+    h.session.inject_failure("toolset:agent:A");
+    h.session.inject_failure("toolset:shared");
+    tokio::time::sleep(ms(10)).await;
+    let records = drain_lifecycle(&mut lifecycle);
+    let failed: Vec<&str> =
+        records.iter().filter(|r| r.what == Lifecycle::Failed).map(|r| r.id.as_str()).collect();
+    assert_eq!(failed.len(), 2, "{records:?}");
+    let first_failure = records.iter().position(|r| r.what == Lifecycle::Failed).unwrap();
+    let restarted: Vec<&str> = records[first_failure..]
+        .iter()
+        .filter(|r| r.what == Lifecycle::Started && r.id.starts_with("toolset:"))
+        .map(|r| r.id.as_str())
+        .collect();
+    assert_eq!(restarted.len(), 2, "each started again: {records:?}");
+    let errors = error_messages(h.events());
+    assert!(
+        errors.iter().any(|m| m.contains("`agent:A` failed") && m.contains("started again")),
+        "{errors:?}"
+    );
+    assert!(errors.iter().any(|m| m.contains("toolset `shared` started again")), "{errors:?}");
+    // Their calls ended with them; the next ones run on the new toolsets.
+    assert_eq!(ended(h.events())["j"].0, ToolCallStatus::Error);
+    assert_eq!(ended(h.events())["l"].0, ToolCallStatus::Error);
+    h.session.wait_for_quiet().await.unwrap();
+    h.turn("again").await;
+    tokio::time::sleep(ms(600)).await;
+    h.session.wait_for_quiet().await.unwrap();
+    assert_eq!(ended(h.events())["j2"].0, ToolCallStatus::Done);
+    assert_eq!(ended(h.events())["l2"].0, ToolCallStatus::Done);
+    h.close().await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_failed_tool_call_actor_ends_its_call_once_and_the_rest_goes_on() {
     let script = vec![both_calls(), text("Working."), text("Lookup done."), text("Job?")];
     let (mut h, mut lifecycle) = start(script).await;

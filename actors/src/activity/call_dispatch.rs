@@ -209,7 +209,7 @@ fn dispatch_one(
     };
     let (tx, rx) = oneshot::channel::<CallOutcome>();
     // Routed by name to the toolset that runs the tool (§4 step 7).
-    let toolset = env.toolsets.get(&toolset).cloned();
+    let toolset = env.toolset(&toolset);
     if let Some(toolset) = &toolset {
         let _ = toolset.cast(ToolsetMsg::Execute(Box::new(exec), tx.into()));
     }
@@ -223,7 +223,7 @@ pub(crate) fn rerun(env: &SpeechEnv, rerun: RerunCall) {
     let RerunCall { call, ask, updates } = rerun;
     // The catalog the Session chose the call's policy from: the tool is there.
     let routed = env.catalog.routed(&call.name);
-    let routed = routed.and_then(|(tool, id)| Some((tool.clone(), env.toolsets.get(id)?)));
+    let routed = routed.and_then(|(tool, id)| Some((tool.clone(), env.toolset(id)?)));
     let Some((tool, toolset)) = routed else {
         let (call_id, name) = (&call.call_id, &call.name);
         tracing::warn!(agent = %env.agent_id, %call_id, %name, "no tool to run a call again");

@@ -1,7 +1,7 @@
 //! What every speech of one Activity shares, and how a speech ends.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 
 use ractor::ActorRef;
 
@@ -16,13 +16,30 @@ pub(crate) struct SpeechEnv {
     pub agent_id: Arc<str>,
     pub instructions: Arc<str>,
     pub catalog: Arc<ToolCatalog>,
-    /// Every toolset actor this agent's calls may go to, by toolset id.
-    pub toolsets: BTreeMap<String, ActorRef<ToolsetMsg>>,
+    /// Every toolset actor this agent's calls may go to, by toolset id: behind a lock, as a
+    /// toolset that failed is replaced by a new one while speeches run (written only then).
+    pub toolsets: RwLock<BTreeMap<String, ActorRef<ToolsetMsg>>>,
     /// The Activity waits for a lent floor or a speech's end (see `lending.rs`).
     pub attention: Attention,
 }
 
 impl SpeechEnv {
+    /// The toolset actor with this id, as it runs now.
+    pub(crate) fn toolset(&self, id: &str) -> Option<ActorRef<ToolsetMsg>> {
+        self.toolsets.read().unwrap_or_else(PoisonError::into_inner).get(id).cloned()
+    }
+
+    /// Every toolset actor, by id (a copy, for the rare paths that visit them all).
+    pub(crate) fn toolsets(&self) -> BTreeMap<String, ActorRef<ToolsetMsg>> {
+        self.toolsets.read().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Toolset `id` runs as `toolset` from now on (the one before failed).
+    pub(crate) fn replace_toolset(&self, id: &str, toolset: ActorRef<ToolsetMsg>) {
+        let mut toolsets = self.toolsets.write().unwrap_or_else(PoisonError::into_inner);
+        toolsets.insert(id.to_owned(), toolset);
+    }
+
     /// Tells the host, once per user turn, that the turn has made all its tool calls
     /// (docs/decisions.md#edges-tool-deadlines).
     pub(super) fn announce_tool_budget(&self) {

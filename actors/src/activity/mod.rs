@@ -73,6 +73,10 @@ pub(crate) struct ActivityState {
     keep: Vec<String>,
     /// The toolsets this Activity supervises (the others in `env.toolsets` are the Session's).
     own_toolsets: Vec<String>,
+    /// How it spawned its own (not those handed over): a failed one is spawned again so.
+    specs: BTreeMap<String, ToolsetArgs>,
+    /// The testing API's mocks last set, for a toolset spawned again.
+    mocks: Option<Arc<BTreeMap<String, colloquy_model::FunctionTool>>>,
     lifecycle: LifecycleGuard,
 }
 
@@ -96,7 +100,7 @@ impl Actor for ActivityActor {
             catalog.async_toolsets(Scope::Agent).map(|a| (a.id.clone(), a.templates.clone())),
         );
         let mut toolsets = args.session_toolsets;
-        let mut own_toolsets = Vec::new();
+        let (mut own_toolsets, mut spawned) = (Vec::new(), BTreeMap::new());
         // Toolsets handed over from the previous agent keep running: adopt, don't spawn.
         for (id, toolset) in args.adopted_toolsets {
             toolset.get_cell().link(myself.get_cell());
@@ -120,11 +124,13 @@ impl Actor for ActivityActor {
                 templates: Templates::resolve(&levels),
                 scope: Scope::Agent,
             };
+            let spec = toolset_args.clone();
             let (toolset, _) =
                 Actor::spawn_linked(None, ToolsetActor, toolset_args, myself.get_cell())
                     .await
                     .map_err(|e| format!("could not start toolset {id}: {e}"))?;
             own_toolsets.push(id.clone());
+            spawned.insert(id.clone(), spec);
             toolsets.insert(id, toolset);
         }
         let env = SpeechEnv {
@@ -133,7 +139,7 @@ impl Actor for ActivityActor {
             agent_id,
             instructions: Arc::from(args.agent.instructions()),
             catalog,
-            toolsets,
+            toolsets: toolsets.into(),
             attention: Attention::default(),
         };
         let id = || format!("activity:{}", env.agent_id);
@@ -149,6 +155,8 @@ impl Actor for ActivityActor {
             draining: false,
             keep: Vec::new(),
             own_toolsets,
+            specs: spawned,
+            mocks: None,
             lifecycle,
         })
     }
@@ -202,7 +210,7 @@ impl Actor for ActivityActor {
             ActivityMsg::InjectFailure => panic!("injected failure"),
             #[cfg(feature = "test-hooks")]
             ActivityMsg::InjectToolsetFailure(id) => {
-                if let Some(toolset) = state.env.toolsets.get(&id) {
+                if let Some(toolset) = state.env.toolset(&id) {
                     let _ = toolset.cast(ToolsetMsg::InjectFailure);
                 }
             }
@@ -214,10 +222,17 @@ impl Actor for ActivityActor {
             ActivityMsg::Inspect(reply) => {
                 let _ = reply.send(state.inspect(&myself));
             }
+            ActivityMsg::ReplaceToolset { id, toolset } => {
+                if let Some(mocks) = &state.mocks {
+                    let _ = toolset.cast(ToolsetMsg::SetMocks(Arc::clone(mocks)));
+                }
+                state.env.replace_toolset(&id, toolset);
+            }
             ActivityMsg::SetMocks(mocks) => {
-                for toolset in state.env.toolsets.values() {
+                for toolset in state.env.toolsets().values() {
                     let _ = toolset.cast(ToolsetMsg::SetMocks(Arc::clone(&mocks)));
                 }
+                state.mocks = Some(mocks);
             }
             ActivityMsg::Close => {
                 state.closing = true;
@@ -231,7 +246,8 @@ impl Actor for ActivityActor {
             }
             ActivityMsg::DrainExpired => {
                 // At a close every toolset goes; at a handoff the ones moving on keep theirs.
-                let expiring = state.env.toolsets.iter().filter(|(id, _)| !state.keep.contains(id));
+                let toolsets = state.env.toolsets();
+                let expiring = toolsets.iter().filter(|(id, _)| !state.keep.contains(id));
                 for (_, toolset) in expiring {
                     let _ = toolset.cast(ToolsetMsg::Expire);
                 }
@@ -244,18 +260,23 @@ impl Actor for ActivityActor {
 
     async fn handle_supervisor_evt(
         &self,
-        _myself: ActorRef<Self::Msg>,
+        myself: ActorRef<Self::Msg>,
         event: SupervisionEvent,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        // The default would stop this actor when its toolset ends; report instead.
+        // The default would stop this actor when its toolset ends; report instead, and start
+        // the toolset again so that its tools keep working (its calls ended with it).
         if let SupervisionEvent::ActorFailed(cell, err) = event {
-            let toolset = state.env.toolsets.iter().find(|(_, t)| t.get_id() == cell.get_id());
-            if let Some((id, _)) = toolset {
+            let toolsets = state.env.toolsets();
+            let failed = toolsets.iter().find(|(_, t)| t.get_id() == cell.get_id());
+            let mut message = format!("toolset failed: {err}");
+            if let Some((id, _)) = failed {
                 let lifecycle = &state.env.session.lifecycle;
                 lifecycle.failed(ActorKind::Toolset, format!("toolset:{id}"), &err);
+                if let Some(restarted) = Box::pin(state.restart_toolset(id, &myself)).await {
+                    message = format!("toolset `{id}` failed: {err}; {restarted}");
+                }
             }
-            let message = format!("toolset failed: {err}");
             tracing::error!(agent = %state.env.agent_id, "{message}");
             state.env.session.emit(EventKind::error(ErrorSource::Tool, message));
         }
@@ -264,6 +285,22 @@ impl Actor for ActivityActor {
 }
 
 impl ActivityState {
+    /// Spawns toolset `id`, one this Activity started, again after it failed (not while the
+    /// Activity winds down); what became of it, for the error event.
+    async fn restart_toolset(&self, id: &str, myself: &ActorRef<ActivityMsg>) -> Option<String> {
+        let spec = self.specs.get(id).filter(|_| !self.closing && !self.draining)?.clone();
+        match Actor::spawn_linked(None, ToolsetActor, spec, myself.get_cell()).await {
+            Ok((toolset, _)) => {
+                if let Some(mocks) = &self.mocks {
+                    let _ = toolset.cast(ToolsetMsg::SetMocks(Arc::clone(mocks)));
+                }
+                self.env.replace_toolset(id, toolset);
+                Some("started again".into())
+            }
+            Err(e) => Some(format!("could not start it again: {e}")),
+        }
+    }
+
     /// This Activity, its speeches and the toolsets it supervises (`SessionHandle::inspect`).
     fn inspect(&self, myself: &ActorRef<ActivityMsg>) -> ActivityPart {
         let status = match (self.closing, self.draining) {
@@ -294,7 +331,7 @@ impl ActivityState {
             .own_toolsets
             .iter()
             .filter(|id| !(self.draining && self.keep.contains(id)))
-            .filter_map(|id| self.env.toolsets.get(id).cloned())
+            .filter_map(|id| self.env.toolset(id))
             .collect();
         ActivityPart { node, speeches, toolsets }
     }
@@ -499,9 +536,9 @@ impl ActivityState {
         let session = self.env.session.actor.get_cell();
         let mut kept = BTreeMap::new();
         for id in &self.keep {
-            if let Some(toolset) = self.env.toolsets.get(id) {
+            if let Some(toolset) = self.env.toolset(id) {
                 toolset.get_cell().link(session.clone());
-                kept.insert(id.clone(), toolset.clone());
+                kept.insert(id.clone(), toolset);
             }
         }
         let _ = self.env.session.actor.cast(ChildMsg::ActivityDrained { kept }.into());

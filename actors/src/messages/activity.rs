@@ -73,6 +73,9 @@ pub(crate) enum ActivityMsg {
     Inspect(RpcReplyPort<ActivityPart>),
     /// Replace the mocked tool bodies of this agent's toolset.
     SetMocks(Arc<BTreeMap<String, FunctionTool>>),
+    /// A session-scoped toolset failed and the Session started it again: calls go to
+    /// `toolset` from now on.
+    ReplaceToolset { id: String, toolset: ractor::ActorRef<super::ToolsetMsg> },
 }
 
 /// The Activity's answer.

@@ -252,6 +252,8 @@ impl Actor for SessionActor {
                 ));
                 if cell.get_id() == current {
                     Box::pin(state.activity_lost(&myself, Some(err.to_string()))).await;
+                } else {
+                    Box::pin(state.session_toolset_lost(&cell, &myself)).await;
                 }
             }
             SupervisionEvent::ActorTerminated(cell, _, reason)

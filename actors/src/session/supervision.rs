@@ -17,7 +17,7 @@ use ractor::ActorRef;
 
 use super::parts::fact::Fact;
 use super::state::SessionState;
-use crate::messages::SessionMsg;
+use crate::messages::{ActivityMsg, SessionMsg};
 use crate::types::error::SessionError;
 use crate::types::lifecycle::ActorKind;
 
@@ -55,6 +55,36 @@ impl SessionState {
         self.restart_activity(myself, &why).await;
         self.release_idle_waiters();
         self.floor_changed();
+    }
+
+    /// A session-scoped toolset failed (its calls ended with it): it starts again, and the
+    /// current Activity sends its calls there, so its tools keep working. Not while the
+    /// session closes.
+    pub(super) async fn session_toolset_lost(
+        &mut self,
+        cell: &ractor::ActorCell,
+        myself: &ActorRef<SessionMsg>,
+    ) {
+        if self.host.close.is_closing() {
+            return;
+        }
+        let session_toolsets = self.agent.current.factory().session_toolsets();
+        let Some(id) = session_toolsets.iter().find(|(_, t)| t.get_id() == cell.get_id()) else {
+            return;
+        };
+        let id = id.0.clone();
+        let factory = self.agent.current.factory_mut();
+        let message = match factory.restart(&id, myself.get_cell()).await {
+            Some(Ok(toolset)) => {
+                let replace = ActivityMsg::ReplaceToolset { id: id.clone(), toolset };
+                let _ = self.agent.current.activity().cast(replace);
+                format!("toolset `{id}` started again after it failed")
+            }
+            Some(Err(e)) => format!("toolset `{id}` failed and could not start again: {e}"),
+            None => return,
+        };
+        tracing::warn!(session = %self.link.id, "{message}");
+        self.emit_now(EventKind::error(ErrorSource::Session, message));
     }
 
     /// A new Activity for the current agent, reported as a `session` error event.

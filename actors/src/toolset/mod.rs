@@ -45,6 +45,7 @@ use crate::types::snapshot::{ActorNode, NodeStatus, ToolsetScope};
 
 pub(crate) struct ToolsetActor;
 
+#[derive(Clone)]
 pub(crate) struct ToolsetArgs {
     pub id: String,
     pub agent_id: Arc<str>,

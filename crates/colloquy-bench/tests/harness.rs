@@ -56,12 +56,39 @@ fn idle_sessions_report_bytes_per_session() {
 }
 
 #[test]
+fn a_short_chaos_run_injects_every_kind_of_fault_and_its_invariants_hold() {
+    let args = ["--chaos", "0.3", "--seed", "7", "--sessions", "40", "--turns", "5"];
+    let (success, report) = bench(&args);
+    assert!(success, "{report:#}");
+    assert_eq!(report["invariants_held"], true, "{report:#}");
+    assert_eq!(report["failures"], 0);
+    let faults = report["faults"].as_object().expect("faults by kind");
+    for kind in [
+        "kill_tool_call",
+        "kill_toolset",
+        "kill_activity",
+        "llm_cut",
+        "llm_error",
+        "llm_slow",
+        "tool_panic",
+        "tool_timeout",
+    ] {
+        assert!(faults.get(kind).and_then(Value::as_u64).unwrap_or(0) > 0, "{kind}: {faults:?}");
+    }
+    assert_eq!(report["calls_started"], report["calls_ended"]);
+    let replay = report["replay"].as_str().unwrap();
+    assert!(replay.contains("--chaos 0.3 --seed 7 --sessions 40"), "{replay}");
+}
+
+#[test]
 fn a_bad_option_is_a_clear_error() {
     for (binary, args) in [
         (env!("CARGO_BIN_EXE_colloquy-bench"), ["--sessions", "many"]),
         (env!("CARGO_BIN_EXE_burst-floor"), ["--sessions", "many"]),
         (env!("CARGO_BIN_EXE_burst-floor"), ["--steps", "0"]),
         (env!("CARGO_BIN_EXE_cluster-bench"), ["--nodes", "0"]),
+        (env!("CARGO_BIN_EXE_colloquy-bench"), ["--chaos", "2"]),
+        (env!("CARGO_BIN_EXE_colloquy-bench"), ["--seed", "3"]),
     ] {
         let out = Command::new(binary).args(args).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{binary} {args:?}");

@@ -22,6 +22,8 @@ pub(crate) struct ActivityFactory {
     link: SessionLink,
     /// The session-scoped async toolsets, by id (children of the Session).
     session_toolsets: BTreeMap<String, ActorRef<ToolsetMsg>>,
+    /// How each was spawned: one that fails is spawned again so.
+    session_specs: BTreeMap<String, ToolsetArgs>,
     /// Tools and toolsets placed on the session (for the catalogs of later agents).
     session_tools: Vec<FunctionTool>,
     session_toolset_decls: Vec<Toolset>,
@@ -38,7 +40,7 @@ impl ActivityFactory {
         agent_id: &str,
         supervisor: ActorCell,
     ) -> Result<Self, SpawnErr> {
-        let mut session_toolsets = BTreeMap::new();
+        let (mut session_toolsets, mut session_specs) = (BTreeMap::new(), BTreeMap::new());
         for set in catalog.async_toolsets(Scope::Session) {
             let templates =
                 Templates::resolve(&[set.templates.as_ref(), link.options.templates.as_ref()]);
@@ -50,11 +52,27 @@ impl ActivityFactory {
                 templates,
                 scope: Scope::Session,
             };
+            session_specs.insert(set.id.clone(), toolset_args.clone());
             let (toolset, _) =
                 Actor::spawn_linked(None, ToolsetActor, toolset_args, supervisor.clone()).await?;
             session_toolsets.insert(set.id.clone(), toolset);
         }
-        Ok(Self { link, session_toolsets, session_tools, session_toolset_decls })
+        Ok(Self { link, session_toolsets, session_specs, session_tools, session_toolset_decls })
+    }
+
+    /// Spawns session-scoped toolset `id` again under `supervisor`, after it failed; the new
+    /// actor, which later Activities get too. `None` for a toolset it did not spawn.
+    pub(crate) async fn restart(
+        &mut self,
+        id: &str,
+        supervisor: ActorCell,
+    ) -> Option<Result<ActorRef<ToolsetMsg>, SpawnErr>> {
+        let spec = self.session_specs.get(id)?.clone();
+        let spawned = Box::pin(Actor::spawn_linked(None, ToolsetActor, spec, supervisor)).await;
+        Some(spawned.map(|(toolset, _)| {
+            self.session_toolsets.insert(id.to_owned(), toolset.clone());
+            toolset
+        }))
     }
 
     /// The session-scoped async toolsets, by id.

@@ -125,6 +125,10 @@ impl CurrentAgent {
         &self.factory
     }
 
+    pub(crate) fn factory_mut(&mut self) -> &mut ActivityFactory {
+        &mut self.factory
+    }
+
     /// The agent the restored history ended with, until the first agent has entered.
     pub(crate) fn previous(&self) -> Option<&str> {
         self.previous.as_deref()
