@@ -269,10 +269,10 @@ async fn session(chaos: Chaos, index: usize, host: Host) -> Outcome {
         match tokio::time::timeout(STUCK, settled).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {
-                outcome.failures.push(fail("sessions_answer", None, format!("turn {turn}: {e}")))
+                outcome.failures.push(fail("sessions_answer", None, format!("turn {turn}: {e}")));
             }
             Err(_) => {
-                outcome.failures.push(fail("sessions_answer", None, format!("turn {turn} stuck")))
+                outcome.failures.push(fail("sessions_answer", None, format!("turn {turn} stuck")));
             }
         }
     }
@@ -308,7 +308,7 @@ async fn session(chaos: Chaos, index: usize, host: Host) -> Outcome {
     for event in &seen {
         match &event.kind {
             EventKind::ToolCallStarted { call_id, .. } => {
-                calls.entry(call_id.clone()).or_default().0 += 1
+                calls.entry(call_id.clone()).or_default().0 += 1;
             }
             EventKind::ToolCallEnded { call_id, status, .. } => {
                 let call = calls.entry(call_id.clone()).or_default();
