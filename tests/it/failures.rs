@@ -107,17 +107,23 @@ async fn a_failed_activity_restarts_and_the_conversation_goes_on() {
     assert!(balance.values().all(|n| *n == 0), "{balance:?}");
 }
 
+/// Makes `target` panic; the `failed` lifecycle records that follow.
+async fn fail(
+    h: &Harness,
+    lifecycle: &mut Receiver<LifecycleEvent>,
+    target: &str,
+) -> Vec<LifecycleEvent> {
+    h.session.inject_failure(target);
+    tokio::time::sleep(ms(10)).await;
+    drain_lifecycle(lifecycle).into_iter().filter(|r| r.what == Lifecycle::Failed).collect()
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_failed_toolset_ends_its_own_calls_only() {
     let script = vec![both_calls(), text("Working."), text("Lookup done."), text("Job?")];
     let (mut h, mut lifecycle) = start(script).await;
     h.turn("do both").await;
-    h.session.inject_failure("toolset:agent:A");
-    tokio::time::sleep(ms(10)).await;
-    let failed: Vec<_> = drain_lifecycle(&mut lifecycle)
-        .into_iter()
-        .filter(|r| r.what == Lifecycle::Failed)
-        .collect();
+    let failed = fail(&h, &mut lifecycle, "toolset:agent:A").await;
     assert_eq!(failed.len(), 1, "{failed:?}");
     assert_eq!(failed[0].id, "toolset:agent:A");
     assert_eq!(ended(h.events())["j"], (ToolCallStatus::Error, Some("toolset failed".into())));
@@ -177,12 +183,7 @@ async fn a_failed_tool_call_actor_ends_its_call_once_and_the_rest_goes_on() {
     let script = vec![both_calls(), text("Working."), text("Lookup done."), text("Job?")];
     let (mut h, mut lifecycle) = start(script).await;
     h.turn("do both").await;
-    h.session.inject_failure("tool_call:j");
-    tokio::time::sleep(ms(10)).await;
-    let failed: Vec<_> = drain_lifecycle(&mut lifecycle)
-        .into_iter()
-        .filter(|r| r.what == Lifecycle::Failed)
-        .collect();
+    let failed = fail(&h, &mut lifecycle, "tool_call:j").await;
     assert_eq!(failed.len(), 1, "{failed:?}");
     assert_eq!(failed[0].id, "tool_call:j");
     let (status, message) = ended(h.events())["j"].clone();
