@@ -146,8 +146,9 @@ struct Args {
     #[arg(long, value_parser = durability, default_value = "disk")]
     durability: colloquy::store::Durability,
     /// Chaos mode: inject a fault into this share of the turns (0 to 1), then check the
-    /// invariants (docs/benchmarks.md#chaos).
-    #[arg(long, value_name = "RATE", value_parser = share, conflicts_with_all = ["idle_sessions", "resume_turns", "store"])]
+    /// invariants (docs/benchmarks.md#chaos); with `--store`, a fault may be a crash of the
+    /// whole session, resumed from the store.
+    #[arg(long, value_name = "RATE", value_parser = share, conflicts_with_all = ["idle_sessions", "resume_turns"])]
     chaos: Option<f64>,
     /// Chaos mode: the seed the faults are drawn from.
     #[arg(long, value_name = "N", default_value_t = 1, requires = "chaos")]
@@ -302,7 +303,8 @@ fn main() -> ExitCode {
         Err(status) => return status,
     };
     if let Some(rate) = args.chaos {
-        let chaos = bench_support::chaos::Chaos { load: args.load, rate, seed: args.seed };
+        let store = args.store.clone().map(|path| (path, args.durability));
+        let chaos = bench_support::chaos::Chaos { load: args.load, rate, seed: args.seed, store };
         let (report, held) = runtime.block_on(bench_support::chaos::run(chaos));
         println!("{report}");
         return if held { ExitCode::SUCCESS } else { ExitCode::FAILURE };
