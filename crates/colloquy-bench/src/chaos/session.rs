@@ -316,7 +316,7 @@ fn journal_checks(
     for entry in &entries {
         match &entry.record {
             Record::CallStarted { call, .. } => {
-                ends.entry(call.call_id.clone()).or_default().0 += 1
+                ends.entry(call.call_id.clone()).or_default().0 += 1;
             }
             Record::CallEnded { call_id } => ends.entry(call_id.clone()).or_default().1 += 1,
             Record::Resumed { in_doubt } => {
