@@ -13,6 +13,27 @@ use nix::sys::resource::{UsageWho, getrusage};
 use nix::time::{ClockId, clock_gettime};
 use serde_json::{Value, json};
 
+/// The heap as the allocator counts it (a binary built with `alloc-count`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Heap {
+    /// Allocations so far.
+    pub allocations: u64,
+    /// Bytes allocated and not freed.
+    pub live_bytes: i64,
+}
+
+static HEAP: std::sync::OnceLock<fn() -> Heap> = std::sync::OnceLock::new();
+
+/// Where [`heap`] reads the counters: the binary's counting allocator.
+pub fn count_with(probe: fn() -> Heap) {
+    let _ = HEAP.set(probe);
+}
+
+/// The heap now, if the binary counts it.
+pub fn heap() -> Option<Heap> {
+    HEAP.get().map(|probe| probe())
+}
+
 /// When the sessions may start talking: every session waits at `ready` once started, the run
 /// reads its clocks, and only then passes `go` with them (a session that went on at `ready`
 /// could finish its turns before the run's clock started).

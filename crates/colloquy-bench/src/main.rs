@@ -30,9 +30,36 @@ use serde_json::json;
 /// The allocator: mimalloc unless built with `--no-default-features` (glibc malloc fragments
 /// under hundreds of thousands of small, short-lived, cross-thread allocations; see
 /// docs/benchmarks-history.md).
-#[cfg(feature = "mimalloc")]
+#[cfg(all(feature = "mimalloc", not(feature = "alloc-count")))]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// With `alloc-count`, the system allocator, counted: stats_alloc can wrap only that one in a
+/// static on stable Rust. The counts (allocations, bytes in use) are the program's, whichever
+/// allocator serves them.
+#[cfg(feature = "alloc-count")]
+#[global_allocator]
+static ALLOCATOR: stats_alloc::StatsAlloc<std::alloc::System> = stats_alloc::StatsAlloc::system();
+
+/// The allocator the figures were made with.
+fn allocator() -> &'static str {
+    match (cfg!(feature = "alloc-count"), cfg!(feature = "mimalloc")) {
+        (true, _) => "system, counted",
+        (false, true) => "mimalloc",
+        (false, false) => "system",
+    }
+}
+
+/// Hands the allocator's counters to the measurements (`alloc-count` only).
+fn count_the_heap() {
+    #[cfg(feature = "alloc-count")]
+    bench_support::count_with(|| {
+        let stats = ALLOCATOR.stats();
+        let live = stats.bytes_allocated as i64 - stats.bytes_deallocated as i64
+            + stats.bytes_reallocated as i64;
+        bench_support::Heap { allocations: stats.allocations as u64, live_bytes: live }
+    });
+}
 
 #[derive(Default)]
 struct SessionResult {
@@ -195,7 +222,7 @@ async fn idle(n: usize) -> (serde_json::Value, bool) {
     let ok = failures.is_empty();
     let report = json!({
         "framework": "colloquy",
-        "allocator": if cfg!(feature = "mimalloc") { "mimalloc" } else { "system" },
+        "allocator": allocator(),
         "idle_sessions": started,
         "failed_to_start": failures.len(),
         "problems_sample": failures.iter().take(5).collect::<Vec<_>>(),
@@ -261,7 +288,7 @@ async fn run(args: &Args) -> (serde_json::Value, bool) {
     let mean = mean(latencies);
     let report = json!({
         "framework": "colloquy",
-        "allocator": if cfg!(feature = "mimalloc") { "mimalloc" } else { "system" },
+        "allocator": allocator(),
         "store": match (&store, args.durability) {
             (None, _) => "none",
             _ if args.store.as_deref() == Some(std::path::Path::new("memory")) => "memory",
@@ -298,6 +325,7 @@ async fn run(args: &Args) -> (serde_json::Value, bool) {
 }
 
 fn main() -> ExitCode {
+    count_the_heap();
     let (args, runtime) = match bench_support::start::<Args>() {
         Ok(started) => started,
         Err(status) => return status,

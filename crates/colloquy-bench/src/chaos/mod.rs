@@ -38,6 +38,9 @@ use session::{Outcome, session};
 /// round reuses them, and only what the first round left in use pushes its peak higher. One
 /// session's state left behind (about 35 KB) would be 34 MiB at K = 1,000, a third of the peak.
 const MEMORY_GROWTH: f64 = 1.1;
+/// Counted (`alloc-count`), how many more bytes the second round may leave in use than the
+/// first: the runtime's caches that warm once (a worker's free lists, a registry's capacity).
+const HEAP_SLACK: i64 = 256 * 1024;
 
 /// What a chaos run does.
 #[derive(Clone, Debug)]
@@ -83,6 +86,8 @@ struct Round {
     /// The process's memory (MiB) at its peak, and once every session closed.
     rss_peak: f64,
     rss_after: f64,
+    /// The heap's bytes in use once every session closed, if the binary counts them.
+    heap_after: Option<i64>,
 }
 
 async fn run_round(chaos: &Chaos) -> Result<Round, String> {
@@ -121,8 +126,10 @@ async fn run_round(chaos: &Chaos) -> Result<Round, String> {
     // The sessions' last tasks (a writer, a timer) end as their actors stop.
     tokio::time::sleep(Duration::from_millis(200)).await;
     let tasks = (tasks_before, metrics.num_alive_tasks());
+    drop(store);
     let (_, rss_after, _) = usage();
-    Ok(Round { outcomes, wall, actors_left, tasks, rss_peak, rss_after })
+    let heap_after = crate::heap().map(|h| h.live_bytes);
+    Ok(Round { outcomes, wall, actors_left, tasks, rss_peak, rss_after, heap_after })
 }
 
 /// The panics the run injects are expected: they print nothing (any other prints as usual).
@@ -173,7 +180,12 @@ fn report(chaos: &Chaos, rounds: &[Round], rss_before: f64) -> (Value, bool) {
     let held = |invariant: &str| !failures.iter().any(|f| f.invariant == invariant);
     let after: Vec<f64> = rounds.iter().map(|r| r.rss_after).collect();
     let peaks: Vec<f64> = rounds.iter().map(|r| r.rss_peak).collect();
-    let memory_back = peaks.windows(2).all(|w| w[1] <= w[0] * MEMORY_GROWTH);
+    let heap: Option<Vec<i64>> = rounds.iter().map(|r| r.heap_after).collect();
+    // Counted, the heap in use after a round is exact: the next may leave no more.
+    let memory_back = match &heap {
+        Some(heap) => heap.windows(2).all(|w| w[1] <= w[0] + HEAP_SLACK),
+        None => peaks.windows(2).all(|w| w[1] <= w[0] * MEMORY_GROWTH),
+    };
     let invariants = json!({
         "calls_end_once": held("calls_end_once"),
         "results_in_history": held("results_in_history"),
@@ -218,6 +230,7 @@ fn report(chaos: &Chaos, rounds: &[Round], rss_before: f64) -> (Value, bool) {
             "peak": peaks.iter().map(|p| round(*p, 1)).collect::<Vec<_>>(),
             "after": after.iter().map(|a| round(*a, 1)).collect::<Vec<_>>(),
         },
+        "heap_in_use_kib_after": heap.map(|h| h.iter().map(|b| b / 1024).collect::<Vec<_>>()),
         "replay": replay,
     });
     (report, all_held)
