@@ -76,8 +76,25 @@ fn a_short_chaos_run_injects_every_kind_of_fault_and_its_invariants_hold() {
         assert!(faults.get(kind).and_then(Value::as_u64).unwrap_or(0) > 0, "{kind}: {faults:?}");
     }
     assert_eq!(report["calls_started"], report["calls_ended"]);
+    assert_eq!(report["invariants"]["memory_back"], true);
     let replay = report["replay"].as_str().unwrap();
     assert!(replay.contains("--chaos 0.3 --seed 7 --sessions 40"), "{replay}");
+}
+
+#[test]
+fn a_short_chaos_run_with_a_store_crashes_sessions_and_resumes_them() {
+    let args = ["--chaos", "0.3", "--seed", "7", "--sessions", "40", "--turns", "5"];
+    let (success, report) = bench(&[&args[..], &["--store", "memory"]].concat());
+    assert!(success, "{report:#}");
+    assert_eq!(report["invariants_held"], true, "{report:#}");
+    let crashes = report["faults"]["crash"].as_u64().unwrap_or(0);
+    assert!(crashes > 0, "{report:#}");
+    // Each crash cut a call off: settled in doubt by the resume, it has no `tool_call_ended`.
+    let (started, ended) = (report["calls_started"].as_u64(), report["calls_ended"].as_u64());
+    assert_eq!(started.zip(ended).map(|(s, e)| s - e), Some(crashes), "{report:#}");
+    // Without the heap counted (`alloc-count`), a store's run does not judge the memory.
+    assert_eq!(report["invariants"]["memory_back"], Value::Null);
+    assert!(report["replay"].as_str().unwrap().ends_with("--store memory"));
 }
 
 #[test]

@@ -11,7 +11,9 @@
 //! - no actor is left once the sessions are closed (the Host's lifecycle records balance) and
 //!   no task (tokio's count of live tasks is back where it was);
 //! - the process's memory is back to its baseline: the sessions run twice, and the second
-//!   round's peak is within a tenth of the first's (what a round left in use would add to it).
+//!   round leaves no more of the heap in use than the first (built with `alloc-count`, which
+//!   counts it), or, without the count and without a store, peaks within a tenth of the first
+//!   (what a round left in use would add to it).
 //!
 //! Which turn gets which fault is a pure function of the seed, the session's number and the
 //! turn's ([`fault`]): a failure names all three, and the same options replay the same faults.
@@ -39,8 +41,9 @@ use session::{Outcome, session};
 /// session's state left behind (about 35 KB) would be 34 MiB at K = 1,000, a third of the peak.
 const MEMORY_GROWTH: f64 = 1.1;
 /// Counted (`alloc-count`), how many more bytes the second round may leave in use than the
-/// first: the runtime's caches that warm once (a worker's free lists, a registry's capacity).
-const HEAP_SLACK: i64 = 256 * 1024;
+/// first: the runtime's caches that warm once (a worker's free lists, a registry's capacity;
+/// measured flat, 56 KiB after each of five rounds of 1,000 sessions, 84 KiB with a store).
+const HEAP_SLACK: i64 = 64 * 1024;
 
 /// What a chaos run does.
 #[derive(Clone, Debug)]
@@ -78,7 +81,9 @@ const ROUNDS: usize = 2;
 
 /// One round: every session run and closed, then what was left.
 struct Round {
-    outcomes: Vec<Outcome>,
+    /// Its sessions' outcomes, summed (each session's kept only if it failed: what a round
+    /// keeps must not count as what it left in use).
+    outcome: Outcome,
     wall: f64,
     actors_left: Vec<String>,
     /// Live tasks before the sessions started, and after they closed.
@@ -104,9 +109,9 @@ async fn run_round(chaos: &Chaos) -> Result<Round, String> {
     let runs: Vec<_> = (0..chaos.load.sessions)
         .map(|index| tokio::spawn(session(chaos.clone(), index, host.clone(), store.clone())))
         .collect();
-    let mut outcomes = Vec::with_capacity(runs.len());
+    let mut outcome = Outcome::default();
     for (index, run) in runs.into_iter().enumerate() {
-        outcomes.push(run.await.unwrap_or_else(|e| Outcome::broken(index, e.to_string())));
+        outcome.add(run.await.unwrap_or_else(|e| Outcome::broken(index, e.to_string())));
     }
     let wall = started.elapsed().as_secs_f64();
     let (_, _, rss_peak) = usage();
@@ -129,7 +134,7 @@ async fn run_round(chaos: &Chaos) -> Result<Round, String> {
     drop(store);
     let (_, rss_after, _) = usage();
     let heap_after = crate::heap().map(|h| h.live_bytes);
-    Ok(Round { outcomes, wall, actors_left, tasks, rss_peak, rss_after, heap_after })
+    Ok(Round { outcome, wall, actors_left, tasks, rss_peak, rss_after, heap_after })
 }
 
 /// The panics the run injects are expected: they print nothing (any other prints as usual).
@@ -167,7 +172,7 @@ async fn actor_balance(
 fn report(chaos: &Chaos, rounds: &[Round], rss_before: f64) -> (Value, bool) {
     let mut faults: BTreeMap<Fault, u32> = BTreeMap::new();
     let (mut started, mut ended) = (0, 0);
-    let outcomes = rounds.iter().flat_map(|r| &r.outcomes);
+    let outcomes = rounds.iter().map(|r| &r.outcome);
     let failures: Vec<&session::Failure> = outcomes.clone().flat_map(|o| &o.failures).collect();
     for outcome in outcomes {
         for (fault, n) in &outcome.faults {
@@ -181,10 +186,13 @@ fn report(chaos: &Chaos, rounds: &[Round], rss_before: f64) -> (Value, bool) {
     let after: Vec<f64> = rounds.iter().map(|r| r.rss_after).collect();
     let peaks: Vec<f64> = rounds.iter().map(|r| r.rss_peak).collect();
     let heap: Option<Vec<i64>> = rounds.iter().map(|r| r.heap_after).collect();
-    // Counted, the heap in use after a round is exact: the next may leave no more.
+    // Counted, the heap in use after a round is exact: the next may leave no more. Else the
+    // peaks say it, but not with a store: mimalloc keeps the pages the journals' blocking
+    // threads freed, and the peak climbs a tenth a round with the heap flat (counted).
     let memory_back = match &heap {
-        Some(heap) => heap.windows(2).all(|w| w[1] <= w[0] + HEAP_SLACK),
-        None => peaks.windows(2).all(|w| w[1] <= w[0] * MEMORY_GROWTH),
+        Some(heap) => Some(heap.windows(2).all(|w| w[1] <= w[0] + HEAP_SLACK)),
+        None if chaos.store.is_some() => None,
+        None => Some(peaks.windows(2).all(|w| w[1] <= w[0] * MEMORY_GROWTH)),
     };
     let invariants = json!({
         "calls_end_once": held("calls_end_once"),
@@ -194,7 +202,9 @@ fn report(chaos: &Chaos, rounds: &[Round], rss_before: f64) -> (Value, bool) {
         "no_task_left": rounds.iter().all(|r| r.tasks.1 <= r.tasks.0),
         "memory_back": memory_back,
     });
-    let all_held = invariants.as_object().is_some_and(|o| o.values().all(|v| v == true));
+    // Held: every invariant that was checked (`memory_back` is null when it was not).
+    let all_held =
+        invariants.as_object().is_some_and(|o| o.values().all(|v| v == true || v.is_null()));
     let Load { sessions, turns, tool_ms } = chaos.load;
     let store = match &chaos.store {
         Some((path, _)) => format!(" --store {}", path.display()),

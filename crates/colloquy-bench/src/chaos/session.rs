@@ -41,6 +41,16 @@ pub(super) struct Outcome {
 }
 
 impl Outcome {
+    /// Adds another session's outcome to this sum.
+    pub(super) fn add(&mut self, other: Outcome) {
+        for (fault, n) in other.faults {
+            *self.faults.entry(fault).or_default() += n;
+        }
+        self.started += other.started;
+        self.ended += other.ended;
+        self.failures.extend(other.failures);
+    }
+
     /// A session whose task itself failed.
     pub(super) fn broken(index: usize, what: String) -> Self {
         let failure = Failure {
