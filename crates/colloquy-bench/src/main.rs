@@ -250,6 +250,7 @@ async fn run(args: &Args) -> (serde_json::Value, bool) {
         .collect();
     start.ready.wait().await; // every session started
     let (cpu_before, rss_after_setup, _) = usage();
+    let heap_before = bench_support::heap();
     let kernel_before = kernel_cpu_s();
     let started = Instant::now();
     start.go.wait().await; // and now they talk
@@ -265,6 +266,7 @@ async fn run(args: &Args) -> (serde_json::Value, bool) {
     }
     let run_wall = started.elapsed().as_secs_f64();
     let (cpu_after, _, peak) = usage();
+    let heap_after = bench_support::heap();
     let cpu_run = cpu_after - cpu_before;
     let kernel_run = kernel_cpu_s() - kernel_before;
     // Closing and checking, outside the measured run phase.
@@ -303,6 +305,10 @@ async fn run(args: &Args) -> (serde_json::Value, bool) {
         "cpu_s_run": round(cpu_run, 4),
         "cpu_kernel_s_run": round(kernel_run, 4),
         "cpu_util_run": round(if run_wall > 0.0 { cpu_run / run_wall } else { 0.0 }, 3),
+        // Counted (`--features alloc-count`): the run phase's allocations, per call.
+        "allocations_per_call": heap_before.zip(heap_after).map(|(before, after)| {
+            round((after.allocations - before.allocations) as f64 / calls, 1)
+        }),
         "rss_before_sessions_mib": round(rss_before, 1),
         "rss_after_setup_mib": round(rss_after_setup, 1),
         "peak_rss_mib": round(peak, 1),
