@@ -94,7 +94,7 @@ impl SessionHandle {
     ///
     /// ```
     /// use colloquy_actors::Session;
-    /// use colloquy_model::{Agent, ChatItem};
+    /// use colloquy_model::Agent;
     /// use colloquy_llm::{ScriptedLlm, ScriptedResponse};
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() -> Result<(), colloquy_actors::SessionError> {
@@ -106,8 +106,9 @@ impl SessionHandle {
     /// once.user_turn("hi").await?;
     /// once.user_turn("hi").await?; // the answer was lost: sent again, not run again
     /// session.wait_for_idle().await?;
-    /// let said = session.history().await?.iter().filter(|i| matches!(i, ChatItem::Message(m) if m.text == "hi")).count();
-    /// assert_eq!(said, 1);
+    /// let history = session.history().await?;
+    /// let said = history.iter().filter(|i| i.as_message().is_some_and(|m| m.text == "hi"));
+    /// assert_eq!(said.count(), 1);
     /// # session.close().await }
     /// ```
     #[must_use]
@@ -325,8 +326,8 @@ impl SessionHandle {
     }
 
     /// Makes the actor with inspection id `target` (`session`, `activity:<agent>`,
-    /// `toolset:<id>`, `tool_call:<call id>`) panic, to test failure isolation. Only with the `test-hooks` feature,
-    /// which colloquy's own tests turn on.
+    /// `toolset:<id>`, `tool_call:<call id>`) panic, to test failure isolation. Only with the
+    /// `test-hooks` feature, which colloquy's own tests and the bench's chaos mode turn on.
     #[cfg(feature = "test-hooks")]
     pub fn inject_failure(&self, target: &str) {
         let _ = self.actor.cast(SessionMsg::InjectFailure(target.to_string()));

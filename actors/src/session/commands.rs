@@ -26,7 +26,8 @@ impl SessionState {
             SessionMsg::Tool(message) => self.on_tool(message),
             // The handle puts an id on host commands only.
             _ => {
-                tracing::warn!(session = %self.link.id, "a command id on a message that is not one");
+                let session = &self.link.id;
+                tracing::warn!(%session, "a command id on a message that is not one");
             }
         }
         self.host.commands.end();
