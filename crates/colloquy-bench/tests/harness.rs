@@ -145,6 +145,26 @@ fn install_nats() {
 }
 
 #[test]
+fn the_cluster_chaos_run_kills_nodes_and_restarts_the_server_and_its_invariants_hold() {
+    install_nats();
+    let args = ["--chaos", "--sessions", "12", "--turns", "6", "--tool-ms", "200"];
+    let (success, report) = run(env!("CARGO_BIN_EXE_cluster-bench"), &args);
+    assert!(success, "{report:#}");
+    let chaos = &report["chaos"];
+    assert_eq!(chaos["invariants_held"], true, "{chaos:#}");
+    let failures = chaos["failures"].as_array().unwrap();
+    assert_eq!(failures.len(), 3, "{chaos:#}");
+    // Node-1's and node-2's sessions moved; every turn is accounted for, and the one after
+    // the failures was delivered everywhere.
+    assert!(chaos["moves"].as_u64().unwrap() >= 8, "{chaos:#}");
+    let turns: u64 = ["turns_delivered", "turns_in_doubt", "turns_cut_off"]
+        .iter()
+        .map(|k| chaos[k].as_u64().unwrap())
+        .sum();
+    assert_eq!(turns, 12 * 7, "{chaos:#}");
+}
+
+#[test]
 fn sessions_on_two_nodes_complete_every_call_and_compare_with_one_in_process() {
     install_nats();
     let args = ["--sessions", "6", "--turns", "2", "--turn-samples", "3"];

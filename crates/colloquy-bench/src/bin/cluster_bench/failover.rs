@@ -23,9 +23,9 @@ use crate::server::NatsServer;
 /// Set in a node process's environment: its name and the server's URL, `name@url`.
 pub(crate) const NODE_VAR: &str = "COLLOQUY_BENCH_NODE";
 /// The nodes.
-const NODES: [&str; 3] = ["node-1", "node-2", "node-3"];
+pub(crate) const NODES: [&str; 3] = ["node-1", "node-2", "node-3"];
 /// The bound on the whole measurement's every wait.
-const BOUND: Duration = Duration::from_secs(120);
+pub(crate) const BOUND: Duration = Duration::from_secs(120);
 
 /// Runs this process as a node, if it was started as one; `None` otherwise.
 pub(crate) async fn node_process(tool_ms: u64) -> Option<Result<(), String>> {
@@ -44,7 +44,41 @@ pub(crate) async fn node_process(tool_ms: u64) -> Option<Result<(), String>> {
 }
 
 /// A node process, killed on drop if it still runs.
-struct NodeProcess(Child);
+pub(crate) struct NodeProcess(Child);
+
+impl NodeProcess {
+    /// Node `name` of the server at `url`: this binary run again as a node, its tool sleeping
+    /// `tool_ms`.
+    pub(crate) fn spawn(url: &str, name: &str, tool_ms: u64) -> Result<Self, String> {
+        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        let child = Command::new(&exe)
+            .args(["--tool-ms", &tool_ms.to_string()])
+            .env(NODE_VAR, format!("{name}@{url}"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("{name}: {e}"))?;
+        Ok(Self(child))
+    }
+
+    /// SIGKILL.
+    pub(crate) fn kill(&mut self) -> Result<(), String> {
+        self.0.kill().map_err(|e| format!("kill -9: {e}"))
+    }
+}
+
+/// Waits until `cluster` sees `n` nodes under a lease, within the bound.
+pub(crate) async fn live_nodes(cluster: &Cluster, n: usize) -> Result<(), String> {
+    let started = Instant::now();
+    while cluster.nodes().await.map_or(0, |nodes| nodes.iter().filter(|n| n.lease > 0).count()) != n
+    {
+        if started.elapsed() > BOUND {
+            return Err(format!("{n} node processes did not announce themselves"));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(())
+}
 
 impl Drop for NodeProcess {
     fn drop(&mut self) {
@@ -55,25 +89,12 @@ impl Drop for NodeProcess {
 
 /// The measurement, as a JSON part of the report, and whether every session moved.
 pub(crate) async fn run(server: &NatsServer, sessions: usize) -> Result<(Value, bool), String> {
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let mut nodes = Vec::new();
     for name in NODES {
-        let child = Command::new(&exe)
-            .env(NODE_VAR, format!("{name}@{}", server.url()))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .spawn()
-            .map_err(|e| format!("{name}: {e}"))?;
-        nodes.push(NodeProcess(child));
+        nodes.push(NodeProcess::spawn(server.url(), name, 0)?);
     }
     let cluster = Cluster::connect(server.url()).await.map_err(|e| format!("host: {e}"))?;
-    let started = Instant::now();
-    while cluster.nodes().await.map_or(0, |n| n.iter().filter(|n| n.lease > 0).count()) < 3 {
-        if started.elapsed() > BOUND {
-            return Err("the node processes did not all announce themselves".into());
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    live_nodes(&cluster, NODES.len()).await?;
     let mut doomed = Vec::new();
     for i in 0..sessions {
         let node = NODES[i % NODES.len()];
@@ -86,7 +107,7 @@ pub(crate) async fn run(server: &NatsServer, sessions: usize) -> Result<(Value, 
     }
     // Every journal write of the turns on the server.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    nodes[0].0.kill().map_err(|e| format!("kill -9: {e}"))?;
+    nodes[0].kill()?;
     let killed = Instant::now();
     let answers = doomed.iter().map(|session| async move {
         answer(session, "are you still there?").await?;

@@ -21,6 +21,7 @@
 //! cargo run --release -p colloquy-bench --bin cluster-bench -- --sessions 1000 --turns 5
 //! ```
 
+mod chaos;
 mod failover;
 mod server;
 
@@ -76,6 +77,11 @@ struct Args {
     /// Measure a failover of K sessions instead of the others (0: none).
     #[arg(long, value_name = "K", default_value_t = 0)]
     failover: usize,
+    /// Instead of the others: the workload (`--sessions`, `--turns`, `--tool-ms`) on three
+    /// node processes while node-1 is killed, the server restarted and node-2 killed, then
+    /// the failover's invariants checked (docs/benchmarks.md#chaos).
+    #[arg(long, conflicts_with = "failover")]
+    chaos: bool,
 }
 
 fn yes_no(value: &str) -> Result<bool, String> {
@@ -470,7 +476,12 @@ async fn run(args: &Args) -> Result<(Value, bool), String> {
     if let Some(node) = failover::node_process(args.load.tool_ms).await {
         return node.map(|()| (json!({ "node": "drained" }), true));
     }
-    let server = NatsServer::start(&args.nats_server)?;
+    let mut server = NatsServer::start(&args.nats_server)?;
+    if args.chaos {
+        let (part, ok) = chaos::run(&mut server, args.load).await?;
+        let report = json!({ "framework": "colloquy-cluster", "chaos": part, "ok": ok });
+        return Ok((report, ok));
+    }
     if args.failover > 0 {
         let (part, ok) = failover::run(&server, args.failover).await?;
         let report = json!({ "framework": "colloquy-cluster", "failover": part, "ok": ok });

@@ -15,6 +15,7 @@ const READY_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub(crate) struct NatsServer {
     child: Child,
+    binary: PathBuf,
     dir: PathBuf,
     url: String,
 }
@@ -39,24 +40,22 @@ impl NatsServer {
         let config = dir.join("nats.conf");
         let limits = "max_file_store: 8GB, max_memory_store: 256MB";
         std::fs::write(&config, format!("jetstream {{ {limits} }}\n")).map_err(setup)?;
-        let child = Command::new(binary)
-            .arg("-c")
-            .arg(&config)
-            .args(["-js", "-a", "127.0.0.1", "-p", "-1", "--ports_file_dir"])
-            .arg(&dir)
-            .arg("--store_dir")
-            .arg(dir.join("store"))
-            .arg("-l")
-            .arg(dir.join("server.log"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| format!("cannot run {}: {e}", binary.display()))?;
+        let child = spawn(binary, &dir, "-1")?;
         let ports = dir.join(format!("nats-server_{}.ports", child.id()));
-        let mut server = Self { child, dir, url: String::new() };
+        let mut server = Self { child, binary: binary.to_owned(), dir, url: String::new() };
         server.url = wait_for_url(&ports)?;
         Ok(server)
+    }
+
+    /// Stops the server (SIGKILL) and starts it again on the same port and store, as a crash
+    /// and a restart would: clients reconnect, the streams come back from the disk.
+    pub(crate) fn restart(&mut self) -> Result<(), String> {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let port = self.url.rsplit(':').next().unwrap_or("-1").to_owned();
+        self.child = spawn(&self.binary, &self.dir, &port)?;
+        let ports = self.dir.join(format!("nats-server_{}.ports", self.child.id()));
+        wait_for_url(&ports).map(drop)
     }
 
     /// `nats://127.0.0.1:PORT`.
@@ -85,6 +84,24 @@ impl Drop for NatsServer {
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// The server on `port` (`-1`: a free one), its config, ports file, store and log in `dir`.
+fn spawn(binary: &Path, dir: &Path, port: &str) -> Result<Child, String> {
+    Command::new(binary)
+        .arg("-c")
+        .arg(dir.join("nats.conf"))
+        .args(["-js", "-a", "127.0.0.1", "-p", port, "--ports_file_dir"])
+        .arg(dir)
+        .arg("--store_dir")
+        .arg(dir.join("store"))
+        .arg("-l")
+        .arg(dir.join("server.log"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot run {}: {e}", binary.display()))
 }
 
 /// The client URL from the server's ports file, once it has written it.
