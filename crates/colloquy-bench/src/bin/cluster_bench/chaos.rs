@@ -9,8 +9,9 @@
 //! delivered by a reply, or, cut off by a kill, its call settled in doubt or its reply not
 //! said again where the session moved (decision 73) — and, once every node is back, one more
 //! turn delivered; its events read 1, 2, 3… with no gap and no duplicate; every call started
-//! ended once (its end, or in doubt in `x_session_moved`); none closed before the host closed
-//! it.
+//! ended once (its end, or in doubt in `x_session_moved`) — or, its start published and then
+//! taken back by a kill before the journal held it, never began (counted apart: the next
+//! node never heard of it); none closed before the host closed it.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -61,7 +62,7 @@ pub(crate) async fn run(server: &mut NatsServer, load: Load) -> Result<(Value, b
     calm.send_replace(true);
     let failures = failures?;
     let mut broken = Vec::new();
-    let (mut moved, mut in_doubt) = (0, 0);
+    let (mut moved, mut in_doubt, mut erased) = (0, 0, 0);
     let mut turns = (0, 0, 0);
     for (session, driver) in drivers {
         let driven = driver.await.unwrap_or_else(|e| Driven {
@@ -75,7 +76,9 @@ pub(crate) async fn run(server: &mut NatsServer, load: Load) -> Result<(Value, b
             }
         }
         turns = (turns.0 + driven.delivered, turns.1 + driven.in_doubt, turns.2 + driven.cut_off);
-        broken.extend(check(&driven).into_iter().map(|what| format!("{}: {what}", session.id())));
+        let (problems, taken_back) = check(&driven);
+        erased += taken_back;
+        broken.extend(problems.into_iter().map(|what| format!("{}: {what}", session.id())));
         if let Ok(Err(e)) = tokio::time::timeout(BOUND, session.close()).await {
             broken.push(format!("{}: close: {e}", session.id()));
         }
@@ -89,6 +92,7 @@ pub(crate) async fn run(server: &mut NatsServer, load: Load) -> Result<(Value, b
         "failures": failures,
         "moves": moved,
         "calls_in_doubt": in_doubt,
+        "calls_started_then_taken_back": erased,
         "turns_delivered": turns.0,
         "turns_in_doubt": turns.1,
         "turns_cut_off": turns.2,
@@ -220,8 +224,9 @@ async fn answered(events: &mut RemoteEvents, driven: &mut Driven, turn: u32) -> 
     }
 }
 
-/// The invariants of one session's events: what broke, if anything.
-fn check(driven: &Driven) -> Vec<String> {
+/// The invariants of one session's events: what broke, if anything, and how many calls a kill
+/// took back before they began (their start published, not yet journaled).
+fn check(driven: &Driven) -> (Vec<String>, u32) {
     let mut broken = driven.problems.clone();
     let indices: Vec<u64> = driven.events.iter().map(|(i, _)| *i).collect();
     if indices.iter().zip(1..).any(|(i, n)| *i != n) {
@@ -230,31 +235,53 @@ fn check(driven: &Driven) -> Vec<String> {
     // Each call: its starts, the lives it ended in (a move begins the next), whether a move
     // settled it in doubt. A kill may take back an end the journal did not hold yet: the call
     // is then settled in doubt, so at most one end a life, and one in all unless in doubt.
-    let mut calls: BTreeMap<&str, (u32, Vec<u32>, bool)> = BTreeMap::new();
+    let mut calls: BTreeMap<&str, Call> = BTreeMap::new();
     let mut life = 0;
     for (_, event) in &driven.events {
         match &event.kind {
-            EventKind::ToolCallStarted { call_id, .. } => calls.entry(call_id).or_default().0 += 1,
+            EventKind::ToolCallStarted { call_id, .. } => {
+                let call = calls.entry(call_id).or_default();
+                call.started += 1;
+                call.started_in = life;
+            }
             EventKind::ToolCallEnded { call_id, .. } => {
-                calls.entry(call_id).or_default().1.push(life);
+                calls.entry(call_id).or_default().ended_in.push(life);
             }
             EventKind::SessionMoved { calls_in_doubt, .. } => {
                 life += 1;
                 for call in calls_in_doubt {
-                    calls.entry(&call.call_id).or_default().2 = true;
+                    calls.entry(&call.call_id).or_default().in_doubt = true;
                 }
             }
             EventKind::SessionClosed { reason } => broken.push(format!("closed: {reason}")),
             _ => {}
         }
     }
-    for (call_id, (started, ended_in, doubted)) in calls {
+    let mut erased = 0;
+    for (call_id, call) in calls {
+        let Call { started, started_in, ended_in, in_doubt } = call;
         let once_a_life = ended_in.windows(2).all(|w| w[0] != w[1]);
-        let once = started == 1 && once_a_life && (doubted || ended_in.len() == 1);
-        if !once {
+        let once = started == 1 && once_a_life && (in_doubt || ended_in.len() == 1);
+        // Its start was published, and a kill came before the journal held it: the next node
+        // never heard of it, and its body never began (written ahead).
+        let taken_back = started == 1 && ended_in.is_empty() && !in_doubt && started_in < life;
+        if taken_back {
+            erased += 1;
+        } else if !once {
             let ended = ended_in.len();
             broken.push(format!("{call_id}: started {started} times, ended {ended} times"));
         }
     }
-    broken
+    (broken, erased)
+}
+
+/// One call as a session's events showed it.
+#[derive(Default)]
+struct Call {
+    started: u32,
+    /// The life (a move begins the next) it started in, and those it ended in.
+    started_in: u32,
+    ended_in: Vec<u32>,
+    /// Settled in doubt by a move.
+    in_doubt: bool,
 }
