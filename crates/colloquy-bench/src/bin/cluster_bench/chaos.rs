@@ -112,29 +112,33 @@ async fn fail(
     cluster: &Cluster,
     tool_ms: u64,
 ) -> Result<Vec<String>, String> {
-    let mut done = Vec::new();
-    for (step, what) in ["kill node-1", "restart nats-server", "kill node-2"].iter().enumerate() {
-        tokio::time::sleep(BETWEEN_FAILURES).await;
-        match step {
-            1 => server.restart()?,
-            n => {
-                let at = if n == 0 { 0 } else { 1 };
-                nodes[at].kill()?;
-                // Lost once the cluster no longer lists it; then it starts again.
-                let deadline = Instant::now() + BOUND;
-                while cluster.nodes().await.is_ok_and(|all| all.iter().any(|n| n.name == NODES[at]))
-                {
-                    if Instant::now() > deadline {
-                        return Err(format!("{} was never found lost", NODES[at]));
-                    }
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-                nodes[at] = NodeProcess::spawn(server.url(), NODES[at], tool_ms)?;
-            }
+    tokio::time::sleep(BETWEEN_FAILURES).await;
+    kill_and_start(server, nodes, 0, cluster, tool_ms).await?;
+    tokio::time::sleep(BETWEEN_FAILURES).await;
+    server.restart()?;
+    tokio::time::sleep(BETWEEN_FAILURES).await;
+    kill_and_start(server, nodes, 1, cluster, tool_ms).await?;
+    Ok(["kill node-1", "restart nats-server", "kill node-2"].map(String::from).to_vec())
+}
+
+/// Kills node `at` with SIGKILL and, once the cluster no longer lists it, starts it again.
+async fn kill_and_start(
+    server: &NatsServer,
+    nodes: &mut [NodeProcess],
+    at: usize,
+    cluster: &Cluster,
+    tool_ms: u64,
+) -> Result<(), String> {
+    nodes[at].kill()?;
+    let deadline = Instant::now() + BOUND;
+    while cluster.nodes().await.is_ok_and(|all| all.iter().any(|n| n.name == NODES[at])) {
+        if Instant::now() > deadline {
+            return Err(format!("{} was never found lost", NODES[at]));
         }
-        done.push((*what).to_owned());
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    Ok(done)
+    nodes[at] = NodeProcess::spawn(server.url(), NODES[at], tool_ms)?;
+    Ok(())
 }
 
 /// How one turn ended.
