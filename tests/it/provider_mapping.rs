@@ -45,8 +45,8 @@ fn request(recorded: &RecordedRequest, items: Vec<ChatItem>) -> LlmRequest {
         .collect();
     LlmRequest {
         kind: recorded.kind,
-        agent: recorded.agent.clone(),
-        speech_id: recorded.speech_id.clone(),
+        agent: recorded.agent.as_str().into(),
+        speech_id: recorded.speech_id.as_str().into(),
         instructions: Arc::from("You are a helpful agent."),
         extra_instructions: recorded.instructions.clone(),
         items: Arc::new(ChatContext::from_items(items)),

@@ -74,7 +74,7 @@ pub(crate) struct ActivityState {
     /// The toolsets this Activity supervises (the others in `env.toolsets` are the Session's).
     own_toolsets: Vec<String>,
     /// How it spawned its own (not those handed over): a failed one is spawned again so.
-    specs: BTreeMap<String, ToolsetArgs>,
+    specs: Vec<ToolsetArgs>,
     /// The testing API's mocks last set, for a toolset spawned again.
     mocks: Option<Arc<BTreeMap<String, colloquy_model::FunctionTool>>>,
     lifecycle: LifecycleGuard,
@@ -100,7 +100,7 @@ impl Actor for ActivityActor {
             catalog.async_toolsets(Scope::Agent).map(|a| (a.id.clone(), a.templates.clone())),
         );
         let mut toolsets = args.session_toolsets;
-        let (mut own_toolsets, mut spawned) = (Vec::new(), BTreeMap::new());
+        let (mut own_toolsets, mut spawned) = (Vec::new(), Vec::with_capacity(specs.len()));
         // Toolsets handed over from the previous agent keep running: adopt, don't spawn.
         for (id, toolset) in args.adopted_toolsets {
             toolset.get_cell().link(myself.get_cell());
@@ -130,7 +130,7 @@ impl Actor for ActivityActor {
                     .await
                     .map_err(|e| format!("could not start toolset {id}: {e}"))?;
             own_toolsets.push(id.clone());
-            spawned.insert(id.clone(), spec);
+            spawned.push(spec);
             toolsets.insert(id, toolset);
         }
         let env = SpeechEnv {
@@ -288,7 +288,12 @@ impl ActivityState {
     /// Spawns toolset `id`, one this Activity started, again after it failed (not while the
     /// Activity winds down); what became of it, for the error event.
     async fn restart_toolset(&self, id: &str, myself: &ActorRef<ActivityMsg>) -> Option<String> {
-        let spec = self.specs.get(id).filter(|_| !self.closing && !self.draining)?.clone();
+        let spec = self
+            .specs
+            .iter()
+            .find(|s| s.id == id)
+            .filter(|_| !self.closing && !self.draining)?
+            .clone();
         match Actor::spawn_linked(None, ToolsetActor, spec, myself.get_cell()).await {
             Ok((toolset, _)) => {
                 if let Some(mocks) = &self.mocks {
@@ -441,8 +446,10 @@ impl ActivityState {
         let env = Arc::clone(&self.env);
         let (task_control, task_lease) = (control.clone(), lease.clone());
         let span = job.span.clone();
+        // Boxed: a speech's future is kilobytes, and spawning moves it several times (into the
+        // span's wrapper, the task's cell) and tokio moves a task's stage again as it ends.
         let task = OwnedTask::spawn(tracing::Instrument::instrument(
-            async move {
+            Box::pin(async move {
                 let id = job.speech_id.clone();
                 let speech = speech::run(Arc::clone(&env), job, task_control, task_lease.clone());
                 let end = match AssertUnwindSafe(speech).catch_unwind().await {
@@ -463,7 +470,7 @@ impl ActivityState {
                 // waits for something (`lending.rs`).
                 task_lease.finish();
                 env.wake_activity_if_waiting();
-            },
+            }),
             span,
         ));
         self.live.insert(speech_id.clone(), LiveSpeech { control, lease, _task: task });

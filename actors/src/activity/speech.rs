@@ -189,6 +189,7 @@ async fn reply(
         }
     }
     let mut between = Between::new();
+    let request_speech: Arc<str> = Arc::from(speech_id);
     loop {
         if interrupt.is_cancelled() {
             return between.abandon(env, speech_id);
@@ -200,8 +201,8 @@ async fn reply(
         let first_step = between.step == 1;
         let request = LlmRequest {
             kind: if first_step { first.kind } else { RequestKind::ToolReply },
-            agent: env.agent_id.to_string(),
-            speech_id: speech_id.to_string(),
+            agent: Arc::clone(&env.agent_id),
+            speech_id: Arc::clone(&request_speech),
             instructions: Arc::clone(&env.instructions),
             extra_instructions: if first_step { first.extra_instructions.clone() } else { None },
             items,

@@ -62,9 +62,11 @@ impl Held {
         self.speaking || self.has_text()
     }
 
-    /// The held state, then the held text; with room for `then`.
-    fn take(&mut self, session: &SessionLink) -> Vec<Report> {
-        let mut reports = Vec::with_capacity(3);
+    /// The held state, then the held text; with room for `extra` more (nothing is allocated
+    /// when there is nothing to hold or add: most flushes find nothing).
+    fn take(&mut self, session: &SessionLink, extra: usize) -> Vec<Report> {
+        let held = usize::from(self.speaking) + usize::from(self.has_text());
+        let mut reports = Vec::with_capacity(held + extra);
         if std::mem::take(&mut self.speaking) {
             reports.push(Report::AgentState(AgentState::Speaking));
         }
@@ -77,13 +79,13 @@ impl Held {
     }
 
     pub(super) fn flush(&mut self, session: &SessionLink) {
-        session.reports(self.take(session));
+        session.reports(self.take(session, 0));
     }
 
     /// What is held followed by `then`, in order; with room for the speech's end, which a
     /// last step's reports are sent with.
     pub(super) fn with(mut self, session: &SessionLink, then: Option<Report>) -> Vec<Report> {
-        let mut reports = self.take(session);
+        let mut reports = self.take(session, usize::from(then.is_some()) + 1);
         reports.extend(then);
         reports
     }

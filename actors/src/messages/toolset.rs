@@ -78,13 +78,13 @@ pub(crate) enum ToolsetMsg {
     /// A ToolCall's body posted its `index`-th update (0 = the first). `from` is the ToolCall
     /// actor: a report from a body whose call already ended (or whose id was reused since) is
     /// dropped.
-    Updated { call_id: String, from: ActorId, index: u32, update: PostedUpdate },
+    Updated { call_id: Arc<str>, from: ActorId, index: u32, update: PostedUpdate },
     /// An attempt of a call marked safe to retry failed; `attempt` runs after the backoff.
-    Retrying { call_id: String, from: ActorId, attempt: u32, reason: String },
+    Retrying { call_id: Arc<str>, from: ActorId, attempt: u32, reason: String },
     /// The before-call hook let a call that may wait go on (from its ToolCall `from`): ask
     /// for approval if it `needs_approval` (showing the `rewritten` arguments, if any), else
     /// find it a place.
-    Screened { call_id: String, from: ActorId, needs_approval: bool, rewritten: Option<String> },
+    Screened { call_id: Arc<str>, from: ActorId, needs_approval: bool, rewritten: Option<String> },
     /// The interrupted speech that waits for the calls of step `step_id` stops waiting:
     /// answer now those not answered yet, and let them go on in the background.
     Release { step_id: String },
@@ -96,7 +96,7 @@ pub(crate) enum ToolsetMsg {
     /// The timer of a call with a deadline or heartbeat fired (from its ToolCall `from`).
     Watch { call_id: String, from: ActorId },
     /// A ToolCall's body ended (a panic arrives here as an internal error).
-    Finished { call_id: String, from: ActorId, result: Result<ToolOutput, ToolError> },
+    Finished { call_id: Arc<str>, from: ActorId, result: Result<ToolOutput, ToolError> },
     /// Panic (failure-isolation tests).
     #[cfg(feature = "test-hooks")]
     InjectFailure,

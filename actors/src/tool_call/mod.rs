@@ -88,7 +88,8 @@ struct BodyFlags {
 /// Where a body's reports go: its Toolset, tagged with the call and this actor.
 struct Reporter {
     toolset: ActorRef<ToolsetMsg>,
-    call_id: String,
+    /// Shared: every report names the call.
+    call_id: Arc<str>,
     from: ActorId,
     flags: Arc<BodyFlags>,
     /// Updates posted so far; held while one is sent, so concurrent updates (a body may post
@@ -371,7 +372,7 @@ impl Actor for ToolCallActor {
         let Some(args) = state.start.take() else { return Ok(()) };
         let reporter = Arc::new(Reporter {
             toolset: args.toolset,
-            call_id: args.call.call_id.clone(),
+            call_id: Arc::from(args.call.call_id.as_str()),
             from: myself.get_id(),
             flags: Arc::clone(&state.flags),
             updates: Mutex::new(0),

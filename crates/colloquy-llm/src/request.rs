@@ -45,10 +45,10 @@ pub enum ToolChoice {
 pub struct LlmRequest {
     /// Why it is made.
     pub kind: RequestKind,
-    /// The agent making it.
-    pub agent: String,
+    /// The agent making it (shared: a reply's steps and their retries copy it).
+    pub agent: Arc<str>,
     /// The speech it belongs to.
-    pub speech_id: String,
+    pub speech_id: Arc<str>,
     /// The agent's instructions (the leading system prompt).
     pub instructions: Arc<str>,
     /// Extra instructions for this reply only, sent as a trailing system message.

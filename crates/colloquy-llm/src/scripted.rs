@@ -257,8 +257,8 @@ impl Llm for ScriptedLlm {
             let record = RecordedRequest {
                 index,
                 kind: request.kind,
-                agent: request.agent.clone(),
-                speech_id: request.speech_id.clone(),
+                agent: request.agent.to_string(),
+                speech_id: request.speech_id.to_string(),
                 tools: request.tools.iter().map(|t| t.name.clone()).collect(),
                 tool_choice: request.tool_choice.clone(),
                 instructions: request.extra_instructions.clone(),

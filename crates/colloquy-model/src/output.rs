@@ -165,10 +165,15 @@ impl IntoToolOutput for Value {
 }
 
 impl<T: Serialize> IntoToolOutput for Json<T> {
+    /// As the value's [`Value`] would render, written straight to text (a `Value` first would
+    /// copy the whole result): a JSON string is used as is, anything else is compact JSON.
     fn into_tool_output(self) -> Result<ToolOutput, ToolError> {
-        serde_json::to_value(&self.0)
-            .map_err(|e| ToolError::new(format!("{INVALID_OUTPUT}: {e}")))
-            .and_then(IntoToolOutput::into_tool_output)
+        let invalid = |e: serde_json::Error| ToolError::new(format!("{INVALID_OUTPUT}: {e}"));
+        let text = serde_json::to_string(&self.0).map_err(invalid)?;
+        if text.starts_with('"') {
+            return serde_json::from_str::<String>(&text).map(ToolOutput::text).map_err(invalid);
+        }
+        Ok(ToolOutput::text(text))
     }
 }
 
@@ -212,6 +217,7 @@ float_output!(f32, f64);
 mod tests {
     use super::*;
     use serde_json::json;
+    use std::collections::BTreeMap;
 
     fn render<T: IntoToolOutput>(v: T) -> (String, bool) {
         let out = v.into_tool_output().unwrap();
@@ -228,6 +234,21 @@ mod tests {
     fn maps_render_as_compact_json_in_key_order() {
         let v = json!({"confirmation": "FL-1", "seats": 2});
         assert_eq!(render(v), (r#"{"confirmation":"FL-1","seats":2}"#.into(), true));
+    }
+
+    #[test]
+    fn json_renders_as_its_value_would() {
+        #[derive(Serialize)]
+        struct Booking {
+            confirmation: &'static str,
+            seats: u8,
+        }
+        let booking = Booking { confirmation: "FL-\"1\"", seats: 2 };
+        assert_eq!(render(Json(booking)).0, r#"{"confirmation":"FL-\"1\"","seats":2}"#);
+        assert_eq!(render(Json("say \"hi\"\n")).0, "say \"hi\"\n", "a string is used as is");
+        assert_eq!(render(Json(json!({"b": 1, "a": [true]}))).0, r#"{"b":1,"a":[true]}"#);
+        let keyed: BTreeMap<u8, bool> = [(1, true)].into();
+        assert_eq!(render(Json(keyed)).0, r#"{"1":true}"#);
     }
 
     #[test]

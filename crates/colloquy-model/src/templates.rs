@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 /// The default texts of decision 18.
 pub mod defaults {
@@ -217,19 +217,36 @@ impl Default for ResolvedTemplates {
     }
 }
 
+/// The module defaults as templates, made once: every toolset and session shares their text
+/// (each would otherwise hold its own copy, about 2 KB an idle session).
+fn shared_defaults() -> &'static ResolvedTemplates {
+    static DEFAULTS: LazyLock<ResolvedTemplates> = LazyLock::new(|| ResolvedTemplates {
+        update: Template::text(defaults::UPDATE),
+        duplicate_reject: Template::text(defaults::DUPLICATE_REJECT),
+        duplicate_confirm: Template::text(defaults::DUPLICATE_CONFIRM),
+        approval_waiting: Template::text(defaults::APPROVAL_WAITING),
+        approval_rejected: Template::text(defaults::APPROVAL_REJECTED),
+        queued: Template::text(defaults::QUEUED),
+        reply_at_tail: Template::text(defaults::REPLY_AT_TAIL),
+        reply_maybe_covered: Template::text(defaults::REPLY_MAYBE_COVERED),
+    });
+    &DEFAULTS
+}
+
 impl Templates {
     /// These templates merged over the module defaults.
     pub fn over_defaults(&self) -> ResolvedTemplates {
-        let pick = |t: &Option<Template>, d: &str| t.clone().unwrap_or_else(|| Template::text(d));
+        let pick = |t: &Option<Template>, d: &Template| t.as_ref().unwrap_or(d).clone();
+        let d = shared_defaults();
         ResolvedTemplates {
-            update: pick(&self.update, defaults::UPDATE),
-            duplicate_reject: pick(&self.duplicate_reject, defaults::DUPLICATE_REJECT),
-            duplicate_confirm: pick(&self.duplicate_confirm, defaults::DUPLICATE_CONFIRM),
-            approval_waiting: pick(&self.approval_waiting, defaults::APPROVAL_WAITING),
-            approval_rejected: pick(&self.approval_rejected, defaults::APPROVAL_REJECTED),
-            queued: pick(&self.queued, defaults::QUEUED),
-            reply_at_tail: pick(&self.reply_at_tail, defaults::REPLY_AT_TAIL),
-            reply_maybe_covered: pick(&self.reply_maybe_covered, defaults::REPLY_MAYBE_COVERED),
+            update: pick(&self.update, &d.update),
+            duplicate_reject: pick(&self.duplicate_reject, &d.duplicate_reject),
+            duplicate_confirm: pick(&self.duplicate_confirm, &d.duplicate_confirm),
+            approval_waiting: pick(&self.approval_waiting, &d.approval_waiting),
+            approval_rejected: pick(&self.approval_rejected, &d.approval_rejected),
+            queued: pick(&self.queued, &d.queued),
+            reply_at_tail: pick(&self.reply_at_tail, &d.reply_at_tail),
+            reply_maybe_covered: pick(&self.reply_maybe_covered, &d.reply_maybe_covered),
         }
     }
 

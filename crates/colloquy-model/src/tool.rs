@@ -2,10 +2,12 @@
 //! struct, and raw tools with an explicit JSON schema. Toolsets are in `toolset.rs`, what
 //! supervises a call (limits, retries, caps, approval) in `controls.rs`.
 
+use std::any::TypeId;
+use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 use std::time::Duration;
 
 use schemars::JsonSchema;
@@ -131,6 +133,15 @@ pub fn parameters_schema<A: JsonSchema>() -> Value {
     value
 }
 
+/// `A`'s schema ([`parameters_schema`]), derived once per type and shared: a host that builds
+/// its agents for every session would otherwise derive, and hold, the same schema each time.
+fn shared_schema<A: JsonSchema + 'static>() -> Arc<Value> {
+    static SCHEMAS: LazyLock<Mutex<HashMap<TypeId, Arc<Value>>>> = LazyLock::new(Mutex::default);
+    let mut schemas = SCHEMAS.lock().unwrap_or_else(PoisonError::into_inner);
+    let schema = schemas.entry(TypeId::of::<A>());
+    Arc::clone(schema.or_insert_with(|| Arc::new(parameters_schema::<A>())))
+}
+
 impl FunctionTool {
     /// A typed tool: arguments are validated against `A`'s schema (lax rules, §5.2) and
     /// deserialized into `A` before the body runs.
@@ -159,25 +170,27 @@ impl FunctionTool {
                 }
             }
         };
-        Self::assemble(name, description.into(), parameters_schema::<A>(), false, body)
+        Self::assemble(name, description.into(), shared_schema::<A>(), false, body)
     }
 
     /// A tool of `body`, every control at its default.
     fn assemble(
         name: String,
         description: String,
-        parameters: Value,
+        parameters: Arc<Value>,
         raw: bool,
         body: impl Fn(RunContext, Value) -> ToolFuture + Send + Sync + 'static,
     ) -> Self {
+        // Shared until a builder sets a control (copy-on-write): most tools set none.
+        static DEFAULT_CONTROLS: LazyLock<Arc<Controls>> = LazyLock::new(Arc::default);
         Self {
             name,
             description,
-            parameters: Arc::new(parameters),
+            parameters,
             flags: ToolFlags::default(),
             on_duplicate: OnDuplicate::default(),
             duplicate_scope: DuplicateScope::default(),
-            controls: Arc::default(),
+            controls: Arc::clone(&DEFAULT_CONTROLS),
             raw,
             body: Arc::new(body),
         }
@@ -214,7 +227,7 @@ impl FunctionTool {
             let fut = body(ctx, map);
             Box::pin(async move { fut.await.and_then(IntoToolOutput::into_tool_output) })
         };
-        Ok(Self::assemble(name, description.into(), parameters, true, body))
+        Ok(Self::assemble(name, description.into(), Arc::new(parameters), true, body))
     }
 
     /// A tool with an explicit JSON schema whose arguments are validated like a typed tool's
