@@ -8,7 +8,7 @@
 //! crash-probe --store FILE --ledger FILE --resume ID        # prints `resumed`
 //! ```
 
-use std::io::{BufRead, Write};
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -27,12 +27,23 @@ struct Order {
 /// How long a resumed session may take to finish what was cut off.
 const SETTLE: Duration = Duration::from_secs(10);
 
-/// Charges `key` once: a key the ledger holds already is not charged again.
+/// Charges `key` once: a key the ledger holds already is not charged again. A key and its
+/// newline go in one write; a kill that still tore one (the key written, not its newline) is
+/// mended first, or the next key would be glued to it.
 fn charge(ledger: &Path, key: &str) -> std::io::Result<()> {
     let mut file = std::fs::OpenOptions::new().create(true).read(true).append(true).open(ledger)?;
-    let held = std::io::BufReader::new(&file).lines().any(|line| line.is_ok_and(|l| l == key));
-    if !held {
-        writeln!(file, "{key}")?;
+    let mut text = String::new();
+    file.read_to_string(&mut text)?;
+    let mut line = String::new();
+    if !text.is_empty() && !text.ends_with('\n') {
+        line.push('\n');
+    }
+    if !text.lines().any(|l| l == key) {
+        line.push_str(key);
+        line.push('\n');
+    }
+    if !line.is_empty() {
+        file.write_all(line.as_bytes())?;
         file.sync_data()?;
     }
     Ok(())
