@@ -13,8 +13,16 @@
 //! The trait is blocking and NATS is async: the store runs its client on a runtime of its own
 //! (one thread), and each call waits for its future there, so it may be called from any
 //! thread, as a store is (from a blocking one).
+//!
+//! Round trips, not CPU, bound it (docs/benchmarks.md#durable-sessions), so: the store keeps
+//! each session's state as its own last write left it, and decides the next write on that
+//! without reading the subject again (a write another process came between is refused by the
+//! server, and decided again on a fresh read); and a group of writes (`write_many`, what the
+//! session writer hands over at once) goes out concurrently, one chain per session in order.
 
+use std::collections::HashMap;
 use std::future::Future;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_nats::jetstream::consumer::{DeliverPolicy, pull};
@@ -24,6 +32,7 @@ use async_nats::jetstream::stream::{self, LastRawMessageErrorKind};
 use async_nats::jetstream::{self, Context};
 use colloquy_store::{
     Acquire, Entry, Lease, LeaseHolder, SessionStore, SessionSummary, StoreError, StoredLease,
+    Write,
 };
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
@@ -47,12 +56,28 @@ const OUTAGE_RETRY: Duration = Duration::from_millis(200);
 /// How long a read of a whole journal may go without a message before it fails.
 const READ_STALL: Duration = Duration::from_secs(5);
 
+/// How many sessions' writes of one group are under way at once.
+const CONCURRENT_WRITES: usize = 128;
+
+/// Sessions whose last state the store keeps, at most: past it the memory is dropped (the next
+/// write of each reads its subject again).
+const KNOWN_MOST: usize = 100_000;
+
 /// Sessions' journals in a JetStream stream ([`names::JOURNALS_STREAM`]), one subject each.
 pub struct JetStreamStore {
     /// Taken only by `drop`, which must not drop it in place: in an async context that panics.
     runtime: Option<tokio::runtime::Runtime>,
+    journals: Journals,
+}
+
+/// What a write needs, shared by the writes of a group that run at once.
+#[derive(Clone)]
+struct Journals {
     js: Context,
     stream: stream::Stream,
+    /// By subject: the subject's last sequence and the session's state after this store's own
+    /// last write there.
+    known: Arc<Mutex<HashMap<String, (u64, State)>>>,
 }
 
 impl std::fmt::Debug for JetStreamStore {
@@ -131,7 +156,10 @@ impl JetStreamStore {
             Ok::<_, ClusterError>((js, stream))
         });
         match opened {
-            Ok((js, stream)) => Ok(Self { runtime: Some(runtime), js, stream }),
+            Ok((js, stream)) => {
+                let journals = Journals { js, stream, known: Arc::default() };
+                Ok(Self { runtime: Some(runtime), journals })
+            }
             Err(e) => {
                 runtime.shutdown_background();
                 Err(e)
@@ -145,69 +173,246 @@ impl JetStreamStore {
         wait_on(runtime, work)
     }
 
-    /// Decides a write on session `session`'s state and makes it, again on the new state while
-    /// another process writes first: `decide` says what to write (its new state and entries),
-    /// or that there is nothing to (`None`), or refuses (`Err`).
+    /// Decides a write on session `session`'s state and makes it ([`Journals::write`]).
     fn write(
         &self,
         session: &str,
         decide: impl Fn(State) -> Result<Option<(State, Vec<Entry>)>, StoreError> + Send + 'static,
     ) -> Result<(), StoreError> {
         let subject = subject(session)?;
-        let (js, stream) = (self.js.clone(), self.stream.clone());
-        self.run(async move {
-            let deadline = tokio::time::Instant::now() + OUTAGE_BOUND;
-            let mut contended = 0;
-            while contended < CONTENDED_TRIES {
-                let (last, state) = match read_state(&stream, &subject).await {
+        let journals = self.journals.clone();
+        self.run(async move { journals.write(&subject, decide).await })
+    }
+
+    /// Session `session`'s state, read from its subject.
+    fn state(&self, session: &str) -> Result<State, StoreError> {
+        let subject = subject(session)?;
+        let stream = self.journals.stream.clone();
+        self.run(async move { read_state(&stream, &subject).await.map(|(_, state)| state) })
+    }
+}
+
+impl Journals {
+    /// Decides a write on the session's state and makes it, again on the new state while
+    /// another process writes first: `decide` says what to write (its new state and entries),
+    /// or that there is nothing to (`None`), or refuses (`Err`). The first decision is made on
+    /// the state this store's last write left, if it knows it; anything but a write decided on
+    /// that is decided again on a fresh read (another process may have changed the lease).
+    async fn write(
+        &self,
+        subject: &str,
+        decide: impl Fn(State) -> Result<Option<(State, Vec<Entry>)>, StoreError>,
+    ) -> Result<(), StoreError> {
+        let deadline = tokio::time::Instant::now() + OUTAGE_BOUND;
+        let mut contended = 0;
+        let mut known = self.known(subject);
+        while contended < CONTENDED_TRIES {
+            let remembered = known.is_some();
+            let (last, state) = match known.take() {
+                Some(known) => known,
+                None => match read_state(&self.stream, subject).await {
                     Err(StoreError::Io(why)) if tokio::time::Instant::now() < deadline => {
                         tracing::debug!(%subject, %why, "cannot read the journal yet");
                         tokio::time::sleep(OUTAGE_RETRY).await;
                         continue;
                     }
                     read => read?,
-                };
-                let Some((next, entries)) = decide(state)? else { return Ok(()) };
-                let message = Message::new(&next, &entries, last);
-                match message.publish(&js, &stream, &subject, deadline).await {
-                    Err(e) if e.kind() == PublishErrorKind::WrongLastSequence => contended += 1,
-                    done => return done.map_err(|e| io(&e)),
+                },
+            };
+            let (next, entries) = match decide(state) {
+                Ok(Some(write)) => write,
+                _ if remembered => continue,
+                Ok(None) => return Ok(()),
+                Err(refused) => return Err(refused),
+            };
+            let message = Message::new(&next, &entries, last);
+            match message.publish(&self.js, &self.stream, subject, deadline).await {
+                Ok(sequence) => {
+                    self.remember(subject, sequence.map(|sequence| (sequence, next)));
+                    return Ok(());
+                }
+                Err(e) if e.kind() == PublishErrorKind::WrongLastSequence => {
+                    self.remember(subject, None);
+                    contended += 1;
+                }
+                Err(e) => {
+                    self.remember(subject, None);
+                    return Err(io(&e));
                 }
             }
-            Err(StoreError::Io(format!("`{subject}` is written by others as fast as it is read")))
+        }
+        Err(StoreError::Io(format!("`{subject}` is written by others as fast as it is read")))
+    }
+
+    fn known(&self, subject: &str) -> Option<(u64, State)> {
+        self.known.lock().unwrap_or_else(PoisonError::into_inner).get(subject).cloned()
+    }
+
+    /// Keeps (or, with `None`, forgets) the subject's state after this store's write.
+    fn remember(&self, subject: &str, after: Option<(u64, State)>) {
+        let mut known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
+        match after {
+            Some(after) => {
+                if known.len() >= KNOWN_MOST && !known.contains_key(subject) {
+                    known.clear();
+                }
+                known.insert(subject.to_owned(), after);
+            }
+            None => {
+                known.remove(subject);
+            }
+        }
+    }
+
+    /// One write of a group, as the trait's method of its kind makes it.
+    async fn run(&self, job: Job) -> Result<(), StoreError> {
+        match job {
+            Job::Append(lease, entries) => {
+                self.write(&subject(&lease.session)?, append(lease, entries)).await
+            }
+            Job::Renew(lease) => self.write(&subject(&lease.session)?, renew(lease)).await,
+            Job::Release(lease) => {
+                let subject = subject(&lease.session)?;
+                self.write(&subject, release(lease)).await?;
+                // A lease of a session never written (a resume refused) leaves nothing behind.
+                let (_, state) = match self.known(&subject) {
+                    Some(known) => known,
+                    None => read_state(&self.stream, &subject).await?,
+                };
+                self.remember(&subject, None);
+                if state.entries == 0 {
+                    let purged = self.stream.purge().filter(subject).await;
+                    purged.map(drop).map_err(|e| io(&e))?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// A write of a group, owned (it runs on the store's runtime).
+enum Job {
+    Append(Lease, Vec<Entry>),
+    Renew(Lease),
+    Release(Lease),
+}
+
+impl Job {
+    /// `None` for a kind of write this store does not know.
+    fn of(write: &Write<'_>) -> Option<Self> {
+        Some(match write {
+            Write::Append { lease, entries } => Job::Append((*lease).clone(), entries.to_vec()),
+            Write::Renew(lease) => Job::Renew((*lease).clone()),
+            Write::Release(lease) => Job::Release((*lease).clone()),
+            _ => return None,
         })
     }
 
-    fn state(&self, session: &str) -> Result<State, StoreError> {
-        let subject = subject(session)?;
-        let stream = self.stream.clone();
-        self.run(async move { read_state(&stream, &subject).await.map(|(_, state)| state) })
+    fn session(&self) -> &str {
+        match self {
+            Job::Append(lease, _) | Job::Renew(lease) | Job::Release(lease) => &lease.session,
+        }
+    }
+}
+
+/// An append's decision: `entries`, numbered on from the state's, under a lease still held.
+fn append(
+    lease: Lease,
+    entries: Vec<Entry>,
+) -> impl Fn(State) -> Result<Option<(State, Vec<Entry>)>, StoreError> {
+    move |state| {
+        StoredLease::check(state.lease().as_ref(), &lease)?;
+        let taken = |seq| StoreError::Conflict { session: lease.session.clone(), seq };
+        let mut last = state.entries;
+        for entry in &entries {
+            if entry.seq <= last {
+                return Err(taken(entry.seq));
+            }
+            last = entry.seq;
+        }
+        let summary = state.summary(&lease.session).after(&entries, now_ms());
+        let next = State {
+            agent: summary.agent,
+            entries: summary.entries,
+            closed: summary.closed,
+            in_doubt: summary.calls_in_doubt,
+            updated_ms: summary.updated_ms,
+            lease: state.lease,
+        };
+        Ok(Some((next, entries.clone())))
+    }
+}
+
+/// A renewal's decision: the lease's expiry moved on, if it is still held.
+fn renew(lease: Lease) -> impl Fn(State) -> Result<Option<(State, Vec<Entry>)>, StoreError> {
+    move |mut state| {
+        StoredLease::check(state.lease().as_ref(), &lease)?;
+        let expires = now_ms().saturating_add(lease.ttl.as_millis() as u64);
+        state.set_lease(lease.epoch, Some(&lease.holder), expires);
+        Ok(Some((state, Vec::new())))
+    }
+}
+
+/// A release's decision: the lease given up, if it is still held (else nothing to write).
+fn release(held: Lease) -> impl Fn(State) -> Result<Option<(State, Vec<Entry>)>, StoreError> {
+    move |mut state| {
+        if StoredLease::check(state.lease().as_ref(), &held).is_err() {
+            return Ok(None); // no longer its: nothing to give up
+        }
+        state.set_lease(held.epoch, None, 0);
+        Ok(Some((state, Vec::new())))
     }
 }
 
 impl SessionStore for JetStreamStore {
     fn append(&self, lease: &Lease, entries: &[Entry]) -> Result<(), StoreError> {
-        let (lease, entries) = (lease.clone(), entries.to_vec());
-        self.write(&lease.session.clone(), move |state| {
-            StoredLease::check(state.lease().as_ref(), &lease)?;
-            let taken = |seq| StoreError::Conflict { session: lease.session.clone(), seq };
-            let mut last = state.entries;
-            for entry in &entries {
-                if entry.seq <= last {
-                    return Err(taken(entry.seq));
-                }
-                last = entry.seq;
-            }
-            let summary = state.summary(&lease.session).after(&entries, now_ms());
-            let next = State {
-                agent: summary.agent,
-                entries: summary.entries,
-                closed: summary.closed,
-                in_doubt: summary.calls_in_doubt,
-                updated_ms: summary.updated_ms,
-                lease: state.lease,
+        let journals = self.journals.clone();
+        let job = Job::Append(lease.clone(), entries.to_vec());
+        self.run(async move { journals.run(job).await })
+    }
+
+    /// The group's writes at once (at most [`CONCURRENT_WRITES`] sessions), each session's in
+    /// order: one round trip for the group rather than two a write.
+    fn write_many(&self, writes: &[Write<'_>]) -> Vec<Result<(), StoreError>> {
+        let mut chains: Vec<Vec<(usize, Job)>> = Vec::new();
+        let mut by_session: HashMap<String, usize> = HashMap::new();
+        let mut unknown = Vec::new();
+        for (index, write) in writes.iter().enumerate() {
+            let Some(job) = Job::of(write) else {
+                unknown.push(index);
+                continue;
             };
-            Ok(Some((next, entries.clone())))
+            let chain = *by_session.entry(job.session().to_owned()).or_insert_with(|| {
+                chains.push(Vec::new());
+                chains.len() - 1
+            });
+            chains[chain].push((index, job));
+        }
+        let (journals, count) = (self.journals.clone(), writes.len());
+        self.run(async move {
+            let runs = chains.into_iter().map(|chain| {
+                let journals = journals.clone();
+                async move {
+                    let mut done = Vec::with_capacity(chain.len());
+                    for (index, job) in chain {
+                        done.push((index, journals.run(job).await));
+                    }
+                    done
+                }
+            });
+            let mut outcomes: Vec<Option<Result<(), StoreError>>> = Vec::new();
+            outcomes.resize_with(count, || None);
+            for index in unknown {
+                outcomes[index] = Some(Err(StoreError::Io("a kind of write unknown here".into())));
+            }
+            let mut runs = futures_util::stream::iter(runs).buffer_unordered(CONCURRENT_WRITES);
+            while let Some(done) = runs.next().await {
+                for (index, outcome) in done {
+                    outcomes[index] = Some(outcome);
+                }
+            }
+            let lost = || Err(StoreError::Io("the write was not made".into()));
+            outcomes.into_iter().map(|o| o.unwrap_or_else(lost)).collect()
         })
     }
 
@@ -233,34 +438,20 @@ impl SessionStore for JetStreamStore {
     }
 
     fn renew(&self, lease: &Lease) -> Result<(), StoreError> {
-        let lease = lease.clone();
-        self.write(&lease.session.clone(), move |mut state| {
-            StoredLease::check(state.lease().as_ref(), &lease)?;
-            let expires = now_ms().saturating_add(lease.ttl.as_millis() as u64);
-            state.set_lease(lease.epoch, Some(&lease.holder), expires);
-            Ok(Some((state, Vec::new())))
-        })
+        let journals = self.journals.clone();
+        let job = Job::Renew(lease.clone());
+        self.run(async move { journals.run(job).await })
     }
 
     fn release(&self, lease: &Lease) -> Result<(), StoreError> {
-        let held = lease.clone();
-        self.write(&lease.session, move |mut state| {
-            if StoredLease::check(state.lease().as_ref(), &held).is_err() {
-                return Ok(None); // no longer its: nothing to give up
-            }
-            state.set_lease(held.epoch, None, 0);
-            Ok(Some((state, Vec::new())))
-        })?;
-        // A lease of a session never written (a resume refused) leaves nothing behind.
-        if self.state(&lease.session)?.entries == 0 {
-            self.delete(&lease.session)?;
-        }
-        Ok(())
+        let journals = self.journals.clone();
+        let job = Job::Release(lease.clone());
+        self.run(async move { journals.run(job).await })
     }
 
     fn load(&self, session: &str) -> Result<Vec<Entry>, StoreError> {
         let subject = subject(session)?;
-        let stream = self.stream.clone();
+        let stream = self.journals.stream.clone();
         let id = session.to_owned();
         let entries = self.run(async move { read_all(&stream, &subject, &id).await })?;
         if entries.is_empty() {
@@ -270,7 +461,7 @@ impl SessionStore for JetStreamStore {
     }
 
     fn list(&self) -> Result<Vec<SessionSummary>, StoreError> {
-        let stream = self.stream.clone();
+        let stream = self.journals.stream.clone();
         let subjects = self.run(async move {
             let mut subjects = Vec::new();
             let mut listed =
@@ -295,10 +486,11 @@ impl SessionStore for JetStreamStore {
     fn delete(&self, session: &str) -> Result<bool, StoreError> {
         let had = self.state(session)?.entries > 0;
         let subject = subject(session)?;
-        let stream = self.stream.clone();
-        self.run(
-            async move { stream.purge().filter(subject).await.map(drop).map_err(|e| io(&e)) },
-        )?;
+        let journals = self.journals.clone();
+        self.run(async move {
+            journals.remember(&subject, None);
+            journals.stream.purge().filter(subject).await.map(drop).map_err(|e| io(&e))
+        })?;
         Ok(had)
     }
 }
@@ -367,13 +559,14 @@ impl Message {
     /// subject's sequence may be the first send having landed (the server may check the
     /// sequence before it drops a duplicate): the subject's last message then carries this
     /// write's id, and the write is done.
+    /// `Ok` with the subject's sequence after it, when the server said.
     async fn publish(
         &self,
         js: &Context,
         stream: &stream::Stream,
         subject: &str,
         deadline: tokio::time::Instant,
-    ) -> Result<(), jetstream::context::PublishError> {
+    ) -> Result<Option<u64>, jetstream::context::PublishError> {
         let mut resent = false;
         loop {
             let message = PublishMessage::build()
@@ -381,11 +574,11 @@ impl Message {
                 .header(STATE_HEADER, self.state.as_str())
                 .message_id(self.id.as_str())
                 .expected_last_subject_sequence(self.last);
-            match crate::nats::store(js, subject.to_owned(), message).await {
+            match crate::nats::store_at(js, subject.to_owned(), message).await {
                 Err(e) if e.kind() == PublishErrorKind::WrongLastSequence && resent => {
                     return match self.landed(stream, subject).await {
-                        true => Ok(()),
-                        false => Err(e),
+                        Some(sequence) => Ok(Some(sequence)),
+                        None => Err(e),
                     };
                 }
                 Err(e)
@@ -396,19 +589,19 @@ impl Message {
                     resent = true;
                     tokio::time::sleep(OUTAGE_RETRY).await;
                 }
-                done => return done,
+                done => return done.map(Some),
             }
         }
     }
 
-    /// Whether the subject's last message is this write.
-    async fn landed(&self, stream: &stream::Stream, subject: &str) -> bool {
-        let Ok(last) = stream.get_last_raw_message_by_subject(subject).await else { return false };
+    /// The subject's sequence after this write, if its last message is this write.
+    async fn landed(&self, stream: &stream::Stream, subject: &str) -> Option<u64> {
+        let last = stream.get_last_raw_message_by_subject(subject).await.ok()?;
         let id = last
             .headers
             .get(async_nats::header::NATS_MESSAGE_ID)
             .map(async_nats::HeaderValue::as_str);
-        id == Some(self.id.as_str())
+        (id == Some(self.id.as_str())).then_some(last.sequence)
     }
 }
 

@@ -55,7 +55,16 @@ pub(crate) async fn store(
     subject: String,
     message: jetstream::message::PublishMessage,
 ) -> Result<(), jetstream::context::PublishError> {
-    js.send_publish(subject, message).await?.await.map(drop)
+    store_at(js, subject, message).await.map(drop)
+}
+
+/// As [`store`], with the stream's sequence the message got.
+pub(crate) async fn store_at(
+    js: &jetstream::Context,
+    subject: String,
+    message: jetstream::message::PublishMessage,
+) -> Result<u64, jetstream::context::PublishError> {
+    Ok(js.send_publish(subject, message).await?.await?.sequence)
 }
 
 /// How to reach NATS: the server's URL, the credentials it asks for, and TLS. A `&str` or a
