@@ -39,6 +39,7 @@ pub use messages::handle::{BROADCAST_CAPACITY, EventStream, SessionHandle};
 pub use messages::{ClosedSession, MockScope, RunningToolCall};
 /// The ractor crate colloquy runs on (the version [`SessionHandle::actor_cell`] returns).
 pub use ractor;
+pub use support::counters::MessageCounts;
 pub use types::error::{ApprovalError, CancelError, SessionError};
 pub use types::lifecycle::{ActorKind, Lifecycle, LifecycleEvent, MAX_UNREAD_LIFECYCLE};
 pub use types::options::SessionOptions;

@@ -193,6 +193,7 @@ impl Actor for ActivityActor {
         message: Self::Msg,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
+        crate::support::counters::handled(crate::types::lifecycle::ActorKind::Activity);
         // Still set if this handler panics: the drop guard then stays silent (the Session
         // reports the failure).
         state.lifecycle.busy(true);
@@ -264,6 +265,7 @@ impl Actor for ActivityActor {
         event: SupervisionEvent,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
+        crate::support::counters::handled(crate::types::lifecycle::ActorKind::Activity);
         // The default would stop this actor when its toolset ends; report instead, and start
         // the toolset again so that its tools keep working (its calls ended with it).
         if let SupervisionEvent::ActorFailed(cell, err) = event {

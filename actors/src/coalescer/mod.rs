@@ -105,6 +105,7 @@ impl Actor for CoalescerActor {
         message: Self::Msg,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
+        crate::support::counters::handled(crate::types::lifecycle::ActorKind::Coalescer);
         match message {
             CoalescerMsg::Enqueue(pending) => {
                 state.pending.push(Arc::new(pending));

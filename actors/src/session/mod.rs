@@ -203,6 +203,7 @@ impl Actor for SessionActor {
         message: Self::Msg,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
+        crate::support::counters::handled(crate::types::lifecycle::ActorKind::Session);
         match message {
             SessionMsg::Host(message) => state.on_host(message),
             SessionMsg::Tool(message) => state.on_tool(message),
@@ -237,6 +238,7 @@ impl Actor for SessionActor {
         event: SupervisionEvent,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
+        crate::support::counters::handled(crate::types::lifecycle::ActorKind::Session);
         // The default would stop the session when any child ends; report failures instead.
         // Only the current Activity matters: an old one ends on purpose at a handoff.
         let current = state.agent.current.activity().get_id();

@@ -85,7 +85,7 @@ impl SessionState {
                 events,
                 testing: Default::default(),
                 close: CloseState::new(init.on_close),
-                journal: init.journal,
+                journal: init.journal.map(Box::new),
                 commands: Commands::resumed(init.commands),
             },
         }

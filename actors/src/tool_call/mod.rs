@@ -436,6 +436,7 @@ impl Actor for ToolCallActor {
         message: Self::Msg,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
+        crate::support::counters::handled(crate::types::lifecycle::ActorKind::ToolCall);
         match message {
             // Decision 20: a cooperative body gets the grace period to clean up, any other is
             // aborted at once (stopping drops the state, which aborts the task).

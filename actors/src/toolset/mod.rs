@@ -209,6 +209,7 @@ impl Actor for ToolsetActor {
         message: Self::Msg,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
+        crate::support::counters::handled(crate::types::lifecycle::ActorKind::Toolset);
         // Still set if this handler panics: the drop guard then knows the toolset itself failed.
         state.lifecycle.busy(true);
         // Granting places frees none: it offers no more.
@@ -307,6 +308,7 @@ impl Actor for ToolsetActor {
         event: SupervisionEvent,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
+        crate::support::counters::handled(crate::types::lifecycle::ActorKind::Toolset);
         // A ToolCall that dies before reporting (it is killed, or its actor code fails) still
         // ends its call exactly once.
         let (cell, why) = match &event {

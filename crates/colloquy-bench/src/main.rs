@@ -51,6 +51,12 @@ fn allocator() -> &'static str {
 }
 
 /// Hands the allocator's counters to the measurements (`alloc-count` only).
+/// The messages actors have handled so far, if this build counts them (`alloc-count`).
+fn messages() -> Option<colloquy_actors::MessageCounts> {
+    use colloquy_actors::MessageCounts;
+    MessageCounts::counted().then(MessageCounts::now)
+}
+
 fn count_the_heap() {
     #[cfg(feature = "alloc-count")]
     bench_support::count_with(|| {
@@ -251,6 +257,7 @@ async fn run(args: &Args) -> (serde_json::Value, bool) {
     start.ready.wait().await; // every session started
     let (cpu_before, rss_after_setup, _) = usage();
     let heap_before = bench_support::heap();
+    let messages_before = messages();
     let kernel_before = kernel_cpu_s();
     let started = Instant::now();
     start.go.wait().await; // and now they talk
@@ -267,6 +274,7 @@ async fn run(args: &Args) -> (serde_json::Value, bool) {
     let run_wall = started.elapsed().as_secs_f64();
     let (cpu_after, _, peak) = usage();
     let heap_after = bench_support::heap();
+    let messages_after = messages();
     let cpu_run = cpu_after - cpu_before;
     let kernel_run = kernel_cpu_s() - kernel_before;
     // Closing and checking, outside the measured run phase.
@@ -308,6 +316,19 @@ async fn run(args: &Args) -> (serde_json::Value, bool) {
         // Counted (`--features alloc-count`): the run phase's allocations, per call.
         "allocations_per_call": heap_before.zip(heap_after).map(|(before, after)| {
             round((after.allocations - before.allocations) as f64 / calls, 1)
+        }),
+        // Counted too: the messages each kind of actor handled in the run phase, per call.
+        "messages_per_call": messages_before.zip(messages_after).map(|(before, after)| {
+            let per_call = |n: u64| round(n as f64 / calls, 2);
+            let m = after.since(&before);
+            json!({
+                "session": per_call(m.session),
+                "coalescer": per_call(m.coalescer),
+                "activity": per_call(m.activity),
+                "toolset": per_call(m.toolset),
+                "tool_call": per_call(m.tool_call),
+                "total": per_call(m.total()),
+            })
         }),
         "rss_before_sessions_mib": round(rss_before, 1),
         "rss_after_setup_mib": round(rss_after_setup, 1),

@@ -24,14 +24,15 @@ use crate::types::options::SessionOptions;
 /// way.
 pub(crate) struct AgentSlot {
     pub(crate) current: CurrentAgent,
-    pub(crate) handoff: Option<PendingHandoff>,
+    /// Boxed: rare, and this state is part of every Session's task.
+    pub(crate) handoff: Option<Box<PendingHandoff>>,
 }
 
 impl AgentSlot {
     pub(crate) fn apply(&mut self, fact: Fact<'_>) {
         match fact {
             Fact::AgentEntered { item } => self.current.apply(item),
-            Fact::HandoffBegan { .. } => self.handoff = Some(PendingHandoff::default()),
+            Fact::HandoffBegan { .. } => self.handoff = Some(Box::default()),
             Fact::HandoffEnded => self.handoff = None,
             _ => {
                 if let Some(handoff) = &mut self.handoff {

@@ -13,8 +13,9 @@ pub(crate) struct HostSide {
     pub(crate) events: Fanout,
     pub(crate) testing: Testing,
     pub(crate) close: CloseState,
-    /// With a store: the records of the facts, on their way to it.
-    pub(crate) journal: Option<JournalOut>,
+    /// With a store: the records of the facts, on their way to it (boxed: most sessions have
+    /// none, and this state is part of every Session's task).
+    pub(crate) journal: Option<Box<JournalOut>>,
     /// The commands sent with an id the session took.
     pub(crate) commands: Commands,
 }
