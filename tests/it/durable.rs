@@ -353,12 +353,17 @@ async fn a_call_body_starts_only_once_its_start_is_on_disk() {
     store.tap.wait_until_holding().await;
     // An ungated body would have run within microseconds.
     tokio::time::sleep(ms(300)).await;
-    assert!(h.tool_events().iter().any(|e| e.starts_with("S(c1")), "{:?}", h.tool_events());
-    assert!(!ran.load(SeqCst), "the body waits while its start is not on disk");
+    let held = h.tool_events();
+    let unseen = !held.iter().any(|e| e.starts_with("S(c1"));
+    let ran_early = ran.load(SeqCst);
+    store.tap.released.store(true, SeqCst); // before asserting: a failed test must not hang
+    assert!(!ran_early, "the body waits while its start is not on disk");
+    assert!(unseen, "nor does the host hear of the call (decision 80): {held:?}");
 
-    store.tap.released.store(true, SeqCst);
     h.session.wait_for_idle().await.unwrap();
     assert!(ran.load(SeqCst), "then it runs");
+    let events = h.tool_events();
+    assert_eq!(events.first().map(String::as_str), Some("S(c1)"), "then it starts: {events:?}");
     let history = h.session.history().await.unwrap();
     let output = history.iter().filter_map(ChatItem::as_function_call_output).next();
     assert_eq!(output.map(|o| o.output.as_str()), Some("refilled"));

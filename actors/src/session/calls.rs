@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use colloquy_model::{EventKind, FunctionCall};
+use colloquy_model::{EventKind, FunctionCall, SessionEvent};
 use ractor::ActorRef;
 
 use super::parts::fact::Fact;
@@ -61,7 +61,40 @@ impl SessionState {
         self.tools.calls.route(&call.call_id, toolset);
         self.update_away_timer(false);
         let (call_id, name) = (call.call_id.clone(), call.name.clone());
-        self.emit_now(EventKind::ToolCallStarted { call_id, name });
+        let at_ms = self.link.clock.elapsed_ms();
+        let started = SessionEvent { at_ms, kind: EventKind::ToolCallStarted { call_id, name } };
+        // A host hears of a call once a crash can no longer take its start back
+        // (docs/durability.md#starts-seen): its body waits for the same write.
+        match self.host.journal.as_ref().and_then(|journal| journal.pending()) {
+            Some(record) => self.host.held_starts.push((record, started)),
+            None => self.emit(started),
+        }
+    }
+
+    /// The held `tool_call_started` of calls whose start is on disk through record `through`,
+    /// in the order the calls started.
+    pub(super) fn release_starts(&mut self, through: u64) {
+        if self.host.held_starts.is_empty() {
+            return;
+        }
+        let held = std::mem::take(&mut self.host.held_starts);
+        let (ready, waiting): (Vec<_>, Vec<_>) =
+            held.into_iter().partition(|(record, _)| *record <= through);
+        self.host.held_starts = waiting;
+        for (_, started) in ready {
+            self.emit(started);
+        }
+    }
+
+    /// Before an event of call `call_id` goes out: its held start, if any, goes first (a call
+    /// that ends, or asks for approval, before its start is on disk).
+    pub(super) fn release_start_of(&mut self, call_id: &str) {
+        let held = &mut self.host.held_starts;
+        let of_call = |(_, e): &(u64, SessionEvent)| matches!(&e.kind, EventKind::ToolCallStarted { call_id: id, .. } if id == call_id);
+        if let Some(index) = held.iter().position(of_call) {
+            let (_, started) = held.remove(index);
+            self.host.events.send(started, &self.link.id, &self.link.clock);
+        }
     }
 
     /// A call that waited is let through: its body starts once that is on disk; with the

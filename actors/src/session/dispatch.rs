@@ -308,6 +308,11 @@ impl SessionState {
     /// Fans an event out, after what it says about the session: an LLM error fails the run
     /// in progress, and the running-call index follows the calls' events (calls.rs).
     pub(super) fn emit(&mut self, event: SessionEvent) {
+        if !self.host.held_starts.is_empty()
+            && let Some(call_id) = call_of(&event.kind)
+        {
+            self.release_start_of(call_id);
+        }
         match &event.kind {
             EventKind::Error { source: ErrorSource::Llm, message, .. } => {
                 if self.host.testing.running() {
@@ -317,5 +322,18 @@ impl SessionState {
             kind => self.note_call_event(kind),
         }
         self.host.events.send(event, &self.link.id, &self.link.clock);
+    }
+}
+
+/// The call an event is about, if it is about one (its start goes out before it).
+fn call_of(kind: &EventKind) -> Option<&str> {
+    match kind {
+        EventKind::ToolCallUpdated { call_id, .. }
+        | EventKind::ToolCallEnded { call_id, .. }
+        | EventKind::ToolCallDropped { call_id, .. }
+        | EventKind::ToolCallRetry { call_id, .. }
+        | EventKind::ToolApprovalRequested { call_id, .. }
+        | EventKind::ToolCallApproved { call_id } => Some(call_id),
+        _ => None,
     }
 }

@@ -187,7 +187,10 @@ impl SessionState {
     /// bodies (docs/durability.md#write-ahead).
     pub(super) fn journal_stored(&mut self, through: u64) {
         let Some(journal) = &mut self.host.journal else { return };
-        for (call_id, let_through) in journal.stored(through) {
+        let ready = journal.stored(through);
+        // The host hears of these calls before their bodies run (their updates come after).
+        self.release_starts(through);
+        for (call_id, let_through) in ready {
             self.tools.calls.journaled(call_id, let_through);
         }
     }

@@ -87,6 +87,7 @@ impl SessionState {
                 close: CloseState::new(init.on_close),
                 journal: init.journal.map(Box::new),
                 commands: Commands::resumed(init.commands),
+                held_starts: Vec::new(),
             },
         }
     }

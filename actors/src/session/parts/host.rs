@@ -2,6 +2,8 @@
 //! API's run and mocks (testing.rs), the close (close.rs), the journal on its way to the
 //! host's store (journal.rs), and the commands sent with an id (commands.rs).
 
+use colloquy_model::SessionEvent;
+
 use super::close::CloseState;
 use super::commands::Commands;
 use super::events::Fanout;
@@ -18,6 +20,9 @@ pub(crate) struct HostSide {
     pub(crate) journal: Option<Box<JournalOut>>,
     /// The commands sent with an id the session took.
     pub(crate) commands: Commands,
+    /// In a durable session, the `tool_call_started` of calls whose start is not on disk yet,
+    /// with the record each waits for (docs/durability.md#starts-seen).
+    pub(crate) held_starts: Vec<(u64, SessionEvent)>,
 }
 
 impl HostSide {

@@ -202,6 +202,13 @@ impl JournalOut {
         self.starting.drain(..done).map(|(_, call_id, through)| (call_id, through)).collect()
     }
 
+    /// The last record decided so far, if it is not on disk yet: what an output that follows
+    /// from this mailbox turn's facts waits for.
+    pub(crate) fn pending(&self) -> Option<u64> {
+        let through = self.next_seq - 1;
+        (through > self.durable).then_some(through)
+    }
+
     /// Answers a context read for an LLM request once every record so far is on disk (at once
     /// if it is already).
     pub(crate) fn answer_read(&mut self, read: ContextRead) {

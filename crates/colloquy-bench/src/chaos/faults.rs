@@ -2,7 +2,7 @@
 //! workload's agent and model that carry them out.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use colloquy::llm::RequestKind;
@@ -81,8 +81,6 @@ pub(super) struct Plan {
     faults: Vec<Option<Fault>>,
     /// Whether the model's fault of each turn fired (once: a retried request goes through).
     fired: Vec<AtomicBool>,
-    /// How often each turn's call body began.
-    runs: Vec<AtomicU32>,
     /// Told when the body of a turn that crashes has begun.
     begun: Vec<Notify>,
 }
@@ -91,18 +89,12 @@ impl Plan {
     pub(super) fn new(faults: Vec<Option<Fault>>) -> Arc<Self> {
         let n = faults.len();
         let fired = (0..n).map(|_| AtomicBool::new(false)).collect();
-        let runs = (0..n).map(|_| AtomicU32::new(0)).collect();
         let begun = (0..n).map(|_| Notify::new()).collect();
-        Arc::new(Self { faults, fired, runs, begun })
+        Arc::new(Self { faults, fired, begun })
     }
 
     pub(super) fn of(&self, turn: u32) -> Option<Fault> {
         self.faults.get(turn as usize).copied().flatten()
-    }
-
-    /// How often the body of turn `turn`'s call began.
-    pub(super) fn runs(&self, turn: u32) -> u32 {
-        self.runs.get(turn as usize).map_or(0, |r| r.load(Ordering::SeqCst))
     }
 
     /// Waits until the body of turn `turn`'s call has begun (a turn that crashes).
@@ -120,9 +112,6 @@ impl Plan {
     }
 
     fn began(&self, turn: u32) {
-        if let Some(runs) = self.runs.get(turn as usize) {
-            runs.fetch_add(1, Ordering::SeqCst);
-        }
         if let Some(begun) = self.begun.get(turn as usize) {
             begun.notify_one();
         }
