@@ -90,7 +90,10 @@ impl SessionState {
     /// that ends, or asks for approval, before its start is on disk).
     pub(super) fn release_start_of(&mut self, call_id: &str) {
         let held = &mut self.host.held_starts;
-        let of_call = |(_, e): &(u64, SessionEvent)| matches!(&e.kind, EventKind::ToolCallStarted { call_id: id, .. } if id == call_id);
+        let of_call = |(_, e): &(u64, SessionEvent)| match &e.kind {
+            EventKind::ToolCallStarted { call_id: id, .. } => id == call_id,
+            _ => false,
+        };
         if let Some(index) = held.iter().position(of_call) {
             let (_, started) = held.remove(index);
             self.host.events.send(started, &self.link.id, &self.link.clock);
