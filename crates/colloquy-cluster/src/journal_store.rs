@@ -221,7 +221,10 @@ impl Journals {
             };
             let (next, entries) = match decide(state) {
                 Ok(Some(write)) => write,
-                _ if remembered => continue,
+                _ if remembered => {
+                    self.remember(subject, None);
+                    continue;
+                }
                 Ok(None) => return Ok(()),
                 Err(refused) => return Err(refused),
             };
@@ -274,12 +277,10 @@ impl Journals {
             Job::Release(lease) => {
                 let subject = subject(&lease.session)?;
                 self.write(&subject, release(lease)).await?;
-                // A lease of a session never written (a resume refused) leaves nothing behind.
-                let (_, state) = match self.known(&subject) {
-                    Some(known) => known,
-                    None => read_state(&self.stream, &subject).await?,
-                };
+                // A lease of a session never written (a resume refused) leaves nothing behind:
+                // read afresh, as another process may have written since this one last did.
                 self.remember(&subject, None);
+                let (_, state) = read_state(&self.stream, &subject).await?;
                 if state.entries == 0 {
                     let purged = self.stream.purge().filter(subject).await;
                     purged.map(drop).map_err(|e| io(&e))?;
