@@ -372,7 +372,7 @@ impl SessionStore for JetStreamStore {
         self.run(async move { journals.run(job).await })
     }
 
-    /// The group's writes at once (at most [`CONCURRENT_WRITES`] sessions), each session's in
+    /// The group's writes at once (at most 128 sessions: `CONCURRENT_WRITES`), each session's in
     /// order: one round trip for the group rather than two a write.
     fn write_many(&self, writes: &[Write<'_>]) -> Vec<Result<(), StoreError>> {
         let mut chains: Vec<Vec<(usize, Job)>> = Vec::new();
