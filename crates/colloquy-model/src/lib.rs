@@ -28,6 +28,7 @@ pub mod time;
 pub mod timeline;
 pub mod tool;
 pub mod tool_error;
+mod tool_schema;
 pub mod toolset;
 
 pub use agent::Agent;

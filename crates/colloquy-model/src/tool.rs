@@ -2,12 +2,10 @@
 //! struct, and raw tools with an explicit JSON schema. Toolsets are in `toolset.rs`, what
 //! supervises a call (limits, retries, caps, approval) in `controls.rs`.
 
-use std::any::TypeId;
-use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, LazyLock, Mutex, PoisonError};
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use schemars::JsonSchema;
@@ -23,6 +21,8 @@ use crate::duplicate::{
 use crate::output::{IntoToolOutput, ToolOutput};
 use crate::run_context::RunContext;
 use crate::tool_error::ToolError;
+pub use crate::tool_schema::parameters_schema;
+use crate::tool_schema::shared_schema;
 
 /// The future a tool body returns once its arguments are bound.
 pub type ToolFuture = Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send>>;
@@ -119,27 +119,6 @@ pub struct FunctionTool {
     controls: Arc<Controls>,
     raw: bool,
     body: Arc<Body>,
-}
-
-/// The JSON schema schemars derives for `A`, trimmed to what a model needs.
-pub fn parameters_schema<A: JsonSchema>() -> Value {
-    let mut value = schemars::schema_for!(A).to_value();
-    if let Value::Object(map) = &mut value {
-        map.remove("$schema");
-        map.remove("title");
-        map.entry("type").or_insert_with(|| Value::String("object".into()));
-        map.entry("properties").or_insert_with(|| Value::Object(Map::new()));
-    }
-    value
-}
-
-/// `A`'s schema ([`parameters_schema`]), derived once per type and shared: a host that builds
-/// its agents for every session would otherwise derive, and hold, the same schema each time.
-fn shared_schema<A: JsonSchema + 'static>() -> Arc<Value> {
-    static SCHEMAS: LazyLock<Mutex<HashMap<TypeId, Arc<Value>>>> = LazyLock::new(Mutex::default);
-    let mut schemas = SCHEMAS.lock().unwrap_or_else(PoisonError::into_inner);
-    let schema = schemas.entry(TypeId::of::<A>());
-    Arc::clone(schema.or_insert_with(|| Arc::new(parameters_schema::<A>())))
 }
 
 impl FunctionTool {
