@@ -117,10 +117,11 @@ async fn c06_one_update_then_a_result() {
     h.close().await;
 }
 
-/// The ReplyCoalescer actor is spawned by the first pair that waits for a deferred reply, not
-/// with the session: a session whose tools never defer a reply runs one actor fewer.
+/// The ReplyCoalescer actor is spawned by the first pair that waits for a deferred reply, and
+/// the agent's toolset by its first call (decision 81), not with the session: a session whose
+/// tools are never called runs two actors fewer.
 #[tokio::test(start_paused = true)]
-async fn the_coalescer_starts_with_the_first_deferred_reply() {
+async fn the_coalescer_and_the_toolset_start_when_first_needed() {
     let book = FunctionTool::new("book", "Book.", |ctx: RunContext, _a: NoArgs| async move {
         ctx.update("step one").await?;
         tokio::time::sleep(ms(200)).await;
@@ -137,13 +138,11 @@ async fn the_coalescer_starts_with_the_first_deferred_reply() {
             .collect::<Vec<_>>()
     };
     h.turn("hi").await;
-    let first = started(&mut lifecycle);
-    assert!(first.contains(&"session".to_string()), "{first:?}");
-    assert!(!first.contains(&"coalescer".to_string()), "{first:?}");
+    assert_eq!(started(&mut lifecycle), ["activity:A", "session"]);
     h.turn("book").await;
     h.session.wait_for_quiet().await.unwrap();
     h.session.wait_for_idle().await.unwrap();
-    assert_eq!(started(&mut lifecycle), ["tool_call:c1", "coalescer"]);
+    assert_eq!(started(&mut lifecycle), ["toolset:agent:A", "tool_call:c1", "coalescer"]);
     let tool_events = h.tool_events();
     assert!(tool_events.contains(&r#"E(c1_final,done,"booked")"#.to_string()), "{tool_events:?}");
     let stopped: Vec<_> = {

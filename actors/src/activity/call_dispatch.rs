@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use colloquy_model::{
-    Agent, ChatItem, EventKind, FunctionCall, FunctionCallOutput, Timestamp, parse_arguments, text,
+    Agent, ChatItem, EventKind, FunctionCall, FunctionCallOutput, FunctionTool, Timestamp,
+    parse_arguments, text,
 };
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use ractor::ActorRef;
@@ -216,14 +217,28 @@ fn dispatch_one(
     (outcome(call, rx, env.session.clock.clone(), index), toolset)
 }
 
-/// Runs again a call a resume found in doubt (docs/durability.md#on-interrupted), as the
-/// model made it, in the background: the resume answered it already, so nothing waits for
-/// its outcome; its result comes as its `_final` pair. A tool no longer there is logged.
-pub(crate) fn rerun(env: &SpeechEnv, rerun: RerunCall) {
+/// Runs again the calls a resume found in doubt (docs/durability.md#on-interrupted), as the
+/// model made them, in the background: the resume answered them already, so nothing waits
+/// for their outcomes; each result comes as its `_final` pair. A tool no longer there is
+/// logged.
+pub(crate) async fn rerun(env: &SpeechEnv, calls: Vec<RerunCall>) {
+    for call in calls {
+        let routed = env.catalog.routed(&call.call.name).map(|(t, id)| (t.clone(), id.to_owned()));
+        let toolset = match &routed {
+            Some((_, id)) => env.started_toolset(id).await,
+            None => None,
+        };
+        rerun_one(env, call, routed.map(|(t, _)| t).zip(toolset));
+    }
+}
+
+fn rerun_one(
+    env: &SpeechEnv,
+    rerun: RerunCall,
+    routed: Option<(FunctionTool, ActorRef<ToolsetMsg>)>,
+) {
     let RerunCall { call, ask, updates } = rerun;
     // The catalog the Session chose the call's policy from: the tool is there.
-    let routed = env.catalog.routed(&call.name);
-    let routed = routed.and_then(|(tool, id)| Some((tool.clone(), env.toolset(id)?)));
     let Some((tool, toolset)) = routed else {
         let (call_id, name) = (&call.call_id, &call.name);
         tracing::warn!(agent = %env.agent_id, %call_id, %name, "no tool to run a call again");

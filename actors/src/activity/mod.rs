@@ -1,5 +1,6 @@
 //! The Activity actor: the current agent. It owns the agent's implicit Toolset
-//! (`agent:<id>`), queues speeches and runs each in a task it owns.
+//! (`agent:<id>`, spawned at the agent's first call: `env.rs`), queues speeches and runs each
+//! in a task it owns.
 //!
 //! One speech holds the floor at a time. A speech that waits for blocking tools lends the
 //! floor, so other speeches (a `generate_reply`, a deferred reply) may speak meanwhile, and
@@ -16,7 +17,7 @@ mod step;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 
 use colloquy_llm::RequestKind;
 use colloquy_model::{Agent, ErrorSource, EventKind, Templates};
@@ -73,10 +74,6 @@ pub(crate) struct ActivityState {
     keep: Vec<String>,
     /// The toolsets this Activity supervises (the others in `env.toolsets` are the Session's).
     own_toolsets: Vec<String>,
-    /// How it spawned its own (not those handed over): a failed one is spawned again so.
-    specs: Vec<ToolsetArgs>,
-    /// The testing API's mocks last set, for a toolset spawned again.
-    mocks: Option<Arc<BTreeMap<String, colloquy_model::FunctionTool>>>,
     lifecycle: LifecycleGuard,
 }
 
@@ -107,6 +104,7 @@ impl Actor for ActivityActor {
             own_toolsets.push(id.clone());
             toolsets.insert(id, toolset);
         }
+        let mut deferred = false;
         for (id, templates) in specs {
             if toolsets.contains_key(&id) {
                 continue;
@@ -124,12 +122,20 @@ impl Actor for ActivityActor {
                 templates: Templates::resolve(&levels),
                 scope: Scope::Agent,
             };
+            own_toolsets.push(id.clone());
+            // The implicit toolset waits for the agent's first call: an idle session holds one
+            // actor fewer (docs/decisions.md#deferred-toolset). An async one starts now, so
+            // that it lists its tools and a server that is not there is heard of at once.
+            if id == implicit {
+                deferred = true;
+                spawned.push(toolset_args);
+                continue;
+            }
             let spec = toolset_args.clone();
             let (toolset, _) =
                 Actor::spawn_linked(None, ToolsetActor, toolset_args, myself.get_cell())
                     .await
                     .map_err(|e| format!("could not start toolset {id}: {e}"))?;
-            own_toolsets.push(id.clone());
             spawned.push(spec);
             toolsets.insert(id, toolset);
         }
@@ -140,6 +146,10 @@ impl Actor for ActivityActor {
             instructions: Arc::from(args.agent.instructions()),
             catalog,
             toolsets: toolsets.into(),
+            specs: spawned,
+            mocks: RwLock::new(None),
+            deferred: deferred.into(),
+            spawning: tokio::sync::Mutex::new(false),
             attention: Attention::default(),
         };
         let id = || format!("activity:{}", env.agent_id);
@@ -155,8 +165,6 @@ impl Actor for ActivityActor {
             draining: false,
             keep: Vec::new(),
             own_toolsets,
-            specs: spawned,
-            mocks: None,
             lifecycle,
         })
     }
@@ -175,6 +183,9 @@ impl Actor for ActivityActor {
         myself: ActorRef<Self::Msg>,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
+        // No toolset is spawned from now on, and one being spawned is a child when this stops
+        // the children.
+        *state.env.spawning.lock().await = true;
         // Stop the toolsets gracefully rather than letting ractor kill them with us.
         myself.stop_children_and_wait(Some("activity stopped".into()), None).await;
         let reason = match (state.closing, state.draining) {
@@ -211,29 +222,28 @@ impl Actor for ActivityActor {
             ActivityMsg::InjectFailure => panic!("injected failure"),
             #[cfg(feature = "test-hooks")]
             ActivityMsg::InjectToolsetFailure(id) => {
-                if let Some(toolset) = state.env.toolset(&id) {
+                if let Some(toolset) = Box::pin(state.env.started_toolset(&id)).await {
                     let _ = toolset.cast(ToolsetMsg::InjectFailure);
                 }
             }
-            ActivityMsg::Rerun(calls) => {
-                for call in calls {
-                    call_dispatch::rerun(&state.env, call);
-                }
-            }
+            ActivityMsg::Rerun(calls) => Box::pin(call_dispatch::rerun(&state.env, calls)).await,
             ActivityMsg::Inspect(reply) => {
+                Box::pin(state.env.start_all_toolsets()).await;
                 let _ = reply.send(state.inspect(&myself));
             }
             ActivityMsg::ReplaceToolset { id, toolset } => {
-                if let Some(mocks) = &state.mocks {
-                    let _ = toolset.cast(ToolsetMsg::SetMocks(Arc::clone(mocks)));
+                if let Some(mocks) = state.env.mocks() {
+                    let _ = toolset.cast(ToolsetMsg::SetMocks(mocks));
                 }
                 state.env.replace_toolset(&id, toolset);
             }
             ActivityMsg::SetMocks(mocks) => {
+                // Set before the toolsets are visited: one spawned meanwhile reads them.
+                *state.env.mocks.write().unwrap_or_else(PoisonError::into_inner) =
+                    Some(Arc::clone(&mocks));
                 for toolset in state.env.toolsets().values() {
                     let _ = toolset.cast(ToolsetMsg::SetMocks(Arc::clone(&mocks)));
                 }
-                state.mocks = Some(mocks);
             }
             ActivityMsg::Close => {
                 state.closing = true;
@@ -291,6 +301,7 @@ impl ActivityState {
     /// Activity winds down); what became of it, for the error event.
     async fn restart_toolset(&self, id: &str, myself: &ActorRef<ActivityMsg>) -> Option<String> {
         let spec = self
+            .env
             .specs
             .iter()
             .find(|s| s.id == id)
@@ -298,8 +309,8 @@ impl ActivityState {
             .clone();
         match Actor::spawn_linked(None, ToolsetActor, spec, myself.get_cell()).await {
             Ok((toolset, _)) => {
-                if let Some(mocks) = &self.mocks {
-                    let _ = toolset.cast(ToolsetMsg::SetMocks(Arc::clone(mocks)));
+                if let Some(mocks) = self.env.mocks() {
+                    let _ = toolset.cast(ToolsetMsg::SetMocks(mocks));
                 }
                 self.env.replace_toolset(id, toolset);
                 Some("started again".into())

@@ -341,6 +341,7 @@ pub(super) async fn play(
             None
         }
         (false, _) => {
+            env.start_toolsets_for(calls.iter().map(|c| c.name.as_str())).await;
             let step = call_dispatch::Step { id: &step_id, speech_id, truncated };
             Some(call_dispatch::dispatch(env, &step, calls, &playout_done, control))
         }

@@ -43,9 +43,10 @@ use crate::types::lifecycle::{ActorKind, LifecycleEvent, MAX_UNREAD_LIFECYCLE};
 /// session.close().await?;
 /// # tokio::task::yield_now().await;
 /// assert!(host.sessions().is_empty());
-/// // Children start before their parents: the agent's toolset comes first.
+/// // Children start before their parents: the agent's Activity comes first (its toolset
+/// // starts at the agent's first tool call).
 /// let first = lifecycle.recv().await.unwrap();
-/// assert_eq!((first.id.as_str(), first.what), ("toolset:agent:greeter", Lifecycle::Started));
+/// assert_eq!((first.id.as_str(), first.what), ("activity:greeter", Lifecycle::Started));
 /// assert_eq!(first.session_id, session.id());
 /// # Ok(()) }
 /// ```

@@ -1,10 +1,10 @@
 //! The Toolset actor: runs the calls of one toolset, each in its own ToolCall child.
 //!
 //! An agent's Activity supervises its implicit toolset `agent:<id>` (the agent's tools outside
-//! any async toolset) and one Toolset per agent-scoped async toolset it lists; the Session
-//! supervises the session-scoped ones, which survive handoffs (decision 16). A Toolset
-//! registers a call, spawns its ToolCall, and turns what the body reports into what the model
-//! sees:
+//! any async toolset; spawned at their first call, decision 81) and one Toolset per
+//! agent-scoped async toolset it lists; the Session supervises the session-scoped ones, which
+//! survive handoffs (decision 16). A Toolset registers a call, spawns its ToolCall, and turns
+//! what the body reports into what the model sees:
 //! - before any update, the result is the call's output (dispatch waits for it);
 //! - the first update's text is the call's provisional output: dispatch is released and the
 //!   call goes on in the background;
