@@ -152,6 +152,45 @@ async fn the_coalescer_and_the_toolset_start_when_first_needed() {
     assert!(stopped.contains(&("coalescer".to_string(), Lifecycle::Stopped)), "{stopped:?}");
 }
 
+/// A source that lists no tools and counts its starts.
+#[derive(Debug, Default)]
+struct CountedSource(std::sync::atomic::AtomicUsize);
+
+impl colloquy::tools::ToolSource for CountedSource {
+    fn tools(&self) -> std::sync::Arc<[FunctionTool]> {
+        std::sync::Arc::from(Vec::new())
+    }
+
+    fn ready(
+        &self,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send + '_>> {
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    fn start(&self) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// The agent's toolset is not deferred when a source lists tools for it (decision 81): the
+/// source starts with the session, not at the first call.
+#[tokio::test(start_paused = true)]
+async fn a_source_on_the_agents_own_toolset_starts_with_the_session() {
+    let source = std::sync::Arc::new(CountedSource::default());
+    let listed = Toolset::new("listed").source(source.clone());
+    let mut builder = Session::builder();
+    let mut lifecycle = builder.lifecycle_events();
+    let h = Harness::start_with(builder, agent().toolset(listed), vec![]).await;
+    tokio::task::yield_now().await;
+    let started: Vec<String> = std::iter::from_fn(|| lifecycle.try_recv().ok())
+        .filter(|r| r.what == Lifecycle::Started)
+        .map(|r| r.id)
+        .collect();
+    assert!(started.contains(&"toolset:agent:A".to_string()), "{started:?}");
+    assert_eq!(source.0.load(std::sync::atomic::Ordering::SeqCst), 1);
+    h.close().await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn c07_two_updates_and_a_result() {
     let book = FunctionTool::new("book", "Book.", |ctx: RunContext, _a: NoArgs| async move {

@@ -124,9 +124,9 @@ impl Actor for ActivityActor {
             };
             own_toolsets.push(id.clone());
             // The implicit toolset waits for the agent's first call: an idle session holds one
-            // actor fewer (docs/decisions.md#deferred-toolset). An async one starts now, so
-            // that it lists its tools and a server that is not there is heard of at once.
-            if id == implicit {
+            // actor fewer (docs/decisions.md#deferred-toolset). An async one, or one whose
+            // tools a source lists, starts now: its server starts with the agent.
+            if id == implicit && !catalog.has_sources_for(&id) {
                 deferred = true;
                 spawned.push(toolset_args);
                 continue;

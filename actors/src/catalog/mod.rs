@@ -216,6 +216,11 @@ impl ToolCatalog {
         self.sources.start(id);
     }
 
+    /// Whether toolset `id` runs tools a source lists (an MCP server's).
+    pub(crate) fn has_sources_for(&self, id: &str) -> bool {
+        self.sources.routes_to(id)
+    }
+
     /// Whether some toolset lists tools while the session runs.
     pub(crate) fn has_sources(&self) -> bool {
         !self.sources.is_empty()

@@ -74,6 +74,11 @@ impl Sources {
         self.sources.is_empty()
     }
 
+    /// Whether toolset `id` runs the tools of some source.
+    pub(crate) fn routes_to(&self, id: &str) -> bool {
+        self.sources.iter().any(|s| s.toolset == id)
+    }
+
     /// Starts the sources whose tools toolset `id` runs (its actor has started).
     pub(crate) fn start(&self, id: &str) {
         for source in self.sources.iter().filter(|s| s.toolset == id) {
