@@ -242,7 +242,7 @@ async fn idle(n: usize) -> (serde_json::Value, bool) {
 }
 
 async fn run(args: &Args) -> (serde_json::Value, bool) {
-    let (_, rss_before, _) = usage();
+    let (cpu_start, rss_before, _) = usage();
     let start = StartLine::new(args.load.sessions);
     let (turns, tool_ms) = (args.load.turns, args.load.tool_ms);
     let fresh = |path| bench_support::durable::fresh_store(path, args.durability);
@@ -310,6 +310,8 @@ async fn run(args: &Args) -> (serde_json::Value, bool) {
         "turns": args.load.turns,
         "tool_ms": args.load.tool_ms,
         "run_wall_s": round(run_wall, 3),
+        // Starting the sessions, outside the run phase: what a session costs before it talks.
+        "cpu_s_setup": round(cpu_before - cpu_start, 4),
         "cpu_s_run": round(cpu_run, 4),
         "cpu_kernel_s_run": round(kernel_run, 4),
         "cpu_util_run": round(if run_wall > 0.0 { cpu_run / run_wall } else { 0.0 }, 3),
