@@ -138,6 +138,10 @@ async fn the_coalescer_and_the_toolset_start_when_first_needed() {
             .collect::<Vec<_>>()
     };
     h.turn("hi").await;
+    // An inspection shows the toolset and its tools without starting it.
+    let snap = h.session.inspect().await.unwrap();
+    let toolset = snap.tree.find("toolset:agent:A").expect("shown before its first call");
+    assert_eq!(toolset.tools.as_deref(), Some(&["book".to_string()][..]));
     assert_eq!(started(&mut lifecycle), ["activity:A", "session"]);
     h.turn("book").await;
     h.session.wait_for_quiet().await.unwrap();

@@ -110,3 +110,34 @@ async fn an_interrupted_reply_waiting_on_a_call_cannot_hold_a_close_past_its_dra
     assert_eq!(start.elapsed(), ms(500));
     assert_eq!(ended_at(&events, "c1").1, "Error drain timeout");
 }
+
+/// A speech still running when the handoff's drain times out makes the agent's first call to
+/// its own tools: the toolset that starts for it is expired like the others, so the call is
+/// refused and the handoff does not wait for it (decisions 7 and 81).
+#[tokio::test(start_paused = true)]
+async fn a_first_call_after_the_drain_expired_is_refused() {
+    let ext = Toolset::new_async("ext").tool(sleeper("ext_slow", 5_000, "ext done")).tool(sleeper(
+        "ext_medium",
+        1_050,
+        "medium done",
+    ));
+    let a = Agent::new("A", "inst").toolset(ext).tool(sleeper("local_slow", 5_000, "local done"));
+    let builder = Session::builder().drain_timeout(Some(ms(1_000)));
+    let both =
+        [ScriptedCall::new("c1", "ext_slow", "{}"), ScriptedCall::new("c1b", "ext_medium", "{}")];
+    let script = vec![ScriptedResponse::calls(both), call("c2", "local_slow", "{}"), text("done")];
+    let mut h = Harness::start_with(builder, a, script).await;
+    h.session.user_turn("go").await.unwrap();
+    tokio::time::sleep(ms(100)).await;
+    h.session.update_agent(Agent::new("B", "inst B")).await.unwrap();
+    h.session.wait_for_idle().await.unwrap();
+    let events = h.events().to_vec();
+    let new_agent =
+        |k: &EventKind| matches!(k, EventKind::AgentHandoff { new_agent, .. } if new_agent == "B");
+    let handoff = at_ms(&events, new_agent);
+    assert!(handoff < 1_300, "the handoff waited past its drain timeout: {handoff} ms");
+    let history = h.session.history().await.unwrap();
+    let c2 = history.iter().filter_map(|i| i.as_function_call_output()).find(|o| o.call_id == "c2");
+    assert_eq!(c2.map(|o| o.output.as_str()), Some("drain timeout"));
+    h.close().await;
+}

@@ -1,19 +1,14 @@
 //! What every speech of one Activity shares, and how a speech ends.
 
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::Arc;
 
-use colloquy_model::{ErrorSource, EventKind, FunctionTool};
-use ractor::{Actor, ActorRef};
+use colloquy_model::{ErrorSource, EventKind};
+use ractor::{ActorRef, ActorStatus};
 
 use super::lending::Attention;
+use super::toolsets::Toolsets;
 use crate::catalog::ToolCatalog;
 use crate::messages::{ActivityMsg, Report, SessionLink, ToolsetMsg};
-use crate::toolset::{ToolsetActor, ToolsetArgs};
-
-/// The testing API's mocks, shared by every toolset of the agent.
-pub(crate) type Mocks = Arc<BTreeMap<String, FunctionTool>>;
 
 /// What every speech of one Activity shares.
 pub(crate) struct SpeechEnv {
@@ -22,19 +17,9 @@ pub(crate) struct SpeechEnv {
     pub agent_id: Arc<str>,
     pub instructions: Arc<str>,
     pub catalog: Arc<ToolCatalog>,
-    /// Every toolset actor this agent's calls may go to, by toolset id: behind a lock, as a
-    /// toolset that failed is replaced by a new one while speeches run (written only then).
-    pub toolsets: RwLock<BTreeMap<String, ActorRef<ToolsetMsg>>>,
-    /// How the Activity spawns its own toolsets (not those handed over): the agent's implicit
-    /// one at its first call (docs/decisions.md#deferred-toolset), and one that failed again.
-    pub specs: Vec<ToolsetArgs>,
-    /// The testing API's mocks last set, for a toolset spawned after them.
-    pub mocks: RwLock<Option<Mocks>>,
-    /// True while some toolset in `specs` has not been spawned yet.
-    pub deferred: AtomicBool,
-    /// Held while a deferred toolset is spawned; true once the Activity stops, which spawns
-    /// no more (a toolset linked to it then would outlive it).
-    pub spawning: tokio::sync::Mutex<bool>,
+    /// Every toolset actor this agent's calls may go to, by toolset id (a toolset that failed
+    /// is replaced while speeches run), and the agent's own toolset until its first call.
+    pub toolsets: Toolsets,
     /// The Activity waits for a lent floor or a speech's end (see `lending.rs`).
     pub attention: Attention,
 }
@@ -42,55 +27,22 @@ pub(crate) struct SpeechEnv {
 impl SpeechEnv {
     /// The toolset actor with this id, as it runs now.
     pub(crate) fn toolset(&self, id: &str) -> Option<ActorRef<ToolsetMsg>> {
-        self.toolsets.read().unwrap_or_else(PoisonError::into_inner).get(id).cloned()
+        self.toolsets.get(id)
     }
 
-    /// Every toolset actor, by id (a copy, for the rare paths that visit them all).
-    pub(crate) fn toolsets(&self) -> BTreeMap<String, ActorRef<ToolsetMsg>> {
-        self.toolsets.read().unwrap_or_else(PoisonError::into_inner).clone()
-    }
-
-    /// The testing API's mocks last set, if any.
-    pub(crate) fn mocks(&self) -> Option<Mocks> {
-        self.mocks.read().unwrap_or_else(PoisonError::into_inner).clone()
-    }
-
-    /// Toolset `id` runs as `toolset` from now on (the one before failed).
-    pub(crate) fn replace_toolset(&self, id: &str, toolset: ActorRef<ToolsetMsg>) {
-        let mut toolsets = self.toolsets.write().unwrap_or_else(PoisonError::into_inner);
-        toolsets.insert(id.to_owned(), toolset);
-    }
-
-    /// The toolset with this id, spawned now if the Activity deferred it to its first call.
+    /// The toolset with this id, started now if the Activity deferred it to its first call
+    /// (docs/decisions.md#deferred-toolset).
     pub(crate) async fn started_toolset(&self, id: &str) -> Option<ActorRef<ToolsetMsg>> {
-        if let Some(toolset) = self.toolset(id) {
-            return Some(toolset);
-        }
-        let spec = self.specs.iter().find(|s| s.id == id)?;
-        let stopped = self.spawning.lock().await;
-        // Another speech may have spawned it while this one waited for the lock.
-        if *stopped || self.toolset(id).is_some() {
-            return self.toolset(id);
-        }
-        let spawn = Actor::spawn_linked(None, ToolsetActor, spec.clone(), self.activity.get_cell());
-        match Box::pin(spawn).await {
-            Ok((toolset, _)) => {
-                // In the map before the mocks are read: a `SetMocks` the Activity handles
-                // meanwhile either finds it there or is read here.
-                self.replace_toolset(id, toolset.clone());
-                if let Some(mocks) = self.mocks() {
-                    let _ = toolset.cast(ToolsetMsg::SetMocks(mocks));
-                }
-                let all = {
-                    let toolsets = self.toolsets.read().unwrap_or_else(PoisonError::into_inner);
-                    self.specs.iter().all(|s| toolsets.contains_key(&s.id))
-                };
-                self.deferred.store(!all, Ordering::Release);
-                // ractor ran its `pre_start` in this task and queued its own behind it: let it
-                // start, so the step's calls reach their toolsets in the order they are sent,
-                // as when this one started with the Activity.
-                tokio::task::yield_now().await;
-                Some(toolset)
+        match self.toolsets.start(id, self.activity.get_cell()).await {
+            Ok(toolset) => toolset,
+            // A toolset cannot join an Activity that is stopping: its calls end with it.
+            Err(_)
+                if matches!(
+                    self.activity.get_status(),
+                    ActorStatus::Stopping | ActorStatus::Stopped
+                ) =>
+            {
+                None
             }
             Err(e) => {
                 let message = format!("could not start toolset {id}: {e}");
@@ -101,23 +53,14 @@ impl SpeechEnv {
         }
     }
 
-    /// Spawns the deferred toolsets the calls named go to, before they are dispatched.
+    /// Starts the deferred toolsets the calls named go to, before they are dispatched.
     pub(super) async fn start_toolsets_for<'a>(&self, names: impl Iterator<Item = &'a str>) {
-        if !self.deferred.load(Ordering::Acquire) {
+        if !self.toolsets.any_deferred() {
             return;
         }
         for name in names {
             if let Some((_, id)) = self.catalog.resolve(name) {
                 self.started_toolset(&id).await;
-            }
-        }
-    }
-
-    /// Spawns every deferred toolset (an inspection shows the whole tree).
-    pub(super) async fn start_all_toolsets(&self) {
-        if self.deferred.load(Ordering::Acquire) {
-            for spec in &self.specs {
-                self.started_toolset(&spec.id).await;
             }
         }
     }

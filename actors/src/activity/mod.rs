@@ -14,18 +14,20 @@ mod env;
 mod lending;
 mod speech;
 mod step;
+mod toolsets;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::panic::AssertUnwindSafe;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::Arc;
 
 use colloquy_llm::RequestKind;
 use colloquy_model::{Agent, ErrorSource, EventKind, Templates};
 use futures_util::FutureExt;
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
+use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 
 use env::{SpeechEnd, SpeechEnv};
 use lending::{Attention, FloorLease};
+use toolsets::Toolsets;
 
 use crate::catalog::{Scope, ToolCatalog, implicit_toolset};
 use crate::messages::{
@@ -34,7 +36,7 @@ use crate::messages::{
 use crate::support::lifecycle_sink::LifecycleGuard;
 use crate::support::speech_control::SpeechControl;
 use crate::support::task::{OwnedTask, panic_text};
-use crate::toolset::{ToolsetActor, ToolsetArgs};
+use crate::toolset::{ToolsetActor, ToolsetArgs, toolset_node};
 use crate::types::lifecycle::ActorKind;
 use crate::types::snapshot::{ActorNode, NodeStatus, SpeechSnapshot, SpeechStatus};
 
@@ -104,7 +106,6 @@ impl Actor for ActivityActor {
             own_toolsets.push(id.clone());
             toolsets.insert(id, toolset);
         }
-        let mut deferred = false;
         for (id, templates) in specs {
             if toolsets.contains_key(&id) {
                 continue;
@@ -127,7 +128,6 @@ impl Actor for ActivityActor {
             // actor fewer (docs/decisions.md#deferred-toolset). An async one, or one whose
             // tools a source lists, starts now: its server starts with the agent.
             if id == implicit && !catalog.has_sources_for(&id) {
-                deferred = true;
                 spawned.push(toolset_args);
                 continue;
             }
@@ -145,11 +145,7 @@ impl Actor for ActivityActor {
             agent_id,
             instructions: Arc::from(args.agent.instructions()),
             catalog,
-            toolsets: toolsets.into(),
-            specs: spawned,
-            mocks: RwLock::new(None),
-            deferred: deferred.into(),
-            spawning: tokio::sync::Mutex::new(false),
+            toolsets: Toolsets::new(toolsets, spawned),
             attention: Attention::default(),
         };
         let id = || format!("activity:{}", env.agent_id);
@@ -183,9 +179,6 @@ impl Actor for ActivityActor {
         myself: ActorRef<Self::Msg>,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        // No toolset is spawned from now on, and one being spawned is a child when this stops
-        // the children.
-        *state.env.spawning.lock().await = true;
         // Stop the toolsets gracefully rather than letting ractor kill them with us.
         myself.stop_children_and_wait(Some("activity stopped".into()), None).await;
         let reason = match (state.closing, state.draining) {
@@ -228,23 +221,10 @@ impl Actor for ActivityActor {
             }
             ActivityMsg::Rerun(calls) => Box::pin(call_dispatch::rerun(&state.env, calls)).await,
             ActivityMsg::Inspect(reply) => {
-                Box::pin(state.env.start_all_toolsets()).await;
                 let _ = reply.send(state.inspect(&myself));
             }
-            ActivityMsg::ReplaceToolset { id, toolset } => {
-                if let Some(mocks) = state.env.mocks() {
-                    let _ = toolset.cast(ToolsetMsg::SetMocks(mocks));
-                }
-                state.env.replace_toolset(&id, toolset);
-            }
-            ActivityMsg::SetMocks(mocks) => {
-                // Set before the toolsets are visited: one spawned meanwhile reads them.
-                *state.env.mocks.write().unwrap_or_else(PoisonError::into_inner) =
-                    Some(Arc::clone(&mocks));
-                for toolset in state.env.toolsets().values() {
-                    let _ = toolset.cast(ToolsetMsg::SetMocks(Arc::clone(&mocks)));
-                }
-            }
+            ActivityMsg::ReplaceToolset { id, toolset } => state.env.toolsets.replace(&id, toolset),
+            ActivityMsg::SetMocks(mocks) => state.env.toolsets.set_mocks(mocks),
             ActivityMsg::Close => {
                 state.closing = true;
                 state.interrupt(None, true);
@@ -255,14 +235,8 @@ impl Actor for ActivityActor {
                 state.keep = keep;
                 state.report_drained_if_quiet();
             }
-            ActivityMsg::DrainExpired => {
-                // At a close every toolset goes; at a handoff the ones moving on keep theirs.
-                let toolsets = state.env.toolsets();
-                let expiring = toolsets.iter().filter(|(id, _)| !state.keep.contains(id));
-                for (_, toolset) in expiring {
-                    let _ = toolset.cast(ToolsetMsg::Expire);
-                }
-            }
+            // At a close every toolset goes; at a handoff the ones moving on keep theirs.
+            ActivityMsg::DrainExpired => state.env.toolsets.expire(&state.keep),
         }
         state.settle();
         state.lifecycle.busy(false);
@@ -279,7 +253,7 @@ impl Actor for ActivityActor {
         // The default would stop this actor when its toolset ends; report instead, and start
         // the toolset again so that its tools keep working (its calls ended with it).
         if let SupervisionEvent::ActorFailed(cell, err) = event {
-            let toolsets = state.env.toolsets();
+            let toolsets = state.env.toolsets.all();
             let failed = toolsets.iter().find(|(_, t)| t.get_id() == cell.get_id());
             let mut message = format!("toolset failed: {err}");
             if let Some((id, _)) = failed {
@@ -300,19 +274,10 @@ impl ActivityState {
     /// Spawns toolset `id`, one this Activity started, again after it failed (not while the
     /// Activity winds down); what became of it, for the error event.
     async fn restart_toolset(&self, id: &str, myself: &ActorRef<ActivityMsg>) -> Option<String> {
-        let spec = self
-            .env
-            .specs
-            .iter()
-            .find(|s| s.id == id)
-            .filter(|_| !self.closing && !self.draining)?
-            .clone();
+        let spec = self.env.toolsets.spec(id).filter(|_| !self.closing && !self.draining)?.clone();
         match Actor::spawn_linked(None, ToolsetActor, spec, myself.get_cell()).await {
             Ok((toolset, _)) => {
-                if let Some(mocks) = self.env.mocks() {
-                    let _ = toolset.cast(ToolsetMsg::SetMocks(mocks));
-                }
-                self.env.replace_toolset(id, toolset);
+                self.env.toolsets.replace(id, toolset);
                 Some("started again".into())
             }
             Err(e) => Some(format!("could not start it again: {e}")),
@@ -351,7 +316,9 @@ impl ActivityState {
             .filter(|id| !(self.draining && self.keep.contains(id)))
             .filter_map(|id| self.env.toolset(id))
             .collect();
-        ActivityPart { node, speeches, toolsets }
+        let unstarted = self.env.toolsets.unstarted();
+        let unstarted = unstarted.into_iter().map(|args| toolset_node(args, ActorId::Local(0)));
+        ActivityPart { node, speeches, toolsets, unstarted: unstarted.collect() }
     }
 
     fn speak(&mut self, job: SpeechJob) {

@@ -84,4 +84,6 @@ pub(crate) struct ActivityPart {
     pub speeches: Vec<crate::types::snapshot::SpeechSnapshot>,
     /// The toolsets it supervises.
     pub toolsets: Vec<ractor::ActorRef<super::toolset::ToolsetMsg>>,
+    /// The nodes of its own toolsets not started yet (decision 81).
+    pub unstarted: Vec<crate::types::snapshot::ActorNode>,
 }

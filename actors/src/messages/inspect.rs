@@ -49,6 +49,7 @@ pub(crate) async fn assemble(session: &ActorCell, part: SessionPart) -> SessionS
     if let Some(activity) = ask(&part.activity, ActivityMsg::Inspect).await {
         let mut node = activity.node;
         node.children = toolsets(&activity.toolsets).await;
+        node.children.extend(activity.unstarted);
         root.children.push(node);
         speeches = activity.speeches;
     }

@@ -627,14 +627,7 @@ impl ToolsetState {
 
     /// This toolset and its calls, for `SessionHandle::inspect`.
     fn inspect(&self, myself: &ActorRef<ToolsetMsg>) -> ActorNode {
-        let id = format!("toolset:{}", self.args.id);
-        let mut node =
-            ActorNode::new(ActorKind::Toolset, id, NodeStatus::Running, &myself.get_cell());
-        node.scope = Some(match self.args.scope {
-            Scope::Session => ToolsetScope::Session,
-            Scope::Agent => ToolsetScope::Agent,
-        });
-        node.tools = Some(self.args.catalog.routed_to(&self.args.id));
+        let mut node = toolset_node(&self.args, myself.get_id());
         let calls = self.running.iter().map(|c| {
             let status = match c.1.stage {
                 Stage::AwaitingApproval { .. } => NodeStatus::AwaitingApproval,
@@ -658,4 +651,18 @@ impl ToolsetState {
         }
         node
     }
+}
+
+/// Toolset `args`' node, without its calls: run by actor `actor_id`, or by none yet
+/// (`ActorId::Local(0)`: an agent's own toolset before its first call, decision 81). Ready
+/// to take calls either way, so `running`.
+pub(crate) fn toolset_node(args: &ToolsetArgs, actor_id: ractor::ActorId) -> ActorNode {
+    let id = format!("toolset:{}", args.id);
+    let mut node = ActorNode::with_actor_id(ActorKind::Toolset, id, NodeStatus::Running, actor_id);
+    node.scope = Some(match args.scope {
+        Scope::Session => ToolsetScope::Session,
+        Scope::Agent => ToolsetScope::Agent,
+    });
+    node.tools = Some(args.catalog.routed_to(&args.id));
+    node
 }

@@ -148,13 +148,24 @@ pub struct ActorNode {
     pub children: Vec<ActorNode>,
     /// The ractor actor id (to match a node with ractor's own tree; not serialized: it is not
     /// stable from run to run). A snapshot taken elsewhere (a remote session's) has
-    /// `ActorId::Local(0)` everywhere: ids are local to the process that took it.
+    /// `ActorId::Local(0)` everywhere: ids are local to the process that took it. So has an
+    /// agent's own toolset before its first call, whose actor starts then (decision 81).
     #[serde(skip)]
     pub actor_id: ActorId,
 }
 
 impl ActorNode {
     pub(crate) fn new(kind: ActorKind, id: String, status: NodeStatus, actor: &ActorCell) -> Self {
+        Self::with_actor_id(kind, id, status, actor.get_id())
+    }
+
+    /// A node whose actor is `actor_id` (`ActorId::Local(0)`: none runs yet).
+    pub(crate) fn with_actor_id(
+        kind: ActorKind,
+        id: String,
+        status: NodeStatus,
+        actor_id: ActorId,
+    ) -> Self {
         Self {
             kind,
             id,
@@ -169,7 +180,7 @@ impl ActorNode {
             updates: None,
             cancellable: None,
             children: Vec::new(),
-            actor_id: actor.get_id(),
+            actor_id,
         }
     }
 
