@@ -1,6 +1,6 @@
 //! The Activity actor: the current agent. It owns the agent's implicit Toolset
-//! (`agent:<id>`, spawned at the agent's first call: `env.rs`), queues speeches and runs each
-//! in a task it owns.
+//! (`agent:<id>`, spawned at the agent's first call: `toolsets.rs`), queues speeches and runs
+//! each in a task it owns.
 //!
 //! One speech holds the floor at a time. A speech that waits for blocking tools lends the
 //! floor, so other speeches (a `generate_reply`, a deferred reply) may speak meanwhile, and
