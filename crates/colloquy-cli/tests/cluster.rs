@@ -195,6 +195,20 @@ async fn sigterm_drains_a_node_which_closes_its_sessions_and_exits_0_within_the_
     let mut input = chat.stdin.take().expect("stdin is piped");
     input.write_all(b"hello\n").await.unwrap();
     node.wait_for("started").await;
+    // The chat's first reply came through the session's command and event subjects, so the
+    // node serves the session and counts it live ("started" is printed as it starts, before).
+    let mut lines = BufReader::new(chat.stdout.take().expect("stdout is piped")).lines();
+    let mut text = String::new();
+    let first_reply = async {
+        while let Some(line) = lines.next_line().await.expect("the chat's output reads") {
+            text.push_str(&line);
+            text.push('\n');
+            if line.contains("agent ›") {
+                return;
+            }
+        }
+    };
+    tokio::time::timeout(BOUND, first_reply).await.expect("the chat's first reply");
 
     let signalled = Instant::now();
     node.signal(Signal::SIGTERM);
@@ -212,11 +226,17 @@ async fn sigterm_drains_a_node_which_closes_its_sessions_and_exits_0_within_the_
         assert!(stdout.contains(line), "`{line}` missing in:\n{stdout}");
     }
     // The chat sees its session close and leaves by itself.
+    let rest = async {
+        while let Some(line) = lines.next_line().await.expect("the chat's output reads") {
+            text.push_str(&line);
+            text.push('\n');
+        }
+    };
+    tokio::time::timeout(BOUND, rest).await.expect("the chat ends once its session is closed");
     let out = tokio::time::timeout(BOUND, chat.wait_with_output())
         .await
         .expect("the chat ends once its session is closed")
         .expect("the chat ran");
-    let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(text.contains("── session closed: node_draining ──"), "{text}");
     drop(input);
