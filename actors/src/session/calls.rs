@@ -96,7 +96,7 @@ impl SessionState {
         };
         if let Some(index) = held.iter().position(of_call) {
             let (_, started) = held.remove(index);
-            self.host.events.send(started, &self.link.id, &self.link.clock);
+            self.emit(started);
         }
     }
 
