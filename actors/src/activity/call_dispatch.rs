@@ -210,7 +210,7 @@ fn dispatch_one(
     };
     let (tx, rx) = oneshot::channel::<CallOutcome>();
     // Routed by name to the toolset that runs the tool (§4 step 7).
-    let toolset = env.toolset(&toolset);
+    let toolset = env.toolsets.get(&toolset);
     if let Some(toolset) = &toolset {
         let _ = toolset.cast(ToolsetMsg::Execute(Box::new(exec), tx.into()));
     }
@@ -224,11 +224,11 @@ fn dispatch_one(
 pub(crate) async fn rerun(env: &SpeechEnv, calls: Vec<RerunCall>) {
     for call in calls {
         let routed = env.catalog.routed(&call.call.name).map(|(t, id)| (t.clone(), id.to_owned()));
-        let toolset = match &routed {
-            Some((_, id)) => env.started_toolset(id).await,
+        let routed = match routed {
+            Some((tool, id)) => env.started_toolset(&id).await.map(|toolset| (tool, toolset)),
             None => None,
         };
-        rerun_one(env, call, routed.map(|(t, _)| t).zip(toolset));
+        rerun_one(env, call, routed);
     }
 }
 

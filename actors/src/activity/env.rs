@@ -25,11 +25,6 @@ pub(crate) struct SpeechEnv {
 }
 
 impl SpeechEnv {
-    /// The toolset actor with this id, as it runs now.
-    pub(crate) fn toolset(&self, id: &str) -> Option<ActorRef<ToolsetMsg>> {
-        self.toolsets.get(id)
-    }
-
     /// The toolset with this id, started now if the Activity deferred it to its first call
     /// (docs/decisions.md#deferred-toolset).
     pub(crate) async fn started_toolset(&self, id: &str) -> Option<ActorRef<ToolsetMsg>> {

@@ -314,7 +314,7 @@ impl ActivityState {
             .own_toolsets
             .iter()
             .filter(|id| !(self.draining && self.keep.contains(id)))
-            .filter_map(|id| self.env.toolset(id))
+            .filter_map(|id| self.env.toolsets.get(id))
             .collect();
         let unstarted = self.env.toolsets.unstarted();
         let unstarted = unstarted.into_iter().map(|args| toolset_node(args, ActorId::Local(0)));
@@ -523,7 +523,7 @@ impl ActivityState {
         let session = self.env.session.actor.get_cell();
         let mut kept = BTreeMap::new();
         for id in &self.keep {
-            if let Some(toolset) = self.env.toolset(id) {
+            if let Some(toolset) = self.env.toolsets.get(id) {
                 toolset.get_cell().link(session.clone());
                 kept.insert(id.clone(), toolset);
             }
